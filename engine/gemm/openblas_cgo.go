@@ -1,0 +1,81 @@
+//go:build cgo
+
+package gemm
+
+/*
+#cgo LDFLAGS: -ldl
+#cgo noescape rlvr_sgemm
+#cgo nocallback rlvr_sgemm
+#include <dlfcn.h>
+#include <stdlib.h>
+
+typedef void (*rlvr_cblas_sgemm_t)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
+typedef void (*rlvr_set_threads_t)(int);
+
+static rlvr_cblas_sgemm_t rlvr_sgemm_ptr;
+
+// rlvr_open loads path and resolves cblas_sgemm; 0 on success.
+static int rlvr_open(const char* path) {
+	// Pin OpenBLAS to one thread before it starts its pool: rlvr splits
+	// work across goroutines itself.
+	setenv("OPENBLAS_NUM_THREADS", "1", 1);
+	void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) return 1;
+	rlvr_cblas_sgemm_t f = (rlvr_cblas_sgemm_t)dlsym(h, "cblas_sgemm");
+	if (!f) { dlclose(h); return 2; }
+	rlvr_set_threads_t st = (rlvr_set_threads_t)dlsym(h, "openblas_set_num_threads");
+	if (st) st(1);
+	rlvr_sgemm_ptr = f;
+	return 0;
+}
+
+static void rlvr_sgemm(int ta, int tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+	// 101 = CblasRowMajor, 111 = CblasNoTrans, 112 = CblasTrans.
+	rlvr_sgemm_ptr(101, ta ? 112 : 111, tb ? 112 : 111, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// libraryNames are tried in order when RLVR_BLAS does not name a library.
+var libraryNames = []string{"libopenblas.so.0", "libopenblas.so", "libopenblasp.so.0"}
+
+func loadOpenBLAS(path string) (string, error) {
+	names := libraryNames
+	if path != "" {
+		names = []string{path}
+	}
+	for _, name := range names {
+		cs := C.CString(name)
+		rc := C.rlvr_open(cs)
+		C.free(unsafe.Pointer(cs))
+		switch rc {
+		case 0:
+			return name, nil
+		case 2:
+			return "", fmt.Errorf("gemm: %s has no cblas_sgemm", name)
+		}
+	}
+	return "", fmt.Errorf("gemm: OpenBLAS not found (tried %v; on Debian: apt-get install libopenblas0)", names)
+}
+
+func openblasSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	var ap, bp *float32
+	if k > 0 {
+		ap, bp = &a[0], &b[0]
+	}
+	C.rlvr_sgemm(cbool(transA), cbool(transB), C.int(m), C.int(n), C.int(k), C.float(alpha),
+		(*C.float)(unsafe.Pointer(ap)), C.int(max(lda, 1)), (*C.float)(unsafe.Pointer(bp)), C.int(max(ldb, 1)),
+		C.float(beta), (*C.float)(unsafe.Pointer(&c[0])), C.int(ldc))
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
