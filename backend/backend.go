@@ -1,0 +1,234 @@
+// Package backend is the seam between rlvr's methods and whatever computes
+// gradients and samples: the local CPU engine today, a Tinker-compatible
+// training service later. It holds only types and interfaces, shaped like
+// the Tinker API (forward_backward / optim_step / sample / save), so that a
+// remote backend is a thin translation and method code never changes.
+//
+// Reduction follows Tinker: a learner SUMS its per-token loss terms. Every
+// aggregation mode (token-mean, seq-mean-token-mean, Dr.GRPO's constant) is
+// folded into the per-token Weights by Aggregate, in one place, so both
+// backends agree by construction.
+package backend
+
+import (
+	"context"
+	"fmt"
+)
+
+// Datum is one sequence to train on. Position i of Tokens predicts
+// Targets[i] (for a sequence x, Tokens = x[:-1] and Targets = x[1:]). The
+// per-token slices have len(Tokens) entries, or are nil when the loss does
+// not use them.
+type Datum struct {
+	Tokens  []int32
+	Targets []int32
+	// Weights scales every loss term at each position; 0 means the position
+	// is context only (a prompt, an expert's reply). Aggregate folds the
+	// loss aggregation mode into it.
+	Weights []float32
+	// Advantages are the per-token advantages of the policy-gradient terms.
+	Advantages []float32
+	// SamplerLogprobs are the sampler's logprobs of the targets, for the
+	// importance ratio of the clipped policy gradient.
+	SamplerLogprobs []float32
+	// RefLogprobs are a frozen reference model's logprobs of the targets,
+	// for the KL-to-reference term.
+	RefLogprobs []float32
+	// Teacher, when set, is the same continuation under another context
+	// (MEML-GRPO's mutual learning): the teacher-KL term pulls this datum's
+	// next-token distributions toward the teacher's, position by position.
+	Teacher *Teacher
+}
+
+// Teacher is the teacher side of a distillation term. Its model input is
+// Tokens; its last Aligned positions predict the same targets as the
+// datum's last Aligned positions, and those are where the KL is taken. The
+// teacher's distributions are computed by the learner's current weights
+// with no gradient (stop-gradient on the teacher side).
+type Teacher struct {
+	Tokens  []int32
+	Aligned int
+}
+
+// Len is the number of positions in the datum.
+func (d *Datum) Len() int { return len(d.Tokens) }
+
+// Validate checks that every per-token slice matches the token count and
+// the teacher alignment fits both sequences. It names the slice at fault.
+func (d *Datum) Validate() error {
+	n := len(d.Tokens)
+	if n == 0 {
+		return fmt.Errorf("datum has no tokens")
+	}
+	if len(d.Targets) != n {
+		return fmt.Errorf("datum has %d tokens but %d targets", n, len(d.Targets))
+	}
+	for _, s := range []struct {
+		name string
+		v    []float32
+	}{{"weights", d.Weights}, {"advantages", d.Advantages}, {"sampler logprobs", d.SamplerLogprobs}, {"reference logprobs", d.RefLogprobs}} {
+		if s.v != nil && len(s.v) != n {
+			return fmt.Errorf("datum has %d tokens but %d %s", n, len(s.v), s.name)
+		}
+	}
+	if d.Weights == nil {
+		return fmt.Errorf("datum has no weights")
+	}
+	if t := d.Teacher; t != nil {
+		if t.Aligned < 1 || t.Aligned > n || t.Aligned > len(t.Tokens) {
+			return fmt.Errorf("teacher aligns %d positions but the datum has %d and the teacher %d", t.Aligned, n, len(t.Tokens))
+		}
+	}
+	return nil
+}
+
+// PolicyGradient selects the policy-gradient term of a Loss.
+type PolicyGradient string
+
+const (
+	// NoPolicyGradient leaves the term out.
+	NoPolicyGradient PolicyGradient = ""
+	// ClippedPG is PPO's clipped surrogate, −min(ρA, clip(ρ, 1−ε_low,
+	// 1+ε_high)A), with ρ = exp(logp − sampler logp) (GRPO, DAPO, EAPO, MEL).
+	ClippedPG PolicyGradient = "clipped"
+	// Reinforce is −A·logp, the vanilla policy gradient (MEML-GRPO's eq. 6
+	// with A = max(A, 0) computed by the method).
+	Reinforce PolicyGradient = "reinforce"
+)
+
+// KLEstimator names an estimator of KL(π ‖ π_ref) from one sample, with
+// d = logp − ref logp (Schulman's k1, k2, k3).
+type KLEstimator string
+
+const (
+	K1 KLEstimator = "k1" // d: unbiased, high variance, can be negative
+	K2 KLEstimator = "k2" // d²/2: biased, low variance
+	K3 KLEstimator = "k3" // exp(−d) − 1 + d: unbiased, non-negative (GRPO's)
+)
+
+// Loss is the per-token objective a ForwardBackward call sums. At each
+// position, with w its weight:
+//
+//	w · ( NLL·(−logp) + PG term + RefKL·k(logp, ref) + TeacherKL·KL(q‖p) − Entropy·H(p) )
+//
+// A zero coefficient leaves its term out. The zero Loss is no loss at all.
+type Loss struct {
+	NLL            float32        // weight of the negative log-likelihood (SFT, RFT, MEL)
+	PolicyGradient PolicyGradient // which policy-gradient term, if any
+	// ClipLow and ClipHigh are ε_low and ε_high of ClippedPG (GRPO: 0.2,
+	// 0.2; DAPO's clip-higher: 0.2, 0.28).
+	ClipLow, ClipHigh float32
+	RefKL             float32     // β of the KL to the reference (needs RefLogprobs)
+	RefKLEstimator    KLEstimator // how that KL is estimated
+	// TeacherKL weighs the exact full-vocabulary KL(teacher ‖ policy) at the
+	// teacher-aligned positions. It needs next-token distributions, so only
+	// the local backend offers it.
+	TeacherKL float32
+	Entropy   float32 // entropy bonus coefficient (subtracted from the loss)
+}
+
+// Validate reports every inconsistent setting of the loss at once.
+func (l *Loss) Validate() error {
+	var errs []string
+	switch l.PolicyGradient {
+	case NoPolicyGradient, Reinforce:
+	case ClippedPG:
+		if l.ClipLow <= 0 || l.ClipLow >= 1 {
+			errs = append(errs, fmt.Sprintf("clip low %v outside (0, 1)", l.ClipLow))
+		}
+		if l.ClipHigh <= 0 {
+			errs = append(errs, fmt.Sprintf("clip high %v must be positive", l.ClipHigh))
+		}
+	default:
+		errs = append(errs, fmt.Sprintf("unknown policy gradient %q (want %q or %q)", l.PolicyGradient, ClippedPG, Reinforce))
+	}
+	if l.RefKL != 0 {
+		switch l.RefKLEstimator {
+		case K1, K2, K3:
+		default:
+			errs = append(errs, fmt.Sprintf("unknown KL estimator %q (want k1, k2 or k3)", l.RefKLEstimator))
+		}
+	}
+	if l.NLL == 0 && l.PolicyGradient == NoPolicyGradient && l.RefKL == 0 && l.TeacherKL == 0 && l.Entropy == 0 {
+		errs = append(errs, "every term is zero")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("loss: %s", join(errs))
+	}
+	return nil
+}
+
+func join(s []string) string {
+	out := s[0]
+	for _, e := range s[1:] {
+		out += "; " + e
+	}
+	return out
+}
+
+// Needs reports which per-token inputs the loss reads.
+func (l *Loss) Needs() (advantages, samplerLogprobs, refLogprobs bool) {
+	return l.PolicyGradient != NoPolicyGradient, l.PolicyGradient == ClippedPG, l.RefKL != 0
+}
+
+// Result is what ForwardBackward returns: the learner's logprob of every
+// target (one slice per datum) and the sums of its per-token statistics.
+type Result struct {
+	Logprobs [][]float32
+	Metrics  Metrics
+}
+
+// Metrics are sums over the positions with non-zero weight, so results of
+// several calls add; Mean turns them into averages.
+type Metrics struct {
+	Loss      float64 // the summed objective
+	Tokens    int     // positions with non-zero weight
+	ClipLow   int     // positions clipped at 1−ε_low (A < 0)
+	ClipHigh  int     // positions clipped at 1+ε_high (A > 0)
+	Entropy   float64 // Σ H(p)
+	RefKL     float64 // Σ k(logp, ref)
+	TeacherKL float64 // Σ KL(q ‖ p)
+	NLL       float64 // Σ −logp
+}
+
+// Add accumulates o into m.
+func (m *Metrics) Add(o Metrics) {
+	m.Loss += o.Loss
+	m.Tokens += o.Tokens
+	m.ClipLow += o.ClipLow
+	m.ClipHigh += o.ClipHigh
+	m.Entropy += o.Entropy
+	m.RefKL += o.RefKL
+	m.TeacherKL += o.TeacherKL
+	m.NLL += o.NLL
+}
+
+// OptimParams are one optimizer step's settings (Tinker's adam_params).
+type OptimParams struct {
+	LearningRate float32
+	// GradClipNorm clips the global gradient norm; 0 disables clipping.
+	GradClipNorm float32
+}
+
+// StepResult reports an optimizer step.
+type StepResult struct {
+	GradNorm float64 // the global norm before clipping
+}
+
+// Learner computes gradients and applies optimizer steps. Implementations
+// are not safe for concurrent use.
+type Learner interface {
+	// ForwardBackward adds the gradients of the summed loss over batch to
+	// the accumulated gradients and returns per-datum logprobs and metrics.
+	ForwardBackward(ctx context.Context, batch []Datum, loss Loss) (Result, error)
+	// Logprobs runs the forward pass only and returns the logprob of every
+	// target, one slice per datum.
+	Logprobs(ctx context.Context, batch []Datum) ([][]float32, error)
+	// OptimStep applies the accumulated gradients and clears them. It
+	// refuses (and changes no weight) when a gradient is NaN or Inf.
+	OptimStep(ctx context.Context, p OptimParams) (StepResult, error)
+	// ZeroGrad discards the accumulated gradients.
+	ZeroGrad()
+	// Save writes the full training state to dir.
+	Save(ctx context.Context, dir string) error
+}

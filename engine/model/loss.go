@@ -1,0 +1,347 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"rlvr/backend"
+	"rlvr/engine/gemm"
+	"rlvr/engine/parallel"
+)
+
+// Targets are a loss's per-token inputs, packed like the Batch they go with
+// (N entries each). Optional slices are nil when the loss does not read
+// them.
+type Targets struct {
+	Targets         []int32   // next token at each position
+	Weights         []float32 // per-token scale of every term; 0 = not trained on
+	Advantages      []float32 // policy-gradient advantages
+	SamplerLogprobs []float32 // the sampler's logprobs, for the clipped ratio
+	RefLogprobs     []float32 // a reference model's logprobs, for the KL term
+	// TeacherRows maps each position to a row of the teacher's
+	// distributions (see TeacherBatch), or −1 where there is none.
+	TeacherRows []int32
+}
+
+// TeacherBatch is the teacher side of a teacher-KL loss: a batch run through
+// the current weights without gradient, and the packed positions whose
+// next-token distributions Targets.TeacherRows refer to (row r is
+// Positions[r]).
+type TeacherBatch struct {
+	Batch     Batch
+	Positions []int
+}
+
+// logitsBudget bounds the logits the loss head materializes at once
+// (floats); with a large vocabulary the head runs in token chunks.
+const logitsBudget = 1 << 22
+
+// maxLogRatio clamps logp − sampler logp before exponentiating it, so a
+// stale sampler logprob cannot overflow the importance ratio.
+const maxLogRatio = 20
+
+// tokenStats are one position's results.
+type tokenStats struct {
+	loss, logp, entropy, refKL, teacherKL float64
+	clip                                  int8 // −1 clipped low, +1 clipped high
+}
+
+// validateTargets checks the per-token inputs against the batch and loss.
+func (m *Model) validateTargets(b Batch, t Targets, loss *backend.Loss, teacherRows int) error {
+	N := len(b.Tokens)
+	if len(t.Targets) != N || len(t.Weights) != N {
+		return fmt.Errorf("targets: %d targets and %d weights for %d tokens", len(t.Targets), len(t.Weights), N)
+	}
+	adv, q, ref := loss.Needs()
+	for _, s := range []struct {
+		name   string
+		v      []float32
+		needed bool
+	}{{"advantages", t.Advantages, adv}, {"sampler logprobs", t.SamplerLogprobs, q}, {"reference logprobs", t.RefLogprobs, ref}} {
+		if s.needed && len(s.v) != N {
+			return fmt.Errorf("targets: the loss needs %s for %d tokens, got %d", s.name, N, len(s.v))
+		}
+	}
+	if loss.TeacherKL != 0 && len(t.TeacherRows) != N {
+		return fmt.Errorf("targets: the teacher-KL term needs teacher rows for %d tokens, got %d", N, len(t.TeacherRows))
+	}
+	for n, y := range t.Targets {
+		if y < 0 || int(y) >= m.Config.Vocab {
+			s, p := locate(b, n)
+			return fmt.Errorf("targets: sequence %d position %d: target %d outside the vocabulary [0, %d)", s, p, y, m.Config.Vocab)
+		}
+		if t.TeacherRows != nil && (t.TeacherRows[n] < -1 || int(t.TeacherRows[n]) >= teacherRows) {
+			s, p := locate(b, n)
+			return fmt.Errorf("targets: sequence %d position %d: teacher row %d outside [−1, %d)", s, p, t.TeacherRows[n], teacherRows)
+		}
+	}
+	return nil
+}
+
+// locate turns a packed index into (sequence, position).
+func locate(b Batch, n int) (int, int) {
+	for s := 0; s+1 < len(b.Offsets); s++ {
+		if n < b.Offsets[s+1] {
+			return s, n - b.Offsets[s]
+		}
+	}
+	return -1, -1
+}
+
+// ForwardBackward runs the model over b, sums loss over every position
+// (Targets.Weights scale each one), and adds the gradient into m.Grads. It
+// writes the logprob of every target into logprobs (N) when that is not
+// nil. With a teacher-KL term, teacher gives the teacher's batch.
+//
+// A NaN or Inf loss is reported with the sequence and position where it
+// appeared; the decoder's gradients are then left untouched, but the
+// output head's may hold part of the batch: call ZeroGrad before going on.
+func (m *Model) ForwardBackward(b Batch, t Targets, loss backend.Loss, teacher *TeacherBatch, logprobs []float32) (backend.Metrics, error) {
+	if err := loss.Validate(); err != nil {
+		return backend.Metrics{}, err
+	}
+	if err := m.Validate(b); err != nil {
+		return backend.Metrics{}, err
+	}
+	var teacherLogp []float32
+	teacherRows := 0
+	if loss.TeacherKL != 0 {
+		if teacher == nil {
+			return backend.Metrics{}, fmt.Errorf("loss has a teacher-KL term but no teacher batch")
+		}
+		if err := m.Validate(teacher.Batch); err != nil {
+			return backend.Metrics{}, fmt.Errorf("teacher %w", err)
+		}
+		teacherLogp = m.teacherLogprobs(*teacher)
+		teacherRows = len(teacher.Positions)
+	}
+	if err := m.validateTargets(b, t, &loss, teacherRows); err != nil {
+		return backend.Metrics{}, err
+	}
+	m.forward(b)
+	met, err := m.head(b, t, &loss, teacherLogp, logprobs, true)
+	if err != nil {
+		return met, err
+	}
+	m.backward(b, m.act.dnormed[:len(b.Tokens)*m.Config.Dim])
+	return met, nil
+}
+
+// Logprobs runs the forward pass only and writes the logprob of each target
+// into out (N).
+func (m *Model) Logprobs(b Batch, targets []int32, out []float32) error {
+	if err := m.Validate(b); err != nil {
+		return err
+	}
+	if len(targets) != len(b.Tokens) || len(out) != len(b.Tokens) {
+		return fmt.Errorf("logprobs: %d targets and %d outputs for %d tokens", len(targets), len(out), len(b.Tokens))
+	}
+	ones := make([]float32, len(targets))
+	t := Targets{Targets: targets, Weights: ones}
+	if err := m.validateTargets(b, t, &backend.Loss{NLL: 1}, 0); err != nil {
+		return err
+	}
+	m.forward(b)
+	_, err := m.head(b, t, &backend.Loss{NLL: 1}, nil, out, false)
+	return err
+}
+
+// teacherLogprobs runs the teacher batch forward and returns the
+// log-softmax of the next-token logits at its positions (rows × V).
+func (m *Model) teacherLogprobs(tb TeacherBatch) []float32 {
+	m.forward(tb.Batch)
+	D, V, R := m.Config.Dim, m.Config.Vocab, len(tb.Positions)
+	rows := make([]float32, R*D)
+	for r, p := range tb.Positions {
+		copy(rows[r*D:(r+1)*D], m.act.normed[p*D:(p+1)*D])
+	}
+	out := make([]float32, R*V)
+	gemm.Sgemm(false, true, R, V, D, 1, rows, D, m.w.head, D, 0, out, V)
+	parallel.For(R, 1, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			logSoftmax(out[r*V : (r+1)*V])
+		}
+	})
+	return out
+}
+
+// head computes the output logits chunk by chunk, the per-token loss terms
+// and (with grad) dnormed, the gradient at the final norm's output, adding
+// the head's own gradient into m.Grads.
+func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logprobs []float32, grad bool) (backend.Metrics, error) {
+	c, a := m.Config, &m.act
+	N, D, V := len(b.Tokens), c.Dim, c.Vocab
+	chunk := max(1, min(N, logitsBudget/V))
+	if len(a.logits) < chunk*V {
+		a.logits = make([]float32, chunk*V)
+	}
+	if len(a.dnormed) < a.N*D {
+		a.dnormed = make([]float32, a.N*D)
+		a.stats = make([]tokenStats, a.N)
+	}
+	stats := a.stats[:N]
+	for c0 := 0; c0 < N; c0 += chunk {
+		c1 := min(c0+chunk, N)
+		logits := a.logits[:(c1-c0)*V]
+		gemm.Sgemm(false, true, c1-c0, V, D, 1, a.normed[c0*D:], D, m.w.head, D, 0, logits, V)
+		parallel.For(c1-c0, 4, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				n := c0 + i
+				var q []float32
+				if t.TeacherRows != nil && t.TeacherRows[n] >= 0 {
+					r := int(t.TeacherRows[n])
+					q = teacherLogp[r*V : (r+1)*V]
+				}
+				stats[n] = tokenTerms(logits[i*V:(i+1)*V], n, t, q, loss, grad)
+			}
+		})
+		for n := c0; n < c1; n++ {
+			if s := stats[n]; math.IsNaN(s.loss) || math.IsInf(s.loss, 0) || math.IsNaN(s.logp) {
+				seq, p := locate(b, n)
+				return backend.Metrics{}, fmt.Errorf("non-finite loss %v (logprob %v) at sequence %d position %d", s.loss, s.logp, seq, p)
+			}
+		}
+		if grad {
+			gemm.Sgemm(false, false, c1-c0, D, V, 1, logits, V, m.w.head, D, 0, a.dnormed[c0*D:], D)
+			gemm.Sgemm(true, false, V, D, c1-c0, 1, logits, V, a.normed[c0*D:], D, 1, m.g.head, D)
+		}
+	}
+	var met backend.Metrics
+	for n, s := range stats {
+		if logprobs != nil {
+			logprobs[n] = float32(s.logp)
+		}
+		if t.Weights[n] == 0 {
+			continue
+		}
+		met.Tokens++
+		met.Loss += s.loss
+		met.NLL -= s.logp
+		met.Entropy += s.entropy
+		met.RefKL += s.refKL
+		met.TeacherKL += s.teacherKL
+		switch s.clip {
+		case -1:
+			met.ClipLow++
+		case 1:
+			met.ClipHigh++
+		}
+	}
+	return met, nil
+}
+
+// tokenTerms evaluates every term of the loss at packed position n from its
+// logits row z (V) and, with grad, overwrites z with dloss/dz:
+//
+//	dz_j = G·(1[j=y] − p_j) + E·p_j·(log p_j + H) + K·(p_j − q_j)
+//
+// where G = dloss/dlogp collects the NLL, policy-gradient and reference-KL
+// terms, E = w·entropy coefficient and K = w·teacher-KL coefficient. q is
+// the teacher's log-distribution (V), or nil.
+func tokenTerms(z []float32, n int, t Targets, q []float32, l *backend.Loss, grad bool) tokenStats {
+	y, w := int(t.Targets[n]), float64(t.Weights[n])
+	mx := z[0]
+	for _, v := range z[1:] {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for _, v := range z {
+		sum += math.Exp(float64(v - mx))
+	}
+	lse := float64(mx) + math.Log(sum)
+	var s tokenStats
+	s.logp = float64(z[y]) - lse
+	// One pass for the entropy (and the teacher KL) before the gradient,
+	// which needs H.
+	var h, kl float64
+	for j, v := range z {
+		lp := float64(v) - lse
+		p := math.Exp(lp)
+		h -= p * lp
+		if q != nil {
+			kl += math.Exp(float64(q[j])) * (float64(q[j]) - lp)
+		}
+	}
+	s.entropy, s.teacherKL = h, kl
+	var g float64 // dloss/dlogp
+	if l.NLL != 0 {
+		s.loss -= w * float64(l.NLL) * s.logp
+		g -= w * float64(l.NLL)
+	}
+	switch l.PolicyGradient {
+	case backend.ClippedPG:
+		adv := float64(t.Advantages[n])
+		ratio := math.Exp(math.Max(-maxLogRatio, math.Min(maxLogRatio, s.logp-float64(t.SamplerLogprobs[n]))))
+		lo, hi := 1-float64(l.ClipLow), 1+float64(l.ClipHigh)
+		// −min(ρA, clip(ρ)A): the clipped branch wins, with zero
+		// gradient, exactly when ρ is past the bound on the side A pushes.
+		switch {
+		case adv > 0 && ratio > hi:
+			s.loss -= w * hi * adv
+			s.clip = 1
+		case adv < 0 && ratio < lo:
+			s.loss -= w * lo * adv
+			s.clip = -1
+		default:
+			s.loss -= w * ratio * adv
+			g -= w * adv * ratio
+		}
+	case backend.Reinforce:
+		adv := float64(t.Advantages[n])
+		s.loss -= w * adv * s.logp
+		g -= w * adv
+	}
+	if l.RefKL != 0 {
+		d := s.logp - float64(t.RefLogprobs[n])
+		var k, dk float64
+		switch l.RefKLEstimator {
+		case backend.K1:
+			k, dk = d, 1
+		case backend.K2:
+			k, dk = d*d/2, d
+		case backend.K3:
+			e := math.Exp(-d)
+			k, dk = e-1+d, 1-e
+		}
+		s.refKL = k
+		s.loss += w * float64(l.RefKL) * k
+		g += w * float64(l.RefKL) * dk
+	}
+	e := w * float64(l.Entropy)
+	s.loss -= e * h
+	k := 0.0
+	if q != nil {
+		k = w * float64(l.TeacherKL)
+		s.loss += k * kl
+	}
+	if !grad {
+		return s
+	}
+	for j, v := range z {
+		lp := float64(v) - lse
+		p := math.Exp(lp)
+		d := -g*p + e*p*(lp+h)
+		if q != nil {
+			d += k * (p - math.Exp(float64(q[j])))
+		}
+		z[j] = float32(d)
+	}
+	z[y] += float32(g)
+	return s
+}
+
+// logSoftmax replaces a row of logits with its log-probabilities.
+func logSoftmax(z []float32) {
+	mx := z[0]
+	for _, v := range z[1:] {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for _, v := range z {
+		sum += math.Exp(float64(v - mx))
+	}
+	lse := float32(float64(mx) + math.Log(sum))
+	for i := range z {
+		z[i] -= lse
+	}
+}

@@ -1,0 +1,301 @@
+package model
+
+import (
+	"fmt"
+
+	"rlvr/engine/nn"
+	"rlvr/engine/parallel"
+)
+
+// Model is a decoder with its parameters, gradients and the activations its
+// last forward pass saved for the backward.
+type Model struct {
+	Config Config
+	// Params and Grads are the slabs; Tensors names their views (the same
+	// offsets in both).
+	Params, Grads []float32
+	Tensors       []Tensor
+
+	w, g     weights   // views of Params and Grads
+	cos, sin []float32 // rotary tables (MaxSeq, hd/2)
+	act      activations
+}
+
+// New returns a model with freshly initialized weights (deterministic for a
+// seed) and zero gradients.
+func New(cfg Config, seed uint64) (*Model, error) {
+	m, err := NewEmpty(cfg)
+	if err != nil {
+		return nil, err
+	}
+	initParams(m.Config, m.Tensors, m.Params, seed)
+	return m, nil
+}
+
+// NewEmpty returns a model whose parameters are all zero, to be filled from
+// a checkpoint.
+func NewEmpty(cfg Config) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	ts, n := layout(cfg)
+	m := &Model{Config: cfg, Params: make([]float32, n), Grads: make([]float32, n), Tensors: ts}
+	m.w, m.g = views(cfg, ts, m.Params), views(cfg, ts, m.Grads)
+	m.cos, m.sin = nn.RoPETables(cfg.MaxSeq, cfg.HeadDim, cfg.RopeTheta)
+	return m, nil
+}
+
+// Tensor returns the parameter view and descriptor named name (a Hugging
+// Face tensor name).
+func (m *Model) Tensor(name string) ([]float32, Tensor, bool) {
+	for _, t := range m.Tensors {
+		if t.Name == name {
+			return m.Params[t.Offset : t.Offset+t.Len()], t, true
+		}
+	}
+	return nil, Tensor{}, false
+}
+
+// NumParams is the number of parameters.
+func (m *Model) NumParams() int { return len(m.Params) }
+
+// ZeroGrad clears the accumulated gradients.
+func (m *Model) ZeroGrad() { clear(m.Grads) }
+
+// Batch is a packed batch: sequence s is Tokens[Offsets[s]:Offsets[s+1]].
+type Batch struct {
+	Tokens  []int32 // (N)
+	Offsets []int   // (S+1), starting at 0 and ending at N
+}
+
+// Pack concatenates sequences into a Batch.
+func Pack(seqs [][]int32) Batch {
+	b := Batch{Offsets: make([]int, 1, len(seqs)+1)}
+	for _, s := range seqs {
+		b.Tokens = append(b.Tokens, s...)
+		b.Offsets = append(b.Offsets, len(b.Tokens))
+	}
+	return b
+}
+
+// PackPadded packs a right-padded rectangular batch, as Hugging Face
+// tensors come: rows × cols tokens, of which row r's first lengths[r] are
+// real. Rows of length 0 are dropped; what lies past a row's length is
+// never read.
+func PackPadded(tokens []int32, rows, cols int, lengths []int) (Batch, error) {
+	if len(tokens) != rows*cols || len(lengths) != rows {
+		return Batch{}, fmt.Errorf("padded batch: %d tokens and %d lengths for %d×%d", len(tokens), len(lengths), rows, cols)
+	}
+	b := Batch{Offsets: []int{0}}
+	for r, n := range lengths {
+		if n < 0 || n > cols {
+			return Batch{}, fmt.Errorf("padded batch: row %d has length %d outside [0, %d]", r, n, cols)
+		}
+		if n > 0 {
+			b.Tokens = append(b.Tokens, tokens[r*cols:r*cols+n]...)
+			b.Offsets = append(b.Offsets, len(b.Tokens))
+		}
+	}
+	return b, nil
+}
+
+// Validate checks offsets and token ids against the model, naming the
+// sequence and position of the first bad one.
+func (m *Model) Validate(b Batch) error {
+	if len(b.Offsets) < 2 || b.Offsets[0] != 0 || b.Offsets[len(b.Offsets)-1] != len(b.Tokens) {
+		return fmt.Errorf("batch: offsets %v do not cover %d tokens", short(b.Offsets), len(b.Tokens))
+	}
+	for s := 0; s+1 < len(b.Offsets); s++ {
+		T := b.Offsets[s+1] - b.Offsets[s]
+		if T <= 0 {
+			return fmt.Errorf("batch: sequence %d is empty or offsets decrease", s)
+		}
+		if T > m.Config.MaxSeq {
+			return fmt.Errorf("batch: sequence %d has %d tokens, more than max_seq %d", s, T, m.Config.MaxSeq)
+		}
+		for i, t := range b.Tokens[b.Offsets[s]:b.Offsets[s+1]] {
+			if t < 0 || int(t) >= m.Config.Vocab {
+				return fmt.Errorf("batch: sequence %d position %d: token %d outside the vocabulary [0, %d)", s, i, t, m.Config.Vocab)
+			}
+		}
+	}
+	return nil
+}
+
+func short(v []int) string {
+	if len(v) > 8 {
+		return fmt.Sprintf("%v…", v[:8])
+	}
+	return fmt.Sprint(v)
+}
+
+// activations are the forward pass's saved tensors and the backward's
+// scratch, sized for the largest batch seen so far: they grow, never
+// shrink, so a steady training loop allocates nothing.
+type activations struct {
+	N, S, probs int // capacity: tokens, sequences, attention probabilities
+	maxT        int // longest sequence of the current batch
+
+	pos     []int32   // (N) position of each token in its sequence
+	resid   []float32 // (L+1, N, D) residual stream entering each layer, and the last
+	layers  []layerActs
+	normed  []float32 // (N, D) final norm output
+	rstd    []float32 // (N) final norm's saved reciprocal RMS
+	dresid  []float32 // (N, D) gradient of the residual stream
+	dh      []float32 // (N, D) gradient of a norm's output
+	dqkv    []float32 // (N, Q)
+	dqkvRaw []float32 // (N, Q) gradient before the q/k norms (Qwen3)
+	dattn   []float32 // (N, H·hd)
+	dgu     []float32 // (N, 2F)
+	dact    []float32 // (N, F)
+	scratch []float32 // attention backward, per thread
+
+	logits  []float32    // (chunk, V) the loss head's logits, then their gradient
+	dnormed []float32    // (N, D) gradient at the final norm's output
+	stats   []tokenStats // (N) per-position loss results
+}
+
+// layerActs is what one block's forward saves.
+type layerActs struct {
+	h1, rstd1   []float32 // (N, D), (N): attention norm output and rstd
+	qkvRaw      []float32 // (N, Q) projections before the q/k norms (Qwen3 only)
+	qkRstd      []float32 // (N, H+KV) the q/k norms' rstd (Qwen3 only)
+	qkv         []float32 // (N, Q) queries and keys after RoPE, values
+	probs       []float32 // (Σ H·T²) attention probabilities
+	attn        []float32 // (N, H·hd) attention output before o_proj
+	mid         []float32 // (N, D) residual after attention
+	h2, rstd2   []float32 // (N, D), (N): MLP norm output and rstd
+	gu          []float32 // (N, 2F) gate and up projections
+	swiglu      []float32 // (N, F) silu(gate)·up
+}
+
+// qkvWidth is Q, the width of the fused q/k/v projection.
+func (c Config) qkvWidth() int { return (c.Heads + 2*c.KVHeads) * c.HeadDim }
+
+// ensure sizes the activations for batch b.
+func (m *Model) ensure(b Batch) {
+	c, a := m.Config, &m.act
+	N, S := len(b.Tokens), len(b.Offsets)-1
+	probs := nn.AttentionProbsSize(b.Offsets, c.Heads)
+	a.maxT = 0
+	for s := 0; s < S; s++ {
+		a.maxT = max(a.maxT, b.Offsets[s+1]-b.Offsets[s])
+	}
+	if N <= a.N && probs <= a.probs && S <= a.S && len(a.scratch) >= parallel.Threads()*nn.AttentionScratch(a.maxT) {
+		return
+	}
+	N, probs, S = max(N, a.N), max(probs, a.probs), max(S, a.S)
+	D, Q, F, Hd := c.Dim, c.qkvWidth(), c.Hidden, c.Heads*c.HeadDim
+	f := func(n int) []float32 { return make([]float32, n) }
+	*a = activations{N: N, S: S, probs: probs, maxT: a.maxT,
+		pos: make([]int32, N), resid: f((c.Layers + 1) * N * D), normed: f(N * D), rstd: f(N),
+		dresid: f(N * D), dh: f(N * D), dqkv: f(N * Q), dattn: f(N * Hd), dgu: f(N * 2 * F), dact: f(N * F),
+		scratch: f(parallel.Threads() * nn.AttentionScratch(m.Config.MaxSeq)),
+	}
+	if c.QKNorm {
+		a.dqkvRaw = f(N * Q)
+	}
+	a.layers = make([]layerActs, c.Layers)
+	for l := range a.layers {
+		la := &a.layers[l]
+		*la = layerActs{h1: f(N * D), rstd1: f(N), qkv: f(N * Q), probs: f(probs), attn: f(N * Hd),
+			mid: f(N * D), h2: f(N * D), rstd2: f(N), gu: f(N * 2 * F), swiglu: f(N * F)}
+		if c.QKNorm {
+			la.qkvRaw, la.qkRstd = f(N*Q), f(N*(c.Heads+c.KVHeads))
+		}
+	}
+}
+
+// forward runs the decoder over a validated batch and leaves the final
+// normed hidden states (N, D) in m.act.normed, saving what backward needs.
+func (m *Model) forward(b Batch) {
+	m.ensure(b)
+	c, a := m.Config, &m.act
+	N, D, F := len(b.Tokens), c.Dim, c.Hidden
+	H, KV, hd, Q := c.Heads, c.KVHeads, c.HeadDim, c.qkvWidth()
+	for s := 0; s+1 < len(b.Offsets); s++ {
+		for n := b.Offsets[s]; n < b.Offsets[s+1]; n++ {
+			a.pos[n] = int32(n - b.Offsets[s])
+		}
+	}
+	pos := a.pos[:N]
+	x := a.resid[:N*D]
+	nn.EmbeddingForward(x, b.Tokens, m.w.embed, D)
+	for l, w := range m.w.layers {
+		la := &a.layers[l]
+		x = a.resid[l*a.N*D:][:N*D]
+		next := a.resid[(l+1)*a.N*D:][:N*D]
+		// Attention: mid = x + o(attention(rope(qkv(norm(x))))).
+		nn.RMSNormForward(la.h1, la.rstd1, x, w.attnNorm, N, 1, D, D, c.NormEps)
+		qkv := la.qkv[:N*Q]
+		if c.QKNorm {
+			raw := la.qkvRaw[:N*Q]
+			nn.MatmulForward(raw, la.h1, w.qkv, w.qkvBias, N, D, Q)
+			copy(qkv, raw) // the values pass through unchanged
+			nn.RMSNormForward(qkv, la.qkRstd[:N*H], raw, w.qNorm, N, H, hd, Q, c.NormEps)
+			nn.RMSNormForward(qkv[H*hd:], la.qkRstd[N*H:N*(H+KV)], raw[H*hd:], w.kNorm, N, KV, hd, Q, c.NormEps)
+		} else {
+			nn.MatmulForward(qkv, la.h1, w.qkv, w.qkvBias, N, D, Q)
+		}
+		nn.RoPE(qkv, N, H+KV, hd, Q, pos, m.cos, m.sin, false)
+		nn.AttentionForward(la.attn, la.probs, qkv, b.Offsets, H, KV, hd)
+		copy(la.mid[:N*D], x)
+		nn.MatmulAccumulate(la.mid, la.attn, w.o, N, H*hd, D)
+		// MLP: next = mid + down(silu(gate(norm(mid))) ⊙ up(norm(mid))).
+		nn.RMSNormForward(la.h2, la.rstd2, la.mid, w.mlpNorm, N, 1, D, D, c.NormEps)
+		nn.MatmulForward(la.gu, la.h2, w.gateUp, nil, N, D, 2*F)
+		nn.SwiGLUForward(la.swiglu, la.gu, N, F)
+		copy(next, la.mid[:N*D])
+		nn.MatmulAccumulate(next, la.swiglu, w.down, N, F, D)
+	}
+	last := a.resid[c.Layers*a.N*D:][:N*D]
+	nn.RMSNormForward(a.normed, a.rstd, last, m.w.norm, N, 1, D, D, c.NormEps)
+}
+
+// backward propagates dnormed (N, D), the gradient of the final norm's
+// output, through the decoder, adding into m.Grads.
+func (m *Model) backward(b Batch, dnormed []float32) {
+	c, a := m.Config, &m.act
+	N, D, F := len(b.Tokens), c.Dim, c.Hidden
+	H, KV, hd, Q := c.Heads, c.KVHeads, c.HeadDim, c.qkvWidth()
+	pos := a.pos[:N]
+	dx := a.dresid[:N*D]
+	clear(dx)
+	last := a.resid[c.Layers*a.N*D:][:N*D]
+	nn.RMSNormBackward(dx, m.g.norm, dnormed, last, m.w.norm, a.rstd, N, 1, D, D)
+	for l := c.Layers - 1; l >= 0; l-- {
+		w, g, la := m.w.layers[l], m.g.layers[l], &a.layers[l]
+		x := a.resid[l*a.N*D:][:N*D]
+		// MLP block; dx is d(next) and becomes d(mid).
+		dact, dgu, dh := a.dact[:N*F], a.dgu[:N*2*F], a.dh[:N*D]
+		clear(dact)
+		nn.MatmulBackward(dact, g.down, nil, dx, la.swiglu, w.down, N, F, D)
+		clear(dgu)
+		nn.SwiGLUBackward(dgu, dact, la.gu, N, F)
+		clear(dh)
+		nn.MatmulBackward(dh, g.gateUp, nil, dgu, la.h2, w.gateUp, N, D, 2*F)
+		nn.RMSNormBackward(dx, g.mlpNorm, dh, la.mid, w.mlpNorm, la.rstd2, N, 1, D, D)
+		// Attention block; dx becomes d(x).
+		dattn, dqkv := a.dattn[:N*H*hd], a.dqkv[:N*Q]
+		clear(dattn)
+		nn.MatmulBackward(dattn, g.o, nil, dx, la.attn, w.o, N, H*hd, D)
+		clear(dqkv)
+		nn.AttentionBackward(dqkv, dattn, la.qkv, la.probs, a.scratch, b.Offsets, H, KV, hd, a.maxT)
+		nn.RoPE(dqkv, N, H+KV, hd, Q, pos, m.cos, m.sin, true)
+		if c.QKNorm {
+			raw := a.dqkvRaw[:N*Q]
+			clear(raw)
+			nn.RMSNormBackward(raw, g.qNorm, dqkv, la.qkvRaw, w.qNorm, la.qkRstd[:N*H], N, H, hd, Q)
+			nn.RMSNormBackward(raw[H*hd:], g.kNorm, dqkv[H*hd:], la.qkvRaw[H*hd:], w.kNorm, la.qkRstd[N*H:N*(H+KV)], N, KV, hd, Q)
+			for n := 0; n < N; n++ { // values had no norm
+				copy(raw[n*Q+(H+KV)*hd:(n+1)*Q], dqkv[n*Q+(H+KV)*hd:(n+1)*Q])
+			}
+			dqkv = raw
+		}
+		clear(dh)
+		nn.MatmulBackward(dh, g.qkv, g.qkvBias, dqkv, la.h1, w.qkv, N, D, Q)
+		nn.RMSNormBackward(dx, g.attnNorm, dh, x, w.attnNorm, la.rstd1, N, 1, D, D)
+	}
+	nn.EmbeddingBackward(m.g.embed, dx, b.Tokens, D)
+}

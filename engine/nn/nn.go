@@ -1,0 +1,369 @@
+// Package nn holds the transformer's kernels as forward/backward pairs.
+//
+// Conventions, as in llm.c: outputs come first; a backward takes the
+// gradient of its forward's output (dout) and ADDS into the gradients of the
+// forward's inputs and weights (dinp, dweight), so residual branches and
+// tied weights need no special case and one zero-grad clears everything. A
+// forward saves exactly what its backward needs, and says so.
+//
+// Tensors are flat row-major float32 slices of packed tokens: the sequences
+// of a batch are concatenated with no padding, and offsets (S+1 entries,
+// offsets[s] .. offsets[s+1] is sequence s) say where each one lies. Shapes
+// are written beside each argument with this legend:
+//
+//	N   tokens in the packed batch (the sum of the sequence lengths)
+//	S   sequences
+//	T   one sequence's length
+//	D   model width
+//	H   query heads; KV key/value heads; hd head width
+//	F   SwiGLU hidden width
+//	V   vocabulary size
+//
+// A wrong shape is a programmer error inside the engine and panics (through
+// the slice bounds); errors caused by data are checked by callers.
+package nn
+
+import (
+	"math"
+
+	"rlvr/engine/gemm"
+	"rlvr/engine/parallel"
+)
+
+// rowGrain is how many rows of an elementwise kernel one goroutine takes at
+// least, so tiny batches are not split.
+const rowGrain = 16
+
+// EmbeddingForward gathers rows of the table: out[n] = wte[tokens[n]].
+func EmbeddingForward(out []float32, tokens []int32, wte []float32, D int) {
+	// out (N, D), tokens (N), wte (V, D)
+	parallel.For(len(tokens), rowGrain, func(lo, hi int) {
+		for n := lo; n < hi; n++ {
+			t := int(tokens[n])
+			copy(out[n*D:(n+1)*D], wte[t*D:(t+1)*D])
+		}
+	})
+}
+
+// EmbeddingBackward adds dout's rows into the rows of dwte they came from.
+// Columns are split across goroutines, so repeated tokens never race and
+// the sum runs in token order whatever the thread count.
+func EmbeddingBackward(dwte []float32, dout []float32, tokens []int32, D int) {
+	// dwte (V, D), dout (N, D), tokens (N)
+	parallel.For(D, 16, func(lo, hi int) {
+		for n, t := range tokens {
+			dst := dwte[int(t)*D+lo : int(t)*D+hi]
+			src := dout[n*D+lo : n*D+hi]
+			for i := range dst {
+				dst[i] += src[i]
+			}
+		}
+	})
+}
+
+// RMSNormForward normalizes rows of C values: out = inp / rms(inp) · weight.
+// The input holds N rows of G consecutive groups of C values each, rows
+// stride apart; each group is normalized on its own (G = 1 for the
+// model's norms, G = heads for Qwen3's per-head q/k norms). It saves rstd
+// (N·G), the reciprocal RMS, for the backward.
+func RMSNormForward(out, rstd, inp, weight []float32, N, G, C, stride int, eps float32) {
+	// out, inp (N, stride) with G·C ≤ stride; rstd (N, G); weight (C)
+	parallel.For(N, rowGrain, func(lo, hi int) {
+		for n := lo; n < hi; n++ {
+			for g := 0; g < G; g++ {
+				x := inp[n*stride+g*C : n*stride+(g+1)*C]
+				y := out[n*stride+g*C : n*stride+(g+1)*C]
+				var ss float32
+				for _, v := range x {
+					ss += v * v
+				}
+				r := float32(1 / math.Sqrt(float64(ss/float32(C)+eps)))
+				rstd[n*G+g] = r
+				for i, v := range x {
+					y[i] = v * r * weight[i]
+				}
+			}
+		}
+	})
+}
+
+// RMSNormBackward adds the gradients of RMSNormForward into dinp and dweight.
+//
+//	dinp += r·(w⊙dout) − r³/C · x · Σ(w⊙dout⊙x)
+//	dweight += Σ_rows dout⊙x·r
+//
+// dinp may alias nothing else; dweight is summed in row order by columns,
+// so it is the same whatever the thread count.
+func RMSNormBackward(dinp, dweight, dout, inp, weight, rstd []float32, N, G, C, stride int) {
+	parallel.For(N, rowGrain, func(lo, hi int) {
+		for n := lo; n < hi; n++ {
+			for g := 0; g < G; g++ {
+				off := n*stride + g*C
+				x, dy, dx := inp[off:off+C], dout[off:off+C], dinp[off:off+C]
+				r := rstd[n*G+g]
+				var dot float32
+				for i := range x {
+					dot += weight[i] * dy[i] * x[i]
+				}
+				k := r * r * r * dot / float32(C)
+				for i := range x {
+					dx[i] += r*weight[i]*dy[i] - k*x[i]
+				}
+			}
+		}
+	})
+	parallel.For(C, 8, func(lo, hi int) {
+		dw := dweight[lo:hi]
+		for n := 0; n < N; n++ {
+			for g := 0; g < G; g++ {
+				off := n*stride + g*C
+				x, dy := inp[off+lo:off+hi], dout[off+lo:off+hi]
+				r := rstd[n*G+g]
+				for i := range dw {
+					dw[i] += dy[i] * x[i] * r
+				}
+			}
+		}
+	})
+}
+
+// RoPETables returns cos and sin, each (maxPos, hd/2), for rotary
+// embeddings with the given base theta, computed as Hugging Face Llama does
+// (inverse frequencies and angles in float32).
+func RoPETables(maxPos, hd int, theta float64) (cos, sin []float32) {
+	half := hd / 2
+	cos, sin = make([]float32, maxPos*half), make([]float32, maxPos*half)
+	for i := 0; i < half; i++ {
+		inv := float32(1 / math.Pow(theta, float64(2*i)/float64(hd)))
+		for p := 0; p < maxPos; p++ {
+			a := float64(float32(p) * inv)
+			cos[p*half+i], sin[p*half+i] = float32(math.Cos(a)), float32(math.Sin(a))
+		}
+	}
+	return cos, sin
+}
+
+// RoPE rotates heads in place with the "rotate half" convention of Hugging
+// Face Llama/Qwen2: the pair (x[i], x[i+hd/2]) turns by angle pos·θ_i.
+// x holds N rows, stride apart, each starting with `heads` heads of hd
+// values. pos gives each row's position in its sequence. inverse rotates
+// the other way: it is the backward, since a rotation's transpose is its
+// inverse, applied to the gradient in place.
+func RoPE(x []float32, N, heads, hd, stride int, pos []int32, cos, sin []float32, inverse bool) {
+	half := hd / 2
+	parallel.For(N, rowGrain, func(lo, hi int) {
+		for n := lo; n < hi; n++ {
+			c := cos[int(pos[n])*half : int(pos[n]+1)*half]
+			s := sin[int(pos[n])*half : int(pos[n]+1)*half]
+			for h := 0; h < heads; h++ {
+				v := x[n*stride+h*hd : n*stride+(h+1)*hd]
+				for i := 0; i < half; i++ {
+					x1, x2, si := v[i], v[i+half], s[i]
+					if inverse {
+						si = -si
+					}
+					v[i] = x1*c[i] - x2*si
+					v[i+half] = x2*c[i] + x1*si
+				}
+			}
+		}
+	})
+}
+
+// AttentionScratch returns the size of the per-thread scratch the attention
+// backward needs for sequences of at most maxT tokens.
+func AttentionScratch(maxT int) int { return maxT * maxT }
+
+// AttentionProbsSize returns how many floats AttentionForward saves for the
+// backward: one T×T matrix per sequence and head.
+func AttentionProbsSize(offsets []int, H int) int {
+	n := 0
+	for s := 0; s+1 < len(offsets); s++ {
+		t := offsets[s+1] - offsets[s]
+		n += H * t * t
+	}
+	return n
+}
+
+// AttentionForward is causal grouped-query attention over packed sequences.
+// qkv holds each token's H query heads, then KV key heads, then KV value
+// heads (post-RoPE); query head h reads key/value head h/(H/KV). It writes
+// out and saves the softmax probabilities att (AttentionProbsSize floats;
+// entries above the diagonal are zero) for the backward.
+func AttentionForward(out, att, qkv []float32, offsets []int, H, KV, hd int) {
+	// out (N, H·hd), qkv (N, (H+2KV)·hd), att (Σ_s H·T_s²)
+	ld, rep := (H+2*KV)*hd, H/KV
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	S := len(offsets) - 1
+	parallel.Each(S*KV, func(task int) {
+		s, g := task/KV, task%KV
+		o, T := offsets[s], offsets[s+1]-offsets[s]
+		k := qkv[o*ld+(H+g)*hd:]
+		v := qkv[o*ld+(H+KV+g)*hd:]
+		for h := g * rep; h < (g+1)*rep; h++ {
+			p := att[attOffset(offsets, s, H)+h*T*T:][:T*T]
+			q := qkv[o*ld+h*hd:]
+			gemm.SgemmSerial(false, true, T, T, hd, scale, q, ld, k, ld, 0, p, T)
+			for i := 0; i < T; i++ {
+				softmaxCausalRow(p[i*T:(i+1)*T], i)
+			}
+			gemm.SgemmSerial(false, false, T, hd, T, 1, p, T, v, ld, 0, out[o*H*hd+h*hd:], H*hd)
+		}
+	})
+}
+
+// attOffset is where sequence s's probabilities start in att.
+func attOffset(offsets []int, s, H int) int {
+	n := 0
+	for i := 0; i < s; i++ {
+		t := offsets[i+1] - offsets[i]
+		n += H * t * t
+	}
+	return n
+}
+
+// softmaxCausalRow turns row i of the scores into probabilities over
+// columns 0..i and zeroes the masked columns after i.
+func softmaxCausalRow(row []float32, i int) {
+	m := row[0]
+	for _, v := range row[1 : i+1] {
+		m = max(m, v)
+	}
+	var sum float32
+	for j := 0; j <= i; j++ {
+		e := float32(math.Exp(float64(row[j] - m)))
+		row[j] = e
+		sum += e
+	}
+	inv := 1 / sum
+	for j := 0; j <= i; j++ {
+		row[j] *= inv
+	}
+	clear(row[i+1:])
+}
+
+// AttentionBackward adds the gradients of AttentionForward into dqkv (same
+// layout as qkv). scratch holds parallel.Threads() blocks of
+// AttentionScratch(maxT) floats. Work is split by (sequence, key/value
+// head), so the heads sharing a key/value head accumulate into it in order
+// on one goroutine.
+func AttentionBackward(dqkv, dout, qkv, att, scratch []float32, offsets []int, H, KV, hd, maxT int) {
+	ld, rep := (H+2*KV)*hd, H/KV
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	S := len(offsets) - 1
+	parallel.Worker(S*KV, func(w, lo, hi int) {
+		dp := scratch[w*AttentionScratch(maxT):][:AttentionScratch(maxT)]
+		for task := lo; task < hi; task++ {
+			s, g := task/KV, task%KV
+			o, T := offsets[s], offsets[s+1]-offsets[s]
+			k, v := qkv[o*ld+(H+g)*hd:], qkv[o*ld+(H+KV+g)*hd:]
+			dk, dv := dqkv[o*ld+(H+g)*hd:], dqkv[o*ld+(H+KV+g)*hd:]
+			base := attOffset(offsets, s, H)
+			for h := g * rep; h < (g+1)*rep; h++ {
+				p := att[base+h*T*T:][:T*T]
+				q, dq := qkv[o*ld+h*hd:], dqkv[o*ld+h*hd:]
+				do := dout[o*H*hd+h*hd:]
+				d := dp[:T*T]
+				// dP = dout·vᵀ ; dv += Pᵀ·dout
+				gemm.SgemmSerial(false, true, T, T, hd, 1, do, H*hd, v, ld, 0, d, T)
+				gemm.SgemmSerial(true, false, T, hd, T, 1, p, T, do, H*hd, 1, dv, ld)
+				// dS = P ⊙ (dP − Σ_j dP⊙P), the softmax backward; masked
+				// entries have P = 0 and stay 0.
+				for i := 0; i < T; i++ {
+					pr, dr := p[i*T:i*T+i+1], d[i*T:i*T+i+1]
+					var dot float32
+					for j := range pr {
+						dot += pr[j] * dr[j]
+					}
+					for j := range pr {
+						dr[j] = pr[j] * (dr[j] - dot)
+					}
+					clear(d[i*T+i+1 : (i+1)*T])
+				}
+				// dq += scale·dS·k ; dk += scale·dSᵀ·q
+				gemm.SgemmSerial(false, false, T, hd, T, scale, d, T, k, ld, 1, dq, ld)
+				gemm.SgemmSerial(true, false, T, hd, T, scale, d, T, q, ld, 1, dk, ld)
+			}
+		}
+	})
+}
+
+// SwiGLUForward computes out = silu(gate) ⊙ up, where each row of gu holds
+// the F gate values then the F up values (one fused projection).
+func SwiGLUForward(out, gu []float32, N, F int) {
+	// out (N, F), gu (N, 2F)
+	parallel.For(N, rowGrain, func(lo, hi int) {
+		for n := lo; n < hi; n++ {
+			g, u, y := gu[n*2*F:n*2*F+F], gu[n*2*F+F:(n+1)*2*F], out[n*F:(n+1)*F]
+			for i := range y {
+				y[i] = g[i] * sigmoid(g[i]) * u[i]
+			}
+		}
+	})
+}
+
+// SwiGLUBackward adds the gradients of SwiGLUForward into dgu.
+// silu'(g) = σ(g)·(1 + g·(1 − σ(g))).
+func SwiGLUBackward(dgu, dout, gu []float32, N, F int) {
+	parallel.For(N, rowGrain, func(lo, hi int) {
+		for n := lo; n < hi; n++ {
+			g, u := gu[n*2*F:n*2*F+F], gu[n*2*F+F:(n+1)*2*F]
+			dg, du := dgu[n*2*F:n*2*F+F], dgu[n*2*F+F:(n+1)*2*F]
+			dy := dout[n*F : (n+1)*F]
+			for i := range dy {
+				sg := sigmoid(g[i])
+				du[i] += dy[i] * g[i] * sg
+				dg[i] += dy[i] * u[i] * sg * (1 + g[i]*(1-sg))
+			}
+		}
+	})
+}
+
+func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
+
+// MatmulForward is a linear layer in PyTorch's layout: out = inp·wᵀ + bias,
+// with w stored (out features, in features) as Hugging Face checkpoints do.
+// bias may be nil.
+func MatmulForward(out, inp, w, bias []float32, N, in, outF int) {
+	// out (N, outF), inp (N, in), w (outF, in), bias (outF)
+	gemm.Sgemm(false, true, N, outF, in, 1, inp, in, w, in, 0, out, outF)
+	if bias != nil {
+		parallel.For(N, rowGrain, func(lo, hi int) {
+			for n := lo; n < hi; n++ {
+				y := out[n*outF : (n+1)*outF]
+				for i := range y {
+					y[i] += bias[i]
+				}
+			}
+		})
+	}
+}
+
+// MatmulBackward adds the gradients of MatmulForward:
+//
+//	dinp += dout·w    dw += doutᵀ·inp    dbias += Σ_n dout
+//
+// dinp may be nil when the input needs no gradient; dbias may be nil.
+func MatmulBackward(dinp, dw, dbias, dout, inp, w []float32, N, in, outF int) {
+	if dinp != nil {
+		gemm.Sgemm(false, false, N, in, outF, 1, dout, outF, w, in, 1, dinp, in)
+	}
+	gemm.Sgemm(true, false, outF, in, N, 1, dout, outF, inp, in, 1, dw, in)
+	if dbias != nil {
+		parallel.For(outF, 16, func(lo, hi int) {
+			db := dbias[lo:hi]
+			for n := 0; n < N; n++ {
+				dy := dout[n*outF+lo : n*outF+hi]
+				for i := range db {
+					db[i] += dy[i]
+				}
+			}
+		})
+	}
+}
+
+// MatmulAccumulate adds a linear layer's output into out: out += inp·wᵀ.
+// The residual connections use it, so the sum is formed in place.
+func MatmulAccumulate(out, inp, w []float32, N, in, outF int) {
+	gemm.Sgemm(false, true, N, outF, in, 1, inp, in, w, in, 1, out, outF)
+}

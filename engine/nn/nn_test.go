@@ -1,0 +1,193 @@
+package nn
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"rlvr/engine/gradcheck"
+	"rlvr/engine/parallel"
+)
+
+func randn(r *rand.Rand, n int, scale float32) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(r.NormFloat64()) * scale
+	}
+	return s
+}
+
+// check runs gradcheck on every (name, x, grad) triple and fails the test on
+// the first error.
+func check(t *testing.T, loss func() float64, pairs ...any) {
+	t.Helper()
+	for i := 0; i < len(pairs); i += 3 {
+		name, x, g := pairs[i].(string), pairs[i+1].([]float32), pairs[i+2].([]float32)
+		if _, err := gradcheck.Check(name, x, g, loss, gradcheck.Options{Coordinates: 60, Seed: uint64(i)}); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestEmbeddingGrad(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	V, D := 7, 5
+	tokens := []int32{3, 1, 3, 6, 0, 3}
+	wte := randn(r, V*D, 1)
+	out := make([]float32, len(tokens)*D)
+	dout := randn(r, len(out), 1)
+	loss := func() float64 { EmbeddingForward(out, tokens, wte, D); return gradcheck.Dot(dout, out) }
+	dwte := make([]float32, V*D)
+	EmbeddingBackward(dwte, dout, tokens, D)
+	check(t, loss, "wte", wte, dwte)
+}
+
+func TestRMSNormGrad(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct{ N, G, C, stride int }{{6, 1, 8, 8}, {5, 3, 4, 14}} {
+		inp, w := randn(r, tc.N*tc.stride, 1), randn(r, tc.C, 1)
+		out, rstd := make([]float32, len(inp)), make([]float32, tc.N*tc.G)
+		dout := randn(r, len(inp), 1)
+		// Only the normalized columns carry a loss; the rest of each row
+		// belongs to someone else.
+		for n := 0; n < tc.N; n++ {
+			clear(dout[n*tc.stride+tc.G*tc.C : (n+1)*tc.stride])
+		}
+		loss := func() float64 {
+			RMSNormForward(out, rstd, inp, w, tc.N, tc.G, tc.C, tc.stride, 1e-5)
+			return gradcheck.Dot(dout, out)
+		}
+		loss()
+		dinp, dw := make([]float32, len(inp)), make([]float32, tc.C)
+		RMSNormBackward(dinp, dw, dout, inp, w, rstd, tc.N, tc.G, tc.C, tc.stride)
+		check(t, loss, "inp", inp, dinp, "weight", w, dw)
+	}
+}
+
+func TestRoPEIsARotationAndItsInverse(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 3))
+	N, heads, hd, stride := 5, 3, 8, 30
+	cos, sin := RoPETables(16, hd, 10000)
+	pos := []int32{0, 1, 2, 7, 15}
+	x := randn(r, N*stride, 1)
+	orig := append([]float32(nil), x...)
+	RoPE(x, N, heads, hd, stride, pos, cos, sin, false)
+	for n := 0; n < N; n++ {
+		for h := 0; h < heads; h++ {
+			var a, b float64
+			for i := 0; i < hd; i++ {
+				a += float64(x[n*stride+h*hd+i]) * float64(x[n*stride+h*hd+i])
+				b += float64(orig[n*stride+h*hd+i]) * float64(orig[n*stride+h*hd+i])
+			}
+			if math.Abs(a-b) > 1e-4*b {
+				t.Fatalf("row %d head %d: norm changed %v -> %v", n, h, b, a)
+			}
+		}
+		// Columns past the heads are untouched.
+		for i := heads * hd; i < stride; i++ {
+			if x[n*stride+i] != orig[n*stride+i] {
+				t.Fatalf("row %d column %d outside the heads changed", n, i)
+			}
+		}
+	}
+	if x[0] != orig[0] {
+		t.Fatal("position 0 must not rotate")
+	}
+	// The backward (inverse) of a linear map y = Rx applied to dout = r gives
+	// Rᵀr; check it against finite differences of Σ r·Rx.
+	y := make([]float32, len(x))
+	dout := randn(r, len(x), 1)
+	loss := func() float64 { copy(y, orig); RoPE(y, N, heads, hd, stride, pos, cos, sin, false); return gradcheck.Dot(dout, y) }
+	grad := append([]float32(nil), dout...)
+	RoPE(grad, N, heads, hd, stride, pos, cos, sin, true)
+	check(t, loss, "x", orig, grad)
+}
+
+func attentionCase(t *testing.T, offsets []int, H, KV, hd int) {
+	r := rand.New(rand.NewPCG(uint64(H), uint64(KV)))
+	N := offsets[len(offsets)-1]
+	maxT := 0
+	for s := 0; s+1 < len(offsets); s++ {
+		maxT = max(maxT, offsets[s+1]-offsets[s])
+	}
+	qkv := randn(r, N*(H+2*KV)*hd, 1)
+	out, att := make([]float32, N*H*hd), make([]float32, AttentionProbsSize(offsets, H))
+	dout := randn(r, len(out), 1)
+	loss := func() float64 { AttentionForward(out, att, qkv, offsets, H, KV, hd); return gradcheck.Dot(dout, out) }
+	loss()
+	dqkv := make([]float32, len(qkv))
+	AttentionBackward(dqkv, dout, qkv, att, make([]float32, parallel.Threads()*AttentionScratch(maxT)), offsets, H, KV, hd, maxT)
+	check(t, loss, "qkv", qkv, dqkv)
+}
+
+func TestAttentionGrad(t *testing.T) {
+	attentionCase(t, []int{0, 5, 8, 9}, 2, 2, 4)
+	attentionCase(t, []int{0, 4, 10}, 4, 2, 4) // grouped-query
+	attentionCase(t, []int{0, 7}, 3, 1, 2)     // multi-query
+}
+
+// TestAttentionIsCausalAndPerSequence checks that changing a later token, or
+// another sequence, leaves earlier outputs untouched.
+func TestAttentionIsCausalAndPerSequence(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	H, KV, hd := 2, 1, 4
+	offsets := []int{0, 6, 10}
+	N, ld := 10, (H+2*KV)*hd
+	qkv := randn(r, N*ld, 1)
+	out1, att := make([]float32, N*H*hd), make([]float32, AttentionProbsSize(offsets, H))
+	AttentionForward(out1, att, qkv, offsets, H, KV, hd)
+	for i := 4*ld; i < 7*ld; i++ { // tokens 4, 5 of sequence 0 and token 0 of sequence 1
+		qkv[i] += 1
+	}
+	out2 := make([]float32, len(out1))
+	AttentionForward(out2, att, qkv, offsets, H, KV, hd)
+	for n := 0; n < N; n++ {
+		same := true
+		for i := n * H * hd; i < (n+1)*H*hd; i++ {
+			same = same && out1[i] == out2[i]
+		}
+		if wantSame := n < 4; same != wantSame {
+			t.Errorf("token %d: output unchanged = %v, want %v", n, same, wantSame)
+		}
+	}
+}
+
+func TestSwiGLUGrad(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 5))
+	N, F := 4, 6
+	gu := randn(r, N*2*F, 2)
+	out, dout := make([]float32, N*F), randn(r, N*F, 1)
+	loss := func() float64 { SwiGLUForward(out, gu, N, F); return gradcheck.Dot(dout, out) }
+	dgu := make([]float32, len(gu))
+	SwiGLUBackward(dgu, dout, gu, N, F)
+	check(t, loss, "gu", gu, dgu)
+}
+
+func TestMatmulGrad(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 6))
+	N, in, outF := 40, 24, 36
+	inp, w, b := randn(r, N*in, 1), randn(r, outF*in, 0.3), randn(r, outF, 1)
+	out, dout := make([]float32, N*outF), randn(r, N*outF, 1)
+	loss := func() float64 { MatmulForward(out, inp, w, b, N, in, outF); return gradcheck.Dot(dout, out) }
+	dinp, dw, db := make([]float32, len(inp)), make([]float32, len(w)), make([]float32, len(b))
+	MatmulBackward(dinp, dw, db, dout, inp, w, N, in, outF)
+	check(t, loss, "inp", inp, dinp, "w", w, dw, "bias", b, db)
+}
+
+// TestBackwardAccumulates checks the contract that backwards add into
+// gradients rather than overwrite them.
+func TestBackwardAccumulates(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 7))
+	N, F := 3, 4
+	gu, dout := randn(r, N*2*F, 1), randn(r, N*F, 1)
+	once := make([]float32, N*2*F)
+	SwiGLUBackward(once, dout, gu, N, F)
+	twice := make([]float32, N*2*F)
+	SwiGLUBackward(twice, dout, gu, N, F)
+	SwiGLUBackward(twice, dout, gu, N, F)
+	for i := range once {
+		if math.Abs(float64(twice[i]-2*once[i])) > 1e-6 {
+			t.Fatalf("element %d: twice %v, 2×once %v", i, twice[i], 2*once[i])
+		}
+	}
+}
