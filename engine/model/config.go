@@ -43,8 +43,8 @@ type Config struct {
 	QKNorm bool
 }
 
-// withDefaults fills the fields whose zero value means a default.
-func (c Config) withDefaults() Config {
+// WithDefaults fills the fields whose zero value means a default.
+func (c Config) WithDefaults() Config {
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads
 	}
@@ -79,7 +79,7 @@ func (c Config) Validate() error {
 	if c.Heads > 0 && c.HeadDim == 0 && c.Dim%c.Heads != 0 {
 		bad("heads = %d does not divide dim = %d (set head_dim to use another head width)", c.Heads, c.Dim)
 	}
-	d := c.withDefaults()
+	d := c.WithDefaults()
 	if d.Heads > 0 && d.KVHeads > 0 && d.Heads%d.KVHeads != 0 {
 		bad("kv_heads = %d does not divide heads = %d", d.KVHeads, d.Heads)
 	}

@@ -38,7 +38,7 @@ func NewEmpty(cfg Config) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	ts, n := layout(cfg)
 	m := &Model{Config: cfg, Params: make([]float32, n), Grads: make([]float32, n), Tensors: ts}
 	m.w, m.g = views(cfg, ts, m.Params), views(cfg, ts, m.Grads)
@@ -158,16 +158,17 @@ type activations struct {
 
 // layerActs is what one block's forward saves.
 type layerActs struct {
-	h1, rstd1   []float32 // (N, D), (N): attention norm output and rstd
-	qkvRaw      []float32 // (N, Q) projections before the q/k norms (Qwen3 only)
-	qkRstd      []float32 // (N, H+KV) the q/k norms' rstd (Qwen3 only)
-	qkv         []float32 // (N, Q) queries and keys after RoPE, values
-	probs       []float32 // (Σ H·T²) attention probabilities
-	attn        []float32 // (N, H·hd) attention output before o_proj
-	mid         []float32 // (N, D) residual after attention
-	h2, rstd2   []float32 // (N, D), (N): MLP norm output and rstd
-	gu          []float32 // (N, 2F) gate and up projections
-	swiglu      []float32 // (N, F) silu(gate)·up
+	h1, rstd1 []float32 // (N, D), (N): attention norm output and rstd
+	qkvRaw    []float32 // (N, Q) projections before the q/k norms (Qwen3 only)
+	qkRstd    []float32 // (N, H+KV) the q/k norms' rstd (Qwen3 only)
+	qkv       []float32 // (N, Q) queries and keys after RoPE, values
+	probs     []float32 // (Σ H·T²) attention probabilities
+	attn      []float32 // (N, H·hd) attention output before o_proj
+	mid       []float32 // (N, D) residual after attention
+	h2, rstd2 []float32 // (N, D), (N): MLP norm output and rstd
+	gu        []float32 // (N, 2F) gate and up projections
+	sig       []float32 // (N, F) σ(gate)
+	swiglu    []float32 // (N, F) silu(gate)·up
 }
 
 // qkvWidth is Q, the width of the fused q/k/v projection.
@@ -182,7 +183,10 @@ func (m *Model) ensure(b Batch) {
 	for s := 0; s < S; s++ {
 		a.maxT = max(a.maxT, b.Offsets[s+1]-b.Offsets[s])
 	}
-	if N <= a.N && probs <= a.probs && S <= a.S && len(a.scratch) >= parallel.Threads()*nn.AttentionScratch(a.maxT) {
+	if need := parallel.Threads() * nn.AttentionScratch(a.maxT); len(a.scratch) < need {
+		a.scratch = make([]float32, need)
+	}
+	if N <= a.N && probs <= a.probs && S <= a.S {
 		return
 	}
 	N, probs, S = max(N, a.N), max(probs, a.probs), max(S, a.S)
@@ -191,7 +195,7 @@ func (m *Model) ensure(b Batch) {
 	*a = activations{N: N, S: S, probs: probs, maxT: a.maxT,
 		pos: make([]int32, N), resid: f((c.Layers + 1) * N * D), normed: f(N * D), rstd: f(N),
 		dresid: f(N * D), dh: f(N * D), dqkv: f(N * Q), dattn: f(N * Hd), dgu: f(N * 2 * F), dact: f(N * F),
-		scratch: f(parallel.Threads() * nn.AttentionScratch(m.Config.MaxSeq)),
+		scratch: a.scratch,
 	}
 	if c.QKNorm {
 		a.dqkvRaw = f(N * Q)
@@ -200,7 +204,7 @@ func (m *Model) ensure(b Batch) {
 	for l := range a.layers {
 		la := &a.layers[l]
 		*la = layerActs{h1: f(N * D), rstd1: f(N), qkv: f(N * Q), probs: f(probs), attn: f(N * Hd),
-			mid: f(N * D), h2: f(N * D), rstd2: f(N), gu: f(N * 2 * F), swiglu: f(N * F)}
+			mid: f(N * D), h2: f(N * D), rstd2: f(N), gu: f(N * 2 * F), sig: f(N * F), swiglu: f(N * F)}
 		if c.QKNorm {
 			la.qkvRaw, la.qkRstd = f(N*Q), f(N*(c.Heads+c.KVHeads))
 		}
@@ -245,7 +249,7 @@ func (m *Model) forward(b Batch) {
 		// MLP: next = mid + down(silu(gate(norm(mid))) ⊙ up(norm(mid))).
 		nn.RMSNormForward(la.h2, la.rstd2, la.mid, w.mlpNorm, N, 1, D, D, c.NormEps)
 		nn.MatmulForward(la.gu, la.h2, w.gateUp, nil, N, D, 2*F)
-		nn.SwiGLUForward(la.swiglu, la.gu, N, F)
+		nn.SwiGLUForward(la.swiglu, la.sig, la.gu, N, F)
 		copy(next, la.mid[:N*D])
 		nn.MatmulAccumulate(next, la.swiglu, w.down, N, F, D)
 	}
@@ -272,7 +276,7 @@ func (m *Model) backward(b Batch, dnormed []float32) {
 		clear(dact)
 		nn.MatmulBackward(dact, g.down, nil, dx, la.swiglu, w.down, N, F, D)
 		clear(dgu)
-		nn.SwiGLUBackward(dgu, dact, la.gu, N, F)
+		nn.SwiGLUBackward(dgu, dact, la.gu, la.sig, N, F)
 		clear(dh)
 		nn.MatmulBackward(dh, g.gateUp, nil, dgu, la.h2, w.gateUp, N, D, 2*F)
 		nn.RMSNormBackward(dx, g.mlpNorm, dh, la.mid, w.mlpNorm, la.rstd2, N, 1, D, D)

@@ -38,8 +38,8 @@ func TestConfigValidateNamesEveryProblem(t *testing.T) {
 
 // variants are the architectures every model test runs on.
 var variants = map[string]Config{
-	"llama":       {Vocab: 11, Dim: 16, Layers: 2, Heads: 4, KVHeads: 4, Hidden: 24, MaxSeq: 16, NormEps: 1e-5},
-	"qwen2-gqa":   {Vocab: 11, Dim: 16, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 24, MaxSeq: 16, NormEps: 1e-6, AttentionBias: true, TiedEmbeddings: true, RopeTheta: 1e6},
+	"llama":        {Vocab: 11, Dim: 16, Layers: 2, Heads: 4, KVHeads: 4, Hidden: 24, MaxSeq: 16, NormEps: 1e-5},
+	"qwen2-gqa":    {Vocab: 11, Dim: 16, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 24, MaxSeq: 16, NormEps: 1e-6, AttentionBias: true, TiedEmbeddings: true, RopeTheta: 1e6},
 	"qwen3-qknorm": {Vocab: 11, Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 6, Hidden: 20, MaxSeq: 16, QKNorm: true},
 }
 

@@ -112,14 +112,14 @@ func views(c Config, ts []Tensor, slab []float32) weights {
 	for l := 0; l < c.Layers; l++ {
 		p := fmt.Sprintf("model.layers.%d.", l)
 		ly := layer{
-			attnNorm: byName(p+"input_layernorm.weight"),
+			attnNorm: byName(p + "input_layernorm.weight"),
 			qkv:      span(p+"self_attn.q_proj.weight", p+"self_attn.v_proj.weight"),
-			qNorm:    byName(p+"self_attn.q_norm.weight"),
-			kNorm:    byName(p+"self_attn.k_norm.weight"),
-			o:        byName(p+"self_attn.o_proj.weight"),
-			mlpNorm:  byName(p+"post_attention_layernorm.weight"),
+			qNorm:    byName(p + "self_attn.q_norm.weight"),
+			kNorm:    byName(p + "self_attn.k_norm.weight"),
+			o:        byName(p + "self_attn.o_proj.weight"),
+			mlpNorm:  byName(p + "post_attention_layernorm.weight"),
 			gateUp:   span(p+"mlp.gate_proj.weight", p+"mlp.up_proj.weight"),
-			down:     byName(p+"mlp.down_proj.weight"),
+			down:     byName(p + "mlp.down_proj.weight"),
 		}
 		if c.AttentionBias {
 			ly.qkvBias = span(p+"self_attn.q_proj.bias", p+"self_attn.v_proj.bias")

@@ -231,7 +231,7 @@ func softmaxCausalRow(row []float32, i int) {
 	}
 	var sum float32
 	for j := 0; j <= i; j++ {
-		e := float32(math.Exp(float64(row[j] - m)))
+		e := Exp32(row[j] - m)
 		row[j] = e
 		sum += e
 	}
@@ -289,14 +289,18 @@ func AttentionBackward(dqkv, dout, qkv, att, scratch []float32, offsets []int, H
 }
 
 // SwiGLUForward computes out = silu(gate) ⊙ up, where each row of gu holds
-// the F gate values then the F up values (one fused projection).
-func SwiGLUForward(out, gu []float32, N, F int) {
-	// out (N, F), gu (N, 2F)
+// the F gate values then the F up values (one fused projection). It saves
+// sig = σ(gate) (N, F) for the backward, which would otherwise recompute
+// every exponential.
+func SwiGLUForward(out, sig, gu []float32, N, F int) {
+	// out, sig (N, F), gu (N, 2F)
 	parallel.For(N, rowGrain, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
-			g, u, y := gu[n*2*F:n*2*F+F], gu[n*2*F+F:(n+1)*2*F], out[n*F:(n+1)*F]
+			g, u := gu[n*2*F:n*2*F+F], gu[n*2*F+F:(n+1)*2*F]
+			y, sg := out[n*F:(n+1)*F], sig[n*F:(n+1)*F]
 			for i := range y {
-				y[i] = g[i] * sigmoid(g[i]) * u[i]
+				sg[i] = sigmoid(g[i])
+				y[i] = g[i] * sg[i] * u[i]
 			}
 		}
 	})
@@ -304,22 +308,21 @@ func SwiGLUForward(out, gu []float32, N, F int) {
 
 // SwiGLUBackward adds the gradients of SwiGLUForward into dgu.
 // silu'(g) = σ(g)·(1 + g·(1 − σ(g))).
-func SwiGLUBackward(dgu, dout, gu []float32, N, F int) {
+func SwiGLUBackward(dgu, dout, gu, sig []float32, N, F int) {
 	parallel.For(N, rowGrain, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
 			g, u := gu[n*2*F:n*2*F+F], gu[n*2*F+F:(n+1)*2*F]
 			dg, du := dgu[n*2*F:n*2*F+F], dgu[n*2*F+F:(n+1)*2*F]
-			dy := dout[n*F : (n+1)*F]
+			dy, sg := dout[n*F:(n+1)*F], sig[n*F:(n+1)*F]
 			for i := range dy {
-				sg := sigmoid(g[i])
-				du[i] += dy[i] * g[i] * sg
-				dg[i] += dy[i] * u[i] * sg * (1 + g[i]*(1-sg))
+				du[i] += dy[i] * g[i] * sg[i]
+				dg[i] += dy[i] * u[i] * sg[i] * (1 + g[i]*(1-sg[i]))
 			}
 		}
 	})
 }
 
-func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
+func sigmoid(x float32) float32 { return 1 / (1 + Exp32(-x)) }
 
 // MatmulForward is a linear layer in PyTorch's layout: out = inp·wᵀ + bias,
 // with w stored (out features, in features) as Hugging Face checkpoints do.

@@ -97,7 +97,11 @@ func TestRoPEIsARotationAndItsInverse(t *testing.T) {
 	// Rᵀr; check it against finite differences of Σ r·Rx.
 	y := make([]float32, len(x))
 	dout := randn(r, len(x), 1)
-	loss := func() float64 { copy(y, orig); RoPE(y, N, heads, hd, stride, pos, cos, sin, false); return gradcheck.Dot(dout, y) }
+	loss := func() float64 {
+		copy(y, orig)
+		RoPE(y, N, heads, hd, stride, pos, cos, sin, false)
+		return gradcheck.Dot(dout, y)
+	}
 	grad := append([]float32(nil), dout...)
 	RoPE(grad, N, heads, hd, stride, pos, cos, sin, true)
 	check(t, loss, "x", orig, grad)
@@ -136,7 +140,7 @@ func TestAttentionIsCausalAndPerSequence(t *testing.T) {
 	qkv := randn(r, N*ld, 1)
 	out1, att := make([]float32, N*H*hd), make([]float32, AttentionProbsSize(offsets, H))
 	AttentionForward(out1, att, qkv, offsets, H, KV, hd)
-	for i := 4*ld; i < 7*ld; i++ { // tokens 4, 5 of sequence 0 and token 0 of sequence 1
+	for i := 4 * ld; i < 7*ld; i++ { // tokens 4, 5 of sequence 0 and token 0 of sequence 1
 		qkv[i] += 1
 	}
 	out2 := make([]float32, len(out1))
@@ -156,10 +160,11 @@ func TestSwiGLUGrad(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 5))
 	N, F := 4, 6
 	gu := randn(r, N*2*F, 2)
-	out, dout := make([]float32, N*F), randn(r, N*F, 1)
-	loss := func() float64 { SwiGLUForward(out, gu, N, F); return gradcheck.Dot(dout, out) }
+	out, sig, dout := make([]float32, N*F), make([]float32, N*F), randn(r, N*F, 1)
+	loss := func() float64 { SwiGLUForward(out, sig, gu, N, F); return gradcheck.Dot(dout, out) }
+	loss()
 	dgu := make([]float32, len(gu))
-	SwiGLUBackward(dgu, dout, gu, N, F)
+	SwiGLUBackward(dgu, dout, gu, sig, N, F)
 	check(t, loss, "gu", gu, dgu)
 }
 
@@ -180,11 +185,13 @@ func TestBackwardAccumulates(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 7))
 	N, F := 3, 4
 	gu, dout := randn(r, N*2*F, 1), randn(r, N*F, 1)
+	sig := make([]float32, N*F)
+	SwiGLUForward(make([]float32, N*F), sig, gu, N, F)
 	once := make([]float32, N*2*F)
-	SwiGLUBackward(once, dout, gu, N, F)
+	SwiGLUBackward(once, dout, gu, sig, N, F)
 	twice := make([]float32, N*2*F)
-	SwiGLUBackward(twice, dout, gu, N, F)
-	SwiGLUBackward(twice, dout, gu, N, F)
+	SwiGLUBackward(twice, dout, gu, sig, N, F)
+	SwiGLUBackward(twice, dout, gu, sig, N, F)
 	for i := range once {
 		if math.Abs(float64(twice[i]-2*once[i])) > 1e-6 {
 			t.Fatalf("element %d: twice %v, 2×once %v", i, twice[i], 2*once[i])

@@ -1,0 +1,67 @@
+package backend
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestAggregate(t *testing.T) {
+	// Two sequences: 2 weighted tokens (of 3) and 4 weighted tokens.
+	mk := func() []Datum {
+		return []Datum{
+			{Tokens: make([]int32, 3), Targets: make([]int32, 3), Weights: []float32{0, 1, 1}},
+			{Tokens: make([]int32, 4), Targets: make([]int32, 4), Weights: []float32{1, 1, 1, 1}},
+			{Tokens: make([]int32, 2), Targets: make([]int32, 2), Weights: []float32{0, 0}}, // not a sequence of the loss
+		}
+	}
+	for _, tc := range []struct {
+		mode   Aggregation
+		norm   float32
+		w0, w1 float32 // the scale of sequence 0's and 1's tokens
+	}{
+		{TokenMean, 0, 1.0 / 6, 1.0 / 6},
+		{SeqMeanTokenMean, 0, 1.0 / (2 * 2), 1.0 / (2 * 4)},
+		{SeqMeanTokenSumNorm, 10, 1.0 / (2 * 10), 1.0 / (2 * 10)},
+	} {
+		b := mk()
+		if err := Aggregate(b, tc.mode, tc.norm); err != nil {
+			t.Fatal(err)
+		}
+		want := [][]float32{{0, tc.w0, tc.w0}, {tc.w1, tc.w1, tc.w1, tc.w1}, {0, 0}}
+		for i := range b {
+			if fmt.Sprint(b[i].Weights) != fmt.Sprint(want[i]) {
+				t.Errorf("%s: datum %d weights %v, want %v", tc.mode, i, b[i].Weights, want[i])
+			}
+		}
+	}
+	if err := Aggregate(mk(), SeqMeanTokenSumNorm, 0); err == nil {
+		t.Error("sum-norm with no normalizer: no error")
+	}
+	if err := Aggregate(mk(), "mean", 0); err == nil || !strings.Contains(err.Error(), `unknown loss aggregation "mean"`) {
+		t.Errorf("unknown mode: %v", err)
+	}
+}
+
+func TestLossValidateReportsAllProblems(t *testing.T) {
+	l := Loss{PolicyGradient: ClippedPG, ClipLow: 1.5, ClipHigh: -1, RefKL: 1, RefKLEstimator: "k4"}
+	err := l.Validate()
+	for _, want := range []string{"clip low 1.5", "clip high -1", `unknown KL estimator "k4"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not mention %q", err, want)
+		}
+	}
+	if err := (&Loss{NLL: 1}).Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+func ExampleAggregate() {
+	batch := []Datum{
+		{Tokens: []int32{5, 6}, Targets: []int32{6, 7}, Weights: []float32{1, 1}},
+		{Tokens: []int32{5, 6, 7, 8}, Targets: []int32{6, 7, 8, 9}, Weights: []float32{1, 1, 1, 1}},
+	}
+	Aggregate(batch, SeqMeanTokenMean, 0)
+	fmt.Println(batch[0].Weights, batch[1].Weights)
+	// Output: [0.25 0.25] [0.125 0.125 0.125 0.125]
+}

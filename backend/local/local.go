@@ -1,0 +1,173 @@
+// Package local is the in-process backend: rlvr's own CPU engine behind the
+// backend.Learner interface. Every test and the built-in world run on it.
+package local
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"rlvr/backend"
+	"rlvr/engine/model"
+	"rlvr/engine/optim"
+	"rlvr/format/hfconfig"
+)
+
+// Learner trains a model in this process. It is not safe for concurrent
+// use.
+type Learner struct {
+	Model *model.Model
+	Opt   *optim.AdamW
+	// HFConfig, when set, is the config.json Save writes (token ids,
+	// architecture); nil derives one from the model.
+	HFConfig *hfconfig.Config
+}
+
+// NewLearner wraps m with an AdamW optimizer. Weight decay applies to the
+// matrices, not to norms and biases.
+func NewLearner(m *model.Model, cfg optim.AdamWConfig) (*Learner, error) {
+	segs := make([]optim.Segment, len(m.Tensors))
+	for i, t := range m.Tensors {
+		segs[i] = optim.Segment{Name: t.Name, Offset: t.Offset, Len: t.Len(), Decay: t.Decay}
+	}
+	opt, err := optim.NewAdamW(cfg, m.NumParams(), segs)
+	if err != nil {
+		return nil, err
+	}
+	return &Learner{Model: m, Opt: opt}, nil
+}
+
+// pack turns datums into the engine's packed batch and targets, and the
+// teacher batch when the loss has a teacher-KL term.
+func pack(batch []backend.Datum, loss *backend.Loss) (model.Batch, model.Targets, *model.TeacherBatch, error) {
+	var b model.Batch
+	var t model.Targets
+	if len(batch) == 0 {
+		return b, t, nil, fmt.Errorf("local: empty batch")
+	}
+	adv, q, ref := loss.Needs()
+	b.Offsets = []int{0}
+	var tb *model.TeacherBatch
+	if loss.TeacherKL != 0 {
+		tb = &model.TeacherBatch{Batch: model.Batch{Offsets: []int{0}}}
+		t.TeacherRows = []int32{}
+	}
+	for i := range batch {
+		d := &batch[i]
+		if err := d.Validate(); err != nil {
+			return b, t, nil, fmt.Errorf("local: datum %d: %w", i, err)
+		}
+		for _, need := range []struct {
+			name string
+			ok   bool
+		}{{"advantages", !adv || d.Advantages != nil}, {"sampler logprobs", !q || d.SamplerLogprobs != nil}, {"reference logprobs", !ref || d.RefLogprobs != nil}} {
+			if !need.ok {
+				return b, t, nil, fmt.Errorf("local: datum %d: the loss needs %s", i, need.name)
+			}
+		}
+		start := len(b.Tokens)
+		b.Tokens = append(b.Tokens, d.Tokens...)
+		b.Offsets = append(b.Offsets, len(b.Tokens))
+		t.Targets = append(t.Targets, d.Targets...)
+		t.Weights = append(t.Weights, d.Weights...)
+		if adv {
+			t.Advantages = append(t.Advantages, d.Advantages...)
+		}
+		if q {
+			t.SamplerLogprobs = append(t.SamplerLogprobs, d.SamplerLogprobs...)
+		}
+		if ref {
+			t.RefLogprobs = append(t.RefLogprobs, d.RefLogprobs...)
+		}
+		if tb == nil {
+			continue
+		}
+		for range d.Tokens {
+			t.TeacherRows = append(t.TeacherRows, -1)
+		}
+		if d.Teacher == nil {
+			continue
+		}
+		tStart := len(tb.Batch.Tokens)
+		tb.Batch.Tokens = append(tb.Batch.Tokens, d.Teacher.Tokens...)
+		tb.Batch.Offsets = append(tb.Batch.Offsets, len(tb.Batch.Tokens))
+		for k := d.Teacher.Aligned; k >= 1; k-- {
+			t.TeacherRows[start+len(d.Tokens)-k] = int32(len(tb.Positions))
+			tb.Positions = append(tb.Positions, tStart+len(d.Teacher.Tokens)-k)
+		}
+	}
+	if tb != nil && len(tb.Positions) == 0 {
+		return b, t, nil, fmt.Errorf("local: the loss has a teacher-KL term but no datum has a teacher")
+	}
+	return b, t, tb, nil
+}
+
+// ForwardBackward implements backend.Learner.
+func (l *Learner) ForwardBackward(ctx context.Context, batch []backend.Datum, loss backend.Loss) (backend.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return backend.Result{}, err
+	}
+	b, t, tb, err := pack(batch, &loss)
+	if err != nil {
+		return backend.Result{}, err
+	}
+	lp := make([]float32, len(b.Tokens))
+	met, err := l.Model.ForwardBackward(b, t, loss, tb, lp)
+	if err != nil {
+		return backend.Result{}, fmt.Errorf("local: %w", err)
+	}
+	return backend.Result{Logprobs: split(lp, b.Offsets), Metrics: met}, nil
+}
+
+// Logprobs implements backend.Learner.
+func (l *Learner) Logprobs(ctx context.Context, batch []backend.Datum) ([][]float32, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b, t, _, err := pack(batch, &backend.Loss{NLL: 1})
+	if err != nil {
+		return nil, err
+	}
+	lp := make([]float32, len(b.Tokens))
+	if err := l.Model.Logprobs(b, t.Targets, lp); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	return split(lp, b.Offsets), nil
+}
+
+func split(v []float32, offsets []int) [][]float32 {
+	out := make([][]float32, len(offsets)-1)
+	for s := range out {
+		out[s] = v[offsets[s]:offsets[s+1]]
+	}
+	return out
+}
+
+// OptimStep implements backend.Learner: it clips the global gradient norm,
+// applies AdamW and clears the gradients. A NaN or Inf gradient is reported
+// with the tensor and index where it sits; no weight changes.
+func (l *Learner) OptimStep(ctx context.Context, p backend.OptimParams) (backend.StepResult, error) {
+	if err := ctx.Err(); err != nil {
+		return backend.StepResult{}, err
+	}
+	g := l.Model.Grads
+	norm := optim.GradNorm(g)
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		// Step finds and names the first non-finite gradient and refuses.
+		err := l.Opt.Step(l.Model.Params, g, p.LearningRate)
+		return backend.StepResult{GradNorm: norm}, fmt.Errorf("local: optimizer step refused: %w", err)
+	}
+	if p.GradClipNorm > 0 && norm > float64(p.GradClipNorm) {
+		scale := float32(float64(p.GradClipNorm) / norm)
+		for i := range g {
+			g[i] *= scale
+		}
+	}
+	if err := l.Opt.Step(l.Model.Params, g, p.LearningRate); err != nil {
+		return backend.StepResult{GradNorm: norm}, fmt.Errorf("local: %w", err)
+	}
+	return backend.StepResult{GradNorm: norm}, nil
+}
+
+// ZeroGrad implements backend.Learner.
+func (l *Learner) ZeroGrad() { l.Model.ZeroGrad() }

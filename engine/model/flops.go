@@ -1,0 +1,23 @@
+package model
+
+// TrainFLOPs counts the floating-point operations of one forward and
+// backward pass over b as the engine performs them: 6 per parameter of every
+// matrix product per token (2 forward, 4 backward), and attention's score
+// and value products over the full T×T square each sequence computes,
+// also 3× forward. Norms, activations and the optimizer are left out, as
+// is customary; they are memory-bound and small.
+func TrainFLOPs(c Config, b Batch) float64 {
+	c = c.WithDefaults()
+	N := float64(len(b.Tokens))
+	D, F, V := float64(c.Dim), float64(c.Hidden), float64(c.Vocab)
+	Q, O := float64(c.qkvWidth()), float64(c.Heads*c.HeadDim)
+	perLayer := D*Q + O*D + 3*D*F
+	matmuls := 6 * N * (float64(c.Layers)*perLayer + D*V)
+	var sq float64
+	for s := 0; s+1 < len(b.Offsets); s++ {
+		t := float64(b.Offsets[s+1] - b.Offsets[s])
+		sq += t * t
+	}
+	attention := 3 * 2 * 2 * sq * O * float64(c.Layers) // QKᵀ and PV, each 2·T²·hd per head
+	return matmuls + attention
+}
