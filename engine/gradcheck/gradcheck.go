@@ -19,7 +19,7 @@ type Options struct {
 	// Atol and Rtol bound each coordinate: |analytic − numeric| ≤ Atol +
 	// Rtol·max(|analytic|, |numeric|). Zero means 2e-3 and 2e-2.
 	Atol, Rtol float64
-	Seed uint64 // picks the coordinates
+	Seed       uint64 // picks the coordinates
 }
 
 // Check perturbs x[i] by ±h, evaluates loss, and compares

@@ -44,6 +44,7 @@ const maxLogRatio = 20
 type tokenStats struct {
 	loss, logp, entropy, refKL, teacherKL float64
 	clip                                  int8 // −1 clipped low, +1 clipped high
+	top                                   bool // the target is the most likely token
 }
 
 // validateTargets checks the per-token inputs against the batch and loss.
@@ -128,13 +129,14 @@ func (m *Model) ForwardBackward(b Batch, t Targets, loss backend.Loss, teacher *
 }
 
 // Logprobs runs the forward pass only and writes the logprob of each target
-// into out (N).
-func (m *Model) Logprobs(b Batch, targets []int32, out []float32) error {
+// into out (N). When top is not nil it also records, per position, whether
+// the target is the most likely token (so greedy decoding would emit it).
+func (m *Model) Logprobs(b Batch, targets []int32, out []float32, top []bool) error {
 	if err := m.Validate(b); err != nil {
 		return err
 	}
-	if len(targets) != len(b.Tokens) || len(out) != len(b.Tokens) {
-		return fmt.Errorf("logprobs: %d targets and %d outputs for %d tokens", len(targets), len(out), len(b.Tokens))
+	if len(targets) != len(b.Tokens) || len(out) != len(b.Tokens) || (top != nil && len(top) != len(b.Tokens)) {
+		return fmt.Errorf("logprobs: %d targets, %d outputs and %d flags for %d tokens", len(targets), len(out), len(top), len(b.Tokens))
 	}
 	ones := make([]float32, len(targets))
 	t := Targets{Targets: targets, Weights: ones}
@@ -143,6 +145,9 @@ func (m *Model) Logprobs(b Batch, targets []int32, out []float32) error {
 	}
 	m.forward(b)
 	_, err := m.head(b, t, &backend.Loss{NLL: 1}, nil, out, false)
+	for n := range top {
+		top[n] = m.act.stats[n].top
+	}
 	return err
 }
 
@@ -183,7 +188,10 @@ func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logpro
 	for c0 := 0; c0 < N; c0 += chunk {
 		c1 := min(c0+chunk, N)
 		logits := a.logits[:(c1-c0)*V]
+		t0 := m.tic()
 		gemm.Sgemm(false, true, c1-c0, V, D, 1, a.normed[c0*D:], D, m.w.head, D, 0, logits, V)
+		m.toc(OpHeadMatmul, false, t0)
+		t0 = m.tic()
 		parallel.For(c1-c0, 4, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				n := c0 + i
@@ -195,6 +203,7 @@ func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logpro
 				stats[n] = tokenTerms(logits[i*V:(i+1)*V], n, t, q, loss, grad)
 			}
 		})
+		m.toc(OpLossTerms, false, t0)
 		for n := c0; n < c1; n++ {
 			if s := stats[n]; math.IsNaN(s.loss) || math.IsInf(s.loss, 0) || math.IsNaN(s.logp) {
 				seq, p := locate(b, n)
@@ -202,8 +211,10 @@ func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logpro
 			}
 		}
 		if grad {
+			t0 = m.tic()
 			gemm.Sgemm(false, false, c1-c0, D, V, 1, logits, V, m.w.head, D, 0, a.dnormed[c0*D:], D)
 			gemm.Sgemm(true, false, V, D, c1-c0, 1, logits, V, a.normed[c0*D:], D, 1, m.g.head, D)
+			m.toc(OpHeadMatmul, true, t0)
 		}
 	}
 	var met backend.Metrics
@@ -251,6 +262,7 @@ func tokenTerms(z []float32, n int, t Targets, q []float32, l *backend.Loss, gra
 	lse := float64(mx) + math.Log(sum)
 	var s tokenStats
 	s.logp = float64(z[y]) - lse
+	s.top = z[y] == mx
 	// One pass for the entropy (and the teacher KL) before the gradient,
 	// which needs H.
 	var h, kl float64

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"time"
 
 	"rlvr/engine/nn"
 	"rlvr/engine/parallel"
@@ -15,6 +16,9 @@ type Model struct {
 	// offsets in both).
 	Params, Grads []float32
 	Tensors       []Tensor
+
+	// Profile, when set, accumulates time per op.
+	Profile *Profile
 
 	w, g     weights   // views of Params and Grads
 	cos, sin []float32 // rotary tables (MaxSeq, hd/2)
@@ -215,6 +219,7 @@ func (m *Model) ensure(b Batch) {
 // normed hidden states (N, D) in m.act.normed, saving what backward needs.
 func (m *Model) forward(b Batch) {
 	m.ensure(b)
+	var t0 time.Time
 	c, a := m.Config, &m.act
 	N, D, F := len(b.Tokens), c.Dim, c.Hidden
 	H, KV, hd, Q := c.Heads, c.KVHeads, c.HeadDim, c.qkvWidth()
@@ -225,36 +230,68 @@ func (m *Model) forward(b Batch) {
 	}
 	pos := a.pos[:N]
 	x := a.resid[:N*D]
+	t0 = m.tic()
 	nn.EmbeddingForward(x, b.Tokens, m.w.embed, D)
+	m.toc(OpEmbedding, false, t0)
 	for l, w := range m.w.layers {
 		la := &a.layers[l]
 		x = a.resid[l*a.N*D:][:N*D]
 		next := a.resid[(l+1)*a.N*D:][:N*D]
 		// Attention: mid = x + o(attention(rope(qkv(norm(x))))).
+		t0 = m.tic()
 		nn.RMSNormForward(la.h1, la.rstd1, x, w.attnNorm, N, 1, D, D, c.NormEps)
+		m.toc(OpRMSNorm, false, t0)
 		qkv := la.qkv[:N*Q]
 		if c.QKNorm {
 			raw := la.qkvRaw[:N*Q]
+			t0 = m.tic()
 			nn.MatmulForward(raw, la.h1, w.qkv, w.qkvBias, N, D, Q)
+			m.toc(OpMatmul, false, t0)
 			copy(qkv, raw) // the values pass through unchanged
+			t0 = m.tic()
 			nn.RMSNormForward(qkv, la.qkRstd[:N*H], raw, w.qNorm, N, H, hd, Q, c.NormEps)
+			m.toc(OpRMSNorm, false, t0)
+			t0 = m.tic()
 			nn.RMSNormForward(qkv[H*hd:], la.qkRstd[N*H:N*(H+KV)], raw[H*hd:], w.kNorm, N, KV, hd, Q, c.NormEps)
+			m.toc(OpRMSNorm, false, t0)
 		} else {
+			t0 = m.tic()
 			nn.MatmulForward(qkv, la.h1, w.qkv, w.qkvBias, N, D, Q)
+			m.toc(OpMatmul, false, t0)
 		}
+		t0 = m.tic()
 		nn.RoPE(qkv, N, H+KV, hd, Q, pos, m.cos, m.sin, false)
+		m.toc(OpRoPE, false, t0)
+		t0 = m.tic()
 		nn.AttentionForward(la.attn, la.probs, qkv, b.Offsets, H, KV, hd)
+		m.toc(OpAttention, false, t0)
+		t0 = m.tic()
 		copy(la.mid[:N*D], x)
+		m.toc(OpResidual, false, t0)
+		t0 = m.tic()
 		nn.MatmulAccumulate(la.mid, la.attn, w.o, N, H*hd, D)
+		m.toc(OpMatmul, false, t0)
 		// MLP: next = mid + down(silu(gate(norm(mid))) ⊙ up(norm(mid))).
+		t0 = m.tic()
 		nn.RMSNormForward(la.h2, la.rstd2, la.mid, w.mlpNorm, N, 1, D, D, c.NormEps)
+		m.toc(OpRMSNorm, false, t0)
+		t0 = m.tic()
 		nn.MatmulForward(la.gu, la.h2, w.gateUp, nil, N, D, 2*F)
+		m.toc(OpMatmul, false, t0)
+		t0 = m.tic()
 		nn.SwiGLUForward(la.swiglu, la.sig, la.gu, N, F)
+		m.toc(OpSwiGLU, false, t0)
+		t0 = m.tic()
 		copy(next, la.mid[:N*D])
+		m.toc(OpResidual, false, t0)
+		t0 = m.tic()
 		nn.MatmulAccumulate(next, la.swiglu, w.down, N, F, D)
+		m.toc(OpMatmul, false, t0)
 	}
 	last := a.resid[c.Layers*a.N*D:][:N*D]
+	t0 = m.tic()
 	nn.RMSNormForward(a.normed, a.rstd, last, m.w.norm, N, 1, D, D, c.NormEps)
+	m.toc(OpRMSNorm, false, t0)
 }
 
 // backward propagates dnormed (N, D), the gradient of the final norm's
@@ -264,42 +301,69 @@ func (m *Model) backward(b Batch, dnormed []float32) {
 	N, D, F := len(b.Tokens), c.Dim, c.Hidden
 	H, KV, hd, Q := c.Heads, c.KVHeads, c.HeadDim, c.qkvWidth()
 	pos := a.pos[:N]
+	var t0 time.Time
 	dx := a.dresid[:N*D]
 	clear(dx)
 	last := a.resid[c.Layers*a.N*D:][:N*D]
+	t0 = m.tic()
 	nn.RMSNormBackward(dx, m.g.norm, dnormed, last, m.w.norm, a.rstd, N, 1, D, D)
+	m.toc(OpRMSNorm, true, t0)
 	for l := c.Layers - 1; l >= 0; l-- {
 		w, g, la := m.w.layers[l], m.g.layers[l], &a.layers[l]
 		x := a.resid[l*a.N*D:][:N*D]
 		// MLP block; dx is d(next) and becomes d(mid).
 		dact, dgu, dh := a.dact[:N*F], a.dgu[:N*2*F], a.dh[:N*D]
 		clear(dact)
+		t0 = m.tic()
 		nn.MatmulBackward(dact, g.down, nil, dx, la.swiglu, w.down, N, F, D)
+		m.toc(OpMatmul, true, t0)
 		clear(dgu)
+		t0 = m.tic()
 		nn.SwiGLUBackward(dgu, dact, la.gu, la.sig, N, F)
+		m.toc(OpSwiGLU, true, t0)
 		clear(dh)
+		t0 = m.tic()
 		nn.MatmulBackward(dh, g.gateUp, nil, dgu, la.h2, w.gateUp, N, D, 2*F)
+		m.toc(OpMatmul, true, t0)
+		t0 = m.tic()
 		nn.RMSNormBackward(dx, g.mlpNorm, dh, la.mid, w.mlpNorm, la.rstd2, N, 1, D, D)
+		m.toc(OpRMSNorm, true, t0)
 		// Attention block; dx becomes d(x).
 		dattn, dqkv := a.dattn[:N*H*hd], a.dqkv[:N*Q]
 		clear(dattn)
+		t0 = m.tic()
 		nn.MatmulBackward(dattn, g.o, nil, dx, la.attn, w.o, N, H*hd, D)
+		m.toc(OpMatmul, true, t0)
 		clear(dqkv)
+		t0 = m.tic()
 		nn.AttentionBackward(dqkv, dattn, la.qkv, la.probs, a.scratch, b.Offsets, H, KV, hd, a.maxT)
+		m.toc(OpAttention, true, t0)
+		t0 = m.tic()
 		nn.RoPE(dqkv, N, H+KV, hd, Q, pos, m.cos, m.sin, true)
+		m.toc(OpRoPE, true, t0)
 		if c.QKNorm {
 			raw := a.dqkvRaw[:N*Q]
 			clear(raw)
+			t0 = m.tic()
 			nn.RMSNormBackward(raw, g.qNorm, dqkv, la.qkvRaw, w.qNorm, la.qkRstd[:N*H], N, H, hd, Q)
+			m.toc(OpRMSNorm, true, t0)
+			t0 = m.tic()
 			nn.RMSNormBackward(raw[H*hd:], g.kNorm, dqkv[H*hd:], la.qkvRaw[H*hd:], w.kNorm, la.qkRstd[N*H:N*(H+KV)], N, KV, hd, Q)
+			m.toc(OpRMSNorm, true, t0)
 			for n := 0; n < N; n++ { // values had no norm
 				copy(raw[n*Q+(H+KV)*hd:(n+1)*Q], dqkv[n*Q+(H+KV)*hd:(n+1)*Q])
 			}
 			dqkv = raw
 		}
 		clear(dh)
+		t0 = m.tic()
 		nn.MatmulBackward(dh, g.qkv, g.qkvBias, dqkv, la.h1, w.qkv, N, D, Q)
+		m.toc(OpMatmul, true, t0)
+		t0 = m.tic()
 		nn.RMSNormBackward(dx, g.attnNorm, dh, x, w.attnNorm, la.rstd1, N, 1, D, D)
+		m.toc(OpRMSNorm, true, t0)
 	}
+	t0 = m.tic()
 	nn.EmbeddingBackward(m.g.embed, dx, b.Tokens, D)
+	m.toc(OpEmbedding, true, t0)
 }

@@ -98,7 +98,7 @@ func TestModelGradients(t *testing.T) {
 				// Put every ratio clearly inside or outside the clip range,
 				// away from the kinks finite differences cannot cross.
 				lp := make([]float32, len(b.Tokens))
-				if err := m.Logprobs(b, tg.Targets, lp); err != nil {
+				if err := m.Logprobs(b, tg.Targets, lp, nil); err != nil {
 					t.Fatal(err)
 				}
 				for n := range lp {
@@ -357,7 +357,7 @@ func TestLogprobsMatchForwardBackward(t *testing.T) {
 	if _, err := m.ForwardBackward(b, tg, backend.Loss{NLL: 1}, nil, lp1); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Logprobs(b, tg.Targets, lp2); err != nil {
+	if err := m.Logprobs(b, tg.Targets, lp2, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := range lp1 {

@@ -1,0 +1,115 @@
+// Package world is rlvr's built-in task world: procedurally generated
+// arithmetic problems with exact answers and a difficulty knob, so every
+// method runs end to end on a CPU with no downloads.
+//
+// A problem is a chain of operations evaluated left to right and written
+// with the parentheses that order needs, e.g. "(12+7)*3-5". Its reference
+// solution writes one step per line and ends with the answer after "####":
+//
+//	12+7=19
+//	19*3=57
+//	57-5=52
+//	####52
+package world
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+)
+
+// Level is a difficulty setting: how many operations, how large the
+// operands, which operators.
+type Level struct {
+	Name    string
+	Ops     int    // operations in the chain
+	MaxOp   int    // operands of + and − are drawn from [1, MaxOp]
+	MaxMul  int    // multipliers are drawn from [2, MaxMul]; 0 forbids ×
+	Allowed string // operators to draw from, among "+-*"
+}
+
+// Levels run from one addition to chains a tiny model almost never gets
+// right.
+var Levels = []Level{
+	{Name: "add", Ops: 1, MaxOp: 99, Allowed: "+"},
+	{Name: "add-sub", Ops: 2, MaxOp: 99, Allowed: "+-"},
+	{Name: "mul-add", Ops: 2, MaxOp: 99, MaxMul: 9, Allowed: "*+"},
+	{Name: "three-ops", Ops: 3, MaxOp: 99, MaxMul: 9, Allowed: "+-*"},
+	{Name: "four-ops", Ops: 4, MaxOp: 999, MaxMul: 9, Allowed: "+-*"},
+	{Name: "six-ops", Ops: 6, MaxOp: 999, MaxMul: 9, Allowed: "+-*"},
+}
+
+// Problem is one generated question with its exact answer and reference
+// solution.
+type Problem struct {
+	Level    int
+	Question string   // e.g. "(12+7)*3-5"
+	Steps    []string // e.g. "12+7=19", one per operation
+	Answer   int64
+}
+
+// Generate draws a problem of the given level (an index into Levels).
+func Generate(r *rand.Rand, level int) Problem {
+	lv := Levels[level]
+	acc := int64(1 + r.IntN(lv.MaxOp))
+	if strings.HasPrefix(lv.Allowed, "*") { // "d·NN + c": start from a product
+		acc = int64(10 + r.IntN(90))
+	}
+	p := Problem{Level: level}
+	expr := strconv.FormatInt(acc, 10)
+	lastAdd := false // whether expr ends in + or − at top level
+	for i := 0; i < lv.Ops; i++ {
+		op := lv.Allowed[r.IntN(len(lv.Allowed))]
+		if lv.Allowed == "*+" { // one product, then additions
+			op = "*+"[min(i, 1)]
+		}
+		var arg int64
+		switch op {
+		case '*':
+			arg = int64(2 + r.IntN(lv.MaxMul-1))
+		default:
+			arg = int64(1 + r.IntN(lv.MaxOp))
+		}
+		if op == '-' && arg > acc { // keep every intermediate non-negative
+			op = '+'
+		}
+		prev := acc
+		switch op {
+		case '+':
+			acc += arg
+		case '-':
+			acc -= arg
+		case '*':
+			acc *= arg
+		}
+		if op == '*' && lastAdd {
+			expr = "(" + expr + ")"
+		}
+		expr += string(op) + strconv.FormatInt(arg, 10)
+		lastAdd = op != '*'
+		p.Steps = append(p.Steps, fmt.Sprintf("%d%c%d=%d", prev, op, arg, acc))
+	}
+	p.Question, p.Answer = expr, acc
+	return p
+}
+
+// Prompt is what the model is shown: the question and the cue to solve it.
+func (p Problem) Prompt() string { return "Q:" + p.Question + "\n" }
+
+// Solution is the reference solution: each step on its own line, then the
+// answer after "####".
+func (p Problem) Solution() string {
+	return strings.Join(p.Steps, "\n") + "\n####" + strconv.FormatInt(p.Answer, 10) + "\n"
+}
+
+// Mix draws n problems with levels chosen uniformly from levels, from a
+// seeded source so a corpus is reproducible.
+func Mix(seed uint64, n int, levels []int) []Problem {
+	r := rand.New(rand.NewPCG(seed, 0x776f726c64))
+	out := make([]Problem, n)
+	for i := range out {
+		out[i] = Generate(r, levels[r.IntN(len(levels))])
+	}
+	return out
+}

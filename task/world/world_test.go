@@ -1,0 +1,70 @@
+package world
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// eval checks a step line "a op b=c" and returns c.
+func evalStep(t *testing.T, line string) int64 {
+	t.Helper()
+	lhs, rhs, ok := strings.Cut(line, "=")
+	if !ok {
+		t.Fatalf("step %q has no =", line)
+	}
+	i := strings.IndexAny(lhs[1:], "+-*") + 1
+	a, _ := strconv.ParseInt(lhs[:i], 10, 64)
+	b, _ := strconv.ParseInt(lhs[i+1:], 10, 64)
+	c, _ := strconv.ParseInt(rhs, 10, 64)
+	want := map[byte]int64{'+': a + b, '-': a - b, '*': a * b}[lhs[i]]
+	if c != want {
+		t.Fatalf("step %q is wrong: %d", line, want)
+	}
+	return c
+}
+
+func TestSolutionsAreCorrectChains(t *testing.T) {
+	for level := range Levels {
+		for _, p := range Mix(uint64(level), 300, []int{level}) {
+			if len(p.Steps) != Levels[level].Ops {
+				t.Fatalf("%s: %d steps", p.Question, len(p.Steps))
+			}
+			var last int64
+			for i, s := range p.Steps {
+				v := evalStep(t, s)
+				if v < 0 {
+					t.Fatalf("%s: negative intermediate in %q", p.Question, s)
+				}
+				if i > 0 && !strings.HasPrefix(s, strconv.FormatInt(last, 10)) {
+					t.Fatalf("%s: step %q does not continue from %d", p.Question, s, last)
+				}
+				last = v
+			}
+			if last != p.Answer || !strings.HasSuffix(p.Solution(), fmt.Sprintf("####%d\n", p.Answer)) {
+				t.Fatalf("%s: answer %d, last step %d", p.Question, p.Answer, last)
+			}
+		}
+	}
+}
+
+func TestMixIsReproducible(t *testing.T) {
+	a, b := Mix(7, 50, []int{0, 3, 5}), Mix(7, 50, []int{0, 3, 5})
+	for i := range a {
+		if a[i].Question != b[i].Question {
+			t.Fatalf("problem %d differs: %q vs %q", i, a[i].Question, b[i].Question)
+		}
+	}
+}
+
+func ExampleProblem_Solution() {
+	p := Problem{Question: "(12+7)*3-5", Steps: []string{"12+7=19", "19*3=57", "57-5=52"}, Answer: 52}
+	fmt.Print(p.Prompt(), p.Solution())
+	// Output:
+	// Q:(12+7)*3-5
+	// 12+7=19
+	// 19*3=57
+	// 57-5=52
+	// ####52
+}
