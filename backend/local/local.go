@@ -129,7 +129,7 @@ func (l *Learner) Logprobs(ctx context.Context, batch []backend.Datum) ([][]floa
 		return nil, err
 	}
 	lp := make([]float32, len(b.Tokens))
-	if err := l.Model.Logprobs(b, t.Targets, lp); err != nil {
+	if err := l.Model.Logprobs(b, t.Targets, lp, nil); err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
 	return split(lp, b.Offsets), nil

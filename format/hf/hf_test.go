@@ -28,7 +28,7 @@ func TestLoadFixtureAndRoundTrip(t *testing.T) {
 	}
 	b := model.Pack([][]int32{{1, 5, 7, 3, 9}, {2, 4}})
 	lp := make([]float32, len(b.Tokens))
-	if err := m.Logprobs(b, []int32{5, 7, 3, 9, 2, 4, 6}, lp); err != nil {
+	if err := m.Logprobs(b, []int32{5, 7, 3, 9, 2, 4, 6}, lp, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i, v := range lp {

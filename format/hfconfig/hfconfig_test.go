@@ -1,0 +1,330 @@
+package hfconfig_test
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"rlvr/format/hfconfig"
+	"rlvr/internal/shareddata"
+)
+
+// qwen2Config is shaped like Qwen2.5-0.5B-Instruct's config.json.
+const qwen2Config = `{
+  "architectures": ["Qwen2ForCausalLM"],
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": 151645,
+  "hidden_act": "silu",
+  "hidden_size": 896,
+  "initializer_range": 0.02,
+  "intermediate_size": 4864,
+  "max_position_embeddings": 32768,
+  "max_window_layers": 21,
+  "model_type": "qwen2",
+  "num_attention_heads": 14,
+  "num_hidden_layers": 24,
+  "num_key_value_heads": 2,
+  "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0,
+  "sliding_window": 32768,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.43.1",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": 151936
+}`
+
+// qwen3Config is shaped like Qwen3-0.6B's config.json: head_dim times the
+// number of heads is not hidden_size.
+const qwen3Config = `{
+  "architectures": ["Qwen3ForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 151643,
+  "eos_token_id": [151645, 151643],
+  "head_dim": 128,
+  "hidden_act": "silu",
+  "hidden_size": 1024,
+  "initializer_range": 0.02,
+  "intermediate_size": 3072,
+  "max_position_embeddings": 40960,
+  "max_window_layers": 28,
+  "model_type": "qwen3",
+  "num_attention_heads": 16,
+  "num_hidden_layers": 28,
+  "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06,
+  "rope_scaling": null,
+  "rope_theta": 1000000,
+  "sliding_window": null,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.51.0",
+  "use_cache": true,
+  "use_sliding_window": false,
+  "vocab_size": 151936
+}`
+
+func TestFixture(t *testing.T) {
+	path := shareddata.Path(t, "verl-arith-llama/config.json")
+	c, err := hfconfig.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &hfconfig.Config{
+		Architecture: hfconfig.Llama, ModelType: "llama",
+		HiddenSize: 128, IntermediateSize: 344, NumHiddenLayers: 4,
+		NumAttentionHeads: 4, NumKeyValueHeads: 4, HeadDim: 32, VocabSize: 16,
+		MaxPositionEmbeddings: 2048, RMSNormEps: 1e-6, RopeTheta: 10000,
+		EOSTokenIDs: []int{1}, TorchDType: "bfloat16",
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Load() = %+v\nwant %+v", c, want)
+	}
+	if c.QKVBias() || c.OProjBias() || c.QKNorm() {
+		t.Errorf("Llama without attention_bias: QKVBias %v OProjBias %v QKNorm %v", c.QKVBias(), c.OProjBias(), c.QKNorm())
+	}
+	roundTrip(t, c)
+}
+
+// roundTrip writes c and checks that it loads back unchanged.
+func roundTrip(t *testing.T, c *hfconfig.Config) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.json")
+	if err := hfconfig.Write(path, c); err != nil {
+		t.Fatal(err)
+	}
+	got, err := hfconfig.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *c
+	if want.TorchDType == "" {
+		want.TorchDType = "float32"
+	}
+	if !reflect.DeepEqual(got, &want) {
+		t.Errorf("after Write and Load: %+v\nwant %+v", got, &want)
+	}
+	data, _ := os.ReadFile(path)
+	return data
+}
+
+func TestQwen2(t *testing.T) {
+	c, err := hfconfig.Parse("qwen2/config.json", []byte(qwen2Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &hfconfig.Config{
+		Architecture: hfconfig.Qwen2, ModelType: "qwen2",
+		HiddenSize: 896, IntermediateSize: 4864, NumHiddenLayers: 24,
+		NumAttentionHeads: 14, NumKeyValueHeads: 2, HeadDim: 64, VocabSize: 151936,
+		MaxPositionEmbeddings: 32768, RMSNormEps: 1e-6, RopeTheta: 1e6,
+		TieWordEmbeddings: true, BOSTokenIDs: []int{151643}, EOSTokenIDs: []int{151645},
+		TorchDType: "bfloat16",
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Parse() = %+v\nwant %+v", c, want)
+	}
+	if !c.QKVBias() || c.OProjBias() || c.QKNorm() {
+		t.Errorf("Qwen2: QKVBias %v OProjBias %v QKNorm %v, want true false false", c.QKVBias(), c.OProjBias(), c.QKNorm())
+	}
+	data := roundTrip(t, c)
+	for _, want := range []string{
+		`"architectures": [` + "\n" + `    "Qwen2ForCausalLM"` + "\n  ],",
+		`"model_type": "qwen2",`,
+		`"rms_norm_eps": 1e-06,`,
+		`"rope_theta": 1000000.0,`,
+		`"torch_dtype": "bfloat16",`,
+		`"use_sliding_window": false,`,
+	} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("written config lacks %q:\n%s", want, data)
+		}
+	}
+}
+
+func TestQwen3(t *testing.T) {
+	c, err := hfconfig.Parse("qwen3/config.json", []byte(qwen3Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &hfconfig.Config{
+		Architecture: hfconfig.Qwen3, ModelType: "qwen3",
+		HiddenSize: 1024, IntermediateSize: 3072, NumHiddenLayers: 28,
+		NumAttentionHeads: 16, NumKeyValueHeads: 8, HeadDim: 128, VocabSize: 151936,
+		MaxPositionEmbeddings: 40960, RMSNormEps: 1e-6, RopeTheta: 1e6,
+		TieWordEmbeddings: true, BOSTokenIDs: []int{151643}, EOSTokenIDs: []int{151645, 151643},
+		TorchDType: "bfloat16",
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Parse() = %+v\nwant %+v", c, want)
+	}
+	if c.QKVBias() || c.OProjBias() || !c.QKNorm() {
+		t.Errorf("Qwen3: QKVBias %v OProjBias %v QKNorm %v, want false false true", c.QKVBias(), c.OProjBias(), c.QKNorm())
+	}
+	roundTrip(t, c)
+
+	// Newer transformers write dtype and rope_parameters; head_dim
+	// defaults to 128 for Qwen3.
+	newer := strings.NewReplacer(
+		`"torch_dtype"`, `"dtype"`,
+		`"rope_theta": 1000000,`, `"rope_parameters": {"rope_type": "default", "rope_theta": 5000000.0},`,
+		`"head_dim": 128,`, ``,
+	).Replace(qwen3Config)
+	c, err = hfconfig.Parse("newer.json", []byte(newer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RopeTheta != 5e6 || c.HeadDim != 128 || c.TorchDType != "bfloat16" {
+		t.Errorf("newer format: rope_theta %v head_dim %d dtype %q", c.RopeTheta, c.HeadDim, c.TorchDType)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := hfconfig.Parse("min.json", []byte(`{"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+		"num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 32, "attention_bias": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &hfconfig.Config{
+		Architecture: hfconfig.Llama, ModelType: "llama",
+		HiddenSize: 64, IntermediateSize: 128, NumHiddenLayers: 2,
+		NumAttentionHeads: 4, NumKeyValueHeads: 4, HeadDim: 16, VocabSize: 32,
+		MaxPositionEmbeddings: 2048, RMSNormEps: 1e-6, RopeTheta: 10000,
+		AttentionBias: true, BOSTokenIDs: []int{1}, EOSTokenIDs: []int{2},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Parse() = %+v\nwant %+v", c, want)
+	}
+	if !c.QKVBias() || !c.OProjBias() {
+		t.Error("Llama with attention_bias: want q/k/v and o biases")
+	}
+	roundTrip(t, c)
+}
+
+func TestMalformed(t *testing.T) {
+	const base = `"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "vocab_size": 32`
+	for _, tc := range []struct {
+		name, json string
+		want       []string
+	}{
+		{"invalid JSON", `{"hidden_size": 64,`, []string{"invalid JSON"}},
+		{"not an object", `[1]`, []string{"invalid JSON"}},
+		{"wrong type", `{` + base + `, "num_attention_heads": "4"}`, []string{"num_attention_heads", "cannot use JSON string"}},
+		{"fractional size", `{` + base + `, "num_attention_heads": 4.5}`, []string{"num_attention_heads"}},
+		{"missing size", `{"architectures": ["LlamaForCausalLM"], "num_attention_heads": 4}`, []string{"hidden_size: missing"}},
+		{"zero size", `{` + base + `, "num_attention_heads": 0}`, []string{"num_attention_heads: must be positive"}},
+		{"negative size", `{` + base + `, "num_attention_heads": 4, "num_hidden_layers": -1}`, []string{"num_hidden_layers: must be positive"}},
+		{"heads do not divide hidden", `{` + base + `, "num_attention_heads": 3}`, []string{"num_attention_heads: 3 does not divide hidden_size 64"}},
+		{"heads do not divide hidden with head_dim", `{` + base + `, "num_attention_heads": 3, "head_dim": 16}`, []string{"num_attention_heads: 3 does not divide hidden_size 64"}},
+		{"kv heads", `{` + base + `, "num_attention_heads": 4, "num_key_value_heads": 3}`, []string{"num_key_value_heads: 3 does not divide num_attention_heads 4"}},
+		{"odd head_dim", `{` + base + `, "num_attention_heads": 4, "head_dim": 15}`, []string{"head_dim: RoPE needs an even head size"}},
+		{"unknown architecture", `{"architectures": ["MistralForCausalLM"]}`, []string{"architectures: unsupported architecture \"MistralForCausalLM\""}},
+		{"two architectures", `{"architectures": ["LlamaForCausalLM", "Qwen2ForCausalLM"]}`, []string{"architectures: want one"}},
+		{"unknown model_type", `{"model_type": "gpt2"}`, []string{"model_type: unsupported model type \"gpt2\""}},
+		{"model_type mismatch", `{` + base + `, "num_attention_heads": 4, "model_type": "qwen2"}`, []string{"model_type: \"qwen2\" does not match architecture LlamaForCausalLM"}},
+		{"no architecture", `{"hidden_size": 64}`, []string{"neither architectures nor model_type"}},
+		{"rope_scaling", `{` + base + `, "num_attention_heads": 4, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}`, []string{"rope_scaling: RoPE scaling (llama3) is not supported yet"}},
+		{"rope_scaling legacy", `{` + base + `, "num_attention_heads": 4, "rope_scaling": {"type": "linear", "factor": 2.0}}`, []string{"rope_scaling: RoPE scaling (linear) is not supported yet"}},
+		{"rope_parameters", `{` + base + `, "num_attention_heads": 4, "rope_parameters": {"rope_type": "yarn"}}`, []string{"rope_parameters: RoPE type \"yarn\" is not supported yet"}},
+		{"hidden_act", `{` + base + `, "num_attention_heads": 4, "hidden_act": "gelu"}`, []string{"hidden_act: \"gelu\" is not supported"}},
+		{"mlp_bias", `{` + base + `, "num_attention_heads": 4, "mlp_bias": true}`, []string{"mlp_bias: MLP biases are not supported"}},
+		{"sliding window", strings.Replace(qwen2Config, `"use_sliding_window": false`, `"use_sliding_window": true`, 1), []string{"use_sliding_window: sliding-window attention is not supported"}},
+		{"layer_types", `{` + base + `, "num_attention_heads": 4, "layer_types": ["full_attention", "sliding_attention"]}`, []string{"layer_types: layer 1 is \"sliding_attention\""}},
+		{"eos string", `{` + base + `, "num_attention_heads": 4, "eos_token_id": "</s>"}`, []string{"eos_token_id: want a token id"}},
+		{"eos negative", `{` + base + `, "num_attention_heads": 4, "eos_token_id": [2, -1]}`, []string{"eos_token_id: want a token id"}},
+		{"bos fraction", `{` + base + `, "num_attention_heads": 4, "bos_token_id": 1.5}`, []string{"bos_token_id: want a token id"}},
+		{"rms_norm_eps", `{` + base + `, "num_attention_heads": 4, "rms_norm_eps": 0}`, []string{"rms_norm_eps: must be in (0, 1)"}},
+		{"rope_theta", `{` + base + `, "num_attention_heads": 4, "rope_theta": -1}`, []string{"rope_theta: must be positive"}},
+		{"torch_dtype", `{` + base + `, "num_attention_heads": 4, "torch_dtype": "int8"}`, []string{"torch_dtype: unsupported dtype \"int8\""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := hfconfig.Parse("bad/config.json", []byte(tc.json))
+			if err == nil {
+				t.Fatalf("Parse succeeded: %+v", c)
+			}
+			for _, want := range append([]string{"hfconfig: bad/config.json: "}, tc.want...) {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+		})
+	}
+	if _, err := hfconfig.Load(filepath.Join(t.TempDir(), "missing.json")); err == nil || !strings.Contains(err.Error(), "missing.json") {
+		t.Errorf("Load(missing) error = %v", err)
+	}
+}
+
+func TestWriteErrors(t *testing.T) {
+	c, err := hfconfig.Parse("qwen3.json", []byte(qwen3Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.json")
+
+	bad := *c
+	bad.NumKeyValueHeads = 5
+	if err := hfconfig.Write(path, &bad); err == nil || !strings.Contains(err.Error(), "hfconfig: "+path+": num_key_value_heads") {
+		t.Errorf("Write(bad kv heads) error = %v", err)
+	}
+	if err := bad.Validate(); err == nil || !strings.HasPrefix(err.Error(), "hfconfig: num_key_value_heads: ") {
+		t.Errorf("Validate() error = %v", err)
+	}
+	bad = *c
+	bad.BOSTokenIDs = []int{1, 2}
+	if err := hfconfig.Write(path, &bad); err == nil || !strings.Contains(err.Error(), "bos_token_id") {
+		t.Errorf("Write(two BOS ids) error = %v", err)
+	}
+	bad = *c
+	bad.Architecture = "GPT2LMHeadModel"
+	if _, err := hfconfig.Marshal(&bad); err == nil || !strings.Contains(err.Error(), "architectures") {
+		t.Errorf("Marshal(unknown architecture) error = %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("failed writes left %v", entries)
+	}
+	if err := hfconfig.Write(filepath.Join(dir, "missing", "config.json"), c); err == nil {
+		t.Error("Write into a missing directory succeeded")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(qwen2Config))
+	f.Add([]byte(qwen3Config))
+	f.Add([]byte(`{"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 32}`))
+	f.Add([]byte(`{"model_type": "qwen3", "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 2, "rope_parameters": {"rope_theta": 3}, "eos_token_id": []}`))
+	f.Add([]byte(`{"architectures": ["LlamaForCausalLM"], "rope_scaling": {"type": "linear"}}`))
+	f.Add([]byte(`{"eos_token_id": [1, 2.5]}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := hfconfig.Parse("fuzz.json", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "hfconfig: fuzz.json: ") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		out, err := hfconfig.Marshal(c)
+		if len(c.BOSTokenIDs) > 1 {
+			return
+		}
+		if err != nil {
+			t.Fatalf("Marshal of a parsed config: %v", err)
+		}
+		back, err := hfconfig.Parse("out.json", out)
+		if err != nil {
+			t.Fatalf("Parse of a marshaled config: %v\n%s", err, out)
+		}
+		if c.TorchDType == "" {
+			c.TorchDType = "float32"
+		}
+		if !reflect.DeepEqual(back, c) {
+			t.Fatalf("round trip: %+v\nwant %+v", back, c)
+		}
+	})
+}

@@ -1,0 +1,52 @@
+// Package tokenizer turns text into token ids and back for the models rlvr
+// trains, and renders their chat templates.
+//
+// The main type, [Tokenizer], reads a Hugging Face tokenizer.json that
+// describes a byte-level BPE model, the kind used by Qwen2, Qwen2.5, Qwen3
+// and Llama-3, and reproduces the Hugging Face tokenizers library's output
+// without any dependency beyond the standard library:
+//
+//   - added tokens (such as <|im_start|>) are split off first, by
+//     leftmost-longest match, honouring their special, lstrip, rstrip,
+//     single_word and normalized flags;
+//   - the text between them is normalized (see below), split into
+//     pre-tokens by a hand-written scanner that matches the Qwen2, Llama-3
+//     or GPT-2 split regular expression exactly, mapped to bytes, and
+//     merged by BPE rank;
+//   - decoding maps ids back to bytes, and bytes to a string, replacing
+//     invalid UTF-8 as the Rust library does.
+//
+// Split patterns are recognised by their exact text; a tokenizer.json with
+// any other pattern, model type, normalizer, pre-tokenizer or decoder is
+// rejected by [Parse] with a [*ParseError] that names the file and the JSON
+// field. Encode never adds BOS or EOS tokens: the post_processor section is
+// ignored, and chat templates already carry the tokens they need.
+//
+// # Normalization
+//
+// Qwen's tokenizer.json asks for Unicode NFC normalization. The standard
+// library has no NFC tables, so a [Tokenizer] checks each piece of text with
+// a quick test that proves most text, including all ASCII, already NFC, and
+// leaves such text unchanged, which is exactly what NFC would do. Text that
+// might not be in NFC (it contains combining marks, conjoining Hangul jamo
+// or one of the few characters NFC always replaces) is passed to the
+// function given to [Tokenizer.WithNormalizer], for instance
+// golang.org/x/text/unicode/norm's NFC.String, and is left unchanged when
+// none was given. [Tokenizer.Normalization] reports what the file asked for.
+//
+// # Chat templates
+//
+// [RenderChat] renders conversations natively, without a Jinja engine, for
+// the template families rlvr supports: ChatML as used by Qwen2 and Qwen2.5
+// (with the template's default system prompt), Qwen3, and Llama-3.
+// [ParseChatTemplate] recognises the family from a tokenizer_config.json's
+// chat_template. Tools, tool calls, the tool role and reasoning_content are
+// not supported.
+//
+// # Small vocabularies
+//
+// [ByteTokenizer] is a 259-token byte-level tokenizer for the built-in toy
+// worlds. Both it and [Tokenizer] satisfy [Encoder].
+//
+// All types in this package are safe for concurrent use once built.
+package tokenizer

@@ -1,0 +1,508 @@
+package tokenizer
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Encoder is what rlvr needs from a tokenizer: text to ids and back, the
+// vocabulary size, and the ids of the sequence-control tokens.
+// [*Tokenizer] and [*ByteTokenizer] implement it.
+type Encoder interface {
+	// Encode returns the ids of text, recognising special tokens written
+	// in it.
+	Encode(text string) []int
+	// EncodeWithSpecial returns the ids of text; special tokens written in
+	// it are recognised only if allowSpecial is true, and are otherwise
+	// encoded as ordinary text.
+	EncodeWithSpecial(text string, allowSpecial bool) []int
+	// Decode returns the text of ids, special tokens included.
+	Decode(ids []int) string
+	// DecodeSkipSpecial returns the text of ids without special tokens.
+	DecodeSkipSpecial(ids []int) string
+	// VocabSize returns one more than the largest token id.
+	VocabSize() int
+	// BOS returns the beginning-of-sequence id, if there is one.
+	BOS() (int, bool)
+	// EOS returns the end-of-sequence id, if there is one.
+	EOS() (int, bool)
+	// PAD returns the padding id, if there is one.
+	PAD() (int, bool)
+}
+
+// Tokenizer is a byte-level BPE tokenizer read from a Hugging Face
+// tokenizer.json by [Load] or [Parse]; the zero value is not usable. It is
+// safe for concurrent use. It caches the ids of recently seen pre-tokens,
+// within a fixed bound on memory.
+type Tokenizer struct {
+	*core
+	config        *Config
+	bos, eos, pad int // -1 when unknown
+	normalize     func(string) string
+}
+
+// Token flags, per id.
+const (
+	flagPresent uint8 = 1 << iota
+	flagAdded
+	flagSpecial
+)
+
+// addedToken is an entry of tokenizer.json's added_tokens.
+type addedToken struct {
+	id                                  int
+	content                             string
+	special, lstrip, rstrip, singleWord bool
+	normalized                          bool
+}
+
+// core is the part of a Tokenizer shared by its copies: immutable once
+// parsed, apart from the internally synchronized word cache.
+type core struct {
+	vocab  map[string]int // model vocabulary, in the byte-level alphabet
+	tokens []string       // id -> token as written in the file ("" if none)
+	flags  []uint8        // id -> flag bits
+	decode [][]byte       // id -> bytes it decodes to
+
+	byteID       [256]int32        // byte -> id of its one-byte token, or -1
+	merges       map[uint64]uint64 // pairKey(a, b) -> rank<<32 | merged id
+	ignoreMerges bool
+	whole        map[string]int32 // raw bytes -> id, when ignoreMerges
+
+	added               map[string]*addedToken
+	rawAdded, normAdded *addedMatcher // added tokens matched before and after normalization
+	nfc, byteLevel      bool
+	splitters           []splitter
+	cache               *wordCache
+}
+
+// finish builds the derived tables once parsing succeeded.
+func (c *core) finish() {
+	c.decode = make([][]byte, len(c.tokens))
+	for id, tok := range c.tokens {
+		switch {
+		case c.flags[id]&flagAdded != 0:
+			c.decode[id] = []byte(tok) // added tokens decode to their content
+		case c.flags[id]&flagPresent != 0:
+			if b, ok := byteLevelDecode(tok); ok {
+				c.decode[id] = b
+			} else {
+				c.decode[id] = []byte(tok)
+			}
+		}
+	}
+	if c.ignoreMerges {
+		c.whole = make(map[string]int32, len(c.vocab))
+		for tok, id := range c.vocab {
+			if b, ok := byteLevelDecode(tok); ok {
+				c.whole[string(b)] = int32(id)
+			}
+		}
+	}
+	var raw, norm []*addedToken
+	for _, t := range c.added {
+		if t.normalized {
+			norm = append(norm, t)
+		} else {
+			raw = append(raw, t)
+		}
+	}
+	c.rawAdded = newAddedMatcher(raw)
+	c.normAdded = newAddedMatcher(norm)
+}
+
+// Load reads a tokenizer from path, which is either a tokenizer.json file or
+// a directory holding one. A tokenizer_config.json in the same directory, if
+// there is one, is read too: it names the BOS, EOS and PAD tokens and holds
+// the chat template.
+func Load(path string) (*Tokenizer, error) {
+	file := path
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		file = filepath.Join(path, "tokenizer.json")
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	c, err := parser{file: file}.parse(data)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tokenizer{core: c, bos: -1, eos: -1, pad: -1}
+	cfgPath := filepath.Join(filepath.Dir(file), "tokenizer_config.json")
+	cfg, err := LoadConfig(cfgPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return t, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t.withConfig(cfg, cfgPath)
+}
+
+// Parse reads a tokenizer from the contents of a tokenizer.json file. The
+// result knows no BOS, EOS or PAD token until given a [Config] with
+// [Tokenizer.WithConfig].
+func Parse(data []byte) (*Tokenizer, error) {
+	c, err := parser{file: "tokenizer.json"}.parse(data)
+	if err != nil {
+		return nil, err
+	}
+	return &Tokenizer{core: c, bos: -1, eos: -1, pad: -1}, nil
+}
+
+// WithConfig returns a copy of t that takes its BOS, EOS and PAD tokens and
+// its chat template from cfg. It fails if cfg names a token t does not have.
+// The copy shares t's tables and cache.
+func (t *Tokenizer) WithConfig(cfg *Config) (*Tokenizer, error) {
+	return t.withConfig(cfg, "tokenizer_config.json")
+}
+
+func (t *Tokenizer) withConfig(cfg *Config, file string) (*Tokenizer, error) {
+	u := *t
+	u.config = cfg
+	if cfg == nil {
+		u.bos, u.eos, u.pad = -1, -1, -1
+		return &u, nil
+	}
+	for _, s := range []struct {
+		name, tok string
+		dst       *int
+	}{{"bos_token", cfg.BOSToken, &u.bos}, {"eos_token", cfg.EOSToken, &u.eos}, {"pad_token", cfg.PADToken, &u.pad}} {
+		*s.dst = -1
+		if s.tok == "" {
+			continue
+		}
+		id, ok := t.TokenID(s.tok)
+		if !ok {
+			return nil, &ParseError{File: file, Field: s.name, Err: fmt.Errorf("token %q is not in the vocabulary", s.tok)}
+		}
+		*s.dst = id
+	}
+	return &u, nil
+}
+
+// WithNormalizer returns a copy of t that applies nfc to text the quick
+// NFC check cannot prove normalized, when the tokenizer.json asks for NFC.
+// Pass golang.org/x/text/unicode/norm's NFC.String for results identical to
+// Hugging Face tokenizers on any input; nfc must be safe for concurrent use.
+// The copy shares t's tables and cache.
+func (t *Tokenizer) WithNormalizer(nfc func(string) string) *Tokenizer {
+	u := *t
+	u.normalize = nfc
+	return &u
+}
+
+// Normalization returns "NFC" when the tokenizer.json asks for NFC
+// normalization, and "" when it asks for none.
+func (t *Tokenizer) Normalization() string {
+	if t.nfc {
+		return "NFC"
+	}
+	return ""
+}
+
+// Config returns the tokenizer_config.json read with the tokenizer, or nil.
+func (t *Tokenizer) Config() *Config { return t.config }
+
+// ChatTemplate returns the chat template of the tokenizer's configuration,
+// recognised with [ParseChatTemplate].
+func (t *Tokenizer) ChatTemplate() (ChatTemplate, error) {
+	if t.config == nil {
+		return ChatTemplate{}, errors.New("tokenizer: no tokenizer_config.json, so no chat template")
+	}
+	return t.config.ChatTemplate()
+}
+
+// VocabSize returns one more than the largest token id, counting added
+// tokens: the number of rows an embedding table needs at least.
+func (t *Tokenizer) VocabSize() int { return len(t.tokens) }
+
+// TokenID returns the id of a token written as in tokenizer.json: an added
+// token's content such as "<|im_end|>", or a vocabulary entry in the
+// byte-level alphabet such as "Ġthe" for " the".
+func (t *Tokenizer) TokenID(token string) (int, bool) {
+	if a, ok := t.added[token]; ok {
+		return a.id, true
+	}
+	id, ok := t.vocab[token]
+	return id, ok
+}
+
+// Token returns the token with the given id, written as in tokenizer.json.
+func (t *Tokenizer) Token(id int) (string, bool) {
+	if id < 0 || id >= len(t.tokens) || t.flags[id]&flagPresent == 0 {
+		return "", false
+	}
+	return t.tokens[id], true
+}
+
+// IsSpecial reports whether id is an added token marked special, the kind
+// [Tokenizer.DecodeSkipSpecial] leaves out.
+func (t *Tokenizer) IsSpecial(id int) bool {
+	return id >= 0 && id < len(t.flags) && t.flags[id]&flagSpecial != 0
+}
+
+// BOS returns the id of the configuration's bos_token, if it names one.
+func (t *Tokenizer) BOS() (int, bool) { return t.bos, t.bos >= 0 }
+
+// EOS returns the id of the configuration's eos_token, if it names one.
+func (t *Tokenizer) EOS() (int, bool) { return t.eos, t.eos >= 0 }
+
+// PAD returns the id of the configuration's pad_token, if it names one.
+func (t *Tokenizer) PAD() (int, bool) { return t.pad, t.pad >= 0 }
+
+// Encode returns the ids of text. Added tokens written in the text, special
+// or not, are recognised, as the Hugging Face library does by default; use
+// EncodeWithSpecial to encode untrusted text. No BOS or EOS is added. Bytes
+// of text that are not valid UTF-8 are encoded as themselves, and
+// AppendDecode gives them back.
+func (t *Tokenizer) Encode(text string) []int { return t.EncodeWithSpecial(text, true) }
+
+// EncodeWithSpecial returns the ids of text. When allowSpecial is false,
+// added tokens marked special are encoded as ordinary text, like the Hugging
+// Face option split_special_tokens; other added tokens are still recognised.
+func (t *Tokenizer) EncodeWithSpecial(text string, allowSpecial bool) []int {
+	return t.AppendEncode(make([]int, 0, len(text)/3+1), text, allowSpecial)
+}
+
+// AppendEncode appends the ids of text to dst and returns the extended
+// slice, as EncodeWithSpecial.
+func (t *Tokenizer) AppendEncode(dst []int, text string, allowSpecial bool) []int {
+	if len(t.added) == 0 {
+		return t.encodeNormalized(dst, text, allowSpecial)
+	}
+	return t.rawAdded.encode(dst, text, allowSpecial, func(dst []int, seg string) []int {
+		return t.encodeNormalized(dst, seg, allowSpecial)
+	})
+}
+
+// encodeNormalized normalizes a piece of text between raw added tokens, then
+// splits off normalized added tokens and encodes the rest.
+func (t *Tokenizer) encodeNormalized(dst []int, seg string, allowSpecial bool) []int {
+	if t.nfc && t.normalize != nil && !isNFC(seg) {
+		seg = t.normalize(seg)
+	}
+	if t.normAdded.empty() {
+		return t.encodePlain(dst, seg)
+	}
+	return t.normAdded.encode(dst, seg, allowSpecial, t.encodePlain)
+}
+
+// encodePlain pre-tokenizes s and encodes each pre-token with BPE.
+func (c *core) encodePlain(dst []int, s string) []int {
+	return c.split(dst, s, c.splitters)
+}
+
+func (c *core) split(dst []int, s string, splitters []splitter) []int {
+	if len(splitters) == 0 {
+		if s == "" {
+			return dst
+		}
+		return c.encodeWord(dst, s)
+	}
+	next, rest := splitters[0], splitters[1:]
+	for i := 0; i < len(s); {
+		j := next(s, i)
+		if len(rest) == 0 {
+			dst = c.encodeWord(dst, s[i:j])
+		} else {
+			dst = c.split(dst, s[i:j], rest)
+		}
+		i = j
+	}
+	return dst
+}
+
+// Decode returns the text of ids, special tokens included. Ids that name no
+// token are skipped, and bytes that do not form valid UTF-8 become U+FFFD, as
+// in the Hugging Face library.
+func (t *Tokenizer) Decode(ids []int) string {
+	return validUTF8(t.AppendDecode(nil, ids, false))
+}
+
+// DecodeSkipSpecial is like Decode but leaves out special tokens.
+func (t *Tokenizer) DecodeSkipSpecial(ids []int) string {
+	return validUTF8(t.AppendDecode(nil, ids, true))
+}
+
+// AppendDecode appends the raw bytes of ids to dst, without replacing
+// invalid UTF-8, which lets a caller decode a stream token by token.
+func (t *Tokenizer) AppendDecode(dst []byte, ids []int, skipSpecial bool) []byte {
+	for _, id := range ids {
+		if id < 0 || id >= len(t.decode) || (skipSpecial && t.flags[id]&flagSpecial != 0) {
+			continue
+		}
+		dst = append(dst, t.decode[id]...)
+	}
+	return dst
+}
+
+// validUTF8 converts b to a string, replacing each maximal ill-formed
+// subsequence with one U+FFFD, as Rust's String::from_utf8_lossy does.
+func validUTF8(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	var sb strings.Builder
+	sb.Grow(len(b) + 8)
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			sb.WriteByte(b[i])
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		if r != utf8.RuneError || n > 1 {
+			sb.Write(b[i : i+n])
+			i += n
+			continue
+		}
+		sb.WriteRune(utf8.RuneError)
+		i += illFormedLen(b[i:])
+	}
+	return sb.String()
+}
+
+// illFormedLen returns the length of the maximal prefix of b (which does not
+// start with a valid UTF-8 sequence) that could begin a valid sequence: at
+// least 1.
+func illFormedLen(b []byte) int {
+	lo, hi, need := byte(0x80), byte(0xBF), 0
+	switch c := b[0]; {
+	case c >= 0xC2 && c <= 0xDF:
+		need = 1
+	case c == 0xE0:
+		lo, need = 0xA0, 2
+	case c == 0xED:
+		hi, need = 0x9F, 2
+	case c >= 0xE1 && c <= 0xEF:
+		need = 2
+	case c == 0xF0:
+		lo, need = 0x90, 3
+	case c >= 0xF1 && c <= 0xF3:
+		need = 3
+	case c == 0xF4:
+		hi, need = 0x8F, 3
+	default:
+		return 1
+	}
+	n := 1
+	for k := 0; k < need && n < len(b); k++ {
+		if b[n] < lo || b[n] > hi {
+			break
+		}
+		lo, hi = 0x80, 0xBF
+		n++
+	}
+	return n
+}
+
+// addedMatcher finds added tokens in text, leftmost-longest, as the
+// Aho-Corasick automaton of the Hugging Face library does.
+type addedMatcher struct {
+	byFirst [256][]*addedToken // by first byte, longest first
+	first   int                // the only first byte in use, or -1
+	n       int                // number of tokens
+}
+
+func newAddedMatcher(toks []*addedToken) *addedMatcher {
+	m := &addedMatcher{first: -1, n: len(toks)}
+	used := 0
+	for _, t := range toks {
+		b := t.content[0]
+		if m.byFirst[b] == nil {
+			used++
+			m.first = int(b)
+		}
+		m.byFirst[b] = append(m.byFirst[b], t)
+	}
+	for i := range m.byFirst {
+		l := m.byFirst[i]
+		// Longest first; among equal lengths, the lower id, for determinism.
+		for a := 1; a < len(l); a++ {
+			for b := a; b > 0 && (len(l[b].content) > len(l[b-1].content) ||
+				len(l[b].content) == len(l[b-1].content) && l[b].id < l[b-1].id); b-- {
+				l[b], l[b-1] = l[b-1], l[b]
+			}
+		}
+	}
+	if used != 1 {
+		m.first = -1
+	}
+	return m
+}
+
+func (m *addedMatcher) empty() bool { return m.n == 0 }
+
+// find returns the leftmost-longest added token in s at or after from.
+func (m *addedMatcher) find(s string, from int) (int, *addedToken) {
+	for i := from; i < len(s); i++ {
+		if m.first >= 0 {
+			k := strings.IndexByte(s[i:], byte(m.first))
+			if k < 0 {
+				return -1, nil
+			}
+			i += k
+		}
+		for _, t := range m.byFirst[s[i]] {
+			if strings.HasPrefix(s[i:], t.content) {
+				return i, t
+			}
+		}
+	}
+	return -1, nil
+}
+
+// encode splits text on added tokens and appends their ids, calling rest
+// for the text between them.
+func (m *addedMatcher) encode(dst []int, text string, allowSpecial bool, rest func([]int, string) []int) []int {
+	start, pos := 0, 0
+	for pos < len(text) {
+		i, tok := m.find(text, pos)
+		if tok == nil {
+			break
+		}
+		end := i + len(tok.content)
+		pos = end
+		if tok.special && !allowSpecial {
+			continue
+		}
+		if tok.singleWord && (endsWithWord(text[:i]) || startsWithWord(text[end:])) {
+			continue
+		}
+		if tok.lstrip {
+			i = max(start, len(strings.TrimRightFunc(text[:i], unicode.IsSpace)))
+		}
+		if tok.rstrip {
+			end = len(text) - len(strings.TrimLeftFunc(text[end:], unicode.IsSpace))
+		}
+		if start < i {
+			dst = rest(dst, text[start:i])
+		}
+		dst = append(dst, tok.id)
+		start, pos = end, end
+	}
+	if start < len(text) {
+		dst = rest(dst, text[start:])
+	}
+	return dst
+}
+
+func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
+
+func endsWithWord(s string) bool {
+	r, n := utf8.DecodeLastRuneInString(s)
+	return n > 0 && isWordRune(r)
+}
+
+func startsWithWord(s string) bool {
+	r, n := utf8.DecodeRuneInString(s)
+	return n > 0 && isWordRune(r)
+}
