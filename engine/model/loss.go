@@ -251,15 +251,7 @@ func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logpro
 // the teacher's log-distribution (V), or nil.
 func tokenTerms(z []float32, n int, t Targets, q []float32, l *backend.Loss, grad bool) tokenStats {
 	y, w := int(t.Targets[n]), float64(t.Weights[n])
-	mx := z[0]
-	for _, v := range z[1:] {
-		mx = max(mx, v)
-	}
-	var sum float64
-	for _, v := range z {
-		sum += math.Exp(float64(v - mx))
-	}
-	lse := float64(mx) + math.Log(sum)
+	lse, mx := LogSumExp(z)
 	var s tokenStats
 	s.logp = float64(z[y]) - lse
 	s.top = z[y] == mx
@@ -342,9 +334,10 @@ func tokenTerms(z []float32, n int, t Targets, q []float32, l *backend.Loss, gra
 	return s
 }
 
-// logSoftmax replaces a row of logits with its log-probabilities.
-func logSoftmax(z []float32) {
-	mx := z[0]
+// LogSumExp returns log Σ exp(z) and max(z). Every logprob in rlvr, the
+// learner's and the sampler's, is z[y] − LogSumExp(z), so they agree.
+func LogSumExp(z []float32) (lse float64, mx float32) {
+	mx = z[0]
 	for _, v := range z[1:] {
 		mx = max(mx, v)
 	}
@@ -352,8 +345,13 @@ func logSoftmax(z []float32) {
 	for _, v := range z {
 		sum += math.Exp(float64(v - mx))
 	}
-	lse := float32(float64(mx) + math.Log(sum))
+	return float64(mx) + math.Log(sum), mx
+}
+
+// logSoftmax replaces a row of logits with its log-probabilities.
+func logSoftmax(z []float32) {
+	lse, _ := LogSumExp(z)
 	for i := range z {
-		z[i] -= lse
+		z[i] = float32(float64(z[i]) - lse)
 	}
 }

@@ -205,7 +205,7 @@ func AttentionForward(out, att, qkv []float32, offsets []int, H, KV, hd int) {
 			q := qkv[o*ld+h*hd:]
 			gemm.SgemmSerial(false, true, T, T, hd, scale, q, ld, k, ld, 0, p, T)
 			for i := 0; i < T; i++ {
-				softmaxCausalRow(p[i*T:(i+1)*T], i)
+				SoftmaxCausalRow(p[i*T:(i+1)*T], i)
 			}
 			gemm.SgemmSerial(false, false, T, hd, T, 1, p, T, v, ld, 0, out[o*H*hd+h*hd:], H*hd)
 		}
@@ -222,9 +222,9 @@ func attOffset(offsets []int, s, H int) int {
 	return n
 }
 
-// softmaxCausalRow turns row i of the scores into probabilities over
+// SoftmaxCausalRow turns row i of the scores into probabilities over
 // columns 0..i and zeroes the masked columns after i.
-func softmaxCausalRow(row []float32, i int) {
+func SoftmaxCausalRow(row []float32, i int) {
 	m := row[0]
 	for _, v := range row[1 : i+1] {
 		m = max(m, v)

@@ -1,0 +1,176 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"rlvr/engine/gemm"
+	"rlvr/engine/nn"
+	"rlvr/engine/parallel"
+)
+
+// Cache holds the keys and values of a set of sequences ("slots") for
+// incremental decoding: Extend appends tokens to slots and returns the
+// next-token logits of each. It is owned by one goroutine.
+type Cache struct {
+	Slots, Capacity int
+	Len             []int       // tokens cached per slot
+	k, v            [][]float32 // per layer: (Slots, Capacity, KV·hd)
+
+	// scratch for the new tokens of one Extend, grown as needed
+	n                         int
+	x, h, qkv, attn, gu, act  []float32
+	sig, rstd, qkRstd, scores []float32
+	pos                       []int32
+}
+
+// NewCache returns a cache for slots sequences of up to capacity tokens
+// each (at most the model's MaxSeq).
+func (m *Model) NewCache(slots, capacity int) (*Cache, error) {
+	if slots < 1 || capacity < 1 || capacity > m.Config.MaxSeq {
+		return nil, fmt.Errorf("cache: %d slots of %d tokens (max_seq %d)", slots, capacity, m.Config.MaxSeq)
+	}
+	c := &Cache{Slots: slots, Capacity: capacity, Len: make([]int, slots)}
+	kvw := m.Config.KVHeads * m.Config.HeadDim
+	for range m.Config.Layers {
+		c.k = append(c.k, make([]float32, slots*capacity*kvw))
+		c.v = append(c.v, make([]float32, slots*capacity*kvw))
+	}
+	return c, nil
+}
+
+// Reset empties every slot.
+func (c *Cache) Reset() { clear(c.Len) }
+
+// CopySlot makes slot dst a copy of slot src (a shared prompt for several
+// samples is run once).
+func (c *Cache) CopySlot(dst, src int) {
+	n := c.Len[src]
+	for l := range c.k {
+		w := len(c.k[l]) / (c.Slots * c.Capacity)
+		copy(c.k[l][dst*c.Capacity*w:][:n*w], c.k[l][src*c.Capacity*w:][:n*w])
+		copy(c.v[l][dst*c.Capacity*w:][:n*w], c.v[l][src*c.Capacity*w:][:n*w])
+	}
+	c.Len[dst] = n
+}
+
+func (c *Cache) grow(m *Model, n int) {
+	if n <= c.n {
+		return
+	}
+	cf := m.Config
+	D, Q, F := cf.Dim, cf.qkvWidth(), cf.Hidden
+	f := func(k int) []float32 { return make([]float32, k) }
+	c.n = n
+	c.x, c.h, c.qkv, c.attn = f(n*D), f(n*D), f(n*Q), f(n*cf.Heads*cf.HeadDim)
+	c.gu, c.act, c.sig, c.rstd = f(n*2*F), f(n*F), f(n*F), f(n)
+	c.qkRstd, c.pos = f(n*(cf.Heads+cf.KVHeads)), make([]int32, n)
+}
+
+// Extend appends b's sequences to the given slots (sequence s of b to slot
+// slots[s], after the tokens the slot already holds) and writes the logits
+// of each sequence's last token into logits (S, V). The computation is the
+// training forward's, op for op, so logprobs from these logits match the
+// learner's.
+func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
+	if err := m.Validate(b); err != nil {
+		return err
+	}
+	S := len(b.Offsets) - 1
+	cf := m.Config
+	if len(slots) != S || len(logits) < S*cf.Vocab {
+		return fmt.Errorf("extend: %d slots and %d logits for %d sequences", len(slots), len(logits), S)
+	}
+	for s, slot := range slots {
+		if slot < 0 || slot >= c.Slots {
+			return fmt.Errorf("extend: slot %d outside [0, %d)", slot, c.Slots)
+		}
+		if n := c.Len[slot] + b.Offsets[s+1] - b.Offsets[s]; n > c.Capacity {
+			return fmt.Errorf("extend: slot %d would hold %d tokens, capacity %d", slot, n, c.Capacity)
+		}
+	}
+	N := len(b.Tokens)
+	c.grow(m, N)
+	D, F, H, KV, hd, Q := cf.Dim, cf.Hidden, cf.Heads, cf.KVHeads, cf.HeadDim, cf.qkvWidth()
+	for s, slot := range slots {
+		for n := b.Offsets[s]; n < b.Offsets[s+1]; n++ {
+			c.pos[n] = int32(c.Len[slot] + n - b.Offsets[s])
+		}
+	}
+	x, h, qkv := c.x[:N*D], c.h[:N*D], c.qkv[:N*Q]
+	nn.EmbeddingForward(x, b.Tokens, m.w.embed, D)
+	kvw := KV * hd
+	for l, w := range m.w.layers {
+		nn.RMSNormForward(h, c.rstd, x, w.attnNorm, N, 1, D, D, cf.NormEps)
+		nn.MatmulForward(qkv, h, w.qkv, w.qkvBias, N, D, Q)
+		if cf.QKNorm {
+			nn.RMSNormForward(qkv, c.qkRstd[:N*H], qkv, w.qNorm, N, H, hd, Q, cf.NormEps)
+			nn.RMSNormForward(qkv[H*hd:], c.qkRstd[N*H:N*(H+KV)], qkv[H*hd:], w.kNorm, N, KV, hd, Q, cf.NormEps)
+		}
+		nn.RoPE(qkv, N, H+KV, hd, Q, c.pos[:N], m.cos, m.sin, false)
+		// Append the new keys and values to each slot.
+		for s, slot := range slots {
+			for n := b.Offsets[s]; n < b.Offsets[s+1]; n++ {
+				p := int(c.pos[n])
+				copy(c.k[l][(slot*c.Capacity+p)*kvw:][:kvw], qkv[n*Q+H*hd:][:kvw])
+				copy(c.v[l][(slot*c.Capacity+p)*kvw:][:kvw], qkv[n*Q+(H+KV)*hd:][:kvw])
+			}
+		}
+		m.cachedAttention(c, l, slots, b.Offsets)
+		nn.MatmulAccumulate(x, c.attn[:N*H*hd], w.o, N, H*hd, D)
+		nn.RMSNormForward(h, c.rstd, x, w.mlpNorm, N, 1, D, D, cf.NormEps)
+		nn.MatmulForward(c.gu[:N*2*F], h, w.gateUp, nil, N, D, 2*F)
+		nn.SwiGLUForward(c.act[:N*F], c.sig[:N*F], c.gu[:N*2*F], N, F)
+		nn.MatmulAccumulate(x, c.act[:N*F], w.down, N, F, D)
+	}
+	// Only each sequence's last position needs logits.
+	last := c.h[:S*D]
+	for s := 0; s < S; s++ {
+		n := b.Offsets[s+1] - 1
+		copy(last[s*D:(s+1)*D], x[n*D:(n+1)*D])
+	}
+	nn.RMSNormForward(last, c.rstd, last, m.w.norm, S, 1, D, D, cf.NormEps)
+	gemm.Sgemm(false, true, S, cf.Vocab, D, 1, last, D, m.w.head, D, 0, logits, cf.Vocab)
+	for s, slot := range slots {
+		c.Len[slot] += b.Offsets[s+1] - b.Offsets[s]
+	}
+	return nil
+}
+
+// cachedAttention attends the new queries of layer l (in c.qkv) to every
+// cached key of their slot up to their own position, writing c.attn. It is
+// AttentionForward's computation with the keys and values read from the
+// cache.
+func (m *Model) cachedAttention(c *Cache, l int, slots []int, offsets []int) {
+	cf := m.Config
+	H, KV, hd, Q := cf.Heads, cf.KVHeads, cf.HeadDim, cf.qkvWidth()
+	rep, kvw := H/KV, KV*hd
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	S := len(slots)
+	need := 0
+	for s := 0; s < S; s++ {
+		T := offsets[s+1] - offsets[s]
+		need = max(need, T*(c.Len[slots[s]]+T))
+	}
+	if len(c.scores) < parallel.Threads()*need {
+		c.scores = make([]float32, parallel.Threads()*need)
+	}
+	parallel.Worker(S*KV, func(w, lo, hi int) {
+		for task := lo; task < hi; task++ {
+			s, g := task/KV, task%KV
+			o, T := offsets[s], offsets[s+1]-offsets[s]
+			past := int(c.pos[o]) // tokens before the first new one
+			L := past + T
+			base := slots[s] * c.Capacity * kvw
+			k, v := c.k[l][base+g*hd:], c.v[l][base+g*hd:]
+			p := c.scores[w*need:][:T*L]
+			for h := g * rep; h < (g+1)*rep; h++ {
+				gemm.SgemmSerial(false, true, T, L, hd, scale, c.qkv[o*Q+h*hd:], Q, k, kvw, 0, p, L)
+				for i := 0; i < T; i++ {
+					nn.SoftmaxCausalRow(p[i*L:(i+1)*L], past+i)
+				}
+				gemm.SgemmSerial(false, false, T, hd, L, 1, p, L, v, kvw, 0, c.attn[o*H*hd+h*hd:], H*hd)
+			}
+		}
+	})
+}

@@ -1,0 +1,272 @@
+package sample
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"strings"
+	"testing"
+
+	"rlvr/engine/model"
+	"rlvr/format/llama2c"
+	"rlvr/internal/shareddata"
+)
+
+var ctx = context.Background()
+
+// stories loads the llama2.c stories260K model and its tokenizer.
+func stories(t testing.TB) (*model.Model, *llama2c.Tokenizer) {
+	t.Helper()
+	m, err := llama2c.LoadModel(shareddata.Path(t, "stories260K/stories260K.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := llama2c.ReadTokenizer(shareddata.Path(t, "stories260K/tok512.bin"), m.Config.Vocab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, tok
+}
+
+// runCText prints tokens as run.c does: each token's piece after the one
+// before it, with run.c's safe_printf filter.
+func runCText(tok *llama2c.Tokenizer, ids []int32) string {
+	var b strings.Builder
+	for i := 1; i < len(ids); i++ {
+		p := tok.Decode(int(ids[i-1]), int(ids[i]))
+		if len(p) == 1 && !(p[0] >= 0x20 && p[0] < 0x7f || p[0] >= '\t' && p[0] <= '\r') {
+			continue
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+func toInt32(ids []int) []int32 {
+	out := make([]int32, len(ids))
+	for i, v := range ids {
+		out[i] = int32(v)
+	}
+	return out
+}
+
+// TestGreedyMatchesRunC compares greedy generation with what llama2.c's
+// run.c printed for the same prompts (testdata/runc_greedy.json, produced
+// by the command its "source" field gives). All prompts run in one batch.
+func TestGreedyMatchesRunC(t *testing.T) {
+	m, tok := stories(t)
+	data, err := os.ReadFile("testdata/runc_greedy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Cases []struct {
+			Prompt string
+			Steps  int
+			Output string
+		}
+	}
+	if err := json.Unmarshal(data, &golden); err != nil {
+		t.Fatal(err)
+	}
+	var reqs []Request
+	for _, c := range golden.Cases {
+		prompt := toInt32(tok.Encode(c.Prompt, true, false))
+		reqs = append(reqs, Request{Prompt: prompt, Params: Params{MaxTokens: c.Steps - len(prompt) + 1, StopTokens: []int32{llama2c.BOS}}})
+	}
+	out, err := New(m, nil).Sample(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range golden.Cases {
+		gen := out[i][0].Tokens
+		if n := len(gen); n > 0 && gen[n-1] == llama2c.BOS {
+			gen = gen[:n-1] // run.c stops at BOS without printing it
+		}
+		got := runCText(tok, append(append([]int32(nil), reqs[i].Prompt...), gen...))
+		if got != c.Output {
+			t.Errorf("prompt %q:\n got %q\nwant %q", c.Prompt, got, c.Output)
+		}
+	}
+}
+
+// TestLogprobsMatchLearner samples at temperature 1 and compares the
+// sampler's logprobs with the learner's on the same sequences.
+func TestLogprobsMatchLearner(t *testing.T) {
+	m, tok := stories(t)
+	var reqs []Request
+	for i, p := range []string{"Once upon a time", "The cat", "A big red"} {
+		reqs = append(reqs, Request{Prompt: toInt32(tok.Encode(p, true, false)), Params: Params{MaxTokens: 40, Temperature: 1, N: 2, Seed: uint64(i)}})
+	}
+	out, err := New(m, nil).Sample(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gap := MaxLogprobGap(t, m, reqs, out)
+	if gap > 1e-4 {
+		t.Fatalf("max |sampler − learner| logprob gap %.3g > 1e-4", gap)
+	}
+	t.Logf("max |sampler − learner| logprob gap: %.3g", gap)
+}
+
+// MaxLogprobGap recomputes every sampled token's logprob with the
+// learner's forward pass and returns the largest difference.
+func MaxLogprobGap(t testing.TB, m *model.Model, reqs []Request, out [][]Completion) float64 {
+	var seqs, targets [][]int32
+	var lps [][]float32
+	for i, r := range reqs {
+		for _, c := range out[i] {
+			full := append(append([]int32(nil), r.Prompt...), c.Tokens...)
+			seqs, targets = append(seqs, full[:len(full)-1]), append(targets, full[1:])
+			lps = append(lps, c.Logprobs)
+		}
+	}
+	b := model.Pack(seqs)
+	flat := model.Pack(targets).Tokens
+	learner := make([]float32, len(flat))
+	if err := m.Logprobs(b, flat, learner, nil); err != nil {
+		t.Fatal(err)
+	}
+	var gap float64
+	for s, lp := range lps {
+		end := b.Offsets[s+1]
+		for k, v := range lp {
+			gap = math.Max(gap, math.Abs(float64(v-learner[end-len(lp)+k])))
+		}
+	}
+	return gap
+}
+
+// TestReproducibleAndBatchInvariant checks a seed fixes the samples and a
+// request gives the same tokens alone as in a batch with others of other
+// lengths.
+func TestReproducibleAndBatchInvariant(t *testing.T) {
+	m, tok := stories(t)
+	s := New(m, nil)
+	req := Request{Prompt: toInt32(tok.Encode("The dog", true, false)), Params: Params{MaxTokens: 30, Temperature: 0.8, TopP: 0.9, TopK: 40, N: 3, Seed: 7}}
+	other := Request{Prompt: toInt32(tok.Encode("Once upon a time there was a girl", true, false)), Params: Params{MaxTokens: 50, Temperature: 1, Seed: 1}}
+	alone, err := s.Sample(ctx, []Request{req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed, err := s.Sample(ctx, []Request{other, req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 3 {
+		a, b := alone[0][k].Tokens, mixed[1][k].Tokens
+		if !equal(a, b) {
+			t.Fatalf("sample %d differs alone and batched:\n%v\n%v", k, a, b)
+		}
+	}
+	if equal(alone[0][0].Tokens, alone[0][1].Tokens) && equal(alone[0][1].Tokens, alone[0][2].Tokens) {
+		t.Fatal("three samples at temperature 0.8 are identical")
+	}
+	req.Params.Seed = 8
+	again, _ := s.Sample(ctx, []Request{req})
+	if equal(again[0][0].Tokens, alone[0][0].Tokens) && equal(again[0][1].Tokens, alone[0][1].Tokens) {
+		t.Fatal("another seed gave the same samples")
+	}
+}
+
+func equal(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestTruncationLimits checks top-k 1 and a tiny top-p are greedy.
+func TestTruncationLimits(t *testing.T) {
+	m, tok := stories(t)
+	s := New(m, nil)
+	prompt := toInt32(tok.Encode("Lily", true, false))
+	greedy, _ := s.Sample(ctx, []Request{{Prompt: prompt, Params: Params{MaxTokens: 25}}})
+	for _, p := range []Params{{MaxTokens: 25, Temperature: 1.5, TopK: 1}, {MaxTokens: 25, Temperature: 1.5, TopP: 1e-6}} {
+		got, err := s.Sample(ctx, []Request{{Prompt: prompt, Params: p}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equal(got[0][0].Tokens, greedy[0][0].Tokens) {
+			t.Errorf("%+v is not greedy", p)
+		}
+	}
+}
+
+type runCDecoder struct{ tok *llama2c.Tokenizer }
+
+func (d runCDecoder) Decode(ids []int) string { return d.tok.DecodeAll(ids) }
+
+func TestStopStringsAndTokens(t *testing.T) {
+	m, tok := stories(t)
+	s := New(m, runCDecoder{tok})
+	prompt := toInt32(tok.Encode("Once upon a time", true, false))
+	full, err := s.Sample(ctx, []Request{{Prompt: prompt, Params: Params{MaxTokens: 60}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := full[0][0].Text
+	if full[0][0].Finish != FinishLength || len(full[0][0].Tokens) != 60 {
+		t.Fatalf("finish %s after %d tokens", full[0][0].Finish, len(full[0][0].Tokens))
+	}
+	// Stop at "Lily": the text ends right before it.
+	i := strings.Index(text, "Lily")
+	if i < 0 {
+		t.Fatalf("greedy text %q has no Lily", text)
+	}
+	var streamed []int32
+	cut, err := s.Sample(ctx, []Request{{Prompt: prompt, Params: Params{MaxTokens: 60, Stop: []string{"Lily"}},
+		OnToken: func(_ int, tok int32, _ float32) { streamed = append(streamed, tok) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cut[0][0]
+	if c.Finish != FinishStop || c.Text != text[:i] || !equal(streamed, c.Tokens) {
+		t.Fatalf("stop string: finish %s text %q (want %q), streamed %d of %d tokens", c.Finish, c.Text, text[:i], len(streamed), len(c.Tokens))
+	}
+	// A stop token is kept and ends the sample.
+	stopAt := full[0][0].Tokens[10]
+	st, _ := s.Sample(ctx, []Request{{Prompt: prompt, Params: Params{MaxTokens: 60, StopTokens: []int32{stopAt}}}})
+	got := st[0][0].Tokens
+	if st[0][0].Finish != FinishStop || got[len(got)-1] != stopAt || len(got) > 11 {
+		t.Fatalf("stop token: %v (%s)", got, st[0][0].Finish)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	m, _ := stories(t)
+	s := New(m, nil)
+	for _, tc := range []struct {
+		req  Request
+		want string
+	}{
+		{Request{Prompt: []int32{1}, Params: Params{Temperature: -1, TopP: 2}}, "temperature -1 is negative or NaN; top_p 2 is outside [0, 1]"},
+		{Request{Prompt: []int32{1, 9999}}, "prompt token 9999 outside the vocabulary"},
+		{Request{}, "empty prompt"},
+		{Request{Prompt: []int32{1}, Params: Params{Stop: []string{"x"}}}, "stop strings need a decoder"},
+		{Request{Prompt: make([]int32, 600)}, "leaves no room"},
+	} {
+		_, err := s.Sample(ctx, []Request{{Prompt: []int32{1}}, tc.req})
+		if err == nil || !strings.Contains(err.Error(), "request 1: ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+	}
+}
+
+func TestHoldBack(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		stop []string
+		want int
+	}{{"hello wor", []string{"world"}, 3}, {"hello", []string{"xyz"}, 0}, {"a\n\n", []string{"\n\n\n", "Q:"}, 2}, {"", []string{"ab"}, 0}} {
+		if got := HoldBack(tc.text, tc.stop); got != tc.want {
+			t.Errorf("HoldBack(%q, %q) = %d, want %d", tc.text, tc.stop, got, tc.want)
+		}
+	}
+}
