@@ -3,7 +3,6 @@ package sample
 import (
 	"context"
 	"encoding/json"
-	"math"
 	"os"
 	"strings"
 	"testing"
@@ -103,39 +102,14 @@ func TestLogprobsMatchLearner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gap := MaxLogprobGap(t, m, reqs, out)
+	gap, err := LogprobGap(m, reqs, out)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if gap > 1e-4 {
 		t.Fatalf("max |sampler − learner| logprob gap %.3g > 1e-4", gap)
 	}
 	t.Logf("max |sampler − learner| logprob gap: %.3g", gap)
-}
-
-// MaxLogprobGap recomputes every sampled token's logprob with the
-// learner's forward pass and returns the largest difference.
-func MaxLogprobGap(t testing.TB, m *model.Model, reqs []Request, out [][]Completion) float64 {
-	var seqs, targets [][]int32
-	var lps [][]float32
-	for i, r := range reqs {
-		for _, c := range out[i] {
-			full := append(append([]int32(nil), r.Prompt...), c.Tokens...)
-			seqs, targets = append(seqs, full[:len(full)-1]), append(targets, full[1:])
-			lps = append(lps, c.Logprobs)
-		}
-	}
-	b := model.Pack(seqs)
-	flat := model.Pack(targets).Tokens
-	learner := make([]float32, len(flat))
-	if err := m.Logprobs(b, flat, learner, nil); err != nil {
-		t.Fatal(err)
-	}
-	var gap float64
-	for s, lp := range lps {
-		end := b.Offsets[s+1]
-		for k, v := range lp {
-			gap = math.Max(gap, math.Abs(float64(v-learner[end-len(lp)+k])))
-		}
-	}
-	return gap
 }
 
 // TestReproducibleAndBatchInvariant checks a seed fixes the samples and a

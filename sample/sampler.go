@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"rlvr/engine/model"
+	"rlvr/engine/parallel"
+	"rlvr/engine/vec"
 )
 
 // Sampler generates from a model. It is not safe for concurrent use; a
@@ -17,10 +19,17 @@ type Sampler struct {
 	Model   *model.Model
 	Decoder Decoder // for stop strings and Completion.Text; nil leaves Text empty and rejects stop strings
 
-	cache  *model.Cache
-	logits []float32
-	probs  []float32
-	order  []int32
+	cache   *model.Cache
+	logits  []float32
+	scratch []*scratch // per thread
+	toks    []int32
+	lps     []float32
+}
+
+// scratch is one thread's working space for drawing a token.
+type scratch struct {
+	probs, scaled []float32
+	order         []int32
 }
 
 // New returns a sampler over m.
@@ -111,12 +120,18 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) ([][]Completion, e
 			return nil, err
 		}
 		next, slots = next[:0], slots[:0]
+		// Draw every stream's token in parallel (each has its own random
+		// source and scratch), then accept them in order.
+		toks, lps := s.toks[:len(active)], s.lps[:len(active)]
+		parallel.Worker(len(active), func(w, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				toks[i], lps[i] = s.pick(logits[i*V:(i+1)*V], active[i], s.scratch[w])
+			}
+		})
 		for i, st := range active {
-			row := logits[i*V : (i+1)*V]
-			tok, lp := s.pick(row, st)
-			s.accept(st, tok, lp)
+			s.accept(st, toks[i], lps[i])
 			if !st.done {
-				next = append(next, tok)
+				next = append(next, toks[i])
 				slots = append(slots, st.slot)
 			}
 		}
@@ -164,21 +179,23 @@ func (s *Sampler) ensure(n, capacity int) error {
 	s.cache.Reset()
 	if len(s.logits) < n*V {
 		s.logits = make([]float32, n*V)
-		s.probs = make([]float32, V)
-		s.order = make([]int32, V)
+		s.toks, s.lps = make([]int32, n), make([]float32, n)
+	}
+	for len(s.scratch) < parallel.Threads() {
+		s.scratch = append(s.scratch, &scratch{probs: make([]float32, V), scaled: make([]float32, V), order: make([]int32, V)})
 	}
 	return nil
 }
 
 // pick draws the next token from a logits row and returns it with the
 // model's logprob of it (temperature 1, untruncated: the learner's).
-func (s *Sampler) pick(z []float32, st *stream) (int32, float32) {
-	lse, _ := model.LogSumExp(z)
+func (s *Sampler) pick(z []float32, st *stream, sc *scratch) (int32, float32) {
+	lse, _ := model.LogSumExp(z, sc.probs)
 	var tok int
 	if st.p.Temperature == 0 {
 		tok = argmax(z)
 	} else {
-		tok = s.draw(z, st)
+		tok = draw(z, st, sc)
 	}
 	return int32(tok), float32(float64(z[tok]) - lse)
 }
@@ -196,42 +213,63 @@ func argmax(z []float32) int {
 
 // draw samples from softmax(z / temperature) restricted to the top-k tokens
 // and then to the smallest set whose mass reaches top-p.
-func (s *Sampler) draw(z []float32, st *stream) int {
+func draw(z []float32, st *stream, sc *scratch) int {
 	p := st.p
 	V := len(z)
-	inv := 1 / float64(p.Temperature)
-	probs, order := s.probs[:V], s.order[:V]
+	x := z
+	if p.Temperature != 1 {
+		x = sc.scaled[:V]
+		inv := 1 / p.Temperature
+		for i, v := range z {
+			x[i] = v * inv
+		}
+	}
+	topP := p.TopP > 0 && p.TopP < 1
+	if (p.TopK == 0 || p.TopK >= V) && !topP {
+		// The whole vocabulary: no sorting needed.
+		mx := x[0]
+		for _, v := range x[1:] {
+			mx = max(mx, v)
+		}
+		sum := vec.ExpShiftSum(sc.probs[:V], x, mx)
+		u := st.rng.Float64() * sum
+		var c float64
+		for i, e := range sc.probs[:V] {
+			c += float64(e)
+			if u < c {
+				return i
+			}
+		}
+		return V - 1
+	}
+	order := sc.order[:V]
 	for i := range order {
 		order[i] = int32(i)
 	}
+	// Sort by logit, largest first; ties by index so results are stable.
+	slices.SortFunc(order, func(a, b int32) int {
+		if x[a] != x[b] {
+			if x[a] > x[b] {
+				return -1
+			}
+			return 1
+		}
+		return int(a - b)
+	})
 	keep := V
 	if p.TopK > 0 && p.TopK < V {
 		keep = p.TopK
 	}
-	if keep < V || (p.TopP > 0 && p.TopP < 1) {
-		// Sort by logit, largest first; ties by index so results are stable.
-		slices.SortFunc(order, func(a, b int32) int {
-			if z[a] != z[b] {
-				if z[a] > z[b] {
-					return -1
-				}
-				return 1
-			}
-			return int(a - b)
-		})
-	}
 	order = order[:keep]
-	mx := z[order[0]]
-	for _, i := range order {
-		mx = max(mx, z[i])
-	}
+	mx := x[order[0]]
+	probs := sc.probs[:keep]
 	var sum float64
 	for k, i := range order {
-		e := math.Exp((float64(z[i]) - float64(mx)) * inv)
+		e := float64(vec.Exp32(x[i] - mx))
 		probs[k] = float32(e)
 		sum += e
 	}
-	if p.TopP > 0 && p.TopP < 1 {
+	if topP {
 		var c float64
 		for k := range order {
 			c += float64(probs[k]) / sum
@@ -240,10 +278,10 @@ func (s *Sampler) draw(z []float32, st *stream) int {
 				break
 			}
 		}
-		order = order[:keep]
+		order, probs = order[:keep], probs[:keep]
 		sum = 0
-		for k := range order {
-			sum += float64(probs[k])
+		for _, e := range probs {
+			sum += float64(e)
 		}
 	}
 	u := st.rng.Float64() * sum
@@ -294,4 +332,32 @@ func (s *Sampler) accept(st *stream, tok int32, lp float32) {
 		}
 		st.out.Text = s.Decoder.Decode(ids)
 	}
+}
+
+// LogprobGap recomputes every sampled token's logprob with the learner's
+// forward pass and returns the largest |sampler − learner| difference.
+func LogprobGap(m *model.Model, reqs []Request, out [][]Completion) (float64, error) {
+	var seqs, targets [][]int32
+	var lps [][]float32
+	for i, r := range reqs {
+		for _, c := range out[i] {
+			full := append(append([]int32(nil), r.Prompt...), c.Tokens...)
+			seqs, targets = append(seqs, full[:len(full)-1]), append(targets, full[1:])
+			lps = append(lps, c.Logprobs)
+		}
+	}
+	b := model.Pack(seqs)
+	flat := model.Pack(targets).Tokens
+	learner := make([]float32, len(flat))
+	if err := m.Logprobs(b, flat, learner, nil); err != nil {
+		return 0, err
+	}
+	var gap float64
+	for s, lp := range lps {
+		end := b.Offsets[s+1]
+		for k, v := range lp {
+			gap = math.Max(gap, math.Abs(float64(v-learner[end-len(lp)+k])))
+		}
+	}
+	return gap, nil
 }

@@ -6,13 +6,17 @@ package gemm
 #cgo LDFLAGS: -ldl
 #cgo noescape rlvr_sgemm
 #cgo nocallback rlvr_sgemm
+#cgo noescape rlvr_sgemv
+#cgo nocallback rlvr_sgemv
 #include <dlfcn.h>
 #include <stdlib.h>
 
 typedef void (*rlvr_cblas_sgemm_t)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
+typedef void (*rlvr_cblas_sgemv_t)(int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 typedef void (*rlvr_set_threads_t)(int);
 
 static rlvr_cblas_sgemm_t rlvr_sgemm_ptr;
+static rlvr_cblas_sgemv_t rlvr_sgemv_ptr;
 
 // rlvr_open loads path and resolves cblas_sgemm; 0 on success.
 static int rlvr_open(const char* path) {
@@ -22,7 +26,9 @@ static int rlvr_open(const char* path) {
 	void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) return 1;
 	rlvr_cblas_sgemm_t f = (rlvr_cblas_sgemm_t)dlsym(h, "cblas_sgemm");
-	if (!f) { dlclose(h); return 2; }
+	rlvr_cblas_sgemv_t fv = (rlvr_cblas_sgemv_t)dlsym(h, "cblas_sgemv");
+	if (!f || !fv) { dlclose(h); return 2; }
+	rlvr_sgemv_ptr = fv;
 	rlvr_set_threads_t st = (rlvr_set_threads_t)dlsym(h, "openblas_set_num_threads");
 	if (st) st(1);
 	rlvr_sgemm_ptr = f;
@@ -32,6 +38,11 @@ static int rlvr_open(const char* path) {
 static void rlvr_sgemm(int ta, int tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
 	// 101 = CblasRowMajor, 111 = CblasNoTrans, 112 = CblasTrans.
 	rlvr_sgemm_ptr(101, ta ? 112 : 111, tb ? 112 : 111, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// rlvr_sgemv computes y = alpha·op(A)·x + beta·y for a row-major A.
+static void rlvr_sgemv(int ta, int m, int n, float alpha, const float* a, int lda, const float* x, int incx, float beta, float* y) {
+	rlvr_sgemv_ptr(101, ta ? 112 : 111, m, n, alpha, a, lda, x, incx, beta, y, 1);
 }
 */
 import "C"
@@ -57,13 +68,28 @@ func loadOpenBLAS(path string) (string, error) {
 		case 0:
 			return name, nil
 		case 2:
-			return "", fmt.Errorf("gemm: %s has no cblas_sgemm", name)
+			return "", fmt.Errorf("gemm: %s has no cblas_sgemm or cblas_sgemv", name)
 		}
 	}
 	return "", fmt.Errorf("gemm: OpenBLAS not found (tried %v; on Debian: apt-get install libopenblas0)", names)
 }
 
 func openblasSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 1 && k > 0 {
+		// One row: a matrix-vector product. sgemm would pack all of B
+		// first, which costs more than the product.
+		incx := 1
+		if transA {
+			incx = lda
+		}
+		rows, cols := k, n // B is k×n: y = Bᵀx
+		if transB {
+			rows, cols = n, k // B is n×k: y = Bx
+		}
+		C.rlvr_sgemv(cbool(!transB), C.int(rows), C.int(cols), C.float(alpha), (*C.float)(unsafe.Pointer(&b[0])), C.int(max(ldb, 1)),
+			(*C.float)(unsafe.Pointer(&a[0])), C.int(incx), C.float(beta), (*C.float)(unsafe.Pointer(&c[0])))
+		return
+	}
 	var ap, bp *float32
 	if k > 0 {
 		ap, bp = &a[0], &b[0]

@@ -7,6 +7,7 @@ import (
 	"rlvr/engine/gemm"
 	"rlvr/engine/nn"
 	"rlvr/engine/parallel"
+	"rlvr/engine/vec"
 )
 
 // Cache holds the keys and values of a set of sequences ("slots") for
@@ -22,6 +23,7 @@ type Cache struct {
 	x, h, qkv, attn, gu, act  []float32
 	sig, rstd, qkRstd, scores []float32
 	pos                       []int32
+	base, lens                []int32 // decode attention: each sequence's first cache row and length
 }
 
 // NewCache returns a cache for slots sequences of up to capacity tokens
@@ -147,13 +149,25 @@ func (m *Model) cachedAttention(c *Cache, l int, slots []int, offsets []int) {
 	rep, kvw := H/KV, KV*hd
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	S := len(slots)
-	need := 0
+	need, decode := 0, len(offsets)-1 == offsets[len(offsets)-1]
+	c.base, c.lens = c.base[:0], c.lens[:0]
 	for s := 0; s < S; s++ {
 		T := offsets[s+1] - offsets[s]
 		need = max(need, T*(c.Len[slots[s]]+T))
+		c.base = append(c.base, int32(slots[s]*c.Capacity))
+		c.lens = append(c.lens, int32(c.Len[slots[s]]+T))
 	}
 	if len(c.scores) < parallel.Threads()*need {
 		c.scores = make([]float32, parallel.Threads()*need)
+	}
+	if decode {
+		// One new token per sequence: the whole loop runs in vec, split
+		// across threads by sequence.
+		parallel.Worker(S, func(w, lo, hi int) {
+			vec.DecodeAttention(c.attn[lo*H*hd:], H*hd, c.qkv[lo*Q:], Q, c.k[l], c.v[l],
+				c.base[lo:hi], c.lens[lo:hi], H, KV, hd, scale, c.scores[w*need:][:need])
+		})
+		return
 	}
 	parallel.Worker(S*KV, func(w, lo, hi int) {
 		for task := lo; task < hi; task++ {
@@ -166,9 +180,7 @@ func (m *Model) cachedAttention(c *Cache, l int, slots []int, offsets []int) {
 			p := c.scores[w*need:][:T*L]
 			for h := g * rep; h < (g+1)*rep; h++ {
 				gemm.SgemmSerial(false, true, T, L, hd, scale, c.qkv[o*Q+h*hd:], Q, k, kvw, 0, p, L)
-				for i := 0; i < T; i++ {
-					nn.SoftmaxCausalRow(p[i*L:(i+1)*L], past+i)
-				}
+				vec.SoftmaxCausal(p, T, L, past)
 				gemm.SgemmSerial(false, false, T, hd, L, 1, p, L, v, kvw, 0, c.attn[o*H*hd+h*hd:], H*hd)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"rlvr/backend"
 	"rlvr/engine/gemm"
 	"rlvr/engine/parallel"
+	"rlvr/engine/vec"
 )
 
 // Targets are a loss's per-token inputs, packed like the Batch they go with
@@ -162,9 +163,10 @@ func (m *Model) teacherLogprobs(tb TeacherBatch) []float32 {
 	}
 	out := make([]float32, R*V)
 	gemm.Sgemm(false, true, R, V, D, 1, rows, D, m.w.head, D, 0, out, V)
-	parallel.For(R, 1, func(lo, hi int) {
+	scratch := make([]float32, parallel.Threads()*V)
+	parallel.Worker(R, func(w, lo, hi int) {
 		for r := lo; r < hi; r++ {
-			logSoftmax(out[r*V : (r+1)*V])
+			logSoftmax(out[r*V:(r+1)*V], scratch[w*V:(w+1)*V])
 		}
 	})
 	return out
@@ -180,6 +182,9 @@ func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logpro
 	if len(a.logits) < chunk*V {
 		a.logits = make([]float32, chunk*V)
 	}
+	if len(a.expScratch) < parallel.Threads()*V {
+		a.expScratch = make([]float32, parallel.Threads()*V)
+	}
 	if len(a.dnormed) < a.N*D {
 		a.dnormed = make([]float32, a.N*D)
 		a.stats = make([]tokenStats, a.N)
@@ -192,7 +197,7 @@ func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logpro
 		gemm.Sgemm(false, true, c1-c0, V, D, 1, a.normed[c0*D:], D, m.w.head, D, 0, logits, V)
 		m.toc(OpHeadMatmul, false, t0)
 		t0 = m.tic()
-		parallel.For(c1-c0, 4, func(lo, hi int) {
+		parallel.Worker(c1-c0, func(w, lo, hi int) {
 			for i := lo; i < hi; i++ {
 				n := c0 + i
 				var q []float32
@@ -200,7 +205,7 @@ func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logpro
 					r := int(t.TeacherRows[n])
 					q = teacherLogp[r*V : (r+1)*V]
 				}
-				stats[n] = tokenTerms(logits[i*V:(i+1)*V], n, t, q, loss, grad)
+				stats[n] = tokenTerms(logits[i*V:(i+1)*V], a.expScratch[w*V:(w+1)*V], n, t, q, loss, grad)
 			}
 		})
 		m.toc(OpLossTerms, false, t0)
@@ -248,10 +253,12 @@ func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logpro
 //
 // where G = dloss/dlogp collects the NLL, policy-gradient and reference-KL
 // terms, E = w·entropy coefficient and K = w·teacher-KL coefficient. q is
-// the teacher's log-distribution (V), or nil.
-func tokenTerms(z []float32, n int, t Targets, q []float32, l *backend.Loss, grad bool) tokenStats {
+// the teacher's log-distribution (V), or nil. scratch (V) is overwritten.
+func tokenTerms(z, scratch []float32, n int, t Targets, q []float32, l *backend.Loss, grad bool) tokenStats {
 	y, w := int(t.Targets[n]), float64(t.Weights[n])
-	lse, mx := LogSumExp(z)
+	lse, mx := LogSumExp(z, scratch)
+	// scratch holds exp(z − mx), so p_j = scratch[j]·norm.
+	norm := math.Exp(float64(mx) - lse)
 	var s tokenStats
 	s.logp = float64(z[y]) - lse
 	s.top = z[y] == mx
@@ -260,7 +267,7 @@ func tokenTerms(z []float32, n int, t Targets, q []float32, l *backend.Loss, gra
 	var h, kl float64
 	for j, v := range z {
 		lp := float64(v) - lse
-		p := math.Exp(lp)
+		p := float64(scratch[j]) * norm
 		h -= p * lp
 		if q != nil {
 			kl += math.Exp(float64(q[j])) * (float64(q[j]) - lp)
@@ -321,36 +328,42 @@ func tokenTerms(z []float32, n int, t Targets, q []float32, l *backend.Loss, gra
 	if !grad {
 		return s
 	}
-	for j, v := range z {
-		lp := float64(v) - lse
-		p := math.Exp(lp)
-		d := -g*p + e*p*(lp+h)
-		if q != nil {
-			d += k * (p - math.Exp(float64(q[j])))
+	if e == 0 && q == nil {
+		// The common case (NLL, policy gradients): dz = G·(onehot − p).
+		c := float32(-g * norm)
+		for j := range z {
+			z[j] = c * scratch[j]
 		}
-		z[j] = float32(d)
+	} else {
+		for j, v := range z {
+			lp := float64(v) - lse
+			p := float64(scratch[j]) * norm
+			d := -g*p + e*p*(lp+h)
+			if q != nil {
+				d += k * (p - math.Exp(float64(q[j])))
+			}
+			z[j] = float32(d)
+		}
 	}
 	z[y] += float32(g)
 	return s
 }
 
-// LogSumExp returns log Σ exp(z) and max(z). Every logprob in rlvr, the
-// learner's and the sampler's, is z[y] − LogSumExp(z), so they agree.
-func LogSumExp(z []float32) (lse float64, mx float32) {
+// LogSumExp returns log Σ exp(z) and max(z), leaving exp(z − max) in
+// scratch (len(z) floats). Every logprob in rlvr, the learner's and the
+// sampler's, is z[y] − LogSumExp(z), so they agree.
+func LogSumExp(z, scratch []float32) (lse float64, mx float32) {
 	mx = z[0]
 	for _, v := range z[1:] {
 		mx = max(mx, v)
 	}
-	var sum float64
-	for _, v := range z {
-		sum += math.Exp(float64(v - mx))
-	}
+	sum := vec.ExpShiftSum(scratch[:len(z)], z, mx)
 	return float64(mx) + math.Log(sum), mx
 }
 
 // logSoftmax replaces a row of logits with its log-probabilities.
-func logSoftmax(z []float32) {
-	lse, _ := LogSumExp(z)
+func logSoftmax(z, scratch []float32) {
+	lse, _ := LogSumExp(z, scratch)
 	for i := range z {
 		z[i] = float32(float64(z[i]) - lse)
 	}

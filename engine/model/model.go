@@ -155,9 +155,10 @@ type activations struct {
 	dact    []float32 // (N, F)
 	scratch []float32 // attention backward, per thread
 
-	logits  []float32    // (chunk, V) the loss head's logits, then their gradient
-	dnormed []float32    // (N, D) gradient at the final norm's output
-	stats   []tokenStats // (N) per-position loss results
+	logits     []float32    // (chunk, V) the loss head's logits, then their gradient
+	expScratch []float32    // (threads, V) exp(z − max) of a row being scored
+	dnormed    []float32    // (N, D) gradient at the final norm's output
+	stats      []tokenStats // (N) per-position loss results
 }
 
 // layerActs is what one block's forward saves.

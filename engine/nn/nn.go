@@ -28,6 +28,7 @@ import (
 
 	"rlvr/engine/gemm"
 	"rlvr/engine/parallel"
+	"rlvr/engine/vec"
 )
 
 // rowGrain is how many rows of an elementwise kernel one goroutine takes at
@@ -204,9 +205,7 @@ func AttentionForward(out, att, qkv []float32, offsets []int, H, KV, hd int) {
 			p := att[attOffset(offsets, s, H)+h*T*T:][:T*T]
 			q := qkv[o*ld+h*hd:]
 			gemm.SgemmSerial(false, true, T, T, hd, scale, q, ld, k, ld, 0, p, T)
-			for i := 0; i < T; i++ {
-				SoftmaxCausalRow(p[i*T:(i+1)*T], i)
-			}
+			vec.SoftmaxCausal(p, T, T, 0)
 			gemm.SgemmSerial(false, false, T, hd, T, 1, p, T, v, ld, 0, out[o*H*hd+h*hd:], H*hd)
 		}
 	})
@@ -220,26 +219,6 @@ func attOffset(offsets []int, s, H int) int {
 		n += H * t * t
 	}
 	return n
-}
-
-// SoftmaxCausalRow turns row i of the scores into probabilities over
-// columns 0..i and zeroes the masked columns after i.
-func SoftmaxCausalRow(row []float32, i int) {
-	m := row[0]
-	for _, v := range row[1 : i+1] {
-		m = max(m, v)
-	}
-	var sum float32
-	for j := 0; j <= i; j++ {
-		e := Exp32(row[j] - m)
-		row[j] = e
-		sum += e
-	}
-	inv := 1 / sum
-	for j := 0; j <= i; j++ {
-		row[j] *= inv
-	}
-	clear(row[i+1:])
 }
 
 // AttentionBackward adds the gradients of AttentionForward into dqkv (same
@@ -295,34 +274,18 @@ func AttentionBackward(dqkv, dout, qkv, att, scratch []float32, offsets []int, H
 func SwiGLUForward(out, sig, gu []float32, N, F int) {
 	// out, sig (N, F), gu (N, 2F)
 	parallel.For(N, rowGrain, func(lo, hi int) {
-		for n := lo; n < hi; n++ {
-			g, u := gu[n*2*F:n*2*F+F], gu[n*2*F+F:(n+1)*2*F]
-			y, sg := out[n*F:(n+1)*F], sig[n*F:(n+1)*F]
-			for i := range y {
-				sg[i] = sigmoid(g[i])
-				y[i] = g[i] * sg[i] * u[i]
-			}
-		}
+		vec.SwiGLU(out[lo*F:hi*F], sig[lo*F:hi*F], gu[lo*2*F:hi*2*F], hi-lo, F)
 	})
 }
 
-// SwiGLUBackward adds the gradients of SwiGLUForward into dgu.
+// SwiGLUBackward adds the gradients of SwiGLUForward into dgu:
 // silu'(g) = σ(g)·(1 + g·(1 − σ(g))).
 func SwiGLUBackward(dgu, dout, gu, sig []float32, N, F int) {
 	parallel.For(N, rowGrain, func(lo, hi int) {
-		for n := lo; n < hi; n++ {
-			g, u := gu[n*2*F:n*2*F+F], gu[n*2*F+F:(n+1)*2*F]
-			dg, du := dgu[n*2*F:n*2*F+F], dgu[n*2*F+F:(n+1)*2*F]
-			dy, sg := dout[n*F:(n+1)*F], sig[n*F:(n+1)*F]
-			for i := range dy {
-				du[i] += dy[i] * g[i] * sg[i]
-				dg[i] += dy[i] * u[i] * sg[i] * (1 + g[i]*(1-sg[i]))
-			}
-		}
+		vec.SwiGLUBackward(dgu[lo*2*F:hi*2*F], dout[lo*F:hi*F], gu[lo*2*F:hi*2*F], sig[lo*F:hi*F], hi-lo, F)
 	})
 }
 
-func sigmoid(x float32) float32 { return 1 / (1 + Exp32(-x)) }
 
 // MatmulForward is a linear layer in PyTorch's layout: out = inp·wᵀ + bias,
 // with w stored (out features, in features) as Hugging Face checkpoints do.

@@ -42,3 +42,27 @@ func TestWorkerIndicesDistinct(t *testing.T) {
 		}
 	}
 }
+
+// TestNestedAndConcurrentLoops runs loops from several goroutines and from
+// inside loop bodies; every index must still be visited once.
+func TestNestedAndConcurrentLoops(t *testing.T) {
+	defer SetThreads(SetThreads(3))
+	var total atomic.Int64
+	done := make(chan bool)
+	for g := 0; g < 4; g++ {
+		go func() {
+			for range 200 {
+				For(10, 1, func(lo, hi int) {
+					For(hi-lo, 1, func(a, b int) { total.Add(int64(b - a)) })
+				})
+			}
+			done <- true
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	if got := total.Load(); got != 4*200*10 {
+		t.Fatalf("visited %d indices, want %d", got, 4*200*10)
+	}
+}

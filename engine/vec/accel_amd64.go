@@ -1,0 +1,311 @@
+//go:build cgo && amd64
+
+package vec
+
+/*
+#cgo CFLAGS: -O3
+#cgo noescape rlvr_softmax_causal
+#cgo nocallback rlvr_softmax_causal
+#cgo noescape rlvr_swiglu
+#cgo nocallback rlvr_swiglu
+#cgo noescape rlvr_swiglu_bwd
+#cgo nocallback rlvr_swiglu_bwd
+#cgo noescape rlvr_exp_shift_sum
+#cgo nocallback rlvr_exp_shift_sum
+#cgo noescape rlvr_decode_attention
+#cgo nocallback rlvr_decode_attention
+#include <string.h>
+#include <stdint.h>
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma")))
+
+// rl_exp is Exp32's polynomial (Cephes expf) for one value; rl_exp8 is the
+// same for eight. Inputs are clamped to the float32 range of e^x.
+AVX2 static inline float rl_exp(float x) {
+	x = x < -87.33654f ? -87.33654f : x;
+	x = x > 88.72283f ? 88.72283f : x;
+	float t = x * 1.44269504088896341f;
+	float k = (float)(int32_t)(t + (t >= 0 ? 0.5f : -0.5f));
+	float r = x - k * 0.693359375f - k * -2.12194440e-4f;
+	float p = 1.9875691500e-4f;
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * r * r + r + 1.0f;
+	int32_t bits = ((int32_t)k + 127) << 23;
+	float scale;
+	memcpy(&scale, &bits, 4);
+	return p * scale;
+}
+
+AVX2 static inline __m256 rl_exp8(__m256 x) {
+	x = _mm256_max_ps(x, _mm256_set1_ps(-87.33654f));
+	x = _mm256_min_ps(x, _mm256_set1_ps(88.72283f));
+	__m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+	r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+	__m256 p = _mm256_set1_ps(1.9875691500e-4f);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+	p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+	__m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+	return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+AVX2 static inline float hsum8(__m256 v) {
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+AVX2 static inline float hmax8(__m256 v) {
+	__m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_max_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+// rl_softmax_row turns row[0..valid) into probabilities.
+AVX2 static inline void rl_softmax_row(float* restrict row, long valid) {
+	long j = 0;
+	float m = row[0];
+	if (valid >= 8) {
+		__m256 vm = _mm256_loadu_ps(row);
+		for (j = 8; j + 8 <= valid; j += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(row + j));
+		m = hmax8(vm);
+	}
+	for (; j < valid; j++) m = row[j] > m ? row[j] : m;
+	__m256 vm = _mm256_set1_ps(m), vs = _mm256_setzero_ps();
+	for (j = 0; j + 8 <= valid; j += 8) {
+		__m256 e = rl_exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
+		_mm256_storeu_ps(row + j, e);
+		vs = _mm256_add_ps(vs, e);
+	}
+	float sum = hsum8(vs);
+	for (; j < valid; j++) { float e = rl_exp(row[j] - m); row[j] = e; sum += e; }
+	float inv = 1.0f / sum;
+	__m256 vi = _mm256_set1_ps(inv);
+	for (j = 0; j + 8 <= valid; j += 8) _mm256_storeu_ps(row + j, _mm256_mul_ps(_mm256_loadu_ps(row + j), vi));
+	for (; j < valid; j++) row[j] *= inv;
+}
+
+AVX2 static void rlvr_softmax_causal(float* p, long T, long L, long past) {
+	for (long i = 0; i < T; i++) {
+		float* row = p + i * L;
+		long valid = past + i + 1;
+		rl_softmax_row(row, valid);
+		for (long j = valid; j < L; j++) row[j] = 0;
+	}
+}
+
+AVX2 static void rlvr_swiglu(float* restrict out, float* restrict sig, const float* restrict gu, long N, long F) {
+	const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+	for (long n = 0; n < N; n++) {
+		const float* g = gu + n * 2 * F;
+		const float* u = g + F;
+		float* y = out + n * F;
+		float* s = sig + n * F;
+		long i = 0;
+		for (; i + 8 <= F; i += 8) {
+			__m256 vg = _mm256_loadu_ps(g + i);
+			__m256 sg = _mm256_div_ps(one, _mm256_add_ps(one, rl_exp8(_mm256_sub_ps(zero, vg))));
+			_mm256_storeu_ps(s + i, sg);
+			_mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(vg, sg), _mm256_loadu_ps(u + i)));
+		}
+		for (; i < F; i++) {
+			float sg = 1.0f / (1.0f + rl_exp(-g[i]));
+			s[i] = sg;
+			y[i] = g[i] * sg * u[i];
+		}
+	}
+}
+
+AVX2 static void rlvr_swiglu_bwd(float* restrict dgu, const float* restrict dout, const float* restrict gu, const float* restrict sig, long N, long F) {
+	for (long n = 0; n < N; n++) {
+		const float* g = gu + n * 2 * F;
+		const float* u = g + F;
+		float* dg = dgu + n * 2 * F;
+		float* du = dg + F;
+		const float* dy = dout + n * F;
+		const float* s = sig + n * F;
+		for (long i = 0; i < F; i++) {
+			du[i] += dy[i] * g[i] * s[i];
+			dg[i] += dy[i] * u[i] * s[i] * (1.0f + g[i] * (1.0f - s[i]));
+		}
+	}
+}
+
+AVX2 static double rlvr_exp_shift_sum(float* restrict dst, const float* restrict src, long n, float shift) {
+	__m256 vs = _mm256_set1_ps(shift);
+	__m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+	long i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 e = rl_exp8(_mm256_sub_ps(_mm256_loadu_ps(src + i), vs));
+		_mm256_storeu_ps(dst + i, e);
+		acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+		acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+	}
+	double lanes[4];
+	_mm256_storeu_pd(lanes, _mm256_add_pd(acc0, acc1));
+	double sum = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+	for (; i < n; i++) { dst[i] = rl_exp(src[i] - shift); sum += dst[i]; }
+	return sum;
+}
+
+AVX2 static inline float rl_dot(const float* restrict a, const float* restrict b, long n) {
+	__m256 acc = _mm256_setzero_ps();
+	long i = 0;
+	for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+	float d = hsum8(acc);
+	for (; i < n; i++) d += a[i] * b[i];
+	return d;
+}
+
+// rl_scores writes p[j] = scale·(q·k_j) for the L keys k_j = k + j·stride
+// (hd a multiple of 8, at most 128): eight keys at a time, each an
+// accumulator over hd, then one transposing reduction gives eight scores.
+AVX2 static void rl_scores(float* restrict p, const float* restrict q, const float* restrict k, long stride, long L, long hd, float scale) {
+	long j = 0;
+	__m256 vs = _mm256_set1_ps(scale);
+	for (; j + 8 <= L; j += 8) {
+		__m256 a[8];
+		for (int r = 0; r < 8; r++) a[r] = _mm256_setzero_ps();
+		for (long i = 0; i < hd; i += 8) {
+			__m256 vq = _mm256_loadu_ps(q + i);
+			for (int r = 0; r < 8; r++) a[r] = _mm256_fmadd_ps(_mm256_loadu_ps(k + (j + r) * stride + i), vq, a[r]);
+		}
+		__m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+		__m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+		__m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+		__m256 sum = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+		_mm256_storeu_ps(p + j, _mm256_mul_ps(sum, vs));
+	}
+	for (; j < L; j++) {
+		__m256 acc = _mm256_setzero_ps();
+		for (long i = 0; i < hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(k + j * stride + i), _mm256_loadu_ps(q + i), acc);
+		p[j] = hsum8(acc) * scale;
+	}
+}
+
+// rl_mix writes o = Σ_j p[j]·v_j (hd a multiple of 8, at most 128), with
+// one accumulator per 8 columns and, for narrow heads, four per column
+// block so the FMAs do not wait on each other.
+AVX2 static void rl_mix(float* restrict o, const float* restrict p, const float* restrict v, long stride, long L, long hd) {
+	long chunks = hd / 8;
+	__m256 acc[16];
+	for (long c = 0; c < chunks; c++) acc[c] = _mm256_setzero_ps();
+	long j = 0;
+	if (chunks == 1) {
+		__m256 a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+		for (; j + 4 <= L; j += 4) {
+			acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + j * stride), acc[0]);
+			a1 = _mm256_fmadd_ps(_mm256_set1_ps(p[j + 1]), _mm256_loadu_ps(v + (j + 1) * stride), a1);
+			a2 = _mm256_fmadd_ps(_mm256_set1_ps(p[j + 2]), _mm256_loadu_ps(v + (j + 2) * stride), a2);
+			a3 = _mm256_fmadd_ps(_mm256_set1_ps(p[j + 3]), _mm256_loadu_ps(v + (j + 3) * stride), a3);
+		}
+		acc[0] = _mm256_add_ps(_mm256_add_ps(acc[0], a1), _mm256_add_ps(a2, a3));
+	}
+	for (; j < L; j++) {
+		__m256 pj = _mm256_set1_ps(p[j]);
+		for (long c = 0; c < chunks; c++) acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + j * stride + 8 * c), acc[c]);
+	}
+	for (long c = 0; c < chunks; c++) _mm256_storeu_ps(o + 8 * c, acc[c]);
+}
+
+AVX2 static void rlvr_decode_attention(float* out, long out_stride, const float* q, long q_stride,
+		const float* k, const float* v, const int32_t* base, const int32_t* n, long S,
+		long H, long KV, long hd, float scale, float* p) {
+	long rep = H / KV, kvw = KV * hd;
+	int wide = hd % 8 == 0 && hd <= 128;
+	for (long s = 0; s < S; s++) {
+		long L = n[s];
+		for (long h = 0; h < H; h++) {
+			long g = h / rep;
+			const float* qh = q + s * q_stride + h * hd;
+			const float* kb = k + base[s] * kvw + g * hd;
+			const float* vb = v + base[s] * kvw + g * hd;
+			float* o = out + s * out_stride + h * hd;
+			if (wide) {
+				rl_scores(p, qh, kb, kvw, L, hd, scale);
+				rl_softmax_row(p, L);
+				rl_mix(o, p, vb, kvw, L, hd);
+				continue;
+			}
+			for (long j = 0; j < L; j++) {
+				float d = 0;
+				for (long i = 0; i < hd; i++) d += qh[i] * kb[j * kvw + i];
+				p[j] = d * scale;
+			}
+			rl_softmax_row(p, L);
+			for (long i = 0; i < hd; i++) {
+				float acc = 0;
+				for (long j = 0; j < L; j++) acc += p[j] * vb[j * kvw + i];
+				o[i] = acc;
+			}
+		}
+	}
+}
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+var accelerated = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+func fp(s []float32) *C.float { return (*C.float)(unsafe.Pointer(unsafe.SliceData(s))) }
+
+func softmaxCausalC(p []float32, T, L, past int) {
+	_ = p[T*L-1]
+	C.rlvr_softmax_causal(fp(p), C.long(T), C.long(L), C.long(past))
+}
+
+func swigluC(out, sig, gu []float32, N, F int) {
+	if N == 0 {
+		return
+	}
+	_, _, _ = out[N*F-1], sig[N*F-1], gu[N*2*F-1]
+	C.rlvr_swiglu(fp(out), fp(sig), fp(gu), C.long(N), C.long(F))
+}
+
+func swigluBackwardC(dgu, dout, gu, sig []float32, N, F int) {
+	if N == 0 {
+		return
+	}
+	_, _, _, _ = dgu[N*2*F-1], dout[N*F-1], gu[N*2*F-1], sig[N*F-1]
+	C.rlvr_swiglu_bwd(fp(dgu), fp(dout), fp(gu), fp(sig), C.long(N), C.long(F))
+}
+
+func expShiftSumC(dst, src []float32, shift float32) float64 {
+	_ = dst[len(src)-1]
+	return float64(C.rlvr_exp_shift_sum(fp(dst), fp(src), C.long(len(src)), C.float(shift)))
+}
+
+func decodeAttentionC(out []float32, outStride int, q []float32, qStride int, k, v []float32, base, n []int32, H, KV, hd int, scale float32, scratch []float32) {
+	S := len(base)
+	if S == 0 {
+		return
+	}
+	// Bounds the C loop relies on, checked once here.
+	kvw := KV * hd
+	maxRow, maxN := 0, 0
+	for s := range base {
+		maxRow = max(maxRow, int(base[s])+int(n[s]))
+		maxN = max(maxN, int(n[s]))
+	}
+	_, _ = k[maxRow*kvw-1], v[maxRow*kvw-1]
+	_, _, _ = out[(S-1)*outStride+H*hd-1], q[(S-1)*qStride+H*hd-1], scratch[maxN-1]
+	C.rlvr_decode_attention(fp(out), C.long(outStride), fp(q), C.long(qStride), fp(k), fp(v),
+		(*C.int32_t)(unsafe.Pointer(&base[0])), (*C.int32_t)(unsafe.Pointer(&n[0])), C.long(S),
+		C.long(H), C.long(KV), C.long(hd), C.float(scale), fp(scratch))
+}

@@ -1,0 +1,87 @@
+package vec
+
+func softmaxCausalGo(p []float32, T, L, past int) {
+	for i := 0; i < T; i++ {
+		row := p[i*L : (i+1)*L]
+		valid := past + i + 1
+		m := row[0]
+		for _, v := range row[1:valid] {
+			m = max(m, v)
+		}
+		var sum float32
+		for j := 0; j < valid; j++ {
+			e := Exp32(row[j] - m)
+			row[j] = e
+			sum += e
+		}
+		inv := 1 / sum
+		for j := 0; j < valid; j++ {
+			row[j] *= inv
+		}
+		clear(row[valid:])
+	}
+}
+
+func sigmoid(x float32) float32 { return 1 / (1 + Exp32(-x)) }
+
+func swigluGo(out, sig, gu []float32, N, F int) {
+	for n := 0; n < N; n++ {
+		g, u := gu[n*2*F:n*2*F+F], gu[n*2*F+F:(n+1)*2*F]
+		y, sg := out[n*F:(n+1)*F], sig[n*F:(n+1)*F]
+		for i := range y {
+			sg[i] = sigmoid(g[i])
+			y[i] = g[i] * sg[i] * u[i]
+		}
+	}
+}
+
+func swigluBackwardGo(dgu, dout, gu, sig []float32, N, F int) {
+	for n := 0; n < N; n++ {
+		g, u := gu[n*2*F:n*2*F+F], gu[n*2*F+F:(n+1)*2*F]
+		dg, du := dgu[n*2*F:n*2*F+F], dgu[n*2*F+F:(n+1)*2*F]
+		dy, sg := dout[n*F:(n+1)*F], sig[n*F:(n+1)*F]
+		for i := range dy {
+			du[i] += dy[i] * g[i] * sg[i]
+			dg[i] += dy[i] * u[i] * sg[i] * (1 + g[i]*(1-sg[i]))
+		}
+	}
+}
+
+func expShiftSumGo(dst, src []float32, shift float32) float64 {
+	var sum float64
+	for i, v := range src {
+		e := Exp32(v - shift)
+		dst[i] = e
+		sum += float64(e)
+	}
+	return sum
+}
+
+func decodeAttentionGo(out []float32, outStride int, q []float32, qStride int, k, v []float32, base, n []int32, H, KV, hd int, scale float32, scratch []float32) {
+	rep, kvw := H/KV, KV*hd
+	for s := range base {
+		L := int(n[s])
+		p := scratch[:L]
+		for h := 0; h < H; h++ {
+			g := h / rep
+			qh := q[s*qStride+h*hd:][:hd]
+			for j := 0; j < L; j++ {
+				kj := k[(int(base[s])+j)*kvw+g*hd:][:hd]
+				var d float32
+				for i, x := range qh {
+					d += x * kj[i]
+				}
+				p[j] = d * scale
+			}
+			softmaxCausalGo(p, 1, L, L-1)
+			o := out[s*outStride+h*hd:][:hd]
+			clear(o)
+			for j := 0; j < L; j++ {
+				vj := v[(int(base[s])+j)*kvw+g*hd:][:hd]
+				for i := range o {
+					o[i] += p[j] * vj[i]
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,66 @@
+// Package vec holds the engine's elementwise hot loops — softmax rows,
+// SwiGLU, attention over a KV cache — in two forms: plain Go, the
+// reference, and C compiled for AVX2/FMA, used when the binary is built
+// with cgo on amd64 and the CPU has both. Go does not vectorize loops, and
+// these are where a step spends its time outside matrix products.
+//
+// Every function behaves the same in both forms up to float32 rounding
+// (the C exponential and the Go one share their polynomial; sums are
+// accumulated in a different order). Slices must be long enough for the
+// shapes given; a wrong shape is a programmer error.
+package vec
+
+// Accelerated reports whether the AVX2 C kernels are in use.
+func Accelerated() bool { return accelerated }
+
+// SoftmaxCausal turns each of the T rows of p (row length L, row stride
+// L) into probabilities over its first past+i+1 entries (row i attends to
+// keys 0..past+i) and zeroes the rest.
+func SoftmaxCausal(p []float32, T, L, past int) {
+	if accelerated {
+		softmaxCausalC(p, T, L, past)
+		return
+	}
+	softmaxCausalGo(p, T, L, past)
+}
+
+// SwiGLU computes out = silu(g)⊙u and sig = σ(g) for N rows of gu =
+// [g (F) | u (F)].
+func SwiGLU(out, sig, gu []float32, N, F int) {
+	if accelerated {
+		swigluC(out, sig, gu, N, F)
+		return
+	}
+	swigluGo(out, sig, gu, N, F)
+}
+
+// SwiGLUBackward adds dout's gradient into dgu = [dg | du] for N rows.
+func SwiGLUBackward(dgu, dout, gu, sig []float32, N, F int) {
+	if accelerated {
+		swigluBackwardC(dgu, dout, gu, sig, N, F)
+		return
+	}
+	swigluBackwardGo(dgu, dout, gu, sig, N, F)
+}
+
+// ExpShiftSum writes dst[i] = exp(src[i] − shift) and returns the sum in
+// float64.
+func ExpShiftSum(dst, src []float32, shift float32) float64 {
+	if accelerated && len(src) >= 16 {
+		return expShiftSumC(dst, src, shift)
+	}
+	return expShiftSumGo(dst, src, shift)
+}
+
+// DecodeAttention attends one new query per sequence to its cached keys
+// and values. q holds S rows (stride qStride) of H heads of hd values;
+// sequence s reads cache rows base[s] .. base[s]+n[s]-1 of k and v (rows of
+// KV·hd values, head h using key/value head h/(H/KV)); out gets S rows
+// (stride outStride) of H·hd values. scratch holds at least max(n) floats.
+func DecodeAttention(out []float32, outStride int, q []float32, qStride int, k, v []float32, base, n []int32, H, KV, hd int, scale float32, scratch []float32) {
+	if accelerated {
+		decodeAttentionC(out, outStride, q, qStride, k, v, base, n, H, KV, hd, scale, scratch)
+		return
+	}
+	decodeAttentionGo(out, outStride, q, qStride, k, v, base, n, H, KV, hd, scale, scratch)
+}

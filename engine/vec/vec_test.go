@@ -1,0 +1,131 @@
+package vec
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func randn(r *rand.Rand, n int, scale float32) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(r.NormFloat64()) * scale
+	}
+	return s
+}
+
+func close(t *testing.T, name string, got, want []float32, tol float64) {
+	t.Helper()
+	for i := range want {
+		if d := math.Abs(float64(got[i] - want[i])); d > tol*(1+math.Abs(float64(want[i]))) || math.IsNaN(float64(got[i])) != math.IsNaN(float64(want[i])) {
+			t.Fatalf("%s: element %d: %v, want %v", name, i, got[i], want[i])
+		}
+	}
+}
+
+// TestKernelsMatchReference checks each C kernel against its Go reference
+// (skipped where the C kernels are not built or the CPU lacks AVX2).
+func TestKernelsMatchReference(t *testing.T) {
+	if !accelerated {
+		t.Skip("no AVX2 C kernels on this build or CPU; the Go reference is what runs")
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	// Softmax over causal rows with a past.
+	T, L, past := 5, 13, 8
+	p := randn(r, T*L, 3)
+	want := append([]float32(nil), p...)
+	softmaxCausalGo(want, T, L, past)
+	softmaxCausalC(p, T, L, past)
+	close(t, "softmax", p, want, 1e-6)
+	// SwiGLU forward and backward.
+	N, F := 3, 37
+	gu := randn(r, N*2*F, 4)
+	o1, s1, o2, s2 := make([]float32, N*F), make([]float32, N*F), make([]float32, N*F), make([]float32, N*F)
+	swigluGo(o1, s1, gu, N, F)
+	swigluC(o2, s2, gu, N, F)
+	close(t, "swiglu", o2, o1, 1e-6)
+	close(t, "sigmoid", s2, s1, 1e-6)
+	dout := randn(r, N*F, 1)
+	d1, d2 := randn(r, N*2*F, 1), make([]float32, N*2*F)
+	copy(d2, d1)
+	swigluBackwardGo(d1, dout, gu, s1, N, F)
+	swigluBackwardC(d2, dout, gu, s1, N, F)
+	close(t, "swiglu backward", d2, d1, 1e-6)
+	// exp with a shift and its sum.
+	src := randn(r, 1000, 5)
+	e1, e2 := make([]float32, 1000), make([]float32, 1000)
+	sum1, sum2 := expShiftSumGo(e1, src, 2), expShiftSumC(e2, src, 2)
+	close(t, "exp", e2, e1, 1e-6)
+	if math.Abs(sum1-sum2) > 1e-6*sum1 {
+		t.Fatalf("exp sum %v vs %v", sum2, sum1)
+	}
+	// Decode attention over a cache of 3 sequences with GQA.
+	H, KV, hd, S := 4, 2, 8, 3
+	base, n := []int32{0, 20, 40}, []int32{7, 1, 19}
+	k, v := randn(r, 60*KV*hd, 1), randn(r, 60*KV*hd, 1)
+	q := randn(r, S*(H+2)*hd, 1)
+	a1, a2 := make([]float32, S*H*hd), make([]float32, S*H*hd)
+	decodeAttentionGo(a1, H*hd, q, (H+2)*hd, k, v, base, n, H, KV, hd, 0.3, make([]float32, 19))
+	decodeAttentionC(a2, H*hd, q, (H+2)*hd, k, v, base, n, H, KV, hd, 0.3, make([]float32, 19))
+	close(t, "decode attention", a2, a1, 1e-5)
+	// Wider heads (the vectorized paths) and an odd width (the scalar one).
+	for _, hd := range []int{16, 64, 6} {
+		k, v := randn(r, 60*KV*hd, 1), randn(r, 60*KV*hd, 1)
+		q := randn(r, S*(H+2)*hd, 1)
+		a1, a2 := make([]float32, S*H*hd), make([]float32, S*H*hd)
+		decodeAttentionGo(a1, H*hd, q, (H+2)*hd, k, v, base, n, H, KV, hd, 0.3, make([]float32, 19))
+		decodeAttentionC(a2, H*hd, q, (H+2)*hd, k, v, base, n, H, KV, hd, 0.3, make([]float32, 19))
+		close(t, "decode attention", a2, a1, 1e-5)
+	}
+}
+
+// TestDecodeAttentionReference checks the Go decode attention against a
+// direct float64 computation of softmax(q·Kᵀ·scale)·V.
+func TestDecodeAttentionReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	H, KV, hd := 2, 1, 4
+	base, n := []int32{3}, []int32{5}
+	k, v := randn(r, 8*KV*hd, 1), randn(r, 8*KV*hd, 1)
+	q := randn(r, H*hd, 1)
+	out := make([]float32, H*hd)
+	DecodeAttention(out, H*hd, q, H*hd, k, v, base, n, H, KV, hd, 0.5, make([]float32, 5))
+	for h := 0; h < H; h++ {
+		var w [5]float64
+		var z float64
+		for j := 0; j < 5; j++ {
+			var d float64
+			for i := 0; i < hd; i++ {
+				d += float64(q[h*hd+i]) * float64(k[(3+j)*hd+i])
+			}
+			w[j] = math.Exp(0.5 * d)
+			z += w[j]
+		}
+		for i := 0; i < hd; i++ {
+			var o float64
+			for j := 0; j < 5; j++ {
+				o += w[j] / z * float64(v[(3+j)*hd+i])
+			}
+			if math.Abs(o-float64(out[h*hd+i])) > 1e-5 {
+				t.Fatalf("head %d element %d: %v, want %v", h, i, out[h*hd+i], o)
+			}
+		}
+	}
+}
+
+func BenchmarkSwiGLU(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	N, F := 256, 688
+	gu, out, sig := randn(r, N*2*F, 2), make([]float32, N*F), make([]float32, N*F)
+	for b.Loop() {
+		SwiGLU(out, sig, gu, N, F)
+	}
+	b.ReportMetric(float64(N*F*b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+}
+
+func BenchmarkSoftmaxCausal(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	p := randn(r, 128*128, 2)
+	for b.Loop() {
+		SoftmaxCausal(p, 128, 128, 0)
+	}
+}
