@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"rlvr/engine/gemm"
 	"rlvr/engine/nn"
@@ -15,15 +16,18 @@ import (
 // next-token logits of each. It is owned by one goroutine.
 type Cache struct {
 	Slots, Capacity int
-	Len             []int       // tokens cached per slot
-	k, v            [][]float32 // per layer: (Slots, Capacity, KV·hd)
+	Len             []int // tokens cached per slot
+	// Per layer, keys transposed, (Slots, KV, hd, Capacity), so a query's
+	// scores against consecutive keys are contiguous vector products; and
+	// values (Slots, KV, Capacity, hd), so one head's values are contiguous.
+	k, v [][]float32
 
 	// scratch for the new tokens of one Extend, grown as needed
 	n                         int
 	x, h, qkv, attn, gu, act  []float32
 	sig, rstd, qkRstd, scores []float32
 	pos                       []int32
-	base, lens                []int32 // decode attention: each sequence's first cache row and length
+	base, lens                []int32 // decode attention: each sequence's slot and length
 }
 
 // NewCache returns a cache for slots sequences of up to capacity tokens
@@ -49,9 +53,9 @@ func (c *Cache) Reset() { clear(c.Len) }
 func (c *Cache) CopySlot(dst, src int) {
 	n := c.Len[src]
 	for l := range c.k {
-		w := len(c.k[l]) / (c.Slots * c.Capacity)
-		copy(c.k[l][dst*c.Capacity*w:][:n*w], c.k[l][src*c.Capacity*w:][:n*w])
-		copy(c.v[l][dst*c.Capacity*w:][:n*w], c.v[l][src*c.Capacity*w:][:n*w])
+		slot := len(c.k[l]) / c.Slots // floats per slot
+		copy(c.k[l][dst*slot:][:slot], c.k[l][src*slot:][:slot])
+		copy(c.v[l][dst*slot:][:slot], c.v[l][src*slot:][:slot])
 	}
 	c.Len[dst] = n
 }
@@ -93,6 +97,7 @@ func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
 	}
 	N := len(b.Tokens)
 	c.grow(m, N)
+	var t0 time.Time
 	D, F, H, KV, hd, Q := cf.Dim, cf.Hidden, cf.Heads, cf.KVHeads, cf.HeadDim, cf.qkvWidth()
 	for s, slot := range slots {
 		for n := b.Offsets[s]; n < b.Offsets[s+1]; n++ {
@@ -100,30 +105,59 @@ func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
 		}
 	}
 	x, h, qkv := c.x[:N*D], c.h[:N*D], c.qkv[:N*Q]
+	t0 = m.tic()
 	nn.EmbeddingForward(x, b.Tokens, m.w.embed, D)
+	m.toc(OpEmbedding, false, t0)
 	kvw := KV * hd
 	for l, w := range m.w.layers {
+		t0 = m.tic()
 		nn.RMSNormForward(h, c.rstd, x, w.attnNorm, N, 1, D, D, cf.NormEps)
+		m.toc(OpRMSNorm, false, t0)
+		t0 = m.tic()
 		nn.MatmulForward(qkv, h, w.qkv, w.qkvBias, N, D, Q)
+		m.toc(OpMatmul, false, t0)
 		if cf.QKNorm {
+			t0 = m.tic()
 			nn.RMSNormForward(qkv, c.qkRstd[:N*H], qkv, w.qNorm, N, H, hd, Q, cf.NormEps)
+			m.toc(OpRMSNorm, false, t0)
+			t0 = m.tic()
 			nn.RMSNormForward(qkv[H*hd:], c.qkRstd[N*H:N*(H+KV)], qkv[H*hd:], w.kNorm, N, KV, hd, Q, cf.NormEps)
+			m.toc(OpRMSNorm, false, t0)
 		}
+		t0 = m.tic()
 		nn.RoPE(qkv, N, H+KV, hd, Q, c.pos[:N], m.cos, m.sin, false)
+		m.toc(OpRoPE, false, t0)
 		// Append the new keys and values to each slot.
 		for s, slot := range slots {
 			for n := b.Offsets[s]; n < b.Offsets[s+1]; n++ {
 				p := int(c.pos[n])
-				copy(c.k[l][(slot*c.Capacity+p)*kvw:][:kvw], qkv[n*Q+H*hd:][:kvw])
-				copy(c.v[l][(slot*c.Capacity+p)*kvw:][:kvw], qkv[n*Q+(H+KV)*hd:][:kvw])
+				kt, vs := c.k[l][slot*kvw*c.Capacity:], c.v[l][slot*kvw*c.Capacity:]
+				for i, x := range qkv[n*Q+H*hd:][:kvw] {
+					kt[i*c.Capacity+p] = x
+				}
+				for g := 0; g < KV; g++ {
+					copy(vs[(g*c.Capacity+p)*hd:][:hd], qkv[n*Q+(H+KV+g)*hd:][:hd])
+				}
 			}
 		}
+		t0 = m.tic()
 		m.cachedAttention(c, l, slots, b.Offsets)
+		m.toc(OpAttention, false, t0)
+		t0 = m.tic()
 		nn.MatmulAccumulate(x, c.attn[:N*H*hd], w.o, N, H*hd, D)
+		m.toc(OpMatmul, false, t0)
+		t0 = m.tic()
 		nn.RMSNormForward(h, c.rstd, x, w.mlpNorm, N, 1, D, D, cf.NormEps)
+		m.toc(OpRMSNorm, false, t0)
+		t0 = m.tic()
 		nn.MatmulForward(c.gu[:N*2*F], h, w.gateUp, nil, N, D, 2*F)
+		m.toc(OpMatmul, false, t0)
+		t0 = m.tic()
 		nn.SwiGLUForward(c.act[:N*F], c.sig[:N*F], c.gu[:N*2*F], N, F)
+		m.toc(OpSwiGLU, false, t0)
+		t0 = m.tic()
 		nn.MatmulAccumulate(x, c.act[:N*F], w.down, N, F, D)
+		m.toc(OpMatmul, false, t0)
 	}
 	// Only each sequence's last position needs logits.
 	last := c.h[:S*D]
@@ -131,8 +165,12 @@ func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
 		n := b.Offsets[s+1] - 1
 		copy(last[s*D:(s+1)*D], x[n*D:(n+1)*D])
 	}
+	t0 = m.tic()
 	nn.RMSNormForward(last, c.rstd, last, m.w.norm, S, 1, D, D, cf.NormEps)
+	m.toc(OpRMSNorm, false, t0)
+	t0 = m.tic()
 	gemm.Sgemm(false, true, S, cf.Vocab, D, 1, last, D, m.w.head, D, 0, logits, cf.Vocab)
+	m.toc(OpHeadMatmul, false, t0)
 	for s, slot := range slots {
 		c.Len[slot] += b.Offsets[s+1] - b.Offsets[s]
 	}
@@ -154,7 +192,7 @@ func (m *Model) cachedAttention(c *Cache, l int, slots []int, offsets []int) {
 	for s := 0; s < S; s++ {
 		T := offsets[s+1] - offsets[s]
 		need = max(need, T*(c.Len[slots[s]]+T))
-		c.base = append(c.base, int32(slots[s]*c.Capacity))
+		c.base = append(c.base, int32(slots[s]))
 		c.lens = append(c.lens, int32(c.Len[slots[s]]+T))
 	}
 	if len(c.scores) < parallel.Threads()*need {
@@ -164,7 +202,7 @@ func (m *Model) cachedAttention(c *Cache, l int, slots []int, offsets []int) {
 		// One new token per sequence: the whole loop runs in vec, split
 		// across threads by sequence.
 		parallel.Worker(S, func(w, lo, hi int) {
-			vec.DecodeAttention(c.attn[lo*H*hd:], H*hd, c.qkv[lo*Q:], Q, c.k[l], c.v[l],
+			vec.DecodeAttention(c.attn[lo*H*hd:], H*hd, c.qkv[lo*Q:], Q, c.k[l], c.v[l], c.Capacity,
 				c.base[lo:hi], c.lens[lo:hi], H, KV, hd, scale, c.scores[w*need:][:need])
 		})
 		return
@@ -176,12 +214,12 @@ func (m *Model) cachedAttention(c *Cache, l int, slots []int, offsets []int) {
 			past := int(c.pos[o]) // tokens before the first new one
 			L := past + T
 			base := slots[s] * c.Capacity * kvw
-			k, v := c.k[l][base+g*hd:], c.v[l][base+g*hd:]
+			k, v := c.k[l][base+g*hd*c.Capacity:], c.v[l][base+g*hd*c.Capacity:]
 			p := c.scores[w*need:][:T*L]
 			for h := g * rep; h < (g+1)*rep; h++ {
-				gemm.SgemmSerial(false, true, T, L, hd, scale, c.qkv[o*Q+h*hd:], Q, k, kvw, 0, p, L)
+				gemm.SgemmSerial(false, false, T, L, hd, scale, c.qkv[o*Q+h*hd:], Q, k, c.Capacity, 0, p, L)
 				vec.SoftmaxCausal(p, T, L, past)
-				gemm.SgemmSerial(false, false, T, hd, L, 1, p, L, v, kvw, 0, c.attn[o*H*hd+h*hd:], H*hd)
+				gemm.SgemmSerial(false, false, T, hd, L, 1, p, L, v, hd, 0, c.attn[o*H*hd+h*hd:], H*hd)
 			}
 		}
 	})

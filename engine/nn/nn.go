@@ -286,7 +286,6 @@ func SwiGLUBackward(dgu, dout, gu, sig []float32, N, F int) {
 	})
 }
 
-
 // MatmulForward is a linear layer in PyTorch's layout: out = inp·wᵀ + bias,
 // with w stored (out features, in features) as Hugging Face checkpoints do.
 // bias may be nil.

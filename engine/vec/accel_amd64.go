@@ -20,6 +20,12 @@ package vec
 
 #define AVX2 __attribute__((target("avx2,fma")))
 
+// Subnormal floats (tiny attention weights times values, say) take a
+// microcode assist of ~100 cycles each on x86; the kernels run with
+// flush-to-zero and denormals-are-zero, restoring the caller's mode after.
+#define FTZ_BEGIN unsigned int rl_csr = _mm_getcsr(); _mm_setcsr(rl_csr | 0x8040);
+#define FTZ_END _mm_setcsr(rl_csr);
+
 // rl_exp is Exp32's polynomial (Cephes expf) for one value; rl_exp8 is the
 // same for eight. Inputs are clamped to the float32 range of e^x.
 AVX2 static inline float rl_exp(float x) {
@@ -97,15 +103,18 @@ AVX2 static inline void rl_softmax_row(float* restrict row, long valid) {
 }
 
 AVX2 static void rlvr_softmax_causal(float* p, long T, long L, long past) {
+	FTZ_BEGIN
 	for (long i = 0; i < T; i++) {
 		float* row = p + i * L;
 		long valid = past + i + 1;
 		rl_softmax_row(row, valid);
 		for (long j = valid; j < L; j++) row[j] = 0;
 	}
+	FTZ_END
 }
 
 AVX2 static void rlvr_swiglu(float* restrict out, float* restrict sig, const float* restrict gu, long N, long F) {
+	FTZ_BEGIN
 	const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
 	for (long n = 0; n < N; n++) {
 		const float* g = gu + n * 2 * F;
@@ -125,9 +134,11 @@ AVX2 static void rlvr_swiglu(float* restrict out, float* restrict sig, const flo
 			y[i] = g[i] * sg * u[i];
 		}
 	}
+	FTZ_END
 }
 
 AVX2 static void rlvr_swiglu_bwd(float* restrict dgu, const float* restrict dout, const float* restrict gu, const float* restrict sig, long N, long F) {
+	FTZ_BEGIN
 	for (long n = 0; n < N; n++) {
 		const float* g = gu + n * 2 * F;
 		const float* u = g + F;
@@ -140,9 +151,11 @@ AVX2 static void rlvr_swiglu_bwd(float* restrict dgu, const float* restrict dout
 			dg[i] += dy[i] * u[i] * s[i] * (1.0f + g[i] * (1.0f - s[i]));
 		}
 	}
+	FTZ_END
 }
 
 AVX2 static double rlvr_exp_shift_sum(float* restrict dst, const float* restrict src, long n, float shift) {
+	FTZ_BEGIN
 	__m256 vs = _mm256_set1_ps(shift);
 	__m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
 	long i = 0;
@@ -156,6 +169,7 @@ AVX2 static double rlvr_exp_shift_sum(float* restrict dst, const float* restrict
 	_mm256_storeu_pd(lanes, _mm256_add_pd(acc0, acc1));
 	double sum = lanes[0] + lanes[1] + lanes[2] + lanes[3];
 	for (; i < n; i++) { dst[i] = rl_exp(src[i] - shift); sum += dst[i]; }
+	FTZ_END
 	return sum;
 }
 
@@ -168,29 +182,25 @@ AVX2 static inline float rl_dot(const float* restrict a, const float* restrict b
 	return d;
 }
 
-// rl_scores writes p[j] = scale·(q·k_j) for the L keys k_j = k + j·stride
-// (hd a multiple of 8, at most 128): eight keys at a time, each an
-// accumulator over hd, then one transposing reduction gives eight scores.
-AVX2 static void rl_scores(float* restrict p, const float* restrict q, const float* restrict k, long stride, long L, long hd, float scale) {
+// rl_scores writes p[j] = scale·(q·k_j) for j < L, where key j's values
+// are kt[i·capacity + j] (keys stored transposed): eight keys at a time,
+// one FMA per head dimension, no horizontal sums.
+AVX2 static void rl_scores(float* restrict p, const float* restrict q, const float* restrict kt, long capacity, long L, long hd, float scale) {
 	long j = 0;
-	__m256 vs = _mm256_set1_ps(scale);
 	for (; j + 8 <= L; j += 8) {
-		__m256 a[8];
-		for (int r = 0; r < 8; r++) a[r] = _mm256_setzero_ps();
-		for (long i = 0; i < hd; i += 8) {
-			__m256 vq = _mm256_loadu_ps(q + i);
-			for (int r = 0; r < 8; r++) a[r] = _mm256_fmadd_ps(_mm256_loadu_ps(k + (j + r) * stride + i), vq, a[r]);
+		__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+		long i = 0;
+		for (; i + 2 <= hd; i += 2) {
+			a0 = _mm256_fmadd_ps(_mm256_set1_ps(q[i]), _mm256_loadu_ps(kt + i * capacity + j), a0);
+			a1 = _mm256_fmadd_ps(_mm256_set1_ps(q[i + 1]), _mm256_loadu_ps(kt + (i + 1) * capacity + j), a1);
 		}
-		__m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-		__m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-		__m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-		__m256 sum = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-		_mm256_storeu_ps(p + j, _mm256_mul_ps(sum, vs));
+		for (; i < hd; i++) a0 = _mm256_fmadd_ps(_mm256_set1_ps(q[i]), _mm256_loadu_ps(kt + i * capacity + j), a0);
+		_mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_add_ps(a0, a1), _mm256_set1_ps(scale)));
 	}
 	for (; j < L; j++) {
-		__m256 acc = _mm256_setzero_ps();
-		for (long i = 0; i < hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(k + j * stride + i), _mm256_loadu_ps(q + i), acc);
-		p[j] = hsum8(acc) * scale;
+		float d = 0;
+		for (long i = 0; i < hd; i++) d += q[i] * kt[i * capacity + j];
+		p[j] = d * scale;
 	}
 }
 
@@ -220,8 +230,9 @@ AVX2 static void rl_mix(float* restrict o, const float* restrict p, const float*
 }
 
 AVX2 static void rlvr_decode_attention(float* out, long out_stride, const float* q, long q_stride,
-		const float* k, const float* v, const int32_t* base, const int32_t* n, long S,
+		const float* k, const float* v, long capacity, const int32_t* slot, const int32_t* n, long S,
 		long H, long KV, long hd, float scale, float* p) {
+	FTZ_BEGIN
 	long rep = H / KV, kvw = KV * hd;
 	int wide = hd % 8 == 0 && hd <= 128;
 	for (long s = 0; s < S; s++) {
@@ -229,28 +240,23 @@ AVX2 static void rlvr_decode_attention(float* out, long out_stride, const float*
 		for (long h = 0; h < H; h++) {
 			long g = h / rep;
 			const float* qh = q + s * q_stride + h * hd;
-			const float* kb = k + base[s] * kvw + g * hd;
-			const float* vb = v + base[s] * kvw + g * hd;
+			const float* kt = k + (slot[s] * kvw + g * hd) * capacity;
+			const float* vb = v + (slot[s] * kvw + g * hd) * capacity;
 			float* o = out + s * out_stride + h * hd;
+			rl_scores(p, qh, kt, capacity, L, hd, scale);
+			rl_softmax_row(p, L);
 			if (wide) {
-				rl_scores(p, qh, kb, kvw, L, hd, scale);
-				rl_softmax_row(p, L);
-				rl_mix(o, p, vb, kvw, L, hd);
+				rl_mix(o, p, vb, hd, L, hd);
 				continue;
 			}
-			for (long j = 0; j < L; j++) {
-				float d = 0;
-				for (long i = 0; i < hd; i++) d += qh[i] * kb[j * kvw + i];
-				p[j] = d * scale;
-			}
-			rl_softmax_row(p, L);
 			for (long i = 0; i < hd; i++) {
 				float acc = 0;
-				for (long j = 0; j < L; j++) acc += p[j] * vb[j * kvw + i];
+				for (long j = 0; j < L; j++) acc += p[j] * vb[j * hd + i];
 				o[i] = acc;
 			}
 		}
 	}
+	FTZ_END
 }
 */
 import "C"
@@ -291,21 +297,23 @@ func expShiftSumC(dst, src []float32, shift float32) float64 {
 	return float64(C.rlvr_exp_shift_sum(fp(dst), fp(src), C.long(len(src)), C.float(shift)))
 }
 
-func decodeAttentionC(out []float32, outStride int, q []float32, qStride int, k, v []float32, base, n []int32, H, KV, hd int, scale float32, scratch []float32) {
-	S := len(base)
+func decodeAttentionC(out []float32, outStride int, q []float32, qStride int, k, v []float32, capacity int, slot, n []int32, H, KV, hd int, scale float32, scratch []float32) {
+	S := len(slot)
 	if S == 0 {
 		return
 	}
 	// Bounds the C loop relies on, checked once here.
 	kvw := KV * hd
-	maxRow, maxN := 0, 0
-	for s := range base {
-		maxRow = max(maxRow, int(base[s])+int(n[s]))
-		maxN = max(maxN, int(n[s]))
+	maxSlot, maxN := 0, 0
+	for s := range slot {
+		maxSlot, maxN = max(maxSlot, int(slot[s])), max(maxN, int(n[s]))
 	}
-	_, _ = k[maxRow*kvw-1], v[maxRow*kvw-1]
+	if maxN > capacity {
+		panic("vec: attention length exceeds the cache capacity")
+	}
+	_, _ = k[(maxSlot+1)*kvw*capacity-1], v[(maxSlot+1)*kvw*capacity-1]
 	_, _, _ = out[(S-1)*outStride+H*hd-1], q[(S-1)*qStride+H*hd-1], scratch[maxN-1]
-	C.rlvr_decode_attention(fp(out), C.long(outStride), fp(q), C.long(qStride), fp(k), fp(v),
-		(*C.int32_t)(unsafe.Pointer(&base[0])), (*C.int32_t)(unsafe.Pointer(&n[0])), C.long(S),
+	C.rlvr_decode_attention(fp(out), C.long(outStride), fp(q), C.long(qStride), fp(k), fp(v), C.long(capacity),
+		(*C.int32_t)(unsafe.Pointer(&slot[0])), (*C.int32_t)(unsafe.Pointer(&n[0])), C.long(S),
 		C.long(H), C.long(KV), C.long(hd), C.float(scale), fp(scratch))
 }

@@ -57,27 +57,30 @@ func expShiftSumGo(dst, src []float32, shift float32) float64 {
 	return sum
 }
 
-func decodeAttentionGo(out []float32, outStride int, q []float32, qStride int, k, v []float32, base, n []int32, H, KV, hd int, scale float32, scratch []float32) {
+func decodeAttentionGo(out []float32, outStride int, q []float32, qStride int, k, v []float32, capacity int, slot, n []int32, H, KV, hd int, scale float32, scratch []float32) {
 	rep, kvw := H/KV, KV*hd
-	for s := range base {
+	for s := range slot {
 		L := int(n[s])
+		kb, vb := k[int(slot[s])*kvw*capacity:], v[int(slot[s])*kvw*capacity:]
 		p := scratch[:L]
 		for h := 0; h < H; h++ {
 			g := h / rep
 			qh := q[s*qStride+h*hd:][:hd]
-			for j := 0; j < L; j++ {
-				kj := k[(int(base[s])+j)*kvw+g*hd:][:hd]
-				var d float32
-				for i, x := range qh {
-					d += x * kj[i]
+			clear(p)
+			for i, x := range qh {
+				row := kb[(g*hd+i)*capacity:][:L]
+				for j, kv := range row {
+					p[j] += x * kv
 				}
-				p[j] = d * scale
+			}
+			for j := range p {
+				p[j] *= scale
 			}
 			softmaxCausalGo(p, 1, L, L-1)
 			o := out[s*outStride+h*hd:][:hd]
 			clear(o)
 			for j := 0; j < L; j++ {
-				vj := v[(int(base[s])+j)*kvw+g*hd:][:hd]
+				vj := vb[(g*capacity+j)*hd:][:hd]
 				for i := range o {
 					o[i] += p[j] * vj[i]
 				}

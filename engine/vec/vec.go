@@ -54,13 +54,14 @@ func ExpShiftSum(dst, src []float32, shift float32) float64 {
 
 // DecodeAttention attends one new query per sequence to its cached keys
 // and values. q holds S rows (stride qStride) of H heads of hd values;
-// sequence s reads cache rows base[s] .. base[s]+n[s]-1 of k and v (rows of
-// KV·hd values, head h using key/value head h/(H/KV)); out gets S rows
+// sequence s uses cache slot slot[s] and its first n[s] positions, head h
+// the key/value head h/(H/KV). Keys are stored transposed per slot, (KV,
+// hd, capacity); values per slot as (KV, capacity, hd). out gets S rows
 // (stride outStride) of H·hd values. scratch holds at least max(n) floats.
-func DecodeAttention(out []float32, outStride int, q []float32, qStride int, k, v []float32, base, n []int32, H, KV, hd int, scale float32, scratch []float32) {
+func DecodeAttention(out []float32, outStride int, q []float32, qStride int, k, v []float32, capacity int, slot, n []int32, H, KV, hd int, scale float32, scratch []float32) {
 	if accelerated {
-		decodeAttentionC(out, outStride, q, qStride, k, v, base, n, H, KV, hd, scale, scratch)
+		decodeAttentionC(out, outStride, q, qStride, k, v, capacity, slot, n, H, KV, hd, scale, scratch)
 		return
 	}
-	decodeAttentionGo(out, outStride, q, qStride, k, v, base, n, H, KV, hd, scale, scratch)
+	decodeAttentionGo(out, outStride, q, qStride, k, v, capacity, slot, n, H, KV, hd, scale, scratch)
 }

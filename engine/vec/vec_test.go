@@ -59,43 +59,37 @@ func TestKernelsMatchReference(t *testing.T) {
 	if math.Abs(sum1-sum2) > 1e-6*sum1 {
 		t.Fatalf("exp sum %v vs %v", sum2, sum1)
 	}
-	// Decode attention over a cache of 3 sequences with GQA.
-	H, KV, hd, S := 4, 2, 8, 3
-	base, n := []int32{0, 20, 40}, []int32{7, 1, 19}
-	k, v := randn(r, 60*KV*hd, 1), randn(r, 60*KV*hd, 1)
-	q := randn(r, S*(H+2)*hd, 1)
-	a1, a2 := make([]float32, S*H*hd), make([]float32, S*H*hd)
-	decodeAttentionGo(a1, H*hd, q, (H+2)*hd, k, v, base, n, H, KV, hd, 0.3, make([]float32, 19))
-	decodeAttentionC(a2, H*hd, q, (H+2)*hd, k, v, base, n, H, KV, hd, 0.3, make([]float32, 19))
-	close(t, "decode attention", a2, a1, 1e-5)
-	// Wider heads (the vectorized paths) and an odd width (the scalar one).
-	for _, hd := range []int{16, 64, 6} {
-		k, v := randn(r, 60*KV*hd, 1), randn(r, 60*KV*hd, 1)
+	// Decode attention over a cache of 3 slots with GQA, for narrow heads,
+	// the vectorized widths and an odd width.
+	H, KV, S, capacity := 4, 2, 3, 20
+	slot, n := []int32{2, 0, 1}, []int32{7, 1, 19}
+	for _, hd := range []int{8, 16, 64, 6} {
+		k, v := randn(r, 3*capacity*KV*hd, 1), randn(r, 3*capacity*KV*hd, 1)
 		q := randn(r, S*(H+2)*hd, 1)
 		a1, a2 := make([]float32, S*H*hd), make([]float32, S*H*hd)
-		decodeAttentionGo(a1, H*hd, q, (H+2)*hd, k, v, base, n, H, KV, hd, 0.3, make([]float32, 19))
-		decodeAttentionC(a2, H*hd, q, (H+2)*hd, k, v, base, n, H, KV, hd, 0.3, make([]float32, 19))
+		decodeAttentionGo(a1, H*hd, q, (H+2)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, make([]float32, 19))
+		decodeAttentionC(a2, H*hd, q, (H+2)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, make([]float32, 19))
 		close(t, "decode attention", a2, a1, 1e-5)
 	}
 }
 
-// TestDecodeAttentionReference checks the Go decode attention against a
-// direct float64 computation of softmax(q·Kᵀ·scale)·V.
+// TestDecodeAttentionReference checks decode attention against a direct
+// float64 computation of softmax(q·Kᵀ·scale)·V on a transposed key cache.
 func TestDecodeAttentionReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 2))
-	H, KV, hd := 2, 1, 4
-	base, n := []int32{3}, []int32{5}
-	k, v := randn(r, 8*KV*hd, 1), randn(r, 8*KV*hd, 1)
+	H, KV, hd, capacity := 2, 1, 4, 8
+	k, v := randn(r, 2*capacity*KV*hd, 1), randn(r, 2*capacity*KV*hd, 1)
 	q := randn(r, H*hd, 1)
 	out := make([]float32, H*hd)
-	DecodeAttention(out, H*hd, q, H*hd, k, v, base, n, H, KV, hd, 0.5, make([]float32, 5))
+	DecodeAttention(out, H*hd, q, H*hd, k, v, capacity, []int32{1}, []int32{5}, H, KV, hd, 0.5, make([]float32, 5))
+	kt, vb := k[capacity*hd:], v[capacity*hd:] // slot 1
 	for h := 0; h < H; h++ {
 		var w [5]float64
 		var z float64
 		for j := 0; j < 5; j++ {
 			var d float64
 			for i := 0; i < hd; i++ {
-				d += float64(q[h*hd+i]) * float64(k[(3+j)*hd+i])
+				d += float64(q[h*hd+i]) * float64(kt[i*capacity+j])
 			}
 			w[j] = math.Exp(0.5 * d)
 			z += w[j]
@@ -103,7 +97,7 @@ func TestDecodeAttentionReference(t *testing.T) {
 		for i := 0; i < hd; i++ {
 			var o float64
 			for j := 0; j < 5; j++ {
-				o += w[j] / z * float64(v[(3+j)*hd+i])
+				o += w[j] / z * float64(vb[j*hd+i]) // KV = 1: slot 1's rows
 			}
 			if math.Abs(o-float64(out[h*hd+i])) > 1e-5 {
 				t.Fatalf("head %d element %d: %v, want %v", h, i, out[h*hd+i], o)
@@ -127,5 +121,24 @@ func BenchmarkSoftmaxCausal(b *testing.B) {
 	p := randn(r, 128*128, 2)
 	for b.Loop() {
 		SoftmaxCausal(p, 128, 128, 0)
+	}
+}
+
+// BenchmarkDecodeAttention is one decoding step's attention for 64
+// sequences of 128 cached tokens with stories260K's heads (8 query heads,
+// 4 key/value heads of width 8).
+func BenchmarkDecodeAttention(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	S, H, KV, hd, capacity, L := 64, 8, 4, 8, 257, 128
+	k, v := randn(r, S*capacity*KV*hd, 1), randn(r, S*capacity*KV*hd, 1)
+	q := randn(r, S*(H+2*KV)*hd, 1)
+	out := make([]float32, S*H*hd)
+	slot, n := make([]int32, S), make([]int32, S)
+	for s := range slot {
+		slot[s], n[s] = int32(s), int32(L)
+	}
+	scratch := make([]float32, capacity)
+	for b.Loop() {
+		DecodeAttention(out, H*hd, q, (H+2*KV)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, scratch)
 	}
 }
