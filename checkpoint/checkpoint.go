@@ -1,0 +1,177 @@
+// Package checkpoint opens the models rlvr samples from and trains: a
+// Hugging Face directory (config.json, model.safetensors, tokenizer.json),
+// a llama2.c checkpoint with its tokenizer, or a model of the built-in
+// world (byte tokenizer). It pairs each model with its tokenizer, chat
+// template and stop tokens, so commands and servers treat them alike.
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"rlvr/engine/model"
+	"rlvr/format/hf"
+	"rlvr/format/llama2c"
+	"rlvr/format/tokenizer"
+)
+
+// Loaded is a model ready to sample from or train, with what it takes to
+// turn text into its tokens and back.
+type Loaded struct {
+	Name      string
+	Model     *model.Model
+	Tokenizer tokenizer.Encoder
+	// Chat renders a conversation as a prompt ending with the generation
+	// prompt; nil when the model has no chat template.
+	Chat func(msgs []tokenizer.Message) (string, error)
+	// AddBOS says prompts start with the BOS token (llama2.c, Llama-2).
+	AddBOS bool
+	// StopTokens end a generation: EOS, and the chat template's
+	// end-of-turn token.
+	StopTokens []int32
+}
+
+// Encode turns a prompt into tokens, with BOS first when the model wants it.
+func (l *Loaded) Encode(text string) []int32 {
+	var out []int32
+	if bos, ok := l.Tokenizer.BOS(); ok && l.AddBOS {
+		out = append(out, int32(bos))
+	}
+	for _, t := range l.Tokenizer.Encode(text) {
+		out = append(out, int32(t))
+	}
+	return out
+}
+
+// Decode turns generated tokens into text, without special tokens.
+func (l *Loaded) Decode(ids []int32) string {
+	v := make([]int, len(ids))
+	for i, t := range ids {
+		v[i] = int(t)
+	}
+	return l.Tokenizer.DecodeSkipSpecial(v)
+}
+
+// Open loads the model at path:
+//   - a directory with config.json: a Hugging Face checkpoint, with the
+//     tokenizer.json (and tokenizer_config.json) beside it, or the byte
+//     tokenizer of the built-in world when there is none and the vocabulary
+//     matches it;
+//   - a .bin file: a llama2.c checkpoint; tokenizerPath names its
+//     tokenizer (default: tok512.bin or tokenizer.bin beside it).
+func Open(path, tokenizerPath string) (*Loaded, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if st.IsDir() {
+		return openHF(path, tokenizerPath)
+	}
+	if strings.HasSuffix(path, ".bin") {
+		return openLlama2C(path, tokenizerPath)
+	}
+	return nil, fmt.Errorf("checkpoint: %s is neither a Hugging Face directory nor a llama2.c .bin file", path)
+}
+
+func openHF(dir, tokenizerPath string) (*Loaded, error) {
+	m, _, err := hf.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	l := &Loaded{Name: filepath.Base(filepath.Clean(dir)), Model: m}
+	if tokenizerPath == "" {
+		tokenizerPath = filepath.Join(dir, "tokenizer.json")
+	}
+	tok, err := tokenizer.Load(tokenizerPath)
+	switch {
+	case err == nil:
+		l.Tokenizer = tok
+		if cfg := tok.Config(); cfg != nil {
+			l.AddBOS = cfg.AddBOSToken
+		}
+		if tmpl, err := tok.ChatTemplate(); err == nil {
+			l.Chat = func(msgs []tokenizer.Message) (string, error) { return tokenizer.RenderChat(tmpl, msgs, true) }
+			for _, end := range []string{"<|im_end|>", "<|eot_id|>"} {
+				if id, ok := tok.TokenID(end); ok {
+					l.StopTokens = append(l.StopTokens, int32(id))
+				}
+			}
+		}
+	case errors.Is(err, fs.ErrNotExist) && m.Config.Vocab == tokenizer.NewByteTokenizer().VocabSize():
+		// A model of the built-in world: bytes plus BOS, EOS and PAD.
+		l.Tokenizer, l.AddBOS = tokenizer.NewByteTokenizer(), true
+	default:
+		return nil, err
+	}
+	if eos, ok := l.Tokenizer.EOS(); ok {
+		l.StopTokens = append(l.StopTokens, int32(eos))
+	}
+	if v := l.Tokenizer.VocabSize(); v > m.Config.Vocab {
+		return nil, fmt.Errorf("checkpoint: %s: the tokenizer has %d tokens but the model only %d", dir, v, m.Config.Vocab)
+	}
+	return l, nil
+}
+
+func openLlama2C(path, tokenizerPath string) (*Loaded, error) {
+	ck, err := llama2c.ReadCheckpoint(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := ck.Model()
+	if err != nil {
+		return nil, err
+	}
+	if tokenizerPath == "" {
+		for _, name := range []string{"tok512.bin", "tokenizer.bin"} {
+			p := filepath.Join(filepath.Dir(path), name)
+			if _, err := os.Stat(p); err == nil {
+				tokenizerPath = p
+				break
+			}
+		}
+		if tokenizerPath == "" {
+			return nil, fmt.Errorf("checkpoint: %s: no tokenizer beside it; pass one", path)
+		}
+	}
+	tok, err := llama2c.ReadTokenizer(tokenizerPath, ck.Config.Vocab)
+	if err != nil {
+		return nil, err
+	}
+	return &Loaded{Name: strings.TrimSuffix(filepath.Base(path), ".bin"), Model: m, Tokenizer: runCTokenizer{tok},
+		AddBOS: true, StopTokens: []int32{llama2c.BOS, llama2c.EOS}}, nil
+}
+
+// runCTokenizer adapts a llama2.c tokenizer to tokenizer.Encoder. BOS and
+// EOS are its only special tokens; BOS also marks the end of a story, so it
+// stops generation as run.c does.
+type runCTokenizer struct{ t *llama2c.Tokenizer }
+
+func (r runCTokenizer) Encode(text string) []int { return r.t.Encode(text, false, false) }
+func (r runCTokenizer) EncodeWithSpecial(text string, _ bool) []int {
+	return r.t.Encode(text, false, false)
+}
+func (r runCTokenizer) Decode(ids []int) string            { return r.decode(ids) }
+func (r runCTokenizer) DecodeSkipSpecial(ids []int) string { return r.decode(ids) }
+func (r runCTokenizer) VocabSize() int                     { return r.t.VocabSize() }
+func (r runCTokenizer) BOS() (int, bool)                   { return llama2c.BOS, true }
+func (r runCTokenizer) EOS() (int, bool)                   { return llama2c.EOS, true }
+func (r runCTokenizer) PAD() (int, bool)                   { return 0, false }
+
+// decode concatenates the pieces of ids as run.c prints a continuation:
+// a piece keeps its leading space unless it follows BOS, and BOS and EOS
+// print nothing.
+func (r runCTokenizer) decode(ids []int) string {
+	var b strings.Builder
+	prev := -1
+	for _, id := range ids {
+		if id != llama2c.BOS && id != llama2c.EOS {
+			b.WriteString(r.t.Decode(prev, id))
+		}
+		prev = id
+	}
+	return b.String()
+}
