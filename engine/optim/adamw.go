@@ -3,9 +3,10 @@ package optim
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"strings"
+
+	"rlvr/engine/parallel"
 )
 
 // Segment is a named region of the parameter slab, usually one tensor.
@@ -98,19 +99,17 @@ func (e *NonFiniteError) Error() string {
 //
 // which matches PyTorch's torch.optim.AdamW.
 //
-// Large slabs are updated by several goroutines, each on a contiguous chunk;
-// since every element's update is independent, the result is bit-identical
-// to a serial update. The goroutines are started once by NewAdamW (so Step
-// does not allocate) and stopped by [AdamW.Close], or when the AdamW is
-// garbage collected. An AdamW is not safe for concurrent use.
+// Large slabs are updated in contiguous chunks on the threads of package
+// parallel; since every element's update is independent, the result is
+// bit-identical to a serial update, and the chunk functions are bound once
+// so Step allocates nothing. An AdamW is not safe for concurrent use.
 type AdamW struct {
 	cfg  AdamWConfig
 	runs []run // disjoint, sorted, covering [0, len(m)) exactly
 	m, v []float32
 	step int64
 
-	pool *pool  // nil when updating serially
-	bad  []bool // one entry per chunk: did the finiteness check fail there?
+	bad []bool // one entry per chunk: did the finiteness check fail there?
 
 	// The current Step's arguments and coefficients, read by the chunk
 	// functions. params and grads are cleared when Step returns so the
@@ -118,8 +117,8 @@ type AdamW struct {
 	params, grads []float32
 	k             kernel
 	decay         float32
-	checkFn       func(chunk, lo, hi int) // a.checkChunk, bound once
-	updateFn      func(chunk, lo, hi int) // a.updateChunk, bound once
+	checkFn       func(chunk int) // a.checkChunk over chunk's range, bound once
+	updateFn      func(chunk int) // a.updateChunk over chunk's range, bound once
 }
 
 // run is a stretch of the slab with uniform decay; gaps between segments
@@ -139,7 +138,7 @@ func NewAdamW(cfg AdamWConfig, nParams int, segs []Segment) (*AdamW, error) {
 	// Below about minChunk elements per goroutine the handoff costs more
 	// than the parallel speedup saves.
 	const minChunk = 1 << 15
-	return newAdamW(cfg, nParams, segs, min(runtime.GOMAXPROCS(0), nParams/minChunk))
+	return newAdamW(cfg, nParams, segs, min(parallel.Threads(), nParams/minChunk))
 }
 
 // newAdamW is NewAdamW with an explicit number of chunks (<= 1 is serial),
@@ -162,26 +161,16 @@ func newAdamW(cfg AdamWConfig, nParams int, segs []Segment, chunks int) (*AdamW,
 		v:    make([]float32, nParams),
 		bad:  make([]bool, max(chunks, 1)),
 	}
-	a.checkFn, a.updateFn = a.checkChunk, a.updateChunk
-	if chunks > 1 {
-		a.pool = newPool(chunks - 1) // the calling goroutine takes a chunk too
-		// The workers only see a through tasks in flight, so an abandoned
-		// AdamW can still be collected and its workers stopped.
-		runtime.AddCleanup(a, (*pool).close, a.pool)
-	}
+	a.checkFn = func(c int) { lo, hi := a.chunk(c); a.checkChunk(c, lo, hi) }
+	a.updateFn = func(c int) { lo, hi := a.chunk(c); a.updateChunk(c, lo, hi) }
 	return a, nil
 }
 
-// Close stops the optimizer's worker goroutines; later Steps run serially.
-// Calling Close is optional (an unreachable AdamW stops its workers when
-// collected) but makes their lifetime explicit. It always returns nil.
-func (a *AdamW) Close() error {
-	if a.pool != nil {
-		a.pool.close()
-		a.pool = nil
-		a.bad = a.bad[:1]
-	}
-	return nil
+// chunk returns the slab range [lo, hi) of chunk c.
+func (a *AdamW) chunk(c int) (lo, hi int) {
+	n, chunks := len(a.m), len(a.bad)
+	per := (n + chunks - 1) / chunks
+	return min(c*per, n), min((c+1)*per, n)
 }
 
 func buildRuns(n int, segs []Segment) ([]run, error) {
@@ -262,19 +251,9 @@ func (a *AdamW) Step(params, grads []float32, lr float32) error {
 	return nil
 }
 
-// forChunks calls fn on contiguous chunks covering the slab, one per
-// worker plus one on the calling goroutine, and waits for all of them.
-func (a *AdamW) forChunks(fn func(chunk, lo, hi int)) {
-	n, chunks := len(a.m), len(a.bad)
-	per := (n + chunks - 1) / chunks
-	for c := 1; c < chunks; c++ {
-		a.pool.submit(task{fn: fn, chunk: c, lo: min(c*per, n), hi: min((c+1)*per, n)})
-	}
-	fn(0, 0, min(per, n))
-	if a.pool != nil {
-		a.pool.wait()
-	}
-}
+// forChunks calls fn on the contiguous chunks covering the slab, in
+// parallel, and waits for all of them.
+func (a *AdamW) forChunks(fn func(chunk int)) { parallel.Run(len(a.bad), fn) }
 
 // checkChunk records whether grads[lo:hi] holds a NaN or Inf.
 func (a *AdamW) checkChunk(chunk, lo, hi int) {

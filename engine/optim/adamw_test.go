@@ -4,11 +4,9 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // refAdamW is a plain float64 AdamW written straight from the paper's
@@ -465,51 +463,6 @@ func TestAdamWParallelMatchesSerial(t *testing.T) {
 		if !slices.Equal(bits(ps), bits(pp)) || !slices.Equal(bits(ms), bits(mp)) || !slices.Equal(bits(vs), bits(vp)) || ns != np {
 			t.Errorf("%d chunks: state differs from serial update", chunks)
 		}
-		par.Close()
-	}
-}
-
-func TestAdamWCloseStopsWorkers(t *testing.T) {
-	opt, err := newAdamW(DefaultAdamW(), testN, testSegs, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := opt.pool
-	opt.Close()
-	opt.Close() // idempotent
-	if !closed(p) {
-		t.Error("workers' channel still open after Close")
-	}
-	params, grads := make([]float32, testN), make([]float32, testN)
-	grads[0] = 1
-	if err := opt.Step(params, grads, 1e-3); err != nil || params[0] == 0 {
-		t.Errorf("Step after Close: err %v, params[0] = %v", err, params[0])
-	}
-}
-
-func TestAdamWCollectedStopsWorkers(t *testing.T) {
-	opt, err := newAdamW(DefaultAdamW(), testN, testSegs, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := opt.pool
-	opt = nil // drop the only reference
-	for i := 0; !closed(p); i++ {
-		if i == 100 {
-			t.Fatal("workers' channel still open after the AdamW was collected")
-		}
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// closed reports whether p's task channel is closed; workers exit when it is.
-func closed(p *pool) bool {
-	select {
-	case _, ok := <-p.tasks:
-		return !ok
-	default:
-		return false
 	}
 }
 
@@ -529,7 +482,6 @@ func TestAdamWStepDoesNotAllocate(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("%d chunks: Step allocates %v times per call, want 0", chunks, allocs)
 		}
-		opt.Close()
 	}
 }
 
@@ -552,7 +504,6 @@ func BenchmarkAdamWStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer opt.Close()
 	rng := rand.New(rand.NewPCG(9, 10))
 	params, src := randSlab(rng, n, 1), randSlab(rng, n, 1)
 	grads := make([]float32, n)

@@ -89,22 +89,33 @@ func Worker(n int, fn func(w, lo, hi int)) {
 // before it parks (tens of microseconds).
 const spinLoads = 1 << 16
 
-// pool is the persistent workers. One loop runs at a time.
-type pool struct {
-	busy    sync.Mutex
-	gen     atomic.Uint64       // bumped for every loop
-	current atomic.Pointer[job] // the loop being run
-	workers []*worker
-	grow    sync.Mutex
+// Run calls body(c) for every chunk c in [0, chunks), concurrently, and
+// returns when all are done. It allocates nothing, so a caller that binds
+// body once (a method value kept in a struct) has allocation-free loops.
+func Run(chunks int, body func(c int)) {
+	switch {
+	case chunks <= 0:
+		return
+	case chunks == 1 || Threads() == 1:
+		for c := 0; c < chunks; c++ {
+			body(c)
+		}
+		return
+	}
+	run(chunks, body)
 }
 
-// job is one loop. Its counters are its own, so a worker that wakes late
-// and claims from a finished job finds nothing left.
-type job struct {
-	body    func(c int)
-	chunks  int32
-	next    atomic.Int32 // next chunk to claim
-	pending atomic.Int32 // chunks not yet finished
+// pool is the persistent workers. One loop runs at a time; state packs the
+// loop's generation with its next unclaimed chunk, so a worker that wakes
+// late cannot claim a chunk of a loop it has not seen.
+type pool struct {
+	busy    sync.Mutex
+	state   atomic.Uint64 // generation<<32 | next chunk
+	body    atomic.Value  // func(c int) of the current loop
+	chunks  atomic.Int32
+	pending atomic.Int32 // chunks of the current loop not yet finished
+	workers []*worker
+	grow    sync.Mutex
 }
 
 type worker struct {
@@ -126,10 +137,11 @@ func run(chunks int, body func(c int)) {
 	defer global.busy.Unlock()
 	p := &global
 	p.ensure(chunks - 1)
-	j := &job{body: body, chunks: int32(chunks)}
-	j.pending.Store(int32(chunks))
-	p.current.Store(j)
-	p.gen.Add(1)
+	p.body.Store(body)
+	p.chunks.Store(int32(chunks))
+	p.pending.Store(int32(chunks))
+	gen := p.state.Load()>>32 + 1
+	p.state.Store(gen << 32) // publishes the loop
 	for _, w := range p.workers[:chunks-1] {
 		if w.parked.Load() {
 			select {
@@ -138,21 +150,27 @@ func run(chunks int, body func(c int)) {
 			}
 		}
 	}
-	j.work()
-	for j.pending.Load() > 0 {
+	p.work(gen)
+	for p.pending.Load() > 0 {
 		runtime.Gosched()
 	}
 }
 
-// work claims and runs chunks of the job until none is left.
-func (j *job) work() {
+// work claims and runs chunks of loop gen until none is left or another
+// loop has started.
+func (p *pool) work(gen uint64) {
 	for {
-		c := j.next.Add(1) - 1
-		if c >= j.chunks {
+		s := p.state.Load()
+		c := int32(uint32(s))
+		if s>>32 != gen || c >= p.chunks.Load() {
 			return
 		}
-		j.body(int(c))
-		j.pending.Add(-1)
+		// A successful claim proves loop gen is still running, so body
+		// and chunks are still its own.
+		if p.state.CompareAndSwap(s, s+1) {
+			p.body.Load().(func(int))(int(c))
+			p.pending.Add(-1)
+		}
 	}
 }
 
@@ -163,27 +181,25 @@ func (p *pool) ensure(n int) {
 	for len(p.workers) < n {
 		w := &worker{wake: make(chan struct{}, 1)}
 		p.workers = append(p.workers, w)
-		go p.loop(w, p.gen.Load())
+		go p.loop(w, p.state.Load()>>32)
 	}
 }
 
 // loop is a worker: wait for a new loop, help with it, repeat.
 func (p *pool) loop(w *worker, seen uint64) {
 	for {
-		for i := 0; p.gen.Load() == seen; i++ {
+		for i := 0; p.state.Load()>>32 == seen; i++ {
 			if i < spinLoads {
 				continue
 			}
 			w.parked.Store(true)
-			if p.gen.Load() == seen {
+			if p.state.Load()>>32 == seen {
 				<-w.wake
 			}
 			w.parked.Store(false)
 			i = 0
 		}
-		seen = p.gen.Load()
-		if j := p.current.Load(); j != nil {
-			j.work()
-		}
+		seen = p.state.Load() >> 32
+		p.work(seen)
 	}
 }

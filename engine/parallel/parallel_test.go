@@ -66,3 +66,19 @@ func TestNestedAndConcurrentLoops(t *testing.T) {
 		t.Fatalf("visited %d indices, want %d", got, 4*200*10)
 	}
 }
+
+// TestRunDoesNotAllocate checks a loop over a body bound once allocates
+// nothing.
+func TestRunDoesNotAllocate(t *testing.T) {
+	defer SetThreads(SetThreads(2))
+	var hits [4]atomic.Int32
+	body := func(c int) { hits[c].Add(1) }
+	if a := testing.AllocsPerRun(200, func() { Run(4, body) }); a != 0 {
+		t.Fatalf("Run allocates %v times per call", a)
+	}
+	for c := range hits {
+		if hits[c].Load() != 201 {
+			t.Fatalf("chunk %d ran %d times, want 201", c, hits[c].Load())
+		}
+	}
+}
