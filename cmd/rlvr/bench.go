@@ -41,13 +41,7 @@ step's time by op.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
-			}
-			fmt.Fprint(cmd.OutOrStdout(), rep.Table())
-			return nil
+			return printReport(cmd, rep, asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -101,13 +95,7 @@ machine: ./run stories260K.bin -z tok512.bin -t 1.0 -n 256.`,
 			if err := bench.Sample(cmd.Context(), "llama-4L-d256", dm, 0, streams, maxTokens, reps, rep); err != nil {
 				return err
 			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
-			}
-			fmt.Fprint(cmd.OutOrStdout(), rep.Table())
-			return nil
+			return printReport(cmd, rep, asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -116,4 +104,15 @@ machine: ./run stories260K.bin -z tok512.bin -t 1.0 -n 256.`,
 	f.IntVar(&reps, "reps", 3, "runs per measurement (the best is reported)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// printReport writes a benchmark report as a table, or as JSON.
+func printReport(cmd *cobra.Command, rep interface{ Table() string }, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	_, err := fmt.Fprint(cmd.OutOrStdout(), rep.Table())
+	return err
 }

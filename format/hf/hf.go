@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"rlvr/engine/model"
 	"rlvr/format/hfconfig"
@@ -85,24 +86,12 @@ func Fill(m *model.Model, get func(name string) ([]float32, []int, error), sourc
 		if err != nil {
 			return fmt.Errorf("hf: %s: tensor %q: %w", source, t.Name, err)
 		}
-		if !sameShape(shape, t.Shape) {
+		if !slices.Equal(shape, t.Shape) {
 			return fmt.Errorf("hf: %s: tensor %q has shape %v, the config implies %v", source, t.Name, shape, t.Shape)
 		}
 		copy(m.Params[t.Offset:t.Offset+t.Len()], data)
 	}
 	return nil
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Save writes m to dir as config.json and model.safetensors (dtype F32 or

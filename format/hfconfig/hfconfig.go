@@ -19,6 +19,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"rlvr/internal/atomicfile"
 )
 
 // The supported architectures, as named in config.json's "architectures".
@@ -501,7 +503,7 @@ func Write(path string, c *Config) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(path, data); err != nil {
+	if err := atomicfile.WriteBytes(path, data); err != nil {
 		return fmt.Errorf("hfconfig: %w", err)
 	}
 	return nil

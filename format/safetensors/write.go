@@ -1,7 +1,6 @@
 package safetensors
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"encoding/binary"
@@ -10,10 +9,10 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
+
+	"rlvr/internal/atomicfile"
 )
 
 // Tensor is a named float32 tensor to write.
@@ -48,7 +47,7 @@ func Write(path string, tensors []Tensor, metadata map[string]string, dtype DTyp
 		}
 	}
 	header := encodeHeader(sorted, metadata, dtype)
-	err := writeAtomic(path, func(w io.Writer) error {
+	err := atomicfile.Write(path, func(w io.Writer) error {
 		return writeTo(w, header, sorted, dtype)
 	})
 	if err != nil {
@@ -161,44 +160,4 @@ func writeTo(w io.Writer, header []byte, tensors []Tensor, dtype DType) error {
 	}
 	_, err := w.Write(buf)
 	return err
-}
-
-// writeAtomic writes a file by calling write on a temporary file in the same
-// directory, syncing it and renaming it to path.
-func writeAtomic(path string, write func(io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	if err := write(w); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil { // make the rename durable
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }
