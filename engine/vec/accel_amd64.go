@@ -229,14 +229,73 @@ AVX2 static void rl_mix(float* restrict o, const float* restrict p, const float*
 	for (long c = 0; c < chunks; c++) _mm256_storeu_ps(o + 8 * c, acc[c]);
 }
 
+// rl_scores2 is rl_scores for two query heads sharing their keys: each
+// key block is loaded once for both.
+AVX2 static void rl_scores2(float* restrict p0, float* restrict p1, const float* restrict q0, const float* restrict q1,
+		const float* restrict kt, long capacity, long L, long hd, float scale) {
+	long j = 0;
+	__m256 vs = _mm256_set1_ps(scale);
+	for (; j + 8 <= L; j += 8) {
+		__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+		for (long i = 0; i < hd; i++) {
+			__m256 kv = _mm256_loadu_ps(kt + i * capacity + j);
+			a0 = _mm256_fmadd_ps(_mm256_set1_ps(q0[i]), kv, a0);
+			a1 = _mm256_fmadd_ps(_mm256_set1_ps(q1[i]), kv, a1);
+		}
+		_mm256_storeu_ps(p0 + j, _mm256_mul_ps(a0, vs));
+		_mm256_storeu_ps(p1 + j, _mm256_mul_ps(a1, vs));
+	}
+	for (; j < L; j++) {
+		float d0 = 0, d1 = 0;
+		for (long i = 0; i < hd; i++) { d0 += q0[i] * kt[i * capacity + j]; d1 += q1[i] * kt[i * capacity + j]; }
+		p0[j] = d0 * scale;
+		p1[j] = d1 * scale;
+	}
+}
+
+// rl_mix2 is rl_mix for two heads sharing their values (hd a multiple of 8,
+// at most 32): each value row is loaded once for both.
+AVX2 static void rl_mix2(float* restrict o0, float* restrict o1, const float* restrict p0, const float* restrict p1,
+		const float* restrict v, long L, long hd) {
+	long chunks = hd / 8;
+	__m256 a[4], b[4];
+	for (long c = 0; c < chunks; c++) a[c] = b[c] = _mm256_setzero_ps();
+	for (long j = 0; j < L; j++) {
+		__m256 w0 = _mm256_set1_ps(p0[j]), w1 = _mm256_set1_ps(p1[j]);
+		for (long c = 0; c < chunks; c++) {
+			__m256 x = _mm256_loadu_ps(v + j * hd + 8 * c);
+			a[c] = _mm256_fmadd_ps(w0, x, a[c]);
+			b[c] = _mm256_fmadd_ps(w1, x, b[c]);
+		}
+	}
+	for (long c = 0; c < chunks; c++) {
+		_mm256_storeu_ps(o0 + 8 * c, a[c]);
+		_mm256_storeu_ps(o1 + 8 * c, b[c]);
+	}
+}
+
 AVX2 static void rlvr_decode_attention(float* out, long out_stride, const float* q, long q_stride,
 		const float* k, const float* v, long capacity, const int32_t* slot, const int32_t* n, long S,
 		long H, long KV, long hd, float scale, float* p) {
 	FTZ_BEGIN
 	long rep = H / KV, kvw = KV * hd;
 	int wide = hd % 8 == 0 && hd <= 128;
+	int pairs = rep == 2 && hd % 8 == 0 && hd <= 32; // both heads of a group in one pass
 	for (long s = 0; s < S; s++) {
 		long L = n[s];
+		if (pairs) {
+			for (long g = 0; g < KV; g++) {
+				const float* q0 = q + s * q_stride + 2 * g * hd;
+				const float* kt = k + (slot[s] * kvw + g * hd) * capacity;
+				const float* vb = v + (slot[s] * kvw + g * hd) * capacity;
+				float* o0 = out + s * out_stride + 2 * g * hd;
+				rl_scores2(p, p + L, q0, q0 + hd, kt, capacity, L, hd, scale);
+				rl_softmax_row(p, L);
+				rl_softmax_row(p + L, L);
+				rl_mix2(o0, o0 + hd, p, p + L, vb, L, hd);
+			}
+			continue;
+		}
 		for (long h = 0; h < H; h++) {
 			long g = h / rep;
 			const float* qh = q + s * q_stride + h * hd;
@@ -312,7 +371,7 @@ func decodeAttentionC(out []float32, outStride int, q []float32, qStride int, k,
 		panic("vec: attention length exceeds the cache capacity")
 	}
 	_, _ = k[(maxSlot+1)*kvw*capacity-1], v[(maxSlot+1)*kvw*capacity-1]
-	_, _, _ = out[(S-1)*outStride+H*hd-1], q[(S-1)*qStride+H*hd-1], scratch[maxN-1]
+	_, _, _ = out[(S-1)*outStride+H*hd-1], q[(S-1)*qStride+H*hd-1], scratch[2*maxN-1]
 	C.rlvr_decode_attention(fp(out), C.long(outStride), fp(q), C.long(qStride), fp(k), fp(v), C.long(capacity),
 		(*C.int32_t)(unsafe.Pointer(&slot[0])), (*C.int32_t)(unsafe.Pointer(&n[0])), C.long(S),
 		C.long(H), C.long(KV), C.long(hd), C.float(scale), fp(scratch))

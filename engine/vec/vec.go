@@ -57,7 +57,7 @@ func ExpShiftSum(dst, src []float32, shift float32) float64 {
 // sequence s uses cache slot slot[s] and its first n[s] positions, head h
 // the key/value head h/(H/KV). Keys are stored transposed per slot, (KV,
 // hd, capacity); values per slot as (KV, capacity, hd). out gets S rows
-// (stride outStride) of H·hd values. scratch holds at least max(n) floats.
+// (stride outStride) of H·hd values. scratch holds at least 2·max(n) floats.
 func DecodeAttention(out []float32, outStride int, q []float32, qStride int, k, v []float32, capacity int, slot, n []int32, H, KV, hd int, scale float32, scratch []float32) {
 	if accelerated {
 		decodeAttentionC(out, outStride, q, qStride, k, v, capacity, slot, n, H, KV, hd, scale, scratch)

@@ -63,12 +63,12 @@ func TestKernelsMatchReference(t *testing.T) {
 	// the vectorized widths and an odd width.
 	H, KV, S, capacity := 4, 2, 3, 20
 	slot, n := []int32{2, 0, 1}, []int32{7, 1, 19}
-	for _, hd := range []int{8, 16, 64, 6} {
+	for _, hd := range []int{8, 16, 24, 32, 64, 6} {
 		k, v := randn(r, 3*capacity*KV*hd, 1), randn(r, 3*capacity*KV*hd, 1)
 		q := randn(r, S*(H+2)*hd, 1)
 		a1, a2 := make([]float32, S*H*hd), make([]float32, S*H*hd)
-		decodeAttentionGo(a1, H*hd, q, (H+2)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, make([]float32, 19))
-		decodeAttentionC(a2, H*hd, q, (H+2)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, make([]float32, 19))
+		decodeAttentionGo(a1, H*hd, q, (H+2)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, make([]float32, 38))
+		decodeAttentionC(a2, H*hd, q, (H+2)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, make([]float32, 38))
 		close(t, "decode attention", a2, a1, 1e-5)
 	}
 }
@@ -81,7 +81,7 @@ func TestDecodeAttentionReference(t *testing.T) {
 	k, v := randn(r, 2*capacity*KV*hd, 1), randn(r, 2*capacity*KV*hd, 1)
 	q := randn(r, H*hd, 1)
 	out := make([]float32, H*hd)
-	DecodeAttention(out, H*hd, q, H*hd, k, v, capacity, []int32{1}, []int32{5}, H, KV, hd, 0.5, make([]float32, 5))
+	DecodeAttention(out, H*hd, q, H*hd, k, v, capacity, []int32{1}, []int32{5}, H, KV, hd, 0.5, make([]float32, 10))
 	kt, vb := k[capacity*hd:], v[capacity*hd:] // slot 1
 	for h := 0; h < H; h++ {
 		var w [5]float64
@@ -137,7 +137,7 @@ func BenchmarkDecodeAttention(b *testing.B) {
 	for s := range slot {
 		slot[s], n[s] = int32(s), int32(L)
 	}
-	scratch := make([]float32, capacity)
+	scratch := make([]float32, 2*capacity)
 	for b.Loop() {
 		DecodeAttention(out, H*hd, q, (H+2*KV)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, scratch)
 	}
