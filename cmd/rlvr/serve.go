@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"rlvr/checkpoint"
+	"rlvr/sample"
+	"rlvr/serve"
+)
+
+func serveCmd() *cobra.Command {
+	var (
+		modelPath, tokPath, name string
+		cfg                      serve.Config
+		verbose                  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve a local model over the OpenAI API",
+		Long: `serve answers /v1/models, /v1/chat/completions and /v1/completions (with
+streaming) from a local model, batching concurrent requests into one forward
+pass. It listens on loopback unless --addr says otherwise; set --token when
+it does not.`,
+		Example: `  rlvr serve --model ../shared/data/stories260K/stories260K.bin
+  curl -s localhost:8000/v1/completions -d '{"model":"stories260K","prompt":"Once upon a time","max_tokens":40}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := checkpoint.Open(modelPath, tokPath)
+			if err != nil {
+				return err
+			}
+			if name == "" {
+				name = l.Name
+			}
+			level := slog.LevelInfo
+			if verbose {
+				level = slog.LevelDebug
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			srv, err := serve.New(cfg, serve.Model{Name: name, Generator: sample.New(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer,
+				Chat: l.Chat, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq})
+			if err != nil {
+				return err
+			}
+			addr := cfg.Addr
+			if addr == "" {
+				addr = "127.0.0.1:8000"
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "serving %s on http://%s/v1\n", name, ln.Addr())
+			done := make(chan error, 1)
+			go func() { done <- srv.Serve(ln) }()
+			select {
+			case err := <-done:
+				if !errors.Is(err, http.ErrServerClosed) {
+					return err
+				}
+				return nil
+			case <-cmd.Context().Done():
+			}
+			// Let in-flight requests finish.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return srv.Shutdown(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&modelPath, "model", "runs/pretrain", "model: Hugging Face directory or llama2.c .bin file")
+	f.StringVar(&tokPath, "tokenizer", "", "tokenizer file (default: beside the model)")
+	f.StringVar(&name, "name", "", "model id clients ask for (default: the model's directory or file name)")
+	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:8000", "listen address")
+	f.StringVar(&cfg.Token, "token", "", "bearer token required on /v1 requests")
+	f.IntVar(&cfg.MaxTokens, "max-tokens", 0, "largest max_tokens a request may ask for (0: 4096)")
+	f.IntVar(&cfg.MaxN, "max-n", 0, "largest n a request may ask for (0: 16)")
+	f.IntVar(&cfg.MaxBatch, "max-batch", 0, "sequences sampled together at most (0: 64)")
+	f.DurationVar(&cfg.BatchWindow, "batch-window", 0, "how long an idle server waits for more requests to batch (0: 2ms)")
+	f.BoolVar(&verbose, "verbose", false, "log every request")
+	return cmd
+}
