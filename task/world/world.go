@@ -13,7 +13,6 @@
 package world
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -23,7 +22,8 @@ import (
 // operands, which operators.
 type Level struct {
 	Name    string
-	Ops     int    // operations in the chain
+	Ops     int    // operations in the chain (at least)
+	MaxOps  int    // if above Ops, the count is drawn from [Ops, MaxOps]
 	MaxOp   int    // operands of + and − are drawn from [1, MaxOp]
 	MaxMul  int    // multipliers are drawn from [2, MaxMul]; 0 forbids ×
 	Allowed string // operators to draw from, among "+-*"
@@ -37,16 +37,22 @@ var Levels = []Level{
 	{Name: "mul-add", Ops: 2, MaxOp: 99, MaxMul: 9, Allowed: "*+"},
 	{Name: "three-ops", Ops: 3, MaxOp: 99, MaxMul: 9, Allowed: "+-*"},
 	{Name: "four-ops", Ops: 4, MaxOp: 999, MaxMul: 9, Allowed: "+-*"},
-	{Name: "six-ops", Ops: 6, MaxOp: 999, MaxMul: 9, Allowed: "+-*"},
+	{Name: "five-six-ops", Ops: 5, MaxOps: 6, MaxOp: 999, MaxMul: 9, Allowed: "+-*"},
 }
 
-// Problem is one generated question with its exact answer and reference
-// solution.
+// Problem is one generated question with its exact answer.
 type Problem struct {
 	Level    int
-	Question string   // e.g. "(12+7)*3-5"
-	Steps    []string // e.g. "12+7=19", one per operation
+	Question string // e.g. "(12+7)*3-5"
+	First    int64  // the first operand
+	Ops      []Step // the operations, applied left to right
 	Answer   int64
+}
+
+// Step is one operation of a problem's chain.
+type Step struct {
+	Op  byte // '+', '-' or '*'
+	Arg int64
 }
 
 // Generate draws a problem of the given level (an index into Levels).
@@ -56,10 +62,14 @@ func Generate(r *rand.Rand, level int) Problem {
 	if strings.HasPrefix(lv.Allowed, "*") { // "d·NN + c": start from a product
 		acc = int64(10 + r.IntN(90))
 	}
-	p := Problem{Level: level}
+	p := Problem{Level: level, First: acc}
 	expr := strconv.FormatInt(acc, 10)
 	lastAdd := false // whether expr ends in + or − at top level
-	for i := 0; i < lv.Ops; i++ {
+	ops := lv.Ops
+	if lv.MaxOps > ops {
+		ops += r.IntN(lv.MaxOps - ops + 1)
+	}
+	for i := 0; i < ops; i++ {
 		op := lv.Allowed[r.IntN(len(lv.Allowed))]
 		if lv.Allowed == "*+" { // one product, then additions
 			op = "*+"[min(i, 1)]
@@ -74,21 +84,13 @@ func Generate(r *rand.Rand, level int) Problem {
 		if op == '-' && arg > acc { // keep every intermediate non-negative
 			op = '+'
 		}
-		prev := acc
-		switch op {
-		case '+':
-			acc += arg
-		case '-':
-			acc -= arg
-		case '*':
-			acc *= arg
-		}
+		acc = apply(acc, op, arg)
 		if op == '*' && lastAdd {
 			expr = "(" + expr + ")"
 		}
 		expr += string(op) + strconv.FormatInt(arg, 10)
 		lastAdd = op != '*'
-		p.Steps = append(p.Steps, fmt.Sprintf("%d%c%d=%d", prev, op, arg, acc))
+		p.Ops = append(p.Ops, Step{Op: op, Arg: arg})
 	}
 	p.Question, p.Answer = expr, acc
 	return p
@@ -100,7 +102,8 @@ func (p Problem) Prompt() string { return "Q:" + p.Question + "\n" }
 // Solution is the reference solution: each step on its own line, then the
 // answer after "####".
 func (p Problem) Solution() string {
-	return strings.Join(p.Steps, "\n") + "\n####" + strconv.FormatInt(p.Answer, 10) + "\n"
+	s, _ := Solve(p, 0)
+	return s
 }
 
 // Mix draws n problems with levels chosen uniformly from levels, from a

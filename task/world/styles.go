@@ -1,0 +1,98 @@
+package world
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+)
+
+// A Style is one way of writing a solution, with its own format and its own
+// systematic slip: the world's heterogeneous "expert models" (MEML-GRPO's
+// Table 1 in miniature). Style 0 is the reference solution and never slips;
+// each other style slips on a different kind of step, and only on about
+// half of the steps of that kind (chosen by a hash, so a style always makes
+// the same mistakes on the same problem), so their errors overlap little.
+type Style struct {
+	Name string
+	// Slip describes the mistake the style makes, for documentation.
+	Slip string
+	// line writes one step; wrong is the (possibly slipped) result.
+	line func(a int64, op byte, b, result int64) string
+	// slip returns the style's result for a step, and whether it slipped.
+	slip func(style int, a int64, op byte, b int64) (int64, bool)
+}
+
+// Styles are the world's solution styles; index i is Expert i.
+var Styles = []Style{
+	{Name: "reference", Slip: "none",
+		line: func(a int64, op byte, b, r int64) string { return fmt.Sprintf("%d%c%d=%d", a, op, b, r) },
+		slip: func(int, int64, byte, int64) (int64, bool) { return 0, false }},
+	{Name: "spaced", Slip: "drops the carry into the hundreds when both the units and the tens carry",
+		line: func(a int64, op byte, b, r int64) string { return fmt.Sprintf("%d %c %d = %d", a, op, b, r) },
+		slip: func(style int, a int64, op byte, b int64) (int64, bool) {
+			if op != '+' || (a%10+b%10) < 10 || (a/10%10+b/10%10+1) < 10 || !coin(style, a, op, b) {
+				return 0, false
+			}
+			return a + b - 100, true
+		}},
+	{Name: "arrow", Slip: "subtracts the units the wrong way round instead of borrowing",
+		line: func(a int64, op byte, b, r int64) string { return fmt.Sprintf("%d%c%d -> %d", a, op, b, r) },
+		slip: func(style int, a int64, op byte, b int64) (int64, bool) {
+			if op != '-' || a%10 >= b%10 || !coin(style, a, op, b) {
+				return 0, false
+			}
+			return (a - a%10) - (b - b%10) + (b%10 - a%10), true
+		}},
+	{Name: "worded", Slip: "is ten short on products by 7, 8 or 9 of two-digit numbers",
+		line: func(a int64, op byte, b, r int64) string {
+			return fmt.Sprintf("%d %s %d is %d", a, map[byte]string{'+': "plus", '-': "minus", '*': "times"}[op], b, r)
+		},
+		slip: func(style int, a int64, op byte, b int64) (int64, bool) {
+			if op != '*' || b < 7 || a < 10 || !coin(style, a, op, b) {
+				return 0, false
+			}
+			return a*b - 10, true
+		}},
+}
+
+// coin is a fair, deterministic coin per style and step.
+func coin(style int, a int64, op byte, b int64) bool {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%d|%d%c%d", style, a, op, b)
+	return h.Sum32()&1 == 0
+}
+
+// Solve writes p's solution in style s: one line per step, each step
+// continuing from the previous (possibly slipped) result, then the final
+// answer after "####". It returns the text and the answer it reached.
+func Solve(p Problem, s int) (string, int64) {
+	st := Styles[s]
+	var b strings.Builder
+	var acc int64
+	for i, step := range p.Ops {
+		a := acc
+		if i == 0 {
+			a = p.First
+		}
+		r := apply(a, step.Op, step.Arg)
+		if w, slipped := st.slip(s, a, step.Op, step.Arg); slipped {
+			r = w
+		}
+		b.WriteString(st.line(a, step.Op, step.Arg, r))
+		b.WriteByte('\n')
+		acc = r
+	}
+	b.WriteString("####" + strconv.FormatInt(acc, 10) + "\n")
+	return b.String(), acc
+}
+
+func apply(a int64, op byte, b int64) int64 {
+	switch op {
+	case '+':
+		return a + b
+	case '-':
+		return a - b
+	}
+	return a * b
+}
