@@ -29,7 +29,10 @@ type PretrainConfig struct {
 	Schedule    optim.Schedule    // learning rate over Steps
 	AdamW       optim.AdamWConfig // optimizer hyperparameters
 	GradClip    float32           // global gradient-norm clip; 0 disables
-	Levels      []int             // world levels the corpus mixes
+	Levels      []int             // world levels evaluated
+	// Corpus is the mix of documents trained on (its Levels are the levels
+	// drawn from); the loss covers the model's own turns only.
+	Corpus world.CorpusConfig
 	// EvalProblems is how many held-out problems per level the final
 	// evaluation scores.
 	EvalProblems int
@@ -44,7 +47,8 @@ func DefaultPretrain() PretrainConfig {
 		Model: model.Tiny(0), Seed: 1, Steps: 1000, BatchTokens: 4096,
 		Schedule: optim.Schedule{Kind: optim.Cosine, PeakLR: 3e-3, WarmupSteps: 50, TotalSteps: 1000, MinLRRatio: 0.1},
 		AdamW:    optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.01},
-		GradClip: 1, Levels: []int{0, 1, 2, 3}, EvalProblems: 200, Out: "runs/pretrain",
+		GradClip: 1, Levels: []int{0, 1, 2, 3}, Corpus: world.DefaultCorpus([]int{0, 1, 2, 3, 4, 5}),
+		EvalProblems: 200, Out: "runs/pretrain",
 	}
 }
 
@@ -78,25 +82,29 @@ type PretrainResult struct {
 // encodeProblem is BOS, the prompt and the solution, EOS, with the number
 // of prompt tokens (including BOS).
 func encodeProblem(tok *tokenizer.ByteTokenizer, p world.Problem) ([]int32, int) {
-	prompt := tok.Encode(p.Prompt())
-	sol := tok.Encode(p.Solution())
-	seq := make([]int32, 0, len(prompt)+len(sol)+2)
-	seq = append(seq, tokenizer.ByteBOS)
-	for _, t := range prompt {
-		seq = append(seq, int32(t))
-	}
-	for _, t := range sol {
-		seq = append(seq, int32(t))
-	}
-	return append(seq, tokenizer.ByteEOS), len(prompt) + 1
+	d := encodeDocument(tok, world.Document{Spans: []world.Span{{Text: p.Prompt()}, {Text: p.Solution(), Train: true}}})
+	return append(d.Tokens, d.Targets[len(d.Targets)-1]), len(tok.Encode(p.Prompt())) + 1
 }
 
-// datum makes a next-token datum of seq weighting the positions that
-// predict tokens from index from on.
-func datum(seq []int32, from int) backend.Datum {
+// encodeDocument makes a next-token datum of BOS, the document and EOS,
+// weighting the positions that predict a trained span's tokens (and the
+// EOS after a final trained span).
+func encodeDocument(tok *tokenizer.ByteTokenizer, d world.Document) backend.Datum {
+	seq := []int32{tokenizer.ByteBOS}
+	train := []bool{false}
+	for _, s := range d.Spans {
+		for _, t := range tok.Encode(s.Text) {
+			seq = append(seq, int32(t))
+			train = append(train, s.Train)
+		}
+	}
+	seq = append(seq, tokenizer.ByteEOS)
+	train = append(train, d.Spans[len(d.Spans)-1].Train)
 	w := make([]float32, len(seq)-1)
-	for i := from - 1; i < len(w); i++ {
-		w[i] = 1
+	for i := range w {
+		if train[i+1] {
+			w[i] = 1
+		}
 	}
 	return backend.Datum{Tokens: seq[:len(seq)-1], Targets: seq[1:], Weights: w}
 }
@@ -121,8 +129,16 @@ func Pretrain(ctx context.Context, cfg PretrainConfig, progress func(Progress)) 
 	start := time.Now()
 	// The corpus is an endless seeded stream; held-out problems come from
 	// another seed.
-	stream := world.Mix(cfg.Seed, cfg.Steps*cfg.BatchTokens/16+1, cfg.Levels)
-	next := 0
+	corpus := world.NewCorpus(cfg.Corpus, cfg.Seed)
+	next := func() backend.Datum {
+		for {
+			// Documents longer than the model's context are skipped.
+			if d := encodeDocument(tok, corpus.Next()); d.Len() <= cfg.Model.MaxSeq {
+				return d
+			}
+		}
+	}
+	pending := next()
 	for step := 0; step < cfg.Steps; step++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -130,14 +146,10 @@ func Pretrain(ctx context.Context, cfg PretrainConfig, progress func(Progress)) 
 		t0 := time.Now()
 		var batch []backend.Datum
 		tokens := 0
-		for next < len(stream) {
-			seq, _ := encodeProblem(tok, stream[next])
-			if tokens+len(seq)-1 > cfg.BatchTokens && len(batch) > 0 {
-				break
-			}
-			batch = append(batch, datum(seq, 1))
-			tokens += len(seq) - 1
-			next++
+		for tokens+pending.Len() <= cfg.BatchTokens || len(batch) == 0 {
+			batch = append(batch, pending)
+			tokens += pending.Len()
+			pending = next()
 		}
 		if err := backend.Aggregate(batch, backend.TokenMean, 0); err != nil {
 			return nil, err

@@ -99,7 +99,7 @@ func (c Config) Validate() error {
 // benchmark's shape family: a Llama-style decoder small enough to train in
 // minutes on a CPU.
 func Tiny(vocab int) Config {
-	return Config{Vocab: vocab, Dim: 128, Layers: 4, Heads: 4, KVHeads: 4, Hidden: 344, MaxSeq: 256, RopeTheta: 10000, NormEps: 1e-5}
+	return Config{Vocab: vocab, Dim: 128, Layers: 4, Heads: 4, KVHeads: 4, Hidden: 344, MaxSeq: 512, RopeTheta: 10000, NormEps: 1e-5}
 }
 
 // BenchConfig is the engine benchmark's shape (4 layers, d_model 256, 4

@@ -60,7 +60,7 @@ func TestReflectOnStyleSlips(t *testing.T) {
 			}
 			// The wrong trajectory in the reference format: re-solve the
 			// style's numbers step by step.
-			r, ok := Reflect(p, correct, reformat(p, s))
+			r, ok := Reflect(p, correct, referenceFormat(p, s))
 			if !ok {
 				t.Fatalf("no bifurcation between %q and %q", correct, wrongText)
 			}
@@ -77,22 +77,6 @@ func TestReflectOnStyleSlips(t *testing.T) {
 	if _, err := ParseReflection("S:1+1=2\nH:x\n"); err == nil || !strings.Contains(err.Error(), `"C:"`) {
 		t.Fatalf("missing critique: %v", err)
 	}
-}
-
-// reformat writes style s's (possibly slipped) numbers in the reference
-// format, as a policy that learned the reference format would.
-func reformat(p Problem, s int) string {
-	var b strings.Builder
-	acc := p.First
-	for _, st := range p.Ops {
-		r := apply(acc, st.Op, st.Arg)
-		if w, slipped := Styles[s].slip(s, acc, st.Op, st.Arg); slipped {
-			r = w
-		}
-		b.WriteString(Styles[0].line(acc, st.Op, st.Arg, r) + "\n")
-		acc = r
-	}
-	return b.String()
 }
 
 func FuzzParsers(f *testing.F) {
