@@ -222,7 +222,11 @@ func (s *Server) validate(err error, n *int, prompts, maxNew int, maxParam strin
 		fields = append(fields, api.FieldError{Param: maxParam, Message: fmt.Sprintf("%d is above this server's limit of %d", maxNew, s.cfg.MaxTokens)})
 	}
 	if seqs := prompts * nn; nn >= 1 && nn <= s.cfg.MaxN && seqs > s.cfg.MaxBatch {
-		fields = append(fields, api.FieldError{Param: "prompt", Message: fmt.Sprintf("%d prompts × n=%d ask for %d sequences; this server samples at most %d per request", prompts, nn, seqs, s.cfg.MaxBatch)})
+		param := "prompt"
+		if prompts == 1 {
+			param = "n"
+		}
+		fields = append(fields, api.FieldError{Param: param, Message: fmt.Sprintf("%d prompts × n=%d ask for %d sequences; this server samples at most %d per request", prompts, nn, seqs, s.cfg.MaxBatch)})
 	}
 	if len(fields) == 0 {
 		return nil
@@ -304,7 +308,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, badRequest("messages", "cannot render the conversation with model %q's chat template: %v", m.Name, err))
 		return
 	}
-	prompt := toInt32(m.Tokenizer.Encode(text))
+	prompt := m.encode(text)
 	p := req.SampleParams()
 	if p.MaxTokens, e = s.budget(m, len(prompt), maxNew, maxParam, s.cfg.MaxTokens, "messages"); e != nil {
 		s.fail(w, e)
@@ -344,7 +348,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	var prompts [][]int32
 	for _, t := range req.Prompt.Texts {
-		prompts = append(prompts, toInt32(m.Tokenizer.Encode(t)))
+		prompts = append(prompts, m.encode(t))
 	}
 	vocab := m.Tokenizer.VocabSize()
 	for i, ids := range req.Prompt.Tokens {

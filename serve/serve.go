@@ -59,6 +59,10 @@ type Model struct {
 	// prompt (see ChatFunc). Nil means the model serves only
 	// /v1/completions.
 	Chat func(msgs []tokenizer.Message) (string, error)
+	// Encode turns a text prompt into tokens, adding what the model
+	// expects in front (a BOS token for llama2.c and Llama-2 models). Nil
+	// means Tokenizer.Encode.
+	Encode func(text string) []int32
 	// StopTokens end every sample (an end-of-sequence token, <|im_end|>,
 	// <|eot_id|>...). Empty means the tokenizer's EOS token, if it has one.
 	StopTokens []int32
@@ -332,4 +336,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.log.Info("serve: stopped")
 	return nil
+}
+
+// encode turns a prompt into tokens the way the model expects.
+func (m *Model) encode(text string) []int32 {
+	if m.Encode != nil {
+		return m.Encode(text)
+	}
+	return toInt32(m.Tokenizer.Encode(text))
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -98,12 +99,13 @@ func do(t *testing.T, method, url, token string, body any) (*http.Response, []by
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err) // not Fatal: do runs in goroutines too
+		return &http.Response{Header: http.Header{}}, nil
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
 	}
 	return resp, data
 }
@@ -112,7 +114,7 @@ func decode[T any](t *testing.T, data []byte) T {
 	t.Helper()
 	var v T
 	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatalf("decoding %s: %v", data, err)
+		t.Errorf("decoding %s: %v", data, err)
 	}
 	return v
 }
@@ -337,16 +339,18 @@ func stream(t *testing.T, ctx context.Context, url string, body any) []string {
 	req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(data))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err) // not Fatal: stream runs in goroutines too
+		return nil
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("status %d, Content-Type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+		t.Errorf("status %d, Content-Type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+		return nil
 	}
 	events, done := readSSE(t, resp.Body)
 	if !done {
-		t.Fatalf("stream ended without [DONE]; events: %q", events)
+		t.Errorf("stream ended without [DONE]; events: %q", events)
 	}
 	return events
 }
@@ -688,7 +692,8 @@ func TestClientDisconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bufio.NewReader(resp.Body).ReadString('\n')
+	for sc := bufio.NewScanner(resp.Body); sc.Scan() && !strings.Contains(sc.Text(), `"content"`); {
+	} // sampling has started
 	cancel()
 	resp.Body.Close()
 	deadline := time.Now().Add(3 * time.Second)
@@ -705,9 +710,9 @@ func TestClientDisconnect(t *testing.T) {
 }
 
 func TestGracefulShutdown(t *testing.T) {
-	started := make(chan struct{}, 4)
+	started := make(chan int, 4)
 	gen := &servetest.Generator{Decoder: byteTok, EOS: -1, Delay: 3 * time.Millisecond,
-		OnBatch: func([]sample.Request) { started <- struct{}{} }}
+		OnBatch: func(reqs []sample.Request) { started <- len(reqs) }}
 	srv, err := serve.New(serve.Config{Logger: quiet}, toyModels(gen)...)
 	if err != nil {
 		t.Fatal(err)
@@ -722,27 +727,37 @@ func TestGracefulShutdown(t *testing.T) {
 
 	type reply struct {
 		status int
-		text   string
+		tokens int
 		done   time.Time
 	}
 	replies := make(chan reply, 2)
 	go func() {
 		resp, data := do(t, "POST", url, "", api.ChatCompletionRequest{Model: "toy", Messages: user("x"), MaxTokens: ptr(60)})
-		var text string
+		var tokens int
 		if resp.StatusCode == 200 {
-			text = decode[api.ChatCompletionResponse](t, data).Choices[0].Message.Content
+			tokens = decode[api.ChatCompletionResponse](t, data).Usage.CompletionTokens
 		}
-		replies <- reply{resp.StatusCode, text, time.Now()}
+		replies <- reply{resp.StatusCode, tokens, time.Now()}
 	}()
 	go func() {
-		var text string
-		for _, ev := range stream(t, context.Background(), url, api.ChatCompletionRequest{Model: "toy", Messages: user("y"), MaxTokens: ptr(60), Stream: true}) {
-			text += decode[api.ChatCompletionChunk](t, []byte(ev)).Choices[0].Delta.Content
+		var tokens int
+		req := api.ChatCompletionRequest{Model: "toy", Messages: user("y"), MaxTokens: ptr(60), Stream: true,
+			StreamOptions: &api.StreamOptions{IncludeUsage: true}}
+		for _, ev := range stream(t, context.Background(), url, req) {
+			if u := decode[api.ChatCompletionChunk](t, []byte(ev)).Usage; u != nil {
+				tokens = u.CompletionTokens
+			}
 		}
-		replies <- reply{200, text, time.Now()}
+		replies <- reply{200, tokens, time.Now()}
 	}()
-	<-started
-	time.Sleep(10 * time.Millisecond) // let both requests reach the server
+	for n := 0; n < 2; { // both requests are sampling
+		select {
+		case k := <-started:
+			n += k
+		case <-time.After(5 * time.Second):
+			t.Fatal("the requests never reached the generator")
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
@@ -751,8 +766,8 @@ func TestGracefulShutdown(t *testing.T) {
 	stopped := time.Now()
 	for range 2 {
 		r := <-replies
-		if r.status != 200 || len(r.text) != 60 {
-			t.Errorf("in-flight request: status %d, %d bytes of text", r.status, len(r.text))
+		if r.status != 200 || r.tokens != 60 {
+			t.Errorf("in-flight request: status %d, %d tokens, want 60", r.status, r.tokens)
 		}
 		if r.done.After(stopped) {
 			t.Error("Shutdown returned before an in-flight request finished")
@@ -763,6 +778,15 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if _, err := http.Post(url, "application/json", strings.NewReader(`{}`)); err == nil {
 		t.Error("the server still accepts connections after Shutdown")
+	}
+}
+
+func waitFor(t *testing.T, c <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the generator was never called")
 	}
 }
 
@@ -779,12 +803,12 @@ func TestShutdownDeadline(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		body := `{"model": "toy", "messages": [{"role": "user", "content": "x"}], "max_tokens": 4000}`
+		body := `{"model": "toy", "messages": [{"role": "user", "content": "x"}], "max_tokens": 400}`
 		if resp, err := http.Post("http://"+ln.Addr().String()+"/v1/chat/completions", "application/json", strings.NewReader(body)); err == nil {
 			resp.Body.Close()
 		}
 	}()
-	<-started
+	waitFor(t, started)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	begin := time.Now()
@@ -794,7 +818,11 @@ func TestShutdownDeadline(t *testing.T) {
 	if d := time.Since(begin); d > 2*time.Second {
 		t.Errorf("Shutdown took %v", d)
 	}
-	<-done
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the in-flight request outlived Shutdown's deadline")
+	}
 	deadline := time.Now().Add(2 * time.Second)
 	for gen.Cancelled() == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
@@ -859,4 +887,38 @@ func TestNew(t *testing.T) {
 			t.Errorf("New(%d models) = %v, want an error mentioning %q", len(tc.models), err, tc.mention)
 		}
 	}
+}
+
+func FuzzHandler(f *testing.F) {
+	srv, err := serve.New(serve.Config{Logger: quiet, MaxTokens: 64, BatchWindow: -1}, toyModels(toyGen())...)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { srv.Shutdown(context.Background()) })
+	h := srv.Handler()
+	f.Add("/v1/chat/completions", `{"model":"toy","messages":[{"role":"user","content":"hi"}],"max_tokens":5,"stream":true,"stop":["a"]}`)
+	f.Add("/v1/chat/completions", `{"model":"toy","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"n":2,"logprobs":true}`)
+	f.Add("/v1/completions", `{"model":"plain","prompt":[[1,2,3]],"max_tokens":3,"logprobs":0,"stream":true}`)
+	f.Add("/v1/completions", `{"model":"plain","prompt":["a","b"],"n":2,"stop":"b"}`)
+	f.Fuzz(func(t *testing.T, path, body string) {
+		if path != "/v1/chat/completions" && path != "/v1/completions" {
+			path = "/v1/completions"
+		}
+		req := httptest.NewRequest("POST", path, strings.NewReader(body))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		switch rec.Code {
+		case 200:
+			if !json.Valid(rec.Body.Bytes()) && !strings.HasPrefix(rec.Body.String(), "data: ") {
+				t.Errorf("200 with a body that is neither JSON nor a stream: %q", rec.Body)
+			}
+		case 400, 404, 413:
+			var e api.ErrorResponse
+			if json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Error.Message == "" {
+				t.Errorf("%d without an error envelope: %q", rec.Code, rec.Body)
+			}
+		default:
+			t.Errorf("status %d for %q: %s", rec.Code, body, rec.Body)
+		}
+	})
 }

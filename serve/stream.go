@@ -311,7 +311,7 @@ func (g *generation) finish(out *sse, choices []choiceStream, results [][]sample
 			rest := ""
 			if final := g.text(comp); strings.HasPrefix(final, c.sent) {
 				rest = final[len(c.sent):]
-			}
+			} // else the Generator's text disagrees with its streamed tokens; what was sent stands
 			if rest != "" || len(c.pending) > 0 {
 				out.event(g.chunk(i, rest, c.pending, &c.offset, ""))
 			}

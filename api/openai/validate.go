@@ -26,6 +26,7 @@ type FieldError struct {
 	Unsupported bool // valid OpenAI, but not something rlvr's server does
 }
 
+// Error returns "openai: param: message".
 func (e FieldError) Error() string { return "openai: " + e.Param + ": " + e.Message }
 
 // ValidationError lists every bad field of a request, in field order.

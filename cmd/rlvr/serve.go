@@ -47,7 +47,7 @@ it does not.`,
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			srv, err := serve.New(cfg, serve.Model{Name: name, Generator: sample.New(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer,
-				Chat: l.Chat, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq})
+				Chat: l.Chat, Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq})
 			if err != nil {
 				return err
 			}

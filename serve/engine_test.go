@@ -1,0 +1,94 @@
+package serve_test
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+
+	api "rlvr/api/openai"
+	"rlvr/checkpoint"
+	client "rlvr/client/openai"
+	"rlvr/internal/shareddata"
+	"rlvr/sample"
+	"rlvr/serve"
+)
+
+// countingSampler records the largest batch the server handed the real
+// sampler.
+type countingSampler struct {
+	*sample.Sampler
+	mu      sync.Mutex
+	largest int
+}
+
+func (c *countingSampler) Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
+	c.mu.Lock()
+	c.largest = max(c.largest, len(reqs))
+	c.mu.Unlock()
+	return c.Sampler.Sample(ctx, reqs)
+}
+
+// TestServeRealModel serves llama2.c's stories260K through the engine's
+// sampler and calls it with the client package over loopback: concurrent
+// greedy requests are batched together and each answer equals what the
+// sampler gives that prompt alone.
+func TestServeRealModel(t *testing.T) {
+	l, err := checkpoint.Open(shareddata.Path(t, "stories260K/stories260K.bin"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := &countingSampler{Sampler: sample.New(l.Model, l.Tokenizer)}
+	srv, err := serve.New(serve.Config{}, serve.Model{Name: "stories", Generator: gen, Tokenizer: l.Tokenizer,
+		Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Shutdown(context.Background())
+	c := client.New(client.Config{BaseURL: "http://" + ln.Addr().String() + "/v1", Model: "stories"})
+
+	prompts := []string{"Once upon a time", "The dog", "Lily and Tom", "One day", "The sun", "A little bird", "Sam had", "Mom said"}
+	want := make([]string, len(prompts))
+	direct := sample.New(l.Model, l.Tokenizer)
+	for i, p := range prompts {
+		out, err := direct.Sample(context.Background(), []sample.Request{{Prompt: l.Encode(p), Params: sample.Params{MaxTokens: 30, StopTokens: l.StopTokens}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = l.Decode(out[0][0].Tokens)
+	}
+	var wg sync.WaitGroup
+	got := make([]string, len(prompts))
+	errs := make([]error, len(prompts))
+	for i, p := range prompts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			zero, max := 0.0, 30
+			res, err := c.Complete(context.Background(), &api.CompletionRequest{Prompt: api.Prompt{Texts: []string{p}}, Temperature: &zero, MaxTokens: &max})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			got[i] = res.Choices[0].Text
+		}()
+	}
+	wg.Wait()
+	for i := range prompts {
+		if errs[i] != nil {
+			t.Fatalf("prompt %q: %v", prompts[i], errs[i])
+		}
+		if got[i] != want[i] {
+			t.Errorf("prompt %q: served %q, sampled alone %q", prompts[i], got[i], want[i])
+		}
+	}
+	if gen.largest < 2 {
+		t.Errorf("largest batch %d: concurrent requests were not batched", gen.largest)
+	}
+	t.Logf("largest batch: %d requests", gen.largest)
+}
