@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rlvr/checkpoint"
+	"rlvr/expert"
 	"rlvr/sample"
 	"rlvr/serve"
 )
@@ -21,7 +22,7 @@ func serveCmd() *cobra.Command {
 	var (
 		modelPath, tokPath, name string
 		cfg                      serve.Config
-		verbose                  bool
+		verbose, worldExperts    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -34,20 +35,27 @@ it does not.`,
   curl -s localhost:8000/v1/completions -d '{"model":"stories260K","prompt":"Once upon a time","max_tokens":40}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := checkpoint.Open(modelPath, tokPath)
-			if err != nil {
-				return err
+			var models []serve.Model
+			if worldExperts {
+				models = expert.WorldModels()
 			}
-			if name == "" {
-				name = l.Name
+			if !worldExperts || cmd.Flags().Changed("model") {
+				l, err := checkpoint.Open(modelPath, tokPath)
+				if err != nil {
+					return err
+				}
+				if name == "" {
+					name = l.Name
+				}
+				models = append(models, serve.Model{Name: name, Generator: sample.New(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer,
+					Chat: l.Chat, Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq})
 			}
 			level := slog.LevelInfo
 			if verbose {
 				level = slog.LevelDebug
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			srv, err := serve.New(cfg, serve.Model{Name: name, Generator: sample.New(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer,
-				Chat: l.Chat, Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq})
+			srv, err := serve.New(cfg, models...)
 			if err != nil {
 				return err
 			}
@@ -59,7 +67,9 @@ it does not.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "serving %s on http://%s/v1\n", name, ln.Addr())
+			for _, m := range models {
+				fmt.Fprintf(cmd.ErrOrStderr(), "serving %s on http://%s/v1\n", m.Name, ln.Addr())
+			}
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
 			select {
@@ -87,5 +97,6 @@ it does not.`,
 	f.IntVar(&cfg.MaxBatch, "max-batch", 0, "sequences sampled together at most (0: 64)")
 	f.DurationVar(&cfg.BatchWindow, "batch-window", 0, "how long an idle server waits for more requests to batch (0: 2ms)")
 	f.BoolVar(&verbose, "verbose", false, "log every request")
+	f.BoolVar(&worldExperts, "world-experts", false, "serve the built-in world's scripted experts as models E0 (reference) to E3")
 	return cmd
 }

@@ -1,0 +1,113 @@
+// Package expert is the expert pool methods consult: scripted experts of
+// the built-in world, served like any model over the OpenAI API, and the
+// client side that asks a pool of OpenAI-compatible endpoints in parallel.
+package expert
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"rlvr/format/tokenizer"
+	"rlvr/sample"
+	"rlvr/serve"
+	"rlvr/task/world"
+)
+
+// Scripted answers world questions in one of the world's solution styles
+// (world.Styles), slips included: the built-in world's heterogeneous
+// expert models. It implements serve.Generator, so it is served over HTTP
+// like a model, and is safe for concurrent use.
+//
+// A prompt is read as text; its last "Q:" line is the question. A prompt
+// without a readable question gets a reply saying so, as a real model's
+// unhelpful answer would be.
+type Scripted struct {
+	Style     int
+	Tokenizer tokenizer.Encoder
+}
+
+// Sample implements serve.Generator.
+func (s Scripted) Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
+	out := make([][]sample.Completion, len(reqs))
+	for i, r := range reqs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		ids := make([]int, len(r.Prompt))
+		for k, t := range r.Prompt {
+			ids[k] = int(t)
+		}
+		text := s.answer(s.Tokenizer.Decode(ids))
+		for _, stop := range r.Params.Stop {
+			if k := strings.Index(text, stop); k >= 0 {
+				text = text[:k]
+			}
+		}
+		var toks []int32
+		for _, t := range s.Tokenizer.Encode(text) {
+			toks = append(toks, int32(t))
+		}
+		finish := sample.FinishStop
+		if max := r.Params.MaxTokens; max > 0 && len(toks) > max {
+			toks, finish = toks[:max], sample.FinishLength
+			text = s.Tokenizer.Decode(int32s(toks))
+		}
+		c := sample.Completion{Tokens: toks, Logprobs: make([]float32, len(toks)), Text: text, Finish: finish}
+		for k := 0; k < max(r.Params.N, 1); k++ {
+			if r.OnToken != nil {
+				for _, t := range toks {
+					r.OnToken(k, t, 0)
+				}
+			}
+			out[i] = append(out[i], c)
+		}
+	}
+	return out, nil
+}
+
+// answer is the style's solution to the prompt's question.
+func (s Scripted) answer(prompt string) string {
+	i := strings.LastIndex(prompt, "Q:")
+	if i < 0 {
+		return "I see no question (a line starting Q:).\n"
+	}
+	line, _, _ := strings.Cut(prompt[i:], "\n")
+	p, err := world.ParseQuestion(line)
+	if err != nil {
+		return fmt.Sprintf("I cannot read the question %q.\n", line)
+	}
+	text, _ := world.Solve(p, s.Style)
+	return text
+}
+
+func int32s(v []int32) []int {
+	out := make([]int, len(v))
+	for i, t := range v {
+		out[i] = int(t)
+	}
+	return out
+}
+
+// WorldModels returns the world's experts as served models named E0 (the
+// reference) to E<n-1>, on the byte tokenizer. Chat requests are read as
+// the concatenation of their messages.
+func WorldModels() []serve.Model {
+	tok := tokenizer.NewByteTokenizer()
+	chat := func(msgs []tokenizer.Message) (string, error) {
+		var b strings.Builder
+		for _, m := range msgs {
+			b.WriteString(m.Content)
+			if !strings.HasSuffix(m.Content, "\n") {
+				b.WriteByte('\n')
+			}
+		}
+		return b.String(), nil
+	}
+	var ms []serve.Model
+	for i := range world.Styles {
+		ms = append(ms, serve.Model{Name: fmt.Sprintf("E%d", i), Generator: Scripted{Style: i, Tokenizer: tok},
+			Tokenizer: tok, Chat: chat, StopTokens: []int32{tokenizer.ByteEOS}})
+	}
+	return ms
+}
