@@ -35,6 +35,6 @@ func rootCmd() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().IntVar(&threads, "threads", 0, "goroutines the engine splits work across (0: one per CPU)")
-	root.AddCommand(pretrainCmd(), generateCmd(), serveCmd(), benchCmd())
+	root.AddCommand(pretrainCmd(), generateCmd(), serveCmd(), evalCmd(), benchCmd())
 	return root
 }

@@ -16,6 +16,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+
+	"rlvr/task"
 )
 
 // Level is a difficulty setting: how many operations, how large the
@@ -113,6 +115,23 @@ func Mix(seed uint64, n int, levels []int) []Problem {
 	out := make([]Problem, n)
 	for i := range out {
 		out[i] = Generate(r, levels[r.IntN(len(levels))])
+	}
+	return out
+}
+
+// Example is the problem as a task example: the prompt, the answer and the
+// reference solution.
+func (p Problem) Example() task.Example {
+	return task.Example{ID: "world/" + Levels[p.Level].Name + "/" + p.Question, Prompt: p.Prompt(),
+		Answer: strconv.FormatInt(p.Answer, 10), Solution: p.Solution(), Kind: task.Math,
+		Meta: map[string]string{"level": Levels[p.Level].Name}}
+}
+
+// Examples draws n problems of the given levels as task examples.
+func Examples(seed uint64, n int, levels []int) []task.Example {
+	out := make([]task.Example, 0, n)
+	for _, p := range Mix(seed, n, levels) {
+		out = append(out, p.Example())
 	}
 	return out
 }

@@ -1,0 +1,104 @@
+package eval
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"rlvr/sample"
+	"rlvr/task/world"
+)
+
+// styleGenerator answers world prompts the way the scripted experts do:
+// "@E<i>" picks style i, no expert prompt means the reference; sampled
+// calls (temperature > 0) alternate styles per sample.
+type styleGenerator struct{}
+
+func (styleGenerator) Generate(_ context.Context, prompts []string, p sample.Params) ([][]string, error) {
+	out := make([][]string, len(prompts))
+	for i, text := range prompts {
+		q, _, _ := strings.Cut(text, "\n")
+		prob, err := world.ParseQuestion(q)
+		if err != nil {
+			return nil, err
+		}
+		style := 0
+		if k := strings.Index(text, "@E"); k >= 0 {
+			style = int(text[k+2] - '0')
+		}
+		for n := 0; n < max(p.N, 1); n++ {
+			s := style
+			if p.Temperature > 0 {
+				s = n % len(world.Styles)
+			}
+			sol, _ := world.Solve(prob, s)
+			out[i] = append(out[i], sol)
+		}
+	}
+	return out, nil
+}
+
+// TestRunOnScriptedExperts evaluates the scripted styles, whose answers
+// are known, and checks every figure against a direct count.
+func TestRunOnScriptedExperts(t *testing.T) {
+	problems := world.Mix(3, 300, []int{3, 4, 5})
+	exs := world.Examples(3, 300, []int{3, 4, 5}) // the same problems
+	var experts []string
+	for i := range world.Styles {
+		experts = append(experts, world.ExpertPrompt(i))
+	}
+	rep, err := Run(context.Background(), styleGenerator{}, exs, Config{K: 4, Temperature: 1, Experts: experts, Batch: 37})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Greedy.Mean != 1 {
+		t.Fatalf("the reference style scored %v greedy", rep.Greedy.Mean)
+	}
+	// Direct counts.
+	wrong := make([]int, len(world.Styles))
+	allWrong, right4 := 0, 0
+	for _, p := range problems {
+		all := true
+		c := 0
+		for s := range world.Styles {
+			_, ans := world.Solve(p, s)
+			if ans != p.Answer {
+				wrong[s]++
+			} else {
+				c++
+			}
+			all = all && ans != p.Answer
+		}
+		if all {
+			allWrong++
+		}
+		right4 += c
+	}
+	for s, e := range rep.Experts {
+		if got := rep.Overlap.Rows[s].Errors; got != wrong[s] {
+			t.Errorf("%s: %d errors, counted %d", e.Name, got, wrong[s])
+		}
+	}
+	if rep.Overlap.AllWrong != allWrong || allWrong != 0 {
+		t.Errorf("all wrong %d, counted %d (the reference is always right)", rep.Overlap.AllWrong, allWrong)
+	}
+	if rep.Overlap.Rows[1].CorrectedByOthers != wrong[1] {
+		t.Errorf("every slip of E1 is corrected by the reference: %d of %d", rep.Overlap.Rows[1].CorrectedByOthers, wrong[1])
+	}
+	if want := float64(right4) / float64(4*len(problems)); abs(rep.AvgAtK-want) > 1e-12 {
+		t.Errorf("avg@4 %v, counted %v", rep.AvgAtK, want)
+	}
+	if rep.PassAtK[4] != 1 || rep.MajAtK < rep.AvgAtK {
+		t.Errorf("pass@4 %v maj@4 %v avg@4 %v", rep.PassAtK[4], rep.MajAtK, rep.AvgAtK)
+	}
+	if !strings.Contains(rep.Table(), "wrong for every expert") {
+		t.Error("table lacks the overlap line")
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
