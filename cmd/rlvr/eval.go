@@ -16,10 +16,10 @@ import (
 func evalCmd() *cobra.Command {
 	var (
 		modelPath, tokPath, endpoint, endpointModel, apiKey, data string
-		levels                                                   []int
-		problems, experts                                        int
-		cfg                                                      eval.Config
-		asJSON                                                   bool
+		levels                                                    []int
+		problems, experts                                         int
+		cfg                                                       eval.Config
+		asJSON                                                    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "eval",
