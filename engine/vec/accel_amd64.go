@@ -231,10 +231,35 @@ AVX2 static void rl_mix(float* restrict o, const float* restrict p, const float*
 
 // rl_scores2 is rl_scores for two query heads sharing their keys: each
 // key block is loaded once for both.
+// It also returns each head's largest score in *m0 and *m1.
 AVX2 static void rl_scores2(float* restrict p0, float* restrict p1, const float* restrict q0, const float* restrict q1,
-		const float* restrict kt, long capacity, long L, long hd, float scale) {
+		const float* restrict kt, long capacity, long L, long hd, float scale, float* m0, float* m1) {
 	long j = 0;
 	__m256 vs = _mm256_set1_ps(scale);
+	__m256 x0 = _mm256_set1_ps(-3.0e38f), x1 = x0;
+	// Four key blocks at a time: eight independent FMA chains hide the
+	// FMA latency.
+	for (; j + 32 <= L; j += 32) {
+		__m256 a[4], b[4];
+		for (int r = 0; r < 4; r++) a[r] = b[r] = _mm256_setzero_ps();
+		for (long i = 0; i < hd; i++) {
+			__m256 w0 = _mm256_set1_ps(q0[i]), w1 = _mm256_set1_ps(q1[i]);
+			const float* row = kt + i * capacity + j;
+			for (int r = 0; r < 4; r++) {
+				__m256 kv = _mm256_loadu_ps(row + 8 * r);
+				a[r] = _mm256_fmadd_ps(w0, kv, a[r]);
+				b[r] = _mm256_fmadd_ps(w1, kv, b[r]);
+			}
+		}
+		for (int r = 0; r < 4; r++) {
+			a[r] = _mm256_mul_ps(a[r], vs);
+			b[r] = _mm256_mul_ps(b[r], vs);
+			x0 = _mm256_max_ps(x0, a[r]);
+			x1 = _mm256_max_ps(x1, b[r]);
+			_mm256_storeu_ps(p0 + j + 8 * r, a[r]);
+			_mm256_storeu_ps(p1 + j + 8 * r, b[r]);
+		}
+	}
 	for (; j + 8 <= L; j += 8) {
 		__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
 		for (long i = 0; i < hd; i++) {
@@ -242,25 +267,70 @@ AVX2 static void rl_scores2(float* restrict p0, float* restrict p1, const float*
 			a0 = _mm256_fmadd_ps(_mm256_set1_ps(q0[i]), kv, a0);
 			a1 = _mm256_fmadd_ps(_mm256_set1_ps(q1[i]), kv, a1);
 		}
-		_mm256_storeu_ps(p0 + j, _mm256_mul_ps(a0, vs));
-		_mm256_storeu_ps(p1 + j, _mm256_mul_ps(a1, vs));
+		a0 = _mm256_mul_ps(a0, vs);
+		a1 = _mm256_mul_ps(a1, vs);
+		x0 = _mm256_max_ps(x0, a0);
+		x1 = _mm256_max_ps(x1, a1);
+		_mm256_storeu_ps(p0 + j, a0);
+		_mm256_storeu_ps(p1 + j, a1);
 	}
+	float y0 = hmax8(x0), y1 = hmax8(x1);
 	for (; j < L; j++) {
 		float d0 = 0, d1 = 0;
 		for (long i = 0; i < hd; i++) { d0 += q0[i] * kt[i * capacity + j]; d1 += q1[i] * kt[i * capacity + j]; }
 		p0[j] = d0 * scale;
 		p1[j] = d1 * scale;
+		y0 = p0[j] > y0 ? p0[j] : y0;
+		y1 = p1[j] > y1 ? p1[j] : y1;
 	}
+	*m0 = y0;
+	*m1 = y1;
+}
+
+// rl_exp_row replaces row[0..L) by exp(row − m) and returns the sum: a
+// softmax whose normalization is left to the caller.
+AVX2 static inline float rl_exp_row(float* restrict row, long L, float m) {
+	__m256 vm = _mm256_set1_ps(m), vs = _mm256_setzero_ps();
+	long j = 0;
+	for (; j + 8 <= L; j += 8) {
+		__m256 e = rl_exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
+		_mm256_storeu_ps(row + j, e);
+		vs = _mm256_add_ps(vs, e);
+	}
+	float sum = hsum8(vs);
+	for (; j < L; j++) { float e = rl_exp(row[j] - m); row[j] = e; sum += e; }
+	return sum;
 }
 
 // rl_mix2 is rl_mix for two heads sharing their values (hd a multiple of 8,
 // at most 32): each value row is loaded once for both.
+// The outputs are scaled by s0 and s1 (the softmax normalizations).
 AVX2 static void rl_mix2(float* restrict o0, float* restrict o1, const float* restrict p0, const float* restrict p1,
-		const float* restrict v, long L, long hd) {
+		const float* restrict v, long L, long hd, float s0, float s1) {
 	long chunks = hd / 8;
 	__m256 a[4], b[4];
 	for (long c = 0; c < chunks; c++) a[c] = b[c] = _mm256_setzero_ps();
-	for (long j = 0; j < L; j++) {
+	long j = 0;
+	if (chunks == 1) {
+		// Narrow heads: four rows at a time into separate accumulators, so
+		// the FMAs do not wait on each other.
+		__m256 a1 = _mm256_setzero_ps(), a2 = a1, a3 = a1, b1 = a1, b2 = a1, b3 = a1;
+		for (; j + 4 <= L; j += 4) {
+			__m256 x0 = _mm256_loadu_ps(v + j * hd), x1 = _mm256_loadu_ps(v + (j + 1) * hd);
+			__m256 x2 = _mm256_loadu_ps(v + (j + 2) * hd), x3 = _mm256_loadu_ps(v + (j + 3) * hd);
+			a[0] = _mm256_fmadd_ps(_mm256_set1_ps(p0[j]), x0, a[0]);
+			a1 = _mm256_fmadd_ps(_mm256_set1_ps(p0[j + 1]), x1, a1);
+			a2 = _mm256_fmadd_ps(_mm256_set1_ps(p0[j + 2]), x2, a2);
+			a3 = _mm256_fmadd_ps(_mm256_set1_ps(p0[j + 3]), x3, a3);
+			b[0] = _mm256_fmadd_ps(_mm256_set1_ps(p1[j]), x0, b[0]);
+			b1 = _mm256_fmadd_ps(_mm256_set1_ps(p1[j + 1]), x1, b1);
+			b2 = _mm256_fmadd_ps(_mm256_set1_ps(p1[j + 2]), x2, b2);
+			b3 = _mm256_fmadd_ps(_mm256_set1_ps(p1[j + 3]), x3, b3);
+		}
+		a[0] = _mm256_add_ps(_mm256_add_ps(a[0], a1), _mm256_add_ps(a2, a3));
+		b[0] = _mm256_add_ps(_mm256_add_ps(b[0], b1), _mm256_add_ps(b2, b3));
+	}
+	for (; j < L; j++) {
 		__m256 w0 = _mm256_set1_ps(p0[j]), w1 = _mm256_set1_ps(p1[j]);
 		for (long c = 0; c < chunks; c++) {
 			__m256 x = _mm256_loadu_ps(v + j * hd + 8 * c);
@@ -268,9 +338,10 @@ AVX2 static void rl_mix2(float* restrict o0, float* restrict o1, const float* re
 			b[c] = _mm256_fmadd_ps(w1, x, b[c]);
 		}
 	}
+	__m256 v0 = _mm256_set1_ps(s0), v1 = _mm256_set1_ps(s1);
 	for (long c = 0; c < chunks; c++) {
-		_mm256_storeu_ps(o0 + 8 * c, a[c]);
-		_mm256_storeu_ps(o1 + 8 * c, b[c]);
+		_mm256_storeu_ps(o0 + 8 * c, _mm256_mul_ps(a[c], v0));
+		_mm256_storeu_ps(o1 + 8 * c, _mm256_mul_ps(b[c], v1));
 	}
 }
 
@@ -289,10 +360,10 @@ AVX2 static void rlvr_decode_attention(float* out, long out_stride, const float*
 				const float* kt = k + (slot[s] * kvw + g * hd) * capacity;
 				const float* vb = v + (slot[s] * kvw + g * hd) * capacity;
 				float* o0 = out + s * out_stride + 2 * g * hd;
-				rl_scores2(p, p + L, q0, q0 + hd, kt, capacity, L, hd, scale);
-				rl_softmax_row(p, L);
-				rl_softmax_row(p + L, L);
-				rl_mix2(o0, o0 + hd, p, p + L, vb, L, hd);
+				float m0, m1;
+				rl_scores2(p, p + L, q0, q0 + hd, kt, capacity, L, hd, scale, &m0, &m1);
+				float s0 = rl_exp_row(p, L, m0), s1 = rl_exp_row(p + L, L, m1);
+				rl_mix2(o0, o0 + hd, p, p + L, vb, L, hd, 1.0f / s0, 1.0f / s1);
 			}
 			continue;
 		}

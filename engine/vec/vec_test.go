@@ -61,14 +61,14 @@ func TestKernelsMatchReference(t *testing.T) {
 	}
 	// Decode attention over a cache of 3 slots with GQA, for narrow heads,
 	// the vectorized widths and an odd width.
-	H, KV, S, capacity := 4, 2, 3, 20
-	slot, n := []int32{2, 0, 1}, []int32{7, 1, 19}
+	H, KV, S, capacity := 4, 2, 3, 80
+	slot, n := []int32{2, 0, 1}, []int32{7, 1, 75} // 75: the 32-key blocks, an 8-key block and a tail
 	for _, hd := range []int{8, 16, 24, 32, 64, 6} {
 		k, v := randn(r, 3*capacity*KV*hd, 1), randn(r, 3*capacity*KV*hd, 1)
 		q := randn(r, S*(H+2)*hd, 1)
 		a1, a2 := make([]float32, S*H*hd), make([]float32, S*H*hd)
-		decodeAttentionGo(a1, H*hd, q, (H+2)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, make([]float32, 38))
-		decodeAttentionC(a2, H*hd, q, (H+2)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, make([]float32, 38))
+		decodeAttentionGo(a1, H*hd, q, (H+2)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, make([]float32, 150))
+		decodeAttentionC(a2, H*hd, q, (H+2)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, make([]float32, 150))
 		close(t, "decode attention", a2, a1, 1e-5)
 	}
 }
