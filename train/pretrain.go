@@ -48,7 +48,7 @@ func DefaultPretrain() PretrainConfig {
 		Schedule: optim.Schedule{Kind: optim.Cosine, PeakLR: 3e-3, WarmupSteps: 50, TotalSteps: 1000, MinLRRatio: 0.1},
 		AdamW:    optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.01},
 		GradClip: 1, Levels: []int{0, 1, 2, 3}, Corpus: world.DefaultCorpus([]int{0, 1, 2, 3, 4, 5}),
-		EvalProblems: 200, Out: "runs/pretrain",
+		EvalProblems: 200,
 	}
 }
 
@@ -109,6 +109,46 @@ func encodeDocument(tok *tokenizer.ByteTokenizer, d world.Document) backend.Datu
 	return backend.Datum{Tokens: seq[:len(seq)-1], Targets: seq[1:], Weights: w}
 }
 
+// fit runs steps optimizer steps of token-mean NLL on batches of about
+// batchTokens tokens drawn from next, and returns the first and last
+// steps' losses.
+func fit(ctx context.Context, l backend.Learner, next func() backend.Datum, steps, batchTokens int, sched optim.Schedule, clip float32, progress func(Progress)) (first, last float64, err error) {
+	pending := next()
+	for step := 0; step < steps; step++ {
+		if err := ctx.Err(); err != nil {
+			return first, last, err
+		}
+		t0 := time.Now()
+		var batch []backend.Datum
+		tokens := 0
+		for tokens+pending.Len() <= batchTokens || len(batch) == 0 {
+			batch = append(batch, pending)
+			tokens += pending.Len()
+			pending = next()
+		}
+		if err := backend.Aggregate(batch, backend.TokenMean, 0); err != nil {
+			return first, last, err
+		}
+		out, err := l.ForwardBackward(ctx, batch, backend.Loss{NLL: 1})
+		if err != nil {
+			return first, last, fmt.Errorf("step %d: %w", step, err)
+		}
+		lr := sched.LR(step)
+		if _, err := l.OptimStep(ctx, backend.OptimParams{LearningRate: float32(lr), GradClipNorm: clip}); err != nil {
+			return first, last, fmt.Errorf("step %d: %w", step, err)
+		}
+		loss := out.Metrics.NLL / float64(out.Metrics.Tokens)
+		if step == 0 {
+			first = loss
+		}
+		last = loss
+		if progress != nil {
+			progress(Progress{Step: step + 1, Steps: steps, Loss: loss, LR: lr, TokensPerSec: float64(tokens) / time.Since(t0).Seconds()})
+		}
+	}
+	return first, last, nil
+}
+
 // Pretrain trains a model from scratch on world problems and evaluates it
 // on held-out ones. progress, if not nil, is called after every step.
 func Pretrain(ctx context.Context, cfg PretrainConfig, progress func(Progress)) (*PretrainResult, error) {
@@ -138,38 +178,9 @@ func Pretrain(ctx context.Context, cfg PretrainConfig, progress func(Progress)) 
 			}
 		}
 	}
-	pending := next()
-	for step := 0; step < cfg.Steps; step++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		t0 := time.Now()
-		var batch []backend.Datum
-		tokens := 0
-		for tokens+pending.Len() <= cfg.BatchTokens || len(batch) == 0 {
-			batch = append(batch, pending)
-			tokens += pending.Len()
-			pending = next()
-		}
-		if err := backend.Aggregate(batch, backend.TokenMean, 0); err != nil {
-			return nil, err
-		}
-		out, err := l.ForwardBackward(ctx, batch, backend.Loss{NLL: 1})
-		if err != nil {
-			return nil, fmt.Errorf("step %d: %w", step, err)
-		}
-		lr := cfg.Schedule.LR(step)
-		if _, err := l.OptimStep(ctx, backend.OptimParams{LearningRate: float32(lr), GradClipNorm: cfg.GradClip}); err != nil {
-			return nil, fmt.Errorf("step %d: %w", step, err)
-		}
-		loss := out.Metrics.NLL / float64(out.Metrics.Tokens)
-		if step == 0 {
-			res.FirstLoss = loss
-		}
-		res.LastLoss = loss
-		if progress != nil {
-			progress(Progress{Step: step + 1, Steps: cfg.Steps, Loss: loss, LR: lr, TokensPerSec: float64(tokens) / time.Since(t0).Seconds()})
-		}
+	res.FirstLoss, res.LastLoss, err = fit(ctx, l, next, cfg.Steps, cfg.BatchTokens, cfg.Schedule, cfg.GradClip, progress)
+	if err != nil {
+		return nil, err
 	}
 	res.Elapsed = time.Since(start)
 	for _, level := range cfg.Levels {
@@ -236,4 +247,3 @@ func (r *PretrainResult) Table() string {
 	}
 	return b.String()
 }
-

@@ -48,3 +48,29 @@ func TestPretrainStopsOnCancel(t *testing.T) {
 		t.Fatal("no error from a cancelled run")
 	}
 }
+
+// TestEnsurePretrainedCaches trains once and then finds the model in the
+// cache; a changed knob trains anew.
+func TestEnsurePretrainedCaches(t *testing.T) {
+	t.Setenv("RLVR_CACHE", t.TempDir())
+	cfg := DefaultPretrain()
+	cfg.Model.Dim, cfg.Model.Layers, cfg.Model.Hidden = 32, 1, 64
+	cfg.Steps, cfg.BatchTokens, cfg.EvalProblems = 3, 512, 5
+	cfg.Schedule = optim.Schedule{Kind: optim.Constant, PeakLR: 1e-3, TotalSteps: 3}
+	calls := 0
+	dir, res, err := EnsurePretrained(context.Background(), cfg, func(Progress) { calls++ })
+	if err != nil || calls != 3 {
+		t.Fatalf("first run: %v, %d steps", err, calls)
+	}
+	dir2, res2, err := EnsurePretrained(context.Background(), cfg, func(Progress) { calls++ })
+	if err != nil || dir2 != dir || calls != 3 || res2.LastLoss != res.LastLoss {
+		t.Fatalf("second run trained again or differs: %v %q %q %d", err, dir, dir2, calls)
+	}
+	if _, err := checkpoint.Open(dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Seed++
+	if PretrainedPath(cfg) == dir {
+		t.Fatal("another seed maps to the same cache entry")
+	}
+}

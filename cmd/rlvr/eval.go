@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"rlvr/checkpoint"
 	client "rlvr/client/openai"
 	"rlvr/eval"
 	"rlvr/task"
@@ -58,7 +57,7 @@ experts' majority vote.`,
 			if endpoint != "" {
 				gen = &eval.Remote{Client: client.New(client.Config{BaseURL: endpoint, Model: endpointModel, APIKey: apiKey})}
 			} else {
-				l, err := checkpoint.Open(modelPath, tokPath)
+				l, err := openModel(modelPath, tokPath)
 				if err != nil {
 					return err
 				}
@@ -75,7 +74,7 @@ experts' majority vote.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&modelPath, "model", "runs/pretrain", "local model: Hugging Face directory or llama2.c .bin file")
+	f.StringVar(&modelPath, "model", defaultModel(), "local model: Hugging Face directory or llama2.c .bin file")
 	f.StringVar(&tokPath, "tokenizer", "", "tokenizer file (default: beside the model)")
 	f.StringVar(&endpoint, "endpoint", "", "OpenAI-compatible base URL (e.g. http://localhost:8000/v1) instead of a local model")
 	f.StringVar(&endpointModel, "endpoint-model", "", "model name at the endpoint")

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"rlvr/checkpoint"
 	"rlvr/format/tokenizer"
 	"rlvr/sample"
 )
@@ -29,7 +28,7 @@ prompt is a user message rendered with the model's chat template.`,
   rlvr generate --model ../shared/data/stories260K/stories260K.bin --prompt 'Once upon a time' --temperature 0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := checkpoint.Open(modelPath, tokPath)
+			l, err := openModel(modelPath, tokPath)
 			if err != nil {
 				return err
 			}
@@ -76,7 +75,7 @@ prompt is a user message rendered with the model's chat template.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&modelPath, "model", "runs/pretrain", "model: Hugging Face directory or llama2.c .bin file")
+	f.StringVar(&modelPath, "model", defaultModel(), "model: Hugging Face directory or llama2.c .bin file")
 	f.StringVar(&tokPath, "tokenizer", "", "tokenizer file (default: beside the model)")
 	f.StringVar(&prompt, "prompt", "", "text to continue")
 	f.BoolVar(&chat, "chat", false, "treat --prompt as a user message and apply the chat template")

@@ -11,7 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rlvr/checkpoint"
 	"rlvr/engine/parallel"
+	"rlvr/train"
 )
 
 func main() {
@@ -35,6 +37,19 @@ func rootCmd() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().IntVar(&threads, "threads", 0, "goroutines the engine splits work across (0: one per CPU)")
-	root.AddCommand(pretrainCmd(), generateCmd(), serveCmd(), evalCmd(), benchCmd())
+	root.AddCommand(pretrainCmd(), sftCmd(), generateCmd(), serveCmd(), evalCmd(), benchCmd())
 	return root
+}
+
+// defaultModel is the built-in world's model that rlvr pretrain caches with
+// its default settings.
+func defaultModel() string { return train.PretrainedPath(train.DefaultPretrain()) }
+
+// openModel opens a model, explaining how to get the default one when it is
+// missing.
+func openModel(path, tokenizerPath string) (*checkpoint.Loaded, error) {
+	if _, err := os.Stat(path); err != nil && path == defaultModel() {
+		return nil, fmt.Errorf("no model at %s yet: run `rlvr pretrain` to train the built-in world's model (or pass --model)", path)
+	}
+	return checkpoint.Open(path, tokenizerPath)
 }

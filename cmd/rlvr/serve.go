@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"rlvr/checkpoint"
 	"rlvr/expert"
 	"rlvr/sample"
 	"rlvr/serve"
@@ -40,7 +39,7 @@ it does not.`,
 				models = expert.WorldModels()
 			}
 			if !worldExperts || cmd.Flags().Changed("model") {
-				l, err := checkpoint.Open(modelPath, tokPath)
+				l, err := openModel(modelPath, tokPath)
 				if err != nil {
 					return err
 				}
@@ -87,7 +86,7 @@ it does not.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&modelPath, "model", "runs/pretrain", "model: Hugging Face directory or llama2.c .bin file")
+	f.StringVar(&modelPath, "model", defaultModel(), "model: Hugging Face directory or llama2.c .bin file")
 	f.StringVar(&tokPath, "tokenizer", "", "tokenizer file (default: beside the model)")
 	f.StringVar(&name, "name", "", "model id clients ask for (default: the model's directory or file name)")
 	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:8000", "listen address")
