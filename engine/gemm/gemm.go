@@ -195,13 +195,16 @@ func Naive(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		for j := 0; j < n; j++ {
 			var s float32
 			for p := 0; p < k; p++ {
-				av := a[i*lda+p]
+				var av, bv float32
 				if transA {
 					av = a[p*lda+i]
+				} else {
+					av = a[i*lda+p]
 				}
-				bv := b[p*ldb+j]
 				if transB {
 					bv = b[j*ldb+p]
+				} else {
+					bv = b[p*ldb+j]
 				}
 				s += av * bv
 			}

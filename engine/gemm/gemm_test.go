@@ -145,3 +145,32 @@ func BenchmarkFallback(b *testing.B) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) { benchGemm(b, gonumSerial, n, n, n, false, false) })
 	}
 }
+
+// TestTightSlices gives every kernel slices exactly as long as the shapes
+// need, so no kernel may read past them.
+func TestTightSlices(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	m, n, k := 5, 7, 3
+	for name, f := range kernels() {
+		for _, ta := range []bool{false, true} {
+			for _, tb := range []bool{false, true} {
+				ar, ac, br, bc := m, k, k, n
+				if ta {
+					ar, ac = k, m
+				}
+				if tb {
+					br, bc = n, k
+				}
+				a, b := randSlice(r, ar*ac), randSlice(r, br*bc)
+				c, want := make([]float32, m*n), make([]float32, m*n)
+				Naive(ta, tb, m, n, k, 1, a, ac, b, bc, 0, want, n)
+				f(ta, tb, m, n, k, 1, a, ac, b, bc, 0, c, n)
+				for i := range c {
+					if math.Abs(float64(c[i]-want[i])) > 1e-5 {
+						t.Fatalf("%s ta=%v tb=%v: element %d %v, want %v", name, ta, tb, i, c[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
