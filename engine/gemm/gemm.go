@@ -108,11 +108,7 @@ func SgemmSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 	if m == 0 || n == 0 {
 		return
 	}
-	if selfSplit {
-		kernel(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-		return
-	}
-	Naive(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	kernel(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // checkShapes panics with a precise message when a matrix does not fit its
