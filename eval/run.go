@@ -63,7 +63,10 @@ type ExpertResult struct {
 // wrong and how many of those another expert gets right; and the problems
 // every expert gets wrong.
 type Overlap struct {
-	Rows     []OverlapRow
+	Rows []OverlapRow
+	// Shared[i][j] counts the problems experts i and j both get wrong (the
+	// diagonal is each expert's errors).
+	Shared   [][]int
 	AllWrong int
 	Problems int
 }
@@ -231,6 +234,17 @@ func overlap(experts []ExpertResult, right [][]bool) *Overlap {
 		}
 		o.Rows = append(o.Rows, row)
 	}
+	o.Shared = make([][]int, len(right))
+	for x := range right {
+		o.Shared[x] = make([]int, len(right))
+		for y := range right {
+			for i := range right[x] {
+				if !right[x][i] && !right[y][i] {
+					o.Shared[x][y]++
+				}
+			}
+		}
+	}
 	for i := 0; i < o.Problems; i++ {
 		all := true
 		for x := range right {
@@ -278,6 +292,18 @@ func (r *Report) Table() string {
 			fmt.Fprintf(&b, "%-10s %9s %8d %20s\n", e.Name, pct(e.Accuracy.Mean), row.Errors, corr)
 		}
 		fmt.Fprintf(&b, "wrong for every expert: %d (%s)\n", r.Overlap.AllWrong, pct(float64(r.Overlap.AllWrong)/float64(r.Overlap.Problems)))
+		b.WriteString("errors shared by each pair:\n          ")
+		for _, e := range r.Experts {
+			fmt.Fprintf(&b, "%7s", e.Name)
+		}
+		b.WriteByte('\n')
+		for i, e := range r.Experts {
+			fmt.Fprintf(&b, "%-10s", e.Name)
+			for j := range r.Experts {
+				fmt.Fprintf(&b, "%7d", r.Overlap.Shared[i][j])
+			}
+			b.WriteByte('\n')
+		}
 		fmt.Fprintf(&b, "majority vote of the experts: %s\n", pct(r.ExpertMajority.Mean))
 	}
 	return b.String()

@@ -79,6 +79,11 @@ func TestRunOnScriptedExperts(t *testing.T) {
 			t.Errorf("%s: %d errors, counted %d", e.Name, got, wrong[s])
 		}
 	}
+	for s := range world.Styles {
+		if rep.Overlap.Shared[s][s] != wrong[s] || rep.Overlap.Shared[0][s] != 0 {
+			t.Errorf("shared errors row %d: %v (errors %d; the reference shares none)", s, rep.Overlap.Shared[s], wrong[s])
+		}
+	}
 	if rep.Overlap.AllWrong != allWrong || allWrong != 0 {
 		t.Errorf("all wrong %d, counted %d (the reference is always right)", rep.Overlap.AllWrong, allWrong)
 	}
