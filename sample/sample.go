@@ -23,8 +23,13 @@ type Params struct {
 	// end-of-sequence token is).
 	StopTokens []int32
 	// Stop strings end a sample when the decoded text contains one; the
-	// text is cut before it and the tokens that completed it are dropped.
+	// text is cut before it and the tokens that completed it are dropped,
+	// unless IncludeStop is set.
 	Stop []string
+	// IncludeStop keeps a stop string: the text is cut after it and the
+	// token that completed it is kept with its logprob (multi-turn
+	// rollouts need every token the policy sampled).
+	IncludeStop bool
 	N    int    // samples per prompt; 0 means 1
 	Seed uint64 // sampling seed; the same seed gives the same samples
 }
@@ -86,6 +91,8 @@ type Completion struct {
 	Logprobs []float32
 	Text     string
 	Finish   Finish
+	// StopString is the stop string that ended the sample, if one did.
+	StopString string
 }
 
 // Decoder turns tokens into text, for stop strings and Completion.Text.

@@ -204,6 +204,16 @@ func TestStopStringsAndTokens(t *testing.T) {
 	if c.Finish != FinishStop || c.Text != text[:i] || !equal(streamed, c.Tokens) {
 		t.Fatalf("stop string: finish %s text %q (want %q), streamed %d of %d tokens", c.Finish, c.Text, text[:i], len(streamed), len(c.Tokens))
 	}
+	// With IncludeStop the stop string and the token that completed it
+	// are kept.
+	kept, err := s.Sample(ctx, []Request{{Prompt: prompt, Params: Params{MaxTokens: 60, Stop: []string{"Lily"}, IncludeStop: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kept[0][0]
+	if k.Text != text[:i+4] || k.StopString != "Lily" || len(k.Tokens) != len(c.Tokens)+1 || len(k.Logprobs) != len(k.Tokens) {
+		t.Fatalf("include stop: text %q, stop %q, %d tokens (without: %d)", k.Text, k.StopString, len(k.Tokens), len(c.Tokens))
+	}
 	// A stop token is kept and ends the sample.
 	stopAt := full[0][0].Tokens[10]
 	st, _ := s.Sample(ctx, []Request{{Prompt: prompt, Params: Params{MaxTokens: 60, StopTokens: []int32{stopAt}}}})

@@ -307,8 +307,17 @@ func (s *Sampler) accept(st *stream, tok int32, lp float32) {
 		text := s.Decoder.Decode(ids)
 		for _, stop := range p.Stop {
 			if i := strings.Index(text, stop); i >= 0 {
-				st.out.Text = text[:i]
-				st.out.Finish, st.done = FinishStop, true
+				st.out.Finish, st.out.StopString, st.done = FinishStop, stop, true
+				if !p.IncludeStop {
+					st.out.Text = text[:i]
+					return
+				}
+				st.out.Text = text[:i+len(stop)]
+				st.out.Tokens = append(st.out.Tokens, tok)
+				st.out.Logprobs = append(st.out.Logprobs, lp)
+				if st.onToken != nil {
+					st.onToken(st.idx, tok, lp)
+				}
 				return
 			}
 		}

@@ -1,0 +1,229 @@
+// Package rollout produces trajectories: a policy's samples for a prompt,
+// in groups, and multi-turn episodes where an environment (experts, tools)
+// answers between the policy's turns. Everything stays in tokens: an
+// episode's history is the concatenation of the tokens each side produced,
+// never re-tokenized from text, and a per-token mask says which tokens the
+// policy produced (trained on) and which came from the environment (not).
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"rlvr/sample"
+)
+
+// Sampler is what rollouts need from a policy: rlvr's local sampler, or a
+// client of a remote inference server that returns tokens and logprobs.
+type Sampler interface {
+	Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error)
+}
+
+// Decoder turns tokens into text, to show responses to verifiers and
+// environments.
+type Decoder interface {
+	Decode(ids []int) string
+}
+
+// Trajectory is one episode after its prompt: every token, whether the
+// policy produced it, and the sampler's logprob of each policy token.
+type Trajectory struct {
+	Prompt   []int32
+	Tokens   []int32   // the response: policy and environment tokens in order
+	Policy   []bool    // per token of Tokens: produced by the policy
+	Logprobs []float32 // per token of Tokens: the sampler's logprob (0 for environment tokens)
+	Text     string    // Tokens decoded
+	Finish   sample.Finish
+	Turns    int // policy turns taken
+	// Env counts what the environment did in this episode (consultations,
+	// replies, failures…), by name.
+	Env map[string]int
+}
+
+// PolicyTokens counts the tokens the policy produced.
+func (t *Trajectory) PolicyTokens() int {
+	n := 0
+	for _, p := range t.Policy {
+		if p {
+			n++
+		}
+	}
+	return n
+}
+
+// Group is G trajectories sampled for one prompt.
+type Group struct {
+	Prompt       []int32
+	Trajectories []Trajectory
+}
+
+// SampleGroups samples g trajectories for each prompt in one batch
+// (single-turn). Each prompt's samples share its seed.
+func SampleGroups(ctx context.Context, s Sampler, dec Decoder, prompts [][]int32, g int, p sample.Params) ([]Group, error) {
+	reqs := make([]sample.Request, len(prompts))
+	for i, pr := range prompts {
+		reqs[i] = sample.Request{Prompt: pr, Params: p}
+		reqs[i].Params.N = g
+		reqs[i].Params.Seed = p.Seed + uint64(i)*1_000_003
+	}
+	out, err := s.Sample(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	groups := make([]Group, len(prompts))
+	for i, cs := range out {
+		groups[i].Prompt = prompts[i]
+		for _, c := range cs {
+			groups[i].Trajectories = append(groups[i].Trajectories, single(prompts[i], c, dec))
+		}
+	}
+	return groups, nil
+}
+
+func single(prompt []int32, c sample.Completion, dec Decoder) Trajectory {
+	t := Trajectory{Prompt: prompt, Tokens: c.Tokens, Logprobs: c.Logprobs, Finish: c.Finish, Turns: 1, Policy: make([]bool, len(c.Tokens))}
+	for i := range t.Policy {
+		t.Policy[i] = true
+	}
+	t.Text = c.Text
+	if t.Text == "" && dec != nil {
+		t.Text = dec.Decode(ints(c.Tokens))
+	}
+	return t
+}
+
+func ints(v []int32) []int {
+	out := make([]int, len(v))
+	for i, t := range v {
+		out[i] = int(t)
+	}
+	return out
+}
+
+// Environment answers a policy between turns of a multi-turn episode.
+type Environment interface {
+	// Respond is called after a policy turn that ended on one of the turn's
+	// stop strings, with the episode so far (prompt excluded, as text and
+	// tokens). It returns the text to append (read by the policy, not
+	// trained on), or done when the episode should end without it.
+	Respond(ctx context.Context, episode int, text string) (reply string, done bool, err error)
+}
+
+// Encoder turns environment text into tokens.
+type Encoder interface {
+	Encode(text string) []int
+}
+
+// Episodes runs multi-turn episodes: each prompt's g samples take turns
+// with env until the policy ends without calling it, maxTurns policy turns
+// are used, or the context is full. A turn stops on any of turnStops
+// (e.g. the end of a consultation line), which the environment then
+// answers. All live episodes advance together, one batched Sample call per
+// turn. p.MaxTokens bounds each turn; maxTokens bounds a whole response.
+func Episodes(ctx context.Context, s Sampler, tok interface {
+	Decoder
+	Encoder
+}, env Environment, prompts [][]int32, g int, p sample.Params, turnStops []string, maxTurns, maxTokens int) ([]Group, error) {
+	if maxTurns < 1 {
+		return nil, fmt.Errorf("rollout: maxTurns %d < 1", maxTurns)
+	}
+	groups := make([]Group, len(prompts))
+	var live []*Trajectory
+	for i, pr := range prompts {
+		groups[i].Prompt = pr
+		groups[i].Trajectories = make([]Trajectory, g)
+		for k := range groups[i].Trajectories {
+			t := &groups[i].Trajectories[k]
+			t.Prompt, t.Env = pr, map[string]int{}
+			live = append(live, t)
+		}
+	}
+	seedOf := map[*Trajectory]uint64{}
+	for i := range groups {
+		for k := range groups[i].Trajectories {
+			seedOf[&groups[i].Trajectories[k]] = p.Seed + uint64(i)*1_000_003 + uint64(k)*7919
+		}
+	}
+	for turn := 0; turn < maxTurns && len(live) > 0; turn++ {
+		reqs := make([]sample.Request, len(live))
+		for i, t := range live {
+			q := p
+			q.N = 1
+			q.Seed = seedOf[t] + uint64(turn)*104_729
+			q.Stop = append(append([]string(nil), p.Stop...), turnStops...)
+			q.IncludeStop = true
+			if left := maxTokens - len(t.Tokens); left < q.MaxTokens || q.MaxTokens == 0 {
+				q.MaxTokens = left
+			}
+			reqs[i] = sample.Request{Prompt: append(append([]int32(nil), t.Prompt...), t.Tokens...), Params: q}
+		}
+		out, err := s.Sample(ctx, reqs)
+		if err != nil {
+			return nil, err
+		}
+		var next []*Trajectory
+		for i, t := range live {
+			c := out[i][0]
+			t.Turns++
+			// The turn's stop string stays in the history (IncludeStop):
+			// it is the policy's call to the environment, sampled with
+			// real logprobs.
+			t.appendPolicy(c.Tokens, c.Logprobs)
+			t.Text = tok.Decode(ints(t.Tokens))
+			t.Finish = c.Finish
+			called := c.StopString != "" && slices.Contains(turnStops, c.StopString)
+			if !called || len(t.Tokens) >= maxTokens || turn == maxTurns-1 {
+				continue
+			}
+			reply, done, err := env.Respond(ctx, indexOf(groups, t), t.Text)
+			if err != nil {
+				return nil, err
+			}
+			if done {
+				continue
+			}
+			r := int32s(tok.Encode(reply))
+			t.Tokens = append(t.Tokens, r...)
+			t.Policy = append(t.Policy, make([]bool, len(r))...)
+			t.Logprobs = append(t.Logprobs, make([]float32, len(r))...)
+			t.Text = tok.Decode(ints(t.Tokens))
+			if len(t.Tokens) < maxTokens {
+				next = append(next, t)
+			}
+		}
+		live = next
+	}
+	return groups, nil
+}
+
+func (t *Trajectory) appendPolicy(toks []int32, lps []float32) {
+	t.Tokens = append(t.Tokens, toks...)
+	t.Logprobs = append(t.Logprobs, lps...)
+	for range toks {
+		t.Policy = append(t.Policy, true)
+	}
+}
+
+func int32s(v []int) []int32 {
+	out := make([]int32, len(v))
+	for i, t := range v {
+		out[i] = int32(t)
+	}
+	return out
+}
+
+// indexOf is an episode's index across groups (group-major), the id the
+// environment sees.
+func indexOf(groups []Group, t *Trajectory) int {
+	n := 0
+	for i := range groups {
+		for k := range groups[i].Trajectories {
+			if &groups[i].Trajectories[k] == t {
+				return n
+			}
+			n++
+		}
+	}
+	return -1
+}
