@@ -1,0 +1,94 @@
+// Package method turns verified groups of trajectories into what the
+// learner trains on: per-token advantages, weights and the loss terms that
+// use them. It is the only place where GRPO, Dr.GRPO, DAPO, REINFORCE++,
+// RFT, SFT, MEML-GRPO, EAPO and MEL differ; this file holds the advantage
+// and reward-shaping math they share.
+package method
+
+import "math"
+
+// GroupAdvantages returns r − mean(r) for one group, divided by the
+// group's standard deviation (unbiased, as TRL computes it) plus eps when
+// normalize is set (GRPO) and left undivided otherwise (Dr.GRPO, which
+// removes the bias toward low-variance questions).
+func GroupAdvantages(rewards []float64, normalize bool, eps float64) []float64 {
+	n := len(rewards)
+	out := make([]float64, n)
+	if n == 0 {
+		return out
+	}
+	mean := Mean(rewards)
+	for i, r := range rewards {
+		out[i] = r - mean
+	}
+	if normalize {
+		sd := StdDev(rewards)
+		for i := range out {
+			out[i] /= sd + eps
+		}
+	}
+	return out
+}
+
+// BatchNormalize divides advantages by the standard deviation over the
+// whole batch (REINFORCE++'s global normalization, applied after a
+// group-mean baseline) and centers them on the batch mean.
+func BatchNormalize(adv []float64, eps float64) {
+	if len(adv) == 0 {
+		return
+	}
+	mean, sd := Mean(adv), StdDev(adv)
+	for i := range adv {
+		adv[i] = (adv[i] - mean) / (sd + eps)
+	}
+}
+
+// Mean is the arithmetic mean (NaN for none).
+func Mean(x []float64) float64 {
+	if len(x) == 0 {
+		return math.NaN()
+	}
+	var s float64
+	for _, v := range x {
+		s += v
+	}
+	return s / float64(len(x))
+}
+
+// StdDev is the unbiased sample standard deviation (0 for fewer than two).
+func StdDev(x []float64) float64 {
+	if len(x) < 2 {
+		return 0
+	}
+	m := Mean(x)
+	var ss float64
+	for _, v := range x {
+		ss += (v - m) * (v - m)
+	}
+	return math.Sqrt(ss / float64(len(x)-1))
+}
+
+// ZeroVariance reports whether every reward of a group is the same: such a
+// group carries no GRPO signal (DAPO drops it and samples more).
+func ZeroVariance(rewards []float64) bool {
+	for _, r := range rewards[min(1, len(rewards)):] {
+		if r != rewards[0] {
+			return false
+		}
+	}
+	return true
+}
+
+// OverlongPenalty is DAPO's soft overlong punishment for a response of
+// length tokens when responses may be maxLen long: 0 up to maxLen − cache,
+// then falling linearly to −1 at maxLen (and −1 beyond).
+func OverlongPenalty(length, maxLen, cache int) float64 {
+	start := maxLen - cache
+	switch {
+	case length <= start:
+		return 0
+	case length >= maxLen || cache <= 0:
+		return -1
+	}
+	return float64(start-length) / float64(cache)
+}
