@@ -47,7 +47,7 @@ func DefaultPretrain() PretrainConfig {
 		Model: model.Tiny(0), Seed: 1, Steps: 4000, BatchTokens: 4096,
 		Schedule: optim.Schedule{Kind: optim.Cosine, PeakLR: 3e-3, WarmupSteps: 100, TotalSteps: 4000, MinLRRatio: 0.1},
 		AdamW:    optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.01},
-		GradClip: 1, Levels: []int{0, 1, 2, 3, 4, 5}, Corpus: world.DefaultCorpus([]int{0, 1, 2, 3, 4, 5}),
+		GradClip: 1, Levels: []int{0, 1, 2, 3, 4, 5, 6}, Corpus: world.DefaultCorpus([]int{0, 1, 2, 3, 4, 5, 6}),
 		EvalProblems: 200,
 	}
 }

@@ -80,7 +80,7 @@ experts' majority vote.`,
 	f.StringVar(&endpointModel, "endpoint-model", "", "model name at the endpoint")
 	f.StringVar(&apiKey, "api-key", "", "bearer token for the endpoint")
 	f.StringVar(&data, "data", "world", "world, or NAME=PATH of a dataset file")
-	f.IntSliceVar(&levels, "levels", []int{0, 1, 2, 3, 4, 5}, "world levels (with --data world)")
+	f.IntSliceVar(&levels, "levels", []int{0, 1, 2, 3, 4, 5, 6}, "world levels (with --data world)")
 	f.IntVar(&problems, "problems", 200, "problems per world level, or in all for a dataset")
 	f.IntVar(&cfg.K, "k", 0, "samples per problem for pass@k, avg@k, maj@k and variance (0: greedy only)")
 	f.Float32Var(&cfg.Temperature, "temperature", 1, "temperature of the k samples")

@@ -32,7 +32,7 @@ func TestStylesSlipOnlyWhereTheySay(t *testing.T) {
 // often all styles err together on the hard levels, the property
 // MEML-GRPO's method relies on.
 func TestStyleErrorsOverlapLittle(t *testing.T) {
-	hard := []int{3, 4, 5}
+	hard := []int{3, 4, 5, 6}
 	problems := Mix(99, 2000, hard)
 	wrong := make([]int, len(Styles))
 	all, anyRight := 0, 0

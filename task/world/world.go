@@ -40,6 +40,7 @@ var Levels = []Level{
 	{Name: "three-ops", Ops: 3, MaxOp: 99, MaxMul: 9, Allowed: "+-*"},
 	{Name: "four-ops", Ops: 4, MaxOp: 999, MaxMul: 9, Allowed: "+-*"},
 	{Name: "five-six-ops", Ops: 5, MaxOps: 6, MaxOp: 999, MaxMul: 9, Allowed: "+-*"},
+	{Name: "seven-eight-ops", Ops: 7, MaxOps: 8, MaxOp: 9999, MaxMul: 19, Allowed: "+-*"},
 }
 
 // Problem is one generated question with its exact answer.
