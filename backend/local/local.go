@@ -121,6 +121,12 @@ func (l *Learner) ForwardBackward(ctx context.Context, batch []backend.Datum, lo
 
 // Logprobs implements backend.Learner.
 func (l *Learner) Logprobs(ctx context.Context, batch []backend.Datum) ([][]float32, error) {
+	return Logprobs(ctx, l.Model, batch)
+}
+
+// Logprobs runs m forward over batch and returns every target's logprob,
+// one slice per datum: a frozen reference model needs no learner.
+func Logprobs(ctx context.Context, m *model.Model, batch []backend.Datum) ([][]float32, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -129,7 +135,7 @@ func (l *Learner) Logprobs(ctx context.Context, batch []backend.Datum) ([][]floa
 		return nil, err
 	}
 	lp := make([]float32, len(b.Tokens))
-	if err := l.Model.Logprobs(b, t.Targets, lp, nil); err != nil {
+	if err := m.Logprobs(b, t.Targets, lp, nil); err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
 	return split(lp, b.Offsets), nil

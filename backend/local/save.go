@@ -50,13 +50,19 @@ func Load(dir string, cfg optim.AdamWConfig) (*Learner, error) {
 		return nil, err
 	}
 	l.HFConfig = hc
+	return l, l.LoadOptimizer(dir)
+}
+
+// LoadOptimizer restores the AdamW state Save wrote to dir, if there is
+// one; without it the optimizer stays as it is.
+func (l *Learner) LoadOptimizer(dir string) error {
 	path := filepath.Join(dir, OptimizerFile)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return l, nil
+		return nil
 	}
 	f, err := safetensors.Open(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
 	mom, _, err1 := f.Float32("adamw.m")
@@ -64,11 +70,11 @@ func Load(dir string, cfg optim.AdamWConfig) (*Learner, error) {
 	step, err3 := strconv.ParseInt(f.Metadata()["step"], 10, 64)
 	for _, e := range []error{err1, err2, err3} {
 		if e != nil {
-			return nil, fmt.Errorf("local: %s: %w", path, e)
+			return fmt.Errorf("local: %s: %w", path, e)
 		}
 	}
 	if err := l.Opt.SetState(mom, vel, step); err != nil {
-		return nil, fmt.Errorf("local: %s: %w", path, err)
+		return fmt.Errorf("local: %s: %w", path, err)
 	}
-	return l, nil
+	return nil
 }

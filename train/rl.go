@@ -1,0 +1,546 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"rlvr/backend"
+	"rlvr/backend/local"
+	"rlvr/checkpoint"
+	"rlvr/engine/optim"
+	"rlvr/eval"
+	"rlvr/internal/atomicfile"
+	"rlvr/method"
+	"rlvr/rollout"
+	"rlvr/sample"
+	"rlvr/task"
+	"rlvr/task/world"
+
+	"gopkg.in/yaml.v3"
+)
+
+// RLConfig is every knob of an RL run, grouped by what it controls. Zero
+// values mean the defaults DefaultRL gives.
+type RLConfig struct {
+	// What is trained and on what.
+	Algorithm method.Algorithm `yaml:"algorithm"` // grpo, dr-grpo, dapo, reinforce++, rft
+	Model     string           `yaml:"model"`     // starting checkpoint; "" is the cached world model
+	Levels    []int            `yaml:"levels"`    // world levels of the training problems
+	Seed      uint64           `yaml:"seed"`      // problems, sampling and everything else
+
+	// Rollouts.
+	Steps          int     `yaml:"steps"`            // optimizer steps × epochs are run per step
+	PromptsPerStep int     `yaml:"prompts_per_step"` // questions per step
+	GroupSize      int     `yaml:"group_size"`       // samples per question (G)
+	MaxTokens      int     `yaml:"max_tokens"`       // response budget (also Dr.GRPO's normalizer)
+	Temperature    float32 `yaml:"temperature"`
+
+	// Optimization.
+	LR          float64           `yaml:"lr"`
+	Warmup      int               `yaml:"warmup"` // warmup steps of the constant schedule
+	AdamW       optim.AdamWConfig `yaml:"adamw"`
+	GradClip    float32           `yaml:"grad_clip"`    // global norm; 0 disables
+	Epochs      int               `yaml:"epochs"`       // passes over each step's batch (PPO epochs)
+	MiniBatches int               `yaml:"mini_batches"` // optimizer steps per epoch
+
+	// Loss. Clip bounds default to the algorithm's (0.2/0.2; DAPO 0.2/0.28).
+	ClipLow     float32             `yaml:"clip_low"`
+	ClipHigh    float32             `yaml:"clip_high"`
+	KL          float32             `yaml:"kl"`           // β of the KL to the starting model, in the loss; 0 disables
+	KLEstimator backend.KLEstimator `yaml:"kl_estimator"` // k1, k2 or k3
+	Entropy     float32             `yaml:"entropy"`      // entropy bonus
+
+	// DAPO's extras (on by default for dapo only).
+	DynamicSampling bool `yaml:"dynamic_sampling"` // drop zero-variance groups, sample more questions
+	MaxResample     int  `yaml:"max_resample"`     // extra sampling rounds per step
+	OverlongBuffer  int  `yaml:"overlong_buffer"`  // soft penalty over the last tokens of the budget; 0 disables
+
+	// Evaluation and checkpoints.
+	EvalEvery       int `yaml:"eval_every"`       // steps between held-out evaluations; 0: only at the end
+	EvalProblems    int `yaml:"eval_problems"`    // held-out problems per level
+	CheckpointEvery int `yaml:"checkpoint_every"` // steps between checkpoints; 0: only at the end
+	KeepLast        int `yaml:"keep_last"`        // checkpoints kept
+}
+
+// DefaultRL is GRPO on the world's hardest level from the cached model:
+// 16 questions × 8 samples per step.
+func DefaultRL() RLConfig {
+	return RLConfig{Algorithm: method.GRPO, Levels: []int{6}, Seed: 1, Steps: 100, PromptsPerStep: 16, GroupSize: 8,
+		MaxTokens: 160, Temperature: 1, LR: 1e-4, Warmup: 5, AdamW: optim.DefaultAdamW(), GradClip: 1, Epochs: 1,
+		MiniBatches: 1, KLEstimator: backend.K3, MaxResample: 3, EvalEvery: 25, EvalProblems: 200, CheckpointEvery: 25, KeepLast: 2}
+}
+
+// Resolve fills algorithm-dependent defaults and reports every
+// inconsistent setting at once.
+func (c *RLConfig) Resolve() error {
+	var errs []string
+	if !slices.Contains(method.Algorithms, c.Algorithm) {
+		errs = append(errs, fmt.Sprintf("algorithm %q is not one of %v", c.Algorithm, method.Algorithms))
+	}
+	if c.Algorithm == method.DAPO {
+		c.DynamicSampling = true
+		if c.OverlongBuffer == 0 {
+			c.OverlongBuffer = c.MaxTokens / 4
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"steps", c.Steps}, {"prompts_per_step", c.PromptsPerStep}, {"group_size", c.GroupSize}, {"max_tokens", c.MaxTokens}, {"epochs", c.Epochs}, {"mini_batches", c.MiniBatches}} {
+		if f.v <= 0 {
+			errs = append(errs, fmt.Sprintf("%s = %d must be positive", f.name, f.v))
+		}
+	}
+	if c.GroupSize == 1 && c.Algorithm != method.RFT {
+		errs = append(errs, "group_size 1 leaves group-relative advantages always zero")
+	}
+	for _, lv := range c.Levels {
+		if lv < 0 || lv >= len(world.Levels) {
+			errs = append(errs, fmt.Sprintf("levels: no world level %d", lv))
+		}
+	}
+	if len(c.Levels) == 0 {
+		errs = append(errs, "levels is empty")
+	}
+	if c.LR <= 0 || c.Temperature <= 0 {
+		errs = append(errs, fmt.Sprintf("lr = %v and temperature = %v must be positive", c.LR, c.Temperature))
+	}
+	if c.OverlongBuffer < 0 || c.OverlongBuffer >= c.MaxTokens && c.OverlongBuffer > 0 {
+		errs = append(errs, fmt.Sprintf("overlong_buffer = %d must be in [0, max_tokens)", c.OverlongBuffer))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("train config: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// StepMetrics are one step's line of metrics.jsonl.
+type StepMetrics struct {
+	Step             int     `json:"step"`
+	RewardMean       float64 `json:"reward_mean"`
+	RewardStd        float64 `json:"reward_std"`
+	Accuracy         float64 `json:"accuracy"`
+	ZeroVarianceFrac float64 `json:"zero_variance_frac"`
+	ResponseLenMean  float64 `json:"response_len_mean"`
+	ClipLowFrac      float64 `json:"clip_low_frac"`
+	ClipHighFrac     float64 `json:"clip_high_frac"`
+	KL               float64 `json:"kl"`
+	Entropy          float64 `json:"entropy"`
+	GradNorm         float64 `json:"grad_norm"`
+	LR               float64 `json:"lr"`
+	TokensPerSec     float64 `json:"tokens_per_sec"`
+	RolloutS         float64 `json:"time_rollout_s"`
+	VerifyS          float64 `json:"time_verify_s"`
+	LearnS           float64 `json:"time_learn_s"`
+	StepS            float64 `json:"step_s"`
+	Resampled        int     `json:"resampled"`
+}
+
+// EvalMetrics are one line of eval.jsonl.
+type EvalMetrics struct {
+	Step       int     `json:"step"`
+	Split      string  `json:"split"`
+	Greedy     float64 `json:"greedy"`
+	GreedyLow  float64 `json:"greedy_low"`
+	GreedyHigh float64 `json:"greedy_high"`
+}
+
+// runState is what a checkpoint records beyond the weights and optimizer.
+type runState struct {
+	Step   int `json:"step"`   // steps completed
+	Cursor int `json:"cursor"` // training problems drawn so far
+}
+
+// RL trains a model with the configured algorithm, writing config, metrics,
+// evaluations and checkpoints to runDir. With resume it continues from the
+// newest checkpoint there. progress, if not nil, gets every step's metrics.
+func RL(ctx context.Context, cfg RLConfig, runDir string, resume bool, progress func(StepMetrics)) error {
+	if err := cfg.Resolve(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return err
+	}
+	start, modelDir := runState{}, cfg.Model
+	if modelDir == "" {
+		modelDir = PretrainedPath(DefaultPretrain())
+	}
+	if resume {
+		if dir, st, ok, err := latestCheckpoint(runDir); err != nil {
+			return err
+		} else if ok {
+			start, modelDir = st, dir
+		}
+	}
+	l, err := checkpoint.Open(modelDir, "")
+	if err != nil {
+		return err
+	}
+	// One copy of the weights: the sampler sees every update.
+	learner, err := local.NewLearner(l.Model, cfg.AdamW)
+	if err != nil {
+		return err
+	}
+	if resume && start.Step > 0 {
+		if err := learner.LoadOptimizer(modelDir); err != nil {
+			return err
+		}
+	}
+	var ref *checkpoint.Loaded
+	if cfg.KL != 0 {
+		base := cfg.Model
+		if base == "" {
+			base = PretrainedPath(DefaultPretrain())
+		}
+		if ref, err = checkpoint.Open(base, ""); err != nil {
+			return err
+		}
+	}
+	fam, err := method.NewFamily(cfg.Algorithm, cfg.MaxTokens)
+	if err != nil {
+		return err
+	}
+	if cfg.ClipLow != 0 {
+		fam.ClipLow = cfg.ClipLow
+	}
+	if cfg.ClipHigh != 0 {
+		fam.ClipHigh = cfg.ClipHigh
+	}
+	fam.RefKL, fam.RefKLEstimator, fam.Entropy = cfg.KL, cfg.KLEstimator, cfg.Entropy
+	if err := writeConfig(runDir, cfg); err != nil {
+		return err
+	}
+	if err := truncateJSONL(filepath.Join(runDir, "metrics.jsonl"), start.Step); err != nil {
+		return err
+	}
+	if err := truncateJSONL(filepath.Join(runDir, "eval.jsonl"), start.Step); err != nil {
+		return err
+	}
+	if start.Step == 0 { // a fresh run starts fresh logs
+		os.Remove(filepath.Join(runDir, "metrics.jsonl"))
+		os.Remove(filepath.Join(runDir, "eval.jsonl"))
+	}
+	sampler := sample.New(l.Model, l.Tokenizer)
+	sched := optim.Schedule{Kind: optim.Constant, PeakLR: cfg.LR, WarmupSteps: cfg.Warmup, TotalSteps: cfg.Steps}
+	train := world.Examples(cfg.Seed, cfg.Steps*cfg.PromptsPerStep*(1+cfg.MaxResample)+1, cfg.Levels)
+	heldOut := world.Examples(cfg.Seed+1_000_000, cfg.EvalProblems*len(cfg.Levels), cfg.Levels)
+	cursor := start.Cursor
+	optSteps := start.Step * cfg.Epochs * cfg.MiniBatches
+	if start.Step == 0 { // the starting model's score, for before/after
+		if err := evaluate(ctx, l, heldOut, 0, runDir, cfg.MaxTokens); err != nil {
+			return err
+		}
+	}
+	for step := start.Step; step < cfg.Steps; step++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		var m StepMetrics
+		m.Step = step + 1
+		// Rollout and verification, resampling for DAPO until the batch
+		// holds enough groups with signal.
+		var kept []method.Scored
+		var rolloutS, verifyS float64
+		var all []method.Scored
+		for round := 0; round <= cfg.MaxResample; round++ {
+			need := cfg.PromptsPerStep - len(kept)
+			if round > 0 && (!cfg.DynamicSampling || need <= 0) {
+				break
+			}
+			batch := train[cursor : cursor+need]
+			cursor += need
+			prompts := make([][]int32, len(batch))
+			for i, e := range batch {
+				prompts[i] = l.Encode(e.Prompt)
+			}
+			tr := time.Now()
+			groups, err := rollout.SampleGroups(ctx, sampler, l.Tokenizer, prompts, cfg.GroupSize,
+				sample.Params{MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature, StopTokens: l.StopTokens,
+					Seed: cfg.Seed*1_000_003 + uint64(step)*7919 + uint64(round)})
+			if err != nil {
+				return fmt.Errorf("step %d: %w", step+1, err)
+			}
+			rolloutS += time.Since(tr).Seconds()
+			tv := time.Now()
+			for i, g := range groups {
+				s := method.Scored{Example: batch[i], Group: g}
+				for _, t := range g.Trajectories {
+					r, _ := eval.Reward(batch[i], t.Text)
+					if cfg.OverlongBuffer > 0 {
+						r += method.OverlongPenalty(t.PolicyTokens(), cfg.MaxTokens, cfg.OverlongBuffer)
+					}
+					s.Rewards = append(s.Rewards, r)
+				}
+				all = append(all, s)
+				if !cfg.DynamicSampling || !method.ZeroVariance(s.Rewards) {
+					kept = append(kept, s)
+				}
+			}
+			verifyS += time.Since(tv).Seconds()
+			if round > 0 {
+				m.Resampled += len(batch)
+			}
+		}
+		fillRolloutMetrics(&m, all)
+		tl := time.Now()
+		terms, _, err := fam.Build(kept)
+		if err != nil {
+			return err
+		}
+		tokens := 0
+		var met backend.Metrics
+		for epoch := 0; epoch < cfg.Epochs; epoch++ {
+			for _, term := range terms {
+				if len(term.Data) == 0 {
+					continue
+				}
+				for mb := 0; mb < cfg.MiniBatches; mb++ {
+					lo, hi := mb*len(term.Data)/cfg.MiniBatches, (mb+1)*len(term.Data)/cfg.MiniBatches
+					data := cloneWeights(term.Data[lo:hi])
+					if ref != nil {
+						if err := refLogprobs(ctx, ref, data); err != nil {
+							return err
+						}
+					}
+					if err := backend.Aggregate(data, term.Aggregation, term.Norm); err != nil {
+						return err
+					}
+					res, err := learner.ForwardBackward(ctx, data, term.Loss)
+					if err != nil {
+						return fmt.Errorf("step %d: %w", step+1, err)
+					}
+					met.Add(res.Metrics)
+					for _, d := range data {
+						tokens += d.Len()
+					}
+					lr := sched.LR(optSteps)
+					sr, err := learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(lr), GradClipNorm: cfg.GradClip})
+					if err != nil {
+						return fmt.Errorf("step %d: %w", step+1, err)
+					}
+					m.GradNorm, m.LR = sr.GradNorm, lr
+					optSteps++
+				}
+			}
+		}
+		m.LearnS = time.Since(tl).Seconds()
+		if met.Tokens > 0 {
+			n := float64(met.Tokens)
+			m.ClipLowFrac, m.ClipHighFrac = float64(met.ClipLow)/n, float64(met.ClipHigh)/n
+			m.KL, m.Entropy = met.RefKL/n, met.Entropy/n
+		}
+		m.RolloutS, m.VerifyS = rolloutS, verifyS
+		m.StepS = time.Since(t0).Seconds()
+		m.TokensPerSec = float64(tokens) / math.Max(m.LearnS, 1e-9)
+		if err := appendJSONL(filepath.Join(runDir, "metrics.jsonl"), m); err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(m)
+		}
+		last := step+1 == cfg.Steps
+		if last || cfg.EvalEvery > 0 && (step+1)%cfg.EvalEvery == 0 {
+			if err := evaluate(ctx, l, heldOut, step+1, runDir, cfg.MaxTokens); err != nil {
+				return err
+			}
+		}
+		if last || cfg.CheckpointEvery > 0 && (step+1)%cfg.CheckpointEvery == 0 {
+			if err := saveCheckpoint(ctx, learner, runDir, runState{Step: step + 1, Cursor: cursor}, cfg.KeepLast); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fillRolloutMetrics summarizes every sampled group of the step.
+func fillRolloutMetrics(m *StepMetrics, groups []method.Scored) {
+	var rewards []float64
+	var lens, correct, zero float64
+	for _, g := range groups {
+		rewards = append(rewards, g.Rewards...)
+		if method.ZeroVariance(g.Rewards) {
+			zero++
+		}
+		for _, t := range g.Trajectories {
+			lens += float64(t.PolicyTokens())
+			if r, _ := eval.Reward(g.Example, t.Text); r > 0 {
+				correct++
+			}
+		}
+	}
+	n := float64(len(rewards))
+	m.RewardMean, m.RewardStd = method.Mean(rewards), method.StdDev(rewards)
+	m.Accuracy, m.ResponseLenMean = correct/n, lens/n
+	m.ZeroVarianceFrac = zero / float64(len(groups))
+}
+
+// cloneWeights copies the datums' weights, which Aggregate scales in
+// place, so later epochs start from the method's weights again.
+func cloneWeights(data []backend.Datum) []backend.Datum {
+	out := make([]backend.Datum, len(data))
+	for i, d := range data {
+		d.Weights = append([]float32(nil), d.Weights...)
+		out[i] = d
+	}
+	return out
+}
+
+// refLogprobs fills the datums' reference logprobs from the frozen model.
+func refLogprobs(ctx context.Context, ref *checkpoint.Loaded, data []backend.Datum) error {
+	lps, err := local.Logprobs(ctx, ref.Model, data)
+	if err != nil {
+		return err
+	}
+	for i := range data {
+		data[i].RefLogprobs = lps[i]
+	}
+	return nil
+}
+
+// evaluate scores greedy accuracy on the held-out problems.
+func evaluate(ctx context.Context, l *checkpoint.Loaded, heldOut []task.Example, step int, runDir string, maxTokens int) error {
+	rep, err := eval.Run(ctx, eval.NewLocal(l), heldOut, eval.Config{MaxTokens: maxTokens})
+	if err != nil {
+		return err
+	}
+	return appendJSONL(filepath.Join(runDir, "eval.jsonl"), EvalMetrics{Step: step, Split: "val",
+		Greedy: rep.Greedy.Mean, GreedyLow: rep.Greedy.Low, GreedyHigh: rep.Greedy.High})
+}
+
+func writeConfig(runDir string, cfg RLConfig) error {
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteBytes(filepath.Join(runDir, "config.yaml"), b)
+}
+
+// appendJSONL appends one JSON line and syncs it.
+func appendJSONL(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// truncateJSONL keeps the lines of a step-indexed JSONL file up to step,
+// dropping what a killed run wrote after its last checkpoint.
+func truncateJSONL(path string, step int) error {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	var keep []byte
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		var v struct {
+			Step int `json:"step"`
+		}
+		if json.Unmarshal([]byte(line), &v) == nil && v.Step <= step && strings.HasSuffix(line, "\n") {
+			keep = append(keep, line...)
+		}
+	}
+	return atomicfile.WriteBytes(path, keep)
+}
+
+// saveCheckpoint writes ckpt-<step>/ (weights, optimizer, run state)
+// atomically and keeps the newest keep.
+func saveCheckpoint(ctx context.Context, l *local.Learner, runDir string, st runState, keep int) error {
+	final := filepath.Join(runDir, fmt.Sprintf("ckpt-%06d", st.Step))
+	tmp := final + ".tmp"
+	os.RemoveAll(tmp)
+	if err := l.Save(ctx, tmp); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(st)
+	if err := atomicfile.WriteBytes(filepath.Join(tmp, "state.json"), b); err != nil {
+		return err
+	}
+	os.RemoveAll(final)
+	if err := os.Rename(tmp, final); err != nil {
+		return err
+	}
+	ckpts, _ := checkpoints(runDir)
+	for len(ckpts) > max(keep, 1) {
+		os.RemoveAll(ckpts[0])
+		ckpts = ckpts[1:]
+	}
+	return nil
+}
+
+// checkpoints lists complete checkpoint directories, oldest first.
+func checkpoints(runDir string) ([]string, error) {
+	entries, err := os.ReadDir(runDir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "ckpt-") && !strings.HasSuffix(e.Name(), ".tmp") {
+			if _, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "ckpt-")); err == nil {
+				out = append(out, filepath.Join(runDir, e.Name()))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func latestCheckpoint(runDir string) (string, runState, bool, error) {
+	ckpts, err := checkpoints(runDir)
+	if err != nil || len(ckpts) == 0 {
+		return "", runState{}, false, nil
+	}
+	dir := ckpts[len(ckpts)-1]
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		return "", runState{}, false, fmt.Errorf("train: %s: %w", dir, err)
+	}
+	var st runState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return "", runState{}, false, fmt.Errorf("train: %s/state.json: %w", dir, err)
+	}
+	return dir, st, true, nil
+}
+
+// LoadRLConfig reads a YAML config over the defaults; unknown keys are
+// errors that name them.
+func LoadRLConfig(path string) (RLConfig, error) {
+	cfg := DefaultRL()
+	f, err := os.Open(path)
+	if err != nil {
+		return cfg, err
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && err.Error() != "EOF" {
+		return cfg, fmt.Errorf("train: %s: %w", path, err)
+	}
+	return cfg, nil
+}
