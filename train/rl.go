@@ -51,12 +51,20 @@ type RLConfig struct {
 	GradClip    float32           `yaml:"grad_clip"`    // global norm; 0 disables
 	Epochs      int               `yaml:"epochs"`       // passes over each step's batch (PPO epochs)
 	MiniBatches int               `yaml:"mini_batches"` // optimizer steps per epoch
+	// MicroBatchTokens bounds the tokens of one forward/backward pass; a
+	// larger mini-batch accumulates gradients over several. 0 means one
+	// pass per mini-batch.
+	MicroBatchTokens int `yaml:"micro_batch_tokens"`
 
 	// Loss. Clip bounds default to the algorithm's (0.2/0.2; DAPO 0.2/0.28).
 	ClipLow     float32             `yaml:"clip_low"`
 	ClipHigh    float32             `yaml:"clip_high"`
-	KL          float32             `yaml:"kl"`           // β of the KL to the starting model, in the loss; 0 disables
+	KL          float32             `yaml:"kl"`           // β of the KL to the starting model; 0 disables
 	KLEstimator backend.KLEstimator `yaml:"kl_estimator"` // k1, k2 or k3
+	// KLInReward subtracts β·KL from each answer's reward (the sum of
+	// the estimator over its tokens, from the sampler's logprobs) instead
+	// of adding the KL term to the loss.
+	KLInReward bool `yaml:"kl_in_reward"`
 	Entropy     float32             `yaml:"entropy"`      // entropy bonus
 
 	// DAPO's extras (on by default for dapo only).
@@ -110,6 +118,9 @@ func (c *RLConfig) Resolve() error {
 	}
 	if len(c.Levels) == 0 {
 		errs = append(errs, "levels is empty")
+	}
+	if c.KL != 0 && !slices.Contains([]backend.KLEstimator{backend.K1, backend.K2, backend.K3}, c.KLEstimator) {
+		errs = append(errs, fmt.Sprintf("kl_estimator %q is not k1, k2 or k3", c.KLEstimator))
 	}
 	if c.LR <= 0 || c.Temperature <= 0 {
 		errs = append(errs, fmt.Sprintf("lr = %v and temperature = %v must be positive", c.LR, c.Temperature))
@@ -215,7 +226,10 @@ func RL(ctx context.Context, cfg RLConfig, runDir string, resume bool, progress 
 	if cfg.ClipHigh != 0 {
 		fam.ClipHigh = cfg.ClipHigh
 	}
-	fam.RefKL, fam.RefKLEstimator, fam.Entropy = cfg.KL, cfg.KLEstimator, cfg.Entropy
+	fam.RefKLEstimator, fam.Entropy = cfg.KLEstimator, cfg.Entropy
+	if !cfg.KLInReward {
+		fam.RefKL = cfg.KL
+	}
 	if err := writeConfig(runDir, cfg); err != nil {
 		return err
 	}
@@ -291,6 +305,13 @@ func RL(ctx context.Context, cfg RLConfig, runDir string, resume bool, progress 
 				m.Resampled += len(batch)
 			}
 		}
+		if ref != nil && cfg.KLInReward {
+			kl, err := rewardKL(ctx, ref, kept, cfg.KL, cfg.KLEstimator)
+			if err != nil {
+				return err
+			}
+			m.KL = kl
+		}
 		fillRolloutMetrics(&m, all)
 		tl := time.Now()
 		terms, _, err := fam.Build(kept)
@@ -307,21 +328,25 @@ func RL(ctx context.Context, cfg RLConfig, runDir string, resume bool, progress 
 				for mb := 0; mb < cfg.MiniBatches; mb++ {
 					lo, hi := mb*len(term.Data)/cfg.MiniBatches, (mb+1)*len(term.Data)/cfg.MiniBatches
 					data := cloneWeights(term.Data[lo:hi])
-					if ref != nil {
+					if term.Loss.RefKL != 0 {
 						if err := refLogprobs(ctx, ref, data); err != nil {
 							return err
 						}
 					}
+					// Aggregation is over the whole mini-batch; the learner's
+					// sums over micro-batches then add up to it exactly.
 					if err := backend.Aggregate(data, term.Aggregation, term.Norm); err != nil {
 						return err
 					}
-					res, err := learner.ForwardBackward(ctx, data, term.Loss)
-					if err != nil {
-						return fmt.Errorf("step %d: %w", step+1, err)
-					}
-					met.Add(res.Metrics)
-					for _, d := range data {
-						tokens += d.Len()
+					for _, micro := range microBatches(data, cfg.MicroBatchTokens) {
+						res, err := learner.ForwardBackward(ctx, micro, term.Loss)
+						if err != nil {
+							return fmt.Errorf("step %d: %w", step+1, err)
+						}
+						met.Add(res.Metrics)
+						for _, d := range micro {
+							tokens += d.Len()
+						}
 					}
 					lr := sched.LR(optSteps)
 					sr, err := learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(lr), GradClipNorm: cfg.GradClip})
@@ -337,7 +362,10 @@ func RL(ctx context.Context, cfg RLConfig, runDir string, resume bool, progress 
 		if met.Tokens > 0 {
 			n := float64(met.Tokens)
 			m.ClipLowFrac, m.ClipHighFrac = float64(met.ClipLow)/n, float64(met.ClipHigh)/n
-			m.KL, m.Entropy = met.RefKL/n, met.Entropy/n
+			m.Entropy = met.Entropy / n
+			if !cfg.KLInReward {
+				m.KL = met.RefKL / n
+			}
 		}
 		m.RolloutS, m.VerifyS = rolloutS, verifyS
 		m.StepS = time.Since(t0).Seconds()
@@ -383,6 +411,75 @@ func fillRolloutMetrics(m *StepMetrics, groups []method.Scored) {
 	m.RewardMean, m.RewardStd = method.Mean(rewards), method.StdDev(rewards)
 	m.Accuracy, m.ResponseLenMean = correct/n, lens/n
 	m.ZeroVarianceFrac = zero / float64(len(groups))
+}
+
+// microBatches splits data into runs of at most maxTokens tokens (at least
+// one datum each); maxTokens 0 keeps it whole.
+func microBatches(data []backend.Datum, maxTokens int) [][]backend.Datum {
+	if maxTokens <= 0 {
+		return [][]backend.Datum{data}
+	}
+	var out [][]backend.Datum
+	start, tokens := 0, 0
+	for i, d := range data {
+		if tokens+d.Len() > maxTokens && i > start {
+			out = append(out, data[start:i])
+			start, tokens = i, 0
+		}
+		tokens += d.Len()
+	}
+	return append(out, data[start:])
+}
+
+// rewardKL subtracts β·Σ_t k(q_t, ref_t) from each answer's reward, with q
+// the sampler's logprobs of the policy's tokens, and returns the mean
+// per-token KL estimate.
+func rewardKL(ctx context.Context, ref *checkpoint.Loaded, groups []method.Scored, beta float32, est backend.KLEstimator) (float64, error) {
+	var data []backend.Datum
+	for _, g := range groups {
+		for i := range g.Trajectories {
+			t := &g.Trajectories[i]
+			full := append(append([]int32(nil), t.Prompt...), t.Tokens...)
+			data = append(data, backend.Datum{Tokens: full[:len(full)-1], Targets: full[1:], Weights: make([]float32, len(full)-1)})
+		}
+	}
+	if len(data) == 0 {
+		return 0, nil
+	}
+	lps, err := local.Logprobs(ctx, ref.Model, data)
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	var tokens int
+	k := 0
+	for gi := range groups {
+		g := &groups[gi]
+		for i := range g.Trajectories {
+			t := &g.Trajectories[i]
+			off := len(t.Prompt) - 1
+			var sum float64
+			for j, pol := range t.Policy {
+				if !pol {
+					continue
+				}
+				d := float64(t.Logprobs[j] - lps[k][off+j])
+				switch est {
+				case backend.K1:
+					sum += d
+				case backend.K2:
+					sum += d * d / 2
+				default:
+					sum += math.Exp(-d) - 1 + d
+				}
+				tokens++
+			}
+			g.Rewards[i] -= float64(beta) * sum
+			total += sum
+			k++
+		}
+	}
+	return total / math.Max(float64(tokens), 1), nil
 }
 
 // cloneWeights copies the datums' weights, which Aggregate scales in

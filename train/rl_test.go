@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"rlvr/backend"
 	"rlvr/engine/model"
 	"rlvr/format/hf"
 	"rlvr/format/safetensors"
@@ -164,3 +166,47 @@ func TestLoadRLConfigRejectsUnknownKeys(t *testing.T) {
 		t.Fatalf("%+v %v", c, err)
 	}
 }
+
+func TestMicroBatches(t *testing.T) {
+	mk := func(n int) backend.Datum { return backend.Datum{Tokens: make([]int32, n)} }
+	data := []backend.Datum{mk(5), mk(5), mk(12), mk(3), mk(3)}
+	var sizes []int
+	for _, mb := range microBatches(data, 10) {
+		sizes = append(sizes, len(mb))
+	}
+	if !reflect.DeepEqual(sizes, []int{2, 1, 2}) {
+		t.Fatalf("micro-batch sizes %v, want [2 1 2]", sizes)
+	}
+	if got := microBatches(data, 0); len(got) != 1 || len(got[0]) != 5 {
+		t.Fatal("0 must keep one pass")
+	}
+}
+
+// TestKLOptionsAndMicroBatchesRun runs the loop with the KL in the loss,
+// with the KL in the reward, and with gradient accumulation: the step-1
+// metrics of accumulation equal one pass's, and a KL is reported.
+func TestKLOptionsAndMicroBatchesRun(t *testing.T) {
+	base := smallRL(t)
+	base.Steps, base.CheckpointEvery = 2, 0
+	run := func(mod func(*RLConfig)) []StepMetrics {
+		c := base
+		mod(&c)
+		dir := filepath.Join(t.TempDir(), "run")
+		if err := RL(context.Background(), c, dir, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		return stable(t, filepath.Join(dir, "metrics.jsonl"))
+	}
+	plain := run(func(*RLConfig) {})
+	micro := run(func(c *RLConfig) { c.MicroBatchTokens = 40 })
+	if plain[0].RewardMean != micro[0].RewardMean || abs(plain[0].GradNorm-micro[0].GradNorm) > 1e-5*plain[0].GradNorm {
+		t.Fatalf("accumulated step differs: %+v vs %+v", plain[0], micro[0])
+	}
+	inLoss := run(func(c *RLConfig) { c.KL = 0.1 })
+	inReward := run(func(c *RLConfig) { c.KL, c.KLInReward = 0.1, true })
+	if inLoss[1].KL <= 0 || inReward[1].KL <= 0 {
+		t.Fatalf("KL not reported: loss %v reward %v", inLoss[1].KL, inReward[1].KL)
+	}
+}
+
+func abs(x float64) float64 { return math.Abs(x) }
