@@ -64,8 +64,8 @@ type RLConfig struct {
 	// KLInReward subtracts β·KL from each answer's reward (the sum of
 	// the estimator over its tokens, from the sampler's logprobs) instead
 	// of adding the KL term to the loss.
-	KLInReward bool `yaml:"kl_in_reward"`
-	Entropy     float32             `yaml:"entropy"`      // entropy bonus
+	KLInReward bool    `yaml:"kl_in_reward"`
+	Entropy    float32 `yaml:"entropy"` // entropy bonus
 
 	// DAPO's extras (on by default for dapo only).
 	DynamicSampling bool `yaml:"dynamic_sampling"` // drop zero-variance groups, sample more questions
