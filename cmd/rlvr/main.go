@@ -37,7 +37,7 @@ func rootCmd() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().IntVar(&threads, "threads", 0, "goroutines the engine splits work across (0: one per CPU)")
-	root.AddCommand(pretrainCmd(), sftCmd(), trainCmd(), generateCmd(), serveCmd(), evalCmd(), benchCmd())
+	root.AddCommand(pretrainCmd(), sftCmd(), trainCmd(), generateCmd(), serveCmd(), evalCmd(), reportCmd(), benchCmd())
 	return root
 }
 

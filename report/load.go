@@ -1,0 +1,532 @@
+package report
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The files of a run directory.
+const (
+	ConfigFile  = "config.yaml"
+	MetricsFile = "metrics.jsonl"
+	EvalFile    = "eval.jsonl"
+	ResultFile  = "result.json"
+)
+
+// Run is what one training run recorded.
+type Run struct {
+	// Name labels the run in legends and tables. Load sets it to the
+	// directory's base name; Render falls back on the algorithm and seed
+	// when two runs share a name.
+	Name string
+	// Dir is the directory the run was loaded from.
+	Dir string
+
+	// Config is config.yaml verbatim, empty when there is none.
+	Config string
+	// Algorithm, Seed and Model are the top-level scalars of those names in
+	// config.yaml, as text; empty when absent.
+	Algorithm, Seed, Model string
+
+	// Steps holds metrics.jsonl's records in step order, one per step.
+	Steps []Step
+	// Evals holds eval.jsonl's records in file order.
+	Evals []Eval
+	// Result is result.json, nil when there is none.
+	Result *Result
+
+	// Warnings lists what Load tolerated: skipped incomplete lines,
+	// repeated steps, fields that are not numbers.
+	Warnings []string
+}
+
+// Step is one optimizer step's metrics.
+type Step struct {
+	// Step is the optimizer step.
+	Step int
+	// Values maps each numeric, non-null field of the record other than
+	// "step" (reward_mean, kl, step_s, …, and any other key) to its value.
+	Values map[string]float64
+}
+
+// Eval is one evaluation of a model.
+type Eval struct {
+	// Step is the training step evaluated, -1 when the record has none.
+	Step int
+	// Split names the evaluation data, such as "val"; it may be empty.
+	Split string
+	// Greedy is the greedy accuracy in [0, 1], and GreedyLow and GreedyHigh
+	// bound its 95% interval. Every float field is NaN when absent.
+	Greedy, GreedyLow, GreedyHigh float64
+	// PassAtK maps k, as a decimal string, to pass@k; nil when absent.
+	PassAtK map[string]float64
+	// AvgAtK and MajAtK are avg@k and maj@k. A record that gives them per k,
+	// as objects, is read as the value at the largest k.
+	AvgAtK, MajAtK float64
+	// Variance is the mean per-problem variance of the k samples' rewards.
+	Variance float64
+}
+
+// Result is the final evaluation of a run.
+type Result struct {
+	Eval
+	// Before is the same evaluation of the starting model, nil when absent.
+	Before *Eval
+}
+
+// ParseError reports a record of a run's file that could not be read.
+type ParseError struct {
+	Path string // the file
+	Line int    // 1-based line number; 0 when unknown
+	Err  error
+}
+
+// Error returns "path:line: err".
+func (e *ParseError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %v", e.Path, e.Line, e.Err)
+	}
+	return fmt.Sprintf("%s: %v", e.Path, e.Err)
+}
+
+// Unwrap returns the underlying error.
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// Value returns the value of the metric key and whether the step has it.
+func (s Step) Value(key string) (float64, bool) {
+	v, ok := s.Values[key]
+	return v, ok
+}
+
+// Series returns the steps that have the metric key and its values there.
+func (r *Run) Series(key string) (steps, values []float64) {
+	for _, s := range r.Steps {
+		if v, ok := s.Values[key]; ok {
+			steps = append(steps, float64(s.Step))
+			values = append(values, v)
+		}
+	}
+	return steps, values
+}
+
+// Keys returns the metric keys that some step has, sorted.
+func (r *Run) Keys() []string {
+	seen := map[string]bool{}
+	for _, s := range r.Steps {
+		for k := range s.Values {
+			seen[k] = true
+		}
+	}
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// LastStep returns the largest step in metrics.jsonl, or failing that in
+// eval.jsonl and result.json, and -1 when there is none.
+func (r *Run) LastStep() int {
+	if n := len(r.Steps); n > 0 {
+		return r.Steps[n-1].Step
+	}
+	last := -1
+	for _, e := range r.Evals {
+		last = max(last, e.Step)
+	}
+	if r.Result != nil {
+		last = max(last, r.Result.Step)
+	}
+	return last
+}
+
+// Load reads the run directory dir. Each file is optional, but dir must hold
+// at least one of them.
+func Load(dir string) (*Run, error) {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("%s: not a run directory", dir)
+	}
+	name := filepath.Base(filepath.Clean(dir))
+	if abs, err := filepath.Abs(dir); err == nil {
+		name = filepath.Base(abs)
+	}
+	r := &Run{Name: name, Dir: dir}
+	found := 0
+
+	path := filepath.Join(dir, ConfigFile)
+	switch b, err := os.ReadFile(path); {
+	case err == nil:
+		found++
+		r.Config = string(b)
+		top, err := topLevelScalars(r.Config)
+		if err != nil {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: %v", path, err))
+		}
+		r.Algorithm, r.Seed, r.Model = top["algorithm"], top["seed"], top["model"]
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+
+	path = filepath.Join(dir, MetricsFile)
+	switch ok, err := readLines(path, &r.Warnings, r.addStep); {
+	case err != nil:
+		return nil, err
+	case ok:
+		found++
+		r.sortSteps()
+	}
+
+	path = filepath.Join(dir, EvalFile)
+	switch ok, err := readLines(path, &r.Warnings, func(line []byte) error {
+		e, err := parseEval(line, false)
+		if err != nil {
+			return err
+		}
+		r.Evals = append(r.Evals, e.Eval)
+		return nil
+	}); {
+	case err != nil:
+		return nil, err
+	case ok:
+		found++
+	}
+
+	path = filepath.Join(dir, ResultFile)
+	switch b, err := os.ReadFile(path); {
+	case err == nil:
+		found++
+		res, err := parseEval(b, true)
+		if err != nil {
+			return nil, &ParseError{Path: path, Line: errorLine(b, err), Err: err}
+		}
+		r.Result = res
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+
+	if found == 0 {
+		return nil, fmt.Errorf("%s: no %s, %s, %s or %s: not a run directory", dir, ConfigFile, MetricsFile, EvalFile, ResultFile)
+	}
+	if len(r.Steps) == 0 {
+		r.Warnings = append(r.Warnings, "no training steps recorded in "+MetricsFile)
+	}
+	return r, nil
+}
+
+// readLines calls parse on each non-blank line of the file at path, reporting
+// whether the file exists. A parse error is returned as a *ParseError, except
+// on a last line missing its newline, which is skipped with a warning.
+func readLines(path string, warnings *[]string, parse func([]byte) error) (bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if err != nil && err != io.EOF {
+			return true, err
+		}
+		complete := err == nil
+		if text := bytes.TrimSpace(line); len(text) > 0 {
+			if perr := parse(text); perr != nil {
+				if !complete {
+					*warnings = append(*warnings, fmt.Sprintf("%s:%d: skipped the incomplete last line (is the run still writing it?): %v", path, n, perr))
+				} else {
+					return true, &ParseError{Path: path, Line: n, Err: perr}
+				}
+			}
+		}
+		if !complete {
+			return true, nil
+		}
+	}
+}
+
+// addStep parses one metrics.jsonl record.
+func (r *Run) addStep(line []byte) error {
+	var rec map[string]any
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	if err := dec.Decode(&rec); err != nil {
+		return fmt.Errorf("invalid JSON: %v", jsonMessage(err))
+	}
+	if dec.More() {
+		return errors.New("invalid JSON: more than one value on the line")
+	}
+	if rec == nil {
+		return errors.New("want a JSON object, found null")
+	}
+	s := Step{Step: -1, Values: make(map[string]float64, len(rec))}
+	for k, v := range rec {
+		if v == nil {
+			continue
+		}
+		num, ok := v.(json.Number)
+		if !ok {
+			if k == "step" || knownMetrics[k] {
+				return fmt.Errorf("%q: want a number, found %s", k, jsonKind(v))
+			}
+			r.warnOnce(fmt.Sprintf("%s: field %q is not a number; not plotted", MetricsFile, k))
+			continue
+		}
+		f, err := num.Float64()
+		if err != nil || math.IsInf(f, 0) {
+			return fmt.Errorf("%q: number %s out of range", k, num)
+		}
+		if k == "step" {
+			if f != math.Trunc(f) || f < 0 || f > math.MaxInt32 {
+				return fmt.Errorf(`"step": want a non-negative integer, found %s`, num)
+			}
+			s.Step = int(f)
+			continue
+		}
+		s.Values[k] = f
+	}
+	if s.Step < 0 {
+		// A record without its step follows the one before it.
+		s.Step = 0
+		if n := len(r.Steps); n > 0 {
+			s.Step = r.Steps[n-1].Step + 1
+		}
+		r.warnOnce(fmt.Sprintf(`%s: records without "step" are taken to follow the one before`, MetricsFile))
+	}
+	r.Steps = append(r.Steps, s)
+	return nil
+}
+
+// sortSteps orders the steps, keeping the last record of a step that a
+// resumed run logged again.
+func (r *Run) sortSteps() {
+	if strictlyIncreasing(r.Steps) {
+		return
+	}
+	n := len(r.Steps)
+	slices.SortStableFunc(r.Steps, func(a, b Step) int { return a.Step - b.Step })
+	out := r.Steps[:0]
+	for i, s := range r.Steps {
+		if i+1 < len(r.Steps) && r.Steps[i+1].Step == s.Step {
+			continue
+		}
+		out = append(out, s)
+	}
+	r.Steps = out
+	if dropped := n - len(out); dropped > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%s: %d records repeat an earlier step (a resumed run?); kept the last of each", MetricsFile, dropped))
+	}
+}
+
+func strictlyIncreasing(steps []Step) bool {
+	for i := 1; i < len(steps); i++ {
+		if steps[i].Step <= steps[i-1].Step {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Run) warnOnce(w string) {
+	if !slices.Contains(r.Warnings, w) {
+		r.Warnings = append(r.Warnings, w)
+	}
+}
+
+// knownMetrics are the metrics.jsonl fields that must be numbers.
+var knownMetrics = map[string]bool{
+	"reward_mean": true, "reward_std": true, "accuracy": true, "zero_variance_frac": true,
+	"response_len_mean": true, "clip_low_frac": true, "clip_high_frac": true, "kl": true,
+	"entropy": true, "grad_norm": true, "lr": true, "tokens_per_sec": true,
+	"time_rollout_s": true, "time_verify_s": true, "time_learn_s": true, "step_s": true,
+}
+
+// evalRecord is the JSON form of an eval.jsonl line and of result.json.
+type evalRecord struct {
+	Step       *float64            `json:"step"`
+	Split      *string             `json:"split"`
+	Greedy     *float64            `json:"greedy"`
+	GreedyLow  *float64            `json:"greedy_low"`
+	GreedyHigh *float64            `json:"greedy_high"`
+	PassAtK    map[string]*float64 `json:"pass_at_k"`
+	AvgAtK     json.RawMessage     `json:"avg_at_k"`
+	MajAtK     json.RawMessage     `json:"maj_at_k"`
+	Variance   *float64            `json:"variance"`
+	Before     *evalRecord         `json:"before"`
+}
+
+// parseEval parses an evaluation record; with before, its "before" object too.
+func parseEval(b []byte, before bool) (*Result, error) {
+	var rec *evalRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", jsonMessage(err))
+	}
+	if rec == nil {
+		return nil, errors.New("want a JSON object, found null")
+	}
+	e, err := rec.eval()
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Eval: e}
+	if before && rec.Before != nil {
+		b, err := rec.Before.eval()
+		if err != nil {
+			return nil, fmt.Errorf("before: %v", err)
+		}
+		res.Before = &b
+	}
+	return res, nil
+}
+
+func (rec *evalRecord) eval() (Eval, error) {
+	e := Eval{Step: -1, Greedy: opt(rec.Greedy), GreedyLow: opt(rec.GreedyLow), GreedyHigh: opt(rec.GreedyHigh), Variance: opt(rec.Variance)}
+	if rec.Step != nil {
+		f := *rec.Step
+		if f != math.Trunc(f) || f < 0 || f > math.MaxInt32 {
+			return e, fmt.Errorf(`"step": want a non-negative integer, found %v`, f)
+		}
+		e.Step = int(f)
+	}
+	if rec.Split != nil {
+		e.Split = *rec.Split
+	}
+	for k, v := range rec.PassAtK {
+		if v == nil {
+			continue
+		}
+		if e.PassAtK == nil {
+			e.PassAtK = map[string]float64{}
+		}
+		e.PassAtK[k] = *v
+	}
+	var err error
+	if e.AvgAtK, err = atK(rec.AvgAtK); err != nil {
+		return e, fmt.Errorf(`"avg_at_k": %v`, err)
+	}
+	if e.MajAtK, err = atK(rec.MajAtK); err != nil {
+		return e, fmt.Errorf(`"maj_at_k": %v`, err)
+	}
+	return e, nil
+}
+
+func opt(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
+}
+
+// atK reads a number, or an object of numbers by k, giving the value at the
+// largest k.
+func atK(raw json.RawMessage) (float64, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return math.NaN(), nil
+	}
+	var f float64
+	if err := json.Unmarshal(raw, &f); err == nil {
+		return f, nil
+	}
+	var m map[string]*float64
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return 0, errors.New("want a number or an object of numbers by k")
+	}
+	best, v := math.Inf(-1), math.NaN()
+	for k, x := range m {
+		kf, err := strconv.ParseFloat(k, 64)
+		if err != nil {
+			return 0, fmt.Errorf("key %q is not a number", k)
+		}
+		if x != nil && kf > best {
+			best, v = kf, *x
+		}
+	}
+	return v, nil
+}
+
+// errorLine returns the line of b that a JSON error points at, or 0.
+func errorLine(b []byte, err error) int {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	var off int64
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	default:
+		return 0
+	}
+	off = min(max(off, 0), int64(len(b)))
+	return 1 + bytes.Count(b[:off], []byte("\n"))
+}
+
+// jsonMessage keeps the wrapped error for errorLine while making the message
+// read well.
+func jsonMessage(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return wrapped{"unexpected end of input", err}
+	}
+	return err
+}
+
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (w wrapped) Error() string { return w.msg }
+func (w wrapped) Unwrap() error { return w.err }
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// topLevelScalars returns the scalar values of a YAML document's top-level
+// keys, as text.
+func topLevelScalars(doc string) (map[string]string, error) {
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for k, v := range m {
+		switch v := v.(type) {
+		case string:
+			out[k] = v
+		case int, int64, uint64, float64, bool:
+			out[k] = fmt.Sprint(v)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,528 @@
+package report
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HTMLFile is the name of the page Render writes.
+const HTMLFile = "report.html"
+
+// Render writes report.html and its charts' PNGs into outDir, creating it if
+// need be. The page compares the runs: a summary table, one chart per group of
+// metrics with every run overlaid (per-step values thin, their moving average
+// bold), the final evaluations and each run's config. A chart that no run has
+// data for is left out.
+func Render(outDir string, runs ...*Run) error {
+	if len(runs) == 0 {
+		return errors.New("report: no runs to render")
+	}
+	if slices.Contains(runs, nil) {
+		return errors.New("report: nil run")
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return err
+	}
+	labels := runLabels(runs)
+	colors := runColors(runs)
+	ss := make([]series, len(runs))
+	for i, r := range runs {
+		ss[i] = series{run: r, label: labels[i], color: colors[i]}
+	}
+	charts, err := drawCharts(outDir, ss)
+	if err != nil {
+		return err
+	}
+	page := newPage(ss, charts)
+	var buf bytes.Buffer
+	if err := pageTemplate.Execute(&buf, page); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(outDir, HTMLFile), buf.Bytes(), 0o644)
+}
+
+// runLabels names the runs, falling back on the algorithm and seed, then on a
+// number, to tell apart runs of the same name.
+func runLabels(runs []*Run) []string {
+	labels := make([]string, len(runs))
+	count := map[string]int{}
+	for i, r := range runs {
+		labels[i] = strings.TrimSpace(r.Name)
+		if labels[i] == "" {
+			labels[i] = algorithmSeed(r)
+		}
+		if labels[i] == "" {
+			labels[i] = fmt.Sprintf("run %d", i+1)
+		}
+		count[labels[i]]++
+	}
+	for i, r := range runs {
+		if count[labels[i]] > 1 {
+			if alt := algorithmSeed(r); alt != "" {
+				labels[i] = alt
+			}
+		}
+	}
+	seen := map[string]int{}
+	for i := range labels {
+		seen[labels[i]]++
+		if n := seen[labels[i]]; n > 1 {
+			labels[i] = fmt.Sprintf("%s (%d)", labels[i], n)
+		}
+	}
+	return labels
+}
+
+func algorithmSeed(r *Run) string {
+	switch {
+	case r.Algorithm != "" && r.Seed != "":
+		return r.Algorithm + " seed " + r.Seed
+	case r.Algorithm != "":
+		return r.Algorithm
+	case r.Seed != "":
+		return "seed " + r.Seed
+	}
+	return ""
+}
+
+// palette is Tableau's ten colors, the default of matplotlib.
+var palette = []color.NRGBA{
+	{0x1f, 0x77, 0xb4, 0xff}, {0xff, 0x7f, 0x0e, 0xff}, {0x2c, 0xa0, 0x2c, 0xff},
+	{0xd6, 0x27, 0x28, 0xff}, {0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff},
+	{0xe3, 0x77, 0xc2, 0xff}, {0x17, 0xbe, 0xcf, 0xff}, {0xbc, 0xbd, 0x22, 0xff},
+	{0x7f, 0x7f, 0x7f, 0xff},
+}
+
+// shades vary a color for the runs that share it.
+var shades = []float64{0, -0.35, 0.4, -0.6, 0.6}
+
+// runColors gives each run a color. When the runs repeat algorithms (several
+// seeds each), an algorithm has one hue and its runs shades of it.
+func runColors(runs []*Run) []color.NRGBA {
+	group := make([]int, len(runs)) // hue
+	within := make([]int, len(runs))
+	var algos []string
+	byAlgo := true
+	for _, r := range runs {
+		if r.Algorithm == "" {
+			byAlgo = false
+		}
+		if !slices.Contains(algos, r.Algorithm) {
+			algos = append(algos, r.Algorithm)
+		}
+	}
+	byAlgo = byAlgo && len(algos) < len(runs)
+	n := map[int]int{}
+	for i, r := range runs {
+		if byAlgo {
+			group[i] = slices.Index(algos, r.Algorithm)
+		} else {
+			group[i] = i
+		}
+		within[i] = n[group[i]]
+		n[group[i]]++
+	}
+	out := make([]color.NRGBA, len(runs))
+	for i := range runs {
+		g := group[i]
+		k := within[i] + g/len(palette)*2 // beyond ten hues, shade them
+		out[i] = shade(palette[g%len(palette)], shades[k%len(shades)])
+	}
+	return out
+}
+
+// shade mixes c toward white (f > 0) or black (f < 0).
+func shade(c color.NRGBA, f float64) color.NRGBA {
+	mix := func(v uint8) uint8 {
+		x := float64(v)
+		if f > 0 {
+			x += (255 - x) * f
+		} else {
+			x *= 1 + f
+		}
+		return uint8(math.Round(x))
+	}
+	return color.NRGBA{mix(c.R), mix(c.G), mix(c.B), c.A}
+}
+
+func cssColor(c color.NRGBA) template.CSS {
+	return template.CSS(fmt.Sprintf("#%02x%02x%02x", c.R, c.G, c.B))
+}
+
+// page is what the template shows.
+type page struct {
+	Title, Subtitle string
+	Runs            []runView
+	ShowAlgorithm   bool
+	ShowSeed        bool
+	ShowModel       bool
+	Charts          []chart
+	Results         []resultRow
+	PassKs          []string
+	ShowAvg         bool
+	ShowMaj         bool
+	ShowVariance    bool
+	Warnings        []string
+	Generated       string
+}
+
+type runView struct {
+	Label, Dir              string
+	Color                   template.CSS
+	Algorithm, Seed, Model  string
+	Steps                   string
+	Final, FinalCI, FinalAt string
+	Best, BestCI, BestAt    string
+	Before, After, Delta    string
+	DeltaClass, ChangeAt    string
+	StepTime                string
+	Split                   []share
+	TokensPerSec            string
+	Config                  string
+}
+
+type share struct {
+	Name, Pct string
+	Style     template.CSS
+}
+
+type resultRow struct {
+	Label, Which  string
+	Before        bool
+	Color         template.CSS
+	Split, Step   string
+	Greedy, CI    string
+	PassAtK       []string
+	Avg, Maj, Var string
+}
+
+const dash = "—"
+
+func newPage(ss []series, charts []chart) *page {
+	p := &page{Charts: charts, Generated: time.Now().Format("2006-01-02 15:04")}
+	models := map[string]bool{}
+	for _, s := range ss {
+		r := s.run
+		p.ShowAlgorithm = p.ShowAlgorithm || r.Algorithm != ""
+		p.ShowSeed = p.ShowSeed || r.Seed != ""
+		models[r.Model] = true
+		v := runView{Label: s.label, Dir: r.Dir, Color: cssColor(s.color), Algorithm: r.Algorithm, Seed: r.Seed, Model: r.Model, Config: r.Config}
+		v.Steps = dash
+		if n := len(r.Steps); n > 0 {
+			v.Steps = strconv.Itoa(r.Steps[n-1].Step)
+		}
+		v.fillEval(r)
+		v.fillTime(r)
+		if xs, ys := r.Series("tokens_per_sec"); len(xs) > 0 {
+			v.TokensPerSec = formatCount(mean(ys))
+		} else {
+			v.TokensPerSec = dash
+		}
+		p.Runs = append(p.Runs, v)
+		for _, w := range r.Warnings {
+			p.Warnings = append(p.Warnings, s.label+": "+w)
+		}
+	}
+	p.ShowModel = len(models) > 1
+
+	switch first := ss[0].run; {
+	case len(ss) == 1:
+		p.Title = "Training report: " + ss[0].label
+		var parts []string
+		if first.Algorithm != "" {
+			parts = append(parts, "algorithm "+first.Algorithm)
+		}
+		if first.Seed != "" {
+			parts = append(parts, "seed "+first.Seed)
+		}
+		if first.Model != "" {
+			parts = append(parts, "model "+first.Model)
+		}
+		p.Subtitle = strings.Join(parts, " · ")
+		p.ShowAlgorithm, p.ShowSeed = false, false
+	default:
+		p.Title = fmt.Sprintf("Training report: %d runs", len(ss))
+		var algos []string
+		for _, s := range ss {
+			if a := s.run.Algorithm; a != "" && !slices.Contains(algos, a) {
+				algos = append(algos, a)
+			}
+		}
+		var parts []string
+		if len(algos) > 0 {
+			parts = append(parts, strings.Join(algos, " vs "))
+		}
+		if !p.ShowModel && first.Model != "" {
+			parts = append(parts, "model "+first.Model)
+		}
+		p.Subtitle = strings.Join(parts, " · ")
+	}
+	if len(ss) == 1 && p.Subtitle == "" {
+		p.Subtitle = ss[0].run.Dir
+	}
+	p.fillResults(ss)
+	return p
+}
+
+// fillEval summarizes the evaluations of the split evaluated last.
+func (v *runView) fillEval(r *Run) {
+	v.Final, v.Best, v.Before, v.After = dash, dash, dash, dash
+	var split string
+	var evals []Eval
+	for i := len(r.Evals) - 1; i >= 0; i-- {
+		if !math.IsNaN(r.Evals[i].Greedy) {
+			split = r.Evals[i].Split
+			break
+		}
+	}
+	for _, e := range r.Evals {
+		if e.Split == split && !math.IsNaN(e.Greedy) {
+			evals = append(evals, e)
+		}
+	}
+	if len(evals) > 0 {
+		slices.SortStableFunc(evals, func(a, b Eval) int { return a.Step - b.Step })
+		final, best := evals[len(evals)-1], evals[0]
+		for _, e := range evals {
+			if e.Greedy > best.Greedy {
+				best = e
+			}
+		}
+		v.Final, v.FinalCI, v.FinalAt = percent(final.Greedy), interval(final), where(final)
+		v.Best, v.BestCI, v.BestAt = percent(best.Greedy), interval(best), where(best)
+	}
+	// Before and after: result.json's, or else the evaluations of the
+	// starting model (step 0) and the last.
+	var before, after *Eval
+	switch res := r.Result; {
+	case res != nil && !math.IsNaN(res.Greedy):
+		after, before = &res.Eval, res.Before
+		v.ChangeAt = "result.json"
+		if res.Split != "" {
+			v.ChangeAt += ", " + res.Split
+		}
+	case len(evals) > 1 && evals[0].Step == 0:
+		before, after = &evals[0], &evals[len(evals)-1]
+		v.ChangeAt = fmt.Sprintf("eval.jsonl, step 0 → %d", after.Step)
+	}
+	if after != nil {
+		v.After = percent(after.Greedy)
+	}
+	if before != nil && after != nil && !math.IsNaN(before.Greedy) {
+		v.Before = percent(before.Greedy)
+		d := (after.Greedy - before.Greedy) * 100
+		v.Delta = fmt.Sprintf("%+.1f pp", d)
+		switch {
+		case d > 0:
+			v.DeltaClass = "up"
+		case d < 0:
+			v.DeltaClass = "down"
+		}
+	}
+}
+
+// fillTime summarizes the time a step takes and how it splits.
+func (v *runView) fillTime(r *Run) {
+	v.StepTime = dash
+	var sums [3]float64
+	var counted int
+	for _, st := range r.Steps {
+		timed := false
+		for j, t := range timeKeys {
+			if x, ok := st.Values[t.key]; ok {
+				sums[j] += x
+				timed = true
+			}
+		}
+		if timed {
+			counted++
+		}
+	}
+	_, steps := r.Series("step_s")
+	total := 0.0
+	switch {
+	case len(steps) > 0:
+		total = mean(steps)
+	case counted > 0:
+		total = (sums[0] + sums[1] + sums[2]) / float64(counted)
+	default:
+		return
+	}
+	v.StepTime = formatSeconds(total)
+	if counted == 0 || total <= 0 {
+		return
+	}
+	rest := 1.0
+	for j, t := range timeKeys {
+		f := sums[j] / float64(counted) / total
+		rest -= f
+		v.Split = append(v.Split, newShare(t.label, f, t.color))
+	}
+	if rest > 0.005 {
+		v.Split = append(v.Split, newShare("other", rest, color.NRGBA{0xbb, 0xbb, 0xbb, 0xff}))
+	}
+}
+
+func newShare(name string, f float64, c color.NRGBA) share {
+	f = math.Min(math.Max(f, 0), 1)
+	return share{Name: name, Pct: fmt.Sprintf("%.0f%%", f*100),
+		Style: template.CSS(fmt.Sprintf("width:%.2f%%;background:%s", f*100, cssColor(c)))}
+}
+
+// fillResults lays out result.json of each run that has one.
+func (p *page) fillResults(ss []series) {
+	var ks []string
+	for _, s := range ss {
+		if res := s.run.Result; res != nil {
+			evs := []Eval{res.Eval}
+			if res.Before != nil {
+				evs = append(evs, *res.Before)
+			}
+			for _, e := range evs {
+				for k := range e.PassAtK {
+					if !slices.Contains(ks, k) {
+						ks = append(ks, k)
+					}
+				}
+				p.ShowAvg = p.ShowAvg || !math.IsNaN(e.AvgAtK)
+				p.ShowMaj = p.ShowMaj || !math.IsNaN(e.MajAtK)
+				p.ShowVariance = p.ShowVariance || !math.IsNaN(e.Variance)
+			}
+		}
+	}
+	slices.SortFunc(ks, func(a, b string) int {
+		x, errx := strconv.ParseFloat(a, 64)
+		y, erry := strconv.ParseFloat(b, 64)
+		if errx == nil && erry == nil && x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	p.PassKs = ks
+	for _, s := range ss {
+		res := s.run.Result
+		if res == nil {
+			continue
+		}
+		row := func(e Eval, before bool) resultRow {
+			r := resultRow{Label: s.label, Color: cssColor(s.color), Before: before, Split: e.Split, Step: dash,
+				Greedy: percent(e.Greedy), CI: interval(e), Avg: percent(e.AvgAtK), Maj: percent(e.MajAtK), Var: number(e.Variance)}
+			r.Which = "trained"
+			if before {
+				r.Which = "starting model"
+			}
+			if e.Step >= 0 {
+				r.Step = strconv.Itoa(e.Step)
+			} else if !before {
+				if st := resultStep(s.run); st >= 0 {
+					r.Step = strconv.Itoa(st)
+				}
+			}
+			if r.Split == "" {
+				r.Split = dash
+			}
+			for _, k := range ks {
+				x, ok := e.PassAtK[k]
+				if !ok {
+					x = math.NaN()
+				}
+				r.PassAtK = append(r.PassAtK, percent(x))
+			}
+			return r
+		}
+		p.Results = append(p.Results, row(res.Eval, false))
+		if res.Before != nil {
+			p.Results = append(p.Results, row(*res.Before, true))
+		}
+	}
+}
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// percent writes a fraction as a percentage, or a dash for NaN.
+func percent(f float64) string {
+	if math.IsNaN(f) {
+		return dash
+	}
+	return fmt.Sprintf("%.1f%%", f*100)
+}
+
+// interval writes an evaluation's 95% interval, or nothing.
+func interval(e Eval) string {
+	if math.IsNaN(e.GreedyLow) || math.IsNaN(e.GreedyHigh) {
+		return ""
+	}
+	return fmt.Sprintf("%.1f–%.1f%%", e.GreedyLow*100, e.GreedyHigh*100)
+}
+
+func where(e Eval) string {
+	var parts []string
+	if e.Split != "" {
+		parts = append(parts, e.Split)
+	}
+	if e.Step >= 0 {
+		parts = append(parts, "step "+strconv.Itoa(e.Step))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func number(f float64) string {
+	if math.IsNaN(f) {
+		return dash
+	}
+	return strconv.FormatFloat(f, 'g', 4, 64)
+}
+
+func formatSeconds(s float64) string {
+	switch a := math.Abs(s); {
+	case a < 10:
+		return fmt.Sprintf("%.2f s", s)
+	case a < 100:
+		return fmt.Sprintf("%.1f s", s)
+	}
+	return fmt.Sprintf("%.0f s", s)
+}
+
+// formatCount writes a rate with thousands separators.
+func formatCount(f float64) string {
+	if math.Abs(f) < 100 {
+		return strconv.FormatFloat(f, 'f', 1, 64)
+	}
+	s := strconv.FormatFloat(math.Abs(math.Round(f)), 'f', 0, 64)
+	var b strings.Builder
+	if f < 0 {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteString(",")
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+//go:embed report.html.tmpl
+var pageSource string
+
+var pageTemplate = template.Must(template.New(HTMLFile).Parse(pageSource))

@@ -1,0 +1,461 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image/png"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"gonum.org/v1/plot"
+)
+
+// synth describes a synthetic run directory.
+type synth struct {
+	algorithm string
+	seed      int
+	steps     int
+	evalEvery int  // 0: no eval.jsonl
+	result    bool // write result.json
+	config    bool // write config.yaml
+}
+
+// writeRun writes a run directory with plausible training curves.
+func writeRun(t *testing.T, dir string, s synth) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(uint64(s.seed), 7))
+	speed := map[string]float64{"dr-grpo": 1.3, "dapo": 1.8}[s.algorithm] + 1 + 0.1*float64(s.seed)
+	if s.config {
+		cfg := fmt.Sprintf("algorithm: %s\nseed: %d\nmodel: runs/base-<tiny>\nsteps: %d\nlr: 1.0e-6\nclip_low: 0.2\nclip_high: 0.28\nnote: \"<script>alert(1)</script>\"\nadamw:\n  beta1: 0.9\n  beta2: 0.99\n", s.algorithm, s.seed, s.steps)
+		writeFile(t, filepath.Join(dir, ConfigFile), cfg)
+	}
+	var metrics bytes.Buffer
+	enc := json.NewEncoder(&metrics)
+	for step := 1; step <= s.steps; step++ {
+		p := float64(step) / float64(s.steps)
+		acc := 0.25 + 0.4*(1-math.Exp(-1.5*speed*p)) + 0.05*rng.NormFloat64()
+		acc = math.Min(math.Max(acc, 0), 1)
+		rollout := 6 + 2*p + 0.4*rng.NormFloat64()
+		verify := 0.8 + 0.1*rng.NormFloat64()
+		learn := 3 + 0.3*rng.NormFloat64()
+		rec := map[string]any{
+			"step":               step,
+			"reward_mean":        acc - 0.1 + 0.02*rng.NormFloat64(),
+			"reward_std":         0.45 - 0.1*p + 0.02*rng.NormFloat64(),
+			"accuracy":           acc,
+			"zero_variance_frac": 0.3 + 0.2*p + 0.05*rng.NormFloat64(),
+			"response_len_mean":  180 - 20*speed*p + 8*rng.NormFloat64(),
+			"clip_low_frac":      0.002 + 0.001*rng.Float64(),
+			"clip_high_frac":     0.004 + 0.002*rng.Float64(),
+			"kl":                 0.02 * p * speed * (1 + 0.2*rng.NormFloat64()),
+			"entropy":            1.2 - 0.2*speed*p + 0.05*rng.NormFloat64(),
+			"grad_norm":          0.8 + 0.3*rng.Float64(),
+			"lr":                 1e-6 * math.Min(1, float64(step)/5),
+			"tokens_per_sec":     2400 + 200*rng.NormFloat64(),
+			"time_rollout_s":     rollout,
+			"time_verify_s":      verify,
+			"time_learn_s":       learn,
+			"step_s":             rollout + verify + learn + 0.3,
+			"resampled":          rng.IntN(3),
+		}
+		if step == 7 {
+			rec["kl"] = nil // a value a step did not measure
+		}
+		if err := enc.Encode(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(dir, MetricsFile), metrics.String())
+	if s.evalEvery > 0 {
+		var evals bytes.Buffer
+		for step := 0; step <= s.steps; step += s.evalEvery {
+			g := evalAt(s, step)
+			fmt.Fprintf(&evals, `{"step":%d,"split":"val","greedy":%g,"greedy_low":%g,"greedy_high":%g}`+"\n", step, g, g-0.06, g+0.06)
+		}
+		writeFile(t, filepath.Join(dir, EvalFile), evals.String())
+	}
+	if s.result {
+		g := evalAt(s, s.steps)
+		res := fmt.Sprintf(`{
+  "step": %d,
+  "split": "test",
+  "greedy": %g, "greedy_low": %g, "greedy_high": %g,
+  "pass_at_k": {"1": %g, "8": %g},
+  "avg_at_k": %g, "maj_at_k": %g, "variance": 0.12,
+  "before": {"split": "test", "greedy": 0.25, "greedy_low": 0.2, "greedy_high": 0.3, "pass_at_k": {"1": 0.24, "8": 0.61}}
+}
+`, s.steps, g, g-0.05, g+0.05, g-0.01, math.Min(g+0.2, 1), g-0.02, g+0.03)
+		writeFile(t, filepath.Join(dir, ResultFile), res)
+	}
+}
+
+// evalAt is the synthetic greedy accuracy at a step: 25% at the start, rising
+// to 40% + 1% per seed (+5% for Dr.GRPO, +10% for DAPO) at the end.
+func evalAt(s synth, step int) float64 {
+	end := 0.40 + 0.01*float64(s.seed)
+	switch s.algorithm {
+	case "dr-grpo":
+		end += 0.05
+	case "dapo":
+		end += 0.10
+	}
+	return 0.25 + (end-0.25)*float64(step)/float64(s.steps)
+}
+
+func writeFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var standardCharts = []string{"reward.png", "accuracy.png", "eval.png", "clip.png", "kl_entropy.png", "length.png", "grad_norm.png", "throughput.png", "time_split.png"}
+
+func TestRenderTwoRuns(t *testing.T) {
+	root := t.TempDir()
+	a, b := filepath.Join(root, "grpo-s1"), filepath.Join(root, "dapo-s2")
+	writeRun(t, a, synth{algorithm: "grpo", seed: 1, steps: 50, evalEvery: 10, result: true, config: true})
+	writeRun(t, b, synth{algorithm: "dapo", seed: 2, steps: 50, evalEvery: 10, result: true, config: true})
+	var runs []*Run
+	for _, dir := range []string{a, b} {
+		r, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	r := runs[0]
+	if r.Name != "grpo-s1" || r.Algorithm != "grpo" || r.Seed != "1" || r.Model != "runs/base-<tiny>" {
+		t.Errorf("run = %q %q %q %q, want grpo-s1 grpo 1 runs/base-<tiny>", r.Name, r.Algorithm, r.Seed, r.Model)
+	}
+	if len(r.Steps) != 50 || len(r.Evals) != 6 || r.Result == nil || r.Result.Before == nil {
+		t.Fatalf("loaded %d steps, %d evals, result %v", len(r.Steps), len(r.Evals), r.Result)
+	}
+	if _, ok := r.Steps[6].Value("kl"); ok {
+		t.Error("step 7 has a kl, want null to be absent")
+	}
+	if got := r.Result.PassAtK["8"]; math.Abs(got-0.61) > 1e-9 {
+		t.Errorf("pass@8 = %v, want 0.61", got)
+	}
+	if len(r.Warnings) != 0 {
+		t.Errorf("warnings: %q", r.Warnings)
+	}
+
+	out := filepath.Join(root, "out")
+	if err := Render(out, runs...); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := os.ReadFile(filepath.Join(out, HTMLFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b2)
+	if !strings.HasPrefix(page, "<!DOCTYPE html>") || !strings.HasSuffix(strings.TrimSpace(page), "</html>") {
+		t.Error("report.html is not a whole HTML document")
+	}
+	for _, tag := range []string{"table", "section", "figure", "details", "pre", "tr", "td", "div"} {
+		if o, c := strings.Count(page, "<"+tag+">")+strings.Count(page, "<"+tag+" "), strings.Count(page, "</"+tag+">"); o != c {
+			t.Errorf("<%s>: %d opened, %d closed", tag, o, c)
+		}
+	}
+	want := []string{
+		"grpo-s1", "dapo-s2", // run names
+		"41.0%", "95% CI 35.0–47.0%", "val, step 50", // grpo's final eval
+		"52.0%", "95% CI 46.0–58.0%", // dapo's
+		"25.0% → 41.0%", "&#43;16.0 pp", "25.0% → 52.0%", "&#43;27.0 pp", // before → after
+		"pass@1", "pass@8", "61.0%", "72.0%",
+		"rollout", "verify", "learn",
+		"&lt;script&gt;alert(1)&lt;/script&gt;", // config, escaped
+		"runs/base-&lt;tiny&gt;",
+		"grpo vs dapo",
+	}
+	for _, w := range want {
+		if !strings.Contains(page, w) {
+			t.Errorf("report.html lacks %q", w)
+		}
+	}
+	if !regexp.MustCompile(`<td class="num">2,\d{3}</td>`).MatchString(page) {
+		t.Error("report.html lacks tokens/s with a thousands separator")
+	}
+	if strings.Contains(page, "<script>") {
+		t.Error("report.html holds an unescaped <script>")
+	}
+	files := append(standardCharts, "metric_resampled.png")
+	for _, f := range files {
+		if !strings.Contains(page, `src="`+f+`"`) {
+			t.Errorf("report.html does not show %s", f)
+		}
+		checkPNG(t, filepath.Join(out, f))
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != len(files)+1 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("out holds %q, want report.html and %q", names, files)
+	}
+}
+
+func checkPNG(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Errorf("%s: %v", path, err)
+		return
+	}
+	b := img.Bounds()
+	if b.Dx() < 800 || b.Dx() > 4000 || b.Dy() < 400 || b.Dy() > 4000 {
+		t.Errorf("%s is %dx%d", path, b.Dx(), b.Dy())
+	}
+}
+
+func TestRenderMissingOptionalFiles(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "bare")
+	writeRun(t, dir, synth{algorithm: "grpo", seed: 1, steps: 3})
+	r, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Config != "" || r.Algorithm != "" || r.Evals != nil || r.Result != nil || len(r.Steps) != 3 {
+		t.Fatalf("loaded %+v", r)
+	}
+	if err := Render(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, HTMLFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(page, []byte("(no config.yaml)")) || !bytes.Contains(page, []byte(`src="reward.png"`)) {
+		t.Error("report.html lacks the missing config's note or the reward chart")
+	}
+	if bytes.Contains(page, []byte("eval.png")) {
+		t.Error("report.html shows an eval chart without evaluations")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "eval.png")); err == nil {
+		t.Error("eval.png written without evaluations")
+	}
+	checkPNG(t, filepath.Join(dir, "time_split.png"))
+
+	// Evaluations but no result.json: before and after come from eval.jsonl.
+	dir = filepath.Join(root, "noresult")
+	writeRun(t, dir, synth{algorithm: "grpo", seed: 1, steps: 50, evalEvery: 25})
+	if r, err = Load(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := Render(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	if page, err = os.ReadFile(filepath.Join(dir, HTMLFile)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(page, []byte("25.0% → 41.0%")) || !bytes.Contains(page, []byte("eval.jsonl, step 0 → 50")) {
+		t.Error("report.html lacks before → after from eval.jsonl")
+	}
+
+	// Only an eval.jsonl, with one evaluation.
+	dir = filepath.Join(root, "evalonly")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, EvalFile), `{"step":0,"greedy":0.5}`+"\n")
+	if r, err = Load(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := Render(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, filepath.Join(dir, "eval.png"))
+}
+
+func TestLoadErrors(t *testing.T) {
+	root := t.TempDir()
+	if _, err := Load(filepath.Join(root, "nope")); err == nil {
+		t.Error("Load of a missing directory succeeded")
+	}
+	if _, err := Load(root); err == nil || !strings.Contains(err.Error(), "not a run directory") {
+		t.Errorf("Load of an empty directory: %v", err)
+	}
+	good := `{"step":1,"kl":0.1}` + "\n"
+	for _, c := range []struct {
+		file, content string
+		line          int
+		msg           string
+	}{
+		{MetricsFile, good + good + "{\"step\":3,\"kl\":0.1\n" + good, 3, "invalid JSON"},
+		{MetricsFile, good + "\n" + `{"step":3,"kl":"high"}` + "\n", 3, `"kl": want a number, found a string`},
+		{MetricsFile, `{"step":1.5}` + "\n", 1, "non-negative integer"},
+		{MetricsFile, `[1,2]` + "\n", 1, "invalid JSON"},
+		{MetricsFile, `{"step":1} {"step":2}` + "\n", 1, "more than one value"},
+		{EvalFile, `{"step":1,"greedy":0.5}` + "\n" + `{"step":2,"greedy":"x"}` + "\n", 2, "greedy"},
+		{EvalFile, `{"step":1,"avg_at_k":[1]}` + "\n", 1, "avg_at_k"},
+		{ResultFile, "{\n  \"greedy\": 0.5,\n  \"before\": {\"greedy\": }\n}\n", 3, "invalid JSON"},
+	} {
+		dir, err := os.MkdirTemp(root, "run")
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, c.file)
+		writeFile(t, path, c.content)
+		_, err = Load(dir)
+		var pe *ParseError
+		if !errors.As(err, &pe) {
+			t.Errorf("%s %q: err = %v, want a *ParseError", c.file, c.content, err)
+			continue
+		}
+		if pe.Path != path || pe.Line != c.line || !strings.Contains(err.Error(), fmt.Sprintf("%s:%d: ", path, c.line)) || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s %q: err = %v, want %s:%d: …%s…", c.file, c.content, err, path, c.line, c.msg)
+		}
+	}
+}
+
+func TestLoadTolerates(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, ConfigFile), "algorithm: [unclosed\n")
+	writeFile(t, filepath.Join(dir, MetricsFile), strings.Join([]string{
+		`{"step":1,"kl":0.1,"phase":"warmup","extra":2}`,
+		`{"step":2,"kl":null,"reward_mean":0.5}`,
+		`{"step":3,"kl":0.3}`,
+		`{"kl":0.4}`,           // no step: follows step 3
+		`{"step":2,"kl":0.25}`, // a resumed run logs step 2 again
+		`{"step":5,"kl":0.`,    // being written
+	}, "\n"))
+	writeFile(t, filepath.Join(dir, EvalFile), `{"step":4,"greedy":0.5,"avg_at_k":{"4":0.3,"16":0.4},"pass_at_k":{"1":null}}`+"\n")
+	r, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []int
+	for _, s := range r.Steps {
+		steps = append(steps, s.Step)
+	}
+	if fmt.Sprint(steps) != "[1 2 3 4]" {
+		t.Errorf("steps %v, want [1 2 3 4]", steps)
+	}
+	if xs, ys := r.Series("kl"); fmt.Sprint(xs, ys) != "[1 2 3 4] [0.1 0.25 0.3 0.4]" {
+		t.Errorf("kl series %v %v", xs, ys)
+	}
+	if fmt.Sprint(r.Keys()) != "[extra kl]" {
+		t.Errorf("keys %v, want [extra kl] (reward_mean was logged at the replaced step 2)", r.Keys())
+	}
+	if e := r.Evals[0]; e.AvgAtK != 0.4 || !math.IsNaN(e.MajAtK) || len(e.PassAtK) != 0 {
+		t.Errorf("eval %+v", e)
+	}
+	all := strings.Join(r.Warnings, "\n")
+	for _, w := range []string{ConfigFile, `"phase" is not a number`, "repeat an earlier step", `without "step"`, MetricsFile + ":6: skipped the incomplete last line"} {
+		if !strings.Contains(all, w) {
+			t.Errorf("warnings lack %q:\n%s", w, all)
+		}
+	}
+	out := t.TempDir()
+	if err := Render(out, r); err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(out, HTMLFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(page, []byte("skipped the incomplete last line")) {
+		t.Error("report.html does not show the warnings")
+	}
+}
+
+func TestRunLabelsAndColors(t *testing.T) {
+	runs := []*Run{
+		{Name: "out", Algorithm: "grpo", Seed: "1"},
+		{Name: "out", Algorithm: "grpo", Seed: "2"},
+		{Name: "x"},
+		{Name: "x"},
+		{},
+	}
+	if got := fmt.Sprint(runLabels(runs)); got != "[grpo seed 1 grpo seed 2 x x (2) run 5]" {
+		t.Errorf("labels %s", got)
+	}
+	same := []*Run{{Algorithm: "grpo"}, {Algorithm: "grpo"}, {Algorithm: "dapo"}, {Algorithm: "dapo"}}
+	c := runColors(same)
+	if c[0] != palette[0] || c[2] != palette[1] || c[1] == c[0] || c[3] == c[2] {
+		t.Errorf("colors by algorithm %v", c)
+	}
+	if err := Render(t.TempDir()); err == nil {
+		t.Error("Render of no runs succeeded")
+	}
+}
+
+func TestTicks(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		f      tickFormat
+		want   string
+	}{
+		{0, 50, plainTicks, "[0 10 20 30 40 50]"},
+		{0, 1, percentTicks, "[0% 20% 40% 60% 80% 100%]"},
+		{0, 0.01, percentTicks, "[0.0% 0.2% 0.4% 0.6% 0.8% 1.0%]"},
+		{2000, 3000, plainTicks, "[2000 2200 2400 2600 2800 3000]"},
+		{0, 30000, plainTicks, "[0 5k 10k 15k 20k 25k 30k]"},
+		{0, 1e-6, plainTicks, "[0 2e-7 4e-7 6e-7 8e-7 1e-6]"},
+		{2e-5, 1e-4, plainTicks, "[2e-5 4e-5 6e-5 8e-5 1e-4]"},
+		{1e-4, 1.5e-4, plainTicks, "[1e-4 1.1e-4 1.2e-4 1.3e-4 1.4e-4 1.5e-4]"},
+		{-0.5, 0.5, plainTicks, "[-0.4 -0.2 0.0 0.2 0.4]"},
+	} {
+		var labels []string
+		for _, tk := range (ticker{c.f}).Ticks(c.lo, c.hi) {
+			labels = append(labels, tk.Label)
+		}
+		if got := fmt.Sprint(labels); got != c.want {
+			t.Errorf("ticks(%g, %g) = %s, want %s", c.lo, c.hi, got, c.want)
+		}
+	}
+	for _, c := range []struct{ lo, hi, min, max float64 }{
+		{0, 0, 0, 1},       // a metric that stays 0
+		{5, 5, 4.4, 5.6},   // a constant, ±10%
+		{0.03, 0.97, 0, 1}, // widened to round ticks
+		{1, 50, 0, 50},
+	} {
+		var a plot.Axis
+		setRange(&a, c.lo, c.hi)
+		if math.Abs(a.Min-c.min) > 1e-9 || math.Abs(a.Max-c.max) > 1e-9 {
+			t.Errorf("setRange(%g, %g) = [%g, %g], want [%g, %g]", c.lo, c.hi, a.Min, a.Max, c.min, c.max)
+		}
+	}
+	if got := ema([]float64{1, 1, 1}, 5); fmt.Sprint(got) != "[1 1 1]" {
+		t.Errorf("ema of a constant = %v", got)
+	}
+}
+
+func TestRenderExtremeValues(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, MetricsFile), `{"step":1,"kl":1e308,"entropy":5e-324,"lr":0,"reward_mean":-1e308,"time_rollout_s":1e308,"time_learn_s":1e308}
+{"step":2,"kl":-1e308,"entropy":0,"lr":1e-300,"reward_mean":1e308,"time_rollout_s":-5,"step_s":1e308}
+{"step":2147483647,"kl":1,"accuracy":1e200}
+`)
+	writeFile(t, filepath.Join(dir, EvalFile), `{"step":1,"greedy":1e308,"greedy_low":-1e308,"greedy_high":1e308}`+"\n")
+	r, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Render(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, filepath.Join(dir, "kl_entropy.png"))
+}
