@@ -83,7 +83,7 @@ type RLConfig struct {
 // 16 questions × 8 samples per step.
 func DefaultRL() RLConfig {
 	return RLConfig{Algorithm: method.GRPO, Levels: []int{6}, Seed: 1, Steps: 100, PromptsPerStep: 16, GroupSize: 8,
-		MaxTokens: 160, Temperature: 1, LR: 1e-4, Warmup: 5, AdamW: optim.DefaultAdamW(), GradClip: 1, Epochs: 1,
+		MaxTokens: 256, Temperature: 1, LR: 5e-5, Warmup: 5, AdamW: optim.DefaultAdamW(), GradClip: 1, Epochs: 1,
 		MiniBatches: 1, KLEstimator: backend.K3, MaxResample: 3, EvalEvery: 25, EvalProblems: 200, CheckpointEvery: 25, KeepLast: 2}
 }
 
@@ -154,6 +154,7 @@ type StepMetrics struct {
 	LearnS           float64 `json:"time_learn_s"`
 	StepS            float64 `json:"step_s"`
 	Resampled        int     `json:"resampled"`
+	Skipped          bool    `json:"skipped_update"` // no signal in the batch: no optimizer step
 }
 
 // EvalMetrics are one line of eval.jsonl.
@@ -314,9 +315,16 @@ func RL(ctx context.Context, cfg RLConfig, runDir string, resume bool, progress 
 		}
 		fillRolloutMetrics(&m, all)
 		tl := time.Now()
-		terms, _, err := fam.Build(kept)
+		terms, built, err := fam.Build(kept)
 		if err != nil {
 			return err
+		}
+		if built.Trained == 0 && fam.Entropy == 0 && fam.RefKL == 0 {
+			// No answer carries a signal (every group all right or all
+			// wrong) and no other term applies: skip the update rather
+			// than let Adam's momentum move the weights on zero gradients.
+			terms = nil
+			m.Skipped = true
 		}
 		tokens := 0
 		var met backend.Metrics

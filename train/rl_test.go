@@ -202,8 +202,10 @@ func TestKLOptionsAndMicroBatchesRun(t *testing.T) {
 	if plain[0].RewardMean != micro[0].RewardMean || abs(plain[0].GradNorm-micro[0].GradNorm) > 1e-5*plain[0].GradNorm {
 		t.Fatalf("accumulated step differs: %+v vs %+v", plain[0], micro[0])
 	}
-	inLoss := run(func(c *RLConfig) { c.KL = 0.1 })
-	inReward := run(func(c *RLConfig) { c.KL, c.KLInReward = 0.1, true })
+	// An entropy bonus moves the policy even without rewards, so the KL to
+	// the start is positive by step 2.
+	inLoss := run(func(c *RLConfig) { c.KL, c.Entropy = 0.1, 0.01 })
+	inReward := run(func(c *RLConfig) { c.KL, c.KLInReward, c.Entropy = 0.1, true, 0.01 })
 	if inLoss[1].KL <= 0 || inReward[1].KL <= 0 {
 		t.Fatalf("KL not reported: loss %v reward %v", inLoss[1].KL, inReward[1].KL)
 	}
