@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# rlvr's main job on the built-in default: no downloads, no GPU.
+# rlvr's main job on the built-in default (no downloads, no GPU): the world's
+# tiny model (trained from scratch the first time, ~10 min, then cached),
+# then GRPO on the world's hardest level, then the report of the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-exec go run ./cmd/rlvr pretrain "$@"
+go build -o bin/rlvr ./cmd/rlvr
+bin/rlvr pretrain
+bin/rlvr train --run runs/demo "$@"
+bin/rlvr report runs/demo
