@@ -68,10 +68,13 @@ const (
 	DAPO        Algorithm = "dapo"
 	ReinforcePP Algorithm = "reinforce++"
 	RFT         Algorithm = "rft"
+	// SFT trains on reference solutions with NLL and samples nothing; the
+	// training loop builds its batches from the examples themselves.
+	SFT Algorithm = "sft"
 )
 
-// Algorithms lists the names Family accepts.
-var Algorithms = []Algorithm{GRPO, DrGRPO, DAPO, ReinforcePP, RFT}
+// Algorithms lists the algorithms the training loop runs.
+var Algorithms = []Algorithm{GRPO, DrGRPO, DAPO, ReinforcePP, RFT, SFT}
 
 // Family is GRPO and its variants, which differ only in how advantages
 // are computed and which loss and aggregation apply:
@@ -102,7 +105,7 @@ type Family struct {
 func NewFamily(a Algorithm, maxTokens int) (*Family, error) {
 	f := &Family{Algorithm: a, ClipLow: 0.2, ClipHigh: 0.2, MaxTokens: maxTokens, Eps: 1e-4, RefKLEstimator: backend.K3}
 	switch a {
-	case GRPO, DrGRPO, ReinforcePP, RFT:
+	case GRPO, DrGRPO, ReinforcePP, RFT, SFT:
 	case DAPO:
 		f.ClipHigh = 0.28
 	default:
@@ -117,6 +120,9 @@ func (f *Family) Name() string { return string(f.Algorithm) }
 // Build implements Method.
 func (f *Family) Build(groups []Scored) ([]Term, Stats, error) {
 	st := Stats{Groups: len(groups)}
+	if f.Algorithm == SFT {
+		return nil, st, fmt.Errorf("method: sft trains on reference solutions, not on groups")
+	}
 	if f.Algorithm == RFT {
 		var data []backend.Datum
 		for _, g := range groups {

@@ -32,7 +32,7 @@ import (
 // values mean the defaults DefaultRL gives.
 type RLConfig struct {
 	// What is trained and on what.
-	Algorithm method.Algorithm `yaml:"algorithm"` // grpo, dr-grpo, dapo, reinforce++, rft
+	Algorithm method.Algorithm `yaml:"algorithm"` // grpo, dr-grpo, dapo, reinforce++, rft, sft
 	Model     string           `yaml:"model"`     // starting checkpoint; "" is the cached world model
 	Levels    []int            `yaml:"levels"`    // world levels of the training problems
 	Seed      uint64           `yaml:"seed"`      // problems, sampling and everything else
@@ -262,6 +262,24 @@ func RL(ctx context.Context, cfg RLConfig, runDir string, resume bool, progress 
 		t0 := time.Now()
 		var m StepMetrics
 		m.Step = step + 1
+		if cfg.Algorithm == method.SFT {
+			if err := sftStep(ctx, l, learner, train[cursor:cursor+cfg.PromptsPerStep], sched.LR(optSteps), cfg.GradClip, &m); err != nil {
+				return fmt.Errorf("step %d: %w", step+1, err)
+			}
+			cursor += cfg.PromptsPerStep
+			optSteps++
+			m.StepS = time.Since(t0).Seconds()
+			if err := appendJSONL(filepath.Join(runDir, "metrics.jsonl"), m); err != nil {
+				return err
+			}
+			if progress != nil {
+				progress(m)
+			}
+			if err := endOfStep(ctx, cfg, step, l, learner, heldOut, runDir, cursor); err != nil {
+				return err
+			}
+			continue
+		}
 		// Rollout and verification, resampling for DAPO until the batch
 		// holds enough groups with signal.
 		var kept []method.Scored
@@ -384,18 +402,57 @@ func RL(ctx context.Context, cfg RLConfig, runDir string, resume bool, progress 
 		if progress != nil {
 			progress(m)
 		}
-		last := step+1 == cfg.Steps
-		if last || cfg.EvalEvery > 0 && (step+1)%cfg.EvalEvery == 0 {
-			if err := evaluate(ctx, l, heldOut, step+1, runDir, cfg.MaxTokens); err != nil {
-				return err
-			}
-		}
-		if last || cfg.CheckpointEvery > 0 && (step+1)%cfg.CheckpointEvery == 0 {
-			if err := saveCheckpoint(ctx, learner, runDir, runState{Step: step + 1, Cursor: cursor}, cfg.KeepLast); err != nil {
-				return err
-			}
+		if err := endOfStep(ctx, cfg, step, l, learner, heldOut, runDir, cursor); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// endOfStep evaluates and checkpoints when the step calls for it.
+func endOfStep(ctx context.Context, cfg RLConfig, step int, l *checkpoint.Loaded, learner *local.Learner, heldOut []task.Example, runDir string, cursor int) error {
+	last := step+1 == cfg.Steps
+	if last || cfg.EvalEvery > 0 && (step+1)%cfg.EvalEvery == 0 {
+		if err := evaluate(ctx, l, heldOut, step+1, runDir, cfg.MaxTokens); err != nil {
+			return err
+		}
+	}
+	if last || cfg.CheckpointEvery > 0 && (step+1)%cfg.CheckpointEvery == 0 {
+		return saveCheckpoint(ctx, learner, runDir, runState{Step: step + 1, Cursor: cursor}, cfg.KeepLast)
+	}
+	return nil
+}
+
+// sftStep is one optimizer step of NLL on the examples' reference
+// solutions.
+func sftStep(ctx context.Context, l *checkpoint.Loaded, learner *local.Learner, examples []task.Example, lr float64, clip float32, m *StepMetrics) error {
+	tl := time.Now()
+	var data []backend.Datum
+	for _, e := range examples {
+		d, err := exampleDatum(l, e, false)
+		if err != nil {
+			return err
+		}
+		data = append(data, d)
+	}
+	if err := backend.Aggregate(data, backend.TokenMean, 0); err != nil {
+		return err
+	}
+	res, err := learner.ForwardBackward(ctx, data, backend.Loss{NLL: 1})
+	if err != nil {
+		return err
+	}
+	sr, err := learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(lr), GradClipNorm: clip})
+	if err != nil {
+		return err
+	}
+	m.GradNorm, m.LR, m.LearnS = sr.GradNorm, lr, time.Since(tl).Seconds()
+	m.Entropy = res.Metrics.Entropy / float64(max(res.Metrics.Tokens, 1))
+	tokens := 0
+	for _, d := range data {
+		tokens += d.Len()
+	}
+	m.TokensPerSec = float64(tokens) / m.LearnS
 	return nil
 }
 

@@ -212,3 +212,16 @@ func TestKLOptionsAndMicroBatchesRun(t *testing.T) {
 }
 
 func abs(x float64) float64 { return math.Abs(x) }
+
+func TestSFTAlgorithmRuns(t *testing.T) {
+	c := smallRL(t)
+	c.Algorithm, c.Steps, c.CheckpointEvery = method.SFT, 3, 0
+	dir := filepath.Join(t.TempDir(), "sft")
+	if err := RL(context.Background(), c, dir, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	ms := stable(t, filepath.Join(dir, "metrics.jsonl"))
+	if len(ms) != 3 || ms[2].GradNorm == 0 {
+		t.Fatalf("%+v", ms)
+	}
+}
