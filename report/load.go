@@ -284,6 +284,11 @@ func (r *Run) addStep(line []byte) error {
 		if v == nil {
 			continue
 		}
+		if b, ok := v.(bool); ok && k != "step" && !knownMetrics[k] {
+			// Flags (a skipped update, say) plot as 0 or 1.
+			s.Values[k] = map[bool]float64{false: 0, true: 1}[b]
+			continue
+		}
 		num, ok := v.(json.Number)
 		if !ok {
 			if k == "step" || knownMetrics[k] {
