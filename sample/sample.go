@@ -30,8 +30,8 @@ type Params struct {
 	// token that completed it is kept with its logprob (multi-turn
 	// rollouts need every token the policy sampled).
 	IncludeStop bool
-	N    int    // samples per prompt; 0 means 1
-	Seed uint64 // sampling seed; the same seed gives the same samples
+	N           int    // samples per prompt; 0 means 1
+	Seed        uint64 // sampling seed; the same seed gives the same samples
 }
 
 // Validate reports every out-of-range field at once.
