@@ -148,23 +148,30 @@ func StripCalculatorAnnotations(s string) string {
 }
 
 func decodeMATH500(r *record) (Example, error) {
-	p, err := r.str("problem")
-	if err != nil {
-		return Example{}, err
+	return mathExample(r, "problem", "unique_id")
+}
+
+// mathExample reads a math problem with its answer and, when present, its
+// solution and id.
+func mathExample(r *record, problem, id string) (Example, error) {
+	var e Example
+	var err error
+	for _, f := range []struct {
+		dst      *string
+		name     string
+		optional bool
+	}{{&e.Prompt, problem, false}, {&e.Answer, "answer", false}, {&e.Solution, "solution", true}, {&e.ID, id, true}} {
+		if f.optional {
+			*f.dst, err = r.optStr(f.name)
+		} else {
+			*f.dst, err = r.str(f.name)
+		}
+		if err != nil {
+			return Example{}, err
+		}
 	}
-	a, err := r.str("answer")
-	if err != nil {
-		return Example{}, err
-	}
-	sol, err := r.optStr("solution")
-	if err != nil {
-		return Example{}, err
-	}
-	id, err := r.optStr("unique_id")
-	if err != nil {
-		return Example{}, err
-	}
-	return Example{ID: id, Prompt: p, Answer: a, Solution: sol, Kind: Math}, nil
+	e.Kind = Math
+	return e, nil
 }
 
 // decodeCompetition reads Qwen2.5-Math's AIME and AMC files, which repeat
@@ -174,26 +181,12 @@ func decodeCompetition(r *record) (Example, error) {
 	if field == "" {
 		field = "problem"
 	}
-	p, err := r.str(field)
-	if err != nil {
-		return Example{}, err
+	if q, ok := r.m["question"].(string); ok && field == "problem" {
+		if p, _ := r.m["problem"].(string); q == p {
+			r.used["question"] = true
+		}
 	}
-	if q, ok := r.m["question"].(string); ok && field == "problem" && q == p {
-		r.used["question"] = true
-	}
-	a, err := r.str("answer")
-	if err != nil {
-		return Example{}, err
-	}
-	sol, err := r.optStr("solution")
-	if err != nil {
-		return Example{}, err
-	}
-	id, err := r.optStr("id")
-	if err != nil {
-		return Example{}, err
-	}
-	return Example{ID: id, Prompt: p, Answer: a, Solution: sol, Kind: Math}, nil
+	return mathExample(r, field, "id")
 }
 
 func decodeMathQA(r *record) (Example, error) {
