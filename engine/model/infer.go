@@ -110,23 +110,7 @@ func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
 	m.toc(OpEmbedding, false, t0)
 	kvw := KV * hd
 	for l, w := range m.w.layers {
-		t0 = m.tic()
-		nn.RMSNormForward(h, c.rstd, x, w.attnNorm, N, 1, D, D, cf.NormEps)
-		m.toc(OpRMSNorm, false, t0)
-		t0 = m.tic()
-		nn.MatmulForward(qkv, h, w.qkv, w.qkvBias, N, D, Q)
-		m.toc(OpMatmul, false, t0)
-		if cf.QKNorm {
-			t0 = m.tic()
-			nn.RMSNormForward(qkv, c.qkRstd[:N*H], qkv, w.qNorm, N, H, hd, Q, cf.NormEps)
-			m.toc(OpRMSNorm, false, t0)
-			t0 = m.tic()
-			nn.RMSNormForward(qkv[H*hd:], c.qkRstd[N*H:N*(H+KV)], qkv[H*hd:], w.kNorm, N, KV, hd, Q, cf.NormEps)
-			m.toc(OpRMSNorm, false, t0)
-		}
-		t0 = m.tic()
-		nn.RoPE(qkv, N, H+KV, hd, Q, c.pos[:N], m.cos, m.sin, false)
-		m.toc(OpRoPE, false, t0)
+		m.attentionInput(w, x, h, c.rstd, qkv, nil, c.qkRstd, c.pos[:N], N)
 		// Append the new keys and values to each slot.
 		for s, slot := range slots {
 			for n := b.Offsets[s]; n < b.Offsets[s+1]; n++ {
@@ -143,21 +127,8 @@ func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
 		t0 = m.tic()
 		m.cachedAttention(c, l, slots, b.Offsets)
 		m.toc(OpAttention, false, t0)
-		t0 = m.tic()
-		nn.MatmulAccumulate(x, c.attn[:N*H*hd], w.o, N, H*hd, D)
-		m.toc(OpMatmul, false, t0)
-		t0 = m.tic()
-		nn.RMSNormForward(h, c.rstd, x, w.mlpNorm, N, 1, D, D, cf.NormEps)
-		m.toc(OpRMSNorm, false, t0)
-		t0 = m.tic()
-		nn.MatmulForward(c.gu[:N*2*F], h, w.gateUp, nil, N, D, 2*F)
-		m.toc(OpMatmul, false, t0)
-		t0 = m.tic()
-		nn.SwiGLUForward(c.act[:N*F], c.sig[:N*F], c.gu[:N*2*F], N, F)
-		m.toc(OpSwiGLU, false, t0)
-		t0 = m.tic()
-		nn.MatmulAccumulate(x, c.act[:N*F], w.down, N, F, D)
-		m.toc(OpMatmul, false, t0)
+		m.residual(x, x, c.attn[:N*H*hd], w.o, N, H*hd)
+		m.mlp(w, x, x, h, c.rstd, c.gu[:N*2*F], c.sig[:N*F], c.act[:N*F], N)
 	}
 	// Only each sequence's last position needs logits.
 	last := c.h[:S*D]

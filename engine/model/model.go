@@ -222,7 +222,7 @@ func (m *Model) forward(b Batch) {
 	m.ensure(b)
 	var t0 time.Time
 	c, a := m.Config, &m.act
-	N, D, F := len(b.Tokens), c.Dim, c.Hidden
+	N, D := len(b.Tokens), c.Dim
 	H, KV, hd, Q := c.Heads, c.KVHeads, c.HeadDim, c.qkvWidth()
 	for s := 0; s+1 < len(b.Offsets); s++ {
 		for n := b.Offsets[s]; n < b.Offsets[s+1]; n++ {
@@ -238,61 +238,78 @@ func (m *Model) forward(b Batch) {
 		la := &a.layers[l]
 		x = a.resid[l*a.N*D:][:N*D]
 		next := a.resid[(l+1)*a.N*D:][:N*D]
-		// Attention: mid = x + o(attention(rope(qkv(norm(x))))).
+		// mid = x + o(attention(rope(qkv(norm(x)))))
+		m.attentionInput(w, x, la.h1, la.rstd1, la.qkv, la.qkvRaw, la.qkRstd, pos, N)
 		t0 = m.tic()
-		nn.RMSNormForward(la.h1, la.rstd1, x, w.attnNorm, N, 1, D, D, c.NormEps)
-		m.toc(OpRMSNorm, false, t0)
-		qkv := la.qkv[:N*Q]
-		if c.QKNorm {
-			raw := la.qkvRaw[:N*Q]
-			t0 = m.tic()
-			nn.MatmulForward(raw, la.h1, w.qkv, w.qkvBias, N, D, Q)
-			m.toc(OpMatmul, false, t0)
-			copy(qkv, raw) // the values pass through unchanged
-			t0 = m.tic()
-			nn.RMSNormForward(qkv, la.qkRstd[:N*H], raw, w.qNorm, N, H, hd, Q, c.NormEps)
-			m.toc(OpRMSNorm, false, t0)
-			t0 = m.tic()
-			nn.RMSNormForward(qkv[H*hd:], la.qkRstd[N*H:N*(H+KV)], raw[H*hd:], w.kNorm, N, KV, hd, Q, c.NormEps)
-			m.toc(OpRMSNorm, false, t0)
-		} else {
-			t0 = m.tic()
-			nn.MatmulForward(qkv, la.h1, w.qkv, w.qkvBias, N, D, Q)
-			m.toc(OpMatmul, false, t0)
-		}
-		t0 = m.tic()
-		nn.RoPE(qkv, N, H+KV, hd, Q, pos, m.cos, m.sin, false)
-		m.toc(OpRoPE, false, t0)
-		t0 = m.tic()
-		nn.AttentionForward(la.attn, la.probs, qkv, b.Offsets, H, KV, hd)
+		nn.AttentionForward(la.attn, la.probs, la.qkv[:N*Q], b.Offsets, H, KV, hd)
 		m.toc(OpAttention, false, t0)
-		t0 = m.tic()
-		copy(la.mid[:N*D], x)
-		m.toc(OpResidual, false, t0)
-		t0 = m.tic()
-		nn.MatmulAccumulate(la.mid, la.attn, w.o, N, H*hd, D)
-		m.toc(OpMatmul, false, t0)
-		// MLP: next = mid + down(silu(gate(norm(mid))) ⊙ up(norm(mid))).
-		t0 = m.tic()
-		nn.RMSNormForward(la.h2, la.rstd2, la.mid, w.mlpNorm, N, 1, D, D, c.NormEps)
-		m.toc(OpRMSNorm, false, t0)
-		t0 = m.tic()
-		nn.MatmulForward(la.gu, la.h2, w.gateUp, nil, N, D, 2*F)
-		m.toc(OpMatmul, false, t0)
-		t0 = m.tic()
-		nn.SwiGLUForward(la.swiglu, la.sig, la.gu, N, F)
-		m.toc(OpSwiGLU, false, t0)
-		t0 = m.tic()
-		copy(next, la.mid[:N*D])
-		m.toc(OpResidual, false, t0)
-		t0 = m.tic()
-		nn.MatmulAccumulate(next, la.swiglu, w.down, N, F, D)
-		m.toc(OpMatmul, false, t0)
+		m.residual(la.mid[:N*D], x, la.attn, w.o, N, H*hd)
+		// next = mid + down(silu(gate(norm(mid))) ⊙ up(norm(mid)))
+		m.mlp(w, next, la.mid[:N*D], la.h2, la.rstd2, la.gu, la.sig, la.swiglu, N)
 	}
 	last := a.resid[c.Layers*a.N*D:][:N*D]
 	t0 = m.tic()
 	nn.RMSNormForward(a.normed, a.rstd, last, m.w.norm, N, 1, D, D, c.NormEps)
 	m.toc(OpRMSNorm, false, t0)
+}
+
+// attentionInput is the first half of a block, shared by the training
+// forward and the KV-cache forward: h = norm(x), then the q/k/v
+// projections into qkv with the optional per-head q/k norms, then RoPE at
+// positions pos. raw, when not nil, keeps the projections from before the
+// q/k norms for the backward; nil applies the norms in place.
+func (m *Model) attentionInput(w layer, x, h, rstd, qkv, raw, qkRstd []float32, pos []int32, N int) {
+	c := m.Config
+	D, H, KV, hd, Q := c.Dim, c.Heads, c.KVHeads, c.HeadDim, c.qkvWidth()
+	qkv = qkv[:N*Q]
+	t0 := m.tic()
+	nn.RMSNormForward(h, rstd, x, w.attnNorm, N, 1, D, D, c.NormEps)
+	m.toc(OpRMSNorm, false, t0)
+	proj := qkv
+	if c.QKNorm && raw != nil {
+		proj = raw[:N*Q]
+	}
+	t0 = m.tic()
+	nn.MatmulForward(proj, h, w.qkv, w.qkvBias, N, D, Q)
+	m.toc(OpMatmul, false, t0)
+	if c.QKNorm {
+		copy(qkv, proj) // the values pass through unchanged
+		t0 = m.tic()
+		nn.RMSNormForward(qkv, qkRstd[:N*H], proj, w.qNorm, N, H, hd, Q, c.NormEps)
+		nn.RMSNormForward(qkv[H*hd:], qkRstd[N*H:N*(H+KV)], proj[H*hd:], w.kNorm, N, KV, hd, Q, c.NormEps)
+		m.toc(OpRMSNorm, false, t0)
+	}
+	t0 = m.tic()
+	nn.RoPE(qkv, N, H+KV, hd, Q, pos, m.cos, m.sin, false)
+	m.toc(OpRoPE, false, t0)
+}
+
+// residual sets dst = x + inp·wᵀ (dst may be x itself).
+func (m *Model) residual(dst, x, inp, w []float32, N, in int) {
+	t0 := m.tic()
+	if &dst[0] != &x[0] {
+		copy(dst, x)
+	}
+	nn.MatmulAccumulate(dst, inp, w, N, in, m.Config.Dim)
+	m.toc(OpMatmul, false, t0)
+}
+
+// mlp is the second half of a block: next = mid + down(silu(gate(h)) ⊙
+// up(h)) with h = norm(mid), saving h, rstd, the projections gu, σ(gate)
+// and the product act. next may be mid itself.
+func (m *Model) mlp(w layer, next, mid, h, rstd, gu, sig, act []float32, N int) {
+	c := m.Config
+	D, F := c.Dim, c.Hidden
+	t0 := m.tic()
+	nn.RMSNormForward(h, rstd, mid, w.mlpNorm, N, 1, D, D, c.NormEps)
+	m.toc(OpRMSNorm, false, t0)
+	t0 = m.tic()
+	nn.MatmulForward(gu, h, w.gateUp, nil, N, D, 2*F)
+	m.toc(OpMatmul, false, t0)
+	t0 = m.tic()
+	nn.SwiGLUForward(act, sig, gu, N, F)
+	m.toc(OpSwiGLU, false, t0)
+	m.residual(next, mid, act, w.down, N, F)
 }
 
 // backward propagates dnormed (N, D), the gradient of the final norm's
