@@ -128,29 +128,31 @@ func Episodes(ctx context.Context, s Sampler, tok interface {
 	if maxTurns < 1 {
 		return nil, fmt.Errorf("rollout: maxTurns %d < 1", maxTurns)
 	}
+	// episode is a live trajectory with its id (group-major index, what the
+	// environment sees) and sampling seed.
+	type episode struct {
+		t    *Trajectory
+		id   int
+		seed uint64
+	}
 	groups := make([]Group, len(prompts))
-	var live []*Trajectory
+	var live []episode
 	for i, pr := range prompts {
 		groups[i].Prompt = pr
 		groups[i].Trajectories = make([]Trajectory, g)
 		for k := range groups[i].Trajectories {
 			t := &groups[i].Trajectories[k]
 			t.Prompt, t.Env = pr, map[string]int{}
-			live = append(live, t)
-		}
-	}
-	seedOf := map[*Trajectory]uint64{}
-	for i := range groups {
-		for k := range groups[i].Trajectories {
-			seedOf[&groups[i].Trajectories[k]] = p.Seed + uint64(i)*1_000_003 + uint64(k)*7919
+			live = append(live, episode{t: t, id: len(live), seed: p.Seed + uint64(i)*1_000_003 + uint64(k)*7919})
 		}
 	}
 	for turn := 0; turn < maxTurns && len(live) > 0; turn++ {
 		reqs := make([]sample.Request, len(live))
-		for i, t := range live {
+		for i, e := range live {
+			t := e.t
 			q := p
 			q.N = 1
-			q.Seed = seedOf[t] + uint64(turn)*104_729
+			q.Seed = e.seed + uint64(turn)*104_729
 			q.Stop = append(append([]string(nil), p.Stop...), turnStops...)
 			q.IncludeStop = true
 			if left := maxTokens - len(t.Tokens); left < q.MaxTokens || q.MaxTokens == 0 {
@@ -162,8 +164,9 @@ func Episodes(ctx context.Context, s Sampler, tok interface {
 		if err != nil {
 			return nil, err
 		}
-		var next []*Trajectory
-		for i, t := range live {
+		var next []episode
+		for i, e := range live {
+			t := e.t
 			c := out[i][0]
 			t.Turns++
 			// The turn's stop string stays in the history (IncludeStop):
@@ -176,7 +179,7 @@ func Episodes(ctx context.Context, s Sampler, tok interface {
 			if !called || len(t.Tokens) >= maxTokens || turn == maxTurns-1 {
 				continue
 			}
-			reply, done, err := env.Respond(ctx, indexOf(groups, t), t.Text)
+			reply, done, err := env.Respond(ctx, e.id, t.Text)
 			if err != nil {
 				return nil, err
 			}
@@ -189,7 +192,7 @@ func Episodes(ctx context.Context, s Sampler, tok interface {
 			t.Logprobs = append(t.Logprobs, make([]float32, len(r))...)
 			t.Text = tok.Decode(ints(t.Tokens))
 			if len(t.Tokens) < maxTokens {
-				next = append(next, t)
+				next = append(next, e)
 			}
 		}
 		live = next
@@ -211,19 +214,4 @@ func int32s(v []int) []int32 {
 		out[i] = int32(t)
 	}
 	return out
-}
-
-// indexOf is an episode's index across groups (group-major), the id the
-// environment sees.
-func indexOf(groups []Group, t *Trajectory) int {
-	n := 0
-	for i := range groups {
-		for k := range groups[i].Trajectories {
-			if &groups[i].Trajectories[k] == t {
-				return n
-			}
-			n++
-		}
-	}
-	return -1
 }
