@@ -56,7 +56,7 @@ type RLConfig struct {
 	// pass per mini-batch.
 	MicroBatchTokens int `yaml:"micro_batch_tokens"`
 
-	// Loss. Clip bounds default to the algorithm's (0.2/0.2; DAPO 0.2/0.28).
+	// Loss. Clip bounds of 0 take the algorithm's (0.2/0.2; DAPO 0.2/0.28).
 	ClipLow     float32             `yaml:"clip_low"`
 	ClipHigh    float32             `yaml:"clip_high"`
 	KL          float32             `yaml:"kl"`           // β of the KL to the starting model; 0 disables
@@ -98,6 +98,16 @@ func (c *RLConfig) Resolve() error {
 		c.DynamicSampling = true
 		if c.OverlongBuffer == 0 {
 			c.OverlongBuffer = c.MaxTokens / 4
+		}
+	}
+	// The algorithm's own clip range unless the config sets one, written
+	// back so the saved config shows what ran.
+	if fam, err := method.NewFamily(c.Algorithm, c.MaxTokens); err == nil {
+		if c.ClipLow == 0 {
+			c.ClipLow = fam.ClipLow
+		}
+		if c.ClipHigh == 0 {
+			c.ClipHigh = fam.ClipHigh
 		}
 	}
 	for _, f := range []struct {
@@ -221,12 +231,7 @@ func RL(ctx context.Context, cfg RLConfig, runDir string, resume bool, progress 
 	if err != nil {
 		return err
 	}
-	if cfg.ClipLow != 0 {
-		fam.ClipLow = cfg.ClipLow
-	}
-	if cfg.ClipHigh != 0 {
-		fam.ClipHigh = cfg.ClipHigh
-	}
+	fam.ClipLow, fam.ClipHigh = cfg.ClipLow, cfg.ClipHigh
 	fam.RefKLEstimator, fam.Entropy = cfg.KLEstimator, cfg.Entropy
 	if !cfg.KLInReward {
 		fam.RefKL = cfg.KL

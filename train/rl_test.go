@@ -149,7 +149,7 @@ func TestRLConfigResolveReportsEverything(t *testing.T) {
 	}
 	d := DefaultRL()
 	d.Algorithm = method.DAPO
-	if err := d.Resolve(); err != nil || !d.DynamicSampling || d.OverlongBuffer == 0 {
+	if err := d.Resolve(); err != nil || !d.DynamicSampling || d.OverlongBuffer == 0 || d.ClipLow != 0.2 || d.ClipHigh != 0.28 {
 		t.Fatalf("dapo defaults: %+v %v", d, err)
 	}
 }
