@@ -17,6 +17,7 @@ import (
 	"rlvr/format/hf"
 	"rlvr/format/llama2c"
 	"rlvr/format/tokenizer"
+	"rlvr/internal/tokens"
 )
 
 // Loaded is a model ready to sample from or train, with what it takes to
@@ -41,19 +42,12 @@ func (l *Loaded) Encode(text string) []int32 {
 	if bos, ok := l.Tokenizer.BOS(); ok && l.AddBOS {
 		out = append(out, int32(bos))
 	}
-	for _, t := range l.Tokenizer.Encode(text) {
-		out = append(out, int32(t))
-	}
-	return out
+	return append(out, tokens.Int32s(l.Tokenizer.Encode(text))...)
 }
 
 // Decode turns generated tokens into text, without special tokens.
 func (l *Loaded) Decode(ids []int32) string {
-	v := make([]int, len(ids))
-	for i, t := range ids {
-		v[i] = int(t)
-	}
-	return l.Tokenizer.DecodeSkipSpecial(v)
+	return l.Tokenizer.DecodeSkipSpecial(tokens.Ints(ids))
 }
 
 // Open loads the model at path:

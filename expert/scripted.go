@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"rlvr/format/tokenizer"
+	"rlvr/internal/tokens"
 	"rlvr/sample"
 	"rlvr/serve"
 	"rlvr/task/world"
@@ -34,24 +35,17 @@ func (s Scripted) Sample(ctx context.Context, reqs []sample.Request) ([][]sample
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		ids := make([]int, len(r.Prompt))
-		for k, t := range r.Prompt {
-			ids[k] = int(t)
-		}
-		text := s.answer(s.Tokenizer.Decode(ids))
+		text := s.answer(s.Tokenizer.Decode(tokens.Ints(r.Prompt)))
 		for _, stop := range r.Params.Stop {
 			if k := strings.Index(text, stop); k >= 0 {
 				text = text[:k]
 			}
 		}
-		var toks []int32
-		for _, t := range s.Tokenizer.Encode(text) {
-			toks = append(toks, int32(t))
-		}
+		toks := tokens.Int32s(s.Tokenizer.Encode(text))
 		finish := sample.FinishStop
 		if max := r.Params.MaxTokens; max > 0 && len(toks) > max {
 			toks, finish = toks[:max], sample.FinishLength
-			text = s.Tokenizer.Decode(int32s(toks))
+			text = s.Tokenizer.Decode(tokens.Ints(toks))
 		}
 		c := sample.Completion{Tokens: toks, Logprobs: make([]float32, len(toks)), Text: text, Finish: finish}
 		for k := 0; k < max(r.Params.N, 1); k++ {
@@ -79,14 +73,6 @@ func (s Scripted) answer(prompt string) string {
 	}
 	text, _ := world.Solve(p, s.Style)
 	return text
-}
-
-func int32s(v []int32) []int {
-	out := make([]int, len(v))
-	for i, t := range v {
-		out[i] = int(t)
-	}
-	return out
 }
 
 // WorldModels returns the world's experts as served models named E0 (the

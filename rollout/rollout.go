@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 
+	"rlvr/internal/tokens"
 	"rlvr/sample"
 )
 
@@ -88,17 +89,9 @@ func single(prompt []int32, c sample.Completion, dec Decoder) Trajectory {
 	}
 	t.Text = c.Text
 	if t.Text == "" && dec != nil {
-		t.Text = dec.Decode(ints(c.Tokens))
+		t.Text = dec.Decode(tokens.Ints(c.Tokens))
 	}
 	return t
-}
-
-func ints(v []int32) []int {
-	out := make([]int, len(v))
-	for i, t := range v {
-		out[i] = int(t)
-	}
-	return out
 }
 
 // Environment answers a policy between turns of a multi-turn episode.
@@ -173,7 +166,7 @@ func Episodes(ctx context.Context, s Sampler, tok interface {
 			// it is the policy's call to the environment, sampled with
 			// real logprobs.
 			t.appendPolicy(c.Tokens, c.Logprobs)
-			t.Text = tok.Decode(ints(t.Tokens))
+			t.Text = tok.Decode(tokens.Ints(t.Tokens))
 			t.Finish = c.Finish
 			called := c.StopString != "" && slices.Contains(turnStops, c.StopString)
 			if !called || len(t.Tokens) >= maxTokens || turn == maxTurns-1 {
@@ -186,11 +179,11 @@ func Episodes(ctx context.Context, s Sampler, tok interface {
 			if done {
 				continue
 			}
-			r := int32s(tok.Encode(reply))
+			r := tokens.Int32s(tok.Encode(reply))
 			t.Tokens = append(t.Tokens, r...)
 			t.Policy = append(t.Policy, make([]bool, len(r))...)
 			t.Logprobs = append(t.Logprobs, make([]float32, len(r))...)
-			t.Text = tok.Decode(ints(t.Tokens))
+			t.Text = tok.Decode(tokens.Ints(t.Tokens))
 			if len(t.Tokens) < maxTokens {
 				next = append(next, e)
 			}
@@ -206,12 +199,4 @@ func (t *Trajectory) appendPolicy(toks []int32, lps []float32) {
 	for range toks {
 		t.Policy = append(t.Policy, true)
 	}
-}
-
-func int32s(v []int) []int32 {
-	out := make([]int32, len(v))
-	for i, t := range v {
-		out[i] = int32(t)
-	}
-	return out
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"rlvr/format/tokenizer"
+	"rlvr/internal/tokens"
 	"rlvr/sample"
 )
 
@@ -22,7 +23,7 @@ func (s *scripted) Sample(_ context.Context, reqs []sample.Request) ([][]sample.
 	s.calls++
 	out := make([][]sample.Completion, len(reqs))
 	for i, r := range reqs {
-		hist := s.tok.Decode(ints(r.Prompt))
+		hist := s.tok.Decode(tokens.Ints(r.Prompt))
 		turn := strings.Count(hist, "!") // one reply per finished turn
 		text := s.turns[min(turn, len(s.turns)-1)]
 		c := sample.Completion{Finish: sample.FinishStop}

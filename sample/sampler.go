@@ -11,6 +11,7 @@ import (
 	"rlvr/engine/model"
 	"rlvr/engine/parallel"
 	"rlvr/engine/vec"
+	"rlvr/internal/tokens"
 )
 
 // Sampler generates from a model. It is not safe for concurrent use; a
@@ -299,12 +300,7 @@ func draw(z []float32, st *stream, sc *scratch) int {
 func (s *Sampler) accept(st *stream, tok int32, lp float32) {
 	p := st.p
 	if len(p.Stop) > 0 {
-		ids := make([]int, len(st.out.Tokens)+1)
-		for i, t := range st.out.Tokens {
-			ids[i] = int(t)
-		}
-		ids[len(ids)-1] = int(tok)
-		text := s.Decoder.Decode(ids)
+		text := s.Decoder.Decode(append(tokens.Ints(st.out.Tokens), int(tok)))
 		for _, stop := range p.Stop {
 			if i := strings.Index(text, stop); i >= 0 {
 				st.out.Finish, st.out.StopString, st.done = FinishStop, stop, true
@@ -335,11 +331,7 @@ func (s *Sampler) accept(st *stream, tok int32, lp float32) {
 		st.out.Finish, st.done = FinishLength, true
 	}
 	if st.done && s.Decoder != nil {
-		ids := make([]int, len(st.out.Tokens))
-		for i, t := range st.out.Tokens {
-			ids[i] = int(t)
-		}
-		st.out.Text = s.Decoder.Decode(ids)
+		st.out.Text = s.Decoder.Decode(tokens.Ints(st.out.Tokens))
 	}
 }
 

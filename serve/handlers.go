@@ -15,6 +15,7 @@ import (
 	"time"
 
 	api "rlvr/api/openai"
+	"rlvr/internal/tokens"
 	"rlvr/sample"
 )
 
@@ -358,7 +359,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		prompts = append(prompts, toInt32(ids))
+		prompts = append(prompts, tokens.Int32s(ids))
 	}
 	longest := 0
 	for _, p := range prompts {
@@ -386,14 +387,6 @@ func promptParam(i, n int) string {
 		return "prompt"
 	}
 	return "prompt[" + strconv.Itoa(i) + "]"
-}
-
-func toInt32(ids []int) []int32 {
-	out := make([]int32, len(ids))
-	for i, id := range ids {
-		out[i] = int32(id)
-	}
-	return out
 }
 
 func newID() string {

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"rlvr/format/tokenizer"
+	"rlvr/internal/tokens"
 	"rlvr/sample"
 )
 
@@ -343,5 +344,5 @@ func (m *Model) encode(text string) []int32 {
 	if m.Encode != nil {
 		return m.Encode(text)
 	}
-	return toInt32(m.Tokenizer.Encode(text))
+	return tokens.Int32s(m.Tokenizer.Encode(text))
 }
