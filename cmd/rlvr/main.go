@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"rlvr/checkpoint"
@@ -52,4 +53,12 @@ func openModel(path, tokenizerPath string) (*checkpoint.Loaded, error) {
 		return nil, fmt.Errorf("no model at %s yet: run `rlvr pretrain` to train the built-in world's model (or pass --model)", path)
 	}
 	return checkpoint.Open(path, tokenizerPath)
+}
+
+// newBar is the progress bar of a training command: on stderr, with the
+// step count and an ETA, redrawn at most ten times a second.
+func newBar(cmd *cobra.Command, steps int) *progressbar.ProgressBar {
+	return progressbar.NewOptions(steps, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
+		progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(100_000_000), progressbar.OptionClearOnFinish())
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"rlvr/engine/gemm"
@@ -27,15 +26,7 @@ settings finds it there and only prints its scores.`,
 			cfg.Schedule.TotalSteps = cfg.Steps
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "GEMM: %s\n", gemm.Backend())
-			bar := progressbar.NewOptions(cfg.Steps,
-				progressbar.OptionSetWriter(cmd.ErrOrStderr()),
-				progressbar.OptionSetDescription("pretrain"),
-				progressbar.OptionShowCount(),
-				progressbar.OptionSetPredictTime(true),
-				progressbar.OptionSetWidth(30),
-				progressbar.OptionThrottle(100_000_000),
-				progressbar.OptionClearOnFinish(),
-			)
+			bar := newBar(cmd, cfg.Steps)
 			report := func(p train.Progress) {
 				bar.Describe(fmt.Sprintf("pretrain loss %.3f lr %.1e %5.0f tok/s", p.Loss, p.LR, p.TokensPerSec))
 				bar.Add(1)

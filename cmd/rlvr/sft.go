@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"rlvr/task"
@@ -50,9 +49,7 @@ response only, and saves it as a Hugging Face checkpoint to --out.`,
 				return err
 			}
 			cfg.Schedule.TotalSteps = cfg.Steps
-			bar := progressbar.NewOptions(cfg.Steps, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
-				progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionSetWidth(30),
-				progressbar.OptionThrottle(100_000_000), progressbar.OptionClearOnFinish())
+			bar := newBar(cmd, cfg.Steps)
 			res, err := train.SFT(cmd.Context(), l, examples, cfg, func(p train.Progress) {
 				bar.Describe(fmt.Sprintf("sft loss %.3f %5.0f tok/s", p.Loss, p.TokensPerSec))
 				bar.Add(1)

@@ -1,12 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
@@ -85,9 +85,7 @@ eval.jsonl and checkpoints. --resume continues from the newest checkpoint.`,
 			out := cmd.OutOrStdout()
 			b, _ := yaml.Marshal(cfg)
 			fmt.Fprintf(out, "run: %s\n%s\n", runDir, b)
-			bar := progressbar.NewOptions(cfg.Steps, progressbar.OptionSetWriter(cmd.ErrOrStderr()),
-				progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionSetWidth(30),
-				progressbar.OptionThrottle(100_000_000), progressbar.OptionClearOnFinish())
+			bar := newBar(cmd, cfg.Steps)
 			err := train.RL(cmd.Context(), cfg, runDir, resume, func(m train.StepMetrics) {
 				bar.Describe(fmt.Sprintf("%s reward %.3f acc %.3f %.1fs/step", cfg.Algorithm, m.RewardMean, m.Accuracy, m.StepS))
 				bar.Set(m.Step)
@@ -114,7 +112,7 @@ func printEvalSummary(out interface{ Write([]byte) (int, error) }, runDir string
 	}
 	var first, last train.EvalMetrics
 	n := 0
-	for _, line := range splitLines(b) {
+	for _, line := range bytes.Split(b, []byte("\n")) {
 		var e train.EvalMetrics
 		if json.Unmarshal(line, &e) == nil {
 			if n == 0 {
@@ -130,16 +128,4 @@ func printEvalSummary(out interface{ Write([]byte) (int, error) }, runDir string
 	fmt.Fprintf(out, "held-out greedy accuracy: step %d %.1f%% [%.1f, %.1f] -> step %d %.1f%% [%.1f, %.1f]\n",
 		first.Step, 100*first.Greedy, 100*first.GreedyLow, 100*first.GreedyHigh, last.Step, 100*last.Greedy, 100*last.GreedyLow, 100*last.GreedyHigh)
 	return nil
-}
-
-func splitLines(b []byte) [][]byte {
-	var out [][]byte
-	start := 0
-	for i, c := range b {
-		if c == '\n' {
-			out = append(out, b[start:i])
-			start = i + 1
-		}
-	}
-	return out
 }
