@@ -12,7 +12,8 @@ import (
 type Scored struct {
 	Example task.Example
 	rollout.Group
-	Rewards []float64
+	Rewards []float64 // shaped rewards (penalties, KL) the method trains on
+	Correct []bool    // whether each answer verified, before shaping
 }
 
 // Term is one loss the learner applies to some datums: the loop splits

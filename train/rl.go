@@ -314,6 +314,7 @@ func RL(ctx context.Context, cfg RLConfig, runDir string, resume bool, progress 
 				s := method.Scored{Example: batch[i], Group: g}
 				for _, t := range g.Trajectories {
 					r, _ := eval.Reward(batch[i], t.Text)
+					s.Correct = append(s.Correct, r > 0)
 					if cfg.OverlongBuffer > 0 {
 						r += method.OverlongPenalty(t.PolicyTokens(), cfg.MaxTokens, cfg.OverlongBuffer)
 					}
@@ -351,6 +352,15 @@ func RL(ctx context.Context, cfg RLConfig, runDir string, resume bool, progress 
 		}
 		tokens := 0
 		var met backend.Metrics
+		// Reference logprobs depend only on the data: once per step, not
+		// once per epoch.
+		for _, term := range terms {
+			if term.Loss.RefKL != 0 {
+				if err := refLogprobs(ctx, ref, term.Data); err != nil {
+					return err
+				}
+			}
+		}
 		for epoch := 0; epoch < cfg.Epochs; epoch++ {
 			for _, term := range terms {
 				if len(term.Data) == 0 {
@@ -359,11 +369,6 @@ func RL(ctx context.Context, cfg RLConfig, runDir string, resume bool, progress 
 				for mb := 0; mb < cfg.MiniBatches; mb++ {
 					lo, hi := mb*len(term.Data)/cfg.MiniBatches, (mb+1)*len(term.Data)/cfg.MiniBatches
 					data := cloneWeights(term.Data[lo:hi])
-					if term.Loss.RefKL != 0 {
-						if err := refLogprobs(ctx, ref, data); err != nil {
-							return err
-						}
-					}
 					// Aggregation is over the whole mini-batch; the learner's
 					// sums over micro-batches then add up to it exactly.
 					if err := backend.Aggregate(data, term.Aggregation, term.Norm); err != nil {
@@ -470,9 +475,9 @@ func fillRolloutMetrics(m *StepMetrics, groups []method.Scored) {
 		if method.ZeroVariance(g.Rewards) {
 			zero++
 		}
-		for _, t := range g.Trajectories {
+		for i, t := range g.Trajectories {
 			lens += float64(t.PolicyTokens())
-			if r, _ := eval.Reward(g.Example, t.Text); r > 0 {
+			if g.Correct[i] {
 				correct++
 			}
 		}
