@@ -11,11 +11,7 @@ import (
 func Reward(e task.Example, response string) (reward float64, ok bool) {
 	switch e.Kind {
 	case task.MultipleChoice:
-		opts := make([]verify.Option, len(e.Choices))
-		for i, c := range e.Choices {
-			opts[i] = verify.Option{Letter: string(rune('a' + i)), Text: c}
-		}
-		return verify.ScoreChoice(response, e.Answer, opts)
+		return verify.ScoreChoice(response, e.Answer, options(e))
 	case task.YesNo:
 		return verify.Score(response, e.Answer, verify.KindYesNo)
 	}
@@ -35,13 +31,18 @@ func Answer(e task.Example, response string) string {
 		}
 		return ""
 	case task.MultipleChoice:
-		opts := make([]verify.Option, len(e.Choices))
-		for i, c := range e.Choices {
-			opts[i] = verify.Option{Letter: string(rune('a' + i)), Text: c}
-		}
-		letter, _ := verify.Choice(response, opts)
+		letter, _ := verify.Choice(response, options(e))
 		return letter
 	}
 	a, _ := verify.Extract(response)
 	return verify.Normalize(a)
+}
+
+// options are a multiple-choice example's choices, lettered a, b, c, …
+func options(e task.Example) []verify.Option {
+	opts := make([]verify.Option, len(e.Choices))
+	for i, c := range e.Choices {
+		opts[i] = verify.Option{Letter: string(rune('a' + i)), Text: c}
+	}
+	return opts
 }
