@@ -8,4 +8,4 @@ scripts/setup.sh
 go build -o bin/rlvr ./cmd/rlvr
 bin/rlvr pretrain
 bin/rlvr train --run runs/demo "$@"
-bin/rlvr report runs/demo
+echo "report: $(bin/rlvr report runs/demo) (open it in a browser)"

@@ -49,6 +49,7 @@ func EnsurePretrained(ctx context.Context, cfg PretrainConfig, progress func(Pro
 		if err := json.Unmarshal(b, &res); err != nil {
 			return "", nil, fmt.Errorf("train: %s: %w", filepath.Join(dir, ResultFile), err)
 		}
+		res.Cached = true
 		return dir, &res, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", nil, err

@@ -77,6 +77,8 @@ type PretrainResult struct {
 	Eval                []LevelResult
 	Params              int
 	Elapsed             time.Duration
+	// Cached says the model came from the cache rather than this run.
+	Cached bool `json:"-"`
 }
 
 // encodeProblem is BOS, the prompt and the solution, EOS, with the number
@@ -241,9 +243,9 @@ func evalLevel(m *model.Model, tok *tokenizer.ByteTokenizer, seed uint64, level,
 // Table renders the evaluation as aligned text.
 func (r *PretrainResult) Table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-10s %9s %14s\n", "level", "loss", "greedy exact")
+	fmt.Fprintf(&b, "%-16s %9s %14s\n", "level", "loss", "greedy exact")
 	for _, e := range r.Eval {
-		fmt.Fprintf(&b, "%-10s %9.4f %13.1f%%\n", e.Level, e.Loss, 100*e.Exact)
+		fmt.Fprintf(&b, "%-16s %9.4f %13.1f%%\n", e.Level, e.Loss, 100*e.Exact)
 	}
 	return b.String()
 }

@@ -43,6 +43,9 @@ settings finds it there and only prints its scores.`,
 			if err != nil {
 				return err
 			}
+			if res.Cached {
+				fmt.Fprint(out, "found in the cache (delete the directory below to train again): ")
+			}
 			fmt.Fprintf(out, "trained %.2fM parameters for %d steps in %s: loss %.3f -> %.3f\n\n",
 				float64(res.Params)/1e6, cfg.Steps, res.Elapsed.Round(1e9), res.FirstLoss, res.LastLoss)
 			fmt.Fprintf(out, "held-out problems (%d per level):\n%s", cfg.EvalProblems, res.Table())
