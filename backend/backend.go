@@ -215,15 +215,21 @@ type StepResult struct {
 	GradNorm float64 // the global norm before clipping
 }
 
+// Logprober scores sequences under fixed weights: a frozen reference
+// model, for the KL to the starting policy.
+type Logprober interface {
+	// Logprobs runs the forward pass only and returns the logprob of every
+	// target, one slice per datum.
+	Logprobs(ctx context.Context, batch []Datum) ([][]float32, error)
+}
+
 // Learner computes gradients and applies optimizer steps. Implementations
 // are not safe for concurrent use.
 type Learner interface {
 	// ForwardBackward adds the gradients of the summed loss over batch to
 	// the accumulated gradients and returns per-datum logprobs and metrics.
 	ForwardBackward(ctx context.Context, batch []Datum, loss Loss) (Result, error)
-	// Logprobs runs the forward pass only and returns the logprob of every
-	// target, one slice per datum.
-	Logprobs(ctx context.Context, batch []Datum) ([][]float32, error)
+	Logprober
 	// OptimStep applies the accumulated gradients and clears them. It
 	// refuses (and changes no weight) when a gradient is NaN or Inf.
 	OptimStep(ctx context.Context, p OptimParams) (StepResult, error)

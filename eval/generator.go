@@ -18,14 +18,25 @@ type Generator interface {
 
 // Local generates with a model in this process, all prompts in one batch.
 type Local struct {
-	Model   *checkpoint.Loaded
-	sampler *sample.Sampler
+	Model   *checkpoint.Loaded // its tokenizer side encodes and decodes
+	sampler Sampler
+}
+
+// Sampler generates token continuations: rlvr's sampler, or a training
+// backend's.
+type Sampler interface {
+	Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error)
 }
 
 // NewLocal returns a generator over a loaded model.
 func NewLocal(l *checkpoint.Loaded) *Local {
 	return &Local{Model: l, sampler: sample.New(l.Model, l.Tokenizer)}
 }
+
+// NewSampled returns a generator over any sampler of the model whose
+// tokenizer side l holds: a training run evaluates through its backend's
+// sampler this way.
+func NewSampled(s Sampler, l *checkpoint.Loaded) *Local { return &Local{Model: l, sampler: s} }
 
 // Generate implements Generator. Sampling stops at the model's stop tokens
 // as well as p's.

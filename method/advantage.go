@@ -79,10 +79,10 @@ func ZeroVariance(rewards []float64) bool {
 	return true
 }
 
-// OverlongPenalty is DAPO's soft overlong punishment for a response of
+// Overlong is DAPO's soft overlong punishment for a response of
 // length tokens when responses may be maxLen long: 0 up to maxLen − cache,
 // then falling linearly to −1 at maxLen (and −1 beyond).
-func OverlongPenalty(length, maxLen, cache int) float64 {
+func Overlong(length, maxLen, cache int) float64 {
 	start := maxLen - cache
 	switch {
 	case length <= start:

@@ -50,8 +50,8 @@ func TestBatchNormalizeAndHelpers(t *testing.T) {
 		n    int
 		want float64
 	}{{100, 0}, {192, 0}, {224, -0.5}, {256, -1}, {300, -1}} {
-		if got := OverlongPenalty(tc.n, 256, 64); !near(got, tc.want) {
-			t.Errorf("OverlongPenalty(%d, 256, 64) = %v, want %v", tc.n, got, tc.want)
+		if got := Overlong(tc.n, 256, 64); !near(got, tc.want) {
+			t.Errorf("Overlong(%d, 256, 64) = %v, want %v", tc.n, got, tc.want)
 		}
 	}
 }

@@ -1,44 +1,130 @@
 package method
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 
 	"rlvr/backend"
 	"rlvr/rollout"
+	"rlvr/sample"
 	"rlvr/task"
 )
 
-// Scored is a group of trajectories for one example with their rewards.
-type Scored struct {
-	Example task.Example
-	rollout.Group
-	Rewards []float64 // shaped rewards (penalties, KL) the method trains on
-	Correct []bool    // whether each answer verified, before shaping
+// Method is one training step's data side: it turns the step's examples
+// into a batch of loss terms. How examples become trajectories (prompt
+// variants, single- or multi-turn episodes, extra generation passes over
+// the current policy), how they are scored and shaped and which terms train
+// is the method's business; the loop only runs what Step returns. The data
+// still flows one way: Step calls down to the sampler and the verifier in
+// env, never back into the loop.
+type Method interface {
+	Step(ctx context.Context, env *Env, examples []task.Example) (*Batch, error)
 }
 
-// Term is one loss the learner applies to some datums: the loop splits
-// Data into mini-batches, folds Aggregation into their weights, and sums
-// Loss over them.
+// Stateful is a method, or a part of one, that keeps something across steps
+// (a buffer, a schedule, a counter). The loop writes State with every
+// checkpoint and hands it back to Restore on resume, so a resumed run
+// continues exactly. Random draws should derive from Env.Seed rather than
+// live in the state.
+type Stateful interface {
+	State() (json.RawMessage, error)
+	Restore(json.RawMessage) error
+}
+
+// Variant is one way to ask a question: MEML-GRPO's expert prompt P_i, or
+// the plain prompt (the zero Variant).
+type Variant struct {
+	Name string // label in metrics, e.g. "E1"; "" for the plain prompt
+	// System is the system prompt of a chat model ("" keeps the run's
+	// default); Suffix follows a plain-text prompt (the world's "@E1\n").
+	System, Suffix string
+}
+
+// Renderer turns examples and text into the policy's tokens and back.
+type Renderer interface {
+	// Prompt renders an example under a variant: through the chat template
+	// (with the variant's or the run's system prompt) when the model has
+	// one, as plain text with the variant's suffix otherwise. It fails with
+	// an error wrapping ErrPromptTooLong when no room is left to answer.
+	Prompt(e task.Example, v Variant) ([]int32, error)
+	// Response is a reference answer as the policy should write it: the
+	// text's tokens and the end-of-turn (or end-of-sequence) token.
+	Response(text string) []int32
+	Encode(text string) []int32
+	Decode(ids []int32) string
+}
+
+// ErrPromptTooLong marks a prompt that leaves no room in the context.
+var ErrPromptTooLong = fmt.Errorf("prompt too long for the context")
+
+// Env is what a method may use during one step. The loop builds a fresh
+// Env per step.
+type Env struct {
+	Policy rollout.Sampler // samples from the current weights
+	Render Renderer
+	// Reward verifies a response: 1 when its answer is the gold one. ok is
+	// false when the example's gold answer cannot be read.
+	Reward func(e task.Example, response string) (reward float64, ok bool)
+	// Sampling holds the rollouts' budget, temperature and stop tokens.
+	Sampling sample.Params
+	Step     int    // 0-based step
+	Seed     uint64 // this step's seed: every random draw of the step derives from it
+	// More draws n further training examples (DAPO's dynamic sampling).
+	More func(n int) ([]task.Example, error)
+	// Reference scores sequences under the frozen starting model; nil when
+	// no KL to it is configured.
+	Reference backend.Logprober
+	// Metrics collects the step's metrics; a method adds its own names
+	// ("loss/…", "expert/E1/…") beside the loop's.
+	Metrics Metrics
+}
+
+// Metrics are one step's named values, one line of metrics.jsonl.
+type Metrics map[string]float64
+
+// Set records a value.
+func (m Metrics) Set(name string, v float64) { m[name] = v }
+
+// Flag records a boolean as 0 or 1.
+func (m Metrics) Flag(name string, b bool) {
+	m[name] = 0
+	if b {
+		m[name] = 1
+	}
+}
+
+// Batch is what a step trains: loss terms whose gradients sum into one
+// optimizer step per mini-batch (L = L_GRPO + λ1·L_KL + λ2·L_SFT is one
+// objective), except terms that declare a learning rate of their own.
+type Batch struct {
+	Terms []Term
+}
+
+// Term is one loss over some datums: the loop splits Data into
+// mini-batches, folds Aggregation into their weights, and sums Loss over
+// them; the coefficients inside Loss are the term's λ.
 type Term struct {
-	Name        string
+	Name        string // metrics label: loss/<name>
 	Data        []backend.Datum
 	Loss        backend.Loss
 	Aggregation backend.Aggregation
 	Norm        float32 // Dr.GRPO's constant, for seq-mean-token-sum-norm
+	// LR, when positive, trains this term in an optimizer step of its own
+	// at this learning rate, after the step's shared updates (MEML-GRPO's
+	// hard-example SFT at 1e-5 against 1e-6 for RL). 0 joins the shared
+	// gradient.
+	LR float64
 }
 
-// Stats are what a method reports about the batch it built.
-type Stats struct {
-	Groups, ZeroVariance int
-	Trained              int // trajectories with a non-zero training signal
-}
-
-// Method turns scored groups into loss terms. Build is called once per
-// step; it may keep state across steps (buffers, schedules), which it
-// then saves with the checkpoint.
-type Method interface {
-	Name() string
-	Build(groups []Scored) ([]Term, Stats, error)
+// Scored is a group of trajectories for one example under one variant,
+// with their rewards.
+type Scored struct {
+	Example task.Example
+	Variant Variant
+	rollout.Group
+	Rewards []float64 // shaped rewards (penalties, KL) the method trains on
+	Correct []bool    // whether each answer verified, before shaping
 }
 
 // policyDatum makes the datum of a trajectory: the prompt is context, and
@@ -60,121 +146,14 @@ func policyDatum(t *rollout.Trajectory, adv float32) backend.Datum {
 	return d
 }
 
-// Algorithm names a member of the GRPO family.
-type Algorithm string
-
-const (
-	GRPO        Algorithm = "grpo"
-	DrGRPO      Algorithm = "dr-grpo"
-	DAPO        Algorithm = "dapo"
-	ReinforcePP Algorithm = "reinforce++"
-	RFT         Algorithm = "rft"
-	// SFT trains on reference solutions with NLL and samples nothing; the
-	// training loop builds its batches from the examples themselves.
-	SFT Algorithm = "sft"
-)
-
-// Algorithms lists the algorithms the training loop runs.
-var Algorithms = []Algorithm{GRPO, DrGRPO, DAPO, ReinforcePP, RFT, SFT}
-
-// Family is GRPO and its variants, which differ only in how advantages
-// are computed and which loss and aggregation apply:
-//
-//	grpo         A = (r − mean)/std per group; clipped ratio; seq-mean-token-mean
-//	dr-grpo      A = r − mean (no std); clipped ratio; seq-mean-token-sum-norm
-//	dapo         as grpo, clip-higher (ε_high 0.28), token-mean; the loop drops
-//	             zero-variance groups and resamples, and penalizes overlong answers
-//	reinforce++  A = r − group mean, then normalized over the whole batch;
-//	             clipped ratio; token-mean
-//	rft          NLL on the verified-correct samples; token-mean
-type Family struct {
-	Algorithm         Algorithm
-	ClipLow, ClipHigh float32
-	// MaxTokens is Dr.GRPO's normalizer: the generation budget.
-	MaxTokens int
-	// RefKL and RefKLEstimator add a KL penalty to a frozen reference in
-	// the loss (the loop supplies the reference logprobs); Entropy adds an
-	// entropy bonus.
-	RefKL          float32
-	RefKLEstimator backend.KLEstimator
-	Entropy        float32
-	// Eps keeps the std division finite for near-uniform groups.
-	Eps float64
-}
-
-// NewFamily returns the algorithm's published defaults.
-func NewFamily(a Algorithm, maxTokens int) (*Family, error) {
-	f := &Family{Algorithm: a, ClipLow: 0.2, ClipHigh: 0.2, MaxTokens: maxTokens, Eps: 1e-4, RefKLEstimator: backend.K3}
-	switch a {
-	case GRPO, DrGRPO, ReinforcePP, RFT, SFT:
-	case DAPO:
-		f.ClipHigh = 0.28
-	default:
-		return nil, fmt.Errorf("method: unknown algorithm %q (want one of %v)", a, Algorithms)
+// ResponseDatum trains NLL on a response after a prompt: the response's
+// positions carry weight 1, the prompt's 0.
+func ResponseDatum(prompt, response []int32) backend.Datum {
+	seq := append(append([]int32(nil), prompt...), response...)
+	n := len(seq) - 1
+	w := make([]float32, n)
+	for i := len(prompt) - 1; i < n; i++ {
+		w[i] = 1
 	}
-	return f, nil
-}
-
-// Name implements Method.
-func (f *Family) Name() string { return string(f.Algorithm) }
-
-// Build implements Method.
-func (f *Family) Build(groups []Scored) ([]Term, Stats, error) {
-	st := Stats{Groups: len(groups)}
-	if f.Algorithm == SFT {
-		return nil, st, fmt.Errorf("method: sft trains on reference solutions, not on groups")
-	}
-	if f.Algorithm == RFT {
-		var data []backend.Datum
-		for _, g := range groups {
-			for i := range g.Trajectories {
-				if g.Rewards[i] > 0 {
-					data = append(data, policyDatum(&g.Trajectories[i], 0))
-				}
-			}
-		}
-		st.Trained = len(data)
-		return []Term{{Name: "rft", Data: data, Loss: backend.Loss{NLL: 1, Entropy: f.Entropy}, Aggregation: backend.TokenMean}}, st, nil
-	}
-	var adv [][]float64
-	for _, g := range groups {
-		if ZeroVariance(g.Rewards) {
-			st.ZeroVariance++
-		}
-		adv = append(adv, GroupAdvantages(g.Rewards, f.Algorithm == GRPO || f.Algorithm == DAPO, f.Eps))
-	}
-	if f.Algorithm == ReinforcePP {
-		var flat []float64
-		for _, a := range adv {
-			flat = append(flat, a...)
-		}
-		BatchNormalize(flat, f.Eps)
-		k := 0
-		for _, a := range adv {
-			k += copy(a, flat[k:])
-		}
-	}
-	// Zero-advantage samples stay: they count in the aggregation's
-	// denominators as in TRL and verl, though their gradient is zero.
-	var data []backend.Datum
-	for gi, g := range groups {
-		for i := range g.Trajectories {
-			data = append(data, policyDatum(&g.Trajectories[i], float32(adv[gi][i])))
-			if adv[gi][i] != 0 {
-				st.Trained++
-			}
-		}
-	}
-	loss := backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: f.ClipLow, ClipHigh: f.ClipHigh,
-		RefKL: f.RefKL, RefKLEstimator: f.RefKLEstimator, Entropy: f.Entropy}
-	t := Term{Name: "pg", Data: data, Loss: loss}
-	switch f.Algorithm {
-	case GRPO:
-		t.Aggregation = backend.SeqMeanTokenMean
-	case DrGRPO:
-		t.Aggregation, t.Norm = backend.SeqMeanTokenSumNorm, float32(f.MaxTokens)
-	default:
-		t.Aggregation = backend.TokenMean
-	}
-	return []Term{t}, st, nil
+	return backend.Datum{Tokens: seq[:n], Targets: seq[1:], Weights: w}
 }

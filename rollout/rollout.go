@@ -35,8 +35,12 @@ type Trajectory struct {
 	Policy   []bool    // per token of Tokens: produced by the policy
 	Logprobs []float32 // per token of Tokens: the sampler's logprob (0 for environment tokens)
 	Text     string    // Tokens decoded
-	Finish   sample.Finish
-	Turns    int // policy turns taken
+	// PolicyText is the policy's tokens alone, decoded: what a verifier
+	// reads, so an expert's reply in the history never counts as the
+	// policy's answer.
+	PolicyText string
+	Finish     sample.Finish
+	Turns      int // policy turns taken
 	// Env counts what the environment did in this episode (consultations,
 	// replies, failures…), by name.
 	Env map[string]int
@@ -91,6 +95,7 @@ func single(prompt []int32, c sample.Completion, dec Decoder) Trajectory {
 	if t.Text == "" && dec != nil {
 		t.Text = dec.Decode(tokens.Ints(c.Tokens))
 	}
+	t.PolicyText = t.Text
 	return t
 }
 
@@ -167,6 +172,7 @@ func Episodes(ctx context.Context, s Sampler, tok interface {
 			// real logprobs.
 			t.appendPolicy(c.Tokens, c.Logprobs)
 			t.Text = tok.Decode(tokens.Ints(t.Tokens))
+			t.PolicyText = tok.Decode(tokens.Ints(t.policyTokens()))
 			t.Finish = c.Finish
 			called := c.StopString != "" && slices.Contains(turnStops, c.StopString)
 			if !called || len(t.Tokens) >= maxTokens || turn == maxTurns-1 {
@@ -191,6 +197,17 @@ func Episodes(ctx context.Context, s Sampler, tok interface {
 		live = next
 	}
 	return groups, nil
+}
+
+// policyTokens are the tokens the policy produced, in order.
+func (t *Trajectory) policyTokens() []int32 {
+	out := make([]int32, 0, len(t.Tokens))
+	for i, id := range t.Tokens {
+		if t.Policy[i] {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func (t *Trajectory) appendPolicy(toks []int32, lps []float32) {

@@ -7,11 +7,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"rlvr/backend"
 	"rlvr/backend/local"
@@ -23,149 +24,7 @@ import (
 	"rlvr/rollout"
 	"rlvr/sample"
 	"rlvr/task"
-	"rlvr/task/world"
-
-	"gopkg.in/yaml.v3"
 )
-
-// RLConfig is every knob of an RL run, grouped by what it controls. Zero
-// values mean the defaults DefaultRL gives.
-type RLConfig struct {
-	// What is trained and on what.
-	Algorithm method.Algorithm `yaml:"algorithm"` // grpo, dr-grpo, dapo, reinforce++, rft, sft
-	Model     string           `yaml:"model"`     // starting checkpoint; "" is the cached world model
-	Levels    []int            `yaml:"levels"`    // world levels of the training problems
-	Seed      uint64           `yaml:"seed"`      // problems, sampling and everything else
-
-	// Rollouts.
-	Steps          int     `yaml:"steps"`            // optimizer steps × epochs are run per step
-	PromptsPerStep int     `yaml:"prompts_per_step"` // questions per step
-	GroupSize      int     `yaml:"group_size"`       // samples per question (G)
-	MaxTokens      int     `yaml:"max_tokens"`       // response budget (also Dr.GRPO's normalizer)
-	Temperature    float32 `yaml:"temperature"`
-
-	// Optimization.
-	LR          float64           `yaml:"lr"`
-	Warmup      int               `yaml:"warmup"` // warmup steps of the constant schedule
-	AdamW       optim.AdamWConfig `yaml:"adamw"`
-	GradClip    float32           `yaml:"grad_clip"`    // global norm; 0 disables
-	Epochs      int               `yaml:"epochs"`       // passes over each step's batch (PPO epochs)
-	MiniBatches int               `yaml:"mini_batches"` // optimizer steps per epoch
-	// MicroBatchTokens bounds the tokens of one forward/backward pass; a
-	// larger mini-batch accumulates gradients over several. 0 means one
-	// pass per mini-batch.
-	MicroBatchTokens int `yaml:"micro_batch_tokens"`
-
-	// Loss. Clip bounds of 0 take the algorithm's (0.2/0.2; DAPO 0.2/0.28).
-	ClipLow     float32             `yaml:"clip_low"`
-	ClipHigh    float32             `yaml:"clip_high"`
-	KL          float32             `yaml:"kl"`           // β of the KL to the starting model; 0 disables
-	KLEstimator backend.KLEstimator `yaml:"kl_estimator"` // k1, k2 or k3
-	// KLInReward subtracts β·KL from each answer's reward (the sum of
-	// the estimator over its tokens, from the sampler's logprobs) instead
-	// of adding the KL term to the loss.
-	KLInReward bool    `yaml:"kl_in_reward"`
-	Entropy    float32 `yaml:"entropy"` // entropy bonus
-
-	// DAPO's extras (on by default for dapo only).
-	DynamicSampling bool `yaml:"dynamic_sampling"` // drop zero-variance groups, sample more questions
-	MaxResample     int  `yaml:"max_resample"`     // extra sampling rounds per step
-	OverlongBuffer  int  `yaml:"overlong_buffer"`  // soft penalty over the last tokens of the budget; 0 disables
-
-	// Evaluation and checkpoints.
-	EvalEvery       int `yaml:"eval_every"`       // steps between held-out evaluations; 0: only at the end
-	EvalProblems    int `yaml:"eval_problems"`    // held-out problems per level
-	CheckpointEvery int `yaml:"checkpoint_every"` // steps between checkpoints; 0: only at the end
-	KeepLast        int `yaml:"keep_last"`        // checkpoints kept
-}
-
-// DefaultRL is GRPO on the world's hardest level from the cached model:
-// 16 questions × 8 samples per step.
-func DefaultRL() RLConfig {
-	return RLConfig{Algorithm: method.GRPO, Levels: []int{6}, Seed: 1, Steps: 100, PromptsPerStep: 16, GroupSize: 8,
-		MaxTokens: 256, Temperature: 1, LR: 5e-5, Warmup: 5, AdamW: optim.DefaultAdamW(), GradClip: 1, Epochs: 1,
-		MiniBatches: 1, KLEstimator: backend.K3, MaxResample: 3, EvalEvery: 25, EvalProblems: 200, CheckpointEvery: 25, KeepLast: 2}
-}
-
-// Resolve fills algorithm-dependent defaults and reports every
-// inconsistent setting at once.
-func (c *RLConfig) Resolve() error {
-	var errs []string
-	if !slices.Contains(method.Algorithms, c.Algorithm) {
-		errs = append(errs, fmt.Sprintf("algorithm %q is not one of %v", c.Algorithm, method.Algorithms))
-	}
-	if c.Algorithm == method.DAPO {
-		c.DynamicSampling = true
-		if c.OverlongBuffer == 0 {
-			c.OverlongBuffer = c.MaxTokens / 4
-		}
-	}
-	// The algorithm's own clip range unless the config sets one, written
-	// back so the saved config shows what ran.
-	if fam, err := method.NewFamily(c.Algorithm, c.MaxTokens); err == nil {
-		if c.ClipLow == 0 {
-			c.ClipLow = fam.ClipLow
-		}
-		if c.ClipHigh == 0 {
-			c.ClipHigh = fam.ClipHigh
-		}
-	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"steps", c.Steps}, {"prompts_per_step", c.PromptsPerStep}, {"group_size", c.GroupSize}, {"max_tokens", c.MaxTokens}, {"epochs", c.Epochs}, {"mini_batches", c.MiniBatches}} {
-		if f.v <= 0 {
-			errs = append(errs, fmt.Sprintf("%s = %d must be positive", f.name, f.v))
-		}
-	}
-	if c.GroupSize == 1 && c.Algorithm != method.RFT {
-		errs = append(errs, "group_size 1 leaves group-relative advantages always zero")
-	}
-	for _, lv := range c.Levels {
-		if lv < 0 || lv >= len(world.Levels) {
-			errs = append(errs, fmt.Sprintf("levels: no world level %d", lv))
-		}
-	}
-	if len(c.Levels) == 0 {
-		errs = append(errs, "levels is empty")
-	}
-	if c.KL != 0 && !slices.Contains([]backend.KLEstimator{backend.K1, backend.K2, backend.K3}, c.KLEstimator) {
-		errs = append(errs, fmt.Sprintf("kl_estimator %q is not k1, k2 or k3", c.KLEstimator))
-	}
-	if c.LR <= 0 || c.Temperature <= 0 {
-		errs = append(errs, fmt.Sprintf("lr = %v and temperature = %v must be positive", c.LR, c.Temperature))
-	}
-	if c.OverlongBuffer < 0 || c.OverlongBuffer >= c.MaxTokens && c.OverlongBuffer > 0 {
-		errs = append(errs, fmt.Sprintf("overlong_buffer = %d must be in [0, max_tokens)", c.OverlongBuffer))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("train config: %s", strings.Join(errs, "; "))
-	}
-	return nil
-}
-
-// StepMetrics are one step's line of metrics.jsonl.
-type StepMetrics struct {
-	Step             int     `json:"step"`
-	RewardMean       float64 `json:"reward_mean"`
-	RewardStd        float64 `json:"reward_std"`
-	Accuracy         float64 `json:"accuracy"`
-	ZeroVarianceFrac float64 `json:"zero_variance_frac"`
-	ResponseLenMean  float64 `json:"response_len_mean"`
-	ClipLowFrac      float64 `json:"clip_low_frac"`
-	ClipHighFrac     float64 `json:"clip_high_frac"`
-	KL               float64 `json:"kl"`
-	Entropy          float64 `json:"entropy"`
-	GradNorm         float64 `json:"grad_norm"`
-	LR               float64 `json:"lr"`
-	TokensPerSec     float64 `json:"tokens_per_sec"`
-	RolloutS         float64 `json:"time_rollout_s"`
-	VerifyS          float64 `json:"time_verify_s"`
-	LearnS           float64 `json:"time_learn_s"`
-	StepS            float64 `json:"step_s"`
-	Resampled        int     `json:"resampled"`
-	Skipped          bool    `json:"skipped_update"` // no signal in the batch: no optimizer step
-}
 
 // EvalMetrics are one line of eval.jsonl.
 type EvalMetrics struct {
@@ -179,23 +38,69 @@ type EvalMetrics struct {
 // runState is what a checkpoint records beyond the weights and optimizer.
 type runState struct {
 	Step   int `json:"step"`   // steps completed
-	Cursor int `json:"cursor"` // training problems drawn so far
+	Cursor int `json:"cursor"` // training examples drawn so far
+	// OptSteps is the learning-rate schedule's position: optimizer steps
+	// of the shared update taken so far (skipped steps take none).
+	OptSteps int             `json:"opt_steps"`
+	Method   json.RawMessage `json:"method,omitempty"` // the method's own state
 }
 
-// RL trains a model with the configured algorithm, writing config, metrics,
+// policy is what the loop trains through: the backend's learner and
+// sampler interfaces, and the model's tokenizer side.
+type policy struct {
+	learner backend.Learner
+	sampler rollout.Sampler
+	text    *checkpoint.Loaded
+	maxLen  int
+}
+
+// openPolicy opens a model on the local engine. It is the loop's only
+// contact with a concrete backend.
+func openPolicy(dir string, c *RLConfig, resume bool) (*policy, error) {
+	s, err := local.Open(dir, c.AdamW, resume)
+	if err != nil {
+		return nil, err
+	}
+	return &policy{learner: s, sampler: s.Sampler, text: s.Text, maxLen: s.Model.Config.MaxSeq}, nil
+}
+
+// openReference opens the frozen starting model of a KL term.
+func openReference(dir string) (backend.Logprober, error) { return local.OpenFrozen(dir) }
+
+// RL trains a model with the configured method, writing config, metrics,
 // evaluations and checkpoints to runDir. With resume it continues from the
 // newest checkpoint there. progress, if not nil, gets every step's metrics.
-func RL(ctx context.Context, cfg RLConfig, runDir string, resume bool, progress func(StepMetrics)) error {
+func RL(ctx context.Context, cfg RLConfig, runDir string, resume bool, progress func(method.Metrics)) error {
+	return Run(ctx, cfg, runDir, Options{Resume: resume, Progress: progress})
+}
+
+// Options are what a run takes beyond its config.
+type Options struct {
+	Resume   bool                 // continue from the run directory's newest checkpoint
+	Progress func(method.Metrics) // gets every step's metrics; may be nil
+	// Method replaces the one the config describes: a method of one's own
+	// runs on the same loop, with checkpoints, resume and evaluation (nil:
+	// NewMethod).
+	Method method.Method
+}
+
+// Run is RL with options.
+func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
+	resume, progress := opts.Resume, opts.Progress
 	if err := cfg.Resolve(); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return err
 	}
-	start, modelDir := runState{}, cfg.Model
-	if modelDir == "" {
-		modelDir = PretrainedPath(DefaultPretrain())
+	base := cfg.Model
+	if base == "" {
+		var err error
+		if base, err = WorldModel(ctx); err != nil {
+			return err
+		}
 	}
+	start, modelDir := runState{}, base
 	if resume {
 		if dir, st, ok, err := latestCheckpoint(runDir); err != nil {
 			return err
@@ -203,60 +108,55 @@ func RL(ctx context.Context, cfg RLConfig, runDir string, resume bool, progress 
 			start, modelDir = st, dir
 		}
 	}
-	l, err := checkpoint.Open(modelDir, "")
+	pol, err := openPolicy(modelDir, &cfg, start.Step > 0)
 	if err != nil {
 		return err
 	}
-	// One copy of the weights: the sampler sees every update.
-	learner, err := local.NewLearner(l.Model, cfg.AdamW)
-	if err != nil {
-		return err
-	}
-	if resume && start.Step > 0 {
-		if err := learner.LoadOptimizer(modelDir); err != nil {
-			return err
-		}
-	}
-	var ref *checkpoint.Loaded
+	var ref backend.Logprober
 	if cfg.KL != 0 {
-		base := cfg.Model
-		if base == "" {
-			base = PretrainedPath(DefaultPretrain())
-		}
-		if ref, err = checkpoint.Open(base, ""); err != nil {
+		if ref, err = openReference(base); err != nil {
 			return err
 		}
 	}
-	fam, err := method.NewFamily(cfg.Algorithm, cfg.MaxTokens)
+	render, err := newRenderer(pol.text, cfg.Chat, pol.maxLen)
 	if err != nil {
 		return err
 	}
-	fam.ClipLow, fam.ClipHigh = cfg.ClipLow, cfg.ClipHigh
-	fam.RefKLEstimator, fam.Entropy = cfg.KLEstimator, cfg.Entropy
-	if !cfg.KLInReward {
-		fam.RefKL = cfg.KL
+	src, heldOut, _, err := loadData(&cfg, render)
+	if err != nil {
+		return err
+	}
+	meth := opts.Method
+	if meth == nil {
+		if meth, err = NewMethod(&cfg, pol.maxLen); err != nil {
+			return err
+		}
+	}
+	if st, ok := meth.(method.Stateful); ok && start.Step > 0 {
+		if err := st.Restore(start.Method); err != nil {
+			return err
+		}
+	}
+	src.drawn = start.Cursor
+	if start.Step > 0 && start.OptSteps == 0 {
+		// A checkpoint from before the schedule position was stored.
+		start.OptSteps = start.Step * cfg.Epochs * cfg.MiniBatches
 	}
 	if err := writeConfig(runDir, cfg); err != nil {
 		return err
 	}
-	if err := truncateJSONL(filepath.Join(runDir, "metrics.jsonl"), start.Step); err != nil {
-		return err
+	for _, name := range []string{"metrics.jsonl", "eval.jsonl"} {
+		path := filepath.Join(runDir, name)
+		if start.Step == 0 { // a fresh run starts fresh logs
+			os.Remove(path)
+		} else if err := truncateJSONL(path, start.Step); err != nil {
+			return err
+		}
 	}
-	if err := truncateJSONL(filepath.Join(runDir, "eval.jsonl"), start.Step); err != nil {
-		return err
-	}
-	if start.Step == 0 { // a fresh run starts fresh logs
-		os.Remove(filepath.Join(runDir, "metrics.jsonl"))
-		os.Remove(filepath.Join(runDir, "eval.jsonl"))
-	}
-	sampler := sample.New(l.Model, l.Tokenizer)
-	sched := optim.Schedule{Kind: optim.Constant, PeakLR: cfg.LR, WarmupSteps: cfg.Warmup, TotalSteps: cfg.Steps}
-	train := world.Examples(cfg.Seed, cfg.Steps*cfg.PromptsPerStep*(1+cfg.MaxResample)+1, cfg.Levels)
-	heldOut := world.Examples(cfg.Seed+1_000_000, cfg.EvalProblems*len(cfg.Levels), cfg.Levels)
-	cursor := start.Cursor
-	optSteps := start.Step * cfg.Epochs * cfg.MiniBatches
+	l := &loop{cfg: &cfg, pol: pol, ref: ref, render: render, src: src, heldOut: heldOut, meth: meth, runDir: runDir,
+		optSteps: start.OptSteps, sched: scheduleOf(&cfg)}
 	if start.Step == 0 { // the starting model's score, for before/after
-		if err := evaluate(ctx, l, heldOut, 0, runDir, cfg.MaxTokens); err != nil {
+		if err := l.evaluate(ctx, 0); err != nil {
 			return err
 		}
 	}
@@ -264,228 +164,248 @@ func RL(ctx context.Context, cfg RLConfig, runDir string, resume bool, progress 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		t0 := time.Now()
-		var m StepMetrics
-		m.Step = step + 1
-		if cfg.Algorithm == method.SFT {
-			if err := sftStep(ctx, l, learner, train[cursor:cursor+cfg.PromptsPerStep], sched.LR(optSteps), cfg.GradClip, &m); err != nil {
-				return fmt.Errorf("step %d: %w", step+1, err)
-			}
-			cursor += cfg.PromptsPerStep
-			optSteps++
-			m.StepS = time.Since(t0).Seconds()
-			if err := appendJSONL(filepath.Join(runDir, "metrics.jsonl"), m); err != nil {
-				return err
-			}
-			if progress != nil {
-				progress(m)
-			}
-			if err := endOfStep(ctx, cfg, step, l, learner, heldOut, runDir, cursor); err != nil {
-				return err
-			}
-			continue
-		}
-		// Rollout and verification, resampling for DAPO until the batch
-		// holds enough groups with signal.
-		var kept []method.Scored
-		var rolloutS, verifyS float64
-		var all []method.Scored
-		for round := 0; round <= cfg.MaxResample; round++ {
-			need := cfg.PromptsPerStep - len(kept)
-			if round > 0 && (!cfg.DynamicSampling || need <= 0) {
-				break
-			}
-			batch := train[cursor : cursor+need]
-			cursor += need
-			prompts := make([][]int32, len(batch))
-			for i, e := range batch {
-				prompts[i] = l.Encode(e.Prompt)
-			}
-			tr := time.Now()
-			groups, err := rollout.SampleGroups(ctx, sampler, l.Tokenizer, prompts, cfg.GroupSize,
-				sample.Params{MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature, StopTokens: l.StopTokens,
-					Seed: cfg.Seed*1_000_003 + uint64(step)*7919 + uint64(round)})
-			if err != nil {
-				return fmt.Errorf("step %d: %w", step+1, err)
-			}
-			rolloutS += time.Since(tr).Seconds()
-			tv := time.Now()
-			for i, g := range groups {
-				s := method.Scored{Example: batch[i], Group: g}
-				for _, t := range g.Trajectories {
-					r, _ := eval.Reward(batch[i], t.Text)
-					s.Correct = append(s.Correct, r > 0)
-					if cfg.OverlongBuffer > 0 {
-						r += method.OverlongPenalty(t.PolicyTokens(), cfg.MaxTokens, cfg.OverlongBuffer)
-					}
-					s.Rewards = append(s.Rewards, r)
-				}
-				all = append(all, s)
-				if !cfg.DynamicSampling || !method.ZeroVariance(s.Rewards) {
-					kept = append(kept, s)
-				}
-			}
-			verifyS += time.Since(tv).Seconds()
-			if round > 0 {
-				m.Resampled += len(batch)
-			}
-		}
-		if ref != nil && cfg.KLInReward {
-			kl, err := rewardKL(ctx, ref, kept, cfg.KL, cfg.KLEstimator)
-			if err != nil {
-				return err
-			}
-			m.KL = kl
-		}
-		fillRolloutMetrics(&m, all)
-		tl := time.Now()
-		terms, built, err := fam.Build(kept)
+		m, err := l.step(ctx, step)
 		if err != nil {
-			return err
+			return fmt.Errorf("step %d: %w", step+1, err)
 		}
-		if built.Trained == 0 && fam.Entropy == 0 && fam.RefKL == 0 {
-			// No answer carries a signal (every group all right or all
-			// wrong) and no other term applies: skip the update rather
-			// than let Adam's momentum move the weights on zero gradients.
-			terms = nil
-			m.Skipped = true
-		}
-		tokens := 0
-		var met backend.Metrics
-		// Reference logprobs depend only on the data: once per step, not
-		// once per epoch.
-		for _, term := range terms {
-			if term.Loss.RefKL != 0 {
-				if err := refLogprobs(ctx, ref, term.Data); err != nil {
-					return err
-				}
-			}
-		}
-		for epoch := 0; epoch < cfg.Epochs; epoch++ {
-			for _, term := range terms {
-				if len(term.Data) == 0 {
-					continue
-				}
-				for mb := 0; mb < cfg.MiniBatches; mb++ {
-					lo, hi := mb*len(term.Data)/cfg.MiniBatches, (mb+1)*len(term.Data)/cfg.MiniBatches
-					data := cloneWeights(term.Data[lo:hi])
-					// Aggregation is over the whole mini-batch; the learner's
-					// sums over micro-batches then add up to it exactly.
-					if err := backend.Aggregate(data, term.Aggregation, term.Norm); err != nil {
-						return err
-					}
-					for _, micro := range microBatches(data, cfg.MicroBatchTokens) {
-						res, err := learner.ForwardBackward(ctx, micro, term.Loss)
-						if err != nil {
-							return fmt.Errorf("step %d: %w", step+1, err)
-						}
-						met.Add(res.Metrics)
-						for _, d := range micro {
-							tokens += d.Len()
-						}
-					}
-					lr := sched.LR(optSteps)
-					sr, err := learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(lr), GradClipNorm: cfg.GradClip})
-					if err != nil {
-						return fmt.Errorf("step %d: %w", step+1, err)
-					}
-					m.GradNorm, m.LR = sr.GradNorm, lr
-					optSteps++
-				}
-			}
-		}
-		m.LearnS = time.Since(tl).Seconds()
-		if met.Tokens > 0 {
-			n := float64(met.Tokens)
-			m.ClipLowFrac, m.ClipHighFrac = float64(met.ClipLow)/n, float64(met.ClipHigh)/n
-			m.Entropy = met.Entropy / n
-			if !cfg.KLInReward {
-				m.KL = met.RefKL / n
-			}
-		}
-		m.RolloutS, m.VerifyS = rolloutS, verifyS
-		m.StepS = time.Since(t0).Seconds()
-		m.TokensPerSec = float64(tokens) / math.Max(m.LearnS, 1e-9)
 		if err := appendJSONL(filepath.Join(runDir, "metrics.jsonl"), m); err != nil {
 			return err
 		}
 		if progress != nil {
 			progress(m)
 		}
-		if err := endOfStep(ctx, cfg, step, l, learner, heldOut, runDir, cursor); err != nil {
+		if err := l.endOfStep(ctx, step); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// scheduleOf is the shared update's learning-rate schedule, in optimizer
+// steps.
+func scheduleOf(c *RLConfig) optim.Schedule {
+	return optim.Schedule{Kind: optim.Constant, PeakLR: c.LR, WarmupSteps: c.Warmup, TotalSteps: c.Steps * c.Epochs * c.MiniBatches}
+}
+
+// loop is one run's moving parts.
+type loop struct {
+	cfg      *RLConfig
+	pol      *policy
+	ref      backend.Logprober
+	render   *renderer
+	src      *source
+	heldOut  []task.Example
+	meth     method.Method
+	runDir   string
+	sched    optim.Schedule
+	optSteps int
+}
+
+// step runs one training step: the method builds the batch through the
+// sampler and verifier, then the learner trains it.
+func (l *loop) step(ctx context.Context, step int) (method.Metrics, error) {
+	t0 := time.Now()
+	cfg := l.cfg
+	m := method.Metrics{"step": float64(step + 1)}
+	sampler := &timedSampler{s: l.pol.sampler}
+	var verifyS time.Duration
+	env := &method.Env{
+		Policy: sampler,
+		Render: l.render,
+		Reward: func(e task.Example, response string) (float64, bool) {
+			t := time.Now()
+			defer func() { verifyS += time.Since(t) }()
+			return eval.Reward(e, response)
+		},
+		Sampling:  sample.Params{MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature, StopTokens: l.pol.text.StopTokens},
+		Step:      step,
+		Seed:      cfg.Seed*1_000_003 + uint64(step)*7919,
+		More:      l.src.next,
+		Reference: l.ref,
+		Metrics:   m,
+	}
+	examples, err := l.src.next(cfg.PromptsPerStep)
+	if err != nil {
+		return nil, err
+	}
+	batch, err := l.meth.Step(ctx, env, examples)
+	if err != nil {
+		return nil, err
+	}
+	tl := time.Now()
+	if err := l.learn(ctx, batch, m); err != nil {
+		return nil, err
+	}
+	m.Set("time_learn_s", time.Since(tl).Seconds())
+	m.Set("time_rollout_s", sampler.elapsed.Seconds())
+	m.Set("time_verify_s", verifyS.Seconds())
+	m.Set("step_s", time.Since(t0).Seconds())
+	if len(l.src.pool) > 0 {
+		m.Set("data/epoch", l.src.epochs())
+	}
+	return m, nil
+}
+
+// learn trains a batch. The terms that share the update are summed into
+// one gradient per mini-batch — each term aggregated over its own share of
+// the mini-batch, accumulated over micro-batches — and one optimizer step
+// applies it; a term with a learning rate of its own then takes its own
+// step. A batch without any data changes no weight.
+func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics) error {
+	cfg := l.cfg
+	var shared, own []method.Term
+	for _, t := range batch.Terms {
+		switch {
+		case len(t.Data) == 0:
+		case t.LR > 0:
+			own = append(own, t)
+		default:
+			shared = append(shared, t)
+		}
+	}
+	m.Flag("skipped_update", len(shared)+len(own) == 0)
+	// Reference logprobs depend only on the data: once per step.
+	for _, t := range append(append([]method.Term(nil), shared...), own...) {
+		if t.Loss.RefKL == 0 {
+			continue
+		}
+		if l.ref == nil {
+			return fmt.Errorf("term %s has a KL to the reference but the run has none", t.Name)
+		}
+		lps, err := l.ref.Logprobs(ctx, t.Data)
+		if err != nil {
+			return err
+		}
+		for i := range t.Data {
+			t.Data[i].RefLogprobs = lps[i]
+		}
+	}
+	var met backend.Metrics
+	tokens := 0
+	pass := func(term method.Term, data []backend.Datum, record bool) error {
+		data = cloneWeights(data)
+		if err := backend.Aggregate(data, term.Aggregation, term.Norm); err != nil {
+			return fmt.Errorf("term %s: %w", term.Name, err)
+		}
+		for _, micro := range microBatches(data, cfg.MicroBatchTokens) {
+			res, err := l.pol.learner.ForwardBackward(ctx, micro, term.Loss)
+			if err != nil {
+				return fmt.Errorf("term %s: %w", term.Name, err)
+			}
+			met.Add(res.Metrics)
+			if record {
+				m["loss/"+term.Name] += res.Metrics.Loss
+			}
+			for _, d := range micro {
+				tokens += d.Len()
+			}
+		}
+		return nil
+	}
+	t0 := time.Now()
+	if len(shared) > 0 {
+		for epoch := 0; epoch < cfg.Epochs; epoch++ {
+			for mb := 0; mb < cfg.MiniBatches; mb++ {
+				for _, term := range shared {
+					lo, hi := mb*len(term.Data)/cfg.MiniBatches, (mb+1)*len(term.Data)/cfg.MiniBatches
+					if lo == hi {
+						continue
+					}
+					// The first epoch's losses, before any update of this step.
+					if err := pass(term, term.Data[lo:hi], epoch == 0); err != nil {
+						return err
+					}
+				}
+				lr := l.sched.LR(l.optSteps)
+				sr, err := l.pol.learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(lr), GradClipNorm: cfg.GradClip})
+				if err != nil {
+					return err
+				}
+				m.Set("grad_norm", sr.GradNorm)
+				m.Set("lr", lr)
+				l.optSteps++
+			}
+		}
+		for _, term := range shared {
+			m["loss/"+term.Name] /= float64(cfg.MiniBatches)
+		}
+	}
+	for _, term := range own {
+		if err := pass(term, term.Data, true); err != nil {
+			return err
+		}
+		sr, err := l.pol.learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(term.LR), GradClipNorm: cfg.GradClip})
+		if err != nil {
+			return err
+		}
+		m.Set("grad_norm/"+term.Name, sr.GradNorm)
+	}
+	if met.Tokens > 0 {
+		n := float64(met.Tokens)
+		m.Set("clip_low_frac", float64(met.ClipLow)/n)
+		m.Set("clip_high_frac", float64(met.ClipHigh)/n)
+		m.Set("entropy", met.Entropy/n)
+		if !cfg.KLInReward && cfg.KL != 0 {
+			m.Set("kl", met.RefKL/n)
+		}
+	}
+	m.Set("tokens_per_sec", float64(tokens)/math.Max(time.Since(t0).Seconds(), 1e-9))
+	return nil
+}
+
+// timedSampler measures the time a step spends sampling, whoever asks.
+type timedSampler struct {
+	s       rollout.Sampler
+	elapsed time.Duration
+}
+
+func (t *timedSampler) Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
+	t0 := time.Now()
+	defer func() { t.elapsed += time.Since(t0) }()
+	return t.s.Sample(ctx, reqs)
+}
+
 // endOfStep evaluates and checkpoints when the step calls for it.
-func endOfStep(ctx context.Context, cfg RLConfig, step int, l *checkpoint.Loaded, learner *local.Learner, heldOut []task.Example, runDir string, cursor int) error {
+func (l *loop) endOfStep(ctx context.Context, step int) error {
+	cfg := l.cfg
 	last := step+1 == cfg.Steps
 	if last || cfg.EvalEvery > 0 && (step+1)%cfg.EvalEvery == 0 {
-		if err := evaluate(ctx, l, heldOut, step+1, runDir, cfg.MaxTokens); err != nil {
+		if err := l.evaluate(ctx, step+1); err != nil {
 			return err
 		}
 	}
 	if last || cfg.CheckpointEvery > 0 && (step+1)%cfg.CheckpointEvery == 0 {
-		return saveCheckpoint(ctx, learner, runDir, runState{Step: step + 1, Cursor: cursor}, cfg.KeepLast)
+		st := runState{Step: step + 1, Cursor: l.src.drawn, OptSteps: l.optSteps}
+		if s, ok := l.meth.(method.Stateful); ok {
+			var err error
+			if st.Method, err = s.State(); err != nil {
+				return err
+			}
+		}
+		return saveCheckpoint(ctx, l.pol.learner, l.runDir, st, cfg.KeepLast)
 	}
 	return nil
 }
 
-// sftStep is one optimizer step of NLL on the examples' reference
-// solutions.
-func sftStep(ctx context.Context, l *checkpoint.Loaded, learner *local.Learner, examples []task.Example, lr float64, clip float32, m *StepMetrics) error {
-	tl := time.Now()
-	var data []backend.Datum
-	for _, e := range examples {
-		d, err := exampleDatum(l, e, false)
+// evaluate scores greedy accuracy on the held-out problems, prompted as in
+// training (chat template and system prompt included).
+func (l *loop) evaluate(ctx context.Context, step int) error {
+	prompted := make([]task.Example, len(l.heldOut))
+	for i, e := range l.heldOut {
+		text, err := l.render.Text(e, method.Variant{})
 		if err != nil {
 			return err
 		}
-		data = append(data, d)
+		e.Prompt = text
+		prompted[i] = e
 	}
-	if err := backend.Aggregate(data, backend.TokenMean, 0); err != nil {
-		return err
-	}
-	res, err := learner.ForwardBackward(ctx, data, backend.Loss{NLL: 1})
+	gen := eval.NewSampled(l.pol.sampler, l.pol.text)
+	rep, err := eval.Run(ctx, gen, prompted, eval.Config{MaxTokens: l.cfg.MaxTokens})
 	if err != nil {
 		return err
 	}
-	sr, err := learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(lr), GradClipNorm: clip})
-	if err != nil {
-		return err
-	}
-	m.GradNorm, m.LR, m.LearnS = sr.GradNorm, lr, time.Since(tl).Seconds()
-	m.Entropy = res.Metrics.Entropy / float64(max(res.Metrics.Tokens, 1))
-	tokens := 0
-	for _, d := range data {
-		tokens += d.Len()
-	}
-	m.TokensPerSec = float64(tokens) / m.LearnS
-	return nil
-}
-
-// fillRolloutMetrics summarizes every sampled group of the step.
-func fillRolloutMetrics(m *StepMetrics, groups []method.Scored) {
-	var rewards []float64
-	var lens, correct, zero float64
-	for _, g := range groups {
-		rewards = append(rewards, g.Rewards...)
-		if method.ZeroVariance(g.Rewards) {
-			zero++
-		}
-		for i, t := range g.Trajectories {
-			lens += float64(t.PolicyTokens())
-			if g.Correct[i] {
-				correct++
-			}
-		}
-	}
-	n := float64(len(rewards))
-	m.RewardMean, m.RewardStd = method.Mean(rewards), method.StdDev(rewards)
-	m.Accuracy, m.ResponseLenMean = correct/n, lens/n
-	m.ZeroVarianceFrac = zero / float64(len(groups))
+	return appendJSONL(filepath.Join(l.runDir, "eval.jsonl"), EvalMetrics{Step: step, Split: "val",
+		Greedy: rep.Greedy.Mean, GreedyLow: rep.Greedy.Low, GreedyHigh: rep.Greedy.High})
 }
 
 // microBatches splits data into runs of at most maxTokens tokens (at least
@@ -506,57 +426,6 @@ func microBatches(data []backend.Datum, maxTokens int) [][]backend.Datum {
 	return append(out, data[start:])
 }
 
-// rewardKL subtracts β·Σ_t k(q_t, ref_t) from each answer's reward, with q
-// the sampler's logprobs of the policy's tokens, and returns the mean
-// per-token KL estimate.
-func rewardKL(ctx context.Context, ref *checkpoint.Loaded, groups []method.Scored, beta float32, est backend.KLEstimator) (float64, error) {
-	var data []backend.Datum
-	for _, g := range groups {
-		for i := range g.Trajectories {
-			t := &g.Trajectories[i]
-			full := append(append([]int32(nil), t.Prompt...), t.Tokens...)
-			data = append(data, backend.Datum{Tokens: full[:len(full)-1], Targets: full[1:], Weights: make([]float32, len(full)-1)})
-		}
-	}
-	if len(data) == 0 {
-		return 0, nil
-	}
-	lps, err := local.Logprobs(ctx, ref.Model, data)
-	if err != nil {
-		return 0, err
-	}
-	var total float64
-	var tokens int
-	k := 0
-	for gi := range groups {
-		g := &groups[gi]
-		for i := range g.Trajectories {
-			t := &g.Trajectories[i]
-			off := len(t.Prompt) - 1
-			var sum float64
-			for j, pol := range t.Policy {
-				if !pol {
-					continue
-				}
-				d := float64(t.Logprobs[j] - lps[k][off+j])
-				switch est {
-				case backend.K1:
-					sum += d
-				case backend.K2:
-					sum += d * d / 2
-				default:
-					sum += math.Exp(-d) - 1 + d
-				}
-				tokens++
-			}
-			g.Rewards[i] -= float64(beta) * sum
-			total += sum
-			k++
-		}
-	}
-	return total / math.Max(float64(tokens), 1), nil
-}
-
 // cloneWeights copies the datums' weights, which Aggregate scales in
 // place, so later epochs start from the method's weights again.
 func cloneWeights(data []backend.Datum) []backend.Datum {
@@ -566,28 +435,6 @@ func cloneWeights(data []backend.Datum) []backend.Datum {
 		out[i] = d
 	}
 	return out
-}
-
-// refLogprobs fills the datums' reference logprobs from the frozen model.
-func refLogprobs(ctx context.Context, ref *checkpoint.Loaded, data []backend.Datum) error {
-	lps, err := local.Logprobs(ctx, ref.Model, data)
-	if err != nil {
-		return err
-	}
-	for i := range data {
-		data[i].RefLogprobs = lps[i]
-	}
-	return nil
-}
-
-// evaluate scores greedy accuracy on the held-out problems.
-func evaluate(ctx context.Context, l *checkpoint.Loaded, heldOut []task.Example, step int, runDir string, maxTokens int) error {
-	rep, err := eval.Run(ctx, eval.NewLocal(l), heldOut, eval.Config{MaxTokens: maxTokens})
-	if err != nil {
-		return err
-	}
-	return appendJSONL(filepath.Join(runDir, "eval.jsonl"), EvalMetrics{Step: step, Split: "val",
-		Greedy: rep.Greedy.Mean, GreedyLow: rep.Greedy.Low, GreedyHigh: rep.Greedy.High})
 }
 
 func writeConfig(runDir string, cfg RLConfig) error {
@@ -640,16 +487,20 @@ func truncateJSONL(path string, step int) error {
 	return atomicfile.WriteBytes(path, keep)
 }
 
-// saveCheckpoint writes ckpt-<step>/ (weights, optimizer, run state)
-// atomically and keeps the newest keep.
-func saveCheckpoint(ctx context.Context, l *local.Learner, runDir string, st runState, keep int) error {
+// saveCheckpoint writes ckpt-<step>/ (a complete model directory, the
+// optimizer, the run and method state) atomically and keeps the newest
+// keep.
+func saveCheckpoint(ctx context.Context, l backend.Learner, runDir string, st runState, keep int) error {
 	final := filepath.Join(runDir, fmt.Sprintf("ckpt-%06d", st.Step))
 	tmp := final + ".tmp"
 	os.RemoveAll(tmp)
 	if err := l.Save(ctx, tmp); err != nil {
 		return err
 	}
-	b, _ := json.Marshal(st)
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
 	if err := atomicfile.WriteBytes(filepath.Join(tmp, "state.json"), b); err != nil {
 		return err
 	}
@@ -700,19 +551,35 @@ func latestCheckpoint(runDir string) (string, runState, bool, error) {
 	return dir, st, true, nil
 }
 
-// LoadRLConfig reads a YAML config over the defaults; unknown keys are
-// errors that name them.
-func LoadRLConfig(path string) (RLConfig, error) {
-	cfg := DefaultRL()
-	f, err := os.Open(path)
+// ExportModel copies the final checkpoint of a run, without the optimizer
+// and run state, to out: a Hugging Face model directory.
+func ExportModel(runDir, out string) error {
+	ckpts, err := checkpoints(runDir)
 	if err != nil {
-		return cfg, err
+		return err
 	}
-	defer f.Close()
-	dec := yaml.NewDecoder(f)
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && err.Error() != "EOF" {
-		return cfg, fmt.Errorf("train: %s: %w", path, err)
+	if len(ckpts) == 0 {
+		return fmt.Errorf("train: %s has no checkpoint", runDir)
 	}
-	return cfg, nil
+	src := ckpts[len(ckpts)-1]
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() || e.Name() == "state.json" || e.Name() == local.OptimizerFile {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := atomicfile.WriteBytes(filepath.Join(out, e.Name()), b); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"rlvr/format/safetensors"
 	"rlvr/format/tokenizer"
 	"rlvr/method"
+	"rlvr/task"
 )
 
 // The child side of TestResumeAfterSIGKILL: a separate process running the
@@ -34,7 +36,7 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 		// Slow steps, so the parent's kill lands mid-run.
-		slow := func(StepMetrics) { time.Sleep(300 * time.Millisecond) }
+		slow := func(method.Metrics) { time.Sleep(250 * time.Millisecond) }
 		if err := RL(context.Background(), c.Cfg, c.Run, false, slow); err != nil {
 			panic(err)
 		}
@@ -43,8 +45,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// smallRL is a few quick steps from a small random world model.
-func smallRL(t *testing.T) RLConfig {
+// tinyWorldModel saves a small random model of the world's byte tokenizer.
+func tinyWorldModel(t *testing.T) string {
 	t.Helper()
 	mc := model.Tiny(tokenizer.NewByteTokenizer().VocabSize())
 	mc.Dim, mc.Layers, mc.Hidden = 32, 1, 64
@@ -53,29 +55,43 @@ func smallRL(t *testing.T) RLConfig {
 	if err := hf.Save(dir, m, nil, safetensors.F32); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// smallRL is a few quick steps from a small random world model.
+func smallRL(t *testing.T) RLConfig {
+	t.Helper()
 	cfg := DefaultRL()
-	cfg.Model, cfg.Levels, cfg.Steps = dir, []int{0}, 6
+	cfg.Model, cfg.Data.Levels, cfg.Steps = tinyWorldModel(t), []int{0}, 6
 	cfg.PromptsPerStep, cfg.GroupSize, cfg.MaxTokens = 4, 4, 24
 	cfg.LR, cfg.EvalEvery, cfg.EvalProblems, cfg.CheckpointEvery = 1e-3, 0, 8, 2
+	// An entropy bonus gives every step a gradient: a random model never
+	// answers right, and a step without signal would change nothing.
+	cfg.Entropy = 0.01
 	return cfg
 }
 
-// stable drops the timing fields, which differ between runs.
-func stable(t *testing.T, path string) []StepMetrics {
+// timing are the metrics that differ between identical runs.
+var timing = []string{"tokens_per_sec", "time_rollout_s", "time_verify_s", "time_learn_s", "step_s"}
+
+// stable reads metrics.jsonl without the timing fields.
+func stable(t *testing.T, path string) []map[string]float64 {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []StepMetrics
+	var out []map[string]float64
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var m StepMetrics
+		var m map[string]float64
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Fatal(err)
 		}
-		m.TokensPerSec, m.RolloutS, m.VerifyS, m.LearnS, m.StepS = 0, 0, 0, 0, 0
+		for _, k := range timing {
+			delete(m, k)
+		}
 		out = append(out, m)
 	}
 	return out
@@ -83,9 +99,30 @@ func stable(t *testing.T, path string) []StepMetrics {
 
 // TestResumeAfterSIGKILL kills a training process with SIGKILL after its
 // second checkpoint, resumes it, and checks the metrics of every step and
-// the final evaluation equal an uninterrupted run's.
+// the final evaluation equal an uninterrupted run's — for every algorithm
+// and for a run with a guidance part.
 func TestResumeAfterSIGKILL(t *testing.T) {
-	cfg := smallRL(t)
+	for _, tc := range []struct {
+		name string
+		mod  func(*RLConfig)
+	}{
+		{"grpo", func(*RLConfig) {}},
+		{"dr-grpo", func(c *RLConfig) { c.Algorithm = method.DrGRPO }},
+		{"dapo", func(c *RLConfig) { c.Algorithm = method.DAPO; c.DynamicSampling = nil; c.Parts = nil }},
+		{"reinforce++", func(c *RLConfig) { c.Algorithm = method.ReinforcePP }},
+		{"rft", func(c *RLConfig) { c.Algorithm = method.RFT }},
+		{"sft", func(c *RLConfig) { c.Algorithm = method.SFT; c.Entropy = 0 }},
+		{"grpo+expert_prompts", func(c *RLConfig) { c.Parts = []string{PartExpertPrompts}; c.GroupSize = 2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := smallRL(t)
+			tc.mod(&cfg)
+			resumeAfterKill(t, cfg)
+		})
+	}
+}
+
+func resumeAfterKill(t *testing.T, cfg RLConfig) {
 	straight := filepath.Join(t.TempDir(), "straight")
 	if err := RL(context.Background(), cfg, straight, false, nil); err != nil {
 		t.Fatal(err)
@@ -111,7 +148,7 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	time.Sleep(400 * time.Millisecond) // into step 5 or 6, past the checkpoint
+	time.Sleep(300 * time.Millisecond) // into step 5 or 6, past the checkpoint
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
 	if _, err := os.Stat(filepath.Join(killed, "ckpt-000006")); err == nil {
@@ -125,7 +162,7 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 	}
 	a, b := stable(t, filepath.Join(straight, "metrics.jsonl")), stable(t, filepath.Join(killed, "metrics.jsonl"))
 	if len(a) != cfg.Steps || !reflect.DeepEqual(a, b) {
-		t.Fatalf("metrics differ after resuming:\nstraight %+v\nresumed  %+v", a, b)
+		t.Fatalf("metrics differ after resuming:\nstraight %v\nresumed  %v", a, b)
 	}
 	ea, _ := os.ReadFile(filepath.Join(straight, "eval.jsonl"))
 	eb, _ := os.ReadFile(filepath.Join(killed, "eval.jsonl"))
@@ -138,32 +175,177 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 	}
 }
 
+// counting is a method with state: it counts its steps, trains SFT only on
+// even counts (odd steps take no optimizer step) and logs the count.
+type counting struct {
+	inner method.Method
+	count int
+}
+
+func (c *counting) Step(ctx context.Context, env *method.Env, ex []task.Example) (*method.Batch, error) {
+	c.count++
+	env.Metrics.Set("count", float64(c.count))
+	if c.count%2 == 1 {
+		return &method.Batch{}, nil
+	}
+	return c.inner.Step(ctx, env, ex)
+}
+
+func (c *counting) State() (json.RawMessage, error) { return json.Marshal(c.count) }
+func (c *counting) Restore(b json.RawMessage) error { return json.Unmarshal(b, &c.count) }
+
+// TestResumeRestoresMethodStateAndSchedule interrupts a run of a stateful
+// method that skips every other update, resumes it, and checks the
+// method's counter and the learning-rate position (which a recomputation
+// from the step count would get wrong after skipped steps) continue as in
+// an uninterrupted run.
+func TestResumeRestoresMethodStateAndSchedule(t *testing.T) {
+	cfg := smallRL(t)
+	cfg.Algorithm, cfg.Entropy, cfg.Warmup = method.SFT, 0, 10
+	run := func(dir string, resume bool, stopAfter int) error {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		return Run(ctx, cfg, dir, Options{Resume: resume, Method: &counting{inner: &method.Supervised{}},
+			Progress: func(m method.Metrics) {
+				if int(m["step"]) == stopAfter {
+					cancel()
+				}
+			}})
+	}
+	straight, cut := filepath.Join(t.TempDir(), "straight"), filepath.Join(t.TempDir(), "cut")
+	if err := run(straight, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(cut, false, 5); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run: %v", err)
+	}
+	if err := run(cut, true, 0); err != nil {
+		t.Fatal(err)
+	}
+	a, b := stable(t, filepath.Join(straight, "metrics.jsonl")), stable(t, filepath.Join(cut, "metrics.jsonl"))
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("metrics differ after resuming:\nstraight %v\nresumed  %v", a, b)
+	}
+	if a[5]["count"] != 6 || a[5]["lr"] == 0 || a[5]["lr"] >= cfg.LR {
+		t.Fatalf("step 6: count %v, lr %v (warming up to %v over 10 optimizer steps, 3 taken)", a[5]["count"], a[5]["lr"], cfg.LR)
+	}
+}
+
+// recordingLearner is a learner that records the calls the loop makes.
+type recordingLearner struct {
+	calls []string
+	lrs   []float32
+}
+
+func (r *recordingLearner) ForwardBackward(_ context.Context, batch []backend.Datum, loss backend.Loss) (backend.Result, error) {
+	name := "pg"
+	if loss.NLL != 0 {
+		name = "nll"
+	}
+	r.calls = append(r.calls, name)
+	return backend.Result{Metrics: backend.Metrics{Tokens: len(batch)}}, nil
+}
+func (r *recordingLearner) Logprobs(context.Context, []backend.Datum) ([][]float32, error) {
+	return nil, nil
+}
+func (r *recordingLearner) OptimStep(_ context.Context, p backend.OptimParams) (backend.StepResult, error) {
+	r.calls = append(r.calls, "step")
+	r.lrs = append(r.lrs, p.LearningRate)
+	return backend.StepResult{}, nil
+}
+func (r *recordingLearner) ZeroGrad()                          {}
+func (r *recordingLearner) Save(context.Context, string) error { return nil }
+
+// TestTermsShareOneGradient checks that a step's terms sum into one
+// optimizer step per mini-batch (so λ-weighted terms are one objective),
+// and that a term with its own learning rate takes a step of its own.
+func TestTermsShareOneGradient(t *testing.T) {
+	datum := func() backend.Datum {
+		return backend.Datum{Tokens: []int32{1, 2}, Targets: []int32{2, 3}, Weights: []float32{1, 1},
+			Advantages: []float32{1, 1}, SamplerLogprobs: []float32{-1, -1}}
+	}
+	data := func(n int) []backend.Datum {
+		var out []backend.Datum
+		for range n {
+			out = append(out, datum())
+		}
+		return out
+	}
+	batch := &method.Batch{Terms: []method.Term{
+		{Name: "pg", Data: data(4), Loss: backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.2}, Aggregation: backend.TokenMean},
+		{Name: "kl", Data: data(2), Loss: backend.Loss{NLL: 0.5}, Aggregation: backend.TokenMean},
+		{Name: "buffer", Data: data(3), Loss: backend.Loss{NLL: 1}, Aggregation: backend.TokenMean, LR: 1e-5},
+	}}
+	cfg := DefaultRL()
+	cfg.MiniBatches, cfg.Epochs, cfg.LR, cfg.Warmup = 2, 1, 1e-6, 0
+	rec := &recordingLearner{}
+	l := &loop{cfg: &cfg, pol: &policy{learner: rec}, sched: scheduleOf(&cfg)}
+	m := method.Metrics{}
+	if err := l.learn(context.Background(), batch, m); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"pg", "nll", "step", "pg", "nll", "step", "nll", "step"}
+	if !reflect.DeepEqual(rec.calls, want) {
+		t.Fatalf("calls %v, want %v", rec.calls, want)
+	}
+	if rec.lrs[0] != 1e-6 || rec.lrs[1] != 1e-6 || rec.lrs[2] != 1e-5 {
+		t.Fatalf("learning rates %v", rec.lrs)
+	}
+	if l.optSteps != 2 || m["skipped_update"] != 0 {
+		t.Fatalf("%d shared optimizer steps, metrics %v", l.optSteps, m)
+	}
+	rec2 := &recordingLearner{}
+	l.pol.learner = rec2
+	if err := l.learn(context.Background(), &method.Batch{Terms: []method.Term{{Name: "pg"}}}, m); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec2.calls) != 0 || m["skipped_update"] != 1 {
+		t.Fatalf("an empty batch made calls %v (skipped %v)", rec2.calls, m["skipped_update"])
+	}
+}
+
 func TestRLConfigResolveReportsEverything(t *testing.T) {
 	cfg := DefaultRL()
-	cfg.Algorithm, cfg.Steps, cfg.Levels, cfg.GroupSize = "ppo", 0, []int{99}, 1
+	cfg.Algorithm, cfg.Steps, cfg.Data.Levels, cfg.GroupSize = "ppo", 0, []int{99}, 1
+	cfg.LR, cfg.KL, cfg.EvalProblems = math.NaN(), -1, -3
+	cfg.Parts, cfg.OverlongPenalty = []string{"telepathy"}, &OverlongPenaltyConfig{}
 	err := cfg.Resolve()
-	for _, want := range []string{`algorithm "ppo"`, "steps = 0", "no world level 99", "group_size 1"} {
+	for _, want := range []string{`algorithm "ppo"`, "steps = 0", "no world level 99", "group_size 1", "lr = NaN", "kl = -1",
+		"eval_problems = -3", `"telepathy" is not one of`, "section overlong_penalty is set but overlong_penalty is not in parts"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not mention %q", err, want)
 		}
 	}
 	d := DefaultRL()
 	d.Algorithm = method.DAPO
-	if err := d.Resolve(); err != nil || !d.DynamicSampling || d.OverlongBuffer == 0 || d.ClipLow != 0.2 || d.ClipHigh != 0.28 {
+	if err := d.Resolve(); err != nil || d.DynamicSampling == nil || d.OverlongPenalty.Buffer != 64 || d.ClipLow != 0.2 || d.ClipHigh != 0.28 {
 		t.Fatalf("dapo defaults: %+v %v", d, err)
+	}
+	ds := DefaultRL()
+	ds.Data = DataConfig{Name: "gsm9k", Train: "x.jsonl"}
+	if err := ds.Resolve(); err == nil || !strings.Contains(err.Error(), `data.name "gsm9k" is not world or one of`) {
+		t.Fatalf("unknown dataset: %v", err)
 	}
 }
 
-func TestLoadRLConfigRejectsUnknownKeys(t *testing.T) {
+func TestLoadRLConfig(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "c.yaml")
 	os.WriteFile(p, []byte("algorithm: dapo\nstepz: 3\n"), 0o644)
-	if _, err := LoadRLConfig(p); err == nil || !strings.Contains(err.Error(), "stepz") {
+	if _, err := LoadRLConfig(p, ""); err == nil || !strings.Contains(err.Error(), "stepz") || !strings.Contains(err.Error(), "line 2") {
 		t.Fatalf("error %v", err)
 	}
 	os.WriteFile(p, []byte("algorithm: dr-grpo\nsteps: 7\n"), 0o644)
-	c, err := LoadRLConfig(p)
+	c, err := LoadRLConfig(p, "")
 	if err != nil || c.Algorithm != method.DrGRPO || c.Steps != 7 || c.GroupSize != 8 {
 		t.Fatalf("%+v %v", c, err)
+	}
+	os.WriteFile(p, []byte("preset: sft\nsteps: 7\n"), 0o644)
+	if c, err = LoadRLConfig(p, ""); err != nil || c.Algorithm != method.SFT || c.LR != 1e-4 || c.Steps != 7 {
+		t.Fatalf("preset from the file: %+v %v", c, err)
+	}
+	os.WriteFile(p, []byte("preset: meml\n"), 0o644)
+	if _, err := LoadRLConfig(p, ""); err == nil || !strings.Contains(err.Error(), `preset "meml" is not one of`) || !strings.Contains(err.Error(), p) {
+		t.Fatalf("unknown preset: %v", err)
 	}
 }
 
@@ -188,7 +370,7 @@ func TestMicroBatches(t *testing.T) {
 func TestKLOptionsAndMicroBatchesRun(t *testing.T) {
 	base := smallRL(t)
 	base.Steps, base.CheckpointEvery = 2, 0
-	run := func(mod func(*RLConfig)) []StepMetrics {
+	run := func(mod func(*RLConfig)) []map[string]float64 {
 		c := base
 		mod(&c)
 		dir := filepath.Join(t.TempDir(), "run")
@@ -199,29 +381,14 @@ func TestKLOptionsAndMicroBatchesRun(t *testing.T) {
 	}
 	plain := run(func(*RLConfig) {})
 	micro := run(func(c *RLConfig) { c.MicroBatchTokens = 40 })
-	if plain[0].RewardMean != micro[0].RewardMean || abs(plain[0].GradNorm-micro[0].GradNorm) > 1e-5*plain[0].GradNorm {
-		t.Fatalf("accumulated step differs: %+v vs %+v", plain[0], micro[0])
+	if plain[0]["reward_mean"] != micro[0]["reward_mean"] || math.Abs(plain[0]["grad_norm"]-micro[0]["grad_norm"]) > 1e-5*plain[0]["grad_norm"] {
+		t.Fatalf("accumulated step differs: %v vs %v", plain[0], micro[0])
 	}
 	// An entropy bonus moves the policy even without rewards, so the KL to
 	// the start is positive by step 2.
-	inLoss := run(func(c *RLConfig) { c.KL, c.Entropy = 0.1, 0.01 })
-	inReward := run(func(c *RLConfig) { c.KL, c.KLInReward, c.Entropy = 0.1, true, 0.01 })
-	if inLoss[1].KL <= 0 || inReward[1].KL <= 0 {
-		t.Fatalf("KL not reported: loss %v reward %v", inLoss[1].KL, inReward[1].KL)
-	}
-}
-
-func abs(x float64) float64 { return math.Abs(x) }
-
-func TestSFTAlgorithmRuns(t *testing.T) {
-	c := smallRL(t)
-	c.Algorithm, c.Steps, c.CheckpointEvery = method.SFT, 3, 0
-	dir := filepath.Join(t.TempDir(), "sft")
-	if err := RL(context.Background(), c, dir, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	ms := stable(t, filepath.Join(dir, "metrics.jsonl"))
-	if len(ms) != 3 || ms[2].GradNorm == 0 {
-		t.Fatalf("%+v", ms)
+	inLoss := run(func(c *RLConfig) { c.KL = 0.1 })
+	inReward := run(func(c *RLConfig) { c.KL, c.KLInReward = 0.1, true })
+	if inLoss[1]["kl"] <= 0 || inReward[1]["kl"] <= 0 {
+		t.Fatalf("KL not reported: loss %v reward %v", inLoss[1]["kl"], inReward[1]["kl"])
 	}
 }

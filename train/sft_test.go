@@ -7,31 +7,13 @@ import (
 
 	"rlvr/checkpoint"
 	"rlvr/engine/model"
-	"rlvr/engine/optim"
 	"rlvr/format/hf"
 	"rlvr/format/safetensors"
 	"rlvr/format/tokenizer"
-	"rlvr/task"
-	"rlvr/task/world"
 )
 
-func TestResponse(t *testing.T) {
-	for _, tc := range []struct {
-		e    task.Example
-		want string
-	}{
-		{task.Example{Solution: "3 + 4 = 7", Answer: "7"}, "3 + 4 = 7\n#### 7\n"},
-		{task.Example{Solution: "12+7=19\n####19\n", Answer: "19"}, "12+7=19\n####19\n"},
-		{task.Example{Solution: `so \boxed{5}`, Answer: "5"}, "so \\boxed{5}\n"},
-		{task.Example{Answer: "5"}, ""},
-	} {
-		if got := Response(tc.e); got != tc.want {
-			t.Errorf("Response(%+v) = %q, want %q", tc.e, got, tc.want)
-		}
-	}
-}
-
-// TestSFTLowersLoss fine-tunes a small fresh world model on world examples.
+// TestSFTLowersLoss fine-tunes a small fresh world model on world examples
+// through the training loop, and exports the final model.
 func TestSFTLowersLoss(t *testing.T) {
 	cfgM := model.Tiny(tokenizer.NewByteTokenizer().VocabSize())
 	cfgM.Dim, cfgM.Layers, cfgM.Hidden = 64, 2, 128
@@ -40,26 +22,29 @@ func TestSFTLowersLoss(t *testing.T) {
 	if err := hf.Save(dir, m, nil, safetensors.F32); err != nil {
 		t.Fatal(err)
 	}
-	l, err := checkpoint.Open(dir, "")
-	if err != nil {
+	cfg := DefaultRL()
+	if err := cfg.ApplyPreset("sft"); err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultSFT()
-	cfg.Steps, cfg.BatchTokens = 30, 1024
-	cfg.Schedule = optim.Schedule{Kind: optim.Constant, PeakLR: 3e-3, TotalSteps: 30}
-	cfg.Out = filepath.Join(t.TempDir(), "sft")
-	examples := append(world.Examples(1, 200, []int{0, 1}), task.Example{ID: "no-solution", Answer: "3"})
-	res, err := SFT(context.Background(), l, examples, cfg, nil)
-	if err != nil {
+	cfg.Model, cfg.Data.Levels, cfg.Steps, cfg.PromptsPerStep = dir, []int{0, 1}, 30, 32
+	cfg.LR, cfg.Warmup, cfg.EvalProblems, cfg.CheckpointEvery = 3e-3, 0, 8, 0
+	run := filepath.Join(t.TempDir(), "run")
+	if err := RL(context.Background(), cfg, run, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	if res.Skipped != 1 || res.Examples != 200 {
-		t.Fatalf("used %d examples, skipped %d", res.Examples, res.Skipped)
+	ms := stable(t, filepath.Join(run, "metrics.jsonl"))
+	first, last := ms[0]["loss/sft"], ms[len(ms)-1]["loss/sft"]
+	if len(ms) != 30 || !(last < 0.7*first) || ms[0]["grad_norm"] == 0 {
+		t.Fatalf("loss %.3f -> %.3f over %d steps", first, last, len(ms))
 	}
-	if !(res.LastLoss < 0.7*res.FirstLoss) {
-		t.Fatalf("loss %.3f -> %.3f", res.FirstLoss, res.LastLoss)
-	}
-	if _, err := checkpoint.Open(cfg.Out, ""); err != nil {
+	out := filepath.Join(t.TempDir(), "out")
+	if err := ExportModel(run, out); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := checkpoint.Open(out, ""); err != nil {
+		t.Fatal(err)
+	}
+	if exists(filepath.Join(out, "state.json")) || exists(filepath.Join(out, "optimizer.safetensors")) {
+		t.Fatal("the exported model carries the run's state")
 	}
 }

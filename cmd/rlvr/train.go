@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -15,19 +17,26 @@ import (
 	"rlvr/train"
 )
 
-// bindRLFlags defines the train flags over c, so the same definitions can
-// re-apply the flags a user set onto a config read from YAML.
+// bindRLFlags defines the training flags over c, so the same definitions
+// can re-apply the flags a user set onto a config read from YAML.
 func bindRLFlags(f *pflag.FlagSet, c *train.RLConfig) {
 	f.StringVar((*string)(&c.Algorithm), "algorithm", string(c.Algorithm), fmt.Sprintf("one of %v", method.Algorithms))
-	f.StringVar(&c.Model, "model", c.Model, "starting checkpoint (default: the cached world model)")
-	f.IntSliceVar(&c.Levels, "levels", c.Levels, "world levels of the training problems")
-	f.Uint64Var(&c.Seed, "seed", c.Seed, "seed of problems, sampling and initialization")
-	f.IntVar(&c.Steps, "steps", c.Steps, "RL steps")
+	f.StringVar(&c.Model, "model", c.Model, "starting checkpoint, a Hugging Face directory (default: the built-in world model)")
+	f.StringVar(&c.Data.Name, "data", c.Data.Name, "world, or a dataset name (gsm8k, math500, mathqa, strategyqa, deepscaler, …)")
+	f.StringVar(&c.Data.Train, "train-file", c.Data.Train, "the dataset's training file (JSONL, JSON or Parquet)")
+	f.StringVar(&c.Data.Test, "test-file", c.Data.Test, "the held-out file (default: hold out --eval-problems training examples)")
+	f.IntSliceVar(&c.Data.Levels, "levels", c.Data.Levels, "world levels of the training problems")
+	f.StringVar(&c.Chat.Template, "chat", c.Chat.Template, "chat template: auto, on or off")
+	f.StringVar(&c.Chat.System, "system", c.Chat.System, "system prompt of chat prompts")
+	f.StringSliceVar(&c.Parts, "parts", c.Parts, fmt.Sprintf("guidance parts to run, from %v", train.Parts))
+	f.Uint64Var(&c.Seed, "seed", c.Seed, "seed of data order, sampling and every random draw")
+	f.IntVar(&c.Steps, "steps", c.Steps, "training steps")
 	f.IntVar(&c.PromptsPerStep, "prompts", c.PromptsPerStep, "questions per step")
 	f.IntVar(&c.GroupSize, "group-size", c.GroupSize, "samples per question")
 	f.IntVar(&c.MaxTokens, "max-tokens", c.MaxTokens, "response budget in tokens")
 	f.Float32Var(&c.Temperature, "temperature", c.Temperature, "sampling temperature")
 	f.Float64Var(&c.LR, "lr", c.LR, "learning rate")
+	f.IntVar(&c.Warmup, "warmup", c.Warmup, "warmup optimizer steps")
 	f.Float32Var(&c.KL, "kl", c.KL, "KL penalty to the starting model (0: none)")
 	f.StringVar((*string)(&c.KLEstimator), "kl-estimator", string(c.KLEstimator), "k1, k2 or k3")
 	f.BoolVar(&c.KLInReward, "kl-in-reward", c.KLInReward, "subtract the KL from the reward instead of adding it to the loss")
@@ -36,76 +45,155 @@ func bindRLFlags(f *pflag.FlagSet, c *train.RLConfig) {
 	f.IntVar(&c.Epochs, "epochs", c.Epochs, "update epochs per batch")
 	f.IntVar(&c.MiniBatches, "mini-batches", c.MiniBatches, "optimizer steps per epoch")
 	f.IntVar(&c.EvalEvery, "eval-every", c.EvalEvery, "steps between held-out evaluations")
-	f.IntVar(&c.EvalProblems, "eval-problems", c.EvalProblems, "held-out problems per level")
+	f.IntVar(&c.EvalProblems, "eval-problems", c.EvalProblems, "held-out problems (per level on the world)")
 	f.IntVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "steps between checkpoints")
 	f.IntVar(&c.KeepLast, "keep-last", c.KeepLast, "checkpoints kept")
 }
 
-func trainCmd() *cobra.Command {
+// rlCommand builds train and sft: one loop, a different default preset.
+func rlCommand(use, preset, short, long, example string) *cobra.Command {
 	cfg := train.DefaultRL()
-	var configPath, runDir string
+	if err := cfg.ApplyPreset(preset); err != nil {
+		panic(err) // a preset name in this file
+	}
+	var configPath, runDir, presetFlag, out string
 	var resume bool
-	cmd := &cobra.Command{
-		Use:   "train",
-		Short: "RL with verifiable rewards: GRPO, Dr.GRPO, DAPO, REINFORCE++, RFT",
-		Long: `train runs reinforcement learning with verifiable rewards on the built-in world
-from the cached world model (rlvr pretrain trains it), or from --model. Settings
-come from --config (YAML; see train.RLConfig) with flags overriding it; the
-resolved config is printed and saved to the run directory, with metrics.jsonl,
-eval.jsonl and checkpoints. --resume continues from the newest checkpoint.`,
-		Example: `  rlvr train --algorithm dapo --steps 50 --run runs/dapo
-  rlvr train --config grpo.yaml --seed 2 --run runs/grpo-2 --resume`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
+	cmd := &cobra.Command{Use: use, Short: short, Long: long, Example: example, Args: cobra.NoArgs}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if configPath != "" || presetFlag != "" {
+			var fileCfg train.RLConfig
+			var err error
 			if configPath != "" {
-				fileCfg, err := train.LoadRLConfig(configPath)
-				if err != nil {
+				if fileCfg, err = train.LoadRLConfig(configPath, presetFlag); err != nil {
 					return err
 				}
-				// Flags the user set win over the file.
-				fs := pflag.NewFlagSet("override", pflag.ContinueOnError)
-				bindRLFlags(fs, &fileCfg)
-				var setErr error
-				cmd.Flags().Visit(func(f *pflag.Flag) {
-					if fs.Lookup(f.Name) != nil && setErr == nil {
+			} else {
+				fileCfg = train.DefaultRL()
+				if err := fileCfg.ApplyPreset(presetFlag); err != nil {
+					return err
+				}
+			}
+			// Flags the user set win over the file and the preset.
+			fs := pflag.NewFlagSet("override", pflag.ContinueOnError)
+			bindRLFlags(fs, &fileCfg)
+			var setErr error
+			cmd.Flags().Visit(func(f *pflag.Flag) {
+				if fs.Lookup(f.Name) != nil && setErr == nil {
+					if sv, ok := f.Value.(pflag.SliceValue); ok {
+						setErr = fs.Lookup(f.Name).Value.(pflag.SliceValue).Replace(sv.GetSlice())
+					} else {
 						setErr = fs.Set(f.Name, f.Value.String())
 					}
-				})
-				if setErr != nil {
-					return setErr
 				}
-				cfg = fileCfg
-			}
-			if err := cfg.Resolve(); err != nil {
-				return err
-			}
-			if runDir == "" {
-				runDir = filepath.Join("runs", fmt.Sprintf("%s-seed%d", cfg.Algorithm, cfg.Seed))
-			}
-			out := cmd.OutOrStdout()
-			b, _ := yaml.Marshal(cfg)
-			fmt.Fprintf(out, "run: %s\n%s\n", runDir, b)
-			bar := newBar(cmd, cfg.Steps)
-			err := train.RL(cmd.Context(), cfg, runDir, resume, func(m train.StepMetrics) {
-				bar.Describe(fmt.Sprintf("%s reward %.3f acc %.3f %.1fs/step", cfg.Algorithm, m.RewardMean, m.Accuracy, m.StepS))
-				bar.Set(m.Step)
 			})
-			bar.Finish()
-			if err != nil {
+			if setErr != nil {
+				return setErr
+			}
+			cfg = fileCfg
+		}
+		if err := cfg.Resolve(); err != nil {
+			return err
+		}
+		if runDir == "" {
+			runDir = filepath.Join("runs", fmt.Sprintf("%s-seed%d", cfg.Algorithm, cfg.Seed))
+		}
+		if out != "" {
+			if err := checkOut(out); err != nil {
 				return err
 			}
-			return printEvalSummary(out, runDir)
-		},
+		}
+		w := cmd.OutOrStdout()
+		b, _ := yaml.Marshal(cfg)
+		fmt.Fprintf(w, "run: %s\n%s\n", runDir, b)
+		bar := newBar(cmd, cfg.Steps)
+		err := train.RL(cmd.Context(), cfg, runDir, resume, func(m method.Metrics) {
+			bar.Describe(progressLine(string(cfg.Algorithm), m))
+			bar.Set(int(m["step"]))
+		})
+		bar.Finish()
+		if err != nil {
+			return err
+		}
+		if out != "" {
+			if err := train.ExportModel(runDir, out); err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "model: %s\n", out)
+		}
+		return printEvalSummary(w, runDir)
 	}
 	bindRLFlags(cmd.Flags(), &cfg)
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML config (flags override it)")
+	cmd.Flags().StringVar(&presetFlag, "preset", "", fmt.Sprintf("a named recipe, one of %v (the config file and flags override it)", train.PresetNames()))
 	cmd.Flags().StringVar(&runDir, "run", "", "run directory (default: runs/<algorithm>-seed<seed>)")
 	cmd.Flags().BoolVar(&resume, "resume", false, "continue from the run directory's newest checkpoint")
+	cmd.Flags().StringVar(&out, "out", "", "also write the final model to this directory")
 	return cmd
 }
 
+func trainCmd() *cobra.Command {
+	return rlCommand("train", "", "Train: GRPO, Dr.GRPO, DAPO, REINFORCE++, RFT, SFT, with guidance parts",
+		`train runs reinforcement learning with verifiable rewards (or SFT) on the built-in
+world from its model, or on a dataset (GSM8K, MATH500, MathQA, StrategyQA,
+DeepScaleR, any JSONL/Parquet with named fields) from any Hugging Face checkpoint,
+prompted through its chat template. Settings come from --preset, then --config
+(YAML; see train.RLConfig and configs/), then flags; the resolved config is
+printed and saved to the run directory, with metrics.jsonl, eval.jsonl and
+checkpoints. --resume continues from the newest checkpoint.`,
+		`  rlvr train --algorithm dapo --steps 50 --run runs/dapo
+  rlvr train --config configs/gsm8k-grpo-chat.yaml --run runs/gsm8k
+  rlvr train --config configs/world-grpo.yaml --seed 2 --run runs/grpo-2 --resume`)
+}
+
+func sftCmd() *cobra.Command {
+	return rlCommand("sft", "sft", "Fine-tune a model on reference solutions (the training loop with the sft preset)",
+		`sft fine-tunes a model on the reference solutions of the built-in world or of
+a dataset (GSM8K's worked answers, MATH's solutions, …), training on the response
+only. It is rlvr train with the sft preset: the same flags, config file, run
+directory, checkpoints and resume; --out writes the final model as a Hugging Face
+directory.`,
+		`  rlvr sft --levels 0,1,2,3 --steps 200 --out runs/sft-model
+  rlvr sft --model runs/qwen --data gsm8k --train-file ../shared/data/gsm8k/train.jsonl --out runs/qwen-sft`)
+}
+
+// checkOut refuses an output path that is a file or a non-empty directory
+// before any training.
+func checkOut(out string) error {
+	st, err := os.Stat(out)
+	if os.IsNotExist(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("--out %s is a file", out)
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		return err
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("--out %s is not empty", out)
+	}
+	return nil
+}
+
+// progressLine is the progress bar's live description of a step.
+func progressLine(name string, m method.Metrics) string {
+	var b strings.Builder
+	b.WriteString(name)
+	if v, ok := m["reward_mean"]; ok {
+		fmt.Fprintf(&b, " reward %.3f acc %.3f", v, m["accuracy"])
+	}
+	if v, ok := m["loss/sft"]; ok {
+		fmt.Fprintf(&b, " loss %.3f", v)
+	}
+	fmt.Fprintf(&b, " %.1fs/step", m["step_s"])
+	return b.String()
+}
+
 // printEvalSummary prints the held-out accuracy before and after training.
-func printEvalSummary(out interface{ Write([]byte) (int, error) }, runDir string) error {
+func printEvalSummary(out io.Writer, runDir string) error {
 	b, err := os.ReadFile(filepath.Join(runDir, "eval.jsonl"))
 	if err != nil {
 		return err

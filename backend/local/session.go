@@ -1,0 +1,64 @@
+package local
+
+import (
+	"context"
+	"path/filepath"
+
+	"rlvr/backend"
+	"rlvr/checkpoint"
+	"rlvr/engine/model"
+	"rlvr/engine/optim"
+	"rlvr/format/hfconfig"
+	"rlvr/sample"
+)
+
+// Session is a model opened for training in this process: a learner and a
+// sampler over one copy of the weights, so every rollout sees the latest
+// update, and the model's tokenizer side.
+type Session struct {
+	*Learner
+	Sampler *sample.Sampler
+	Text    *checkpoint.Loaded
+}
+
+// Open loads the checkpoint in dir (weights and tokenizer) for training;
+// withOptimizer also restores the optimizer state saved beside them, as a
+// resumed run does (a new run starts its optimizer fresh).
+func Open(dir string, adam optim.AdamWConfig, withOptimizer bool) (*Session, error) {
+	l, err := checkpoint.Open(dir, "")
+	if err != nil {
+		return nil, err
+	}
+	learner, err := NewLearner(l.Model, adam)
+	if err != nil {
+		return nil, err
+	}
+	learner.Source = dir
+	if hc, err := hfconfig.Load(filepath.Join(dir, "config.json")); err == nil {
+		learner.HFConfig = hc // keeps the model's own token ids and architecture
+	}
+	if withOptimizer {
+		if err := learner.LoadOptimizer(dir); err != nil {
+			return nil, err
+		}
+	}
+	return &Session{Learner: learner, Sampler: sample.New(l.Model, l.Tokenizer), Text: l}, nil
+}
+
+// Frozen scores sequences under fixed weights: the reference model of a
+// KL term.
+type Frozen struct{ Model *model.Model }
+
+// OpenFrozen loads the weights in dir as a reference model.
+func OpenFrozen(dir string) (*Frozen, error) {
+	l, err := checkpoint.Open(dir, "")
+	if err != nil {
+		return nil, err
+	}
+	return &Frozen{Model: l.Model}, nil
+}
+
+// Logprobs implements backend.Logprober.
+func (f *Frozen) Logprobs(ctx context.Context, batch []backend.Datum) ([][]float32, error) {
+	return Logprobs(ctx, f.Model, batch)
+}

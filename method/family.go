@@ -1,0 +1,150 @@
+package method
+
+import (
+	"fmt"
+
+	"rlvr/backend"
+)
+
+// Algorithm names the objective of a run: a member of the GRPO family, or
+// SFT.
+type Algorithm string
+
+const (
+	GRPO        Algorithm = "grpo"
+	DrGRPO      Algorithm = "dr-grpo"
+	DAPO        Algorithm = "dapo"
+	ReinforcePP Algorithm = "reinforce++"
+	RFT         Algorithm = "rft"
+	// SFT trains on reference solutions with NLL and samples nothing (see
+	// SFT, the method).
+	SFT Algorithm = "sft"
+)
+
+// Algorithms lists the algorithms a run may name.
+var Algorithms = []Algorithm{GRPO, DrGRPO, DAPO, ReinforcePP, RFT, SFT}
+
+// Objective turns scored groups into the base loss terms of an RL method.
+type Objective interface {
+	Terms(groups []Scored) ([]Term, Stats, error)
+}
+
+// Stats are what an objective reports about the batch it built.
+type Stats struct {
+	Groups, ZeroVariance int
+	Trained              int // trajectories with a non-zero training signal
+}
+
+// Family is GRPO and its variants, which differ only in how advantages
+// are computed and which loss and aggregation apply:
+//
+//	grpo         A = (r − mean)/std per group; clipped ratio; seq-mean-token-mean
+//	dr-grpo      A = r − mean (no std); clipped ratio; seq-mean-token-sum-norm
+//	dapo         as grpo, clip-higher (ε_high 0.28), token-mean (its dynamic
+//	             sampling and overlong penalty are parts of the RL method)
+//	reinforce++  A = r − group mean, then normalized over the whole batch;
+//	             clipped ratio; token-mean
+//	rft          NLL on the verified-correct samples; token-mean
+//
+// Groups are whatever the rollout made: one per question, or one per
+// question and expert prompt (MEML-GRPO), so advantages are always taken
+// inside a group.
+type Family struct {
+	Algorithm         Algorithm
+	ClipLow, ClipHigh float32
+	// MaxTokens is Dr.GRPO's normalizer: the generation budget.
+	MaxTokens int
+	// RefKL and RefKLEstimator add a KL penalty to a frozen reference in
+	// the loss (the loop supplies the reference logprobs); Entropy adds an
+	// entropy bonus.
+	RefKL          float32
+	RefKLEstimator backend.KLEstimator
+	Entropy        float32
+	// Eps keeps the std division finite for near-uniform groups.
+	Eps float64
+}
+
+// NewFamily returns the algorithm's published defaults.
+func NewFamily(a Algorithm, maxTokens int) (*Family, error) {
+	f := &Family{Algorithm: a, ClipLow: 0.2, ClipHigh: 0.2, MaxTokens: maxTokens, Eps: 1e-4, RefKLEstimator: backend.K3}
+	switch a {
+	case GRPO, DrGRPO, ReinforcePP, RFT:
+	case DAPO:
+		f.ClipHigh = 0.28
+	default:
+		return nil, fmt.Errorf("method: %q is not an RL objective (want one of %v)", a, []Algorithm{GRPO, DrGRPO, DAPO, ReinforcePP, RFT})
+	}
+	return f, nil
+}
+
+// Terms implements Objective. With no trajectory carrying a signal (every
+// group all right or all wrong) and no entropy or KL term, it returns no
+// term at all: the step then changes no weight, rather than letting Adam's
+// momentum move them on a zero gradient.
+func (f *Family) Terms(groups []Scored) ([]Term, Stats, error) {
+	terms, st, err := f.Build(groups)
+	if err != nil || st.Trained > 0 || f.Entropy != 0 || f.RefKL != 0 {
+		return terms, st, err
+	}
+	return nil, st, nil
+}
+
+// Build computes the advantages and the loss term of the groups,
+// including samples with zero advantage: they count in the aggregation's
+// denominators as in TRL and verl, though their gradient is zero.
+func (f *Family) Build(groups []Scored) ([]Term, Stats, error) {
+	st := Stats{Groups: len(groups)}
+	for _, g := range groups {
+		if ZeroVariance(g.Rewards) {
+			st.ZeroVariance++
+		}
+	}
+	if f.Algorithm == RFT {
+		var data []backend.Datum
+		for _, g := range groups {
+			for i := range g.Trajectories {
+				if g.Rewards[i] > 0 {
+					data = append(data, policyDatum(&g.Trajectories[i], 0))
+				}
+			}
+		}
+		st.Trained = len(data)
+		return []Term{{Name: "rft", Data: data, Loss: backend.Loss{NLL: 1, Entropy: f.Entropy}, Aggregation: backend.TokenMean}}, st, nil
+	}
+	var adv [][]float64
+	for _, g := range groups {
+		adv = append(adv, GroupAdvantages(g.Rewards, f.Algorithm == GRPO || f.Algorithm == DAPO, f.Eps))
+	}
+	if f.Algorithm == ReinforcePP {
+		var flat []float64
+		for _, a := range adv {
+			flat = append(flat, a...)
+		}
+		BatchNormalize(flat, f.Eps)
+		k := 0
+		for _, a := range adv {
+			k += copy(a, flat[k:])
+		}
+	}
+	var data []backend.Datum
+	for gi, g := range groups {
+		for i := range g.Trajectories {
+			data = append(data, policyDatum(&g.Trajectories[i], float32(adv[gi][i])))
+			if adv[gi][i] != 0 {
+				st.Trained++
+			}
+		}
+	}
+	loss := backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: f.ClipLow, ClipHigh: f.ClipHigh,
+		RefKL: f.RefKL, RefKLEstimator: f.RefKLEstimator, Entropy: f.Entropy}
+	t := Term{Name: "pg", Data: data, Loss: loss}
+	switch f.Algorithm {
+	case GRPO:
+		t.Aggregation = backend.SeqMeanTokenMean
+	case DrGRPO:
+		t.Aggregation, t.Norm = backend.SeqMeanTokenSumNorm, float32(f.MaxTokens)
+	default:
+		t.Aggregation = backend.TokenMean
+	}
+	return []Term{t}, st, nil
+}

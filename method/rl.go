@@ -1,0 +1,382 @@
+package method
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+
+	"rlvr/backend"
+	"rlvr/internal/tokens"
+	"rlvr/rollout"
+	"rlvr/task"
+)
+
+// RL is the GRPO core with the guidance parts a run enabled: each question
+// is asked under every prompt variant, G trajectories per variant come from
+// the rollout, the verifier scores what the policy wrote, shapers adjust the
+// rewards, an optional filter resamples groups without signal, and the
+// objective and the extra terms make the batch. Every part is optional
+// except the objective; parts compose in one run.
+type RL struct {
+	Objective Objective
+	GroupSize int // G: trajectories per question and variant
+	// Variants are the prompts each question is asked under (MEML-GRPO's
+	// expert prompts); empty asks the plain prompt once.
+	Variants []Variant
+	// Rollout makes the groups; nil samples single-turn answers.
+	Rollout Rollout
+	// Shapers adjust the verified rewards in order (overlong penalty, KL in
+	// the reward, consultation penalty).
+	Shapers []Shaper
+	// Filter, when set, drops groups whose answers are all right or all
+	// wrong and draws more questions (DAPO's dynamic sampling).
+	Filter *DynamicSampling
+	// Extras add loss terms from the scored groups (mutual learning, a
+	// hard-example buffer, meta-experience).
+	Extras []Extra
+}
+
+// Rollout turns prompts into groups of g trajectories each.
+type Rollout interface {
+	Rollout(ctx context.Context, env *Env, prompts [][]int32, g int, seed uint64) ([]rollout.Group, error)
+}
+
+// Shaper adjusts the rewards of scored groups in place.
+type Shaper interface {
+	Shape(ctx context.Context, env *Env, groups []Scored) error
+}
+
+// Extra adds loss terms built from the step's scored groups.
+type Extra interface {
+	Terms(ctx context.Context, env *Env, groups []Scored) ([]Term, error)
+}
+
+// DynamicSampling is DAPO's filter: groups whose answers are all correct
+// or all wrong carry no group-relative signal, so they are dropped and more
+// questions are sampled, up to MaxRounds extra rounds. It reads the
+// verifier's verdicts, not the shaped rewards, as DAPO and verl do.
+type DynamicSampling struct {
+	MaxRounds int
+}
+
+// SingleTurn samples G single-turn answers per prompt in one batch.
+type SingleTurn struct{}
+
+// Rollout implements Rollout.
+func (SingleTurn) Rollout(ctx context.Context, env *Env, prompts [][]int32, g int, seed uint64) ([]rollout.Group, error) {
+	p := env.Sampling
+	p.Seed = seed
+	return rollout.SampleGroups(ctx, env.Policy, decoder{env.Render}, prompts, g, p)
+}
+
+// decoder adapts a Renderer to rollout.Decoder.
+type decoder struct{ r Renderer }
+
+func (d decoder) Decode(ids []int) string { return d.r.Decode(tokens.Int32s(ids)) }
+
+// Step implements Method.
+func (r *RL) Step(ctx context.Context, env *Env, examples []task.Example) (*Batch, error) {
+	variants := r.Variants
+	if len(variants) == 0 {
+		variants = []Variant{{}}
+	}
+	target := len(examples) * len(variants)
+	var all, kept []Scored
+	batch := examples
+	for round := 0; ; round++ {
+		groups, err := r.sample(ctx, env, batch, variants, env.Seed+uint64(round))
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range r.Shapers {
+			if err := s.Shape(ctx, env, groups); err != nil {
+				return nil, err
+			}
+		}
+		all = append(all, groups...)
+		if r.Filter == nil {
+			kept = groups
+			break
+		}
+		for _, g := range groups {
+			if !uniform(g.Correct) {
+				kept = append(kept, g)
+			}
+		}
+		if len(kept) >= target || round >= r.Filter.MaxRounds {
+			break
+		}
+		need := (target - len(kept) + len(variants) - 1) / len(variants)
+		if batch, err = env.More(need); err != nil {
+			return nil, err
+		}
+		env.Metrics["resampled"] += float64(need)
+	}
+	scoreMetrics(env.Metrics, all, len(variants) > 1)
+	terms, st, err := r.Objective.Terms(kept)
+	if err != nil {
+		return nil, err
+	}
+	env.Metrics.Set("trained_frac", float64(st.Trained)/math.Max(1, float64(countTrajectories(kept))))
+	for _, x := range r.Extras {
+		more, err := x.Terms(ctx, env, kept)
+		if err != nil {
+			return nil, err
+		}
+		terms = append(terms, more...)
+	}
+	return &Batch{Terms: terms}, nil
+}
+
+// sample renders every example under every variant, rolls the prompts out
+// and verifies what the policy wrote. A prompt too long for the context is
+// skipped and counted.
+func (r *RL) sample(ctx context.Context, env *Env, examples []task.Example, variants []Variant, seed uint64) ([]Scored, error) {
+	var prompts [][]int32
+	var scored []Scored
+	for _, e := range examples {
+		for _, v := range variants {
+			p, err := env.Render.Prompt(e, v)
+			if errors.Is(err, ErrPromptTooLong) {
+				env.Metrics["data/skipped_long_prompts"]++
+				continue
+			} else if err != nil {
+				return nil, fmt.Errorf("method: example %s: %w", e.ID, err)
+			}
+			prompts = append(prompts, p)
+			scored = append(scored, Scored{Example: e, Variant: v})
+		}
+	}
+	if len(prompts) == 0 {
+		return nil, nil
+	}
+	ro := r.Rollout
+	if ro == nil {
+		ro = SingleTurn{}
+	}
+	groups, err := ro.Rollout(ctx, env, prompts, r.GroupSize, seed)
+	if err != nil {
+		return nil, err
+	}
+	if len(groups) != len(prompts) {
+		return nil, fmt.Errorf("method: the rollout returned %d groups for %d prompts", len(groups), len(prompts))
+	}
+	for i := range scored {
+		s := &scored[i]
+		s.Group = groups[i]
+		for _, t := range s.Trajectories {
+			// The verifier reads only what the policy wrote: an expert's
+			// reply in the history never earns the policy a reward.
+			rw, _ := env.Reward(s.Example, t.PolicyText)
+			s.Correct = append(s.Correct, rw > 0)
+			s.Rewards = append(s.Rewards, rw)
+		}
+	}
+	return scored, nil
+}
+
+// scoreMetrics summarizes every sampled group of the step, and each
+// variant's groups when there are several.
+func scoreMetrics(m Metrics, groups []Scored, perVariant bool) {
+	summarize := func(prefix string, keep func(*Scored) bool) {
+		var rewards []float64
+		var lens, correct, zero, n, ng float64
+		for i := range groups {
+			g := &groups[i]
+			if !keep(g) {
+				continue
+			}
+			ng++
+			rewards = append(rewards, g.Rewards...)
+			if uniform(g.Correct) {
+				zero++
+			}
+			for i, t := range g.Trajectories {
+				lens += float64(t.PolicyTokens())
+				if g.Correct[i] {
+					correct++
+				}
+				n++
+			}
+		}
+		if n == 0 {
+			return
+		}
+		if prefix == "" {
+			m.Set("reward_mean", Mean(rewards))
+			m.Set("reward_std", StdDev(rewards))
+			m.Set("response_len_mean", lens/n)
+		}
+		m.Set(prefix+"accuracy", correct/n)
+		m.Set(prefix+"zero_variance_frac", zero/ng)
+	}
+	summarize("", func(*Scored) bool { return true })
+	if !perVariant {
+		return
+	}
+	seen := map[string]bool{}
+	for _, g := range groups {
+		name := g.Variant.Name
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		summarize("variant/"+name+"/", func(s *Scored) bool { return s.Variant.Name == name })
+	}
+}
+
+// uniform reports whether every verdict of a group is the same.
+func uniform(v []bool) bool {
+	for _, b := range v {
+		if b != v[0] {
+			return false
+		}
+	}
+	return true
+}
+
+func countTrajectories(groups []Scored) int {
+	n := 0
+	for _, g := range groups {
+		n += len(g.Trajectories)
+	}
+	return n
+}
+
+// parts lists the RL method's parts, for their state.
+func (r *RL) parts() []any {
+	ps := []any{r.Objective, r.Rollout}
+	for _, s := range r.Shapers {
+		ps = append(ps, s)
+	}
+	for _, x := range r.Extras {
+		ps = append(ps, x)
+	}
+	return ps
+}
+
+// State implements Stateful: the state of every stateful part, by its
+// type name.
+func (r *RL) State() (json.RawMessage, error) { return partsState(r.parts()) }
+
+// Restore implements Stateful.
+func (r *RL) Restore(b json.RawMessage) error { return restoreParts(r.parts(), b) }
+
+func partsState(parts []any) (json.RawMessage, error) {
+	st := map[string]json.RawMessage{}
+	for _, p := range parts {
+		if s, ok := p.(Stateful); ok {
+			b, err := s.State()
+			if err != nil {
+				return nil, fmt.Errorf("method: state of %s: %w", partName(p), err)
+			}
+			st[partName(p)] = b
+		}
+	}
+	if len(st) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(st)
+}
+
+func restoreParts(parts []any, b json.RawMessage) error {
+	st := map[string]json.RawMessage{}
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &st); err != nil {
+			return fmt.Errorf("method: state: %w", err)
+		}
+	}
+	for _, p := range parts {
+		if s, ok := p.(Stateful); ok {
+			raw, found := st[partName(p)]
+			if !found {
+				return fmt.Errorf("method: the checkpoint has no state for %s", partName(p))
+			}
+			if err := s.Restore(raw); err != nil {
+				return fmt.Errorf("method: restoring %s: %w", partName(p), err)
+			}
+		}
+	}
+	return nil
+}
+
+func partName(p any) string { return reflect.TypeOf(p).String() }
+
+// OverlongPenalty is DAPO's soft overlong punishment as a shaper: rewards
+// fall linearly from 0 to −1 over the last Buffer tokens of MaxTokens.
+type OverlongPenalty struct{ MaxTokens, Buffer int }
+
+// Shape implements Shaper.
+func (o OverlongPenalty) Shape(_ context.Context, _ *Env, groups []Scored) error {
+	for gi := range groups {
+		g := &groups[gi]
+		for i := range g.Trajectories {
+			g.Rewards[i] += Overlong(g.Trajectories[i].PolicyTokens(), o.MaxTokens, o.Buffer)
+		}
+	}
+	return nil
+}
+
+// RewardKL subtracts β·Σ_t k(q_t, ref_t) from each answer's reward, with q
+// the sampler's logprobs of the policy's tokens and ref the frozen starting
+// model's, and records the mean per-token estimate as "kl".
+type RewardKL struct {
+	Beta      float32
+	Estimator backend.KLEstimator
+}
+
+// Shape implements Shaper.
+func (k RewardKL) Shape(ctx context.Context, env *Env, groups []Scored) error {
+	if env.Reference == nil {
+		return fmt.Errorf("method: a KL in the reward needs a reference model")
+	}
+	var data []backend.Datum
+	for _, g := range groups {
+		for i := range g.Trajectories {
+			data = append(data, policyDatum(&g.Trajectories[i], 0))
+		}
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	lps, err := env.Reference.Logprobs(ctx, data)
+	if err != nil {
+		return err
+	}
+	var total float64
+	var tokens int
+	n := 0
+	for gi := range groups {
+		g := &groups[gi]
+		for i := range g.Trajectories {
+			var sum float64
+			for j, w := range data[n].Weights {
+				if w == 0 {
+					continue
+				}
+				sum += KLEstimate(k.Estimator, float64(data[n].SamplerLogprobs[j]-lps[n][j]))
+				tokens++
+			}
+			g.Rewards[i] -= float64(k.Beta) * sum
+			total += sum
+			n++
+		}
+	}
+	env.Metrics.Set("kl", total/math.Max(float64(tokens), 1))
+	return nil
+}
+
+// KLEstimate is one sample's estimate of KL(π ‖ π_ref) from d = logp −
+// ref logp.
+func KLEstimate(est backend.KLEstimator, d float64) float64 {
+	switch est {
+	case backend.K1:
+		return d
+	case backend.K2:
+		return d * d / 2
+	}
+	return math.Exp(-d) - 1 + d
+}

@@ -1,0 +1,72 @@
+package method
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"rlvr/backend"
+	"rlvr/task"
+)
+
+// Supervised is SFT as a method: token-mean NLL of each example's
+// reference solution after its prompt, under every variant (MEML-GRPO's
+// MEF trains one model on every expert's answers behind its prompt). It
+// samples nothing.
+type Supervised struct {
+	Variants []Variant // empty: the plain prompt
+	// MaxLen is the longest sequence the model takes; longer examples are
+	// skipped and counted.
+	MaxLen int
+}
+
+// Step implements Method.
+func (s *Supervised) Step(ctx context.Context, env *Env, examples []task.Example) (*Batch, error) {
+	variants := s.Variants
+	if len(variants) == 0 {
+		variants = []Variant{{}}
+	}
+	var data []backend.Datum
+	for _, e := range examples {
+		resp := ReferenceResponse(e)
+		if resp == "" {
+			env.Metrics["data/skipped_no_solution"]++
+			continue
+		}
+		for _, v := range variants {
+			p, err := env.Render.Prompt(e, v)
+			if errors.Is(err, ErrPromptTooLong) {
+				env.Metrics["data/skipped_long_prompts"]++
+				continue
+			} else if err != nil {
+				return nil, fmt.Errorf("method: example %s: %w", e.ID, err)
+			}
+			d := ResponseDatum(p, env.Render.Response(resp))
+			if s.MaxLen > 0 && d.Len() > s.MaxLen {
+				env.Metrics["data/skipped_long_prompts"]++
+				continue
+			}
+			data = append(data, d)
+		}
+	}
+	if len(data) == 0 {
+		return &Batch{}, nil
+	}
+	return &Batch{Terms: []Term{{Name: "sft", Data: data, Loss: backend.Loss{NLL: 1}, Aggregation: backend.TokenMean}}}, nil
+}
+
+// ReferenceResponse is what a model is taught to answer for an example:
+// its reference solution, ending with the gold answer after "####" unless
+// the solution already states it (GSM8K's convention, which verifiers
+// read). It is "" when the example has no solution.
+func ReferenceResponse(e task.Example) string {
+	s := strings.TrimRight(e.Solution, "\n")
+	if s == "" {
+		return ""
+	}
+	if !strings.Contains(s, "####") && !strings.Contains(s, `\boxed`) {
+		s += "\n#### " + e.Answer
+	}
+	return s + "\n"
+}

@@ -1,0 +1,419 @@
+package train
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"rlvr/backend"
+	"rlvr/engine/optim"
+	"rlvr/method"
+	"rlvr/task"
+	"rlvr/task/world"
+)
+
+// RLConfig is every knob of a training run, grouped by what it controls.
+// The core knobs are flat, as in TRL's GRPOConfig; each guidance part has a
+// section of its own and runs only when Parts names it. DefaultRL gives
+// every default; a preset (see Presets) names a paper's recipe.
+type RLConfig struct {
+	// What is trained and on what.
+
+	// Algorithm is the objective: grpo, dr-grpo, dapo, reinforce++, rft
+	// (RL), or sft (NLL on reference solutions, no rollouts).
+	Algorithm method.Algorithm `yaml:"algorithm"`
+	// Preset names a recipe applied over the defaults before the config
+	// file and flags (see Presets); "" applies none.
+	Preset string `yaml:"preset,omitempty"`
+	// Model is the starting checkpoint, a Hugging Face directory; "" is the
+	// built-in world's model.
+	Model string     `yaml:"model"`
+	Data  DataConfig `yaml:"data"`
+	Chat  ChatConfig `yaml:"chat"`
+	Seed  uint64     `yaml:"seed"` // data order, sampling and every random draw
+
+	// Rollouts.
+
+	Steps          int     `yaml:"steps"`            // training steps
+	PromptsPerStep int     `yaml:"prompts_per_step"` // questions per step
+	GroupSize      int     `yaml:"group_size"`       // samples per question and prompt variant (G)
+	MaxTokens      int     `yaml:"max_tokens"`       // response budget (also Dr.GRPO's normalizer)
+	Temperature    float32 `yaml:"temperature"`      // sampling temperature of rollouts
+
+	// Optimization.
+
+	LR          float64           `yaml:"lr"`     // peak learning rate of the shared update
+	Warmup      int               `yaml:"warmup"` // warmup optimizer steps of the constant schedule
+	AdamW       optim.AdamWConfig `yaml:"adamw"`
+	GradClip    float32           `yaml:"grad_clip"`    // global norm; 0 disables
+	Epochs      int               `yaml:"epochs"`       // passes over each step's batch (PPO epochs)
+	MiniBatches int               `yaml:"mini_batches"` // optimizer steps per epoch
+	// MicroBatchTokens bounds the tokens of one forward/backward pass; a
+	// larger mini-batch accumulates gradients over several. 0 means one
+	// pass per mini-batch.
+	MicroBatchTokens int `yaml:"micro_batch_tokens"`
+
+	// Loss. Clip bounds of 0 take the algorithm's (0.2/0.2; DAPO 0.2/0.28).
+
+	ClipLow     float32             `yaml:"clip_low"`
+	ClipHigh    float32             `yaml:"clip_high"`
+	KL          float32             `yaml:"kl"`           // β of the KL to the starting model; 0 disables
+	KLEstimator backend.KLEstimator `yaml:"kl_estimator"` // k1, k2 or k3
+	// KLInReward subtracts β·KL from each answer's reward (the sum of
+	// the estimator over its tokens, from the sampler's logprobs) instead
+	// of adding the KL term to the loss.
+	KLInReward bool    `yaml:"kl_in_reward"`
+	Entropy    float32 `yaml:"entropy"` // entropy bonus
+
+	// Guidance parts.
+
+	// Parts lists the guidance parts that run, each configured by its
+	// section below (a section of a part not listed is an error). Unset,
+	// the dapo algorithm takes dynamic_sampling and overlong_penalty, and
+	// every other algorithm none.
+	Parts           []string               `yaml:"parts"`
+	ExpertPrompts   *ExpertPromptsConfig   `yaml:"expert_prompts,omitempty"`
+	DynamicSampling *DynamicSamplingConfig `yaml:"dynamic_sampling,omitempty"`
+	OverlongPenalty *OverlongPenaltyConfig `yaml:"overlong_penalty,omitempty"`
+
+	// Evaluation and checkpoints.
+
+	EvalEvery       int `yaml:"eval_every"`       // steps between held-out evaluations; 0: only at the end
+	EvalProblems    int `yaml:"eval_problems"`    // held-out problems (per level on the world); 0 takes the whole test file
+	CheckpointEvery int `yaml:"checkpoint_every"` // steps between checkpoints; 0: only at the end
+	KeepLast        int `yaml:"keep_last"`        // checkpoints kept
+}
+
+// DataConfig says what a run trains and evaluates on.
+type DataConfig struct {
+	// Name is "world" (the default: the built-in arithmetic world), one of
+	// task.Names() (gsm8k, math500, mathqa, strategyqa, deepscaler, …), or
+	// any label for a JSONL/JSON/Parquet file read through Fields.
+	Name string `yaml:"name"`
+	// Train is the training file of a dataset.
+	Train string `yaml:"train,omitempty"`
+	// Test is the held-out file; "" holds out EvalProblems examples of
+	// Train, which training then never draws.
+	Test string `yaml:"test,omitempty"`
+	// Levels are the world's difficulty levels (0 to 6).
+	Levels []int `yaml:"levels,omitempty"`
+	// Fields name the question/answer/solution fields of a file that is not
+	// one of the named datasets; set, they override a named dataset's
+	// reader.
+	Fields *FieldsConfig `yaml:"fields,omitempty"`
+}
+
+// FieldsConfig names the fields of a generic dataset (JSON keys or Parquet
+// columns; dotted paths reach into objects). Empty fields take the
+// defaults of task.Columns.
+type FieldsConfig struct {
+	ID       string          `yaml:"id,omitempty"`
+	Question string          `yaml:"question,omitempty"`
+	Messages string          `yaml:"messages,omitempty"`
+	Answer   string          `yaml:"answer,omitempty"`
+	Solution string          `yaml:"solution,omitempty"`
+	Choices  string          `yaml:"choices,omitempty"`
+	Kind     task.AnswerKind `yaml:"kind,omitempty"` // math, multiple-choice or yes-no: the verifier used
+}
+
+// ChatConfig says how prompts reach a chat model.
+type ChatConfig struct {
+	// Template is "auto" (the model's chat template when it has one),
+	// "on" (required: a model without one is an error) or "off" (plain
+	// text prompts).
+	Template string `yaml:"template"`
+	// System is the system prompt of every chat prompt ("" sends none);
+	// a part's own prompt (an expert's) replaces it.
+	System string `yaml:"system,omitempty"`
+}
+
+// ExpertPromptsConfig asks every question under several expert prompts,
+// with advantages inside each expert's group (MEML-GRPO's P_i).
+type ExpertPromptsConfig struct {
+	// Experts are the expert indices i asked (default 1, 2, 3; 0 is the
+	// dataset's own reference style).
+	Experts []int `yaml:"experts"`
+	// System is a chat model's expert system prompt, with {i} standing for
+	// the index (default: the paper's wording).
+	System string `yaml:"system"`
+	// Suffix follows a plain-text prompt, with {i} for the index (default
+	// the world's "@E{i}\n").
+	Suffix string `yaml:"suffix"`
+}
+
+// DynamicSamplingConfig is DAPO's filter: groups all right or all wrong are
+// dropped and more questions drawn.
+type DynamicSamplingConfig struct {
+	MaxRounds int `yaml:"max_rounds"` // extra sampling rounds per step
+}
+
+// OverlongPenaltyConfig is DAPO's soft overlong penalty over the last
+// Buffer tokens of the budget.
+type OverlongPenaltyConfig struct {
+	Buffer int `yaml:"buffer"` // tokens; 0 means max_tokens/4
+}
+
+// The guidance parts a run may list.
+const (
+	PartExpertPrompts   = "expert_prompts"
+	PartDynamicSampling = "dynamic_sampling"
+	PartOverlongPenalty = "overlong_penalty"
+)
+
+// Parts lists every guidance part.
+var Parts = []string{PartExpertPrompts, PartDynamicSampling, PartOverlongPenalty}
+
+// PaperExpertSystem is MEML-GRPO's expert prompt P_i.
+const PaperExpertSystem = "You are Expert {i}, please provide an answer to the above question."
+
+// DefaultRL is GRPO on the world's hardest level from the built-in world
+// model: 16 questions × 8 samples per step.
+func DefaultRL() RLConfig {
+	return RLConfig{Algorithm: method.GRPO, Data: DataConfig{Name: "world", Levels: []int{6}}, Chat: ChatConfig{Template: "auto"},
+		Seed: 1, Steps: 100, PromptsPerStep: 16, GroupSize: 8, MaxTokens: 256, Temperature: 1, LR: 5e-5, Warmup: 5,
+		AdamW: optim.DefaultAdamW(), GradClip: 1, Epochs: 1, MiniBatches: 1, KLEstimator: backend.K3,
+		EvalEvery: 25, EvalProblems: 200, CheckpointEvery: 25, KeepLast: 2}
+}
+
+// Presets are named recipes: each sets its knobs over the defaults, and a
+// config file and flags then override them.
+var Presets = map[string]func(*RLConfig){
+	// DAPO (Yu et al. 2025): clip-higher, token-mean, dynamic sampling and
+	// the soft overlong penalty.
+	"dapo": func(c *RLConfig) {
+		c.Algorithm = method.DAPO
+		c.Parts = []string{PartDynamicSampling, PartOverlongPenalty}
+		c.DynamicSampling = &DynamicSamplingConfig{MaxRounds: 3}
+		c.OverlongPenalty = &OverlongPenaltyConfig{}
+	},
+	// SFT on reference solutions (a baseline of every paper).
+	"sft": func(c *RLConfig) { c.Algorithm, c.LR, c.Warmup = method.SFT, 1e-4, 10 },
+}
+
+// PresetNames lists the presets, sorted.
+func PresetNames() []string {
+	var out []string
+	for k := range Presets {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ApplyPreset sets a preset's knobs; "" applies nothing.
+func (c *RLConfig) ApplyPreset(name string) error {
+	if name == "" {
+		return nil
+	}
+	p, ok := Presets[name]
+	if !ok {
+		return fmt.Errorf("train config: preset %q is not one of %v", name, PresetNames())
+	}
+	p(c)
+	c.Preset = name
+	return nil
+}
+
+// IsWorld says the run trains on the built-in world.
+func (d *DataConfig) IsWorld() bool { return d.Name == "" || d.Name == "world" }
+
+// Resolve fills the defaults that depend on other knobs and reports every
+// inconsistent setting at once.
+func (c *RLConfig) Resolve() error {
+	var errs []string
+	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if !slices.Contains(method.Algorithms, c.Algorithm) {
+		add("algorithm %q is not one of %v", c.Algorithm, method.Algorithms)
+	}
+	if c.Parts == nil && c.Algorithm == method.DAPO {
+		c.Parts = []string{PartDynamicSampling, PartOverlongPenalty}
+	}
+	for _, p := range c.Parts {
+		if !slices.Contains(Parts, p) {
+			add("parts: %q is not one of %v", p, Parts)
+		}
+	}
+	enabled := func(p string) bool { return slices.Contains(c.Parts, p) }
+	for _, s := range []struct {
+		part string
+		set  bool
+	}{{PartExpertPrompts, c.ExpertPrompts != nil}, {PartDynamicSampling, c.DynamicSampling != nil}, {PartOverlongPenalty, c.OverlongPenalty != nil}} {
+		if s.set && !enabled(s.part) {
+			add("section %s is set but %s is not in parts %v", s.part, s.part, c.Parts)
+		}
+	}
+	if enabled(PartExpertPrompts) {
+		if c.ExpertPrompts == nil {
+			c.ExpertPrompts = &ExpertPromptsConfig{}
+		}
+		e := c.ExpertPrompts
+		if len(e.Experts) == 0 {
+			e.Experts = []int{1, 2, 3}
+		}
+		if e.System == "" {
+			e.System = PaperExpertSystem
+		}
+		if e.Suffix == "" {
+			e.Suffix = "@E{i}\n"
+		}
+		for _, i := range e.Experts {
+			if i < 0 {
+				add("expert_prompts.experts: %d is negative", i)
+			}
+		}
+	}
+	if enabled(PartDynamicSampling) {
+		if c.DynamicSampling == nil {
+			c.DynamicSampling = &DynamicSamplingConfig{MaxRounds: 3}
+		}
+		if c.DynamicSampling.MaxRounds < 0 {
+			add("dynamic_sampling.max_rounds = %d is negative", c.DynamicSampling.MaxRounds)
+		}
+	}
+	if enabled(PartOverlongPenalty) {
+		if c.OverlongPenalty == nil {
+			c.OverlongPenalty = &OverlongPenaltyConfig{}
+		}
+		if c.OverlongPenalty.Buffer == 0 {
+			c.OverlongPenalty.Buffer = c.MaxTokens / 4
+		}
+		if b := c.OverlongPenalty.Buffer; b < 0 || b >= c.MaxTokens {
+			add("overlong_penalty.buffer = %d must be in [0, max_tokens)", b)
+		}
+	}
+	if c.Algorithm == method.SFT {
+		for _, p := range []string{PartDynamicSampling, PartOverlongPenalty} {
+			if enabled(p) {
+				add("part %s needs rollouts, which sft does not sample", p)
+			}
+		}
+	}
+	// The algorithm's own clip range unless the config sets one, written
+	// back so the saved config shows what runs.
+	if fam, err := method.NewFamily(c.Algorithm, c.MaxTokens); err == nil {
+		if c.ClipLow == 0 {
+			c.ClipLow = fam.ClipLow
+		}
+		if c.ClipHigh == 0 {
+			c.ClipHigh = fam.ClipHigh
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"steps", c.Steps}, {"prompts_per_step", c.PromptsPerStep}, {"group_size", c.GroupSize}, {"max_tokens", c.MaxTokens}, {"epochs", c.Epochs}, {"mini_batches", c.MiniBatches}} {
+		if f.v <= 0 {
+			add("%s = %d must be positive", f.name, f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"warmup", c.Warmup}, {"micro_batch_tokens", c.MicroBatchTokens}, {"eval_every", c.EvalEvery}, {"eval_problems", c.EvalProblems}, {"checkpoint_every", c.CheckpointEvery}, {"keep_last", c.KeepLast}} {
+		if f.v < 0 {
+			add("%s = %d must not be negative", f.name, f.v)
+		}
+	}
+	if c.GroupSize == 1 && c.Algorithm != method.RFT && c.Algorithm != method.SFT {
+		add("group_size 1 leaves group-relative advantages always zero")
+	}
+	c.resolveData(add)
+	switch c.Chat.Template {
+	case "":
+		c.Chat.Template = "auto"
+	case "auto", "on", "off":
+	default:
+		add("chat.template %q is not auto, on or off", c.Chat.Template)
+	}
+	if c.KL != 0 && !slices.Contains([]backend.KLEstimator{backend.K1, backend.K2, backend.K3}, c.KLEstimator) {
+		add("kl_estimator %q is not k1, k2 or k3", c.KLEstimator)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+		zero bool // zero allowed
+	}{{"lr", c.LR, false}, {"temperature", float64(c.Temperature), false}, {"kl", float64(c.KL), true},
+		{"entropy", float64(c.Entropy), true}, {"grad_clip", float64(c.GradClip), true}, {"clip_low", float64(c.ClipLow), true}, {"clip_high", float64(c.ClipHigh), true}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 || f.v == 0 && !f.zero {
+			if f.zero {
+				add("%s = %v must be finite and not negative", f.name, f.v)
+			} else {
+				add("%s = %v must be finite and positive", f.name, f.v)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("train config: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func (c *RLConfig) resolveData(add func(string, ...any)) {
+	d := &c.Data
+	if d.IsWorld() {
+		d.Name = "world"
+		if d.Train != "" || d.Test != "" || d.Fields != nil {
+			add("data: the world generates its problems; train, test and fields are for datasets")
+		}
+		if len(d.Levels) == 0 {
+			add("data.levels is empty")
+		}
+		for _, lv := range d.Levels {
+			if lv < 0 || lv >= len(world.Levels) {
+				add("data.levels: no world level %d (0 to %d)", lv, len(world.Levels)-1)
+			}
+		}
+		return
+	}
+	if len(d.Levels) > 0 {
+		add("data.levels are world levels, but data.name is %q", d.Name)
+	}
+	if d.Fields == nil && !slices.Contains(task.Names(), d.Name) {
+		add("data.name %q is not world or one of %v (or give data.fields to read any file)", d.Name, task.Names())
+	}
+	if d.Train == "" {
+		add("data.train: a dataset needs its training file")
+	}
+	if f := d.Fields; f != nil && f.Kind != "" && !slices.Contains([]task.AnswerKind{task.Math, task.MultipleChoice, task.YesNo}, f.Kind) {
+		add("data.fields.kind %q is not math, multiple-choice or yes-no", f.Kind)
+	}
+}
+
+// LoadRLConfig reads a YAML config: the defaults, then the preset (the
+// file's, or preset when not empty), then the file. Unknown keys are
+// errors naming them and their line.
+func LoadRLConfig(path, preset string) (RLConfig, error) {
+	cfg := DefaultRL()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("train config: %w", err)
+	}
+	if preset == "" {
+		var head struct {
+			Preset string `yaml:"preset"`
+		}
+		if err := yaml.Unmarshal(b, &head); err != nil {
+			return cfg, fmt.Errorf("train config: %s: %w", path, err)
+		}
+		preset = head.Preset
+	}
+	if err := cfg.ApplyPreset(preset); err != nil {
+		return cfg, fmt.Errorf("%w (in %s)", err, path)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, fmt.Errorf("train config: %s: %w", path, err)
+	}
+	if preset != "" {
+		cfg.Preset = preset
+	}
+	return cfg, nil
+}

@@ -1,0 +1,55 @@
+package train
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"rlvr/method"
+)
+
+// NewMethod assembles the method a config describes: the algorithm's
+// objective (or SFT) and every guidance part the config lists. It is the
+// one place where configuration becomes parts; the loop only calls the
+// result's Step.
+func NewMethod(c *RLConfig, maxLen int) (method.Method, error) {
+	variants := expertVariants(c)
+	if c.Algorithm == method.SFT {
+		return &method.Supervised{Variants: variants, MaxLen: maxLen}, nil
+	}
+	fam, err := method.NewFamily(c.Algorithm, c.MaxTokens)
+	if err != nil {
+		return nil, err
+	}
+	fam.ClipLow, fam.ClipHigh = c.ClipLow, c.ClipHigh
+	fam.RefKLEstimator, fam.Entropy = c.KLEstimator, c.Entropy
+	if !c.KLInReward {
+		fam.RefKL = c.KL
+	}
+	rl := &method.RL{Objective: fam, GroupSize: c.GroupSize, Variants: variants}
+	if slices.Contains(c.Parts, PartOverlongPenalty) {
+		rl.Shapers = append(rl.Shapers, method.OverlongPenalty{MaxTokens: c.MaxTokens, Buffer: c.OverlongPenalty.Buffer})
+	}
+	if c.KL != 0 && c.KLInReward {
+		rl.Shapers = append(rl.Shapers, method.RewardKL{Beta: c.KL, Estimator: c.KLEstimator})
+	}
+	if slices.Contains(c.Parts, PartDynamicSampling) {
+		rl.Filter = &method.DynamicSampling{MaxRounds: c.DynamicSampling.MaxRounds}
+	}
+	return rl, nil
+}
+
+// expertVariants are the expert prompts of the expert_prompts part, or nil.
+func expertVariants(c *RLConfig) []method.Variant {
+	if !slices.Contains(c.Parts, PartExpertPrompts) {
+		return nil
+	}
+	var out []method.Variant
+	for _, i := range c.ExpertPrompts.Experts {
+		idx := fmt.Sprint(i)
+		out = append(out, method.Variant{Name: "E" + idx,
+			System: strings.ReplaceAll(c.ExpertPrompts.System, "{i}", idx),
+			Suffix: strings.ReplaceAll(c.ExpertPrompts.Suffix, "{i}", idx)})
+	}
+	return out
+}

@@ -1,0 +1,96 @@
+package train
+
+import (
+	"fmt"
+
+	"rlvr/checkpoint"
+	"rlvr/format/tokenizer"
+	"rlvr/internal/tokens"
+	"rlvr/method"
+	"rlvr/task"
+)
+
+// renderer turns examples into a model's prompts (method.Renderer): through
+// its chat template with the run's system prompt, or as plain text.
+type renderer struct {
+	l      *checkpoint.Loaded
+	chat   bool
+	system string
+	maxLen int // the model's context
+}
+
+// newRenderer checks the chat setting against the model.
+func newRenderer(l *checkpoint.Loaded, c ChatConfig, maxLen int) (*renderer, error) {
+	r := &renderer{l: l, system: c.System, maxLen: maxLen}
+	switch c.Template {
+	case "on":
+		if l.Chat == nil {
+			return nil, fmt.Errorf("train: chat.template is on but model %s has no chat template (tokenizer_config.json chat_template)", l.Name)
+		}
+		r.chat = true
+	case "auto", "":
+		r.chat = l.Chat != nil
+	}
+	if !r.chat && c.System != "" {
+		return nil, fmt.Errorf("train: chat.system is set but model %s is prompted without a chat template", l.Name)
+	}
+	return r, nil
+}
+
+// Text is the prompt as text: what Prompt encodes.
+func (r *renderer) Text(e task.Example, v method.Variant) (string, error) {
+	if !r.chat {
+		return e.Prompt + v.Suffix, nil
+	}
+	system := r.system
+	if v.System != "" {
+		system = v.System
+	}
+	var msgs []tokenizer.Message
+	for _, m := range e.Chat() {
+		if m.Role == "system" {
+			if system == "" {
+				system = m.Content
+			}
+			continue
+		}
+		msgs = append(msgs, tokenizer.Message{Role: m.Role, Content: m.Content})
+	}
+	if system != "" {
+		msgs = append([]tokenizer.Message{{Role: "system", Content: system}}, msgs...)
+	}
+	return r.l.Chat(msgs)
+}
+
+// Prompt implements method.Renderer.
+func (r *renderer) Prompt(e task.Example, v method.Variant) ([]int32, error) {
+	s, err := r.Text(e, v)
+	if err != nil {
+		return nil, err
+	}
+	toks := r.l.Encode(s)
+	if len(toks) >= r.maxLen {
+		return nil, fmt.Errorf("example %s: %d prompt tokens, context %d: %w", e.ID, len(toks), r.maxLen, method.ErrPromptTooLong)
+	}
+	return toks, nil
+}
+
+// Response implements method.Renderer: the text's tokens, then the
+// end-of-turn token in a chat, else end-of-sequence.
+func (r *renderer) Response(text string) []int32 {
+	out := tokens.Int32s(r.l.Tokenizer.Encode(text))
+	if eos, ok := r.l.Tokenizer.EOS(); ok && !r.chat {
+		return append(out, int32(eos))
+	}
+	if len(r.l.StopTokens) > 0 {
+		out = append(out, r.l.StopTokens[0])
+	}
+	return out
+}
+
+// Encode implements method.Renderer (no BOS: environment text continues a
+// sequence).
+func (r *renderer) Encode(text string) []int32 { return tokens.Int32s(r.l.Tokenizer.Encode(text)) }
+
+// Decode implements method.Renderer.
+func (r *renderer) Decode(ids []int32) string { return r.l.Decode(ids) }
