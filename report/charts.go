@@ -6,7 +6,6 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -48,6 +47,12 @@ type panelSpec struct {
 type metricChart struct {
 	file, title, caption string
 	panels               []panelSpec
+	// cols is the number of columns of panels, 0 meaning one; wide doubles
+	// the figure's width, and the chart spans the page's grid.
+	cols int
+	wide bool
+	// titled keeps the title of a panel that is alone in its chart.
+	titled bool
 }
 
 var dashed = []vg.Length{vg.Points(5), vg.Points(3)}
@@ -119,7 +124,7 @@ func charted(key string) bool {
 	return false
 }
 
-// drawCharts writes every chart with data into outDir.
+// drawCharts writes every fixed chart with data into outDir.
 func drawCharts(outDir string, ss []series) ([]chart, error) {
 	var out []chart
 	add := func(c *chart, err error) error {
@@ -143,28 +148,6 @@ func drawCharts(outDir string, ss []series) ([]chart, error) {
 	}
 	if err := add(drawTimeChart(outDir, ss)); err != nil {
 		return nil, err
-	}
-	// Every other numeric metric gets a chart of its own.
-	var extra []string
-	for _, s := range ss {
-		for _, k := range s.run.Keys() {
-			if !charted(k) && !slices.Contains(extra, k) {
-				extra = append(extra, k)
-			}
-		}
-	}
-	sort.Strings(extra)
-	used := map[string]bool{}
-	for _, c := range out {
-		used[c.File] = true
-	}
-	for _, k := range extra {
-		file := uniqueFile("metric_"+sanitize(k), used)
-		mc := metricChart{file: file, title: k, caption: fmt.Sprintf("Metric %s, logged in %s.", k, MetricsFile),
-			panels: []panelSpec{{ylabel: k, lines: []lineSpec{{key: k}}}}}
-		if err := add(drawMetricChart(outDir, mc, ss)); err != nil {
-			return nil, err
-		}
 	}
 	return out, nil
 }
@@ -265,6 +248,23 @@ func valueRange(raw, smooth []float64) (lo, hi float64) {
 	return math.Min(lo, rlo), math.Max(hi, rhi)
 }
 
+// runSeries is one run's values of a metric: a line of a panel.
+type runSeries struct {
+	run    int // index of the run in the charts' series
+	xs, ys []float64
+}
+
+// metricSeries returns a line for each run that logged key, in run order.
+func metricSeries(ss []series, key string) []runSeries {
+	var out []runSeries
+	for i, s := range ss {
+		if xs, ys := s.run.Series(key); len(xs) > 0 {
+			out = append(out, runSeries{run: i, xs: xs, ys: ys})
+		}
+	}
+	return out
+}
+
 // stepRange returns the smallest and largest step of the runs' charted data.
 func stepRange(ss []series, keys []string) (lo, hi float64) {
 	lo, hi = math.Inf(1), math.Inf(-1)
@@ -285,13 +285,14 @@ func stepRange(ss []series, keys []string) (lo, hi float64) {
 // has them.
 func drawMetricChart(outDir string, mc metricChart, ss []series) (*chart, error) {
 	var keys []string
+	lines := map[string][]runSeries{}
 	maxLen := 0
 	for _, p := range mc.panels {
 		for _, l := range p.lines {
 			keys = append(keys, l.key)
-			for _, s := range ss {
-				xs, _ := s.run.Series(l.key)
-				maxLen = max(maxLen, len(xs))
+			lines[l.key] = metricSeries(ss, l.key)
+			for _, rs := range lines[l.key] {
+				maxLen = max(maxLen, len(rs.xs))
 			}
 		}
 	}
@@ -302,7 +303,11 @@ func drawMetricChart(outDir string, mc metricChart, ss []series) (*chart, error)
 	smoothing := span >= 2
 	xlo, xhi := stepRange(ss, keys)
 
-	fig := &figure{title: mc.title, cols: 1}
+	cols := max(mc.cols, 1)
+	fig := &figure{title: mc.title, cols: cols}
+	if mc.wide {
+		fig.width = 2 * figWidth
+	}
 	inChart := make([]bool, len(ss))
 	var styles []lineSpec
 	for _, ps := range mc.panels {
@@ -312,12 +317,9 @@ func drawMetricChart(outDir string, mc metricChart, ss []series) (*chart, error)
 		has := false
 		for _, l := range ps.lines {
 			lineHas := false
-			for i, s := range ss {
-				xs, ys := s.run.Series(l.key)
-				if len(xs) == 0 {
-					continue
-				}
-				has, lineHas, inChart[i] = true, true, true
+			for _, rs := range lines[l.key] {
+				s, xs, ys := ss[rs.run], rs.xs, rs.ys
+				has, lineHas, inChart[rs.run] = true, true, true
 				raw = append(raw, ys...)
 				sm := ys
 				if smoothing && !ps.exact {
@@ -355,12 +357,15 @@ func drawMetricChart(outDir string, mc metricChart, ss []series) (*chart, error)
 		fig.panels = append(fig.panels, p)
 	}
 	if len(fig.panels) == 1 {
-		fig.panels[0].Title.Text = ""
+		if !mc.titled {
+			fig.panels[0].Title.Text = ""
+		}
 		fig.panelH = 3.2 * vg.Inch
 	} else {
 		fig.panelH = 2.5 * vg.Inch
 	}
-	for i := 0; i+1 < len(fig.panels); i++ {
+	// The step label goes under the lowest panel of each column.
+	for i := 0; i+cols < len(fig.panels); i++ {
 		fig.panels[i].X.Label.Text = ""
 	}
 	fig.legend = runLegend(ss, inChart)
@@ -374,7 +379,7 @@ func drawMetricChart(outDir string, mc metricChart, ss []series) (*chart, error)
 	if smoothing {
 		caption += fmt.Sprintf(" Thin lines: every step; bold: exponential moving average over about %d steps.", span)
 	}
-	return &chart{File: mc.file, Title: mc.title, Caption: caption}, nil
+	return &chart{File: mc.file, Title: mc.title, Caption: caption, Wide: mc.wide}, nil
 }
 
 // runLegend has an entry for each run drawn.

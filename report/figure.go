@@ -25,7 +25,9 @@ const (
 	dpi         = 192
 	figWidth    = 6.4 * vg.Inch
 	panelHeight = 3.0 * vg.Inch
-	figPad      = 8 // points around the figure
+	figPad      = 8  // points around the figure
+	tilePadX    = 14 // points between columns of panels
+	tilePadY    = 10 // points between rows of panels
 )
 
 var (
@@ -237,6 +239,16 @@ func (f *figure) save(path string) (err error) {
 	dc := draw.New(img)
 	dc.FillText(titleStyle, vg.Point{X: width / 2, Y: height - pad}, f.title)
 
+	// Titles and y labels too long for their tile are shortened.
+	tileW := (width-2*pad-vg.Length(cols-1)*vg.Points(tilePadX))/vg.Length(cols) - vg.Points(6)
+	for _, p := range f.panels {
+		if p == nil {
+			continue
+		}
+		p.Title.Text = fitText(p.Title.TextStyle, p.Title.Text, tileW)
+		p.Y.Label.Text = fitText(p.Y.Label.TextStyle, p.Y.Label.Text, ph-vg.Points(50))
+	}
+
 	area := draw.Crop(dc, pad, -pad, pad+legendH, -(pad + titleH))
 	grid := make([][]*plot.Plot, rows)
 	for r := range rows {
@@ -247,7 +259,7 @@ func (f *figure) save(path string) (err error) {
 			}
 		}
 	}
-	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Points(14), PadY: vg.Points(10)}
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Points(tilePadX), PadY: vg.Points(tilePadY)}
 	canvases := plot.Align(grid, tiles, area)
 	for r := range rows {
 		for c := range cols {
@@ -284,6 +296,28 @@ func (f *figure) save(path string) (err error) {
 		return err
 	}
 	return w.Close()
+}
+
+// fitText returns s, or when it is wider than width in the style sty, s with
+// its middle replaced by an ellipsis: a metric's prefix and its last part
+// tell the most.
+func fitText(sty text.Style, s string, width vg.Length) string {
+	if sty.Width(s) <= width {
+		return s
+	}
+	r := []rune(s)
+	// The longest cut that fits keeps ⌈k/2⌉ runes in front and ⌊k/2⌋ behind.
+	cut := func(k int) string { return string(r[:(k+1)/2]) + "…" + string(r[len(r)-k/2:]) }
+	lo, hi := 0, len(r) // cut(lo) fits, or lo is 0
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if sty.Width(cut(mid)) <= width {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return cut(lo)
 }
 
 // The legend's spacing, in points.

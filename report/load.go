@@ -24,6 +24,7 @@ const (
 	MetricsFile = "metrics.jsonl"
 	EvalFile    = "eval.jsonl"
 	ResultFile  = "result.json"
+	SamplesFile = "samples.jsonl"
 )
 
 // Run is what one training run recorded.
@@ -47,10 +48,24 @@ type Run struct {
 	Evals []Eval
 	// Result is result.json, nil when there is none.
 	Result *Result
+	// Samples holds samples.jsonl's records in file order.
+	Samples []Sample
 
 	// Warnings lists what Load tolerated: skipped incomplete lines,
-	// repeated steps, fields that are not numbers.
+	// repeated steps, malformed samples.
 	Warnings []string
+}
+
+// Sample is a text that a run recorded for reading, such as a generated
+// answer or a distilled experience: a line of samples.jsonl.
+type Sample struct {
+	// Step is the training step the text comes from, -1 when absent.
+	Step int
+	// Title names the kind of text; samples of one title are shown
+	// together. It may be empty.
+	Title string
+	// Text is the text itself.
+	Text string
 }
 
 // Step is one optimizer step's metrics.
@@ -58,7 +73,8 @@ type Step struct {
 	// Step is the optimizer step.
 	Step int
 	// Values maps each numeric, non-null field of the record other than
-	// "step" (reward_mean, kl, step_s, …, and any other key) to its value.
+	// "step" (reward_mean, kl, step_s, …, and any other key) to its value;
+	// a boolean field other than the known metrics is 0 or 1.
 	Values map[string]float64
 }
 
@@ -186,7 +202,7 @@ func Load(dir string) (*Run, error) {
 	}
 
 	path = filepath.Join(dir, MetricsFile)
-	switch ok, err := readLines(path, &r.Warnings, r.addStep); {
+	switch ok, err := readLines(path, &r.Warnings, false, r.addStep); {
 	case err != nil:
 		return nil, err
 	case ok:
@@ -195,7 +211,7 @@ func Load(dir string) (*Run, error) {
 	}
 
 	path = filepath.Join(dir, EvalFile)
-	switch ok, err := readLines(path, &r.Warnings, func(line []byte) error {
+	switch ok, err := readLines(path, &r.Warnings, false, func(line []byte) error {
 		e, err := parseEval(line, false)
 		if err != nil {
 			return err
@@ -222,6 +238,18 @@ func Load(dir string) (*Run, error) {
 		return nil, err
 	}
 
+	// Samples are for reading only: what cannot be read is skipped.
+	path = filepath.Join(dir, SamplesFile)
+	if _, err := readLines(path, &r.Warnings, true, func(line []byte) error {
+		s, err := parseSample(line)
+		if err == nil {
+			r.Samples = append(r.Samples, s)
+		}
+		return err
+	}); err != nil {
+		r.Warnings = append(r.Warnings, err.Error()) // names the file
+	}
+
 	if found == 0 {
 		return nil, fmt.Errorf("%s: no %s, %s, %s or %s: not a run directory", dir, ConfigFile, MetricsFile, EvalFile, ResultFile)
 	}
@@ -233,8 +261,9 @@ func Load(dir string) (*Run, error) {
 
 // readLines calls parse on each non-blank line of the file at path, reporting
 // whether the file exists. A parse error is returned as a *ParseError, except
-// on a last line missing its newline, which is skipped with a warning.
-func readLines(path string, warnings *[]string, parse func([]byte) error) (bool, error) {
+// on a last line missing its newline, which is skipped with a warning; with
+// lenient, every line that does not parse is skipped with a warning.
+func readLines(path string, warnings *[]string, lenient bool, parse func([]byte) error) (bool, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -244,6 +273,12 @@ func readLines(path string, warnings *[]string, parse func([]byte) error) (bool,
 	}
 	defer f.Close()
 	br := bufio.NewReader(f)
+	skipped := 0
+	defer func() {
+		if skipped > maxSkipWarnings {
+			*warnings = append(*warnings, fmt.Sprintf("%s: skipped %d more lines that do not parse", path, skipped-maxSkipWarnings))
+		}
+	}()
 	for n := 1; ; n++ {
 		line, err := br.ReadBytes('\n')
 		if err != nil && err != io.EOF {
@@ -252,9 +287,14 @@ func readLines(path string, warnings *[]string, parse func([]byte) error) (bool,
 		complete := err == nil
 		if text := bytes.TrimSpace(line); len(text) > 0 {
 			if perr := parse(text); perr != nil {
-				if !complete {
+				switch {
+				case !complete:
 					*warnings = append(*warnings, fmt.Sprintf("%s:%d: skipped the incomplete last line (is the run still writing it?): %v", path, n, perr))
-				} else {
+				case lenient:
+					if skipped++; skipped <= maxSkipWarnings {
+						*warnings = append(*warnings, fmt.Sprintf("%s:%d: skipped: %v", path, n, perr))
+					}
+				default:
 					return true, &ParseError{Path: path, Line: n, Err: perr}
 				}
 			}
@@ -264,6 +304,9 @@ func readLines(path string, warnings *[]string, parse func([]byte) error) (bool,
 		}
 	}
 }
+
+// maxSkipWarnings bounds the warnings of one file read leniently.
+const maxSkipWarnings = 5
 
 // addStep parses one metrics.jsonl record.
 func (r *Run) addStep(line []byte) error {
@@ -294,7 +337,8 @@ func (r *Run) addStep(line []byte) error {
 			if k == "step" || knownMetrics[k] {
 				return fmt.Errorf("%q: want a number, found %s", k, jsonKind(v))
 			}
-			r.warnOnce(fmt.Sprintf("%s: field %q is not a number; not plotted", MetricsFile, k))
+			// Text, lists and objects that a method logs beside its
+			// numbers are not for charts.
 			continue
 		}
 		f, err := num.Float64()
@@ -356,6 +400,44 @@ func (r *Run) warnOnce(w string) {
 	if !slices.Contains(r.Warnings, w) {
 		r.Warnings = append(r.Warnings, w)
 	}
+}
+
+// parseSample parses one samples.jsonl record.
+func parseSample(line []byte) (Sample, error) {
+	var rec map[string]any
+	if err := json.Unmarshal(line, &rec); err != nil {
+		return Sample{}, fmt.Errorf("invalid JSON: %v", jsonMessage(err))
+	}
+	if rec == nil {
+		return Sample{}, errors.New("want a JSON object, found null")
+	}
+	s := Sample{Step: -1}
+	switch v := rec["step"].(type) {
+	case nil:
+	case float64:
+		if v != math.Trunc(v) || v < 0 || v > math.MaxInt32 {
+			return s, fmt.Errorf(`"step": want a non-negative integer, found %v`, v)
+		}
+		s.Step = int(v)
+	default:
+		return s, fmt.Errorf(`"step": want a number, found %s`, jsonKind(v))
+	}
+	switch v := rec["title"].(type) {
+	case nil:
+	case string:
+		s.Title = v
+	default:
+		return s, fmt.Errorf(`"title": want a string, found %s`, jsonKind(v))
+	}
+	switch v := rec["text"].(type) {
+	case string:
+		s.Text = v
+	case nil:
+		return s, errors.New(`no "text"`)
+	default:
+		return s, fmt.Errorf(`"text": want a string, found %s`, jsonKind(v))
+	}
+	return s, nil
 }
 
 // knownMetrics are the metrics.jsonl fields that must be numbers.
@@ -513,6 +595,8 @@ func jsonKind(v any) string {
 		return "an array"
 	case map[string]any:
 		return "an object"
+	case float64, json.Number:
+		return "a number"
 	}
 	return fmt.Sprintf("%T", v)
 }

@@ -22,8 +22,10 @@ const HTMLFile = "report.html"
 // Render writes report.html and its charts' PNGs into outDir, creating it if
 // need be. The page compares the runs: a summary table, one chart per group of
 // metrics with every run overlaid (per-step values thin, their moving average
-// bold), the final evaluations and each run's config. A chart that no run has
-// data for is left out.
+// bold), then a panel for every other metric a run logged, grouped by the
+// metric's prefix (loss/…, expert/…), the final evaluations, the last samples
+// of each run and each run's config. A chart that no run has data for is left
+// out.
 func Render(outDir string, runs ...*Run) error {
 	if len(runs) == 0 {
 		return errors.New("report: no runs to render")
@@ -44,7 +46,12 @@ func Render(outDir string, runs ...*Run) error {
 	if err != nil {
 		return err
 	}
+	more, err := drawExtraCharts(outDir, ss)
+	if err != nil {
+		return err
+	}
 	page := newPage(ss, charts)
+	page.MoreCharts = more
 	var buf bytes.Buffer
 	if err := pageTemplate.Execute(&buf, page); err != nil {
 		return err
@@ -168,14 +175,38 @@ type page struct {
 	ShowSeed        bool
 	ShowModel       bool
 	Charts          []chart
+	MoreCharts      []chart // of the metrics beyond the fixed charts
 	Results         []resultRow
 	PassKs          []string
 	ShowAvg         bool
 	ShowMaj         bool
 	ShowVariance    bool
+	Samples         []runSamples
 	Warnings        []string
 	Generated       string
 }
+
+// runSamples is a run's last samples of each title.
+type runSamples struct {
+	Label, Path string
+	Color       template.CSS
+	Groups      []sampleGroup
+}
+
+type sampleGroup struct {
+	Title, Note string
+	Entries     []sampleEntry
+}
+
+type sampleEntry struct {
+	Step, Text, Cut string
+}
+
+// The samples shown: the last few of each title, each cut to a length.
+const (
+	samplesShown = 3
+	sampleRunes  = 4000
+)
 
 type runView struct {
 	Label, Dir              string
@@ -272,7 +303,54 @@ func newPage(ss []series, charts []chart) *page {
 		p.Subtitle = ss[0].run.Dir
 	}
 	p.fillResults(ss)
+	for _, s := range ss {
+		if v, ok := newRunSamples(s); ok {
+			p.Samples = append(p.Samples, v)
+		}
+	}
 	return p
+}
+
+// newRunSamples gathers the last samplesShown samples of each title of a
+// run, titles in the order they first appear; false when it has none.
+func newRunSamples(s series) (runSamples, bool) {
+	r := s.run
+	if len(r.Samples) == 0 {
+		return runSamples{}, false
+	}
+	v := runSamples{Label: s.label, Path: filepath.Join(r.Dir, SamplesFile), Color: cssColor(s.color)}
+	var titles []string
+	byTitle := map[string][]Sample{}
+	for _, x := range r.Samples {
+		if _, ok := byTitle[x.Title]; !ok {
+			titles = append(titles, x.Title)
+		}
+		byTitle[x.Title] = append(byTitle[x.Title], x)
+	}
+	for _, t := range titles {
+		all := byTitle[t]
+		g := sampleGroup{Title: t}
+		if g.Title == "" {
+			g.Title = "(untitled)"
+		}
+		shown := all[max(len(all)-samplesShown, 0):]
+		if len(all) > len(shown) {
+			g.Note = fmt.Sprintf("the last %d of %d", len(shown), len(all))
+		}
+		for _, x := range shown {
+			e := sampleEntry{Text: x.Text}
+			if x.Step >= 0 {
+				e.Step = "step " + strconv.Itoa(x.Step)
+			}
+			if runes := []rune(x.Text); len(runes) > sampleRunes {
+				e.Text = string(runes[:sampleRunes])
+				e.Cut = fmt.Sprintf("… %d more characters", len(runes)-sampleRunes)
+			}
+			g.Entries = append(g.Entries, e)
+		}
+		v.Groups = append(v.Groups, g)
+	}
+	return v, true
 }
 
 // fillEval summarizes the evaluations of the split evaluated last.

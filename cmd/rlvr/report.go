@@ -15,13 +15,15 @@ func reportCmd() *cobra.Command {
 		Use:   "report RUN_DIR [RUN_DIR...]",
 		Short: "Render training runs as an HTML page of charts and tables",
 		Long: `report reads training run directories (config.yaml, metrics.jsonl, and
-eval.jsonl and result.json when present) and writes report.html with one PNG
-per chart: reward, accuracy, evaluation accuracy with its 95% interval,
-clipping, KL and entropy, response length, gradient norm, throughput and the
-split of a step's time, and any other metric logged. Several runs overlay in
+eval.jsonl, result.json and samples.jsonl when present) and writes report.html
+with one PNG per chart: reward, accuracy, evaluation accuracy with its 95%
+interval, clipping, KL and entropy, response length, gradient norm, throughput
+and the split of a step's time, then a panel for every other metric logged,
+grouped by the prefix of its name (loss/…, expert/…). Several runs overlay in
 each chart, to compare algorithms and seeds; a summary table gives each run's
 steps, final and best evaluation, accuracy before and after training, and
-step time. It prints the page's path.`,
+step time, and the last samples of each run follow the charts. It prints the
+page's path.`,
 		Example: `  rlvr report runs/grpo-s1
   rlvr report runs/grpo-s1 runs/grpo-s2 runs/dapo-s1 runs/dapo-s2 --out reports/grpo-vs-dapo`,
 		Args: cobra.MinimumNArgs(1),
