@@ -3,6 +3,7 @@ package method
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"rlvr/backend"
@@ -78,6 +79,19 @@ type Env struct {
 	// Metrics collects the step's metrics; a method adds its own names
 	// ("loss/…", "expert/E1/…") beside the loop's.
 	Metrics Metrics
+}
+
+// prompt renders an example under a variant; a prompt too long for the
+// context is skipped (nil, nil) and counted in data/skipped_long_prompts.
+func (env *Env) prompt(e task.Example, v Variant) ([]int32, error) {
+	p, err := env.Render.Prompt(e, v)
+	if errors.Is(err, ErrPromptTooLong) {
+		env.Metrics["data/skipped_long_prompts"]++
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("method: example %s: %w", e.ID, err)
+	}
+	return p, nil
 }
 
 // Metrics are one step's named values, one line of metrics.jsonl.

@@ -3,7 +3,6 @@ package method
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -139,12 +138,11 @@ func (r *RL) sample(ctx context.Context, env *Env, examples []task.Example, vari
 	var scored []Scored
 	for _, e := range examples {
 		for _, v := range variants {
-			p, err := env.Render.Prompt(e, v)
-			if errors.Is(err, ErrPromptTooLong) {
-				env.Metrics["data/skipped_long_prompts"]++
+			p, err := env.prompt(e, v)
+			if err != nil {
+				return nil, err
+			} else if p == nil {
 				continue
-			} else if err != nil {
-				return nil, fmt.Errorf("method: example %s: %w", e.ID, err)
 			}
 			prompts = append(prompts, p)
 			scored = append(scored, Scored{Example: e, Variant: v})

@@ -2,8 +2,6 @@ package method
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 
 	"rlvr/backend"
@@ -35,12 +33,11 @@ func (s *Supervised) Step(ctx context.Context, env *Env, examples []task.Example
 			continue
 		}
 		for _, v := range variants {
-			p, err := env.Render.Prompt(e, v)
-			if errors.Is(err, ErrPromptTooLong) {
-				env.Metrics["data/skipped_long_prompts"]++
+			p, err := env.prompt(e, v)
+			if err != nil {
+				return nil, err
+			} else if p == nil {
 				continue
-			} else if err != nil {
-				return nil, fmt.Errorf("method: example %s: %w", e.ID, err)
 			}
 			d := ResponseDatum(p, env.Render.Response(resp))
 			if s.MaxLen > 0 && d.Len() > s.MaxLen {

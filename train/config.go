@@ -102,7 +102,8 @@ type DataConfig struct {
 	// Test is the held-out file; "" holds out EvalProblems examples of
 	// Train, which training then never draws.
 	Test string `yaml:"test,omitempty"`
-	// Levels are the world's difficulty levels (0 to 6).
+	// Levels are the world's difficulty levels (0 to 6); default the
+	// hardest, 6.
 	Levels []int `yaml:"levels,omitempty"`
 	// Fields name the question/answer/solution fields of a file that is not
 	// one of the named datasets; set, they override a named dataset's
@@ -176,7 +177,7 @@ const PaperExpertSystem = "You are Expert {i}, please provide an answer to the a
 // DefaultRL is GRPO on the world's hardest level from the built-in world
 // model: 16 questions × 8 samples per step.
 func DefaultRL() RLConfig {
-	return RLConfig{Algorithm: method.GRPO, Data: DataConfig{Name: "world", Levels: []int{6}}, Chat: ChatConfig{Template: "auto"},
+	return RLConfig{Algorithm: method.GRPO, Data: DataConfig{Name: "world"}, Chat: ChatConfig{Template: "auto"},
 		Seed: 1, Steps: 100, PromptsPerStep: 16, GroupSize: 8, MaxTokens: 256, Temperature: 1, LR: 5e-5, Warmup: 5,
 		AdamW: optim.DefaultAdamW(), GradClip: 1, Epochs: 1, MiniBatches: 1, KLEstimator: backend.K3,
 		EvalEvery: 25, EvalProblems: 200, CheckpointEvery: 25, KeepLast: 2}
@@ -363,7 +364,7 @@ func (c *RLConfig) resolveData(add func(string, ...any)) {
 			add("data: the world generates its problems; train, test and fields are for datasets")
 		}
 		if len(d.Levels) == 0 {
-			add("data.levels is empty")
+			d.Levels = []int{6}
 		}
 		for _, lv := range d.Levels {
 			if lv < 0 || lv >= len(world.Levels) {

@@ -25,7 +25,7 @@ func bindRLFlags(f *pflag.FlagSet, c *train.RLConfig) {
 	f.StringVar(&c.Data.Name, "data", c.Data.Name, "world, or a dataset name (gsm8k, math500, mathqa, strategyqa, deepscaler, …)")
 	f.StringVar(&c.Data.Train, "train-file", c.Data.Train, "the dataset's training file (JSONL, JSON or Parquet)")
 	f.StringVar(&c.Data.Test, "test-file", c.Data.Test, "the held-out file (default: hold out --eval-problems training examples)")
-	f.IntSliceVar(&c.Data.Levels, "levels", c.Data.Levels, "world levels of the training problems")
+	f.IntSliceVar(&c.Data.Levels, "levels", c.Data.Levels, "world levels of the training problems (default 6, the hardest)")
 	f.StringVar(&c.Chat.Template, "chat", c.Chat.Template, "chat template: auto, on or off")
 	f.StringVar(&c.Chat.System, "system", c.Chat.System, "system prompt of chat prompts")
 	f.StringSliceVar(&c.Parts, "parts", c.Parts, fmt.Sprintf("guidance parts to run, from %v", train.Parts))

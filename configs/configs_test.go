@@ -1,0 +1,86 @@
+package configs_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rlvr/checkpoint"
+	"rlvr/engine/model"
+	"rlvr/format/hf"
+	"rlvr/format/safetensors"
+	"rlvr/format/tokenizer"
+	"rlvr/internal/shareddata"
+	"rlvr/train"
+)
+
+// TestRecipesRun loads every recipe in this directory, checks it resolves
+// as written, and runs it for two small steps on a tiny model of the right
+// tokenizer (the world's bytes, or Qwen3's for chat recipes).
+func TestRecipesRun(t *testing.T) {
+	files, err := filepath.Glob("*.yaml")
+	if err != nil || len(files) < 8 {
+		t.Fatalf("recipes %v, %v", files, err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(f, ".yaml"), func(t *testing.T) {
+			cfg, err := train.LoadRLConfig(f, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resolved := cfg
+			if err := resolved.Resolve(); err != nil {
+				t.Fatalf("%s does not resolve: %v", f, err)
+			}
+			if cfg.Data.IsWorld() {
+				cfg.Model = worldModel(t)
+			} else {
+				// Paths in recipes are relative to the repository root.
+				shareddata.Path(t, strings.TrimPrefix(filepath.Dir(cfg.Data.Train), "../shared/data/"))
+				cfg.Data.Train, cfg.Data.Test = filepath.Join("..", cfg.Data.Train), filepath.Join("..", cfg.Data.Test)
+				cfg.Model = chatModel(t)
+			}
+			cfg.Steps, cfg.PromptsPerStep, cfg.GroupSize, cfg.MaxTokens = 2, 2, 2, 16
+			cfg.EvalProblems, cfg.EvalEvery, cfg.CheckpointEvery = 2, 0, 0
+			if cfg.OverlongPenalty != nil {
+				cfg.OverlongPenalty.Buffer = 4
+			}
+			run := filepath.Join(t.TempDir(), "run")
+			if err := train.RL(context.Background(), cfg, run, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(filepath.Join(run, "metrics.jsonl"))
+			if err != nil || strings.Count(string(b), "\n") != 2 {
+				t.Fatalf("metrics %q, %v", b, err)
+			}
+		})
+	}
+}
+
+func worldModel(t *testing.T) string {
+	mc := model.Tiny(tokenizer.NewByteTokenizer().VocabSize())
+	mc.Dim, mc.Layers, mc.Hidden = 32, 1, 64
+	m, err := model.New(mc, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "world")
+	if err := hf.Save(dir, m, nil, safetensors.F32); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func chatModel(t *testing.T) string {
+	shape, err := checkpoint.LookupShape("qwen3-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "qwen3-tiny")
+	if _, err := checkpoint.InitRandom(checkpoint.InitOptions{Tokenizer: shareddata.Path(t, "tokenizers/qwen3"), Shape: shape, Seed: 1, Out: dir}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
