@@ -184,8 +184,8 @@ func TestNoSignalNoTerm(t *testing.T) {
 type counter struct{ n int }
 
 func (c *counter) Terms(context.Context, *Env, []Scored) ([]Term, error) { c.n++; return nil, nil }
-func (c *counter) State() (json.RawMessage, error)                    { return json.Marshal(c.n) }
-func (c *counter) Restore(b json.RawMessage) error                    { return json.Unmarshal(b, &c.n) }
+func (c *counter) State() (json.RawMessage, error)                       { return json.Marshal(c.n) }
+func (c *counter) Restore(b json.RawMessage) error                       { return json.Unmarshal(b, &c.n) }
 
 func TestRLStateCollectsParts(t *testing.T) {
 	ro := &scriptedRollout{policy: func(string, int) string { return "####0" }, env: func(string, int) string { return "" }}
