@@ -82,6 +82,16 @@ type Options struct {
 	// runs on the same loop, with checkpoints, resume and evaluation (nil:
 	// NewMethod).
 	Method method.Method
+	// Overwrite lets a fresh run replace another run's files in its
+	// directory; without it such a directory is refused.
+	Overwrite bool
+	// Stop, when it is closed, ends the run after the step under way: that
+	// step is checkpointed and Run returns ErrStopped (SIGINT and SIGTERM
+	// close it in the rlvr command).
+	Stop <-chan struct{}
+	// Log receives notices, such as a damaged checkpoint skipped on
+	// resume; nil discards them.
+	Log func(format string, args ...any)
 }
 
 // Run is RL with options.
@@ -90,8 +100,12 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	if err := cfg.Resolve(); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(runDir, 0o755); err != nil {
+	if err := claimRunDir(runDir, &cfg, resume, opts.Overwrite); err != nil {
 		return err
+	}
+	logf := opts.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
 	}
 	base := cfg.Model
 	if base == "" {
@@ -102,10 +116,16 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	}
 	start, modelDir := runState{}, base
 	if resume {
-		if dir, st, ok, err := latestCheckpoint(runDir); err != nil {
+		dir, st, skipped, err := latestIntact(runDir, intactModel)
+		for _, s := range skipped {
+			logf("resume: skipping damaged checkpoint %s", s)
+		}
+		if err != nil {
 			return err
-		} else if ok {
+		}
+		if dir != "" {
 			start, modelDir = st, dir
+			logf("resume: from %s (step %d)", dir, st.Step)
 		}
 	}
 	pol, err := openPolicy(modelDir, &cfg, start.Step > 0)
@@ -174,11 +194,31 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 		if progress != nil {
 			progress(m)
 		}
-		if err := l.endOfStep(ctx, step); err != nil {
+		stop := stopped(opts.Stop) && step+1 < cfg.Steps
+		if err := l.endOfStep(ctx, step, stop); err != nil {
 			return err
+		}
+		if stop {
+			return ErrStopped
 		}
 	}
 	return nil
+}
+
+// stopped reports whether stop is closed.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// intactModel checks that a checkpoint's model files read back.
+func intactModel(dir string) error {
+	_, err := checkpoint.Open(dir, "")
+	return err
 }
 
 // scheduleOf is the shared update's learning-rate schedule, in optimizer
@@ -365,8 +405,9 @@ func (t *timedSampler) Sample(ctx context.Context, reqs []sample.Request) ([][]s
 	return t.s.Sample(ctx, reqs)
 }
 
-// endOfStep evaluates and checkpoints when the step calls for it.
-func (l *loop) endOfStep(ctx context.Context, step int) error {
+// endOfStep evaluates and checkpoints when the step calls for it, and
+// checkpoints anyway when the run is stopping.
+func (l *loop) endOfStep(ctx context.Context, step int, stopping bool) error {
 	cfg := l.cfg
 	last := step+1 == cfg.Steps
 	if last || cfg.EvalEvery > 0 && (step+1)%cfg.EvalEvery == 0 {
@@ -374,7 +415,7 @@ func (l *loop) endOfStep(ctx context.Context, step int) error {
 			return err
 		}
 	}
-	if last || cfg.CheckpointEvery > 0 && (step+1)%cfg.CheckpointEvery == 0 {
+	if last || stopping || cfg.CheckpointEvery > 0 && (step+1)%cfg.CheckpointEvery == 0 {
 		st := runState{Step: step + 1, Cursor: l.src.drawn, OptSteps: l.optSteps}
 		if s, ok := l.meth.(method.Stateful); ok {
 			var err error
@@ -532,23 +573,6 @@ func checkpoints(runDir string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-func latestCheckpoint(runDir string) (string, runState, bool, error) {
-	ckpts, err := checkpoints(runDir)
-	if err != nil || len(ckpts) == 0 {
-		return "", runState{}, false, nil
-	}
-	dir := ckpts[len(ckpts)-1]
-	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
-	if err != nil {
-		return "", runState{}, false, fmt.Errorf("train: %s: %w", dir, err)
-	}
-	var st runState
-	if err := json.Unmarshal(b, &st); err != nil {
-		return "", runState{}, false, fmt.Errorf("train: %s/state.json: %w", dir, err)
-	}
-	return dir, st, true, nil
 }
 
 // ExportModel copies the final checkpoint of a run, without the optimizer

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/schollz/progressbar/v3"
@@ -18,13 +19,33 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		if graceful.Load() {
+			// A training command finishes its step and checkpoints; a
+			// second signal quits at once.
+			fmt.Fprintln(os.Stderr, "\nrlvr: finishing the current step and writing a checkpoint (interrupt again to quit now)")
+			close(stopTraining)
+			<-sig
+		}
+		cancel()
+	}()
 	if err := rootCmd().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "rlvr:", err)
 		os.Exit(1)
 	}
 }
+
+// graceful is set by the commands that stop at a step boundary on SIGINT
+// or SIGTERM (closing stopTraining) instead of being cancelled.
+var (
+	graceful     atomic.Bool
+	stopTraining = make(chan struct{})
+)
 
 func rootCmd() *cobra.Command {
 	var threads int
@@ -38,7 +59,7 @@ func rootCmd() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().IntVar(&threads, "threads", 0, "goroutines the engine splits work across (0: one per CPU)")
-	root.AddCommand(pretrainCmd(), sftCmd(), trainCmd(), generateCmd(), serveCmd(), evalCmd(), reportCmd(), benchCmd())
+	root.AddCommand(pretrainCmd(), sftCmd(), trainCmd(), generateCmd(), serveCmd(), evalCmd(), reportCmd(), benchCmd(), initModelCmd())
 	return root
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -57,9 +58,14 @@ func rlCommand(use, preset, short, long, example string) *cobra.Command {
 		panic(err) // a preset name in this file
 	}
 	var configPath, runDir, presetFlag, out string
-	var resume bool
+	var resume, overwrite bool
 	cmd := &cobra.Command{Use: use, Short: short, Long: long, Example: example, Args: cobra.NoArgs}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if resume && configPath == "" && runDir != "" && fileExists(filepath.Join(runDir, "config.yaml")) {
+			// A resumed run starts from what it recorded; flags may then
+			// change the knobs that are safe to change.
+			configPath = filepath.Join(runDir, "config.yaml")
+		}
 		if configPath != "" || presetFlag != "" {
 			var fileCfg train.RLConfig
 			var err error
@@ -106,11 +112,20 @@ func rlCommand(use, preset, short, long, example string) *cobra.Command {
 		b, _ := yaml.Marshal(cfg)
 		fmt.Fprintf(w, "run: %s\n%s\n", runDir, b)
 		bar := newBar(cmd, cfg.Steps)
-		err := train.RL(cmd.Context(), cfg, runDir, resume, func(m method.Metrics) {
-			bar.Describe(progressLine(string(cfg.Algorithm), m))
-			bar.Set(int(m["step"]))
-		})
+		graceful.Store(true)
+		last := 0
+		err := train.Run(cmd.Context(), cfg, runDir, train.Options{Resume: resume, Overwrite: overwrite, Stop: stopTraining,
+			Log: func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) },
+			Progress: func(m method.Metrics) {
+				bar.Describe(progressLine(string(cfg.Algorithm), m))
+				last = int(m["step"])
+				bar.Set(last)
+			}})
 		bar.Finish()
+		if errors.Is(err, train.ErrStopped) {
+			fmt.Fprintf(w, "stopped after step %d of %d, checkpointed; continue with: rlvr %s --run %s --resume\n", last, cfg.Steps, use, runDir)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -126,7 +141,8 @@ func rlCommand(use, preset, short, long, example string) *cobra.Command {
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML config (flags override it)")
 	cmd.Flags().StringVar(&presetFlag, "preset", "", fmt.Sprintf("a named recipe, one of %v (the config file and flags override it)", train.PresetNames()))
 	cmd.Flags().StringVar(&runDir, "run", "", "run directory (default: runs/<algorithm>-seed<seed>)")
-	cmd.Flags().BoolVar(&resume, "resume", false, "continue from the run directory's newest checkpoint")
+	cmd.Flags().BoolVar(&resume, "resume", false, "continue from the run directory's newest intact checkpoint, with its recorded config")
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace another run's files in the run directory")
 	cmd.Flags().StringVar(&out, "out", "", "also write the final model to this directory")
 	return cmd
 }
@@ -154,6 +170,11 @@ directory, checkpoints and resume; --out writes the final model as a Hugging Fac
 directory.`,
 		`  rlvr sft --levels 0,1,2,3 --steps 200 --out runs/sft-model
   rlvr sft --model runs/qwen --data gsm8k --train-file ../shared/data/gsm8k/train.jsonl --out runs/qwen-sft`)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // checkOut refuses an output path that is a file or a non-empty directory

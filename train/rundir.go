@@ -1,0 +1,194 @@
+package train
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ErrStopped is returned by Run when Options.Stop asked the run to end: the
+// step under way finished and a checkpoint holds it, so --resume continues.
+var ErrStopped = errors.New("train: stopped; the last step is checkpointed")
+
+// ResumeSafe lists the knobs a resumed run may change: they do not change
+// what was trained so far or what comes next, only how long it runs and
+// how often it is looked at or saved.
+var ResumeSafe = []string{"steps", "eval_every", "checkpoint_every", "keep_last", "micro_batch_tokens"}
+
+// runFiles are what a run writes into its directory, besides checkpoints.
+var runFiles = []string{"config.yaml", "metrics.jsonl", "eval.jsonl", "samples.jsonl"}
+
+// claimRunDir makes runDir this run's: a fresh run refuses a directory
+// holding another run unless overwrite clears it; a resumed run refuses a
+// config that changes what ran (see ResumeSafe).
+func claimRunDir(runDir string, cfg *RLConfig, resume, overwrite bool) error {
+	var held []string
+	for _, f := range runFiles {
+		if exists(filepath.Join(runDir, f)) {
+			held = append(held, f)
+		}
+	}
+	ckpts, _ := checkpoints(runDir)
+	if len(ckpts) > 0 {
+		held = append(held, fmt.Sprintf("%d checkpoints", len(ckpts)))
+	}
+	if resume {
+		if len(ckpts) == 0 {
+			if len(held) > 0 {
+				return fmt.Errorf("train: --resume: %s has no checkpoint to resume from (it holds %s); start again with --overwrite", runDir, strings.Join(held, ", "))
+			}
+			return nil // nothing ran yet: a fresh start
+		}
+		return checkResumeConfig(runDir, cfg)
+	}
+	if len(held) == 0 {
+		return os.MkdirAll(runDir, 0o755)
+	}
+	if !overwrite {
+		return fmt.Errorf("train: %s holds another run (%s): continue it with --resume, or replace it with --overwrite", runDir, strings.Join(held, ", "))
+	}
+	for _, f := range runFiles {
+		if err := os.Remove(filepath.Join(runDir, f)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	entries, _ := os.ReadDir(runDir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "ckpt-") {
+			if err := os.RemoveAll(filepath.Join(runDir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkResumeConfig compares the config of a resumed run with the one the
+// directory recorded, and names every knob that changed and may not.
+func checkResumeConfig(runDir string, cfg *RLConfig) error {
+	path := filepath.Join(runDir, "config.yaml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("train: --resume: %w", err)
+	}
+	var saved map[string]any
+	if err := yaml.Unmarshal(b, &saved); err != nil {
+		return fmt.Errorf("train: --resume: %s: %w", path, err)
+	}
+	now, err := configMap(cfg)
+	if err != nil {
+		return err
+	}
+	var changed []string
+	for _, k := range unionKeys(flatten("", saved), flatten("", now)) {
+		a, b := flatten("", saved)[k], flatten("", now)[k]
+		if a != b && !slices.Contains(ResumeSafe, k) {
+			changed = append(changed, fmt.Sprintf("%s %s -> %s", k, orNone(a), orNone(b)))
+		}
+	}
+	if len(changed) > 0 {
+		return fmt.Errorf("train: --resume: the config changes what %s ran: %s (a resumed run may change only %s)", runDir, strings.Join(changed, ", "), strings.Join(ResumeSafe, ", "))
+	}
+	return nil
+}
+
+// configMap is a resolved config as the generic map its YAML decodes to.
+func configMap(cfg *RLConfig) (map[string]any, error) {
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	return m, yaml.Unmarshal(b, &m)
+}
+
+// flatten turns nested maps into dotted keys with their values as JSON.
+func flatten(prefix string, m map[string]any) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		key := k
+		if prefix != "" {
+			key = prefix + "." + k
+		}
+		if sub, ok := v.(map[string]any); ok {
+			for sk, sv := range flatten(key, sub) {
+				out[sk] = sv
+			}
+			continue
+		}
+		if v == nil {
+			out[key] = ""
+		} else {
+			out[key] = fmt.Sprint(v)
+		}
+	}
+	return out
+}
+
+func unionKeys(a, b map[string]string) []string {
+	var keys []string
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(unset)"
+	}
+	return s
+}
+
+// latestIntact returns the newest checkpoint whose run state and model
+// files read back, skipping (and reporting) damaged newer ones.
+func latestIntact(runDir string, intact func(dir string) error) (string, runState, []string, error) {
+	ckpts, err := checkpoints(runDir)
+	if err != nil {
+		return "", runState{}, nil, err
+	}
+	var skipped []string
+	for i := len(ckpts) - 1; i >= 0; i-- {
+		dir := ckpts[i]
+		st, err := readState(dir)
+		if err == nil {
+			err = intact(dir)
+		}
+		if err == nil {
+			return dir, st, skipped, nil
+		}
+		skipped = append(skipped, fmt.Sprintf("%s (%v)", filepath.Base(dir), err))
+	}
+	if len(ckpts) > 0 {
+		return "", runState{}, skipped, fmt.Errorf("train: --resume: no intact checkpoint in %s: %s", runDir, strings.Join(skipped, "; "))
+	}
+	return "", runState{}, nil, nil
+}
+
+func readState(dir string) (runState, error) {
+	var st runState
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("state.json: %w", err)
+	}
+	if st.Step <= 0 {
+		return st, fmt.Errorf("state.json: step %d", st.Step)
+	}
+	return st, nil
+}

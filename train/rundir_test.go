@@ -1,0 +1,121 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"rlvr/method"
+)
+
+// TestRunDirectoryBelongsToOneRun reproduces a reused run directory: three
+// steps with seed 1, then a fresh run with seed 2 into the same directory
+// (refused, then allowed with Overwrite), then a resume that changes the
+// algorithm (refused) or only the step count (allowed).
+func TestRunDirectoryBelongsToOneRun(t *testing.T) {
+	cfg := smallRL(t)
+	cfg.Steps, cfg.CheckpointEvery = 3, 1
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := RL(context.Background(), cfg, dir, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	other := cfg
+	other.Seed, other.Steps = 2, 2
+	err := RL(context.Background(), other, dir, false, nil)
+	if err == nil || !strings.Contains(err.Error(), "holds another run") || !strings.Contains(err.Error(), "--overwrite") {
+		t.Fatalf("fresh run into a used directory: %v", err)
+	}
+	if n := len(stable(t, filepath.Join(dir, "metrics.jsonl"))); n != 3 {
+		t.Fatalf("the refused run touched the metrics: %d lines", n)
+	}
+	changed := cfg
+	changed.Algorithm, changed.Steps = method.DrGRPO, 4
+	err = RL(context.Background(), changed, dir, true, nil)
+	if err == nil || !strings.Contains(err.Error(), "algorithm grpo -> dr-grpo") {
+		t.Fatalf("resume with another algorithm: %v", err)
+	}
+	longer := cfg
+	longer.Steps = 4
+	if err := RL(context.Background(), longer, dir, true, nil); err != nil {
+		t.Fatalf("resume with more steps: %v", err)
+	}
+	if n := len(stable(t, filepath.Join(dir, "metrics.jsonl"))); n != 4 {
+		t.Fatalf("%d steps after resuming to 4", n)
+	}
+	if err := Run(context.Background(), other, dir, Options{Overwrite: true}); err != nil {
+		t.Fatal(err)
+	}
+	ms := stable(t, filepath.Join(dir, "metrics.jsonl"))
+	ckpts, _ := checkpoints(dir)
+	// The new run's checkpoints only: steps 3 and 4 of the old run are gone.
+	if len(ms) != 2 || len(ckpts) != 2 || filepath.Base(ckpts[1]) != "ckpt-000002" {
+		t.Fatalf("after overwriting: %d metrics lines, checkpoints %v", len(ms), ckpts)
+	}
+}
+
+// TestStopCheckpointsAndResumes closes Stop during step 2: the run ends
+// after that step with a checkpoint, and resuming gives the uninterrupted
+// run's metrics.
+func TestStopCheckpointsAndResumes(t *testing.T) {
+	cfg := smallRL(t)
+	cfg.Steps, cfg.CheckpointEvery = 4, 0
+	straight := filepath.Join(t.TempDir(), "straight")
+	if err := RL(context.Background(), cfg, straight, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "stopped")
+	stop := make(chan struct{})
+	err := Run(context.Background(), cfg, dir, Options{Stop: stop, Progress: func(m method.Metrics) {
+		if m["step"] == 2 {
+			close(stop)
+		}
+	}})
+	if !errors.Is(err, ErrStopped) {
+		t.Fatalf("stopped run: %v", err)
+	}
+	if !exists(filepath.Join(dir, "ckpt-000002", "state.json")) {
+		t.Fatal("no checkpoint of the last step")
+	}
+	if err := RL(context.Background(), cfg, dir, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := stable(t, filepath.Join(straight, "metrics.jsonl")), stable(t, filepath.Join(dir, "metrics.jsonl")); !reflect.DeepEqual(a, b) {
+		t.Fatalf("metrics differ:\n%v\n%v", a, b)
+	}
+}
+
+// TestResumeFallsBackPastDamagedCheckpoint damages the newest checkpoint's
+// weights: resuming says so and continues from the one before.
+func TestResumeFallsBackPastDamagedCheckpoint(t *testing.T) {
+	cfg := smallRL(t)
+	cfg.Steps, cfg.CheckpointEvery, cfg.KeepLast = 4, 2, 2
+	straight := filepath.Join(t.TempDir(), "straight")
+	if err := RL(context.Background(), cfg, straight, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	cut := cfg
+	cut.Steps = 3 // checkpoints at 2 and 3 (the last step)
+	if err := RL(context.Background(), cut, dir, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ckpt-000003", "model.safetensors"), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	err := Run(context.Background(), cfg, dir, Options{Resume: true, Log: func(f string, a ...any) { notes = append(notes, fmt.Sprintf(f, a...)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) < 1 || !strings.Contains(notes[0], "skipping damaged checkpoint ckpt-000003") {
+		t.Fatalf("notices %q", notes)
+	}
+	if a, b := stable(t, filepath.Join(straight, "metrics.jsonl")), stable(t, filepath.Join(dir, "metrics.jsonl")); !reflect.DeepEqual(a, b) {
+		t.Fatalf("metrics differ:\n%v\n%v", a, b)
+	}
+}
