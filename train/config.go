@@ -82,6 +82,8 @@ type RLConfig struct {
 	ExpertPrompts   *ExpertPromptsConfig   `yaml:"expert_prompts,omitempty"`
 	DynamicSampling *DynamicSamplingConfig `yaml:"dynamic_sampling,omitempty"`
 	OverlongPenalty *OverlongPenaltyConfig `yaml:"overlong_penalty,omitempty"`
+	MutualLearning  *MutualLearningConfig  `yaml:"mutual_learning,omitempty"`
+	HardBuffer      *HardBufferConfig      `yaml:"hard_buffer,omitempty"`
 
 	// Evaluation and checkpoints.
 
@@ -161,15 +163,35 @@ type OverlongPenaltyConfig struct {
 	Buffer int `yaml:"buffer"` // tokens; 0 means max_tokens/4
 }
 
+// MutualLearningConfig is MEML-GRPO's inter-expert mutual learning: per
+// question, the expert prompt with the best mean reward teaches the worst
+// along its correct answers (needs expert_prompts).
+type MutualLearningConfig struct {
+	Weight float32 `yaml:"weight"` // λ1; 0 means 1
+	// Estimator is "sequence" (the Monte-Carlo log p(O+|P+) − log p(O+|P−),
+	// default) or "exact" (the per-position full-vocabulary KL).
+	Estimator string `yaml:"estimator"`
+}
+
+// HardBufferConfig is MEML-GRPO's hard-example SFT buffer.
+type HardBufferConfig struct {
+	K        int     `yaml:"k"`        // more than K wrong of G adds (Q, P_i) with probability K/G; 0 means 6
+	Capacity int     `yaml:"capacity"` // B; 0 means 64
+	LR       float64 `yaml:"lr"`       // the SFT update's own learning rate; 0 means 1e-5
+	Weight   float32 `yaml:"weight"`   // λ2; 0 means 1
+}
+
 // The guidance parts a run may list.
 const (
 	PartExpertPrompts   = "expert_prompts"
 	PartDynamicSampling = "dynamic_sampling"
 	PartOverlongPenalty = "overlong_penalty"
+	PartMutualLearning  = "mutual_learning"
+	PartHardBuffer      = "hard_buffer"
 )
 
 // Parts lists every guidance part.
-var Parts = []string{PartExpertPrompts, PartDynamicSampling, PartOverlongPenalty}
+var Parts = []string{PartExpertPrompts, PartDynamicSampling, PartOverlongPenalty, PartMutualLearning, PartHardBuffer}
 
 // PaperExpertSystem is MEML-GRPO's expert prompt P_i.
 const PaperExpertSystem = "You are Expert {i}, please provide an answer to the above question."
@@ -245,7 +267,8 @@ func (c *RLConfig) Resolve() error {
 	for _, s := range []struct {
 		part string
 		set  bool
-	}{{PartExpertPrompts, c.ExpertPrompts != nil}, {PartDynamicSampling, c.DynamicSampling != nil}, {PartOverlongPenalty, c.OverlongPenalty != nil}} {
+	}{{PartExpertPrompts, c.ExpertPrompts != nil}, {PartDynamicSampling, c.DynamicSampling != nil}, {PartOverlongPenalty, c.OverlongPenalty != nil},
+		{PartMutualLearning, c.MutualLearning != nil}, {PartHardBuffer, c.HardBuffer != nil}} {
 		if s.set && !enabled(s.part) {
 			add("section %s is set but %s is not in parts %v", s.part, s.part, c.Parts)
 		}
@@ -289,8 +312,53 @@ func (c *RLConfig) Resolve() error {
 			add("overlong_penalty.buffer = %d must be in [0, max_tokens)", b)
 		}
 	}
+	if enabled(PartMutualLearning) {
+		if c.MutualLearning == nil {
+			c.MutualLearning = &MutualLearningConfig{}
+		}
+		m := c.MutualLearning
+		if m.Weight == 0 {
+			m.Weight = 1
+		}
+		if m.Estimator == "" {
+			m.Estimator = "sequence"
+		}
+		if m.Estimator != "sequence" && m.Estimator != "exact" {
+			add("mutual_learning.estimator %q is not sequence or exact", m.Estimator)
+		}
+		if !enabled(PartExpertPrompts) {
+			add("mutual_learning needs expert_prompts in parts: it compares experts")
+		}
+		if math.IsNaN(float64(m.Weight)) || m.Weight < 0 {
+			add("mutual_learning.weight = %v must be positive", m.Weight)
+		}
+	}
+	if enabled(PartHardBuffer) {
+		if c.HardBuffer == nil {
+			c.HardBuffer = &HardBufferConfig{}
+		}
+		h := c.HardBuffer
+		if h.K == 0 {
+			h.K = 6
+		}
+		if h.Capacity == 0 {
+			h.Capacity = 64
+		}
+		if h.LR == 0 {
+			h.LR = 1e-5
+		}
+		if h.Weight == 0 {
+			h.Weight = 1
+		}
+		if h.K < 0 || h.K >= c.GroupSize && c.GroupSize > 0 {
+			add("hard_buffer.k = %d must be in [0, group_size)", h.K)
+		}
+		if h.Capacity < 0 || math.IsNaN(h.LR) || h.LR < 0 || math.IsNaN(float64(h.Weight)) || h.Weight < 0 {
+			add("hard_buffer: capacity %d, lr %v and weight %v must be positive", h.Capacity, h.LR, h.Weight)
+		}
+	}
 	if c.Algorithm == method.SFT {
-		for _, p := range []string{PartDynamicSampling, PartOverlongPenalty} {
+		for _, p := range []string{PartDynamicSampling, PartOverlongPenalty, PartMutualLearning, PartHardBuffer} {
 			if enabled(p) {
 				add("part %s needs rollouts, which sft does not sample", p)
 			}

@@ -36,6 +36,12 @@ func NewMethod(c *RLConfig, maxLen int) (method.Method, error) {
 	if slices.Contains(c.Parts, PartDynamicSampling) {
 		rl.Filter = &method.DynamicSampling{MaxRounds: c.DynamicSampling.MaxRounds}
 	}
+	if slices.Contains(c.Parts, PartMutualLearning) {
+		rl.Extras = append(rl.Extras, &method.MutualLearning{Weight: c.MutualLearning.Weight, Exact: c.MutualLearning.Estimator == "exact"})
+	}
+	if h := c.HardBuffer; slices.Contains(c.Parts, PartHardBuffer) {
+		rl.Extras = append(rl.Extras, &method.HardBuffer{K: h.K, Capacity: h.Capacity, LR: h.LR, Weight: h.Weight})
+	}
 	return rl, nil
 }
 

@@ -103,26 +103,37 @@ func stable(t *testing.T, path string) []map[string]float64 {
 // and for a run with a guidance part.
 func TestResumeAfterSIGKILL(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		mod  func(*RLConfig)
+		name  string
+		mod   func(*RLConfig)
+		check func([]map[string]float64) bool // of the uninterrupted run's metrics
 	}{
-		{"grpo", func(*RLConfig) {}},
-		{"dr-grpo", func(c *RLConfig) { c.Algorithm = method.DrGRPO }},
-		{"dapo", func(c *RLConfig) { c.Algorithm = method.DAPO; c.DynamicSampling = nil; c.Parts = nil }},
-		{"reinforce++", func(c *RLConfig) { c.Algorithm = method.ReinforcePP }},
-		{"rft", func(c *RLConfig) { c.Algorithm = method.RFT }},
-		{"sft", func(c *RLConfig) { c.Algorithm = method.SFT; c.Entropy = 0 }},
-		{"grpo+expert_prompts", func(c *RLConfig) { c.Parts = []string{PartExpertPrompts}; c.GroupSize = 2 }},
+		{"grpo", func(*RLConfig) {}, nil},
+		{"dr-grpo", func(c *RLConfig) { c.Algorithm = method.DrGRPO }, nil},
+		{"dapo", func(c *RLConfig) { c.Algorithm = method.DAPO; c.DynamicSampling = nil; c.Parts = nil }, nil},
+		{"reinforce++", func(c *RLConfig) { c.Algorithm = method.ReinforcePP }, nil},
+		{"rft", func(c *RLConfig) { c.Algorithm = method.RFT }, nil},
+		{"sft", func(c *RLConfig) { c.Algorithm = method.SFT; c.Entropy = 0 }, nil},
+		{"grpo+expert_prompts", func(c *RLConfig) { c.Parts = []string{PartExpertPrompts}; c.GroupSize = 2 }, nil},
+		// A half-full hard-example buffer crosses the kill: 12 all-wrong
+		// groups a step each join with probability 1/2, capacity 15.
+		{"grpo+experts+mutual+hard_buffer", func(c *RLConfig) {
+			c.Parts, c.GroupSize = []string{PartExpertPrompts, PartMutualLearning, PartHardBuffer}, 2
+			c.ExpertPrompts, c.HardBuffer = &ExpertPromptsConfig{Experts: []int{1, 2, 3}}, &HardBufferConfig{K: 1, Capacity: 15}
+			c.MutualLearning = &MutualLearningConfig{Estimator: "exact"}
+		}, func(ms []map[string]float64) bool { return ms[3]["buffer/fill"] > 0 && ms[5]["buffer/passes"] >= 1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := smallRL(t)
 			tc.mod(&cfg)
-			resumeAfterKill(t, cfg)
+			ms := resumeAfterKill(t, cfg)
+			if tc.check != nil && !tc.check(ms) {
+				t.Fatalf("the run did not exercise what it tests: %v", ms)
+			}
 		})
 	}
 }
 
-func resumeAfterKill(t *testing.T, cfg RLConfig) {
+func resumeAfterKill(t *testing.T, cfg RLConfig) []map[string]float64 {
 	straight := filepath.Join(t.TempDir(), "straight")
 	if err := RL(context.Background(), cfg, straight, false, nil); err != nil {
 		t.Fatal(err)
@@ -173,6 +184,7 @@ func resumeAfterKill(t *testing.T, cfg RLConfig) {
 	if len(ckpts) != cfg.KeepLast {
 		t.Fatalf("%d checkpoints kept, want %d", len(ckpts), cfg.KeepLast)
 	}
+	return a
 }
 
 // counting is a method with state: it counts its steps, trains SFT only on

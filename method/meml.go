@@ -1,0 +1,225 @@
+package method
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+
+	"rlvr/backend"
+	"rlvr/task"
+)
+
+// MutualLearning is MEML-GRPO's inter-expert mutual learning (eq. 9, in
+// DESIGN.md's reading): for each question asked under several expert
+// prompts, the expert with the best mean reward (E+) teaches the one with
+// the worst (E−) along E+'s correct answers O+, minimising
+// KL(π(·|Q,P+) ‖ π(·|Q,P−)) with the teacher side held fixed. A question
+// is skipped when the two tie or E+ has no correct answer.
+type MutualLearning struct {
+	// Weight is λ1.
+	Weight float32
+	// Exact takes the per-position full-vocabulary KL (the learner's
+	// teacher-KL term); otherwise the sequence-level Monte-Carlo estimate
+	// log p(O+|P+) − log p(O+|P−), whose gradient with the teacher side
+	// fixed is the NLL of O+ under P−.
+	Exact bool
+}
+
+// Terms implements Extra.
+func (ml *MutualLearning) Terms(_ context.Context, env *Env, groups []Scored) ([]Term, error) {
+	var data []backend.Datum
+	var questions, fired, teacherLogp, teacherTokens float64
+	for _, qs := range byQuestion(groups) {
+		if len(qs) < 2 {
+			continue
+		}
+		questions++
+		best, worst := qs[0], qs[0]
+		for _, g := range qs[1:] {
+			if Mean(g.Rewards) > Mean(best.Rewards) {
+				best = g
+			}
+			if Mean(g.Rewards) < Mean(worst.Rewards) {
+				worst = g
+			}
+		}
+		if Mean(best.Rewards) == Mean(worst.Rewards) || !anyTrue(best.Correct) {
+			continue
+		}
+		student, err := env.prompt(worst.Example, worst.Variant)
+		if err != nil || student == nil {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		fired++
+		env.Metrics["mutual/pair/"+best.Variant.Name+">"+worst.Variant.Name]++
+		for i := range best.Trajectories {
+			if !best.Correct[i] {
+				continue
+			}
+			t := &best.Trajectories[i]
+			d := policyDatum(t, 0)
+			// The same continuation after the student's prompt.
+			s := ResponseDatumMasked(student, t.Tokens, t.Policy)
+			if ml.Exact {
+				s.Teacher = &backend.Teacher{Tokens: d.Tokens, Aligned: len(t.Tokens)}
+			}
+			for j, w := range d.Weights {
+				if w != 0 {
+					teacherLogp += float64(d.SamplerLogprobs[j])
+					teacherTokens++
+				}
+			}
+			data = append(data, s)
+		}
+	}
+	if questions > 0 {
+		env.Metrics.Set("mutual/fired_frac", fired/questions)
+	}
+	env.Metrics.Set("mutual/answers", float64(len(data)))
+	if teacherTokens > 0 {
+		// With loss/mutual (the student's NLL per token), this gives the
+		// sequence-level KL estimate per token.
+		env.Metrics.Set("mutual/teacher_logp", teacherLogp/teacherTokens)
+	}
+	if len(data) == 0 {
+		return nil, nil
+	}
+	loss := backend.Loss{NLL: ml.Weight}
+	if ml.Exact {
+		loss = backend.Loss{TeacherKL: ml.Weight}
+	}
+	return []Term{{Name: "mutual", Data: data, Loss: loss, Aggregation: backend.TokenMean}}, nil
+}
+
+// ResponseDatumMasked is ResponseDatum for a continuation of which only
+// the positions where policy is true carry weight.
+func ResponseDatumMasked(prompt, response []int32, policy []bool) backend.Datum {
+	d := ResponseDatum(prompt, response)
+	off := len(prompt) - 1
+	for i, p := range policy {
+		if !p {
+			d.Weights[off+i] = 0
+		}
+	}
+	return d
+}
+
+// byQuestion groups the scored groups of each example, in order of first
+// appearance.
+func byQuestion(groups []Scored) [][]*Scored {
+	index := map[string]int{}
+	var out [][]*Scored
+	for i := range groups {
+		g := &groups[i]
+		k, ok := index[g.Example.ID+"\x00"+g.Example.Prompt]
+		if !ok {
+			k = len(out)
+			index[g.Example.ID+"\x00"+g.Example.Prompt] = k
+			out = append(out, nil)
+		}
+		out[k] = append(out[k], g)
+	}
+	return out
+}
+
+func anyTrue(v []bool) bool {
+	for _, b := range v {
+		if b {
+			return true
+		}
+	}
+	return false
+}
+
+// HardBuffer is MEML-GRPO's hard-example accumulation: when an expert
+// answers more than K of its G samples wrong, (Q, P_i) → the reference
+// solution joins the buffer with probability K/G; when the buffer holds
+// Capacity examples, one SFT update over all of them runs at its own
+// learning rate, and the buffer is emptied. The buffer survives
+// checkpoints.
+type HardBuffer struct {
+	K        int     // paper: 6 of G = 8
+	Capacity int     // B; paper: 64
+	LR       float64 // the SFT update's learning rate; paper: 1e-5 (RL: 1e-6)
+	Weight   float32 // λ2
+	Entries  []HardExample
+	Passes   int // SFT updates run so far
+}
+
+// HardExample is one buffered (question, expert prompt).
+type HardExample struct {
+	Example task.Example
+	Variant Variant
+}
+
+// Terms implements Extra.
+func (h *HardBuffer) Terms(_ context.Context, env *Env, groups []Scored) ([]Term, error) {
+	// The draws derive from the step's seed, so a resumed run draws the
+	// same.
+	rng := rand.New(rand.NewPCG(env.Seed, 0x68617264))
+	added := 0
+	for _, g := range groups {
+		wrong := 0
+		for _, c := range g.Correct {
+			if !c {
+				wrong++
+			}
+		}
+		n := len(g.Correct)
+		if n == 0 || wrong <= h.K || ReferenceResponse(g.Example) == "" {
+			continue
+		}
+		if rng.Float64() < float64(h.K)/float64(n) {
+			h.Entries = append(h.Entries, HardExample{Example: g.Example, Variant: g.Variant})
+			added++
+		}
+	}
+	env.Metrics.Set("buffer/added", float64(added))
+	if len(h.Entries) < h.Capacity {
+		env.Metrics.Set("buffer/fill", float64(len(h.Entries)))
+		env.Metrics.Set("buffer/passes", float64(h.Passes))
+		return nil, nil
+	}
+	var data []backend.Datum
+	for _, e := range h.Entries {
+		p, err := env.prompt(e.Example, e.Variant)
+		if err != nil {
+			return nil, err
+		} else if p == nil {
+			continue
+		}
+		data = append(data, ResponseDatum(p, env.Render.Response(ReferenceResponse(e.Example))))
+	}
+	h.Entries, h.Passes = nil, h.Passes+1
+	env.Metrics.Set("buffer/fill", 0)
+	env.Metrics.Set("buffer/passes", float64(h.Passes))
+	return []Term{{Name: "hard_sft", Data: data, Loss: backend.Loss{NLL: h.Weight}, Aggregation: backend.TokenMean, LR: h.LR}}, nil
+}
+
+// hardState is what the buffer keeps across a checkpoint.
+type hardState struct {
+	Entries []HardExample `json:"entries"`
+	Passes  int           `json:"passes"`
+}
+
+// State implements Stateful.
+func (h *HardBuffer) State() (json.RawMessage, error) {
+	return json.Marshal(hardState{Entries: h.Entries, Passes: h.Passes})
+}
+
+// Restore implements Stateful.
+func (h *HardBuffer) Restore(b json.RawMessage) error {
+	var st hardState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("hard-example buffer: %w", err)
+	}
+	if len(st.Entries) > h.Capacity {
+		return fmt.Errorf("hard-example buffer: %d entries saved for a capacity of %d", len(st.Entries), h.Capacity)
+	}
+	h.Entries, h.Passes = st.Entries, st.Passes
+	return nil
+}

@@ -1,0 +1,164 @@
+package method
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"rlvr/rollout"
+	"rlvr/task"
+)
+
+// expertGroup is a group of answers to ex under variant v: right[k] says
+// whether answer k is right (the text "####<answer>" or "####0").
+func expertGroup(r Renderer, e task.Example, v Variant, right ...bool) Scored {
+	p, _ := r.Prompt(e, v)
+	g := Scored{Example: e, Variant: v, Group: rollout.Group{Prompt: p}}
+	for _, ok := range right {
+		text := "####0"
+		if ok {
+			text = "####" + e.Answer
+		}
+		toks := r.Encode(text)
+		t := rollout.Trajectory{Prompt: p, Tokens: toks, Policy: make([]bool, len(toks)), Logprobs: make([]float32, len(toks)), PolicyText: text}
+		for i := range t.Policy {
+			t.Policy[i], t.Logprobs[i] = true, -0.5
+		}
+		g.Trajectories = append(g.Trajectories, t)
+		g.Correct = append(g.Correct, ok)
+		g.Rewards = append(g.Rewards, map[bool]float64{true: 1}[ok])
+	}
+	return g
+}
+
+var e1, e2, e3 = Variant{Name: "E1", Suffix: "@E1\n"}, Variant{Name: "E2", Suffix: "@E2\n"}, Variant{Name: "E3", Suffix: "@E3\n"}
+
+func TestMutualLearningPicksBestAndWorst(t *testing.T) {
+	r := byteRender{}
+	q, tie := ex("q", "7"), ex("tie", "5")
+	groups := []Scored{
+		expertGroup(r, q, e1, true, true, false, false),
+		expertGroup(r, q, e2, false, false, false, false),
+		expertGroup(r, q, e3, true, false, false, false),
+		expertGroup(r, tie, e1, true, false),
+		expertGroup(r, tie, e2, false, true),
+	}
+	for _, exact := range []bool{false, true} {
+		env := testEnv(nil)
+		terms, err := (&MutualLearning{Weight: 0.5, Exact: exact}).Terms(context.Background(), env, groups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(terms) != 1 || len(terms[0].Data) != 2 {
+			t.Fatalf("exact %v: terms %+v", exact, terms)
+		}
+		if env.Metrics["mutual/fired_frac"] != 0.5 || env.Metrics["mutual/pair/E1>E2"] != 1 || env.Metrics["mutual/teacher_logp"] != -0.5 {
+			t.Fatalf("metrics %v", env.Metrics)
+		}
+		d := terms[0].Data[0]
+		student := r.Decode(append(d.Tokens, d.Targets[len(d.Targets)-1]))
+		if student != "Q:q\n@E2\n####7" {
+			t.Fatalf("student sequence %q: E1's right answer under E2's prompt", student)
+		}
+		weighted := 0
+		for _, w := range d.Weights {
+			if w != 0 {
+				weighted++
+			}
+		}
+		if weighted != len("####7") {
+			t.Fatalf("%d weighted positions, want the answer's %d", weighted, len("####7"))
+		}
+		if exact {
+			if terms[0].Loss.TeacherKL != 0.5 || d.Teacher == nil || d.Teacher.Aligned != 5 ||
+				r.Decode(d.Teacher.Tokens) != "Q:q\n@E1\n####" {
+				t.Fatalf("exact: loss %+v teacher %+v", terms[0].Loss, d.Teacher)
+			}
+			if err := d.Validate(); err != nil {
+				t.Fatal(err)
+			}
+		} else if terms[0].Loss.NLL != 0.5 || d.Teacher != nil {
+			t.Fatalf("sequence estimator: loss %+v", terms[0].Loss)
+		}
+	}
+	// E+ without a right answer (its mean is best only by shaping): skipped.
+	shaped := []Scored{expertGroup(r, q, e1, false, false), expertGroup(r, q, e2, false, false)}
+	shaped[1].Rewards = []float64{-1, -1}
+	terms, _ := (&MutualLearning{Weight: 1}).Terms(context.Background(), testEnv(nil), shaped)
+	if len(terms) != 0 {
+		t.Fatalf("fired without a right answer: %+v", terms)
+	}
+}
+
+func TestHardBufferProbabilityAndCapacity(t *testing.T) {
+	r := byteRender{}
+	q := task.Example{ID: "q", Prompt: "Q:q\n", Answer: "7", Solution: "3+4=7"}
+	seven := expertGroup(r, q, e1, true, false, false, false, false, false, false, false) // 7 of 8 wrong
+	six := expertGroup(r, q, e2, true, true, false, false, false, false, false, false)    // 6 of 8 wrong
+	h := &HardBuffer{K: 6, Capacity: 1 << 30, LR: 1e-5, Weight: 1}
+	const steps = 4000
+	for s := range steps {
+		env := testEnv(nil)
+		env.Seed = uint64(s)
+		if _, err := h.Terms(context.Background(), env, []Scored{seven, six}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := float64(len(h.Entries)) / steps
+	if math.Abs(p-0.75) > 0.03 { // ±4.4 standard deviations
+		t.Fatalf("added with frequency %.3f, want K/G = 0.75", p)
+	}
+	for _, e := range h.Entries {
+		if e.Variant.Name != "E1" {
+			t.Fatalf("an expert with only K wrong was added: %+v", e.Variant)
+		}
+	}
+	// Capacity: the update fires when full, at its own learning rate, and
+	// empties the buffer.
+	h = &HardBuffer{K: 6, Capacity: 3, LR: 1e-5, Weight: 0.5}
+	fired := 0
+	for s := 0; fired == 0 && s < 100; s++ {
+		env := testEnv(nil)
+		env.Seed = uint64(s)
+		before := len(h.Entries)
+		terms, _ := h.Terms(context.Background(), env, []Scored{seven, seven})
+		if len(terms) > 0 {
+			fired++
+			if before+int(env.Metrics["buffer/added"]) < 3 || len(terms[0].Data) < 3 || terms[0].LR != 1e-5 || terms[0].Loss.NLL != 0.5 ||
+				len(h.Entries) != 0 || h.Passes != 1 || env.Metrics["buffer/fill"] != 0 {
+				t.Fatalf("update: terms %+v, entries %d, passes %d", terms, len(h.Entries), h.Passes)
+			}
+			if got := r.Decode(terms[0].Data[0].Tokens); !strings.HasPrefix(got, "Q:q\n@E1\n3+4=7\n#### 7") {
+				t.Fatalf("buffered example %q", got)
+			}
+		}
+	}
+	if fired != 1 {
+		t.Fatal("the buffer never filled")
+	}
+}
+
+func TestHardBufferStateSurvives(t *testing.T) {
+	r := byteRender{}
+	q := task.Example{ID: "q", Prompt: "Q:q\n", Answer: "7", Solution: "3+4=7"}
+	h := &HardBuffer{K: 1, Capacity: 10, LR: 1e-5, Weight: 1}
+	for s := uint64(0); len(h.Entries) == 0 && s < 100; s++ {
+		env := testEnv(nil)
+		env.Seed = s
+		h.Terms(context.Background(), env, []Scored{expertGroup(r, q, e3, false, false)})
+	}
+	h.Passes = 2
+	st, err := h.State()
+	if err != nil || len(h.Entries) == 0 {
+		t.Fatalf("state %s, %v, entries %d", st, err, len(h.Entries))
+	}
+	back := &HardBuffer{K: 1, Capacity: 10}
+	if err := back.Restore(st); err != nil || len(back.Entries) != len(h.Entries) || back.Entries[0].Variant != e3 || back.Passes != 2 || back.Entries[0].Example.Solution != "3+4=7" {
+		t.Fatalf("restored %+v, %v", back, err)
+	}
+	small := &HardBuffer{Capacity: 0}
+	if err := small.Restore(st); err == nil {
+		t.Fatal("a state larger than the capacity was accepted")
+	}
+}
