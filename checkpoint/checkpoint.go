@@ -3,6 +3,12 @@
 // a llama2.c checkpoint with its tokenizer, or a model of the built-in
 // world (byte tokenizer). It pairs each model with its tokenizer, chat
 // template and stop tokens, so commands and servers treat them alike.
+//
+// It also writes model directories: [InitRandom] builds a randomly
+// initialised model of a named [Shape] around a tokenizer, and
+// [CopyTokenizerFiles] carries a model's tokenizer files over to a
+// checkpoint derived from it, so that every directory rlvr writes is a
+// complete Hugging Face model.
 package checkpoint
 
 import (
@@ -15,6 +21,7 @@ import (
 
 	"rlvr/engine/model"
 	"rlvr/format/hf"
+	"rlvr/format/hfconfig"
 	"rlvr/format/llama2c"
 	"rlvr/format/tokenizer"
 	"rlvr/internal/tokens"
@@ -34,6 +41,12 @@ type Loaded struct {
 	// StopTokens end a generation: EOS, and the chat template's
 	// end-of-turn token.
 	StopTokens []int32
+	// Dir is the Hugging Face directory the model was read from, whose
+	// tokenizer files a checkpoint of it should carry (see
+	// [CopyTokenizerFiles]); "" for a llama2.c checkpoint.
+	Dir string
+	// HFConfig is Dir's config.json; nil for a llama2.c checkpoint.
+	HFConfig *hfconfig.Config
 }
 
 // Encode turns a prompt into tokens, with BOS first when the model wants it.
@@ -54,7 +67,10 @@ func (l *Loaded) Decode(ids []int32) string {
 //   - a directory with config.json: a Hugging Face checkpoint, with the
 //     tokenizer.json (and tokenizer_config.json) beside it, or the byte
 //     tokenizer of the built-in world when there is none and the vocabulary
-//     matches it;
+//     matches it (models saved before rlvr wrote the byte tokenizer's
+//     tokenizer.json); a tokenizer.json that describes the byte tokenizer
+//     (see [tokenizer.Tokenizer.ByteTokenizer]) gives the native
+//     [tokenizer.ByteTokenizer];
 //   - a .bin file: a llama2.c checkpoint; tokenizerPath names its
 //     tokenizer (default: tok512.bin or tokenizer.bin beside it).
 func Open(path, tokenizerPath string) (*Loaded, error) {
@@ -72,11 +88,11 @@ func Open(path, tokenizerPath string) (*Loaded, error) {
 }
 
 func openHF(dir, tokenizerPath string) (*Loaded, error) {
-	m, _, err := hf.Load(dir)
+	m, hc, err := hf.Load(dir)
 	if err != nil {
 		return nil, err
 	}
-	l := &Loaded{Name: filepath.Base(filepath.Clean(dir)), Model: m}
+	l := &Loaded{Name: filepath.Base(filepath.Clean(dir)), Model: m, Dir: dir, HFConfig: hc}
 	if tokenizerPath == "" {
 		tokenizerPath = filepath.Join(dir, "tokenizer.json")
 	}
@@ -84,6 +100,11 @@ func openHF(dir, tokenizerPath string) (*Loaded, error) {
 	switch {
 	case err == nil:
 		l.Tokenizer = tok
+		if bt, ok := tok.ByteTokenizer(); ok {
+			// The file describes the byte tokenizer; the native one is
+			// faster and encodes and decodes identically.
+			l.Tokenizer = bt
+		}
 		if cfg := tok.Config(); cfg != nil {
 			l.AddBOS = cfg.AddBOSToken
 		}

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,6 +48,48 @@ func TestOpenWorldModel(t *testing.T) {
 	}
 	if len(l.StopTokens) != 1 || l.StopTokens[0] != tokenizer.ByteEOS {
 		t.Fatalf("stop tokens %v", l.StopTokens)
+	}
+}
+
+// TestOpenByteTokenizerFile checks that a world model with the byte
+// tokenizer's tokenizer.json opens as one without it always has: the
+// native byte tokenizer, BOS first, EOS the only stop token, no chat.
+func TestOpenByteTokenizerFile(t *testing.T) {
+	cfg := model.Tiny(tokenizer.NewByteTokenizer().VocabSize())
+	cfg.Layers = 1
+	m, _ := model.New(cfg, 1)
+	bare := filepath.Join(t.TempDir(), "bare")
+	if err := hf.Save(bare, m, nil, safetensors.F32); err != nil {
+		t.Fatal(err)
+	}
+	full := filepath.Join(t.TempDir(), "full")
+	if err := hf.Save(full, m, hf.Config(m.Config, []int{tokenizer.ByteBOS}, []int{tokenizer.ByteEOS}), safetensors.F32); err != nil {
+		t.Fatal(err)
+	}
+	if err := tokenizer.WriteByteTokenizer(full); err != nil {
+		t.Fatal(err)
+	}
+	want, err := Open(bare, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Open(full, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Tokenizer.(*tokenizer.ByteTokenizer); !ok {
+		t.Errorf("tokenizer %T, want the native *tokenizer.ByteTokenizer", got.Tokenizer)
+	}
+	if got.AddBOS != want.AddBOS || !slices.Equal(got.StopTokens, want.StopTokens) || (got.Chat == nil) != (want.Chat == nil) {
+		t.Errorf("AddBOS %v stop %v chat %v; want %v %v %v", got.AddBOS, got.StopTokens, got.Chat != nil, want.AddBOS, want.StopTokens, want.Chat != nil)
+	}
+	for _, s := range []string{"Q:1+2\n", "<s>x</s>", "\xff"} {
+		if a, b := got.Encode(s), want.Encode(s); !slices.Equal(a, b) {
+			t.Errorf("Encode(%q) = %v, want %v", s, a, b)
+		}
+	}
+	if !slices.Equal(got.HFConfig.BOSTokenIDs, []int{tokenizer.ByteBOS}) || !slices.Equal(got.HFConfig.EOSTokenIDs, []int{tokenizer.ByteEOS}) || got.Dir != full {
+		t.Errorf("HFConfig bos %v eos %v, Dir %q", got.HFConfig.BOSTokenIDs, got.HFConfig.EOSTokenIDs, got.Dir)
 	}
 }
 

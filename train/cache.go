@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"rlvr/internal/atomicfile"
+	"rlvr/worldmodel"
 )
 
 // CacheDir is where rlvr keeps the models it trains for the built-in
@@ -27,30 +28,51 @@ func CacheDir() string {
 	return filepath.Join(os.TempDir(), "rlvr-cache")
 }
 
-// PretrainedPath is the cache directory of the model cfg trains: a hash of
-// everything that shapes the weights, so a changed knob trains anew.
+// PretrainedPath is the cache directory of the model cfg trains:
+// pretrain-<ConfigHash(cfg)> in CacheDir, so a changed knob trains anew.
 func PretrainedPath(cfg PretrainConfig) string {
+	return filepath.Join(CacheDir(), "pretrain-"+ConfigHash(cfg))
+}
+
+// ConfigHash is a short hash of everything in cfg that shapes the trained
+// weights (not Out, nor EvalProblems): twelve hexadecimal digits.
+func ConfigHash(cfg PretrainConfig) string {
 	cfg.Out, cfg.EvalProblems = "", 0
-	b, _ := json.Marshal(cfg)
+	b, _ := json.Marshal(cfg) // plain data: it always marshals
 	h := sha256.Sum256(b)
-	return filepath.Join(CacheDir(), "pretrain-"+hex.EncodeToString(h[:6]))
+	return hex.EncodeToString(h[:6])
 }
 
 // ResultFile holds a cached run's PretrainResult beside its checkpoint.
 const ResultFile = "pretrain.json"
 
-// EnsurePretrained returns the directory of cfg's model, training it (with
-// progress) and caching it first when it is not cached yet. The result is
-// the training run's, or the cached one's.
+// WriteResult writes res into dir as ResultFile, atomically.
+func WriteResult(dir string, res *PretrainResult) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if err := atomicfile.WriteBytes(filepath.Join(dir, ResultFile), b); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	return nil
+}
+
+// EnsurePretrained returns the directory of cfg's model, caching it first
+// when it is not cached yet: the model embedded in the binary (package
+// worldmodel) when cfg is the configuration it was trained from, otherwise
+// a model trained now, with progress. The result is the training run's, or
+// the cached or embedded one's (then Cached is set).
 func EnsurePretrained(ctx context.Context, cfg PretrainConfig, progress func(Progress)) (string, *PretrainResult, error) {
+	return ensurePretrained(ctx, cfg, progress, worldmodel.FS(), worldmodel.ConfigHash)
+}
+
+// ensurePretrained is EnsurePretrained with the embedded model's files and
+// configuration hash as arguments.
+func ensurePretrained(ctx context.Context, cfg PretrainConfig, progress func(Progress), embedded fs.FS, embeddedHash string) (string, *PretrainResult, error) {
 	dir := PretrainedPath(cfg)
-	if b, err := os.ReadFile(filepath.Join(dir, ResultFile)); err == nil {
-		var res PretrainResult
-		if err := json.Unmarshal(b, &res); err != nil {
-			return "", nil, fmt.Errorf("train: %s: %w", filepath.Join(dir, ResultFile), err)
-		}
-		res.Cached = true
-		return dir, &res, nil
+	if res, err := readResult(dir); err == nil {
+		return dir, res, nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", nil, err
 	}
@@ -62,22 +84,42 @@ func EnsurePretrained(ctx context.Context, cfg PretrainConfig, progress func(Pro
 		return "", nil, err
 	}
 	defer os.RemoveAll(tmp)
-	cfg.Out = tmp
-	res, err := Pretrain(ctx, cfg, progress)
-	if err != nil {
-		return "", nil, err
-	}
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return "", nil, err
-	}
-	// The result file marks the directory complete, so it is written last.
-	if err := atomicfile.WriteBytes(filepath.Join(tmp, ResultFile), b); err != nil {
-		return "", nil, err
+	var res *PretrainResult
+	if ConfigHash(cfg) == embeddedHash {
+		if err := worldmodel.Install(embedded, tmp); err != nil {
+			return "", nil, err
+		}
+		if res, err = readResult(tmp); err != nil {
+			return "", nil, err
+		}
+	} else {
+		cfg.Out = tmp
+		if res, err = Pretrain(ctx, cfg, progress); err != nil {
+			return "", nil, err
+		}
+		// The result file marks the directory complete, so it is written last.
+		if err := WriteResult(tmp, res); err != nil {
+			return "", nil, err
+		}
 	}
 	os.RemoveAll(dir) // an interrupted earlier run may have left a partial copy
 	if err := os.Rename(tmp, dir); err != nil {
 		return "", nil, err
 	}
 	return dir, res, nil
+}
+
+// readResult reads the ResultFile in dir, marked Cached.
+func readResult(dir string) (*PretrainResult, error) {
+	path := filepath.Join(dir, ResultFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var res PretrainResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, fmt.Errorf("train: %s: %w", path, err)
+	}
+	res.Cached = true
+	return &res, nil
 }

@@ -13,6 +13,7 @@ import (
 	"rlvr/backend/local"
 	"rlvr/engine/model"
 	"rlvr/engine/optim"
+	"rlvr/format/hf"
 	"rlvr/format/tokenizer"
 	"rlvr/task/world"
 )
@@ -193,7 +194,13 @@ func Pretrain(ctx context.Context, cfg PretrainConfig, progress func(Progress)) 
 		res.Eval = append(res.Eval, r)
 	}
 	if cfg.Out != "" {
+		// A complete Hugging Face directory: config.json with the byte
+		// tokenizer's BOS and EOS ids, and the tokenizer's own files.
+		l.HFConfig = hf.Config(m.Config, []int{tokenizer.ByteBOS}, []int{tokenizer.ByteEOS})
 		if err := l.Save(ctx, cfg.Out); err != nil {
+			return nil, err
+		}
+		if err := tokenizer.WriteByteTokenizer(cfg.Out); err != nil {
 			return nil, err
 		}
 	}

@@ -19,8 +19,11 @@ type Learner struct {
 	Model *model.Model
 	Opt   *optim.AdamW
 	// HFConfig, when set, is the config.json Save writes (token ids,
-	// architecture); nil derives one from the model.
+	// architecture); nil takes Source's config.json, or derives one from
+	// the model when there is no Source.
 	HFConfig *hfconfig.Config
+	// Source is the model directory whose tokenizer files Save copies.
+	Source string
 }
 
 // NewLearner wraps m with an AdamW optimizer. Weight decay applies to the

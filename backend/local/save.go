@@ -10,8 +10,10 @@ import (
 	"strconv"
 
 	"rlvr/backend"
+	"rlvr/checkpoint"
 	"rlvr/engine/optim"
 	"rlvr/format/hf"
+	"rlvr/format/hfconfig"
 	"rlvr/format/safetensors"
 )
 
@@ -20,15 +22,27 @@ var _ backend.Learner = (*Learner)(nil)
 // OptimizerFile holds AdamW's moments and step beside the weights.
 const OptimizerFile = "optimizer.safetensors"
 
-// Save implements backend.Learner: the weights as a Hugging Face checkpoint
-// in float32 (config.json, model.safetensors) and the optimizer state in
-// optimizer.safetensors, each written atomically.
+// Save implements backend.Learner: a complete Hugging Face model directory
+// (config.json, model.safetensors in float32, and the tokenizer files of
+// Source, see checkpoint.TokenizerFiles) plus the optimizer state in
+// optimizer.safetensors, each file written atomically. config.json is
+// HFConfig, else Source's config.json, else one derived from the model;
+// it must describe the learner's model.
 func (l *Learner) Save(ctx context.Context, dir string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := hf.Save(dir, l.Model, l.HFConfig, safetensors.F32); err != nil {
+	cfg, err := l.saveConfig()
+	if err != nil {
 		return err
+	}
+	if err := hf.Save(dir, l.Model, cfg, safetensors.F32); err != nil {
+		return err
+	}
+	if l.Source != "" {
+		if _, err := checkpoint.CopyTokenizerFiles(l.Source, dir); err != nil {
+			return fmt.Errorf("local: save: %w", err)
+		}
 	}
 	m, v, step := l.Opt.State()
 	ts := []safetensors.Tensor{{Name: "adamw.m", Shape: []int{len(m)}, Data: m}, {Name: "adamw.v", Shape: []int{len(v)}, Data: v}}
@@ -36,8 +50,37 @@ func (l *Learner) Save(ctx context.Context, dir string) error {
 	return safetensors.Write(filepath.Join(dir, OptimizerFile), ts, meta, safetensors.F32)
 }
 
+// saveConfig returns the config.json Save writes, nil meaning one derived
+// from the model, after checking that it describes the learner's model.
+func (l *Learner) saveConfig() (*hfconfig.Config, error) {
+	cfg, from := l.HFConfig, "HFConfig"
+	if cfg == nil && l.Source != "" {
+		from = filepath.Join(l.Source, "config.json")
+		hc, err := hfconfig.Load(from)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("local: save: %w", err)
+		}
+		cfg = hc
+	}
+	if cfg == nil {
+		return nil, nil
+	}
+	mc, err := hf.ModelConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("local: save: %s: %w", from, err)
+	}
+	if got, want := mc.WithDefaults(), l.Model.Config.WithDefaults(); got != want {
+		return nil, fmt.Errorf("local: save: %s describes another model than the learner's: %+v, not %+v", from, got, want)
+	}
+	return cfg, nil
+}
+
 // Load restores a learner saved by Save: the model from the Hugging Face
-// checkpoint in dir and, when optimizer.safetensors is there, the AdamW
+// checkpoint in dir, whose config.json and tokenizer files a later Save
+// keeps (HFConfig and Source), and, when optimizer.safetensors is there, the AdamW
 // state (otherwise the optimizer starts fresh, as when fine-tuning a
 // downloaded model).
 func Load(dir string, cfg optim.AdamWConfig) (*Learner, error) {
@@ -49,7 +92,7 @@ func Load(dir string, cfg optim.AdamWConfig) (*Learner, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.HFConfig = hc
+	l.HFConfig, l.Source = hc, dir
 	return l, l.LoadOptimizer(dir)
 }
 

@@ -46,7 +46,10 @@
 // # Small vocabularies
 //
 // [ByteTokenizer] is a 259-token byte-level tokenizer for the built-in toy
-// worlds. Both it and [Tokenizer] satisfy [Encoder].
+// worlds. Both it and [Tokenizer] satisfy [Encoder]. [WriteByteTokenizer]
+// writes it as a Hugging Face tokenizer.json and tokenizer_config.json
+// that [Load] (and the Hugging Face libraries) read back as the same
+// tokenizer, and [Tokenizer.ByteTokenizer] recognises such a file.
 //
 // All types in this package are safe for concurrent use once built.
 package tokenizer

@@ -120,7 +120,7 @@ func (c *core) finish() {
 // Load reads a tokenizer from path, which is either a tokenizer.json file or
 // a directory holding one. A tokenizer_config.json in the same directory, if
 // there is one, is read too: it names the BOS, EOS and PAD tokens and holds
-// the chat template.
+// the chat template (or a chat_template.jinja beside it does).
 func Load(path string) (*Tokenizer, error) {
 	file := path
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
@@ -137,14 +137,35 @@ func Load(path string) (*Tokenizer, error) {
 	t := &Tokenizer{core: c, bos: -1, eos: -1, pad: -1}
 	cfgPath := filepath.Join(filepath.Dir(file), "tokenizer_config.json")
 	cfg, err := LoadConfig(cfgPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		return t, nil
-	}
-	if err != nil {
+	missing := errors.Is(err, fs.ErrNotExist)
+	if err != nil && !missing {
 		return nil, err
+	}
+	// Newer transformers versions keep the chat template in a file of its
+	// own, chat_template.jinja.
+	if cfg == nil || cfg.ChatTemplateSource == "" {
+		jinja, err := os.ReadFile(filepath.Join(filepath.Dir(file), ChatTemplateFile))
+		switch {
+		case err == nil:
+			if cfg == nil {
+				cfg = &Config{}
+			}
+			cfg.ChatTemplateSource = string(jinja)
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, err
+		}
+	}
+	if cfg == nil {
+		return t, nil
 	}
 	return t.withConfig(cfg, cfgPath)
 }
+
+// ChatTemplateFile is the file beside tokenizer.json that newer
+// transformers versions write the chat template to, instead of
+// tokenizer_config.json's chat_template. [Load] reads it when
+// tokenizer_config.json has no chat template.
+const ChatTemplateFile = "chat_template.jinja"
 
 // Parse reads a tokenizer from the contents of a tokenizer.json file. The
 // result knows no BOS, EOS or PAD token until given a [Config] with

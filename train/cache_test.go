@@ -1,0 +1,124 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"rlvr/checkpoint"
+	"rlvr/engine/optim"
+	"rlvr/format/hfconfig"
+	"rlvr/format/tokenizer"
+	"rlvr/worldmodel"
+)
+
+// TestEmbeddedWorldModelIsTheDefault fails when the default pretraining
+// configuration no longer is the one the embedded model was trained from.
+func TestEmbeddedWorldModelIsTheDefault(t *testing.T) {
+	if got := ConfigHash(DefaultPretrain()); got != worldmodel.ConfigHash {
+		t.Fatalf("DefaultPretrain() hashes to %s, but the model embedded in package worldmodel was trained from %s:\n"+
+			"regenerate it with `go generate ./worldmodel` (about ten minutes on two cores) and commit the new files", got, worldmodel.ConfigHash)
+	}
+}
+
+// TestEnsurePretrainedInstallsEmbedded checks that the default model comes
+// out of the binary into the cache, ready to open, without training.
+func TestEnsurePretrainedInstallsEmbedded(t *testing.T) {
+	t.Setenv("RLVR_CACHE", t.TempDir())
+	cfg := DefaultPretrain()
+	trained := false
+	dir, res, err := ensurePretrained(context.Background(), cfg, func(Progress) { trained = true }, worldmodel.FS(), ConfigHash(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trained || !res.Cached || dir != PretrainedPath(cfg) || len(res.Eval) != len(cfg.Levels) {
+		t.Fatalf("trained %v, cached %v, dir %s (want %s), %d levels", trained, res.Cached, dir, PretrainedPath(cfg), len(res.Eval))
+	}
+	for _, name := range worldmodel.Files {
+		want, _ := fs.ReadFile(worldmodel.FS(), name)
+		if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	l, err := checkpoint.Open(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Model.NumParams() != res.Params {
+		t.Errorf("the model has %d parameters, its result says %d", l.Model.NumParams(), res.Params)
+	}
+	if _, ok := l.Tokenizer.(*tokenizer.ByteTokenizer); !ok || !l.AddBOS {
+		t.Errorf("tokenizer %T, AddBOS %v", l.Tokenizer, l.AddBOS)
+	}
+	// Then it is an ordinary cache entry.
+	again, res2, err := ensurePretrained(context.Background(), cfg, nil, fstest.MapFS{}, ConfigHash(cfg))
+	if err != nil || again != dir || !res2.Cached {
+		t.Fatalf("second call: %s, %+v, %v", again, res2, err)
+	}
+}
+
+func TestEnsurePretrainedRefusesCorruptEmbedded(t *testing.T) {
+	t.Setenv("RLVR_CACHE", t.TempDir())
+	bad := fstest.MapFS{}
+	for _, name := range append(slices.Clone(worldmodel.Files), worldmodel.SumsFile) {
+		data, err := fs.ReadFile(worldmodel.FS(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad[name] = &fstest.MapFile{Data: data}
+	}
+	weights := slices.Clone(bad["model.safetensors"].Data)
+	weights[len(weights)-1] ^= 0xff
+	bad["model.safetensors"].Data = weights
+	cfg := DefaultPretrain()
+	_, _, err := ensurePretrained(context.Background(), cfg, nil, bad, ConfigHash(cfg))
+	if err == nil || !strings.Contains(err.Error(), "model.safetensors") {
+		t.Fatalf("error %v, want one naming model.safetensors", err)
+	}
+	if _, err := os.Stat(PretrainedPath(cfg)); !os.IsNotExist(err) {
+		t.Errorf("a cache directory was left behind: %v", err)
+	}
+}
+
+// TestPretrainWritesCompleteDirectory checks that a trained model (another
+// configuration than the embedded one) is a complete Hugging Face
+// directory: the byte tokenizer's files and its BOS and EOS ids.
+func TestPretrainWritesCompleteDirectory(t *testing.T) {
+	t.Setenv("RLVR_CACHE", t.TempDir())
+	cfg := DefaultPretrain()
+	cfg.Model.Dim, cfg.Model.Layers, cfg.Model.Hidden = 32, 1, 64
+	cfg.Steps, cfg.BatchTokens, cfg.EvalProblems = 2, 256, 2
+	cfg.Schedule = optim.Schedule{Kind: optim.Constant, PeakLR: 1e-3, TotalSteps: 2}
+	dir, res, err := ensurePretrained(context.Background(), cfg, nil, worldmodel.FS(), worldmodel.ConfigHash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Cached {
+		t.Error("a model of another configuration came from the cache")
+	}
+	for name, want := range map[string][]byte{"tokenizer.json": tokenizer.ByteTokenizerJSON(), "tokenizer_config.json": tokenizer.ByteTokenizerConfigJSON()} {
+		if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	hc, err := hfconfig.Load(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(hc.BOSTokenIDs, []int{tokenizer.ByteBOS}) || !slices.Equal(hc.EOSTokenIDs, []int{tokenizer.ByteEOS}) {
+		t.Errorf("bos %v eos %v", hc.BOSTokenIDs, hc.EOSTokenIDs)
+	}
+	l, err := checkpoint.Open(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := l.Tokenizer.(*tokenizer.ByteTokenizer); !ok || !slices.Equal(l.StopTokens, []int32{tokenizer.ByteEOS}) {
+		t.Errorf("tokenizer %T, stop tokens %v", l.Tokenizer, l.StopTokens)
+	}
+}

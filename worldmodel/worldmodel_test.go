@@ -1,0 +1,137 @@
+package worldmodel
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"rlvr/checkpoint"
+	"rlvr/format/tokenizer"
+)
+
+func TestEmbeddedFilesMatchSums(t *testing.T) {
+	if err := Verify(FS()); err != nil {
+		t.Fatalf("%v\nregenerate the model with `go generate ./worldmodel` (see the package doc)", err)
+	}
+	sums, err := fs.ReadFile(FS(), SumsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Sums(FS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sums, want) {
+		t.Errorf("%s is not as Sums writes it:\n%s\nwant\n%s", SumsFile, sums, want)
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{12}$`).MatchString(ConfigHash) {
+		t.Errorf("ConfigHash %q is not twelve hexadecimal digits", ConfigHash)
+	}
+}
+
+func TestEmbeddedModelOpens(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "world")
+	if err := Install(FS(), dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range Files {
+		want, _ := fs.ReadFile(FS(), name)
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s installed wrong: %v", name, err)
+		}
+	}
+	l, err := checkpoint.Open(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := l.Tokenizer.(*tokenizer.ByteTokenizer); !ok || !l.AddBOS || !slices.Equal(l.StopTokens, []int32{tokenizer.ByteEOS}) {
+		t.Errorf("tokenizer %T, AddBOS %v, stop tokens %v: not the world's", l.Tokenizer, l.AddBOS, l.StopTokens)
+	}
+	if !slices.Equal(l.HFConfig.BOSTokenIDs, []int{tokenizer.ByteBOS}) || !slices.Equal(l.HFConfig.EOSTokenIDs, []int{tokenizer.ByteEOS}) {
+		t.Errorf("config.json: bos %v eos %v", l.HFConfig.BOSTokenIDs, l.HFConfig.EOSTokenIDs)
+	}
+	if l.Model.Config.Vocab != tokenizer.NewByteTokenizer().VocabSize() {
+		t.Errorf("vocab %d", l.Model.Config.Vocab)
+	}
+}
+
+// goodFS is a small model directory with a correct SHA256SUMS.
+func goodFS(t *testing.T) fstest.MapFS {
+	t.Helper()
+	m := fstest.MapFS{}
+	for _, name := range Files {
+		m[name] = &fstest.MapFile{Data: []byte("contents of " + name)}
+	}
+	sums, err := Sums(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m[SumsFile] = &fstest.MapFile{Data: sums}
+	return m
+}
+
+func TestInstall(t *testing.T) {
+	good := goodFS(t)
+	sums := string(good[SumsFile].Data)
+	with := func(f func(fstest.MapFS)) fstest.MapFS {
+		m := fstest.MapFS{}
+		for k, v := range good {
+			c := *v
+			m[k] = &c
+		}
+		f(m)
+		return m
+	}
+	for _, c := range []struct {
+		name string
+		fsys fstest.MapFS
+		want string // "" for success
+		// written are the files installed before the error.
+		written []string
+	}{
+		{"good", good, "", Files},
+		{"changed weights", with(func(m fstest.MapFS) { m["model.safetensors"].Data = []byte("other") }),
+			"model.safetensors: SHA-256", []string{"config.json"}},
+		{"changed result", with(func(m fstest.MapFS) { m["pretrain.json"].Data = []byte("{}") }),
+			"pretrain.json: SHA-256", Files[:len(Files)-1]},
+		{"missing file", with(func(m fstest.MapFS) { delete(m, "tokenizer.json") }), "tokenizer.json", []string{"config.json", "model.safetensors"}},
+		{"no sums", with(func(m fstest.MapFS) { delete(m, SumsFile) }), SumsFile, nil},
+		{"unlisted file", with(func(m fstest.MapFS) {
+			m[SumsFile].Data = []byte(strings.Join(slices.DeleteFunc(strings.SplitAfter(sums, "\n"), func(l string) bool { return strings.HasSuffix(l, " config.json\n") }), ""))
+		}), "does not list config.json", nil},
+		{"extra file", with(func(m fstest.MapFS) {
+			m[SumsFile].Data = []byte(sums + strings.Repeat("0", 64) + "  optimizer.safetensors\n")
+		}), "lists 6 files", nil},
+		{"listed twice", with(func(m fstest.MapFS) { m[SumsFile].Data = []byte(sums + strings.SplitAfter(sums, "\n")[0]) }), "listed twice", nil},
+		{"bad line", with(func(m fstest.MapFS) { m[SumsFile].Data = []byte("xyz config.json\n" + sums) }), "SHA256SUMS:1", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "m")
+			err := Install(c.fsys, dir)
+			if c.want == "" && err != nil {
+				t.Fatal(err)
+			}
+			if c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+				t.Fatalf("error %v, want one containing %q", err, c.want)
+			}
+			if c.want != "" {
+				if verr := Verify(c.fsys); verr == nil {
+					t.Error("Verify found nothing wrong")
+				}
+			}
+			for _, name := range Files {
+				_, err := os.Stat(filepath.Join(dir, name))
+				if want := slices.Contains(c.written, name); want != (err == nil) {
+					t.Errorf("%s written: %v, want %v", name, err == nil, want)
+				}
+			}
+		})
+	}
+}
