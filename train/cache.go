@@ -64,12 +64,19 @@ func WriteResult(dir string, res *PretrainResult) error {
 // a model trained now, with progress. The result is the training run's, or
 // the cached or embedded one's (then Cached is set).
 func EnsurePretrained(ctx context.Context, cfg PretrainConfig, progress func(Progress)) (string, *PretrainResult, error) {
-	return ensurePretrained(ctx, cfg, progress, worldmodel.FS(), worldmodel.ConfigHash)
+	return ensurePretrained(ctx, cfg, PretrainOptions{Progress: progress}, worldmodel.FS(), worldmodel.ConfigHash)
+}
+
+// EnsurePretrainedWith is EnsurePretrained with options: a pretraining it
+// starts can be stopped (opts.State is ignored: a stopped run keeps its
+// state beside the cache directory, and the next call continues it).
+func EnsurePretrainedWith(ctx context.Context, cfg PretrainConfig, opts PretrainOptions) (string, *PretrainResult, error) {
+	return ensurePretrained(ctx, cfg, opts, worldmodel.FS(), worldmodel.ConfigHash)
 }
 
 // ensurePretrained is EnsurePretrained with the embedded model's files and
 // configuration hash as arguments.
-func ensurePretrained(ctx context.Context, cfg PretrainConfig, progress func(Progress), embedded fs.FS, embeddedHash string) (string, *PretrainResult, error) {
+func ensurePretrained(ctx context.Context, cfg PretrainConfig, opts PretrainOptions, embedded fs.FS, embeddedHash string) (string, *PretrainResult, error) {
 	dir := PretrainedPath(cfg)
 	if res, err := readResult(dir); err == nil {
 		return dir, res, nil
@@ -79,34 +86,43 @@ func ensurePretrained(ctx context.Context, cfg PretrainConfig, progress func(Pro
 	if err := os.MkdirAll(CacheDir(), 0o755); err != nil {
 		return "", nil, err
 	}
-	tmp, err := os.MkdirTemp(CacheDir(), ".pretrain-*")
-	if err != nil {
-		return "", nil, err
-	}
-	defer os.RemoveAll(tmp)
 	var res *PretrainResult
 	if ConfigHash(cfg) == embeddedHash {
+		tmp, err := os.MkdirTemp(CacheDir(), ".pretrain-*")
+		if err != nil {
+			return "", nil, err
+		}
+		defer os.RemoveAll(tmp)
 		if err := worldmodel.Install(embedded, tmp); err != nil {
 			return "", nil, err
 		}
 		if res, err = readResult(tmp); err != nil {
 			return "", nil, err
 		}
-	} else {
-		cfg.Out = tmp
-		if res, err = Pretrain(ctx, cfg, progress); err != nil {
-			return "", nil, err
-		}
-		// The result file marks the directory complete, so it is written last.
-		if err := WriteResult(tmp, res); err != nil {
-			return "", nil, err
-		}
+		return dir, res, commit(tmp, dir)
 	}
-	os.RemoveAll(dir) // an interrupted earlier run may have left a partial copy
-	if err := os.Rename(tmp, dir); err != nil {
+	// A pretraining of its own, in a directory beside the cache entry that
+	// outlives a stop, so the next call continues it.
+	partial := dir + ".partial"
+	if err := os.MkdirAll(partial, 0o755); err != nil {
 		return "", nil, err
 	}
-	return dir, res, nil
+	cfg.Out, opts.State = partial, partial
+	res, err := PretrainWith(ctx, cfg, opts)
+	if err != nil {
+		return "", nil, err
+	}
+	// The result file marks the directory complete, so it is written last.
+	if err := WriteResult(partial, res); err != nil {
+		return "", nil, err
+	}
+	return dir, res, commit(partial, dir)
+}
+
+// commit moves a finished model directory to its cache entry.
+func commit(tmp, dir string) error {
+	os.RemoveAll(dir) // an interrupted earlier run may have left a partial copy
+	return os.Rename(tmp, dir)
 }
 
 // readResult reads the ResultFile in dir, marked Cached.

@@ -33,7 +33,7 @@ func TestEnsurePretrainedInstallsEmbedded(t *testing.T) {
 	t.Setenv("RLVR_CACHE", t.TempDir())
 	cfg := DefaultPretrain()
 	trained := false
-	dir, res, err := ensurePretrained(context.Background(), cfg, func(Progress) { trained = true }, worldmodel.FS(), ConfigHash(cfg))
+	dir, res, err := ensurePretrained(context.Background(), cfg, PretrainOptions{Progress: func(Progress) { trained = true }}, worldmodel.FS(), ConfigHash(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestEnsurePretrainedInstallsEmbedded(t *testing.T) {
 		t.Errorf("tokenizer %T, AddBOS %v", l.Tokenizer, l.AddBOS)
 	}
 	// Then it is an ordinary cache entry.
-	again, res2, err := ensurePretrained(context.Background(), cfg, nil, fstest.MapFS{}, ConfigHash(cfg))
+	again, res2, err := ensurePretrained(context.Background(), cfg, PretrainOptions{}, fstest.MapFS{}, ConfigHash(cfg))
 	if err != nil || again != dir || !res2.Cached {
 		t.Fatalf("second call: %s, %+v, %v", again, res2, err)
 	}
@@ -77,7 +77,7 @@ func TestEnsurePretrainedRefusesCorruptEmbedded(t *testing.T) {
 	weights[len(weights)-1] ^= 0xff
 	bad["model.safetensors"].Data = weights
 	cfg := DefaultPretrain()
-	_, _, err := ensurePretrained(context.Background(), cfg, nil, bad, ConfigHash(cfg))
+	_, _, err := ensurePretrained(context.Background(), cfg, PretrainOptions{}, bad, ConfigHash(cfg))
 	if err == nil || !strings.Contains(err.Error(), "model.safetensors") {
 		t.Fatalf("error %v, want one naming model.safetensors", err)
 	}
@@ -95,7 +95,7 @@ func TestPretrainWritesCompleteDirectory(t *testing.T) {
 	cfg.Model.Dim, cfg.Model.Layers, cfg.Model.Hidden = 32, 1, 64
 	cfg.Steps, cfg.BatchTokens, cfg.EvalProblems = 2, 256, 2
 	cfg.Schedule = optim.Schedule{Kind: optim.Constant, PeakLR: 1e-3, TotalSteps: 2}
-	dir, res, err := ensurePretrained(context.Background(), cfg, nil, worldmodel.FS(), worldmodel.ConfigHash)
+	dir, res, err := ensurePretrained(context.Background(), cfg, PretrainOptions{}, worldmodel.FS(), worldmodel.ConfigHash)
 	if err != nil {
 		t.Fatal(err)
 	}

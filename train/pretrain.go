@@ -5,7 +5,10 @@ package train
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"rlvr/engine/optim"
 	"rlvr/format/hf"
 	"rlvr/format/tokenizer"
+	"rlvr/internal/atomicfile"
 	"rlvr/task/world"
 )
 
@@ -112,14 +116,22 @@ func encodeDocument(tok *tokenizer.ByteTokenizer, d world.Document) backend.Datu
 	return backend.Datum{Tokens: seq[:len(seq)-1], Targets: seq[1:], Weights: w}
 }
 
-// fit runs steps optimizer steps of token-mean NLL on batches of about
-// batchTokens tokens drawn from next, and returns the first and last
-// steps' losses.
-func fit(ctx context.Context, l backend.Learner, next func() backend.Datum, steps, batchTokens int, sched optim.Schedule, clip float32, progress func(Progress)) (first, last float64, err error) {
+// fitState is where a fit stands: steps done and datums consumed.
+type fitState struct {
+	Step      int     `json:"step"`
+	Datums    int     `json:"datums"`     // datums next() handed out that training used
+	FirstLoss float64 `json:"first_loss"` // step 1's loss
+	ElapsedS  float64 `json:"elapsed_s"`  // training time before this process
+}
+
+// fit runs optimizer steps st.Step+1 … steps of token-mean NLL on batches
+// of about batchTokens tokens drawn from next, updating st. When stop is
+// closed it returns after the step under way with stopped set.
+func fit(ctx context.Context, l backend.Learner, next func() backend.Datum, st *fitState, steps, batchTokens int, sched optim.Schedule, clip float32, progress func(Progress), stop <-chan struct{}) (last float64, halted bool, err error) {
 	pending := next()
-	for step := 0; step < steps; step++ {
+	for step := st.Step; step < steps; step++ {
 		if err := ctx.Err(); err != nil {
-			return first, last, err
+			return last, false, err
 		}
 		t0 := time.Now()
 		var batch []backend.Datum
@@ -130,44 +142,83 @@ func fit(ctx context.Context, l backend.Learner, next func() backend.Datum, step
 			pending = next()
 		}
 		if err := backend.Aggregate(batch, backend.TokenMean, 0); err != nil {
-			return first, last, err
+			return last, false, err
 		}
 		out, err := l.ForwardBackward(ctx, batch, backend.Loss{NLL: 1})
 		if err != nil {
-			return first, last, fmt.Errorf("step %d: %w", step, err)
+			return last, false, fmt.Errorf("step %d: %w", step, err)
 		}
 		lr := sched.LR(step)
 		if _, err := l.OptimStep(ctx, backend.OptimParams{LearningRate: float32(lr), GradClipNorm: clip}); err != nil {
-			return first, last, fmt.Errorf("step %d: %w", step, err)
+			return last, false, fmt.Errorf("step %d: %w", step, err)
 		}
-		loss := out.Metrics.NLL / float64(out.Metrics.Tokens)
+		last = out.Metrics.NLL / float64(out.Metrics.Tokens)
 		if step == 0 {
-			first = loss
+			st.FirstLoss = last
 		}
-		last = loss
+		st.Step, st.Datums = step+1, st.Datums+len(batch)
 		if progress != nil {
-			progress(Progress{Step: step + 1, Steps: steps, Loss: loss, LR: lr, TokensPerSec: float64(tokens) / time.Since(t0).Seconds()})
+			progress(Progress{Step: step + 1, Steps: steps, Loss: last, LR: lr, TokensPerSec: float64(tokens) / time.Since(t0).Seconds()})
+		}
+		if stopped(stop) && step+1 < steps {
+			return last, true, nil
 		}
 	}
-	return first, last, nil
+	return last, false, nil
 }
+
+// PretrainOptions are what a pretraining run takes beyond its config.
+type PretrainOptions struct {
+	Progress func(Progress) // called after every step; may be nil
+	// Stop, when closed, ends the run after the step under way: the model,
+	// optimizer and position are written to State, and PretrainWith
+	// returns ErrStopped.
+	Stop <-chan struct{}
+	// State is the directory of the resumable checkpoint: written when
+	// stopped, and continued from when it holds one. "" keeps none.
+	State string
+}
+
+// PretrainStateFile marks a directory holding a stopped pretraining run.
+const PretrainStateFile = "pretrain-state.json"
 
 // Pretrain trains a model from scratch on world problems and evaluates it
 // on held-out ones. progress, if not nil, is called after every step.
 func Pretrain(ctx context.Context, cfg PretrainConfig, progress func(Progress)) (*PretrainResult, error) {
+	return PretrainWith(ctx, cfg, PretrainOptions{Progress: progress})
+}
+
+// PretrainWith is Pretrain with options: it can be stopped and resumed,
+// and a resumed run ends with the weights an uninterrupted one reaches.
+func PretrainWith(ctx context.Context, cfg PretrainConfig, opts PretrainOptions) (*PretrainResult, error) {
 	tok := tokenizer.NewByteTokenizer()
 	cfg.Model.Vocab = tok.VocabSize()
 	if err := cfg.Schedule.Validate(); err != nil {
 		return nil, err
 	}
-	m, err := model.New(cfg.Model, cfg.Seed)
-	if err != nil {
-		return nil, err
+	var st fitState
+	var l *local.Learner
+	statePath := filepath.Join(opts.State, PretrainStateFile)
+	if b, err := os.ReadFile(statePath); opts.State != "" && err == nil {
+		if err := json.Unmarshal(b, &st); err != nil {
+			return nil, fmt.Errorf("train: %s: %w", statePath, err)
+		}
+		if l, err = local.Load(opts.State, cfg.AdamW); err != nil {
+			return nil, err
+		}
+		if l.Model.Config.WithDefaults() != cfg.Model.WithDefaults() {
+			return nil, fmt.Errorf("train: %s holds a stopped run of another model; remove it to start again", opts.State)
+		}
+	} else {
+		m, err := model.New(cfg.Model, cfg.Seed)
+		if err != nil {
+			return nil, err
+		}
+		if l, err = local.NewLearner(m, cfg.AdamW); err != nil {
+			return nil, err
+		}
 	}
-	l, err := local.NewLearner(m, cfg.AdamW)
-	if err != nil {
-		return nil, err
-	}
+	m := l.Model
 	res := &PretrainResult{Params: m.NumParams()}
 	start := time.Now()
 	// The corpus is an endless seeded stream; held-out problems come from
@@ -181,11 +232,29 @@ func Pretrain(ctx context.Context, cfg PretrainConfig, progress func(Progress)) 
 			}
 		}
 	}
-	res.FirstLoss, res.LastLoss, err = fit(ctx, l, next, cfg.Steps, cfg.BatchTokens, cfg.Schedule, cfg.GradClip, progress)
+	for range st.Datums { // a resumed run continues the stream where it stopped
+		next()
+	}
+	last, stop, err := fit(ctx, l, next, &st, cfg.Steps, cfg.BatchTokens, cfg.Schedule, cfg.GradClip, opts.Progress, opts.Stop)
 	if err != nil {
 		return nil, err
 	}
-	res.Elapsed = time.Since(start)
+	st.ElapsedS += time.Since(start).Seconds()
+	if stop && opts.State != "" {
+		l.HFConfig = hf.Config(m.Config, []int{tokenizer.ByteBOS}, []int{tokenizer.ByteEOS})
+		if err := l.Save(ctx, opts.State); err != nil {
+			return nil, err
+		}
+		b, _ := json.Marshal(st)
+		if err := atomicfile.WriteBytes(statePath, b); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w (pretraining at step %d of %d)", ErrStopped, st.Step, cfg.Steps)
+	} else if stop {
+		return nil, ErrStopped
+	}
+	res.FirstLoss, res.LastLoss = st.FirstLoss, last
+	res.Elapsed = time.Duration(st.ElapsedS * float64(time.Second))
 	for _, level := range cfg.Levels {
 		r, err := evalLevel(m, tok, cfg.Seed+1000, level, cfg.EvalProblems)
 		if err != nil {
@@ -203,6 +272,9 @@ func Pretrain(ctx context.Context, cfg PretrainConfig, progress func(Progress)) 
 		if err := tokenizer.WriteByteTokenizer(cfg.Out); err != nil {
 			return nil, err
 		}
+	}
+	if opts.State != "" {
+		os.Remove(statePath) // finished: nothing left to resume
 	}
 	return res, nil
 }

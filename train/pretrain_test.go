@@ -1,8 +1,12 @@
 package train
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"rlvr/checkpoint"
@@ -72,5 +76,49 @@ func TestEnsurePretrainedCaches(t *testing.T) {
 	cfg.Seed++
 	if PretrainedPath(cfg) == dir {
 		t.Fatal("another seed maps to the same cache entry")
+	}
+}
+
+// TestPretrainStopAndResume stops a pretraining run after step 3 (its
+// checkpoint goes to the state directory) and resumes it: the final
+// weights equal an uninterrupted run's, bit for bit.
+func TestPretrainStopAndResume(t *testing.T) {
+	cfg := DefaultPretrain()
+	cfg.Model.Dim, cfg.Model.Layers, cfg.Model.Hidden = 32, 1, 64
+	cfg.Steps, cfg.BatchTokens, cfg.EvalProblems = 6, 512, 2
+	cfg.Schedule = optim.Schedule{Kind: optim.Cosine, PeakLR: 1e-3, WarmupSteps: 2, TotalSteps: 6}
+	straight := cfg
+	straight.Out = filepath.Join(t.TempDir(), "straight")
+	want, err := Pretrain(context.Background(), straight, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	cfg.Out = state
+	stop := make(chan struct{})
+	_, err = PretrainWith(context.Background(), cfg, PretrainOptions{State: state, Stop: stop, Progress: func(p Progress) {
+		if p.Step == 3 {
+			close(stop)
+		}
+	}})
+	if !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "step 3 of 6") {
+		t.Fatalf("stopped run: %v", err)
+	}
+	var resumedFrom int
+	got, err := PretrainWith(context.Background(), cfg, PretrainOptions{State: state, Progress: func(p Progress) {
+		if resumedFrom == 0 {
+			resumedFrom = p.Step
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resumedFrom != 4 || got.FirstLoss != want.FirstLoss || got.LastLoss != want.LastLoss {
+		t.Fatalf("resumed at step %d: loss %v -> %v, uninterrupted %v -> %v", resumedFrom, got.FirstLoss, got.LastLoss, want.FirstLoss, want.LastLoss)
+	}
+	a, _ := os.ReadFile(filepath.Join(straight.Out, "model.safetensors"))
+	b, _ := os.ReadFile(filepath.Join(state, "model.safetensors"))
+	if !bytes.Equal(a, b) || exists(filepath.Join(state, PretrainStateFile)) {
+		t.Fatal("the resumed run's weights differ from the uninterrupted run's, or its state file remains")
 	}
 }
