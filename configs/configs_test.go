@@ -47,6 +47,9 @@ func TestRecipesRun(t *testing.T) {
 			if cfg.OverlongPenalty != nil {
 				cfg.OverlongPenalty.Buffer = 4
 			}
+			if cfg.HardBuffer != nil {
+				cfg.HardBuffer.K, cfg.HardBuffer.Capacity = 1, 2
+			}
 			run := filepath.Join(t.TempDir(), "run")
 			if err := train.RL(context.Background(), cfg, run, false, nil); err != nil {
 				t.Fatal(err)

@@ -62,6 +62,10 @@ type Family struct {
 	Entropy        float32
 	// Eps keeps the std division finite for near-uniform groups.
 	Eps float64
+	// PositiveReinforce replaces the clipped surrogate by REINFORCE on
+	// max(A, 0) (MEML-GRPO's eq. 6): only better-than-average answers are
+	// pushed up.
+	PositiveReinforce bool
 }
 
 // NewFamily returns the algorithm's published defaults.
@@ -129,14 +133,21 @@ func (f *Family) Build(groups []Scored) ([]Term, Stats, error) {
 	var data []backend.Datum
 	for gi, g := range groups {
 		for i := range g.Trajectories {
-			data = append(data, policyDatum(&g.Trajectories[i], float32(adv[gi][i])))
-			if adv[gi][i] != 0 {
+			a := adv[gi][i]
+			if f.PositiveReinforce {
+				a = max(a, 0)
+			}
+			data = append(data, policyDatum(&g.Trajectories[i], float32(a)))
+			if a != 0 {
 				st.Trained++
 			}
 		}
 	}
 	loss := backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: f.ClipLow, ClipHigh: f.ClipHigh,
 		RefKL: f.RefKL, RefKLEstimator: f.RefKLEstimator, Entropy: f.Entropy}
+	if f.PositiveReinforce {
+		loss.PolicyGradient, loss.ClipLow, loss.ClipHigh = backend.Reinforce, 0, 0
+	}
 	t := Term{Name: "pg", Data: data, Loss: loss}
 	switch f.Algorithm {
 	case GRPO:

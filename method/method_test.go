@@ -102,3 +102,25 @@ func TestRFTTrainsOnCorrectSamples(t *testing.T) {
 		t.Fatal("unknown algorithm accepted")
 	}
 }
+
+// TestPositiveReinforce is MEML-GRPO's eq. 6: REINFORCE with max(A, 0).
+func TestPositiveReinforce(t *testing.T) {
+	f, _ := NewFamily(GRPO, 64)
+	f.PositiveReinforce = true
+	terms, st, err := f.Build([]Scored{group(1, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if terms[0].Loss.PolicyGradient != backend.Reinforce || st.Trained != 2 {
+		t.Fatalf("loss %+v, %d trained", terms[0].Loss, st.Trained)
+	}
+	for i, d := range terms[0].Data {
+		a := d.Advantages[2]
+		if (i == 0 || i == 3) != (a > 0) || a < 0 {
+			t.Fatalf("sample %d: advantage %v", i, a)
+		}
+	}
+	if err := terms[0].Loss.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -71,6 +71,9 @@ type RLConfig struct {
 	// of adding the KL term to the loss.
 	KLInReward bool    `yaml:"kl_in_reward"`
 	Entropy    float32 `yaml:"entropy"` // entropy bonus
+	// PolicyLoss is "clipped" (PPO's surrogate, the default) or
+	// "reinforce_positive" (REINFORCE on max(A, 0), MEML-GRPO's eq. 6).
+	PolicyLoss string `yaml:"policy_loss"`
 
 	// Guidance parts.
 
@@ -215,6 +218,17 @@ var Presets = map[string]func(*RLConfig){
 		c.Parts = []string{PartDynamicSampling, PartOverlongPenalty}
 		c.DynamicSampling = &DynamicSamplingConfig{MaxRounds: 3}
 		c.OverlongPenalty = &OverlongPenaltyConfig{}
+	},
+	// MEML-GRPO (RIEL): three expert prompts with G samples each,
+	// advantages per expert, REINFORCE on max(A, 0), mutual learning from
+	// the best expert to the worst, and the hard-example SFT buffer (K 6 of
+	// G 8, B 64, its own learning rate 1e-5). The paper trains RL at 1e-6
+	// on 1-1.5B models; the tiny world model takes the run's lr.
+	"meml-grpo": func(c *RLConfig) {
+		c.Algorithm, c.PolicyLoss = method.GRPO, "reinforce_positive"
+		c.Parts = []string{PartExpertPrompts, PartMutualLearning, PartHardBuffer}
+		c.ExpertPrompts = &ExpertPromptsConfig{Experts: []int{1, 2, 3}}
+		c.MutualLearning, c.HardBuffer = &MutualLearningConfig{}, &HardBufferConfig{}
 	},
 	// SFT on reference solutions (a baseline of every paper).
 	"sft": func(c *RLConfig) { c.Algorithm, c.LR, c.Warmup = method.SFT, 1e-4, 10 },
@@ -394,6 +408,13 @@ func (c *RLConfig) Resolve() error {
 		add("group_size 1 leaves group-relative advantages always zero")
 	}
 	c.resolveData(add)
+	switch c.PolicyLoss {
+	case "":
+		c.PolicyLoss = "clipped"
+	case "clipped", "reinforce_positive":
+	default:
+		add("policy_loss %q is not clipped or reinforce_positive", c.PolicyLoss)
+	}
 	switch c.Chat.Template {
 	case "":
 		c.Chat.Template = "auto"

@@ -23,6 +23,7 @@ func NewMethod(c *RLConfig, maxLen int) (method.Method, error) {
 	}
 	fam.ClipLow, fam.ClipHigh = c.ClipLow, c.ClipHigh
 	fam.RefKLEstimator, fam.Entropy = c.KLEstimator, c.Entropy
+	fam.PositiveReinforce = c.PolicyLoss == "reinforce_positive"
 	if !c.KLInReward {
 		fam.RefKL = c.KL
 	}
