@@ -15,7 +15,10 @@ import (
 // means what its comment says.
 type Params struct {
 	MaxTokens int // new tokens at most; 0 means 256
-	// Temperature scales the logits; 0 means greedy (argmax).
+	// Temperature scales the logits; 0 means greedy (argmax), and so does
+	// a positive temperature too small to divide the logits by (their
+	// largest, divided by it, overflows float32: below about 1e-38 for
+	// logits of order 1).
 	Temperature float32
 	TopP        float32 // nucleus mass to keep; 0 or 1 keeps all
 	TopK        int     // keep the k most likely tokens; 0 keeps all

@@ -3,6 +3,7 @@ package sample
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -251,6 +252,73 @@ func TestHoldBack(t *testing.T) {
 	}{{"hello wor", []string{"world"}, 3}, {"hello", []string{"xyz"}, 0}, {"a\n\n", []string{"\n\n\n", "Q:"}, 2}, {"", []string{"ab"}, 0}} {
 		if got := HoldBack(tc.text, tc.stop); got != tc.want {
 			t.Errorf("HoldBack(%q, %q) = %d, want %d", tc.text, tc.stop, got, tc.want)
+		}
+	}
+}
+
+// TestTinyTemperatureIsGreedy checks that temperatures too small to divide
+// the logits by sample exactly the greedy tokens, on stories260K (logits of
+// order 10, which overflow) and on a random model (logits near 0, whose
+// softmax is one-hot), with and without truncation.
+func TestTinyTemperatureIsGreedy(t *testing.T) {
+	sm, tok := stories(t)
+	rm, err := model.New(model.Config{Vocab: 64, Dim: 16, Layers: 2, Heads: 2, Hidden: 32, MaxSeq: 64}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		m      *model.Model
+		prompt []int32
+	}{
+		{"stories260K", sm, toInt32(tok.Encode("Once upon a time", true, false))},
+		{"random", rm, []int32{1, 5, 9}},
+	} {
+		s := New(tc.m, nil)
+		greedyOut, err := s.Sample(ctx, []Request{{Prompt: tc.prompt, Params: Params{MaxTokens: 40}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := greedyOut[0][0].Tokens
+		for _, temp := range []float32{0, 1e-30, 1e-38, 1e-40, 1e-45, math.SmallestNonzeroFloat32} {
+			for _, trunc := range []Params{{}, {TopP: 0.9}, {TopK: 5}} {
+				p := trunc
+				p.Temperature, p.MaxTokens, p.N, p.Seed = temp, 40, 3, 11
+				out, err := s.Sample(ctx, []Request{{Prompt: tc.prompt, Params: p}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for k, c := range out[0] {
+					if !equal(c.Tokens, want) {
+						t.Errorf("%s: temperature %g, top-p %v, top-k %d, sample %d:\n%v\nwant the greedy\n%v", tc.name, temp, p.TopP, p.TopK, k, c.Tokens, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGreedyThreshold checks where a temperature stops being divisible:
+// only where the largest scaled logit, or 1/t, overflows float32.
+func TestGreedyThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		t, mx float32
+		want  bool
+	}{
+		{0, 3, true},
+		{1e-38, 10, true},
+		{1e-38, -10, true},
+		{1e-38, 1e-3, false}, // divisible: the softmax is one-hot and draws the argmax
+		{1e-45, 0, true},
+		{math.SmallestNonzeroFloat32, 1e-30, true},
+		{1e-30, 10, false},
+		{0.8, 10, false},
+		{1, math.MaxFloat32, false},
+		{0.5, math.MaxFloat32, true},
+		{2, -50, false},
+	} {
+		if got := greedy(tc.t, tc.mx); got != tc.want {
+			t.Errorf("greedy(%g, %g) = %v, want %v", tc.t, tc.mx, got, tc.want)
 		}
 	}
 }

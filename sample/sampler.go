@@ -191,14 +191,30 @@ func (s *Sampler) ensure(n, capacity int) error {
 // pick draws the next token from a logits row and returns it with the
 // model's logprob of it (temperature 1, untruncated: the learner's).
 func (s *Sampler) pick(z []float32, st *stream, sc *scratch) (int32, float32) {
-	lse, _ := model.LogSumExp(z, sc.probs)
+	lse, mx := model.LogSumExp(z, sc.probs)
 	var tok int
-	if st.p.Temperature == 0 {
+	if greedy(st.p.Temperature, mx) {
 		tok = argmax(z)
 	} else {
 		tok = draw(z, st, sc)
 	}
 	return int32(tok), float32(float64(z[tok]) - lse)
+}
+
+// greedy reports whether a row whose largest logit is mx is sampled at
+// temperature t by taking the argmax: at temperature 0, and at any
+// temperature so small that dividing the logits by it overflows float32
+// (the largest scaled logit, or 1/t itself, is infinite), where
+// softmax(z/t) cannot be computed but its limit as t → 0 is the argmax.
+// Larger temperatures that still leave a single token with probability
+// above float32's smallest value draw that token anyway.
+func greedy(t, mx float32) bool {
+	if t == 0 {
+		return true
+	}
+	inv := 1 / t
+	x := mx * inv
+	return math.IsInf(float64(inv), 0) || math.IsInf(float64(x), 0) || x != x
 }
 
 // argmax returns the first index of the largest value, as llama2.c does.

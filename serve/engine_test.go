@@ -92,3 +92,40 @@ func TestServeRealModel(t *testing.T) {
 	}
 	t.Logf("largest batch: %d requests", gen.largest)
 }
+
+// TestServeTinyTemperatureIsGreedy asks the real sampler over loopback for
+// completions at temperatures too small to divide the logits by: each is
+// the greedy completion.
+func TestServeTinyTemperatureIsGreedy(t *testing.T) {
+	l, err := checkpoint.Open(shareddata.Path(t, "stories260K/stories260K.bin"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := serve.New(serve.Config{Logger: quiet}, serve.Model{Name: "stories", Generator: sample.New(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer,
+		Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Shutdown(context.Background())
+	c := client.New(client.Config{BaseURL: "http://" + ln.Addr().String() + "/v1", Model: "stories"})
+	complete := func(temp float64) string {
+		t.Helper()
+		n, seed := 30, int64(5)
+		res, err := c.Complete(context.Background(), &api.CompletionRequest{Prompt: api.Prompt{Texts: []string{"Once upon a time"}}, Temperature: &temp, MaxTokens: &n, Seed: &seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Choices[0].Text
+	}
+	want := complete(0)
+	for _, temp := range []float64{1e-38, 1e-40, 1e-45, 1e-300} {
+		if got := complete(temp); got != want {
+			t.Errorf("temperature %g: %q, want the greedy %q", temp, got, want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/spf13/cobra"
 
@@ -37,6 +38,38 @@ vocab 512, 8 sequences of 128 tokens — the shape
 step's time by op.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var c flagCheck
+			for _, f := range []struct {
+				flag string
+				v    int
+				max  int
+			}{
+				{"layers", cfg.Layers, 256}, {"dim", cfg.Dim, 1 << 14}, {"heads", cfg.Heads, 1 << 10}, {"kv-heads", cfg.KVHeads, 1 << 10},
+				{"ffn", cfg.Hidden, 1 << 16}, {"vocab", cfg.Vocab, 1 << 20}, {"seq", cfg.MaxSeq, 1 << 16},
+				{"batch", seqs, 1 << 12}, {"reps", reps, 1 << 16},
+			} {
+				c.intIn(f.flag, f.v, 1, f.max)
+			}
+			c.floatIn("peak", peak, 0, math.Inf(1), false)
+			if len(c.problems) == 0 {
+				switch {
+				case cfg.Dim%cfg.Heads != 0:
+					c.add("heads", "%d does not divide --dim %d", cfg.Heads, cfg.Dim)
+				case cfg.Heads%cfg.KVHeads != 0:
+					c.add("kv-heads", "%d does not divide --heads %d", cfg.KVHeads, cfg.Heads)
+				case cfg.Dim/cfg.Heads%2 != 0:
+					c.add("heads", "%d: the head size --dim/--heads = %d must be even", cfg.Heads, cfg.Dim/cfg.Heads)
+				}
+				if n := float64(cfg.MaxSeq) * float64(seqs); n > maxBenchTokens {
+					c.add("batch", "%d × --seq %d tokens per step: more than %d", seqs, cfg.MaxSeq, maxBenchTokens)
+				}
+				if n := benchParams(cfg); n > maxBenchParams {
+					c.add("dim", "%d, --layers %d, --ffn %d and --vocab %d: %.3g parameters, more than %d", cfg.Dim, cfg.Layers, cfg.Hidden, cfg.Vocab, n, int64(maxBenchParams))
+				}
+			}
+			if err := c.err(); err != nil {
+				return err
+			}
 			rep, err := bench.Engine(cfg, seqs, cfg.MaxSeq, reps, bench.MachinePeak(peak), []int{512, 1024, 2048})
 			if err != nil {
 				return err
@@ -77,6 +110,13 @@ same sequences. Compare single-stream with llama2.c's run.c on the same
 machine: ./run stories260K.bin -z tok512.bin -t 1.0 -n 256.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var c flagCheck
+			c.file("stories", stories)
+			c.intIn("max-tokens", maxTokens, 1, 1<<14)
+			c.intIn("reps", reps, 1, 1<<10)
+			if err := c.err(); err != nil {
+				return err
+			}
 			rep := &bench.SampleReport{}
 			streams := []int{1, 8, 64}
 			sm, err := llama2c.LoadModel(stories)
@@ -115,4 +155,19 @@ func printReport(cmd *cobra.Command, rep interface{ Table() string }, asJSON boo
 	}
 	_, err := fmt.Fprint(cmd.OutOrStdout(), rep.Table())
 	return err
+}
+
+// Bounds on the benchmark model: the tokens of one step (--batch × --seq)
+// and its parameters.
+const (
+	maxBenchTokens = 1 << 20
+	maxBenchParams = 1 << 30
+)
+
+// benchParams approximates the parameters of a benchmark model: its
+// embedding and head, and each layer's attention and MLP matrices.
+func benchParams(c model.Config) float64 {
+	D, hd := float64(c.Dim), float64(c.Dim/c.Heads)
+	attn := D * hd * float64(2*c.Heads+2*c.KVHeads)
+	return 2*float64(c.Vocab)*D + float64(c.Layers)*(attn+3*D*float64(c.Hidden))
 }

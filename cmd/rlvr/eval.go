@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	client "rlvr/client/openai"
 	"rlvr/eval"
+	"rlvr/sample"
 	"rlvr/task"
 	"rlvr/task/world"
 )
@@ -33,19 +35,49 @@ experts' majority vote.`,
   rlvr eval --data gsm8k=../shared/data/gsm8k/test.jsonl --endpoint http://localhost:8000/v1 --endpoint-model qwen`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var examples []task.Example
-			if data == "world" {
+			var c flagCheck
+			if endpoint != "" {
+				c.url("endpoint", endpoint)
+			} else {
+				c.model("model", modelPath)
+				if tokPath != "" {
+					c.file("tokenizer", tokPath)
+				}
+			}
+			name, path, isFile := strings.Cut(data, "=")
+			switch {
+			case data == "world":
+				if len(levels) == 0 {
+					c.add("levels", "is empty")
+				}
 				for _, lv := range levels {
 					if lv < 0 || lv >= len(world.Levels) {
-						return fmt.Errorf("--levels: no level %d (0 to %d)", lv, len(world.Levels)-1)
+						c.add("levels", "%d: no such level (0 to %d)", lv, len(world.Levels)-1)
 					}
 				}
+			case !isFile || !slices.Contains(task.Names(), name):
+				c.add("data", "%q: want world or NAME=PATH, NAME one of %s", data, strings.Join(task.Names(), ", "))
+			default:
+				c.file("data", path)
+				if cmd.Flags().Changed("levels") {
+					c.add("levels", "is for --data world")
+				}
+			}
+			c.intIn("problems", problems, 1, maxProblems)
+			if data == "world" && problems >= 1 && problems*len(levels) > maxProblems {
+				c.add("problems", "%d per level × %d levels: more than %d problems", problems, len(levels), maxProblems)
+			}
+			c.intIn("k", cfg.K, 0, maxSamples)
+			checkSampling(&c, sample.Params{Temperature: cfg.Temperature, TopP: cfg.TopP}, "the --k samples are drawn at it; greedy pass@1 is always scored")
+			c.intIn("max-tokens", cfg.MaxTokens, 1, maxNewTokens)
+			c.intIn("experts", experts, 0, len(world.Styles))
+			if err := c.err(); err != nil {
+				return err
+			}
+			var examples []task.Example
+			if data == "world" {
 				examples = world.Examples(cfg.Seed+1000, problems*len(levels), levels)
 			} else {
-				name, path, ok := strings.Cut(data, "=")
-				if !ok {
-					return fmt.Errorf("--data %q: want world or NAME=PATH (NAME one of %s)", data, strings.Join(task.Names(), ", "))
-				}
 				all, err := task.Load(name, path)
 				if err != nil {
 					return err
@@ -87,7 +119,7 @@ experts' majority vote.`,
 	f.Float32Var(&cfg.TopP, "top-p", 1, "nucleus mass of the k samples")
 	f.IntVar(&cfg.MaxTokens, "max-tokens", 256, "tokens per completion")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed for sampling and problem selection")
-	f.IntVar(&experts, "experts", 0, "evaluate the world's expert prompts @E0..@E<n-1>")
+	f.IntVar(&experts, "experts", 0, fmt.Sprintf("evaluate the world's expert prompts @E0..@E<n-1> (at most %d)", len(world.Styles)))
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -28,6 +28,17 @@ prompt is a user message rendered with the model's chat template.`,
   rlvr generate --model ../shared/data/stories260K/stories260K.bin --prompt 'Once upon a time' --temperature 0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var c flagCheck
+			c.model("model", modelPath)
+			if tokPath != "" {
+				c.file("tokenizer", tokPath)
+			}
+			checkSampling(&c, p, "")
+			c.intIn("max-tokens", p.MaxTokens, 1, maxNewTokens)
+			c.intIn("n", p.N, 1, maxSamples)
+			if err := c.err(); err != nil {
+				return err
+			}
 			l, err := openModel(modelPath, tokPath)
 			if err != nil {
 				return err
@@ -43,6 +54,12 @@ prompt is a user message rendered with the model's chat template.`,
 			}
 			p.StopTokens = l.StopTokens
 			req := sample.Request{Prompt: l.Encode(text), Params: p}
+			switch n := len(req.Prompt); {
+			case n == 0:
+				return fmt.Errorf("--prompt is empty, and %s does not start prompts with a BOS token: give a prompt", l.Name)
+			case n >= l.Model.Config.MaxSeq:
+				return fmt.Errorf("--prompt is %d tokens, leaving no room in the context of %d", n, l.Model.Config.MaxSeq)
+			}
 			out := cmd.OutOrStdout()
 			streaming := max(p.N, 1) == 1 && len(p.Stop) == 0
 			if streaming {
@@ -81,7 +98,7 @@ prompt is a user message rendered with the model's chat template.`,
 	f.BoolVar(&chat, "chat", false, "treat --prompt as a user message and apply the chat template")
 	f.IntVar(&p.MaxTokens, "max-tokens", 256, "new tokens at most")
 	f.Float32Var(&p.Temperature, "temperature", 0.8, "sampling temperature (0: greedy)")
-	f.Float32Var(&p.TopP, "top-p", 1, "nucleus sampling mass")
+	f.Float32Var(&p.TopP, "top-p", 1, "nucleus sampling mass, in (0, 1]")
 	f.IntVar(&p.TopK, "top-k", 0, "sample among the k most likely tokens (0: all)")
 	f.IntVar(&p.N, "n", 1, "samples")
 	f.Uint64Var(&p.Seed, "seed", 0, "sampling seed")

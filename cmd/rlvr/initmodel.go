@@ -39,14 +39,44 @@ Shapes:
   rlvr init-model --tokenizer ../shared/data/tokenizers/qwen3 --shape qwen3-0.6b --layers 4 --out /tmp/qwen3-4l`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if tokDir == "" || out == "" {
-				return fmt.Errorf("init-model needs --tokenizer and --out")
+			f := cmd.Flags()
+			var fc flagCheck
+			if tokDir == "" {
+				fc.add("tokenizer", "is required")
+			} else {
+				fc.dir("tokenizer", tokDir)
+			}
+			if out == "" {
+				fc.add("out", "is required")
+			} else {
+				fc.outDir("out", out, force)
+			}
+			for _, o := range []struct {
+				flag    string
+				v       int
+				min     int
+				max     int
+				changed bool
+			}{
+				{"dim", over.Dim, 1, hfconfig.MaxHiddenSize, f.Changed("dim")},
+				{"layers", over.Layers, 1, hfconfig.MaxHiddenLayers, f.Changed("layers")},
+				{"heads", over.Heads, 1, hfconfig.MaxAttentionHeads, f.Changed("heads")},
+				{"kv-heads", over.KVHeads, 1, hfconfig.MaxAttentionHeads, f.Changed("kv-heads")},
+				{"head-dim", over.HeadDim, 0, hfconfig.MaxHeadDim, f.Changed("head-dim")},
+				{"hidden", over.Hidden, 1, hfconfig.MaxIntermediateSize, f.Changed("hidden")},
+				{"max-seq", over.MaxSeq, 1, hfconfig.MaxPositionEmbeddings, f.Changed("max-seq")},
+			} {
+				if o.changed {
+					fc.intIn(o.flag, o.v, o.min, o.max)
+				}
 			}
 			shape, err := checkpoint.LookupShape(shapeName)
 			if err != nil {
+				fc.add("shape", "%q: unknown (known: %s)", shapeName, strings.Join(checkpoint.ShapeNames(), ", "))
+			}
+			if err := fc.err(); err != nil {
 				return err
 			}
-			f := cmd.Flags()
 			for _, o := range []struct {
 				flag string
 				dst  *int

@@ -54,8 +54,14 @@ func rootCmd() *cobra.Command {
 		Short:         "Post-train language models with reinforcement learning from verifiable rewards",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRun: func(cmd *cobra.Command, args []string) {
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			var c flagCheck
+			c.intIn("threads", threads, 0, maxThreads)
+			if err := c.err(); err != nil {
+				return err
+			}
 			parallel.SetThreads(threads)
+			return nil
 		},
 	}
 	root.PersistentFlags().IntVar(&threads, "threads", 0, "goroutines the engine splits work across (0: one per CPU)")

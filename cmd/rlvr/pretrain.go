@@ -23,6 +23,24 @@ $RLVR_CACHE), and later commands start from it; a second run with the same
 settings finds it there and only prints its scores.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var c flagCheck
+			c.intIn("steps", cfg.Steps, 1, maxPretrainSteps)
+			c.intIn("batch-tokens", cfg.BatchTokens, 1, maxBatchTokens)
+			c.floatIn("lr", cfg.Schedule.PeakLR, 0, 1, true)
+			c.intIn("eval", cfg.EvalProblems, 1, maxProblems)
+			if cmd.Flags().Changed("warmup") {
+				if cfg.Schedule.WarmupSteps < 0 || cfg.Steps >= 1 && cfg.Schedule.WarmupSteps > cfg.Steps {
+					c.add("warmup", "%d: must be in [0, --steps %d]", cfg.Schedule.WarmupSteps, cfg.Steps)
+				}
+			} else {
+				cfg.Schedule.WarmupSteps = defaultWarmup(cfg.Steps)
+			}
+			if cfg.Out != "" {
+				c.outDir("out", cfg.Out, true)
+			}
+			if err := c.err(); err != nil {
+				return err
+			}
 			cfg.Schedule.TotalSteps = cfg.Steps
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "GEMM: %s\n", gemm.Backend())
@@ -58,7 +76,22 @@ settings finds it there and only prints its scores.`,
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "initialization and corpus seed")
 	f.IntVar(&cfg.BatchTokens, "batch-tokens", cfg.BatchTokens, "tokens per step")
 	f.Float64Var(&cfg.Schedule.PeakLR, "lr", cfg.Schedule.PeakLR, "peak learning rate (cosine schedule with warmup)")
+	f.IntVar(&cfg.Schedule.WarmupSteps, "warmup", cfg.Schedule.WarmupSteps, "learning-rate warmup steps, at most --steps")
+	f.Lookup("warmup").DefValue = fmt.Sprintf("%d, or a tenth of --steps when fewer", cfg.Schedule.WarmupSteps)
 	f.IntVar(&cfg.EvalProblems, "eval", cfg.EvalProblems, "held-out problems per level")
 	f.StringVar(&cfg.Out, "out", "", "checkpoint directory (default: the cache)")
 	return cmd
+}
+
+// Bounds on pretrain's flags.
+const (
+	maxPretrainSteps = 10_000_000
+	maxBatchTokens   = 1 << 20
+)
+
+// defaultWarmup is the warmup of a pretraining run of steps steps without
+// --warmup: the default configuration's, or a tenth of the run when that
+// is shorter, so that a short run still reaches its peak learning rate.
+func defaultWarmup(steps int) int {
+	return max(0, min(train.DefaultPretrain().Schedule.WarmupSteps, steps/10))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -28,6 +29,20 @@ page's path.`,
   rlvr report runs/grpo-s1 runs/grpo-s2 runs/dapo-s1 runs/dapo-s2 --out reports/grpo-vs-dapo`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var c flagCheck
+			for _, dir := range args {
+				if st, err := os.Stat(dir); err != nil {
+					c.problems = append(c.problems, fmt.Sprintf("run directory %s: %v", dir, statProblem(err)))
+				} else if !st.IsDir() {
+					c.problems = append(c.problems, fmt.Sprintf("run directory %s is a file, not a directory", dir))
+				}
+			}
+			if out != "" {
+				c.outDir("out", out, true)
+			}
+			if err := c.err(); err != nil {
+				return err
+			}
 			runs := make([]*report.Run, len(args))
 			for i, dir := range args {
 				r, err := report.Load(dir)

@@ -28,12 +28,36 @@ func serveCmd() *cobra.Command {
 		Short: "Serve a local model over the OpenAI API",
 		Long: `serve answers /v1/models, /v1/chat/completions and /v1/completions (with
 streaming) from a local model, batching concurrent requests into one forward
-pass. It listens on loopback unless --addr says otherwise; set --token when
-it does not.`,
+pass. It listens on loopback unless --addr says otherwise; set a token when
+it does not. Requests must then carry "Authorization: Bearer <token>". The
+token comes from --token, or else from the environment variable
+` + tokenEnv + `, which keeps it out of the process list.`,
 		Example: `  rlvr serve --model ../shared/data/stories260K/stories260K.bin
   curl -s localhost:8000/v1/completions -d '{"model":"stories260K","prompt":"Once upon a time","max_tokens":40}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var c flagCheck
+			if !worldExperts || cmd.Flags().Changed("model") {
+				c.model("model", modelPath)
+				if tokPath != "" {
+					c.file("tokenizer", tokPath)
+				}
+			}
+			c.nonEmptyIfSet(cmd, "name", name)
+			c.addr("addr", cfg.Addr)
+			c.nonEmptyIfSet(cmd, "token", cfg.Token)
+			c.intIn("max-tokens", cfg.MaxTokens, 0, maxNewTokens)
+			c.intIn("max-n", cfg.MaxN, 0, maxSamples)
+			c.intIn("max-batch", cfg.MaxBatch, 0, maxServeBatch)
+			if w := cfg.BatchWindow; w < 0 || w > maxBatchWindow {
+				c.add("batch-window", "%v: must be in [0, %v]", w, maxBatchWindow)
+			}
+			if err := c.err(); err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("token") {
+				cfg.Token = os.Getenv(tokenEnv)
+			}
 			var models []serve.Model
 			if worldExperts {
 				models = expert.WorldModels()
@@ -53,7 +77,7 @@ it does not.`,
 			if verbose {
 				level = slog.LevelDebug
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			srv, err := serve.New(cfg, models...)
 			if err != nil {
 				return err
@@ -68,6 +92,12 @@ it does not.`,
 			}
 			for _, m := range models {
 				fmt.Fprintf(cmd.ErrOrStderr(), "serving %s on http://%s/v1\n", m.Name, ln.Addr())
+			}
+			switch {
+			case cmd.Flags().Changed("token"):
+				fmt.Fprintln(cmd.ErrOrStderr(), "requests need the bearer token given by --token")
+			case cfg.Token != "":
+				fmt.Fprintf(cmd.ErrOrStderr(), "requests need the bearer token in $%s\n", tokenEnv)
 			}
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
@@ -90,7 +120,7 @@ it does not.`,
 	f.StringVar(&tokPath, "tokenizer", "", "tokenizer file (default: beside the model)")
 	f.StringVar(&name, "name", "", "model id clients ask for (default: the model's directory or file name)")
 	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:8000", "listen address")
-	f.StringVar(&cfg.Token, "token", "", "bearer token required on /v1 requests")
+	f.StringVar(&cfg.Token, "token", "", "bearer token required on /v1 requests (default: $"+tokenEnv+"; the flag wins)")
 	f.IntVar(&cfg.MaxTokens, "max-tokens", 0, "largest max_tokens a request may ask for (0: 4096)")
 	f.IntVar(&cfg.MaxN, "max-n", 0, "largest n a request may ask for (0: 16)")
 	f.IntVar(&cfg.MaxBatch, "max-batch", 0, "sequences sampled together at most (0: 64)")
@@ -99,3 +129,13 @@ it does not.`,
 	f.BoolVar(&worldExperts, "world-experts", false, "serve the built-in world's scripted experts as models E0 (reference) to E3")
 	return cmd
 }
+
+// tokenEnv is the environment variable serve reads its bearer token from
+// when --token is not given.
+const tokenEnv = "RLVR_SERVE_TOKEN"
+
+// Bounds on serve's flags.
+const (
+	maxServeBatch  = 4096
+	maxBatchWindow = time.Second
+)

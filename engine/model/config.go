@@ -89,10 +89,59 @@ func (c Config) Validate() error {
 	if c.RopeTheta < 0 || c.NormEps < 0 {
 		bad("rope_theta = %v and norm_eps = %v must not be negative", c.RopeTheta, c.NormEps)
 	}
+	if d.Vocab > 0 && d.Dim > 0 && d.Layers > 0 && d.Heads > 0 && d.KVHeads > 0 && d.HeadDim > 0 && d.Hidden > 0 && d.MaxSeq > 0 {
+		if n := d.paramCount(); n > MaxParams {
+			bad("%.4g parameters (vocab %d, dim %d, layers %d, hidden %d) exceed the engine's limit of %d", n, d.Vocab, d.Dim, d.Layers, d.Hidden, int64(MaxParams))
+		}
+		if r := float64(d.MaxSeq) * float64(d.HeadDim); r > MaxRotary {
+			bad("max_seq = %d × head_dim = %d rotary table entries exceed the engine's limit of %d", d.MaxSeq, d.HeadDim, int64(MaxRotary))
+		}
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("model config: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// Limits on what a configuration may ask the engine to allocate. A model
+// holds its parameters and their gradients (8 bytes per parameter) and two
+// rotary tables of MaxSeq·HeadDim/2 entries each; configurations beyond
+// these limits cannot be allocated on any machine the engine runs on, and
+// Validate refuses them before anything is allocated.
+const (
+	MaxParams = 1 << 36 // parameters, 512 GiB with their gradients
+	MaxRotary = 1 << 30 // MaxSeq × HeadDim, 4 GiB of rotary tables
+)
+
+// paramCount is the number of parameters of a defaulted configuration with
+// positive sizes, in float64 so that no size can overflow it.
+func (c Config) paramCount() float64 {
+	V, D, L, F := float64(c.Vocab), float64(c.Dim), float64(c.Layers), float64(c.Hidden)
+	hd, H := float64(c.HeadDim), float64(c.Heads)
+	qkv := (H + 2*float64(c.KVHeads)) * hd
+	layer := 2*D + qkv*D + H*hd*D + 3*F*D
+	if c.AttentionBias {
+		layer += qkv
+	}
+	if c.QKNorm {
+		layer += 2 * hd
+	}
+	n := V*D + L*layer + D
+	if !c.TiedEmbeddings {
+		n += V * D
+	}
+	return n
+}
+
+// Layout returns the tensors a model of configuration c has, in the order
+// of its parameter slab, without allocating them: what a checkpoint of it
+// must hold. It validates c first.
+func Layout(c Config) ([]Tensor, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	ts, _ := layout(c.WithDefaults())
+	return ts, nil
 }
 
 // Tiny is the default small model of the built-in world and the engine

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"rlvr/engine/model"
 	"rlvr/format/hfconfig"
@@ -49,16 +50,25 @@ func Config(m model.Config, bos, eos []int) *hfconfig.Config {
 	}
 }
 
-// Load reads a checkpoint directory into a new model. Every tensor the
-// architecture needs must be present with its exact shape; errors name the
-// tensor and the file. An lm_head.weight beside tied embeddings is ignored,
-// as transformers does.
+// Load reads a checkpoint directory into a new model. Before allocating
+// anything it checks config.json against the weight files' headers (see
+// [Check]), so a config.json that claims more than the files hold is an
+// error naming it, never a huge allocation. Every tensor the architecture
+// needs must be present with its exact shape; errors name the tensor and
+// the file. An lm_head.weight beside tied embeddings is ignored, as
+// transformers does.
 func Load(dir string) (*model.Model, *hfconfig.Config, error) {
-	hc, err := hfconfig.Load(filepath.Join(dir, "config.json"))
+	configPath := filepath.Join(dir, "config.json")
+	hc, err := hfconfig.Load(configPath)
 	if err != nil {
 		return nil, nil, err
 	}
-	mc, err := ModelConfig(hc)
+	f, err := safetensors.OpenDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	mc, err := Check(hc, configPath, f.Tensors(), dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -66,15 +76,105 @@ func Load(dir string) (*model.Model, *hfconfig.Config, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("hf: %s: %w", dir, err)
 	}
-	f, err := safetensors.OpenDir(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
 	if err := Fill(m, f.Float32, dir); err != nil {
 		return nil, nil, err
 	}
 	return m, hc, nil
+}
+
+// minFloatBytes is the size of the smallest element Fill converts (BF16,
+// F16).
+const minFloatBytes = 2
+
+// Check checks a parsed config.json against the tensors listed in a
+// checkpoint's safetensors headers, before any weight is allocated or
+// read, and returns the engine configuration. The config's parameter count
+// must fit in the bytes the weight files hold; then every tensor the
+// config implies must be listed with its exact shape and a dtype Fill
+// converts. configPath names the config in errors and weights the weight
+// files (a directory or file).
+func Check(hc *hfconfig.Config, configPath string, tensors []safetensors.TensorInfo, weights string) (model.Config, error) {
+	mc, err := ModelConfig(hc)
+	if err != nil {
+		return model.Config{}, err
+	}
+	want, err := model.Layout(mc)
+	if err != nil {
+		return model.Config{}, fmt.Errorf("hf: %s: %w", configPath, err)
+	}
+	var params, bytes int64
+	for _, t := range want {
+		params += int64(t.Len())
+	}
+	have := make(map[string]safetensors.TensorInfo, len(tensors))
+	for _, t := range tensors {
+		have[t.Name] = t
+		bytes += t.Offsets[1] - t.Offsets[0]
+	}
+	if params > bytes/minFloatBytes {
+		return model.Config{}, fmt.Errorf("hf: %s: vocab_size %d, hidden_size %d, intermediate_size %d and num_hidden_layers %d imply %d parameters, "+
+			"at least %d bytes, but the weights in %s hold %d bytes",
+			configPath, hc.VocabSize, hc.HiddenSize, hc.IntermediateSize, hc.NumHiddenLayers, params, params*minFloatBytes, weights, bytes)
+	}
+	var errs []string
+	for _, t := range want {
+		got, ok := have[t.Name]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Sprintf("tensor %q (%s) is missing", t.Name, shapeFields(t.Name, hc)))
+		case !slices.Equal(got.Shape, t.Shape):
+			errs = append(errs, fmt.Sprintf("tensor %q has shape %v, the config implies %v (%s)", t.Name, got.Shape, t.Shape, shapeFields(t.Name, hc)))
+		case got.DType.Size() < minFloatBytes || !convertible(got.DType):
+			errs = append(errs, fmt.Sprintf("tensor %q has dtype %s, not a floating-point type", t.Name, got.DType))
+		}
+	}
+	if len(errs) > 0 {
+		const shown = 4
+		more := ""
+		if len(errs) > shown {
+			more = fmt.Sprintf("; and %d more", len(errs)-shown)
+			errs = errs[:shown]
+		}
+		return model.Config{}, fmt.Errorf("hf: %s does not match %s: %s%s", weights, configPath, strings.Join(errs, "; "), more)
+	}
+	return mc, nil
+}
+
+// convertible reports whether Fill can read a dtype as float32.
+func convertible(d safetensors.DType) bool {
+	switch d {
+	case safetensors.F32, safetensors.BF16, safetensors.F16, safetensors.F64:
+		return true
+	}
+	return false
+}
+
+// shapeFields names the config.json fields a tensor's shape follows from.
+func shapeFields(name string, hc *hfconfig.Config) string {
+	layer := ""
+	if strings.HasPrefix(name, "model.layers.") {
+		layer = fmt.Sprintf("; num_hidden_layers %d", hc.NumHiddenLayers)
+	}
+	dims := ""
+	switch {
+	case strings.HasSuffix(name, "embed_tokens.weight"), name == "lm_head.weight":
+		dims = fmt.Sprintf("vocab_size %d × hidden_size %d", hc.VocabSize, hc.HiddenSize)
+	case strings.HasSuffix(name, "q_proj.weight"), strings.HasSuffix(name, "o_proj.weight"):
+		dims = fmt.Sprintf("num_attention_heads %d × head_dim %d, hidden_size %d", hc.NumAttentionHeads, hc.HeadDim, hc.HiddenSize)
+	case strings.HasSuffix(name, "k_proj.weight"), strings.HasSuffix(name, "v_proj.weight"):
+		dims = fmt.Sprintf("num_key_value_heads %d × head_dim %d, hidden_size %d", hc.NumKeyValueHeads, hc.HeadDim, hc.HiddenSize)
+	case strings.HasSuffix(name, "q_proj.bias"):
+		dims = fmt.Sprintf("num_attention_heads %d × head_dim %d", hc.NumAttentionHeads, hc.HeadDim)
+	case strings.HasSuffix(name, "k_proj.bias"), strings.HasSuffix(name, "v_proj.bias"):
+		dims = fmt.Sprintf("num_key_value_heads %d × head_dim %d", hc.NumKeyValueHeads, hc.HeadDim)
+	case strings.HasSuffix(name, "q_norm.weight"), strings.HasSuffix(name, "k_norm.weight"):
+		dims = fmt.Sprintf("head_dim %d", hc.HeadDim)
+	case strings.Contains(name, ".mlp."):
+		dims = fmt.Sprintf("intermediate_size %d, hidden_size %d", hc.IntermediateSize, hc.HiddenSize)
+	default:
+		dims = fmt.Sprintf("hidden_size %d", hc.HiddenSize)
+	}
+	return dims + layer
 }
 
 // Fill copies every tensor of m from get (a safetensors file's Float32, or

@@ -1,9 +1,12 @@
 package hf
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -147,4 +150,177 @@ func TestLoadErrorsNameTensorAndFile(t *testing.T) {
 	if _, _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "model.safetensors") {
 		t.Errorf("truncated file: error %v", err)
 	}
+}
+
+// saveTiny saves a small random model with hf.Save and returns its
+// directory.
+func saveTiny(t testing.TB, cfg model.Config, dtype safetensors.DType) string {
+	t.Helper()
+	m, err := model.New(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if err := Save(dir, m, nil, dtype); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// editConfig rewrites fields of dir's config.json.
+func editConfig(t *testing.T, dir string, fields map[string]any) {
+	t.Helper()
+	p := filepath.Join(dir, "config.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range fields {
+		c[k] = v
+	}
+	if b, err = json.Marshal(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConfigClaimingMoreThanTheWeights edits the config.json of a saved
+// model to claim other sizes: each is an error naming config.json and the
+// field, found before the model is allocated.
+func TestConfigClaimingMoreThanTheWeights(t *testing.T) {
+	cfg := model.Config{Vocab: 64, Dim: 16, Layers: 2, Heads: 2, KVHeads: 1, Hidden: 32, MaxSeq: 32}
+	for _, tc := range []struct {
+		name   string
+		dtype  safetensors.DType
+		fields map[string]any
+		want   []string
+	}{
+		{"huge vocab and width", safetensors.BF16, map[string]any{"hidden_size": 4096, "vocab_size": 1 << 20, "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128},
+			[]string{"vocab_size 1048576", "hidden_size 4096", "but the weights in"}},
+		{"more layers", safetensors.F32, map[string]any{"num_hidden_layers": 3},
+			[]string{`tensor "model.layers.2.input_layernorm.weight"`, "is missing", "num_hidden_layers 3"}},
+		{"wider mlp", safetensors.F32, map[string]any{"intermediate_size": 40},
+			[]string{`tensor "model.layers.0.mlp.gate_proj.weight" has shape [32 16], the config implies [40 16]`, "intermediate_size 40"}},
+		{"kv heads", safetensors.F32, map[string]any{"num_key_value_heads": 2},
+			[]string{`"model.layers.0.self_attn.k_proj.weight" has shape [8 16], the config implies [16 16]`, "num_key_value_heads 2"}},
+		{"vocab beyond the limit", safetensors.F32, map[string]any{"vocab_size": 1 << 30}, []string{"vocab_size: 1073741824 exceeds the limit"}},
+		{"layers beyond the limit", safetensors.F32, map[string]any{"num_hidden_layers": 1 << 40}, []string{"num_hidden_layers: 1099511627776 exceeds the limit"}},
+		{"context beyond the limit", safetensors.F32, map[string]any{"max_position_embeddings": 1 << 40}, []string{"max_position_embeddings: 1099511627776 exceeds the limit"}},
+		{"rotary tables", safetensors.F32, map[string]any{"max_position_embeddings": 1 << 22, "head_dim": 1024}, []string{"max_position_embeddings: 4194304 positions of head_dim 1024"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := saveTiny(t, cfg, tc.dtype)
+			editConfig(t, dir, tc.fields)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			m, _, err := func() (m *model.Model, hc *hfconfig.Config, err error) {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("panic: %v", r)
+					}
+				}()
+				return Load(dir)
+			}()
+			runtime.ReadMemStats(&after)
+			if err == nil || m != nil {
+				t.Fatal("no error")
+			}
+			for _, w := range append(tc.want, filepath.Join(dir, "config.json")) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+				t.Errorf("Load allocated %d bytes before failing", n)
+			}
+		})
+	}
+	// The unedited model loads.
+	if _, _, err := Load(saveTiny(t, cfg, safetensors.BF16)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCheckRefusesIntegerTensors checks that a tensor of the right shape
+// but a dtype Fill cannot convert is an error from Check, not from Fill.
+func TestCheckRefusesIntegerTensors(t *testing.T) {
+	cfg := model.Config{Vocab: 8, Dim: 4, Layers: 1, Heads: 2, Hidden: 8, MaxSeq: 8}
+	ts, err := model.Layout(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var infos []safetensors.TensorInfo
+	var off int64
+	for _, tt := range ts {
+		dtype := safetensors.F32
+		if tt.Name == "model.norm.weight" {
+			dtype = "I32"
+		}
+		infos = append(infos, safetensors.TensorInfo{Name: tt.Name, DType: dtype, Shape: tt.Shape, Offsets: [2]int64{off, off + 4*int64(tt.Len())}})
+		off += 4 * int64(tt.Len())
+	}
+	_, err = Check(Config(cfg, nil, nil), "config.json", infos, "model.safetensors")
+	if err == nil || !strings.Contains(err.Error(), `tensor "model.norm.weight" has dtype I32`) {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// FuzzCheck checks config.json against a safetensors file: Check never
+// panics, and what it accepts loads: the model allocates no more than the
+// file's size in parameters, and every tensor fills.
+func FuzzCheck(f *testing.F) {
+	for _, cfg := range []model.Config{
+		{Vocab: 9, Dim: 8, Layers: 1, Heads: 2, Hidden: 12, MaxSeq: 8},
+		{Vocab: 9, Dim: 8, Layers: 2, Heads: 2, KVHeads: 1, Hidden: 12, MaxSeq: 8, AttentionBias: true, TiedEmbeddings: true},
+		{Vocab: 9, Dim: 8, Layers: 1, Heads: 2, HeadDim: 6, Hidden: 12, MaxSeq: 8, QKNorm: true},
+	} {
+		dir := saveTiny(f, cfg, safetensors.BF16)
+		config, err := os.ReadFile(filepath.Join(dir, "config.json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		weights, err := os.ReadFile(filepath.Join(dir, safetensors.SingleFileName))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(config, weights)
+		f.Add(bytes.Replace(config, []byte(`"vocab_size": 9`), []byte(`"vocab_size": 1048576`), 1), weights)
+		f.Add(bytes.Replace(config, []byte(`"num_hidden_layers": `), []byte(`"num_hidden_layers": 1`), 1), weights)
+	}
+	f.Fuzz(func(t *testing.T, config, weights []byte) {
+		hc, err := hfconfig.Parse("config.json", config)
+		if err != nil {
+			return
+		}
+		sf, err := safetensors.NewFile(bytes.NewReader(weights), int64(len(weights)), "model.safetensors")
+		if err != nil {
+			return
+		}
+		mc, err := Check(hc, "config.json", sf.Tensors(), "model.safetensors")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "hf: ") || !strings.Contains(err.Error(), "config.json") {
+				t.Fatalf("error %q does not name config.json", err)
+			}
+			return
+		}
+		if mc.MaxSeq*max(mc.HeadDim, mc.Dim/mc.Heads) > 1<<16 {
+			return // valid, but building its rotary tables takes seconds
+		}
+		m, err := model.NewEmpty(mc)
+		if err != nil {
+			t.Fatalf("Check accepted a config NewEmpty refuses: %v", err)
+		}
+		if 2*m.NumParams() > len(weights) {
+			t.Fatalf("%d parameters from a %d-byte file", m.NumParams(), len(weights))
+		}
+		if err := Fill(m, sf.Float32, "model.safetensors"); err != nil {
+			t.Fatalf("Check accepted what Fill refuses: %v", err)
+		}
+	})
 }

@@ -48,6 +48,25 @@ var archs = map[string]arch{
 	Qwen3: {modelType: "qwen3", maxPos: 32768, headDim: 128, qkNorm: true, slidingKeys: true},
 }
 
+// Limits on the sizes a config.json may claim, well above those of any
+// published model of these families (the largest have a vocabulary of
+// 262,144, hidden_size 16,384, intermediate_size 53,248, 126 layers, 128
+// heads of 256 and a context of about a million positions). A config.json
+// is untrusted input: it decides how much memory a model takes before its
+// weights are read, so Parse refuses sizes beyond these.
+const (
+	MaxVocabSize          = 1 << 22 // vocab_size
+	MaxHiddenSize         = 1 << 16 // hidden_size
+	MaxIntermediateSize   = 1 << 18 // intermediate_size
+	MaxHiddenLayers       = 1 << 10 // num_hidden_layers
+	MaxAttentionHeads     = 1 << 10 // num_attention_heads, num_key_value_heads
+	MaxHeadDim            = 1 << 11 // head_dim
+	MaxPositionEmbeddings = 1 << 22 // max_position_embeddings
+	// MaxRotaryEntries bounds max_position_embeddings × head_dim, the size
+	// of each rotary table (1 GiB of float32 for the pair).
+	MaxRotaryEntries = 1 << 27
+)
+
 // Config is the part of a config.json that defines the model.
 type Config struct {
 	// Architecture is Llama, Qwen2 or Qwen3.
@@ -361,19 +380,27 @@ func (c *Config) validate(file string) error {
 	for _, f := range []struct {
 		name string
 		v    int
+		max  int
 	}{
-		{"hidden_size", c.HiddenSize},
-		{"intermediate_size", c.IntermediateSize},
-		{"num_hidden_layers", c.NumHiddenLayers},
-		{"num_attention_heads", c.NumAttentionHeads},
-		{"num_key_value_heads", c.NumKeyValueHeads},
-		{"head_dim", c.HeadDim},
-		{"vocab_size", c.VocabSize},
-		{"max_position_embeddings", c.MaxPositionEmbeddings},
+		{"hidden_size", c.HiddenSize, MaxHiddenSize},
+		{"intermediate_size", c.IntermediateSize, MaxIntermediateSize},
+		{"num_hidden_layers", c.NumHiddenLayers, MaxHiddenLayers},
+		{"num_attention_heads", c.NumAttentionHeads, MaxAttentionHeads},
+		{"num_key_value_heads", c.NumKeyValueHeads, MaxAttentionHeads},
+		{"head_dim", c.HeadDim, MaxHeadDim},
+		{"vocab_size", c.VocabSize, MaxVocabSize},
+		{"max_position_embeddings", c.MaxPositionEmbeddings, MaxPositionEmbeddings},
 	} {
 		if f.v <= 0 {
 			return fieldError(file, f.name, "must be positive, got %d", f.v)
 		}
+		if f.v > f.max {
+			return fieldError(file, f.name, "%d exceeds the limit of %d", f.v, f.max)
+		}
+	}
+	if r := c.MaxPositionEmbeddings * c.HeadDim; r > MaxRotaryEntries {
+		return fieldError(file, "max_position_embeddings", "%d positions of head_dim %d need rotary tables of %d entries, more than the limit of %d",
+			c.MaxPositionEmbeddings, c.HeadDim, r, MaxRotaryEntries)
 	}
 	if c.HiddenSize%c.NumAttentionHeads != 0 && c.Architecture != Qwen3 {
 		// Qwen3 sets head_dim independently of hidden_size.

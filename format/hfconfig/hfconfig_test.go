@@ -328,3 +328,33 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestLimits checks that sizes beyond the limits are refused, naming the
+// field, and that the limits themselves are accepted.
+func TestLimits(t *testing.T) {
+	base := `"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 32, "max_position_embeddings": 64`
+	for _, tc := range []struct {
+		name, extra, want string
+	}{
+		{"vocab", `"vocab_size": 4194305`, "vocab_size: 4194305 exceeds the limit of 4194304"},
+		{"hidden", `"hidden_size": 131072`, "hidden_size: 131072 exceeds the limit"},
+		{"intermediate", `"intermediate_size": 1000000000`, "intermediate_size: 1000000000 exceeds the limit"},
+		{"layers", `"num_hidden_layers": 100000`, "num_hidden_layers: 100000 exceeds the limit"},
+		{"heads", `"num_attention_heads": 2048, "head_dim": 16`, "num_attention_heads: 2048 exceeds the limit"},
+		{"kv heads", `"num_key_value_heads": 1048576`, "num_key_value_heads: 1048576 exceeds the limit"},
+		{"head dim", `"head_dim": 4096`, "head_dim: 4096 exceeds the limit"},
+		{"positions", `"max_position_embeddings": 9223372036854775807`, "max_position_embeddings: 9223372036854775807 exceeds the limit"},
+		{"rotary tables", `"max_position_embeddings": 4194304, "head_dim": 2048`, "max_position_embeddings: 4194304 positions of head_dim 2048"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := hfconfig.Parse("config.json", []byte("{"+base+", "+tc.extra+"}"))
+			if err == nil || !strings.Contains(err.Error(), "config.json: "+tc.want) {
+				t.Errorf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	atLimit := `{"model_type": "llama", "hidden_size": 65536, "intermediate_size": 262144, "num_hidden_layers": 1024, "num_attention_heads": 1024, "vocab_size": 4194304, "max_position_embeddings": 2048}`
+	if _, err := hfconfig.Parse("config.json", []byte(atLimit)); err != nil {
+		t.Errorf("sizes at the limits: %v", err)
+	}
+}

@@ -203,6 +203,17 @@ func parseHeader(h []byte) (Config, error) {
 	return c, nil
 }
 
+// fields lists the header's values by name, for errors about the size
+// they imply.
+func (c Config) fields() string {
+	vocab := c.Vocab
+	if !c.SharedClassifier {
+		vocab = -vocab
+	}
+	return fmt.Sprintf("dim %d, hidden_dim %d, n_layers %d, n_heads %d, n_kv_heads %d, vocab_size %d, seq_len %d",
+		c.Dim, c.Hidden, c.Layers, c.Heads, c.KVHeads, vocab, c.SeqLen)
+}
+
 // sizer adds up products of non-negative sizes, remembering overflow.
 type sizer struct {
 	n        uint64
@@ -284,10 +295,10 @@ func decodeCheckpoint(r io.Reader, size int64) (*Checkpoint, error) {
 	}
 	want, flipped, ok := c.impliedSize()
 	if !ok {
-		return nil, fmt.Errorf("file is %d bytes, header implies more than %d bytes", size, int64(math.MaxInt64))
+		return nil, fmt.Errorf("file is %d bytes, header implies more than %d bytes (%s)", size, int64(math.MaxInt64), c.fields())
 	}
 	if uint64(size) != want {
-		msg := fmt.Sprintf("file is %d bytes, header implies %d", size, want)
+		msg := fmt.Sprintf("file is %d bytes, header implies %d (%s)", size, want, c.fields())
 		switch {
 		case uint64(size) == flipped && c.SharedClassifier:
 			msg += "; the extra bytes fit an unshared classifier, but vocab_size is positive (shared)"

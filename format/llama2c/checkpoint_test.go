@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -273,4 +274,42 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("tensors cover %d bytes of %d", 4*n, len(data))
 		}
 	})
+}
+
+// TestHeaderClaimingMoreThanTheFile gives a stories260K-sized file headers
+// that claim larger models: each is refused from the header and the file
+// size alone, naming the header's fields, before any tensor is allocated.
+func TestHeaderClaimingMoreThanTheFile(t *testing.T) {
+	const size = 1056540 // stories260K.bin
+	for _, tc := range []struct {
+		name string
+		h    []byte
+		want string
+	}{
+		{"wide, large vocabulary", header(4096, 11008, 5, 32, 32, 1<<20, 512), "vocab_size 1048576"},
+		{"many layers", header(64, 172, 1<<20, 8, 4, 512, 512), "n_layers 1048576"},
+		{"long context", header(64, 172, 5, 8, 4, 512, math.MaxInt32), "seq_len 2147483647"},
+		{"unshared classifier", header(64, 172, 5, 8, 4, -(1 << 24), 512), "vocab_size -16777216"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := make([]byte, size)
+			copy(data, tc.h)
+			path := writeTemp(t, "model.bin", data)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			ck, err := ReadCheckpoint(path)
+			runtime.ReadMemStats(&after)
+			if err == nil || ck != nil {
+				t.Fatal("no error")
+			}
+			for _, w := range []string{path, "file is 1056540 bytes, header implies", tc.want} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+				t.Errorf("ReadCheckpoint allocated %d bytes before failing", n)
+			}
+		})
+	}
 }

@@ -1,0 +1,369 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"rlvr/engine/model"
+	"rlvr/format/hf"
+	"rlvr/format/safetensors"
+	"rlvr/format/tokenizer"
+)
+
+// execute runs rlvr with args in-process and returns its output and error.
+// A panic fails the test.
+func execute(t *testing.T, ctx context.Context, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	root := rootCmd()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(args)
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("rlvr %s: panic: %v\n%s", strings.Join(args, " "), r, debug.Stack())
+			}
+		}()
+		err = root.ExecuteContext(ctx)
+	}()
+	return out.String(), errOut.String(), err
+}
+
+// cliFixture makes a working directory for hostile command lines, with an
+// empty cache: a file, a non-empty directory, an empty directory, a small
+// model, a model whose config.json claims a huge one, and a tokenizer
+// directory. It returns the directory, now the working directory.
+func cliFixture(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("RLVR_CACHE", filepath.Join(dir, "cache"))
+	work := filepath.Join(dir, "work")
+	for _, d := range []string{filepath.Join(dir, "cache"), filepath.Join(work, "adir"), filepath.Join(work, "empty")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(work, "afile.txt"), filepath.Join(work, "adir", "x")} {
+		if err := os.WriteFile(f, []byte("x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	saveByteModel(t, filepath.Join(work, "model"))
+	// A model whose config.json claims far more than its weights hold.
+	saveByteModel(t, filepath.Join(work, "huge"))
+	cfgPath := filepath.Join(work, "huge", "config.json")
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte(`"vocab_size": 259`), []byte(`"vocab_size": 1048576`), 1)
+	b = bytes.Replace(b, []byte(`"hidden_size": 16`), []byte(`"hidden_size": 4096`), 1)
+	b = bytes.Replace(b, []byte(`"head_dim": 8`), []byte(`"head_dim": 2048`), 1)
+	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := tokenizer.WriteByteTokenizer(filepath.Join(work, "tok")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(work)
+	return dir
+}
+
+// saveByteModel writes a small random model over the byte tokenizer.
+func saveByteModel(t *testing.T, dir string) {
+	t.Helper()
+	m, err := model.New(model.Config{Vocab: tokenizer.NewByteTokenizer().VocabSize(), Dim: 16, Layers: 1, Heads: 2, Hidden: 32, MaxSeq: 64}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hf.Save(dir, m, nil, safetensors.F32); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapshot lists every file under root with its size and modification
+// time.
+func snapshot(t *testing.T, root string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files[path] = fmt.Sprint(info.ModTime(), info.Mode(), info.Size())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestHostileFlags runs every command with flags that must be refused
+// before any work: each run returns an error naming every bad flag, does
+// not panic, and writes nothing, neither in the working directory nor in
+// the cache.
+func TestHostileFlags(t *testing.T) {
+	dir := cliFixture(t)
+	for _, tc := range []struct {
+		args []string
+		want []string // in the error
+	}{
+		// The root flag, on several commands.
+		{[]string{"generate", "--threads", "-5"}, []string{"--threads -5"}},
+		{[]string{"eval", "--threads", "1000000"}, []string{"--threads 1000000"}},
+		{[]string{"train", "--threads", "-5"}, []string{"--threads -5"}},
+
+		// generate
+		{[]string{"generate", "--top-p", "0"}, []string{"--top-p 0"}},
+		{[]string{"generate", "--top-p", "1.5"}, []string{"--top-p 1.5"}},
+		{[]string{"generate", "--top-p", "NaN"}, []string{"--top-p NaN"}},
+		{[]string{"generate", "--temperature", "NaN"}, []string{"--temperature NaN"}},
+		{[]string{"generate", "--temperature", "-1"}, []string{"--temperature -1"}},
+		{[]string{"generate", "--temperature", "+Inf"}, []string{"--temperature +Inf"}},
+		{[]string{"generate", "--max-tokens", "0"}, []string{"--max-tokens 0"}},
+		{[]string{"generate", "--max-tokens", "-3"}, []string{"--max-tokens -3"}},
+		{[]string{"generate", "--max-tokens", "9223372036854775807"}, []string{"--max-tokens 9223372036854775807"}},
+		{[]string{"generate", "--top-k", "-1"}, []string{"--top-k -1"}},
+		{[]string{"generate", "--n", "0"}, []string{"--n 0"}},
+		{[]string{"generate", "--n", "1000000"}, []string{"--n 1000000"}},
+		{[]string{"generate", "--stop", ""}, []string{"--stop"}},
+		{[]string{"generate", "--model", "nosuch"}, []string{"--model nosuch"}},
+		{[]string{"generate", "--model", "afile.txt"}, []string{"--model afile.txt"}},
+		{[]string{"generate", "--model", "adir"}, []string{"--model adir has no config.json"}},
+		{[]string{"generate", "--model", "model", "--tokenizer", "nosuch.json"}, []string{"--tokenizer nosuch.json"}},
+		{[]string{"generate", "--model", "model", "--tokenizer", "adir"}, []string{"--tokenizer adir is a directory"}},
+		{[]string{"generate", "--model", "model", "--prompt", strings.Repeat("1+1=2\n", 20)}, []string{"--prompt is 121 tokens, leaving no room in the context of 64"}},
+		{[]string{"generate", "--model", "model", "--max-tokens", "0", "--temperature", "NaN", "--top-p", "0", "--n", "-1"},
+			[]string{"--max-tokens 0", "--temperature NaN", "--top-p 0", "--n -1"}},
+
+		{[]string{"generate", "--model", "huge"}, []string{"huge/config.json", "vocab_size 1048576, hidden_size 4096"}},
+
+		// eval
+		{[]string{"eval", "--problems", "-1"}, []string{"--problems -1"}},
+		{[]string{"eval", "--problems", "0"}, []string{"--problems 0"}},
+		{[]string{"eval", "--problems", "9223372036854775807"}, []string{"--problems 9223372036854775807"}},
+		{[]string{"eval", "--problems", "500000"}, []string{"--problems 500000 per level × 7 levels"}},
+		{[]string{"eval", "--k", "-1"}, []string{"--k -1"}},
+		{[]string{"eval", "--k", "1000000"}, []string{"--k 1000000"}},
+		{[]string{"eval", "--experts", "-1"}, []string{"--experts -1"}},
+		{[]string{"eval", "--experts", "99"}, []string{"--experts 99"}},
+		{[]string{"eval", "--max-tokens", "0"}, []string{"--max-tokens 0"}},
+		{[]string{"eval", "--temperature", "NaN"}, []string{"--temperature NaN"}},
+		{[]string{"eval", "--temperature", "0", "--k", "4"}, []string{"--temperature 0"}},
+		{[]string{"eval", "--top-p", "0"}, []string{"--top-p 0"}},
+		{[]string{"eval", "--levels", "99"}, []string{"--levels 99"}},
+		{[]string{"eval", "--levels", "-1"}, []string{"--levels -1"}},
+		{[]string{"eval", "--data", "nosuch"}, []string{"--data \"nosuch\""}},
+		{[]string{"eval", "--data", "nosuch=afile.txt"}, []string{"--data \"nosuch=afile.txt\""}},
+		{[]string{"eval", "--data", "gsm8k=nosuch.jsonl"}, []string{"--data nosuch.jsonl"}},
+		{[]string{"eval", "--data", "gsm8k=adir"}, []string{"--data adir is a directory"}},
+		{[]string{"eval", "--data", "gsm8k=afile.txt", "--levels", "1"}, []string{"--levels is for --data world"}},
+		{[]string{"eval", "--endpoint", "notaurl"}, []string{"--endpoint \"notaurl\""}},
+		{[]string{"eval", "--model", "nosuch"}, []string{"--model nosuch"}},
+		{[]string{"eval", "--model", "huge", "--problems", "1", "--levels", "0"}, []string{"huge/config.json", "vocab_size 1048576"}},
+		{[]string{"eval", "--problems", "-1", "--k", "-1", "--experts", "-1", "--max-tokens", "0", "--temperature", "NaN"},
+			[]string{"--problems -1", "--k -1", "--experts -1", "--max-tokens 0", "--temperature NaN"}},
+
+		// pretrain
+		{[]string{"pretrain", "--eval", "-1"}, []string{"--eval -1"}},
+		{[]string{"pretrain", "--eval", "0"}, []string{"--eval 0"}},
+		{[]string{"pretrain", "--batch-tokens", "0"}, []string{"--batch-tokens 0"}},
+		{[]string{"pretrain", "--batch-tokens", "-1"}, []string{"--batch-tokens -1"}},
+		{[]string{"pretrain", "--batch-tokens", "1000000000000"}, []string{"--batch-tokens 1000000000000"}},
+		{[]string{"pretrain", "--steps", "0"}, []string{"--steps 0"}},
+		{[]string{"pretrain", "--steps", "-1"}, []string{"--steps -1"}},
+		{[]string{"pretrain", "--lr", "NaN"}, []string{"--lr NaN"}},
+		{[]string{"pretrain", "--lr", "-Inf"}, []string{"--lr -Inf"}},
+		{[]string{"pretrain", "--lr", "0"}, []string{"--lr 0"}},
+		{[]string{"pretrain", "--lr", "5"}, []string{"--lr 5"}},
+		{[]string{"pretrain", "--warmup", "-1"}, []string{"--warmup -1"}},
+		{[]string{"pretrain", "--steps", "50", "--warmup", "100"}, []string{"--warmup 100", "--steps 50"}},
+		{[]string{"pretrain", "--out", "afile.txt"}, []string{"--out afile.txt is a file"}},
+		{[]string{"pretrain", "--out", "afile.txt/sub"}, []string{"--out afile.txt/sub"}},
+		{[]string{"pretrain", "--eval", "-1", "--batch-tokens", "0", "--lr", "NaN", "--out", "afile.txt"},
+			[]string{"--eval -1", "--batch-tokens 0", "--lr NaN", "--out afile.txt"}},
+
+		// serve
+		{[]string{"serve", "--world-experts", "--max-tokens", "-1"}, []string{"--max-tokens -1"}},
+		{[]string{"serve", "--world-experts", "--max-n", "-1"}, []string{"--max-n -1"}},
+		{[]string{"serve", "--world-experts", "--max-batch", "-1"}, []string{"--max-batch -1"}},
+		{[]string{"serve", "--world-experts", "--batch-window", "-1s"}, []string{"--batch-window -1s"}},
+		{[]string{"serve", "--world-experts", "--batch-window", "1h"}, []string{"--batch-window 1h0m0s"}},
+		{[]string{"serve", "--world-experts", "--addr", "nonsense"}, []string{"--addr \"nonsense\""}},
+		{[]string{"serve", "--world-experts", "--addr", "127.0.0.1:99999"}, []string{"--addr \"127.0.0.1:99999\""}},
+		{[]string{"serve", "--world-experts", "--token", ""}, []string{"--token is empty"}},
+		{[]string{"serve", "--world-experts", "--name", " "}, []string{"--name is empty"}},
+		{[]string{"serve", "--model", "nosuch"}, []string{"--model nosuch"}},
+		{[]string{"serve", "--model", "huge"}, []string{"huge/config.json", "vocab_size 1048576"}},
+
+		// report
+		{[]string{"report", "nosuch"}, []string{"run directory nosuch"}},
+		{[]string{"report", "afile.txt"}, []string{"run directory afile.txt is a file"}},
+		{[]string{"report", "adir", "--out", "afile.txt"}, []string{"--out afile.txt is a file"}},
+
+		// bench
+		{[]string{"bench", "engine", "--layers", "0"}, []string{"--layers 0"}},
+		{[]string{"bench", "engine", "--dim", "-1"}, []string{"--dim -1"}},
+		{[]string{"bench", "engine", "--heads", "3"}, []string{"--heads 3 does not divide --dim 256"}},
+		{[]string{"bench", "engine", "--kv-heads", "3"}, []string{"--kv-heads 3 does not divide --heads 4"}},
+		{[]string{"bench", "engine", "--vocab", "1000000000"}, []string{"--vocab 1000000000"}},
+		{[]string{"bench", "engine", "--dim", "16384", "--layers", "256"}, []string{"--dim 16384, --layers 256"}},
+		{[]string{"bench", "engine", "--seq", "65536", "--batch", "4096"}, []string{"--batch 4096 × --seq 65536"}},
+		{[]string{"bench", "engine", "--reps", "0", "--peak", "NaN"}, []string{"--reps 0", "--peak NaN"}},
+		{[]string{"bench", "sample", "--stories", "nosuch.bin"}, []string{"--stories nosuch.bin"}},
+		{[]string{"bench", "sample", "--max-tokens", "0", "--reps", "-1"}, []string{"--max-tokens 0", "--reps -1"}},
+
+		// init-model
+		{[]string{"init-model", "--tokenizer", "tok", "--out", "afile.txt"}, []string{"--out afile.txt is a file"}},
+		{[]string{"init-model", "--tokenizer", "tok", "--out", "adir"}, []string{"--out adir is not empty"}},
+		{[]string{"init-model", "--tokenizer", "nosuch", "--out", "new"}, []string{"--tokenizer nosuch"}},
+		{[]string{"init-model", "--tokenizer", "afile.txt", "--out", "new"}, []string{"--tokenizer afile.txt is a file"}},
+		{[]string{"init-model", "--tokenizer", "tok"}, []string{"--out is required"}},
+		{[]string{"init-model", "--tokenizer", "tok", "--out", "new", "--shape", "nosuch"}, []string{"--shape \"nosuch\""}},
+		{[]string{"init-model", "--tokenizer", "tok", "--out", "new", "--dim", "-8", "--layers", "1000000", "--heads", "0", "--max-seq", "-1", "--head-dim", "-2"},
+			[]string{"--dim -8", "--layers 1000000", "--heads 0", "--max-seq -1", "--head-dim -2"}},
+		{[]string{"init-model", "--tokenizer", "tok", "--out", "new", "--heads", "3"}, []string{"heads 3"}},
+
+		// train and sft, validated by train.RLConfig.Resolve, which names
+		// the config keys the flags set.
+		{[]string{"train", "--steps", "0"}, []string{"steps = 0"}},
+		{[]string{"train", "--lr", "NaN"}, []string{"lr = NaN"}},
+		{[]string{"train", "--temperature", "-1"}, []string{"temperature = -1"}},
+		{[]string{"train", "--kl", "-1"}, []string{"kl = -1"}},
+		{[]string{"train", "--micro-batch-tokens", "-1"}, []string{"micro_batch_tokens = -1"}},
+		{[]string{"train", "--eval-problems", "-1"}, []string{"eval_problems = -1"}},
+		{[]string{"train", "--levels", "99"}, []string{"levels: no world level 99"}},
+		{[]string{"train", "--data", "nosuch"}, []string{"data.name \"nosuch\""}},
+		{[]string{"train", "--preset", "nosuch"}, []string{"preset \"nosuch\""}},
+		{[]string{"train", "--config", "missing.yaml"}, []string{"missing.yaml"}},
+		{[]string{"train", "--parts", "nosuch"}, []string{"parts: \"nosuch\""}},
+		{[]string{"sft", "--levels", "99"}, []string{"levels: no world level 99"}},
+		{[]string{"sft", "--steps", "0", "--lr", "NaN"}, []string{"steps = 0", "lr = NaN"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			before := snapshot(t, dir)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			stdout, _, err := execute(t, ctx, tc.args...)
+			if err == nil {
+				t.Fatalf("no error; output:\n%s", stdout)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+			after := snapshot(t, dir)
+			for path := range after {
+				if before[path] != after[path] {
+					t.Errorf("wrote %s", path)
+				}
+			}
+			for path := range before {
+				if _, ok := after[path]; !ok {
+					t.Errorf("removed %s", path)
+				}
+			}
+		})
+	}
+}
+
+// TestEveryCommandHasHelp runs --help on every command.
+func TestEveryCommandHasHelp(t *testing.T) {
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		for _, sub := range c.Commands() {
+			args := append(append([]string(nil), path...), sub.Name())
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				out, _, err := execute(t, context.Background(), append(args, "--help")...)
+				if err != nil || !strings.Contains(out, "Usage:") {
+					t.Errorf("error %v, output %q", err, out)
+				}
+			})
+			walk(sub, args)
+		}
+	}
+	walk(rootCmd(), nil)
+}
+
+// TestPretrainShortRunFitsWarmup trains a few steps without --warmup: the
+// warmup shrinks to fit the run instead of failing.
+func TestPretrainShortRunFitsWarmup(t *testing.T) {
+	cliFixture(t)
+	out := filepath.Join(t.TempDir(), "m")
+	stdout, _, err := execute(t, context.Background(), "pretrain", "--steps", "3", "--batch-tokens", "256", "--eval", "1", "--out", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout, "for 3 steps") {
+		t.Errorf("output %q", stdout)
+	}
+	if _, err := os.Stat(filepath.Join(out, "model.safetensors")); err != nil {
+		t.Error(err)
+	}
+	if got := defaultWarmup(3); got != 0 {
+		t.Errorf("defaultWarmup(3) = %d", got)
+	}
+	if got := defaultWarmup(4000); got != 100 {
+		t.Errorf("defaultWarmup(4000) = %d, want the default configuration's 100", got)
+	}
+}
+
+// TestGenerateTinyTemperatureIsGreedy checks that temperatures too small
+// to divide by print the greedy continuation.
+func TestGenerateTinyTemperatureIsGreedy(t *testing.T) {
+	cliFixture(t)
+	gen := func(temp string) string {
+		t.Helper()
+		out, _, err := execute(t, context.Background(), "generate", "--model", "model", "--prompt", "Q:12+7\n", "--max-tokens", "24", "--temperature", temp, "--seed", "3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := gen("0")
+	for _, temp := range []string{"1e-38", "1e-40", "1e-45"} {
+		if got := gen(temp); got != want {
+			t.Errorf("temperature %s: %q, want the greedy %q", temp, got, want)
+		}
+	}
+	if gen("1") == want {
+		t.Error("temperature 1 gave the greedy text: the test cannot tell sampling from greedy")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader in
+// different goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
