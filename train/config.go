@@ -388,13 +388,19 @@ func (c *RLConfig) Resolve() error {
 			c.ClipHigh = fam.ClipHigh
 		}
 	}
+	// Upper bounds far beyond any real run, so that a typo fails here
+	// rather than as an allocation of terabytes.
 	for _, f := range []struct {
-		name string
-		v    int
-	}{{"steps", c.Steps}, {"prompts_per_step", c.PromptsPerStep}, {"group_size", c.GroupSize}, {"max_tokens", c.MaxTokens}, {"epochs", c.Epochs}, {"mini_batches", c.MiniBatches}} {
-		if f.v <= 0 {
-			add("%s = %d must be positive", f.name, f.v)
+		name   string
+		v, max int
+	}{{"steps", c.Steps, 100_000_000}, {"prompts_per_step", c.PromptsPerStep, 1 << 16}, {"group_size", c.GroupSize, 4096},
+		{"max_tokens", c.MaxTokens, 1 << 20}, {"epochs", c.Epochs, 1000}, {"mini_batches", c.MiniBatches, 1 << 16}} {
+		if f.v <= 0 || f.v > f.max {
+			add("%s = %d must be in [1, %d]", f.name, f.v, f.max)
 		}
+	}
+	if c.LR > 1 {
+		add("lr = %v is more than 1", c.LR)
 	}
 	for _, f := range []struct {
 		name string
@@ -454,6 +460,9 @@ func (c *RLConfig) resolveData(add func(string, ...any)) {
 		}
 		if len(d.Levels) == 0 {
 			d.Levels = []int{6}
+		}
+		if c.EvalProblems == 0 {
+			add("eval_problems = 0: the world's held-out evaluation needs problems")
 		}
 		for _, lv := range d.Levels {
 			if lv < 0 || lv >= len(world.Levels) {

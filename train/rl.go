@@ -100,6 +100,9 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	if err := cfg.Resolve(); err != nil {
 		return err
 	}
+	if err := checkPaths(&cfg); err != nil {
+		return err
+	}
 	if err := claimRunDir(runDir, &cfg, resume, opts.Overwrite); err != nil {
 		return err
 	}
@@ -137,6 +140,9 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 		if ref, err = openReference(base); err != nil {
 			return err
 		}
+	}
+	if cfg.MaxTokens >= pol.maxLen {
+		return fmt.Errorf("train config: max_tokens = %d leaves no room for a prompt in the model's context of %d", cfg.MaxTokens, pol.maxLen)
 	}
 	render, err := newRenderer(pol.text, cfg.Chat, pol.maxLen)
 	if err != nil {

@@ -49,7 +49,10 @@ func claimRunDir(runDir string, cfg *RLConfig, resume, overwrite bool) error {
 		return checkResumeConfig(runDir, cfg)
 	}
 	if len(held) == 0 {
-		return os.MkdirAll(runDir, 0o755)
+		if err := os.MkdirAll(runDir, 0o755); err != nil {
+			return fmt.Errorf("train: run directory: %w", err)
+		}
+		return nil
 	}
 	if !overwrite {
 		return fmt.Errorf("train: %s holds another run (%s): continue it with --resume, or replace it with --overwrite", runDir, strings.Join(held, ", "))
@@ -151,6 +154,24 @@ func orNone(s string) string {
 		return "(unset)"
 	}
 	return s
+}
+
+// checkPaths checks that the files a config names exist, before a run
+// directory is made.
+func checkPaths(c *RLConfig) error {
+	var errs []string
+	for _, p := range []struct{ key, path string }{{"model", c.Model}, {"data.train", c.Data.Train}, {"data.test", c.Data.Test}} {
+		if p.path == "" {
+			continue
+		}
+		if _, err := os.Stat(p.path); err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", p.key, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("train config: %s", strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // latestIntact returns the newest checkpoint whose run state and model

@@ -119,3 +119,33 @@ func TestResumeFallsBackPastDamagedCheckpoint(t *testing.T) {
 		t.Fatalf("metrics differ:\n%v\n%v", a, b)
 	}
 }
+
+// TestHostileConfigsFailBeforeTheRunDirectory: sizes that would allocate
+// without bound, paths that do not exist and budgets larger than the
+// context are refused before the run directory is made.
+func TestHostileConfigsFailBeforeTheRunDirectory(t *testing.T) {
+	for _, tc := range []struct {
+		mod  func(*RLConfig)
+		want string
+	}{
+		{func(c *RLConfig) { c.GroupSize = 100_000_000 }, "group_size = 100000000 must be in"},
+		{func(c *RLConfig) { c.PromptsPerStep = 100_000_000 }, "prompts_per_step"},
+		{func(c *RLConfig) { c.Epochs = 100_000_000 }, "epochs"},
+		{func(c *RLConfig) { c.LR = 1e30 }, "lr = 1e+30"},
+		{func(c *RLConfig) { c.EvalProblems = 0 }, "eval_problems = 0"},
+		{func(c *RLConfig) { c.Model = "nosuch" }, "model: stat nosuch"},
+		{func(c *RLConfig) { c.Data = DataConfig{Name: "gsm8k", Train: "nosuch.jsonl"} }, "data.train: stat nosuch.jsonl"},
+		{func(c *RLConfig) { c.MaxTokens = 100_000 }, "leaves no room for a prompt"},
+	} {
+		cfg := smallRL(t)
+		tc.mod(&cfg)
+		dir := filepath.Join(t.TempDir(), "run")
+		err := RL(context.Background(), cfg, dir, false, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+		if tc.want != "leaves no room for a prompt" && exists(dir) {
+			t.Errorf("%q: the run directory was made", tc.want)
+		}
+	}
+}
