@@ -77,7 +77,10 @@ func defaultModel() string { return train.PretrainedPath(train.DefaultPretrain()
 // missing.
 func openModel(path, tokenizerPath string) (*checkpoint.Loaded, error) {
 	if _, err := os.Stat(path); err != nil && path == defaultModel() {
-		return nil, fmt.Errorf("no model at %s yet: run `rlvr pretrain` to train the built-in world's model (or pass --model)", path)
+		// The default model comes with rlvr: install it into the cache.
+		if _, err := train.WorldModel(context.Background()); err != nil {
+			return nil, err
+		}
 	}
 	return checkpoint.Open(path, tokenizerPath)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -20,7 +21,11 @@ the loss falling, scores held-out problems of every level, and saves a Hugging
 Face checkpoint (config.json + model.safetensors). Without --out the model is
 cached under a hash of its configuration (see rlvr's cache directory, or
 $RLVR_CACHE), and later commands start from it; a second run with the same
-settings finds it there and only prints its scores.`,
+settings finds it there and only prints its scores. The default settings' model
+is kept in the repository and installs at once.
+
+SIGINT or SIGTERM ends the run after the step under way with a checkpoint (in
+--out, or beside the cache entry); the same command then continues it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
@@ -52,17 +57,23 @@ settings finds it there and only prints its scores.`,
 			var res *train.PretrainResult
 			var err error
 			dir := cfg.Out
+			graceful.Store(true)
+			opts := train.PretrainOptions{Progress: report, Stop: stopTraining, State: cfg.Out}
 			if dir == "" {
-				dir, res, err = train.EnsurePretrained(cmd.Context(), cfg, report)
+				dir, res, err = train.EnsurePretrainedWith(cmd.Context(), cfg, opts)
 			} else {
-				res, err = train.Pretrain(cmd.Context(), cfg, report)
+				res, err = train.PretrainWith(cmd.Context(), cfg, opts)
 			}
 			bar.Finish()
+			if errors.Is(err, train.ErrStopped) {
+				fmt.Fprintf(out, "%v; run the same command again to continue\n", err)
+				return nil
+			}
 			if err != nil {
 				return err
 			}
 			if res.Cached {
-				fmt.Fprint(out, "found in the cache (delete the directory below to train again): ")
+				fmt.Fprint(out, "found in the cache (the default settings' model comes with rlvr; --out DIR trains one anew): ")
 			}
 			fmt.Fprintf(out, "trained %.2fM parameters for %d steps in %s: loss %.3f -> %.3f\n\n",
 				float64(res.Params)/1e6, cfg.Steps, res.Elapsed.Round(1e9), res.FirstLoss, res.LastLoss)
