@@ -2,7 +2,11 @@ package eval
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"slices"
+	"strings"
 
 	api "rlvr/api/openai"
 	"rlvr/checkpoint"
@@ -12,8 +16,56 @@ import (
 
 // Generator produces n completions (text) per prompt. Local models and
 // OpenAI-compatible endpoints both satisfy it.
+//
+// A generator that refuses some prompts of a batch for reasons of their
+// own, and answers the others, returns the answers, none for the refused
+// prompts, and a *RefusedError naming them. Any other error fails the
+// whole batch; an error about one prompt is then a *PromptError.
 type Generator interface {
 	Generate(ctx context.Context, prompts []string, p sample.Params) ([][]string, error)
+}
+
+// PromptFitter is a Generator that knows its model's context. Run asks it
+// about every prompt before generating, and skips the examples whose
+// prompts do not fit.
+type PromptFitter interface {
+	// Fits reports whether prompt leaves room in the context for
+	// maxTokens generated tokens.
+	Fits(prompt string, maxTokens int) bool
+}
+
+// PromptError is a generator's error about one prompt of a batch.
+type PromptError struct {
+	Index int // the prompt's position in the batch
+	Err   error
+}
+
+// Error names the prompt by its position.
+func (e *PromptError) Error() string { return fmt.Sprintf("prompt %d: %v", e.Index, e.Err) }
+
+// Unwrap returns e.Err.
+func (e *PromptError) Unwrap() error { return e.Err }
+
+// RefusedError says which prompts of a batch a generator refused, such as
+// prompts an endpoint found too long for its model, while it answered the
+// others.
+type RefusedError struct {
+	Prompts []*PromptError // in batch order
+}
+
+// Error lists the refused prompts.
+func (e *RefusedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "eval: %d prompts refused", len(e.Prompts))
+	for i, p := range e.Prompts {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.Error())
+	}
+	return b.String()
 }
 
 // Local generates with a model in this process, all prompts in one batch.
@@ -26,6 +78,15 @@ type Local struct {
 // backend's.
 type Sampler interface {
 	Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error)
+}
+
+// Fits implements PromptFitter: the prompt's tokens and maxTokens must fit
+// in the model's MaxSeq. A Local without a model lets every prompt through.
+func (g *Local) Fits(prompt string, maxTokens int) bool {
+	if g.Model == nil || g.Model.Model == nil {
+		return true
+	}
+	return len(g.Model.Encode(prompt))+max(maxTokens, 0) <= g.Model.Model.Config.MaxSeq
 }
 
 // NewLocal returns a generator over a loaded model.
@@ -61,15 +122,21 @@ func (g *Local) Generate(ctx context.Context, prompts []string, p sample.Params)
 }
 
 // Remote generates with an OpenAI-compatible endpoint's /v1/completions,
-// one request per prompt, as many in flight as the client allows.
+// one request per prompt, as many in flight as the client allows. Prompts
+// are not checked against the model's context beforehand: the endpoint
+// refuses those that do not fit.
 type Remote struct {
 	Client *client.Client
 }
 
-// Generate implements Generator.
+// Generate implements Generator. A prompt the endpoint refuses as a bad
+// request (400, 413 or 422: too long for the model, say) is reported in a
+// *RefusedError with the other prompts' completions; any other failure,
+// such as a network error, a refused key or an unknown model, fails the
+// batch with a *PromptError.
 func (g *Remote) Generate(ctx context.Context, prompts []string, p sample.Params) ([][]string, error) {
 	texts := make([][]string, len(prompts))
-	errs := make(chan error, len(prompts))
+	errs := make(chan *PromptError, len(prompts))
 	for i, text := range prompts {
 		go func() {
 			n, temp, maxTok := max(p.N, 1), float64(p.Temperature), p.MaxTokens
@@ -84,7 +151,7 @@ func (g *Remote) Generate(ctx context.Context, prompts []string, p sample.Params
 			}
 			res, err := g.Client.Complete(ctx, req)
 			if err != nil {
-				errs <- fmt.Errorf("prompt %d: %w", i, err)
+				errs <- &PromptError{Index: i, Err: err}
 				return
 			}
 			for _, c := range res.Choices {
@@ -93,11 +160,37 @@ func (g *Remote) Generate(ctx context.Context, prompts []string, p sample.Params
 			errs <- nil
 		}()
 	}
-	var first error
+	var fatal *PromptError
+	refused := &RefusedError{}
 	for range prompts {
-		if err := <-errs; err != nil && first == nil {
-			first = err
+		switch err := <-errs; {
+		case err == nil:
+		case refusal(err.Err):
+			refused.Prompts = append(refused.Prompts, err)
+		case fatal == nil || err.Index < fatal.Index:
+			fatal = err
 		}
 	}
-	return texts, first
+	if fatal != nil {
+		return texts, fatal
+	}
+	if len(refused.Prompts) > 0 {
+		slices.SortFunc(refused.Prompts, func(a, b *PromptError) int { return a.Index - b.Index })
+		return texts, refused
+	}
+	return texts, nil
+}
+
+// refusal reports whether err is an endpoint's refusal of one request for
+// what it asks, which other requests need not share.
+func refusal(err error) bool {
+	var apiErr *client.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.StatusCode {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
+		return true
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -36,9 +37,19 @@ type Config struct {
 
 // Report is an evaluation's result.
 type Report struct {
+	// Problems counts the examples evaluated, Failed ones included.
 	Problems int
 	Skipped  int // examples whose gold answer could not be read
-	Greedy   Interval
+	// SkippedLong counts the examples skipped because a prompt of theirs
+	// (with an expert suffix, if any) does not fit the model's context
+	// with room for MaxTokens, and LongSources names them (see
+	// task.Example.Where). Only a PromptFitter generator is asked.
+	SkippedLong int
+	LongSources []string `json:",omitempty"`
+	// Failed lists the examples whose prompts the generator refused (a
+	// remote endpoint's 400), scored as wrong wherever refused.
+	Failed []Failure `json:",omitempty"`
+	Greedy Interval
 	// Sampled results, when K > 0.
 	K           int
 	Temperature float32
@@ -51,6 +62,12 @@ type Report struct {
 	// greedy answers (MEML-GRPO's inference across experts).
 	ExpertMajority *Interval
 	Overlap        *Overlap
+}
+
+// Failure is an example whose prompt a generator refused.
+type Failure struct {
+	Source string // the example's task.Example.Where
+	Error  string // the generator's reason, as it gave it
 }
 
 // ExpertResult is one expert prompt's greedy accuracy.
@@ -78,10 +95,17 @@ type OverlapRow struct {
 	CorrectedByOthers int
 }
 
-// Run evaluates gen on examples.
+// Run evaluates gen on examples. It skips, and counts in the Report, the
+// examples whose gold answer cannot be read and, when gen is a
+// PromptFitter, those whose prompts do not fit its model's context; it
+// scores as wrong the prompts gen refuses (see RefusedError). It fails
+// when no example is left to evaluate, or gen fails otherwise.
 func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config) (*Report, error) {
-	var usable []task.Example
 	rep := &Report{K: cfg.K}
+	if len(examples) == 0 {
+		return rep, errors.New("eval: no examples")
+	}
+	var usable []task.Example
 	for _, e := range examples {
 		if _, ok := Reward(e, ""); ok {
 			usable = append(usable, e)
@@ -89,7 +113,6 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 			rep.Skipped++
 		}
 	}
-	rep.Problems = len(usable)
 	if len(usable) == 0 {
 		return rep, fmt.Errorf("eval: no example has a readable gold answer (%d skipped)", rep.Skipped)
 	}
@@ -101,12 +124,34 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 	if maxTokens <= 0 {
 		maxTokens = 256
 	}
+	if f, ok := gen.(PromptFitter); ok {
+		fit := usable[:0]
+		for _, e := range usable {
+			if fitsAll(f, e.Prompt, cfg.Experts, maxTokens) {
+				fit = append(fit, e)
+			} else {
+				rep.SkippedLong++
+				rep.LongSources = append(rep.LongSources, e.Where())
+			}
+		}
+		usable = fit
+		if len(usable) == 0 {
+			return rep, fmt.Errorf("eval: no example's prompt fits the model's context with room for %d tokens (%d skipped, such as %s)",
+				maxTokens, rep.SkippedLong, rep.LongSources[0])
+		}
+	}
+	rep.Problems = len(usable)
+	failed := make([]bool, len(usable))
 	greedy := sample.Params{MaxTokens: maxTokens, Stop: cfg.Stop, Seed: cfg.Seed}
 	// score runs prompts (one suffix for all) and returns, per problem, the
-	// number of correct samples and their answers.
+	// number of correct samples and their answers (at least one, "" for
+	// none). A pass of which the generator refuses every prompt fails:
+	// what it refuses is then more likely the request than the prompts.
 	score := func(suffix string, p sample.Params) ([]int, [][]string, error) {
 		correct := make([]int, len(usable))
 		answers := make([][]string, len(usable))
+		var refusals int
+		var first Failure
 		for lo := 0; lo < len(usable); lo += batch {
 			hi := min(lo+batch, len(usable))
 			prompts := make([]string, 0, hi-lo)
@@ -114,8 +159,31 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 				prompts = append(prompts, e.Prompt+suffix)
 			}
 			out, err := gen.Generate(ctx, prompts, p)
-			if err != nil {
+			var refused *RefusedError
+			switch {
+			case errors.As(err, &refused):
+				for _, pe := range refused.Prompts {
+					if pe.Index < 0 || pe.Index >= len(prompts) {
+						return nil, nil, fmt.Errorf("eval: the generator refused prompt %d of a batch of %d", pe.Index, len(prompts))
+					}
+					i := lo + pe.Index
+					if refusals++; refusals == 1 {
+						first = Failure{Source: usable[i].Where(), Error: pe.Err.Error()}
+					}
+					if !failed[i] {
+						failed[i] = true
+						rep.Failed = append(rep.Failed, Failure{Source: usable[i].Where(), Error: pe.Err.Error()})
+					}
+				}
+			case err != nil:
+				var pe *PromptError
+				if errors.As(err, &pe) && pe.Index >= 0 && pe.Index < len(prompts) {
+					return nil, nil, fmt.Errorf("eval: %s: %w", usable[lo+pe.Index].Where(), pe.Err)
+				}
 				return nil, nil, err
+			}
+			if len(out) != len(prompts) {
+				return nil, nil, fmt.Errorf("eval: the generator answered %d prompts of %d", len(out), len(prompts))
 			}
 			for i, texts := range out {
 				e := usable[lo+i]
@@ -125,7 +193,13 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 					}
 					answers[lo+i] = append(answers[lo+i], Answer(e, t))
 				}
+				if len(answers[lo+i]) == 0 {
+					answers[lo+i] = []string{""}
+				}
 			}
+		}
+		if refusals == len(usable) {
+			return nil, nil, fmt.Errorf("eval: the generator refused every prompt (first %s: %s)", first.Source, first.Error)
 		}
 		return correct, answers, nil
 	}
@@ -207,6 +281,20 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 	return rep, nil
 }
 
+// fitsAll reports whether prompt fits f's context with each suffix (the
+// plain prompt included), with room for maxTokens.
+func fitsAll(f PromptFitter, prompt string, suffixes []string, maxTokens int) bool {
+	if !f.Fits(prompt, maxTokens) {
+		return false
+	}
+	for _, s := range suffixes {
+		if !f.Fits(prompt+s, maxTokens) {
+			return false
+		}
+	}
+	return true
+}
+
 // majorityText turns a voted answer back into a response the verifier
 // reads, in the form of the example's kind.
 func majorityText(e task.Example, answer string) string {
@@ -257,6 +345,15 @@ func overlap(experts []ExpertResult, right [][]bool) *Overlap {
 	return o
 }
 
+// list joins up to 5 names, and counts the others.
+func list(names []string) string {
+	const shown = 5
+	if len(names) <= shown {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:shown], ", "), len(names)-shown)
+}
+
 func sum(v []int) int {
 	s := 0
 	for _, x := range v {
@@ -272,6 +369,16 @@ func (r *Report) Table() string {
 	fmt.Fprintf(&b, "problems: %d", r.Problems)
 	if r.Skipped > 0 {
 		fmt.Fprintf(&b, " (%d skipped: unreadable gold answer)", r.Skipped)
+	}
+	if r.SkippedLong > 0 {
+		fmt.Fprintf(&b, "\nskipped %d too long for the model's context: %s", r.SkippedLong, list(r.LongSources))
+	}
+	if len(r.Failed) > 0 {
+		sources := make([]string, len(r.Failed))
+		for i, f := range r.Failed {
+			sources[i] = f.Source
+		}
+		fmt.Fprintf(&b, "\nfailed %d, refused by the generator and scored wrong: %s (first: %s)", len(r.Failed), list(sources), r.Failed[0].Error)
 	}
 	fmt.Fprintf(&b, "\ngreedy pass@1   %s  [%s, %s]\n", pct(r.Greedy.Mean), pct(r.Greedy.Low), pct(r.Greedy.High))
 	if r.K > 0 {

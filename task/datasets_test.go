@@ -4,6 +4,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -147,6 +148,11 @@ func TestLoadSharedData(t *testing.T) {
 			if len(ex) != tt.n {
 				t.Fatalf("%d examples, want %d", len(ex), tt.n)
 			}
+			last := path + ":" + strconv.Itoa(len(ex)) // JSON Lines without blank lines
+			if strings.HasSuffix(path, ".json") {
+				last = path + ":element " + strconv.Itoa(len(ex)-1)
+			}
+			want(t, "source of the last example", ex[len(ex)-1].Source, last)
 			ids := make(map[string]bool, len(ex))
 			for i, e := range ex {
 				if ids[e.ID] {
@@ -191,6 +197,13 @@ func TestStreamMatchesLoad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Stream names the input by the dataset, Load by the path.
+			for i := range streamed {
+				if want := c.name + strings.TrimPrefix(all[i].Source, path); streamed[i].Source != want {
+					t.Fatalf("example %d: source %q, want %q", i, streamed[i].Source, want)
+				}
+				streamed[i].Source = all[i].Source
+			}
 			if !reflect.DeepEqual(streamed, all) {
 				t.Error("Stream and Load differ")
 			}
@@ -207,6 +220,7 @@ func TestStreamMatchesLoad(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				e.Source = all[i].Source
 				if !reflect.DeepEqual(e, all[i]) {
 					t.Fatalf("example %d differs", i)
 				}

@@ -6,6 +6,10 @@ import (
 	"strings"
 )
 
+// ErrEmpty is wrapped by the *Error for a dataset file that is empty or
+// holds only white space.
+var ErrEmpty = errors.New("the file is empty")
+
 // Error reports malformed input: where it is and what is wrong.
 type Error struct {
 	// File is the path of the file, or the name the input was read under.

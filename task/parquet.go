@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/deprecated"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // parquetBatch is how many rows ReadParquet decodes at a time.
@@ -17,7 +20,8 @@ const parquetBatch = 64
 // strings, numbers, booleans, lists as arrays and groups as objects. file
 // names the input in errors, which give the 0-based row. ReadParquet stops
 // at the first error, from the input (an *Error) or from fn (returned as
-// it is). A malformed file is an error, never a panic.
+// it is). A malformed file is an error, never a panic; an empty one is an
+// *Error wrapping [ErrEmpty].
 func ReadParquet(r io.ReaderAt, size int64, file string, cols Columns, fn func(Example) error) error {
 	return readParquet(r, size, file, cols.dataset(), cols.decode, fn)
 }
@@ -46,6 +50,9 @@ func LoadParquet(path string, cols Columns) ([]Example, error) {
 }
 
 func readParquet(r io.ReaderAt, size int64, file, name string, dec decoder, fn func(Example) error) error {
+	if size == 0 {
+		return fileError(file, ErrEmpty)
+	}
 	if err := checkTrailer(r, size); err != nil {
 		return fileError(file, fmt.Errorf("malformed Parquet file: %w", err))
 	}
@@ -55,6 +62,10 @@ func readParquet(r io.ReaderAt, size int64, file, name string, dec decoder, fn f
 		return err
 	})
 	if err != nil {
+		return fileError(file, fmt.Errorf("malformed Parquet file: %w", err))
+	}
+	var binary map[string]bool
+	if err := safely(func() error { binary = binaryColumns(pf.Schema()); return nil }); err != nil {
 		return fileError(file, fmt.Errorf("malformed Parquet file: %w", err))
 	}
 	var rd *parquet.GenericReader[any]
@@ -76,12 +87,16 @@ func readParquet(r io.ReaderAt, size int64, file, name string, dec decoder, fn f
 			if !ok {
 				return locate(file, 0, index, "row", fmt.Errorf("want a group of columns, got %T", row))
 			}
+			if err := rowUTF8(m, binary); err != nil {
+				return locate(file, 0, index, "row", err)
+			}
 			rec := newRecord(m)
 			e, err := dec(rec)
 			if err != nil {
 				return locate(file, 0, index, "row", err)
 			}
 			finish(name, index, rec, &e)
+			e.Source = file + ":row " + strconv.Itoa(index)
 			if err := fn(e); err != nil {
 				return err
 			}
@@ -96,6 +111,44 @@ func readParquet(r io.ReaderAt, size int64, file, name string, dec decoder, fn f
 			return nil // no progress and no error: treat as the end
 		}
 	}
+}
+
+// binaryColumns returns the top-level columns of bytes that are not typed
+// as text (a string, enum or JSON), which the reader returns as strings:
+// such a column is text only where a decoder reads it as text.
+func binaryColumns(schema *parquet.Schema) map[string]bool {
+	binary := map[string]bool{}
+	for _, f := range schema.Fields() {
+		if !f.Leaf() {
+			continue
+		}
+		t := f.Type()
+		if k := t.Kind(); k != parquet.ByteArray && k != parquet.FixedLenByteArray {
+			continue
+		}
+		if !isText(t) {
+			binary[f.Name()] = true
+		}
+	}
+	return binary
+}
+
+// isText reports whether a column of bytes is typed as text, by its
+// logical type or, in files of older writers, its converted type.
+func isText(t parquet.Type) bool {
+	if lt := t.LogicalType(); lt != nil {
+		switch lt.Value.(type) {
+		case *format.StringType, *format.EnumType, *format.JsonType:
+			return true
+		}
+	}
+	if ct := t.ConvertedType(); ct != nil {
+		switch *ct {
+		case deprecated.UTF8, deprecated.Enum, deprecated.Json:
+			return true
+		}
+	}
+	return false
 }
 
 // checkTrailer checks that the file ends with a footer length that fits

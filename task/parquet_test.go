@@ -67,9 +67,9 @@ func TestParquetDefaults(t *testing.T) {
 	}
 	want(t, "examples", ex, []Example{
 		{ID: "generic/0", Prompt: "1+1?", Answer: "2", Solution: "1+1=2", Kind: Math,
-			Meta: map[string]string{"dataset": "generic", "level": "1", "difficulty": "2.5"}},
+			Meta: map[string]string{"dataset": "generic", "level": "1", "difficulty": "2.5"}, Source: path + ":row 0"},
 		{ID: "generic/1", Prompt: "2*3?", Answer: "6", Kind: Math,
-			Meta: map[string]string{"dataset": "generic", "level": "3", "difficulty": "4"}},
+			Meta: map[string]string{"dataset": "generic", "level": "3", "difficulty": "4"}, Source: path + ":row 1"},
 	})
 }
 
@@ -86,7 +86,7 @@ func TestParquetMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	want(t, "examples", ex, []Example{{ID: "mine/k1", Prompt: "q", Answer: "27", Solution: "w", Kind: Math,
-		Meta: map[string]string{"dataset": "mine"}}})
+		Meta: map[string]string{"dataset": "mine"}, Source: path + ":row 0"}})
 }
 
 func TestParquetVerl(t *testing.T) {
@@ -104,7 +104,7 @@ func TestParquetVerl(t *testing.T) {
 	want(t, "examples", ex, []Example{{ID: "verl/0", Prompt: "What is 6*7?",
 		Messages: []Message{{"system", "Think step by step."}, {"user", "What is 6*7?"}},
 		Answer:   "42", Kind: Math,
-		Meta: map[string]string{"dataset": "verl", "data_source": "openai/gsm8k", "ability": "math"}}})
+		Meta: map[string]string{"dataset": "verl", "data_source": "openai/gsm8k", "ability": "math"}, Source: path + ":row 0"}})
 }
 
 func TestParquetMultipleChoice(t *testing.T) {
@@ -121,7 +121,7 @@ func TestParquetMultipleChoice(t *testing.T) {
 	}
 	want(t, "examples", ex, []Example{{ID: "generic/0", Prompt: "Which?\na) x\nb) y\nc) z\nd) w", Answer: "d",
 		Kind: MultipleChoice, Choices: []string{"x", "y", "z", "w"},
-		Meta: map[string]string{"dataset": "generic", "subject": "logic"}}})
+		Meta: map[string]string{"dataset": "generic", "subject": "logic"}, Source: path + ":row 0"}})
 
 	path = writeParquet(t, "bad.parquet", []row{{"Which?", []string{"x", "y"}, 2, "logic"}})
 	_, err = LoadParquet(path, Columns{})
@@ -152,7 +152,7 @@ func TestParquetNamedFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	want(t, "examples", ex, []Example{{ID: "gsm8k/0", Prompt: "q0", Answer: "2", Solution: "a 2", Kind: Math,
-		Meta: map[string]string{"dataset": "gsm8k", "raw_solution": "a <<1+1=2>>2"}}})
+		Meta: map[string]string{"dataset": "gsm8k", "raw_solution": "a <<1+1=2>>2"}, Source: path + ":row 0"}})
 }
 
 func TestParquetFieldErrors(t *testing.T) {
@@ -193,7 +193,6 @@ func TestParquetMalformed(t *testing.T) {
 		desc string
 		data []byte
 	}{
-		{"empty", nil},
 		{"not parquet", []byte("question,answer\nq,1\n")},
 		{"magic only", []byte("PAR1")},
 		{"magic and garbage", []byte("PAR1 this is not a parquet file PAR1")},
@@ -269,4 +268,61 @@ func errString(err error) string {
 		return "<nil>"
 	}
 	return err.Error()
+}
+
+// TestParquetInvalidUTF8 checks that text that is not UTF-8 is an error
+// naming the row and column, and that binary columns are not text unless
+// read as text.
+func TestParquetInvalidUTF8(t *testing.T) {
+	type textRow struct {
+		Question string `parquet:"question"`
+		Answer   string `parquet:"answer"`
+		Note     string `parquet:"note"`
+	}
+	type binRow struct {
+		Question []byte `parquet:"question"`
+		Answer   string `parquet:"answer"`
+		Image    []byte `parquet:"image"`
+	}
+	tests := []struct {
+		desc, want string
+		field      string
+		index      int
+		path       func(t *testing.T) string
+	}{
+		{"question", `row 1: field "question": invalid UTF-8`, "question", 1, func(t *testing.T) string {
+			return writeParquet(t, "q.parquet", []textRow{{"q", "1", ""}, {"caf\xe9", "1", ""}})
+		}},
+		{"unused column", `row 0: field "note": invalid UTF-8`, "note", 0, func(t *testing.T) string {
+			return writeParquet(t, "n.parquet", []textRow{{"q", "1", "\xff"}})
+		}},
+		{"nested", `row 0: field "prompt[1].content": invalid UTF-8`, "prompt[1].content", 0, func(t *testing.T) string {
+			var r verlRow
+			r.Prompt = []chatMessage{{"system", "s"}, {"user", "\x80"}}
+			r.RewardModel.GroundTruth = "1"
+			return writeParquet(t, "v.parquet", []verlRow{r})
+		}},
+		{"binary read as text", `row 0: field "question": invalid UTF-8`, "question", 0, func(t *testing.T) string {
+			return writeParquet(t, "b.parquet", []binRow{{[]byte("\xfe"), "1", nil}})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			path := tt.path(t)
+			ex, err := LoadColumns(path, Columns{})
+			want(t, "error", errString(err), "task: "+path+": "+tt.want)
+			var e *Error
+			if !errors.As(err, &e) || e.Index != tt.index || e.Field != tt.field || ex != nil {
+				t.Errorf("%d examples, error %#v", len(ex), err)
+			}
+		})
+	}
+
+	path := writeParquet(t, "image.parquet", []binRow{{[]byte("q"), "1", []byte{0x89, 'P', 'N', 'G', 0xff}}})
+	ex, err := LoadColumns(path, Columns{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, "examples", ex, []Example{{ID: "generic/0", Prompt: "q", Answer: "1", Kind: Math,
+		Meta: map[string]string{"dataset": "generic"}, Source: path + ":row 0"}})
 }

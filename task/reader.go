@@ -9,6 +9,7 @@ import (
 	"io"
 	"iter"
 	"os"
+	"strconv"
 )
 
 // Reader reads the examples of a dataset from JSON Lines (one object a
@@ -60,7 +61,8 @@ func newReader(r io.Reader, name string, dec decoder) *Reader {
 
 // Read returns the next example. At the end of the input it returns io.EOF;
 // for malformed input an *Error, after which every call returns the same
-// error.
+// error. An input that is empty or only white space is an *Error wrapping
+// [ErrEmpty].
 func (r *Reader) Read() (Example, error) {
 	if r.err != nil {
 		return Example{}, r.err
@@ -113,8 +115,7 @@ func (r *Reader) start() error {
 	for {
 		c, err := r.br.ReadByte()
 		if err == io.EOF {
-			r.state = stateDone
-			return io.EOF
+			return fileError(r.File, ErrEmpty)
 		}
 		if err != nil {
 			return fileError(r.File, err)
@@ -170,13 +171,17 @@ func (r *Reader) readLine() (Example, error) {
 		if err != nil {
 			return Example{}, locate(r.File, r.line, -1, "", err)
 		}
-		return r.decode(m, r.line)
+		return r.decode(m, r.line, r.File+":"+strconv.Itoa(r.line))
 	}
 }
 
 // decodeObject decodes one JSON object that fills line, which starts after
-// lead bytes of white space.
+// lead bytes of white space. Invalid UTF-8 is an error, which
+// encoding/json would replace with U+FFFD.
 func decodeObject(line []byte, lead int) (map[string]any, error) {
+	if err := checkUTF8(line, lead); err != nil {
+		return nil, err
+	}
 	d := json.NewDecoder(bytes.NewReader(line))
 	d.UseNumber()
 	var v any
@@ -214,15 +219,26 @@ func (r *Reader) readElement() (Example, error) {
 		}
 		return Example{}, io.EOF
 	}
-	var v any
-	if err := r.js.Decode(&v); err != nil {
+	// The raw bytes first: decoding them into values would replace
+	// invalid UTF-8 with U+FFFD.
+	var raw json.RawMessage
+	if err := r.js.Decode(&raw); err != nil {
 		return Example{}, r.elementError(err)
+	}
+	if err := checkUTF8(raw, -1); err != nil {
+		return Example{}, locate(r.File, 0, r.index, "element", err)
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return Example{}, locate(r.File, 0, r.index, "element", jsonError(err))
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
 		return Example{}, locate(r.File, 0, r.index, "element", fmt.Errorf("want a JSON object, got %s", typeName(v)))
 	}
-	return r.decode(m, 0)
+	return r.decode(m, 0, r.File+":element "+strconv.Itoa(r.index))
 }
 
 // elementError reports err, from the JSON decoder, at the current element.
@@ -244,14 +260,15 @@ func jsonError(err error) error {
 }
 
 // decode makes an Example of the record m, at line (JSON Lines) or at
-// element r.index.
-func (r *Reader) decode(m map[string]any, line int) (Example, error) {
+// element r.index, read from source.
+func (r *Reader) decode(m map[string]any, line int, source string) (Example, error) {
 	rec := newRecord(m)
 	e, err := r.dec(rec)
 	if err != nil {
 		return Example{}, locate(r.File, line, r.index, "element", err)
 	}
 	finish(r.name, r.index, rec, &e)
+	e.Source = source
 	r.index++
 	return e, nil
 }
@@ -259,6 +276,8 @@ func (r *Reader) decode(m map[string]any, line int) (Example, error) {
 // Stream calls fn for each example of dataset name (see Names) in r, JSON
 // Lines or a JSON array, reading one record at a time. It stops at the
 // first error, from the input (an *Error) or from fn (returned as it is).
+// An input that is empty or only white space is an *Error wrapping
+// [ErrEmpty].
 func Stream(r io.Reader, name string, fn func(Example) error) error {
 	rd, err := NewReader(r, name)
 	if err != nil {
@@ -282,7 +301,8 @@ func (r *Reader) each(fn func(Example) error) error {
 // Load reads all the examples of dataset name (see Names) from the file at
 // path: JSON Lines, a JSON array, or a Parquet file (which starts with
 // "PAR1"), whose columns are read as the fields of the dataset's JSON.
-// Errors name the file by path.
+// Errors name the file by path; an empty file, or one of only white space,
+// is an *Error wrapping [ErrEmpty].
 func Load(name, path string) ([]Example, error) {
 	dec, err := lookup(name)
 	if err != nil {

@@ -3,6 +3,7 @@ package task
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -78,6 +79,24 @@ func TestMalformed(t *testing.T) {
 			`task: FILE:1: field "answer": missing`, 1, -1, "answer"},
 		{"generic prompt", "generic", "g.jsonl", `{"answer": "1"}`,
 			`task: FILE:1: field "question": missing`, 1, -1, "question"},
+		{"invalid UTF-8 in a value", "gsm8k", "test.jsonl", gsmOK + "\n  {\"question\": \"caf\xe9?\", \"answer\": \"#### 2\"}",
+			`task: FILE:2: field "question": invalid UTF-8 at column 20`, 2, -1, "question"},
+		{"truncated UTF-8 sequence", "gsm8k", "test.jsonl", `{"question": "q", "answer": "#### 2` + "\xe2\x82" + `"}`,
+			`task: FILE:1: field "answer": invalid UTF-8 at column 36`, 1, -1, "answer"},
+		{"invalid UTF-8 in an unused field", "math500", "test.jsonl", `{"problem": "p", "answer": "1", "subject": "` + "\xff" + `"}`,
+			`task: FILE:1: field "subject": invalid UTF-8 at column 45`, 1, -1, "subject"},
+		{"invalid UTF-8 in a name", "gsm8k", "test.jsonl", `{"question": "q", "answer": "#### 2", "n` + "\xc0" + `te": 1}`,
+			"task: FILE:1: field \"n\ufffdte\": invalid UTF-8 in the field's name at column 41", 1, -1, "n\ufffdte"},
+		{"invalid UTF-8 in a nested value", "generic", "g.jsonl", `{"prompt": [{"role": "user", "content": "` + "\x80" + `"}], "answer": "1"}`,
+			`task: FILE:1: field "prompt[0].content": invalid UTF-8 at column 42`, 1, -1, "prompt[0].content"},
+		{"invalid UTF-8 after bad JSON", "gsm8k", "test.jsonl", `{"question" 1, "a": "` + "\xff" + `"}`,
+			`task: FILE:1: invalid UTF-8 at column 22`, 1, -1, ""},
+		{"invalid UTF-8 before bad JSON", "gsm8k", "test.jsonl", `{"question": "` + "\xff" + `" "answer"}`,
+			`task: FILE:1: field "question": invalid UTF-8 at column 15`, 1, -1, "question"},
+		{"invalid UTF-8 in an element", "strategyqa", "dev.json", "[" + sqaOK + `, {"question": "q?", "answer": true, "facts": ["ok", "` + "\xed\xa0\x80" + `"]}]`,
+			`task: FILE: element 1: field "facts[1]": invalid UTF-8`, 0, 1, "facts[1]"},
+		{"invalid UTF-8 in an element's name", "deepscaler", "x.json", `[{"problem": "p", "answer": "1", "` + "\xfe" + `": 2}]`,
+			"task: FILE: element 0: field \"\ufffd\": invalid UTF-8 in the field's name", 0, 0, "\ufffd"},
 	}
 	dir := t.TempDir()
 	for _, tt := range tests {
@@ -122,15 +141,87 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
-// TestEmptyInput reads inputs with no records.
+// TestEmptyInput reads inputs that are empty or only white space, which
+// are errors, and inputs with no records, which are not.
 func TestEmptyInput(t *testing.T) {
-	for _, data := range []string{"", "\n\n", " \r\n", "[]", " [ ] \n", "\xef\xbb\xbf[]"} {
+	dir := t.TempDir()
+	for i, data := range []string{"", "\n\n", " \r\n", "\t", "\xef\xbb\xbf", "\xef\xbb\xbf \n"} {
+		err := Stream(strings.NewReader(data), "gsm8k", func(Example) error { return nil })
+		want(t, fmt.Sprintf("Stream(%q)", data), errString(err), "task: gsm8k: the file is empty")
+		if !errors.Is(err, ErrEmpty) {
+			t.Errorf("Stream(%q): %v is not ErrEmpty", data, err)
+		}
+		path := filepath.Join(dir, fmt.Sprintf("empty%d.jsonl", i))
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, load := range []struct {
+			name string
+			f    func(string) ([]Example, error)
+		}{
+			{"Load", LoadGSM8K},
+			{"LoadColumns", func(p string) ([]Example, error) { return LoadColumns(p, Columns{}) }},
+			{"LoadParquet", func(p string) ([]Example, error) { return LoadParquet(p, Columns{}) }},
+		} {
+			if load.name == "LoadParquet" && data != "" {
+				continue // white space is no Parquet file
+			}
+			ex, err := load.f(path)
+			want(t, fmt.Sprintf("%s(%q)", load.name, data), errString(err), "task: "+path+": the file is empty")
+			var e *Error
+			if !errors.As(err, &e) || e.File != path || ex != nil {
+				t.Errorf("%s(%q) = %d examples, %#v", load.name, data, len(ex), err)
+			}
+		}
+	}
+	for _, data := range []string{"[]", " [ ] \n", "\xef\xbb\xbf[]"} {
 		n := 0
 		err := Stream(strings.NewReader(data), "gsm8k", func(Example) error { n++; return nil })
 		if err != nil || n != 0 {
 			t.Errorf("%q: %d examples, %v", data, n, err)
 		}
 	}
+}
+
+// TestSource checks where each reader says an example came from.
+func TestSource(t *testing.T) {
+	dir := t.TempDir()
+	jsonl := filepath.Join(dir, "test.jsonl")
+	if err := os.WriteFile(jsonl, []byte("\xef\xbb\xbf\n"+gsmOK+"\r\n\n  "+gsmOK+"\n"+gsmOK), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	array := filepath.Join(dir, "dev.json")
+	if err := os.WriteFile(array, []byte("[\n"+sqaOK+",\n\n"+sqaOK+"]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sources := func(ex []Example, err error) []string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range ex {
+			out = append(out, e.Source)
+		}
+		return out
+	}
+	want(t, "JSON Lines", sources(Load("gsm8k", jsonl)), []string{jsonl + ":2", jsonl + ":4", jsonl + ":5"})
+	want(t, "JSON array", sources(Load("strategyqa", array)), []string{array + ":element 0", array + ":element 1"})
+	want(t, "columns", sources(LoadColumns(jsonl, Columns{Answer: "answer"})), []string{jsonl + ":2", jsonl + ":4", jsonl + ":5"})
+
+	var streamed []Example
+	err := Stream(strings.NewReader(gsmOK+"\n\n"+gsmOK), "gsm8k", func(e Example) error {
+		streamed = append(streamed, e)
+		return nil
+	})
+	want(t, "stream", sources(streamed, err), []string{"gsm8k:1", "gsm8k:3"})
+
+	r, _ := NewReader(strings.NewReader("["+sqaOK+"]"), "strategyqa")
+	r.File = "mem.json"
+	e, err := r.Read()
+	want(t, "reader", sources([]Example{e}, err), []string{"mem.json:element 0"})
+	want(t, "Where", e.Where(), "mem.json:element 0")
+	want(t, "Where without a source", Example{ID: "world/x"}.Where(), "world/x")
 }
 
 func TestReaderStopsAtError(t *testing.T) {
@@ -294,17 +385,17 @@ func TestGenericJSON(t *testing.T) {
 		want Example
 	}{
 		{"defaults", Columns{}, `{"problem": "p", "answer": 3.50, "solution": "s", "id": 7, "level": 2, "tags": ["x"]}`,
-			Example{ID: "generic/7", Prompt: "p", Answer: "3.50", Solution: "s", Kind: Math, Meta: map[string]string{"dataset": "generic", "level": "2"}}},
+			Example{ID: "generic/7", Prompt: "p", Answer: "3.50", Solution: "s", Kind: Math, Meta: map[string]string{"dataset": "generic", "level": "2"}, Source: "generic:1"}},
 		{"mapping", Columns{Dataset: "mine", Prompt: "query", Answer: "target", Solution: "why"}, `{"query": "p", "target": "t", "why": "w", "answer": "ignored"}`,
-			Example{ID: "mine/0", Prompt: "p", Answer: "t", Solution: "w", Kind: Math, Meta: map[string]string{"dataset": "mine", "answer": "ignored"}}},
+			Example{ID: "mine/0", Prompt: "p", Answer: "t", Solution: "w", Kind: Math, Meta: map[string]string{"dataset": "mine", "answer": "ignored"}, Source: "mine:1"}},
 		{"multiple choice", Columns{}, `{"question": "q", "choices": ["x", "y", "z"], "answer": 2}`,
-			Example{ID: "generic/0", Prompt: "q\na) x\nb) y\nc) z", Answer: "c", Kind: MultipleChoice, Choices: []string{"x", "y", "z"}, Meta: map[string]string{"dataset": "generic"}}},
+			Example{ID: "generic/0", Prompt: "q\na) x\nb) y\nc) z", Answer: "c", Kind: MultipleChoice, Choices: []string{"x", "y", "z"}, Meta: map[string]string{"dataset": "generic"}, Source: "generic:1"}},
 		{"yes-no", Columns{Kind: YesNo}, `{"question": "q", "answer": false}`,
-			Example{ID: "generic/0", Prompt: "q", Answer: "no", Kind: YesNo, Meta: map[string]string{"dataset": "generic"}}},
+			Example{ID: "generic/0", Prompt: "q", Answer: "no", Kind: YesNo, Meta: map[string]string{"dataset": "generic"}, Source: "generic:1"}},
 		{"verl chat", Columns{}, `{"prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], "reward_model": {"ground_truth": "42", "style": "rule"}, "data_source": "ds"}`,
-			Example{ID: "generic/0", Prompt: "u", Messages: []Message{{"system", "s"}, {"user", "u"}}, Answer: "42", Kind: Math, Meta: map[string]string{"dataset": "generic", "data_source": "ds"}}},
+			Example{ID: "generic/0", Prompt: "u", Messages: []Message{{"system", "s"}, {"user", "u"}}, Answer: "42", Kind: Math, Meta: map[string]string{"dataset": "generic", "data_source": "ds"}, Source: "generic:1"}},
 		{"messages", Columns{Answer: "gold"}, `{"messages": [{"role": "user", "content": "u"}], "gold": "g"}`,
-			Example{ID: "generic/0", Prompt: "u", Messages: []Message{{"user", "u"}}, Answer: "g", Kind: Math, Meta: map[string]string{"dataset": "generic"}}},
+			Example{ID: "generic/0", Prompt: "u", Messages: []Message{{"user", "u"}}, Answer: "g", Kind: Math, Meta: map[string]string{"dataset": "generic"}, Source: "generic:1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // record is one decoded JSON object or Parquet row. JSON numbers are
@@ -77,9 +78,18 @@ func (r *record) str(field string) (string, error) {
 	if v == nil {
 		return "", fieldErr(field, errNull)
 	}
+	return text(field, v)
+}
+
+// text returns the scalar v of field as text, which must be valid UTF-8:
+// a Parquet column of bytes without a text type may hold any bytes.
+func text(field string, v any) (string, error) {
 	s, ok := scalarText(v)
 	if !ok {
 		return "", fieldErrorf(field, "want a string, got "+typeName(v))
+	}
+	if !utf8.ValidString(s) {
+		return "", fieldErrorf(field, "invalid UTF-8")
 	}
 	return s, nil
 }
@@ -90,11 +100,7 @@ func (r *record) optStr(field string) (string, error) {
 	if !ok || v == nil {
 		return "", nil
 	}
-	s, ok := scalarText(v)
-	if !ok {
-		return "", fieldErrorf(field, "want a string, got "+typeName(v))
-	}
-	return s, nil
+	return text(field, v)
 }
 
 // first returns the first of fields that is present, and "" if none is.
@@ -127,6 +133,9 @@ func (r *record) strList(field string) ([]string, error) {
 		s, ok := scalarText(x)
 		if !ok || x == nil {
 			return nil, fieldErrorf(field, fmt.Sprintf("element %d: want a string, got %s", i, typeName(x)))
+		}
+		if !utf8.ValidString(s) {
+			return nil, fieldErrorf(field, fmt.Sprintf("element %d: invalid UTF-8", i))
 		}
 		out[i] = s
 	}
@@ -201,7 +210,7 @@ func (r *record) restMeta(meta map[string]string) {
 		if _, done := meta[k]; done {
 			continue
 		}
-		if s, ok := scalarText(v); ok {
+		if s, ok := scalarText(v); ok && utf8.ValidString(s) { // binary data is no text
 			meta[k] = s
 		}
 	}

@@ -73,6 +73,20 @@ type Example struct {
 	// such as "subject", "level", "url", and "dataset", the name the example
 	// was loaded under.
 	Meta map[string]string
+	// Source says where the example was read: "path:line" in a JSON Lines
+	// file, "path:element N" in a JSON array and "path:row N" in a Parquet
+	// file (N 0-based, as in an [*Error]); path is the name a stream was
+	// read under. It is "" for generated examples.
+	Source string
+}
+
+// Where names the example for a person: its Source, or its ID when it has
+// none.
+func (e Example) Where() string {
+	if e.Source != "" {
+		return e.Source
+	}
+	return e.ID
 }
 
 // Chat returns the prompt as a chat: Messages when the example has them,

@@ -1,0 +1,269 @@
+package eval_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"rlvr/checkpoint"
+	client "rlvr/client/openai"
+	"rlvr/engine/model"
+	"rlvr/eval"
+	"rlvr/expert"
+	"rlvr/format/hf"
+	"rlvr/format/safetensors"
+	"rlvr/sample"
+	"rlvr/serve"
+	"rlvr/task"
+	"rlvr/task/world"
+)
+
+// smallModel saves a random model of the built-in world's byte vocabulary
+// with a context of 64 tokens, and opens it as rlvr eval does.
+func smallModel(t *testing.T) *checkpoint.Loaded {
+	t.Helper()
+	cfg := model.Config{Vocab: 259, Dim: 16, Layers: 1, Heads: 2, Hidden: 32, MaxSeq: 64, RopeTheta: 10000, NormEps: 1e-5}
+	m, err := model.New(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := hf.Save(dir, m, nil, safetensors.F32); err != nil {
+		t.Fatal(err)
+	}
+	l, err := checkpoint.Open(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.AddBOS || l.Model.Config.MaxSeq != 64 {
+		t.Fatalf("model: BOS %v, context %d", l.AddBOS, l.Model.Config.MaxSeq)
+	}
+	return l
+}
+
+// gsm8kFile writes GSM8K records with the given questions, one a line, and
+// loads them.
+func gsm8kFile(t *testing.T, questions ...string) (string, []task.Example) {
+	t.Helper()
+	var b strings.Builder
+	for _, q := range questions {
+		fmt.Fprintf(&b, `{"question": %q, "answer": "#### 3"}`+"\n", q)
+	}
+	path := filepath.Join(t.TempDir(), "test.jsonl")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := task.Load("gsm8k", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, ex
+}
+
+// TestLocalFits checks the bound of a prompt: its tokens (BOS and one a
+// byte) and the answer's fill the context of 64.
+func TestLocalFits(t *testing.T) {
+	g := eval.NewLocal(smallModel(t))
+	for _, tt := range []struct {
+		prompt    int // bytes
+		maxTokens int
+		fits      bool
+	}{
+		{10, 8, true},
+		{55, 8, true}, // 1 + 55 + 8 = 64
+		{56, 8, false},
+		{62, 1, true},
+		{63, 1, false},
+		{63, 0, true},
+		{64, 0, false},
+	} {
+		if got := g.Fits(strings.Repeat("x", tt.prompt), tt.maxTokens); got != tt.fits {
+			t.Errorf("Fits(%d bytes, %d tokens) = %v, want %v", tt.prompt, tt.maxTokens, got, tt.fits)
+		}
+	}
+	if !(&eval.Local{}).Fits(strings.Repeat("x", 1000), 1000) {
+		t.Error("a Local without a model refused a prompt")
+	}
+}
+
+// TestRunSkipsLongPrompts evaluates a real model on a file of which some
+// prompts do not fit its context: they are skipped and named by file and
+// line, the others evaluated.
+func TestRunSkipsLongPrompts(t *testing.T) {
+	l := smallModel(t)
+	short, long := "1+2?", strings.Repeat("1+", 28)+"1?" // 4 and 58 bytes
+	tests := []struct {
+		desc      string
+		questions []string
+		cfg       eval.Config
+		long      []int // lines skipped
+	}{
+		{"one long", []string{short, long, short}, eval.Config{MaxTokens: 8}, []int{2}},
+		{"longer than the context", []string{short, short, strings.Repeat("x", 100), short}, eval.Config{MaxTokens: 8, Batch: 2}, []int{3}},
+		{"long with the answer's room", []string{short, strings.Repeat("x", 50)}, eval.Config{MaxTokens: 16}, []int{2}},
+		{"long with an expert suffix", []string{strings.Repeat("x", 40), short}, eval.Config{MaxTokens: 8, Experts: []string{strings.Repeat("@", 20)}}, []int{1}},
+		{"sampled", []string{long, short, long}, eval.Config{MaxTokens: 8, K: 2}, []int{1, 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			path, ex := gsm8kFile(t, tt.questions...)
+			rep, err := eval.Run(context.Background(), eval.NewLocal(l), ex, tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, line := range tt.long {
+				want = append(want, fmt.Sprintf("%s:%d", path, line))
+			}
+			if rep.SkippedLong != len(want) || !reflect.DeepEqual(rep.LongSources, want) {
+				t.Errorf("skipped %d: %q, want %q", rep.SkippedLong, rep.LongSources, want)
+			}
+			if n := len(ex) - len(want); rep.Problems != n || rep.Greedy.N != n {
+				t.Errorf("%d problems, greedy over %d, want %d", rep.Problems, rep.Greedy.N, n)
+			}
+			if table := rep.Table(); !strings.Contains(table, fmt.Sprintf("skipped %d too long for the model's context: %s", len(want), want[0])) {
+				t.Errorf("table:\n%s", table)
+			}
+		})
+	}
+}
+
+// TestRunWithoutExamples checks that Run says why nothing was evaluated.
+func TestRunWithoutExamples(t *testing.T) {
+	l := smallModel(t)
+	path, long := gsm8kFile(t, strings.Repeat("x", 60), strings.Repeat("y", 70))
+	tests := []struct {
+		desc     string
+		examples []task.Example
+		want     string
+	}{
+		{"none", nil, "eval: no examples"},
+		{"empty", []task.Example{}, "eval: no examples"},
+		{"unreadable answers", []task.Example{{ID: "a", Prompt: "p", Kind: task.Math}}, "eval: no example has a readable gold answer (1 skipped)"},
+		{"all too long", long, "eval: no example's prompt fits the model's context with room for 256 tokens (2 skipped, such as " + path + ":1)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			_, err := eval.Run(context.Background(), eval.NewLocal(l), tt.examples, eval.Config{})
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("error %v, want %s", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestRemoteRefusedPrompt evaluates through a server whose model has a
+// context of 300 tokens: the one prompt too long for it is a failed
+// example named by its source, and the run goes on.
+func TestRemoteRefusedPrompt(t *testing.T) {
+	models := expert.WorldModels()[:1] // E0, always right
+	models[0].ContextLength = 300
+	srv, err := serve.New(serve.Config{}, models...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Shutdown(context.Background())
+	examples := world.Examples(5, 20, []int{1, 2})
+	tooLong := examples[7]
+	tooLong.Prompt += strings.Repeat(" ", 100) // 100 + 256 tokens of answer exceed 300
+	tooLong.Source = "world.jsonl:8"
+	examples[7] = tooLong
+	gen := &eval.Remote{Client: client.New(client.Config{BaseURL: "http://" + ln.Addr().String() + "/v1", Model: "E0"})}
+	rep, err := eval.Run(context.Background(), gen, examples, eval.Config{K: 2, Temperature: 1, Batch: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Failed) != 1 || rep.Failed[0].Source != "world.jsonl:8" || !strings.Contains(rep.Failed[0].Error, "context length") {
+		t.Fatalf("failed %+v, want world.jsonl:8 refused for its context length", rep.Failed)
+	}
+	if want := 19.0 / 20; rep.Problems != 20 || rep.Greedy.Mean != want || rep.AvgAtK != want {
+		t.Errorf("%d problems, greedy %v, avg@2 %v; want 20, %v, %v", rep.Problems, rep.Greedy.Mean, rep.AvgAtK, want, want)
+	}
+	if !strings.Contains(rep.Table(), "failed 1, refused by the generator and scored wrong: world.jsonl:8") {
+		t.Errorf("table:\n%s", rep.Table())
+	}
+}
+
+// stubGenerator answers "#### 3" to every prompt, but refuses or fails at
+// the prompts it is told.
+type stubGenerator struct {
+	refuse        map[string]bool // prompts refused
+	refuseSampled bool            // refuse them only when sampling (N > 1)
+	fail          string          // a prompt that fails the batch
+}
+
+func (g stubGenerator) Generate(_ context.Context, prompts []string, p sample.Params) ([][]string, error) {
+	out := make([][]string, len(prompts))
+	refused := &eval.RefusedError{}
+	for i, text := range prompts {
+		switch {
+		case text == g.fail:
+			return nil, &eval.PromptError{Index: i, Err: errors.New("connection reset")}
+		case g.refuse[text] && (!g.refuseSampled || p.N > 1):
+			refused.Prompts = append(refused.Prompts, &eval.PromptError{Index: i, Err: errors.New("400 too long")})
+		default:
+			for range max(p.N, 1) {
+				out[i] = append(out[i], "#### 3")
+			}
+		}
+	}
+	if len(refused.Prompts) > 0 {
+		return out, refused
+	}
+	return out, nil
+}
+
+// TestRunGeneratorErrors checks refusals and failures name the example's
+// source.
+func TestRunGeneratorErrors(t *testing.T) {
+	path, ex := gsm8kFile(t, "a", "b", "c", "d")
+	tests := []struct {
+		desc    string
+		gen     stubGenerator
+		cfg     eval.Config
+		failed  []string // lines
+		greedy  float64
+		wantErr string
+	}{
+		{"refused", stubGenerator{refuse: map[string]bool{"b": true}}, eval.Config{Batch: 3}, []string{"2"}, 0.75, ""},
+		{"refused with experts", stubGenerator{refuse: map[string]bool{"d@E1": true, "a": true}}, eval.Config{K: 2, Experts: []string{"@E0", "@E1"}},
+			[]string{"1", "4"}, 0.75, ""},
+		{"every prompt refused", stubGenerator{refuse: map[string]bool{"a": true, "b": true, "c": true, "d": true}}, eval.Config{Batch: 2},
+			nil, 0, "eval: the generator refused every prompt (first " + path + ":1: 400 too long)"},
+		{"every sampled prompt refused", stubGenerator{refuse: map[string]bool{"a": true, "b": true, "c": true, "d": true}, refuseSampled: true}, eval.Config{K: 2},
+			nil, 0, "eval: the generator refused every prompt (first " + path + ":1: 400 too long)"},
+		{"failure", stubGenerator{fail: "c"}, eval.Config{Batch: 2}, nil, 0, "eval: " + path + ":3: connection reset"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			rep, err := eval.Run(context.Background(), tt.gen, ex, tt.cfg)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("error %v, want %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range rep.Failed {
+				got = append(got, strings.TrimPrefix(f.Source, path+":"))
+			}
+			if !reflect.DeepEqual(got, tt.failed) || rep.Greedy.Mean != tt.greedy || rep.Problems != 4 {
+				t.Errorf("failed %q, greedy %v over %d; want %q, %v over 4", got, rep.Greedy.Mean, rep.Problems, tt.failed, tt.greedy)
+			}
+		})
+	}
+}
