@@ -84,6 +84,9 @@ type DataSummary struct {
 	// LongPrompts those whose prompt leaves no room in the context: both are
 	// skipped, not scored 0.
 	NoAnswer, LongPrompts int
+	// Skipped names where each set-aside example was read (file:line) and
+	// why.
+	Skipped []string
 }
 
 // loadData opens the training source and the held-out examples a config
@@ -113,10 +116,12 @@ func loadData(c *RLConfig, r *renderer) (*source, []task.Example, DataSummary, e
 		for _, e := range all {
 			if _, ok := eval.Reward(e, ""); !ok {
 				sum.NoAnswer++
+				sum.Skipped = append(sum.Skipped, e.Where()+": no readable gold answer")
 				continue
 			}
 			if _, err := r.Prompt(e, method.Variant{}); err != nil {
 				sum.LongPrompts++
+				sum.Skipped = append(sum.Skipped, e.Where()+": "+err.Error())
 				continue
 			}
 			out = append(out, e)

@@ -113,6 +113,9 @@ func TestDatasetSkipsUnusableExamples(t *testing.T) {
 	if sum.NoAnswer != 1 || sum.LongPrompts != 1 || sum.Train != 8 || sum.HeldOut != 4 || len(held) != 4 || len(src.pool) != 8 {
 		t.Fatalf("summary %+v", sum)
 	}
+	if len(sum.Skipped) != 2 || !strings.HasPrefix(sum.Skipped[0], path+":13: no readable gold answer") || !strings.HasPrefix(sum.Skipped[1], path+":14: example") {
+		t.Fatalf("set aside %q", sum.Skipped)
+	}
 	for _, h := range held {
 		for _, e := range src.pool {
 			if e.ID == h.ID {

@@ -148,9 +148,19 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	if err != nil {
 		return err
 	}
-	src, heldOut, _, err := loadData(&cfg, render)
+	src, heldOut, sum, err := loadData(&cfg, render)
 	if err != nil {
 		return err
+	}
+	if !cfg.Data.IsWorld() {
+		logf("data: %v", sum)
+		for i, s := range sum.Skipped {
+			if i == 20 {
+				logf("data: … and %d more set aside", len(sum.Skipped)-i)
+				break
+			}
+			logf("data: set aside %s", s)
+		}
 	}
 	meth := opts.Method
 	if meth == nil {
