@@ -103,9 +103,6 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	if err := checkPaths(&cfg); err != nil {
 		return err
 	}
-	if err := claimRunDir(runDir, &cfg, resume, opts.Overwrite); err != nil {
-		return err
-	}
 	logf := opts.Log
 	if logf == nil {
 		logf = func(string, ...any) {}
@@ -161,6 +158,11 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 			}
 			logf("data: set aside %s", s)
 		}
+	}
+	// Everything above only reads; the run directory is claimed once the
+	// config, model and data are known to be usable.
+	if err := claimRunDir(runDir, &cfg, resume, opts.Overwrite); err != nil {
+		return err
 	}
 	meth := opts.Method
 	if meth == nil {

@@ -178,7 +178,9 @@ func checkPaths(c *RLConfig) error {
 // files read back, skipping (and reporting) damaged newer ones.
 func latestIntact(runDir string, intact func(dir string) error) (string, runState, []string, error) {
 	ckpts, err := checkpoints(runDir)
-	if err != nil {
+	if errors.Is(err, os.ErrNotExist) {
+		return "", runState{}, nil, nil
+	} else if err != nil {
 		return "", runState{}, nil, err
 	}
 	var skipped []string

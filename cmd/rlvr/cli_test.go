@@ -256,6 +256,18 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"train", "--parts", "nosuch"}, []string{"parts: \"nosuch\""}},
 		{[]string{"sft", "--levels", "99"}, []string{"levels: no world level 99"}},
 		{[]string{"sft", "--steps", "0", "--lr", "NaN"}, []string{"steps = 0", "lr = NaN"}},
+		{[]string{"sft", "--model", "model", "--out", "afile.txt"}, []string{"--out afile.txt is a file"}},
+		{[]string{"sft", "--model", "model", "--out", "adir"}, []string{"--out adir is not empty"}},
+		{[]string{"train", "--model", "model", "--max-tokens", "16", "--run", "afile.txt"}, []string{"run directory", "not a directory"}},
+		{[]string{"train", "--model", "model", "--run", "fresh", "--steps", "1"}, []string{"max_tokens = 256 leaves no room for a prompt in the model's context of 64"}},
+		{[]string{"train", "--group-size", "100000000"}, []string{"group_size = 100000000"}},
+		{[]string{"train", "--prompts", "100000000"}, []string{"prompts_per_step = 100000000"}},
+		{[]string{"train", "--epochs", "100000000"}, []string{"epochs = 100000000"}},
+		{[]string{"train", "--max-tokens", "1000000000"}, []string{"max_tokens = 1000000000"}},
+		{[]string{"train", "--lr", "1e30"}, []string{"lr = 1e+30"}},
+		{[]string{"train", "--model", "nosuch"}, []string{"model: stat nosuch"}},
+		{[]string{"train", "--data", "gsm8k", "--train-file", "nosuch.jsonl"}, []string{"data.train: stat nosuch.jsonl"}},
+		{[]string{"train", "--eval-problems", "0"}, []string{"eval_problems = 0"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			before := snapshot(t, dir)
