@@ -1,7 +1,18 @@
-// Package method turns verified groups of trajectories into what the
-// learner trains on: per-token advantages, weights and the loss terms that
-// use them. It is the only place where GRPO, Dr.GRPO, DAPO, REINFORCE++,
-// RFT, SFT, MEML-GRPO, EAPO and MEL differ; this file holds the advantage
+// Package method is the one place where training methods differ. A
+// [Method] gets a step's questions and an [Env] — the current policy's
+// sampler, the prompt renderer, the verifier, the step's seed — and returns
+// a [Batch] of loss [Term]s; how questions become trajectories (prompt
+// variants, single- or multi-turn episodes, extra generation passes), how
+// they are scored and shaped, and which terms train is the method's
+// business, so the training loop never asks which method runs.
+//
+// [RL] is the GRPO core with guidance parts that compose in one run: prompt
+// [Variant]s (MEML-GRPO's expert prompts), a [Rollout], reward [Shaper]s
+// ([OverlongPenalty], [RewardKL]), DAPO's [DynamicSampling], an
+// [Objective] (the GRPO [Family], including MEML-GRPO's REINFORCE on
+// max(A, 0)), and [Extra] terms ([MutualLearning], [HardBuffer]).
+// [Supervised] is SFT. Parts that keep state across steps implement
+// [Stateful], and the loop checkpoints it. This file holds the advantage
 // and reward-shaping math they share.
 package method
 
