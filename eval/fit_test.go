@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -20,6 +19,7 @@ import (
 	"rlvr/format/safetensors"
 	"rlvr/sample"
 	"rlvr/serve"
+	"rlvr/serve/servetest"
 	"rlvr/task"
 	"rlvr/task/world"
 )
@@ -164,22 +164,13 @@ func TestRunWithoutExamples(t *testing.T) {
 func TestRemoteRefusedPrompt(t *testing.T) {
 	models := expert.WorldModels()[:1] // E0, always right
 	models[0].ContextLength = 300
-	srv, err := serve.New(serve.Config{}, models...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Shutdown(context.Background())
+	base := servetest.Start(t, serve.Config{}, models...)
 	examples := world.Examples(5, 20, []int{1, 2})
 	tooLong := examples[7]
 	tooLong.Prompt += strings.Repeat(" ", 100) // 100 + 256 tokens of answer exceed 300
 	tooLong.Source = "world.jsonl:8"
 	examples[7] = tooLong
-	gen := &eval.Remote{Client: client.New(client.Config{BaseURL: "http://" + ln.Addr().String() + "/v1", Model: "E0"})}
+	gen := &eval.Remote{Client: client.New(client.Config{BaseURL: base, Model: "E0"})}
 	rep, err := eval.Run(context.Background(), gen, examples, eval.Config{K: 2, Temperature: 1, Batch: 8})
 	if err != nil {
 		t.Fatal(err)

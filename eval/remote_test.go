@@ -2,13 +2,13 @@ package eval_test
 
 import (
 	"context"
-	"net"
 	"testing"
 
 	client "rlvr/client/openai"
 	"rlvr/eval"
 	"rlvr/expert"
 	"rlvr/serve"
+	"rlvr/serve/servetest"
 	"rlvr/task/world"
 )
 
@@ -16,23 +16,14 @@ import (
 // through the OpenAI API: the reference (E0) is always right, and E2's
 // accuracy equals its known slip rate.
 func TestRemoteAgainstServedExperts(t *testing.T) {
-	srv, err := serve.New(serve.Config{}, expert.WorldModels()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Shutdown(context.Background())
+	base := servetest.Start(t, serve.Config{}, expert.WorldModels()...)
 	examples := world.Examples(11, 60, []int{3, 4})
 	problems := world.Mix(11, 60, []int{3, 4})
 	for _, tc := range []struct {
 		model string
 		style int
 	}{{"E0", 0}, {"E2", 2}} {
-		gen := &eval.Remote{Client: client.New(client.Config{BaseURL: "http://" + ln.Addr().String() + "/v1", Model: tc.model})}
+		gen := &eval.Remote{Client: client.New(client.Config{BaseURL: base, Model: tc.model})}
 		rep, err := eval.Run(context.Background(), gen, examples, eval.Config{K: 2, Temperature: 1})
 		if err != nil {
 			t.Fatal(err)

@@ -2,30 +2,20 @@ package expert
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 
 	api "rlvr/api/openai"
 	client "rlvr/client/openai"
 	"rlvr/serve"
+	"rlvr/serve/servetest"
 	"rlvr/task/world"
 )
 
 // TestWorldExpertsOverHTTP serves the scripted experts and asks each one
 // the same questions over real HTTP: every answer is its style's solution.
 func TestWorldExpertsOverHTTP(t *testing.T) {
-	srv, err := serve.New(serve.Config{}, WorldModels()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Shutdown(context.Background())
-	base := "http://" + ln.Addr().String() + "/v1"
+	base := servetest.Start(t, serve.Config{}, WorldModels()...)
 	problems := world.Mix(4, 20, []int{3, 4})
 	for s := range world.Styles {
 		c := client.New(client.Config{BaseURL: base, Model: "E" + string(rune('0'+s))})

@@ -2,7 +2,6 @@ package serve_test
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 
@@ -12,6 +11,7 @@ import (
 	"rlvr/internal/shareddata"
 	"rlvr/sample"
 	"rlvr/serve"
+	"rlvr/serve/servetest"
 )
 
 // countingSampler records the largest batch the server handed the real
@@ -39,18 +39,9 @@ func TestServeRealModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	gen := &countingSampler{Sampler: sample.New(l.Model, l.Tokenizer)}
-	srv, err := serve.New(serve.Config{}, serve.Model{Name: "stories", Generator: gen, Tokenizer: l.Tokenizer,
+	base := servetest.Start(t, serve.Config{}, serve.Model{Name: "stories", Generator: gen, Tokenizer: l.Tokenizer,
 		Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Shutdown(context.Background())
-	c := client.New(client.Config{BaseURL: "http://" + ln.Addr().String() + "/v1", Model: "stories"})
+	c := client.New(client.Config{BaseURL: base, Model: "stories"})
 
 	prompts := []string{"Once upon a time", "The dog", "Lily and Tom", "One day", "The sun", "A little bird", "Sam had", "Mom said"}
 	want := make([]string, len(prompts))
@@ -101,18 +92,9 @@ func TestServeTinyTemperatureIsGreedy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := serve.New(serve.Config{Logger: quiet}, serve.Model{Name: "stories", Generator: sample.New(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer,
+	base := servetest.Start(t, serve.Config{Logger: quiet}, serve.Model{Name: "stories", Generator: sample.New(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer,
 		Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Shutdown(context.Background())
-	c := client.New(client.Config{BaseURL: "http://" + ln.Addr().String() + "/v1", Model: "stories"})
+	c := client.New(client.Config{BaseURL: base, Model: "stories"})
 	complete := func(temp float64) string {
 		t.Helper()
 		n, seed := 30, int64(5)
