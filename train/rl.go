@@ -33,6 +33,12 @@ type EvalMetrics struct {
 	Greedy     float64 `json:"greedy"`
 	GreedyLow  float64 `json:"greedy_low"`
 	GreedyHigh float64 `json:"greedy_high"`
+	// Experts is each expert prompt's greedy accuracy when the run asks
+	// under expert prompts (MEML-GRPO's inference per expert); and
+	// ExpertMajority the accuracy of their majority vote, for prompts
+	// without a chat template.
+	Experts        map[string]float64 `json:"experts,omitempty"`
+	ExpertMajority *float64           `json:"expert_majority,omitempty"`
 }
 
 // runState is what a checkpoint records beyond the weights and optimizer.
@@ -459,12 +465,44 @@ func (l *loop) evaluate(ctx context.Context, step int) error {
 		prompted[i] = e
 	}
 	gen := eval.NewSampled(l.pol.sampler, l.pol.text)
-	rep, err := eval.Run(ctx, gen, prompted, eval.Config{MaxTokens: l.cfg.MaxTokens})
+	ecfg := eval.Config{MaxTokens: l.cfg.MaxTokens}
+	variants := expertVariants(l.cfg)
+	if !l.render.chat {
+		for _, v := range variants {
+			ecfg.Experts, ecfg.ExpertNames = append(ecfg.Experts, v.Suffix), append(ecfg.ExpertNames, v.Name)
+		}
+	}
+	rep, err := eval.Run(ctx, gen, prompted, ecfg)
 	if err != nil {
 		return err
 	}
-	return appendJSONL(filepath.Join(l.runDir, "eval.jsonl"), EvalMetrics{Step: step, Split: "val",
-		Greedy: rep.Greedy.Mean, GreedyLow: rep.Greedy.Low, GreedyHigh: rep.Greedy.High})
+	m := EvalMetrics{Step: step, Split: "val", Greedy: rep.Greedy.Mean, GreedyLow: rep.Greedy.Low, GreedyHigh: rep.Greedy.High}
+	if len(variants) > 0 {
+		m.Experts = map[string]float64{}
+		for _, x := range rep.Experts {
+			m.Experts[x.Name] = x.Accuracy.Mean
+		}
+		if rep.ExpertMajority != nil {
+			m.ExpertMajority = &rep.ExpertMajority.Mean
+		}
+	}
+	if l.render.chat {
+		// A chat model's expert prompt is its system prompt: one
+		// evaluation per expert.
+		for _, v := range variants {
+			for i, e := range l.heldOut {
+				if prompted[i].Prompt, err = l.render.Text(e, v); err != nil {
+					return err
+				}
+			}
+			r, err := eval.Run(ctx, gen, prompted, eval.Config{MaxTokens: l.cfg.MaxTokens})
+			if err != nil {
+				return err
+			}
+			m.Experts[v.Name] = r.Greedy.Mean
+		}
+	}
+	return appendJSONL(filepath.Join(l.runDir, "eval.jsonl"), m)
 }
 
 // microBatches splits data into runs of at most maxTokens tokens (at least

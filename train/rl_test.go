@@ -404,3 +404,31 @@ func TestKLOptionsAndMicroBatchesRun(t *testing.T) {
 		t.Fatalf("KL not reported: loss %v reward %v", inLoss[1]["kl"], inReward[1]["kl"])
 	}
 }
+
+// TestExpertEvaluation: a run with expert prompts scores each expert's
+// greedy accuracy and their majority vote on the held-out problems.
+func TestExpertEvaluation(t *testing.T) {
+	cfg := smallRL(t)
+	cfg.Steps, cfg.CheckpointEvery, cfg.GroupSize = 1, 0, 2
+	cfg.Parts, cfg.ExpertPrompts = []string{PartExpertPrompts}, &ExpertPromptsConfig{Experts: []int{0, 2}}
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := RL(context.Background(), cfg, dir, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "eval.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e EvalMetrics
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		if len(e.Experts) != 2 || e.ExpertMajority == nil {
+			t.Fatalf("evaluation %s has no per-expert scores", line)
+		}
+		if _, ok := e.Experts["E2"]; !ok {
+			t.Fatalf("experts %v", e.Experts)
+		}
+	}
+}
