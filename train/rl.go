@@ -47,7 +47,8 @@ type runState struct {
 	Cursor int `json:"cursor"` // training examples drawn so far
 	// OptSteps is the learning-rate schedule's position: optimizer steps
 	// of the shared update taken so far (skipped steps take none).
-	OptSteps int             `json:"opt_steps"`
+	// It is nil in checkpoints written before it was stored.
+	OptSteps *int            `json:"opt_steps"`
 	Method   json.RawMessage `json:"method,omitempty"` // the method's own state
 }
 
@@ -182,9 +183,13 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 		}
 	}
 	src.drawn = start.Cursor
-	if start.Step > 0 && start.OptSteps == 0 {
-		// A checkpoint from before the schedule position was stored.
-		start.OptSteps = start.Step * cfg.Epochs * cfg.MiniBatches
+	optSteps := 0
+	if start.OptSteps != nil {
+		optSteps = *start.OptSteps
+	} else if start.Step > 0 {
+		// A checkpoint from before the schedule position was stored: the
+		// best estimate is one update per mini-batch of every step.
+		optSteps = start.Step * cfg.Epochs * cfg.MiniBatches
 	}
 	if err := writeConfig(runDir, cfg); err != nil {
 		return err
@@ -198,7 +203,7 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 		}
 	}
 	l := &loop{cfg: &cfg, pol: pol, ref: ref, render: render, src: src, heldOut: heldOut, meth: meth, runDir: runDir,
-		optSteps: start.OptSteps, sched: scheduleOf(&cfg)}
+		optSteps: optSteps, sched: scheduleOf(&cfg)}
 	if start.Step == 0 { // the starting model's score, for before/after
 		if err := l.evaluate(ctx, 0); err != nil {
 			return err
@@ -440,7 +445,7 @@ func (l *loop) endOfStep(ctx context.Context, step int, stopping bool) error {
 		}
 	}
 	if last || stopping || cfg.CheckpointEvery > 0 && (step+1)%cfg.CheckpointEvery == 0 {
-		st := runState{Step: step + 1, Cursor: l.src.drawn, OptSteps: l.optSteps}
+		st := runState{Step: step + 1, Cursor: l.src.drawn, OptSteps: &l.optSteps}
 		if s, ok := l.meth.(method.Stateful); ok {
 			var err error
 			if st.Method, err = s.State(); err != nil {
