@@ -13,13 +13,34 @@ import (
 	"github.com/spf13/cobra"
 
 	"rlvr/expert"
+	"rlvr/format/tokenizer"
 	"rlvr/sample"
 	"rlvr/serve"
 )
 
+// underPrompt serves m under a fixed expert prompt: system goes first in
+// every chat without a system message, and suffix after every prompt of a
+// model without a chat template.
+func underPrompt(m serve.Model, system, suffix string) serve.Model {
+	if chat := m.Chat; chat != nil && system != "" {
+		m.Chat = func(msgs []tokenizer.Message) (string, error) {
+			if len(msgs) == 0 || msgs[0].Role != "system" {
+				msgs = append([]tokenizer.Message{{Role: "system", Content: system}}, msgs...)
+			}
+			return chat(msgs)
+		}
+	}
+	if suffix != "" {
+		encode := m.Encode
+		m.Encode = func(text string) []int32 { return encode(text + suffix) }
+	}
+	return m
+}
+
 func serveCmd() *cobra.Command {
 	var (
 		modelPath, tokPath, name string
+		system, suffix           string
 		cfg                      serve.Config
 		verbose, worldExperts    bool
 	)
@@ -70,8 +91,14 @@ token comes from --token, or else from the environment variable
 				if name == "" {
 					name = l.Name
 				}
-				models = append(models, serve.Model{Name: name, Generator: sample.New(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer,
-					Chat: l.Chat, Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq})
+				if l.Chat != nil && suffix != "" {
+					return fmt.Errorf("--prompt-suffix: model %s has a chat template; give its expert prompt with --system", l.Name)
+				}
+				if l.Chat == nil && system != "" {
+					return fmt.Errorf("--system: model %s has no chat template; give its expert prompt with --prompt-suffix", l.Name)
+				}
+				models = append(models, underPrompt(serve.Model{Name: name, Generator: sample.New(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer,
+					Chat: l.Chat, Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq}, system, suffix))
 			}
 			level := slog.LevelInfo
 			if verbose {
@@ -127,6 +154,8 @@ token comes from --token, or else from the environment variable
 	f.DurationVar(&cfg.BatchWindow, "batch-window", 0, "how long an idle server waits for more requests to batch (0: 2ms)")
 	f.BoolVar(&verbose, "verbose", false, "log every request")
 	f.BoolVar(&worldExperts, "world-experts", false, "serve the built-in world's scripted experts as models E0 (reference) to E3")
+	f.StringVar(&system, "system", "", "system prompt put before every chat that has none (e.g. the expert prompt a model was trained under)")
+	f.StringVar(&suffix, "prompt-suffix", "", `text appended to every completion prompt (e.g. a world expert's "@E2\n")`)
 	return cmd
 }
 
