@@ -266,7 +266,7 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 			}
 			rep.Experts = append(rep.Experts, ExpertResult{Name: name, Accuracy: WilsonInterval(sum(c), len(c))})
 		}
-		rep.Overlap = overlap(rep.Experts, right)
+		rep.Overlap = NewOverlap(rep.Experts, right)
 		majRight := 0
 		for i, v := range votes {
 			if a, _ := Majority(v); a != "" {
@@ -304,7 +304,11 @@ func majorityText(e task.Example, answer string) string {
 	return answer
 }
 
-func overlap(experts []ExpertResult, right [][]bool) *Overlap {
+// NewOverlap tabulates the errors of experts (only their names are read)
+// from right[x][i], whether expert x answered problem i correctly. Every
+// right[x] must have the same length, and there must be at least one
+// expert.
+func NewOverlap(experts []ExpertResult, right [][]bool) *Overlap {
 	o := &Overlap{Problems: len(right[0])}
 	for x := range right {
 		row := OverlapRow{Name: experts[x].Name}

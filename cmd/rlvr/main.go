@@ -65,7 +65,7 @@ func rootCmd() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().IntVar(&threads, "threads", 0, "goroutines the engine splits work across (0: one per CPU)")
-	root.AddCommand(pretrainCmd(), sftCmd(), trainCmd(), generateCmd(), serveCmd(), evalCmd(), reportCmd(), benchCmd(), initModelCmd())
+	root.AddCommand(pretrainCmd(), sftCmd(), trainCmd(), generateCmd(), serveCmd(), evalCmd(), reportCmd(), benchCmd(), initModelCmd(), expertsCmd())
 	return root
 }
 

@@ -1,0 +1,598 @@
+package collect
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	client "rlvr/client/openai"
+	"rlvr/expert"
+	"rlvr/format/tokenizer"
+	"rlvr/internal/tokens"
+	"rlvr/sample"
+	"rlvr/serve"
+	"rlvr/serve/servetest"
+	"rlvr/task"
+	"rlvr/task/world"
+)
+
+// counted wraps a served model's generator, counting its requests by
+// prompt text and taking delay over each call.
+type counted struct {
+	serve.Generator
+	delay time.Duration
+	mu    sync.Mutex
+	n     map[string]int
+}
+
+func (g *counted) Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
+	g.mu.Lock()
+	for _, r := range reqs {
+		g.n[tokenizer.NewByteTokenizer().Decode(tokens.Ints(r.Prompt))]++
+	}
+	g.mu.Unlock()
+	select {
+	case <-time.After(g.delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.Generator.Sample(ctx, reqs)
+}
+
+// counts returns the requests so far by prompt, and forgets them.
+func (g *counted) counts() map[string]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := g.n
+	g.n = map[string]int{}
+	return n
+}
+
+// serveWorld serves the world's scripted experts E0–E3 on loopback, each
+// call counted and taking delay.
+func serveWorld(t *testing.T, delay time.Duration) (string, map[string]*counted) {
+	models := expert.WorldModels()
+	byName := map[string]*counted{}
+	for i := range models {
+		g := &counted{Generator: models[i].Generator, delay: delay, n: map[string]int{}}
+		models[i].Generator = g
+		byName[models[i].Name] = g
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return servetest.Start(t, serve.Config{Logger: quiet}, models...), byName
+}
+
+// worldExperts are experts E1..E3 of the world at base, asked through api.
+func worldExperts(base, api string, cl *client.Client) []Expert {
+	var xs []Expert
+	for s := 1; s < len(world.Styles); s++ {
+		name := fmt.Sprintf("E%d", s)
+		xs = append(xs, Expert{Name: name, Index: s, Prompt: world.ExpertPrompt(s), API: api, Model: name,
+			Answerer: &Endpoint{Client: cl, Model: name, Params: sample.Params{MaxTokens: 256}, Concurrency: 4}})
+	}
+	return xs
+}
+
+// problems maps the ids of world.Examples(seed, n, levels) to their
+// problems.
+func problems(seed uint64, n int, levels []int) map[string]world.Problem {
+	m := map[string]world.Problem{}
+	for _, p := range world.Mix(seed, n, levels) {
+		m[p.Example().ID] = p
+	}
+	return m
+}
+
+// TestCollectWorldExperts collects from the world's scripted experts over
+// HTTP, by completion and by chat: the reference (Expert0) is always
+// right, and each expert i answers in style i, right exactly when its
+// style's solution reaches the answer.
+func TestCollectWorldExperts(t *testing.T) {
+	base, _ := serveWorld(t, 0)
+	const seed, n = 5, 40
+	levels := []int{3, 4, 5, 6}
+	examples := world.Examples(seed, n, levels)
+	byID := problems(seed, n, levels)
+	for _, api := range []string{APICompletion, APIChat} {
+		t.Run(api, func(t *testing.T) {
+			cl := client.New(client.Config{BaseURL: base})
+			res, err := Collect(context.Background(), examples, Config{Experts: worldExperts(base, api, cl),
+				ReferencePrompt: world.ExpertPrompt(0), Cache: filepath.Join(t.TempDir(), "cache")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := len(res.Records), len(byID)*len(world.Styles); got != want {
+				t.Fatalf("%d records, want %d", got, want)
+			}
+			right := make([]int, len(world.Styles))
+			wantRight := make([]int, len(world.Styles))
+			for _, r := range res.Records {
+				p := byID[r.ID]
+				text, ans := world.Solve(p, r.Expert)
+				if r.Response != text || r.Correct != (ans == p.Answer) || r.Failure != "" {
+					t.Fatalf("%s on %s: %+v, want %q (correct %v)", r.Name, r.ID, r, text, ans == p.Answer)
+				}
+				if r.Reference != (r.Expert == 0) || r.Question != p.Prompt() || r.Answer != fmt.Sprint(p.Answer) {
+					t.Fatalf("record %+v", r)
+				}
+				if r.Correct {
+					right[r.Expert]++
+				}
+				if ans == p.Answer {
+					wantRight[r.Expert]++
+				}
+			}
+			if right[0] != len(byID) {
+				t.Errorf("the reference is right on %d of %d", right[0], len(byID))
+			}
+			for s := 1; s < len(world.Styles); s++ {
+				e := res.Summary.Experts[s]
+				if e.Name != fmt.Sprintf("E%d", s) || e.Correct != wantRight[s] || e.Accuracy.Mean != float64(wantRight[s])/float64(len(byID)) {
+					t.Errorf("summary of E%d: %+v, want %d right", s, e, wantRight[s])
+				}
+				if wantRight[s] == len(byID) {
+					t.Errorf("E%d is never wrong here: the test cannot tell its style from the reference", s)
+				}
+			}
+		})
+	}
+}
+
+// faultKind is what the fault-injecting server does with a question: a
+// deterministic 30% of questions fail in one of six ways on every
+// attempt, 5% fail once and then succeed, the rest succeed.
+func faultKind(prompt string) string {
+	h := uint32(2166136261)
+	for i := 0; i < len(prompt); i++ {
+		h = (h ^ uint32(prompt[i])) * 16777619
+	}
+	h ^= h >> 13
+	switch kinds := []string{FailTimeout, FailConnection, FailServer, FailRateLimited, FailMalformed, FailEmpty, "flaky"}; {
+	case h%20 < uint32(len(kinds)):
+		return kinds[h%20]
+	}
+	return ""
+}
+
+// faultServer answers /v1/completions with the reference solution, except
+// for the questions faultKind picks. It counts attempts per prompt.
+type faultServer struct {
+	mu       sync.Mutex
+	attempts map[string]int
+}
+
+func (s *faultServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Prompt string `json:"prompt"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.attempts[req.Prompt]++
+	attempt := s.attempts[req.Prompt]
+	s.mu.Unlock()
+	answer := func(text string) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"object": "text_completion", "model": "m",
+			"choices": []map[string]any{{"index": 0, "text": text, "finish_reason": "stop"}}})
+	}
+	apiError := func(status int, msg string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"error":{"message":%q,"type":"server_error"}}`, msg)
+	}
+	switch faultKind(req.Prompt) {
+	case FailTimeout:
+		select { // until the client gives up
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+		return
+	case FailConnection:
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			if tc, ok := conn.(*net.TCPConn); ok {
+				tc.SetLinger(0) // close with a reset
+			}
+			conn.Close()
+		}
+		return
+	case FailServer:
+		apiError(http.StatusInternalServerError, "the expert crashed")
+		return
+	case FailRateLimited:
+		w.Header().Set("Retry-After", "0.02")
+		apiError(http.StatusTooManyRequests, "slow down")
+		return
+	case FailMalformed:
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"choices": [{"text": "12+7=19`))
+		return
+	case FailEmpty:
+		answer("")
+		return
+	case "flaky":
+		if attempt == 1 {
+			apiError(http.StatusBadGateway, "try again")
+			return
+		}
+	}
+	line, _, _ := strings.Cut(req.Prompt, "\n")
+	p, err := world.ParseQuestion(line)
+	if err != nil {
+		apiError(http.StatusBadRequest, err.Error())
+		return
+	}
+	answer(p.Solution())
+}
+
+// TestCollectSurvivesFaults collects from an endpoint that times out,
+// resets connections, answers 500, 429 with Retry-After, malformed JSON
+// and empty text on a deterministic 30% of questions: collection
+// finishes within its deadlines, every such question is a failure of its
+// kind, and every other answer is correct, a failure cured by a retry
+// included.
+func TestCollectSurvivesFaults(t *testing.T) {
+	srv := &faultServer{attempts: map[string]int{}}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	examples := world.Examples(3, 80, []int{3, 4})
+	const timeout = 300 * time.Millisecond
+	cl := client.New(client.Config{BaseURL: ts.URL + "/v1", Timeout: timeout, MaxRetries: 1, BackoffBase: 10 * time.Millisecond,
+		BackoffMax: 50 * time.Millisecond, MaxConcurrent: 8})
+	ex := Expert{Name: "flaky", Index: 1, Prompt: world.ExpertPrompt(1), API: APICompletion,
+		Answerer: &Endpoint{Client: cl, Params: sample.Params{MaxTokens: 256}, Concurrency: 8, Deadline: 2 * time.Second}}
+	start := time.Now()
+	res, err := Collect(context.Background(), examples, Config{Experts: []Expert{ex}, Cache: filepath.Join(t.TempDir(), "cache")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each timeout costs two attempts; 8 in flight at once.
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("collection took %v", el)
+	}
+	want := map[string]int{}
+	var flaky int
+	for _, r := range res.Records {
+		if r.Reference {
+			continue
+		}
+		kind := faultKind(Concat(r.Question, r.Prompt))
+		switch kind {
+		case "", "flaky":
+			if r.Failure != "" || !r.Correct {
+				t.Errorf("%s (%q): %s %s, want a correct answer", r.ID, kind, r.Failure, r.Error)
+			}
+			if kind == "flaky" {
+				flaky++
+			}
+		default:
+			want[kind]++
+			if r.Failure != kind || r.Correct || r.Response != "" && kind != FailEmpty {
+				t.Errorf("%s: failure %q (%s), want %q", r.ID, r.Failure, r.Error, kind)
+			}
+		}
+	}
+	for _, k := range []string{FailTimeout, FailConnection, FailServer, FailRateLimited, FailMalformed, FailEmpty} {
+		if want[k] == 0 {
+			t.Errorf("no question draws %s: the test does not cover it", k)
+		}
+		if res.Summary.Failures[k] != want[k] {
+			t.Errorf("%d failures %s counted, want %d", res.Summary.Failures[k], k, want[k])
+		}
+	}
+	if flaky == 0 {
+		t.Error("no question fails once: the test does not cover a retry's cure")
+	}
+	// Retried kinds took 1 + MaxRetries attempts; a malformed body, one.
+	for prompt, n := range srv.attempts {
+		wantN := 1
+		switch faultKind(prompt) {
+		case FailConnection, FailServer, FailRateLimited, FailTimeout, "flaky":
+			wantN = 2
+		}
+		if n != wantN {
+			t.Errorf("%q (%s): %d attempts, want %d", prompt, faultKind(prompt), n, wantN)
+		}
+	}
+	if s := res.Summary.Experts[1]; s.Failures != res.Summary.Answers/2-s.Correct {
+		t.Errorf("summary %+v", s)
+	}
+}
+
+// TestEndpointDeadline: an endpoint that never answers costs an answer its
+// deadline, not the client's longer attempt timeout, and is a timeout.
+func TestEndpointDeadline(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // then the server sees the client go
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	defer ts.Close()
+	cl := client.New(client.Config{BaseURL: ts.URL + "/v1", Timeout: time.Minute})
+	e := &Endpoint{Client: cl, Deadline: 200 * time.Millisecond}
+	start := time.Now()
+	var got error
+	e.Answer(context.Background(), []Request{{Prompt: "Q:1+1\n"}}, func(i int, text string, err error) { got = err })
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("took %v", el)
+	}
+	if Classify(got) != FailTimeout || !strings.Contains(got.Error(), "deadline of an answer") {
+		t.Errorf("error %v (%s)", got, Classify(got))
+	}
+}
+
+// TestCollectResumes interrupts a collection after some answers, then
+// runs it again: the second run asks for exactly the answers the cache
+// lacks, once each; a third asks for nothing; a changed prompt makes the
+// cached answers stale; cached failures are asked again only with
+// RetryFailures.
+func TestCollectResumes(t *testing.T) {
+	// The run after the interruption asks another server, which the
+	// interrupted run's last requests never reach.
+	base, _ := serveWorld(t, 2*time.Millisecond)
+	examples := world.Examples(9, 30, []int{3, 4})
+	cache := filepath.Join(t.TempDir(), "cache")
+	experts := worldExperts(base, APICompletion, client.New(client.Config{BaseURL: base}))
+	total := len(problems(9, 30, []int{3, 4})) * len(experts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := 0
+	_, err := Collect(ctx, examples, Config{Experts: experts, Cache: cache, Progress: func(Record) {
+		if done++; done == 20 {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("error %v", err)
+	}
+	before := map[string]bool{} // prompts answered in the cache
+	recs := readCache(t, cache)
+	for _, r := range recs {
+		before[Concat(r.Question, r.Prompt)] = true
+	}
+	if len(recs) < 20 || len(recs) >= total {
+		t.Fatalf("%d answers cached of %d", len(recs), total)
+	}
+	base, served := serveWorld(t, 0)
+	experts = worldExperts(base, APICompletion, client.New(client.Config{BaseURL: base}))
+	res, err := Collect(context.Background(), examples, Config{Experts: experts, Cache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	for _, g := range served {
+		for prompt, n := range g.counts() {
+			asked += n
+			if before[prompt] || n != 1 {
+				t.Errorf("%q asked %d times; cached before: %v", prompt, n, before[prompt])
+			}
+		}
+	}
+	if s := res.Summary; asked != total-len(recs) || s.Asked != asked || s.Cached != len(recs) {
+		t.Errorf("asked %d, summary %+v; want %d asked, %d cached", asked, s, total-len(recs), len(recs))
+	}
+	if got := readCache(t, cache); len(got) != total {
+		t.Errorf("the cache holds %d answers, want each of %d once", len(got), total)
+	}
+
+	// Nothing left to ask.
+	res, err = Collect(context.Background(), examples, Config{Experts: experts, Cache: cache})
+	if err != nil || res.Summary.Asked != 0 || res.Summary.Cached != total {
+		t.Fatalf("third run: %v %+v", err, res.Summary)
+	}
+
+	// Another prompt for E1: its answers are stale.
+	changed := append([]Expert(nil), experts...)
+	changed[0].Prompt = "@E1 \n"
+	res, err = Collect(context.Background(), examples, Config{Experts: changed, Cache: cache})
+	if err != nil || res.Summary.Stale != total/3 || res.Summary.Asked != total/3 {
+		t.Fatalf("changed prompt: %v %+v", err, res.Summary)
+	}
+}
+
+// readCache reads a cache file whose every line is complete and unique.
+func readCache(t *testing.T, path string) []Record {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := ReadRecords(f, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// TestCachedFailuresRetried: a cached failure is asked for again with
+// RetryFailures, and kept otherwise.
+func TestCachedFailuresRetried(t *testing.T) {
+	examples := world.Examples(1, 4, []int{3})
+	var calls int
+	var mu sync.Mutex
+	ans := answerFunc(func(r Request) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls <= 4 {
+			return "", fmt.Errorf("openai: POST x: %w", syscall.ECONNRESET)
+		}
+		return "####1\n", nil
+	})
+	cache := filepath.Join(t.TempDir(), "cache")
+	cfg := Config{Experts: []Expert{{Name: "x", Index: 1, API: APICompletion, Answerer: ans}}, Cache: cache}
+	for _, tc := range []struct {
+		retry           bool
+		failures, asked int
+	}{{false, 4, 4}, {false, 4, 0}, {true, 0, 4}} {
+		cfg.RetryFailures = tc.retry
+		res, err := Collect(context.Background(), examples, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Summary.Failures[FailConnection] != tc.failures || res.Summary.Asked != tc.asked {
+			t.Errorf("retry %v: %+v, want %d failures, %d asked", tc.retry, res.Summary, tc.failures, tc.asked)
+		}
+	}
+}
+
+// answerFunc is an Answerer from a function of one request.
+type answerFunc func(Request) (string, error)
+
+func (f answerFunc) Answer(ctx context.Context, reqs []Request, done func(int, string, error)) {
+	for i, r := range reqs {
+		text, err := f(r)
+		done(i, text, err)
+	}
+}
+
+// TestTruncatedCacheLine: a last cache line cut short by a kill is
+// ignored with a warning and cut off, and its answer asked again; a
+// malformed line before it is an error naming the line and field.
+func TestTruncatedCacheLine(t *testing.T) {
+	examples := world.Examples(2, 3, []int{3})
+	ans := answerFunc(func(r Request) (string, error) { return "####0\n", nil })
+	cfg := Config{Experts: []Expert{{Name: "x", Index: 1, API: APICompletion, Answerer: ans}}, Cache: filepath.Join(t.TempDir(), "cache")}
+	if _, err := Collect(context.Background(), examples, cfg); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(cfg.Cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d cache lines", len(lines))
+	}
+	cut := strings.Join(lines[:2], "") + lines[2][:len(lines[2])/2]
+	if err := os.WriteFile(cfg.Cache, []byte(cut), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var warnings []string
+	cfg.Warn = func(m string) { warnings = append(warnings, m) }
+	res, err := Collect(context.Background(), examples, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], cfg.Cache+":3: ignoring the last line") {
+		t.Errorf("warnings %q", warnings)
+	}
+	if res.Summary.Cached != 2 || res.Summary.Asked != 1 {
+		t.Errorf("summary %+v", res.Summary)
+	}
+	if got := readCache(t, cfg.Cache); len(got) != 3 {
+		t.Errorf("cache of %d answers after the resume", len(got))
+	}
+
+	// A complete but malformed line is no interrupted write: an error.
+	bad := strings.Replace(string(data), `"correct":false`, `"correct":"no"`, 1)
+	if err := os.WriteFile(cfg.Cache, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Collect(context.Background(), examples, cfg)
+	var e *Error
+	if !errors.As(err, &e) || e.Line != 1 || e.Field != "correct" || !strings.Contains(err.Error(), cfg.Cache+":1: field \"correct\"") {
+		t.Errorf("error %v", err)
+	}
+}
+
+// TestCacheLocked: two collections cannot share a cache at once.
+func TestCacheLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cache")
+	c, _, err := openCache(path, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	if _, _, err := openCache(path, func(string) {}); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("second open: %v", err)
+	}
+}
+
+// TestCollectConfig: a bad config is refused with every problem named,
+// and examples without a readable gold answer or with a repeated id are
+// left out and counted.
+func TestCollectConfig(t *testing.T) {
+	ans := answerFunc(func(Request) (string, error) { return "####1", nil })
+	_, err := Collect(context.Background(), world.Examples(1, 2, []int{0}), Config{Experts: []Expert{
+		{Name: "", Index: 1, API: APICompletion, Answerer: ans},
+		{Name: ReferenceName, Index: 0, API: "smoke", Answerer: ans},
+		{Name: "a", Index: 2, API: APIChat},
+		{Name: "a", Index: 2, API: APIChat, Answerer: ans},
+	}})
+	for _, want := range []string{"has no name", `"reference" is Expert0's`, "index 0", `API "smoke"`, "has no Answerer", "name is taken", `index 2 is taken by "a"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not say %q", err, want)
+		}
+	}
+	examples := world.Examples(1, 3, []int{0})
+	examples = append(examples, examples[0], task.Example{ID: "x", Prompt: "?", Answer: "", Kind: task.Math})
+	res, err := Collect(context.Background(), examples, Config{Experts: []Expert{{Name: "a", Index: 1, API: APICompletion, Answerer: ans}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := res.Summary; s.Questions != 3 || s.Duplicates != 1 || s.Skipped != 1 || s.Answers != 6 {
+		t.Errorf("summary %+v", s)
+	}
+	if _, err := Collect(context.Background(), examples[4:], Config{Experts: []Expert{{Name: "a", Index: 1, API: APICompletion, Answerer: ans}}}); err == nil {
+		t.Error("no error without questions")
+	}
+}
+
+// TestReferenceWithoutSolution: Expert0 on a question without a reference
+// solution is a failure of its own kind.
+func TestReferenceWithoutSolution(t *testing.T) {
+	r := reference(task.Example{ID: "aime/1", Prompt: "?", Answer: "25", Kind: task.Math}, "P")
+	if r.Failure != FailNoSolution || r.Correct || !r.Reference || r.Expert != 0 {
+		t.Errorf("%+v", r)
+	}
+	if err := r.check(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestPrompts checks RenderPrompt, Concat and ChatMessages.
+func TestPrompts(t *testing.T) {
+	if got := RenderPrompt(DefaultPrompt, 2, "r1"); got != "You are Expert 2, please provide an answer to the above question." {
+		t.Errorf("RenderPrompt: %q", got)
+	}
+	if got := RenderPrompt("You are Expert {name} ({i}).", 3, "DeepSeek"); got != "You are Expert DeepSeek (3)." {
+		t.Errorf("RenderPrompt: %q", got)
+	}
+	for _, tc := range []struct{ q, p, want string }{
+		{"Q:1+2\n", "@E1\n", "Q:1+2\n@E1\n"},
+		{"What is 1+2?", "You are Expert 1.", "What is 1+2?\nYou are Expert 1."},
+		{"", "P", "P"},
+	} {
+		if got := Concat(tc.q, tc.p); got != tc.want {
+			t.Errorf("Concat(%q, %q) = %q, want %q", tc.q, tc.p, got, tc.want)
+		}
+	}
+	got := ChatMessages(task.Example{Prompt: "What?"}, "P")
+	if len(got) != 2 || got[0] != (task.Message{Role: "system", Content: "P"}) || got[1] != (task.Message{Role: "user", Content: "What?"}) {
+		t.Errorf("ChatMessages: %+v", got)
+	}
+	e := task.Example{Messages: []task.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "What?"}}}
+	got = ChatMessages(e, "P")
+	if len(got) != 2 || got[0].Content != "P\n\nBe brief." || e.Messages[0].Content != "Be brief." {
+		t.Errorf("ChatMessages with a system message: %+v (example now %+v)", got, e.Messages)
+	}
+}

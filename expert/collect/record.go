@@ -1,0 +1,381 @@
+package collect
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"rlvr/internal/atomicfile"
+)
+
+// Record is one line of D_ME: one expert's answer to one question, with
+// its verdict. The same schema serves the collection cache and the D_ME
+// file. In JSON:
+//
+//	{"id": "world/four-ops/12+7-3*2", "source": "", "question": "Q:(12+7-3)*2\n",
+//	 "answer": "32", "expert": 1, "expert_name": "E1", "api": "completion",
+//	 "model": "E1", "prompt": "@E1\n", "response": "12 + 7 = 19\n…####32\n",
+//	 "correct": true}
+//
+// Expert0, the dataset's reference solution, has "expert": 0,
+// "reference": true and no "api" or "model". A failed answer has
+// "correct": false, a "failure" kind and the "error" that caused it.
+type Record struct {
+	ID       string `json:"id"`       // the question's task.Example.ID
+	Source   string `json:"source"`   // the question's task.Example.Source ("file:line"; "" for generated questions)
+	Question string `json:"question"` // the question as a model sees it (task.Example.Prompt)
+	Answer   string `json:"answer"`   // the gold answer, as the dataset writes it
+	Expert   int    `json:"expert"`   // the expert's index i: 0 for the reference, 1 to N for the experts asked
+	Name     string `json:"expert_name"`
+	// Reference marks Expert0: the dataset's own reference solution.
+	Reference bool `json:"reference,omitempty"`
+	// API is how the expert was asked: APICompletion or APIChat; "" for
+	// the reference.
+	API string `json:"api,omitempty"`
+	// Model is the model the expert named (an endpoint's model, or a
+	// local checkpoint's path); informational.
+	Model string `json:"model,omitempty"`
+	// Prompt is the expert prompt P_i: appended to the question for a
+	// completion, the system message of a chat.
+	Prompt   string `json:"prompt"`
+	Response string `json:"response"` // the expert's answer A_i; "" when it failed
+	Correct  bool   `json:"correct"`  // the verdict of eval.Reward on Response
+	Failure  string `json:"failure,omitempty"`
+	Error    string `json:"error,omitempty"` // what failed, when Failure is set
+}
+
+// How an expert is asked.
+const (
+	// APICompletion sends Concat(question, prompt) as a plain completion
+	// (POST /v1/completions, or a local model's continuation).
+	APICompletion = "completion"
+	// APIChat sends the prompt as the system message and the question as
+	// the user message (POST /v1/chat/completions, or a local model's
+	// chat template).
+	APIChat = "chat"
+)
+
+// The kinds of failure: an expert gave no usable answer. Collection
+// records the failure and goes on.
+const (
+	FailTimeout     = "timeout"      // no answer in time: an attempt's timeout, the answer's deadline, a 408 or 504
+	FailConnection  = "connection"   // connection refused, reset or closed early
+	FailRateLimited = "rate-limited" // 429 after every retry
+	FailServer      = "server-error" // 5xx after every retry
+	FailRefused     = "refused"      // another 4xx, or a prompt too long for a local model
+	FailMalformed   = "malformed"    // a response body that is not the API's JSON
+	FailEmpty       = "empty"        // an answer with no text
+	FailNoSolution  = "no-solution"  // Expert0 on a question without a reference solution
+	FailOther       = "error"        // anything else, such as a local model's error
+)
+
+// FailureKinds lists every kind of failure, in the order summaries print
+// them.
+var FailureKinds = []string{FailTimeout, FailConnection, FailRateLimited, FailServer, FailRefused, FailMalformed, FailEmpty, FailNoSolution, FailOther}
+
+// maxExpert bounds an expert's index in a D_ME line.
+const maxExpert = 1 << 20
+
+// maxLine bounds one line of a D_ME or cache file (a variable for tests).
+var maxLine = 64 << 20
+
+// Error reports a malformed line of a D_ME or cache file: where it is and
+// what is wrong, as
+//
+//	collect: dme.jsonl:12: field "correct": want true or false, got "yes"
+type Error struct {
+	File  string // the file's path, or the name a stream was read under
+	Line  int    // 1-based; 0 for an error about the whole file
+	Field string // the JSON key at fault, or ""
+	Err   error
+}
+
+// Error returns the error as one line.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("collect: ")
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteString(":" + strconv.Itoa(e.Line))
+	}
+	if e.Field != "" {
+		b.WriteString(": field " + strconv.Quote(e.Field))
+	}
+	b.WriteString(": " + e.Err.Error())
+	return b.String()
+}
+
+// Unwrap returns e.Err.
+func (e *Error) Unwrap() error { return e.Err }
+
+// fieldError is ParseRecord's complaint about one field.
+type fieldError struct {
+	field string
+	err   error
+}
+
+func (e *fieldError) Error() string { return "field " + strconv.Quote(e.field) + ": " + e.err.Error() }
+
+// FieldOf returns the JSON key a ParseRecord error is about, or "".
+func FieldOf(err error) string {
+	if fe, ok := errors.AsType[*fieldError](err); ok {
+		return fe.field
+	}
+	return ""
+}
+
+// ParseRecord reads one D_ME line. Every key of the schema but "source",
+// "reference", "api", "model", "failure" and "error" is required; unknown
+// keys, values of the wrong type and inconsistent fields are errors, which
+// name their key (see FieldOf).
+func ParseRecord(line []byte) (Record, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(line, &raw); err != nil {
+		return Record{}, fmt.Errorf("not a JSON object: %v", syntaxMessage(err))
+	}
+	if raw == nil {
+		return Record{}, errors.New("not a JSON object: null")
+	}
+	var r Record
+	type spec struct {
+		key      string
+		required bool
+		dst      any
+	}
+	specs := []spec{
+		{"id", true, &r.ID}, {"source", false, &r.Source}, {"question", true, &r.Question},
+		{"answer", true, &r.Answer}, {"expert", true, &r.Expert}, {"expert_name", true, &r.Name},
+		{"reference", false, &r.Reference}, {"api", false, &r.API}, {"model", false, &r.Model},
+		{"prompt", true, &r.Prompt}, {"response", true, &r.Response}, {"correct", true, &r.Correct},
+		{"failure", false, &r.Failure}, {"error", false, &r.Error},
+	}
+	known := map[string]bool{}
+	for _, s := range specs {
+		known[s.key] = true
+		v, ok := raw[s.key]
+		if !ok {
+			if s.required {
+				return Record{}, &fieldError{s.key, errors.New("missing")}
+			}
+			continue
+		}
+		if err := decodeField(v, s.dst); err != nil {
+			return Record{}, &fieldError{s.key, err}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		if !known[k] {
+			return Record{}, &fieldError{k, errors.New("unknown key")}
+		}
+	}
+	return r, r.check()
+}
+
+// check reports the first inconsistency of a record, naming its field.
+func (r Record) check() error {
+	bad := func(field, format string, args ...any) error {
+		return &fieldError{field, fmt.Errorf(format, args...)}
+	}
+	switch {
+	case r.ID == "":
+		return bad("id", "is empty")
+	case r.Name == "":
+		return bad("expert_name", "is empty")
+	case r.Expert < 0 || r.Expert > maxExpert:
+		return bad("expert", "%d: want an index in [0, %d]", r.Expert, maxExpert)
+	case r.Reference && r.Expert != 0:
+		return bad("expert", "%d: the reference is expert 0", r.Expert)
+	case !r.Reference && r.Expert == 0:
+		return bad("reference", "expert 0 is the reference solution, but reference is not true")
+	case r.Reference && r.API != "":
+		return bad("api", "%q: the reference solution was not asked through an API", r.API)
+	case !r.Reference && r.API != APICompletion && r.API != APIChat:
+		return bad("api", "%q: want %q or %q", r.API, APICompletion, APIChat)
+	case r.Failure != "" && !slices.Contains(FailureKinds, r.Failure):
+		return bad("failure", "%q: not a kind of failure (%s)", r.Failure, strings.Join(FailureKinds, ", "))
+	case r.Failure != "" && r.Correct:
+		return bad("correct", "true, but the answer failed (%s)", r.Failure)
+	case r.Failure == "" && r.Error != "":
+		return bad("error", "set, but no failure is")
+	}
+	return nil
+}
+
+// decodeField unmarshals one value, refusing null and naming the JSON
+// type wanted.
+func decodeField(v json.RawMessage, dst any) error {
+	want := "a string"
+	switch dst.(type) {
+	case *int:
+		want = "an integer"
+	case *bool:
+		want = "true or false"
+	}
+	if t := bytes.TrimSpace(v); bytes.Equal(t, []byte("null")) {
+		return fmt.Errorf("want %s, got null", want)
+	}
+	if err := json.Unmarshal(v, dst); err != nil {
+		return fmt.Errorf("want %s, got %s", want, excerpt(v))
+	}
+	return nil
+}
+
+// syntaxMessage shortens a JSON error.
+func syntaxMessage(err error) string {
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return fmt.Sprintf("%v (byte %d)", se, se.Offset)
+	}
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+		return "a JSON " + te.Value
+	}
+	return err.Error()
+}
+
+// excerpt quotes the start of a value, for error messages.
+func excerpt(v []byte) string {
+	const n = 40
+	s := string(bytes.TrimSpace(v))
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
+}
+
+// MarshalLine returns r as one JSON line, newline included. Invalid
+// UTF-8 in its strings becomes U+FFFD.
+func (r Record) MarshalLine() ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("collect: encoding the answer of %s to %s: %w", r.Name, r.ID, err)
+	}
+	return append(b, '\n'), nil
+}
+
+// ReadDME reads a D_ME file. A malformed line is an *Error naming the
+// file, the line and the field; blank lines are skipped.
+func ReadDME(path string) ([]Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadRecords(f, path)
+}
+
+// ReadRecords reads D_ME lines from r; name is the file's name in errors.
+// Besides malformed lines, it refuses a second answer of an expert to a
+// question, a question or gold answer that differs between the lines of
+// one id, and an expert whose index and name disagree between lines.
+func ReadRecords(r io.Reader, name string) ([]Record, error) {
+	var out []Record
+	var lines []int
+	err := eachLine(r, func(l line) error {
+		if !l.complete && len(l.text) > 0 && !json.Valid(l.text) {
+			return &Error{File: name, Line: l.n, Err: errors.New("truncated: the last line has no newline and is not valid JSON")}
+		}
+		rec, err := ParseRecord(l.text)
+		if err != nil {
+			return &Error{File: name, Line: l.n, Field: FieldOf(err), Err: unwrapField(err)}
+		}
+		out, lines = append(out, rec), append(lines, l.n)
+		return nil
+	})
+	if le, ok := errors.AsType[*lineError](err); ok {
+		return nil, &Error{File: name, Line: le.n, Err: le.err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	err = consistent(out, func(j int) string { return fmt.Sprintf("line %d", lines[j]) }, func(i int, field string, err error) error {
+		return &Error{File: name, Line: lines[i], Field: field, Err: err}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// unwrapField returns the error without the field it names.
+func unwrapField(err error) error {
+	if fe, ok := errors.AsType[*fieldError](err); ok {
+		return fe.err
+	}
+	return err
+}
+
+// line is one line of a JSONL file.
+type line struct {
+	text     []byte // without the newline (and a \r before it)
+	n        int    // 1-based
+	end      int64  // byte offset just past the line, newline included
+	complete bool   // ended by a newline
+}
+
+// lineError is a line eachLine cannot read.
+type lineError struct {
+	n   int
+	err error
+}
+
+func (e *lineError) Error() string { return fmt.Sprintf("line %d: %v", e.n, e.err) }
+
+// eachLine calls fn with every non-blank line of r, in order, and stops
+// at fn's first error. A line longer than maxLine is a *lineError.
+func eachLine(r io.Reader, fn func(line) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var off int64
+	for n := 1; ; n++ {
+		var buf []byte
+		var err error
+		for {
+			var chunk []byte
+			chunk, err = br.ReadSlice('\n')
+			buf = append(buf, chunk...)
+			if len(buf) > maxLine {
+				return &lineError{n, fmt.Errorf("longer than %d bytes", maxLine)}
+			}
+			if err != bufio.ErrBufferFull {
+				break
+			}
+		}
+		if err != nil && err != io.EOF {
+			return err
+		}
+		off += int64(len(buf))
+		complete := bytes.HasSuffix(buf, []byte("\n"))
+		text := bytes.TrimSuffix(bytes.TrimSuffix(buf, []byte("\n")), []byte("\r"))
+		if len(bytes.TrimSpace(text)) > 0 {
+			if ferr := fn(line{text: text, n: n, end: off, complete: complete}); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+	}
+}
+
+// WriteDME writes records to path as JSONL, atomically: a reader sees the
+// old file or the whole new one.
+func WriteDME(path string, records []Record) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
+		for _, r := range records {
+			b, err := r.MarshalLine()
+			if err != nil {
+				return err
+			}
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
