@@ -269,31 +269,37 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"train", "--data", "gsm8k", "--train-file", "nosuch.jsonl"}, []string{"data.train: stat nosuch.jsonl"}},
 		{[]string{"train", "--eval-problems", "0"}, []string{"eval_problems = 0"}},
 	} {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			before := snapshot(t, dir)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			stdout, _, err := execute(t, ctx, tc.args...)
-			if err == nil {
-				t.Fatalf("no error; output:\n%s", stdout)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not name %q", err, w)
-				}
-			}
-			after := snapshot(t, dir)
-			for path := range after {
-				if before[path] != after[path] {
-					t.Errorf("wrote %s", path)
-				}
-			}
-			for path := range before {
-				if _, ok := after[path]; !ok {
-					t.Errorf("removed %s", path)
-				}
-			}
-		})
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) { refused(t, dir, tc.args, tc.want) })
+	}
+}
+
+// refused runs a hostile command line and checks it fails without a
+// panic, with an error naming every want, and without writing or removing
+// any file under dir.
+func refused(t *testing.T, dir string, args, want []string) {
+	t.Helper()
+	before := snapshot(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stdout, _, err := execute(t, ctx, args...)
+	if err == nil {
+		t.Fatalf("no error; output:\n%s", stdout)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not name %q", err, w)
+		}
+	}
+	after := snapshot(t, dir)
+	for path := range after {
+		if before[path] != after[path] {
+			t.Errorf("wrote %s", path)
+		}
+	}
+	for path := range before {
+		if _, ok := after[path]; !ok {
+			t.Errorf("removed %s", path)
+		}
 	}
 }
 
