@@ -13,6 +13,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"math"
 )
 
 // Datum is one sequence to train on. Position i of Tokens predicts
@@ -105,6 +106,22 @@ const (
 	K2 KLEstimator = "k2" // d²/2: biased, low variance
 	K3 KLEstimator = "k3" // exp(−d) − 1 + d: unbiased, non-negative (GRPO's)
 )
+
+// Estimate returns the estimator's value k at d = logp − ref logp and its
+// derivative dk/dd; an unknown estimator gives 0, 0 (Loss.Validate refuses
+// it first).
+func (e KLEstimator) Estimate(d float64) (k, dk float64) {
+	switch e {
+	case K1:
+		return d, 1
+	case K2:
+		return d * d / 2, d
+	case K3:
+		x := math.Exp(-d)
+		return x - 1 + d, 1 - x
+	}
+	return 0, 0
+}
 
 // Loss is the per-token objective a ForwardBackward call sums. At each
 // position, with w its weight:

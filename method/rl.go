@@ -355,7 +355,8 @@ func (k RewardKL) Shape(ctx context.Context, env *Env, groups []Scored) error {
 				if w == 0 {
 					continue
 				}
-				sum += KLEstimate(k.Estimator, float64(data[n].SamplerLogprobs[j]-lps[n][j]))
+				est, _ := k.Estimator.Estimate(float64(data[n].SamplerLogprobs[j] - lps[n][j]))
+				sum += est
 				tokens++
 			}
 			g.Rewards[i] -= float64(k.Beta) * sum
@@ -365,16 +366,4 @@ func (k RewardKL) Shape(ctx context.Context, env *Env, groups []Scored) error {
 	}
 	env.Metrics.Set("kl", total/math.Max(float64(tokens), 1))
 	return nil
-}
-
-// KLEstimate is one sample's estimate of KL(π ‖ π_ref) from d = logp −
-// ref logp.
-func KLEstimate(est backend.KLEstimator, d float64) float64 {
-	switch est {
-	case backend.K1:
-		return d
-	case backend.K2:
-		return d * d / 2
-	}
-	return math.Exp(-d) - 1 + d
 }

@@ -303,17 +303,7 @@ func tokenTerms(z, scratch []float32, n int, t Targets, q []float32, l *backend.
 		g -= w * adv
 	}
 	if l.RefKL != 0 {
-		d := s.logp - float64(t.RefLogprobs[n])
-		var k, dk float64
-		switch l.RefKLEstimator {
-		case backend.K1:
-			k, dk = d, 1
-		case backend.K2:
-			k, dk = d*d/2, d
-		case backend.K3:
-			e := math.Exp(-d)
-			k, dk = e-1+d, 1-e
-		}
+		k, dk := l.RefKLEstimator.Estimate(s.logp - float64(t.RefLogprobs[n]))
 		s.refKL = k
 		s.loss += w * float64(l.RefKL) * k
 		g += w * float64(l.RefKL) * dk
