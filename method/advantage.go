@@ -79,9 +79,10 @@ func StdDev(x []float64) float64 {
 	return math.Sqrt(ss / float64(len(x)-1))
 }
 
-// ZeroVariance reports whether every reward of a group is the same: such a
-// group carries no GRPO signal (DAPO drops it and samples more).
-func ZeroVariance(rewards []float64) bool {
+// ZeroVariance reports whether every reward, or every verdict, of a group
+// is the same: such a group carries no GRPO signal (DAPO drops it and
+// samples more).
+func ZeroVariance[T comparable](rewards []T) bool {
 	for _, r := range rewards[min(1, len(rewards)):] {
 		if r != rewards[0] {
 			return false

@@ -43,7 +43,7 @@ func TestBatchNormalizeAndHelpers(t *testing.T) {
 	if !near(Mean(a), 0) || !near(StdDev(a), 1) {
 		t.Fatalf("normalized batch mean %v std %v", Mean(a), StdDev(a))
 	}
-	if !ZeroVariance([]float64{1, 1}) || ZeroVariance([]float64{1, 0}) || !ZeroVariance(nil) {
+	if !ZeroVariance([]float64{1, 1}) || ZeroVariance([]float64{1, 0}) || !ZeroVariance([]float64(nil)) {
 		t.Fatal("ZeroVariance")
 	}
 	for _, tc := range []struct {

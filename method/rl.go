@@ -101,7 +101,7 @@ func (r *RL) Step(ctx context.Context, env *Env, examples []task.Example) (*Batc
 			break
 		}
 		for _, g := range groups {
-			if !uniform(g.Correct) {
+			if !ZeroVariance(g.Correct) {
 				kept = append(kept, g)
 			}
 		}
@@ -189,7 +189,7 @@ func scoreMetrics(m Metrics, groups []Scored, perVariant bool) {
 			}
 			ng++
 			rewards = append(rewards, g.Rewards...)
-			if uniform(g.Correct) {
+			if ZeroVariance(g.Correct) {
 				zero++
 			}
 			for i, t := range g.Trajectories {
@@ -224,16 +224,6 @@ func scoreMetrics(m Metrics, groups []Scored, perVariant bool) {
 		seen[name] = true
 		summarize("variant/"+name+"/", func(s *Scored) bool { return s.Variant.Name == name })
 	}
-}
-
-// uniform reports whether every verdict of a group is the same.
-func uniform(v []bool) bool {
-	for _, b := range v {
-		if b != v[0] {
-			return false
-		}
-	}
-	return true
 }
 
 func countTrajectories(groups []Scored) int {
