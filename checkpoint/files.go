@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -51,24 +50,11 @@ func CopyTokenizerFiles(src, dst string) ([]string, error) {
 			return copied, fmt.Errorf("checkpoint: %s is not a regular file", from)
 		}
 		if !same {
-			if err := copyFile(from, filepath.Join(dst, name)); err != nil {
+			if err := atomicfile.Copy(from, filepath.Join(dst, name)); err != nil {
 				return copied, fmt.Errorf("checkpoint: %w", err)
 			}
 		}
 		copied = append(copied, name)
 	}
 	return copied, nil
-}
-
-// copyFile replaces to with a copy of from, atomically.
-func copyFile(from, to string) error {
-	f, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return atomicfile.Write(to, func(w io.Writer) error {
-		_, err := io.Copy(w, f)
-		return err
-	})
 }

@@ -658,11 +658,7 @@ func ExportModel(runDir, out string) error {
 		if e.IsDir() || e.Name() == "state.json" || e.Name() == local.OptimizerFile {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			return err
-		}
-		if err := atomicfile.WriteBytes(filepath.Join(out, e.Name()), b); err != nil {
+		if err := atomicfile.Copy(filepath.Join(src, e.Name()), filepath.Join(out, e.Name())); err != nil {
 			return err
 		}
 	}

@@ -59,3 +59,16 @@ func WriteBytes(path string, data []byte) error {
 		return err
 	})
 }
+
+// Copy creates or replaces to with the contents of from.
+func Copy(from, to string) error {
+	f, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return Write(to, func(w io.Writer) error {
+		_, err := io.Copy(w, f)
+		return err
+	})
+}

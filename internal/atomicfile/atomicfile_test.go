@@ -35,3 +35,24 @@ func TestWriteReplacesOrLeavesAlone(t *testing.T) {
 		t.Fatalf("file holds %q", b)
 	}
 }
+
+func TestCopy(t *testing.T) {
+	dir := t.TempDir()
+	from, to := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	if err := os.WriteFile(from, []byte("weights"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(to, []byte("old and longer"), 0o644)
+	if err := Copy(from, to); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(to); string(b) != "weights" {
+		t.Fatalf("copied %q", b)
+	}
+	if err := Copy(filepath.Join(dir, "missing"), to); err == nil {
+		t.Fatal("copying a missing file succeeded")
+	}
+	if b, _ := os.ReadFile(to); string(b) != "weights" {
+		t.Fatalf("a failed copy changed the target: %q", b)
+	}
+}
