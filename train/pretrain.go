@@ -219,6 +219,9 @@ func PretrainWith(ctx context.Context, cfg PretrainConfig, opts PretrainOptions)
 		}
 	}
 	m := l.Model
+	// Every save is a Hugging Face directory whose config.json carries the
+	// byte tokenizer's BOS and EOS ids.
+	l.HFConfig = hf.Config(m.Config, []int{tokenizer.ByteBOS}, []int{tokenizer.ByteEOS})
 	res := &PretrainResult{Params: m.NumParams()}
 	start := time.Now()
 	// The corpus is an endless seeded stream; held-out problems come from
@@ -241,7 +244,6 @@ func PretrainWith(ctx context.Context, cfg PretrainConfig, opts PretrainOptions)
 	}
 	st.ElapsedS += time.Since(start).Seconds()
 	if stop && opts.State != "" {
-		l.HFConfig = hf.Config(m.Config, []int{tokenizer.ByteBOS}, []int{tokenizer.ByteEOS})
 		if err := l.Save(ctx, opts.State); err != nil {
 			return nil, err
 		}
@@ -263,9 +265,7 @@ func PretrainWith(ctx context.Context, cfg PretrainConfig, opts PretrainOptions)
 		res.Eval = append(res.Eval, r)
 	}
 	if cfg.Out != "" {
-		// A complete Hugging Face directory: config.json with the byte
-		// tokenizer's BOS and EOS ids, and the tokenizer's own files.
-		l.HFConfig = hf.Config(m.Config, []int{tokenizer.ByteBOS}, []int{tokenizer.ByteEOS})
+		// A complete Hugging Face directory, with the tokenizer's own files.
 		if err := l.Save(ctx, cfg.Out); err != nil {
 			return nil, err
 		}

@@ -121,9 +121,14 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 			return err
 		}
 	}
-	start, modelDir := runState{}, base
+	var start runState
+	var pol *policy
 	if resume {
-		dir, st, skipped, err := latestIntact(runDir, intactModel)
+		// Opening a checkpoint's model is what proves it intact.
+		dir, st, skipped, err := latestIntact(runDir, func(dir string) (err error) {
+			pol, err = openPolicy(dir, &cfg, true)
+			return err
+		})
 		for _, s := range skipped {
 			logf("resume: skipping damaged checkpoint %s", s)
 		}
@@ -131,13 +136,15 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 			return err
 		}
 		if dir != "" {
-			start, modelDir = st, dir
+			start = st
 			logf("resume: from %s (step %d)", dir, st.Step)
 		}
 	}
-	pol, err := openPolicy(modelDir, &cfg, start.Step > 0)
-	if err != nil {
-		return err
+	var err error
+	if pol == nil {
+		if pol, err = openPolicy(base, &cfg, false); err != nil {
+			return err
+		}
 	}
 	var ref backend.Logprober
 	if cfg.KL != 0 {
@@ -242,12 +249,6 @@ func stopped(stop <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// intactModel checks that a checkpoint's model files read back.
-func intactModel(dir string) error {
-	_, err := checkpoint.Open(dir, "")
-	return err
 }
 
 // scheduleOf is the shared update's learning-rate schedule, in optimizer

@@ -174,8 +174,8 @@ func checkPaths(c *RLConfig) error {
 	return nil
 }
 
-// latestIntact returns the newest checkpoint whose run state and model
-// files read back, skipping (and reporting) damaged newer ones.
+// latestIntact returns the newest checkpoint whose run state reads back
+// and that intact accepts, skipping (and reporting) damaged newer ones.
 func latestIntact(runDir string, intact func(dir string) error) (string, runState, []string, error) {
 	ckpts, err := checkpoints(runDir)
 	if errors.Is(err, os.ErrNotExist) {

@@ -2,13 +2,11 @@ package local
 
 import (
 	"context"
-	"path/filepath"
 
 	"rlvr/backend"
 	"rlvr/checkpoint"
 	"rlvr/engine/model"
 	"rlvr/engine/optim"
-	"rlvr/format/hfconfig"
 	"rlvr/sample"
 )
 
@@ -33,10 +31,9 @@ func Open(dir string, adam optim.AdamWConfig, withOptimizer bool) (*Session, err
 	if err != nil {
 		return nil, err
 	}
-	learner.Source = dir
-	if hc, err := hfconfig.Load(filepath.Join(dir, "config.json")); err == nil {
-		learner.HFConfig = hc // keeps the model's own token ids and architecture
-	}
+	// Saves keep the model's own config.json (token ids, architecture)
+	// and its tokenizer files.
+	learner.Source, learner.HFConfig = dir, l.HFConfig
 	if withOptimizer {
 		if err := learner.LoadOptimizer(dir); err != nil {
 			return nil, err
