@@ -343,9 +343,6 @@ func (c *RLConfig) Resolve() error {
 		if !enabled(PartExpertPrompts) {
 			add("mutual_learning needs expert_prompts in parts: it compares experts")
 		}
-		if math.IsNaN(float64(m.Weight)) || m.Weight < 0 {
-			add("mutual_learning.weight = %v must be positive", m.Weight)
-		}
 	}
 	if enabled(PartHardBuffer) {
 		if c.HardBuffer == nil {
@@ -367,8 +364,8 @@ func (c *RLConfig) Resolve() error {
 		if h.K < 0 || h.K >= c.GroupSize && c.GroupSize > 0 {
 			add("hard_buffer.k = %d must be in [0, group_size)", h.K)
 		}
-		if h.Capacity < 0 || math.IsNaN(h.LR) || h.LR < 0 || math.IsNaN(float64(h.Weight)) || h.Weight < 0 {
-			add("hard_buffer: capacity %d, lr %v and weight %v must be positive", h.Capacity, h.LR, h.Weight)
+		if h.Capacity < 0 {
+			add("hard_buffer.capacity = %d must be positive", h.Capacity)
 		}
 	}
 	if c.Algorithm == method.SFT {
@@ -431,12 +428,20 @@ func (c *RLConfig) Resolve() error {
 	if c.KL != 0 && !slices.Contains([]backend.KLEstimator{backend.K1, backend.K2, backend.K3}, c.KLEstimator) {
 		add("kl_estimator %q is not k1, k2 or k3", c.KLEstimator)
 	}
-	for _, f := range []struct {
+	type real struct {
 		name string
 		v    float64
 		zero bool // zero allowed
-	}{{"lr", c.LR, false}, {"temperature", float64(c.Temperature), false}, {"kl", float64(c.KL), true},
-		{"entropy", float64(c.Entropy), true}, {"grad_clip", float64(c.GradClip), true}, {"clip_low", float64(c.ClipLow), true}, {"clip_high", float64(c.ClipHigh), true}} {
+	}
+	reals := []real{{"lr", c.LR, false}, {"temperature", float64(c.Temperature), false}, {"kl", float64(c.KL), true},
+		{"entropy", float64(c.Entropy), true}, {"grad_clip", float64(c.GradClip), true}, {"clip_low", float64(c.ClipLow), true}, {"clip_high", float64(c.ClipHigh), true}}
+	if m := c.MutualLearning; m != nil {
+		reals = append(reals, real{"mutual_learning.weight", float64(m.Weight), false})
+	}
+	if h := c.HardBuffer; h != nil {
+		reals = append(reals, real{"hard_buffer.lr", h.LR, false}, real{"hard_buffer.weight", float64(h.Weight), false})
+	}
+	for _, f := range reals {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 || f.v == 0 && !f.zero {
 			if f.zero {
 				add("%s = %v must be finite and not negative", f.name, f.v)

@@ -89,9 +89,10 @@ func checkResumeConfig(runDir string, cfg *RLConfig) error {
 	if err != nil {
 		return err
 	}
+	was, is := flatten("", saved), flatten("", now)
 	var changed []string
-	for _, k := range unionKeys(flatten("", saved), flatten("", now)) {
-		a, b := flatten("", saved)[k], flatten("", now)[k]
+	for _, k := range unionKeys(was, is) {
+		a, b := was[k], is[k]
 		if a != b && !slices.Contains(ResumeSafe, k) {
 			changed = append(changed, fmt.Sprintf("%s %s -> %s", k, orNone(a), orNone(b)))
 		}
