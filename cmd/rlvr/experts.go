@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -165,11 +164,11 @@ answers the cache lacks (and, with --retry-failures, for the failed ones).`,
 				c.add("deadline", "%v: must be in (0, %v]", deadline, maxDeadline)
 			}
 			checkSampling(&c, sample.Params{Temperature: temperature, TopP: 1, Stop: stop}, "")
-			outFile(&c, "out", out)
+			c.outFile("out", out)
 			if cachePath == "" && !flags.Changed("cache") {
 				cachePath = out + ".cache"
 			}
-			outFile(&c, "cache", cachePath)
+			c.outFile("cache", cachePath)
 			if out != "" && cachePath != "" && filepath.Clean(out) == filepath.Clean(cachePath) {
 				c.add("cache", "%s is --out too: the cache and D_ME must be different files", cachePath)
 			}
@@ -356,32 +355,6 @@ func parseExpertFlags(c *flagCheck, specs []string) []expertFlag {
 		out = append(out, e)
 	}
 	return out
-}
-
-// outFile checks that path can be written as a file: not a directory, in
-// an existing, writable directory. Nothing is created.
-func outFile(c *flagCheck, flag, path string) {
-	if path == "" {
-		c.add(flag, "is empty")
-		return
-	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		c.add(flag, "%s is a directory, not a file", path)
-		return
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		c.add(flag, "%s: %v", path, statProblem(err))
-		return
-	}
-	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	switch {
-	case err != nil:
-		c.add(flag, "%s: directory %s: %v", path, dir, statProblem(err))
-	case !st.IsDir():
-		c.add(flag, "%s: %s is a file, not a directory", path, dir)
-	case !writable(dir):
-		c.add(flag, "%s: directory %s is not writable", path, dir)
-	}
 }
 
 // serveWorldExperts serves the world's scripted experts on a loopback port

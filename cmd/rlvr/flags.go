@@ -187,6 +187,32 @@ func (c *flagCheck) outDir(flag, path string, mayHaveFiles bool) {
 	}
 }
 
+// outFile checks that path can be written as a file: not a directory, in
+// an existing, writable directory. Nothing is created.
+func (c *flagCheck) outFile(flag, path string) {
+	if path == "" {
+		c.add(flag, "is empty")
+		return
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		c.add(flag, "%s is a directory, not a file", path)
+		return
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		c.add(flag, "%s: %v", path, statProblem(err))
+		return
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		c.add(flag, "%s: directory %s: %v", path, dir, statProblem(err))
+	case !st.IsDir():
+		c.add(flag, "%s: %s is a file, not a directory", path, dir)
+	case !writable(dir):
+		c.add(flag, "%s: directory %s is not writable", path, dir)
+	}
+}
+
 // writable reports whether the directory dir can be written to.
 func writable(dir string) bool {
 	const wOK = 2 // access(2)'s W_OK

@@ -104,7 +104,9 @@ func rlCommand(use, preset, short, long, example string) *cobra.Command {
 			runDir = filepath.Join("runs", fmt.Sprintf("%s-seed%d", cfg.Algorithm, cfg.Seed))
 		}
 		if out != "" {
-			if err := checkOut(out); err != nil {
+			var c flagCheck
+			c.outDir("out", out, false)
+			if err := c.err(); err != nil {
 				return err
 			}
 		}
@@ -175,28 +177,6 @@ directory.`,
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
-}
-
-// checkOut refuses an output path that is a file or a non-empty directory
-// before any training.
-func checkOut(out string) error {
-	st, err := os.Stat(out)
-	if os.IsNotExist(err) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("--out %s is a file", out)
-	}
-	entries, err := os.ReadDir(out)
-	if err != nil {
-		return err
-	}
-	if len(entries) > 0 {
-		return fmt.Errorf("--out %s is not empty", out)
-	}
-	return nil
 }
 
 // progressLine is the progress bar's live description of a step.
