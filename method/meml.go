@@ -48,10 +48,9 @@ func (ml *MutualLearning) Terms(_ context.Context, env *Env, groups []Scored) ([
 			continue
 		}
 		student, err := env.prompt(worst.Example, worst.Variant)
-		if err != nil || student == nil {
-			if err != nil {
-				return nil, err
-			}
+		if err != nil {
+			return nil, err
+		} else if student == nil {
 			continue
 		}
 		fired++
@@ -115,10 +114,11 @@ func byQuestion(groups []Scored) [][]*Scored {
 	var out [][]*Scored
 	for i := range groups {
 		g := &groups[i]
-		k, ok := index[g.Example.ID+"\x00"+g.Example.Prompt]
+		key := g.Example.ID + "\x00" + g.Example.Prompt
+		k, ok := index[key]
 		if !ok {
 			k = len(out)
-			index[g.Example.ID+"\x00"+g.Example.Prompt] = k
+			index[key] = k
 			out = append(out, nil)
 		}
 		out[k] = append(out[k], g)
