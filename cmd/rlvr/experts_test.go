@@ -11,15 +11,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"rlvr/expert"
 	"rlvr/expert/collect"
-	"rlvr/format/tokenizer"
-	"rlvr/internal/tokens"
-	"rlvr/sample"
 	"rlvr/serve"
 	"rlvr/serve/servetest"
 	"rlvr/task/world"
@@ -29,43 +25,18 @@ import (
 // requests by prompt text, each model's calls taking delay. It returns
 // the base URL and the counts.
 func countedWorld(t *testing.T, delay time.Duration) (string, func() map[string]int) {
-	var mu sync.Mutex
-	n := map[string]int{}
 	models := expert.WorldModels()
-	for i := range models {
-		models[i].Generator = countingGenerator{models[i].Generator, delay, &mu, n}
-	}
+	counted := servetest.Count(models, delay)
 	base := servetest.Start(t, serve.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, models...)
 	return base, func() map[string]int {
-		mu.Lock()
-		defer mu.Unlock()
 		out := map[string]int{}
-		for k, v := range n {
-			out[k] = v
+		for _, c := range counted {
+			for k, v := range c.Counts() {
+				out[k] += v
+			}
 		}
 		return out
 	}
-}
-
-type countingGenerator struct {
-	serve.Generator
-	delay time.Duration
-	mu    *sync.Mutex
-	n     map[string]int
-}
-
-func (g countingGenerator) Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
-	g.mu.Lock()
-	for _, r := range reqs {
-		g.n[tokenizer.NewByteTokenizer().Decode(tokens.Ints(r.Prompt))]++
-	}
-	g.mu.Unlock()
-	select {
-	case <-time.After(g.delay):
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return g.Generator.Sample(ctx, reqs)
 }
 
 // completeRecords parses the complete lines of a cache file.

@@ -20,8 +20,6 @@ import (
 
 	client "rlvr/client/openai"
 	"rlvr/expert"
-	"rlvr/format/tokenizer"
-	"rlvr/internal/tokens"
 	"rlvr/sample"
 	"rlvr/serve"
 	"rlvr/serve/servetest"
@@ -29,48 +27,11 @@ import (
 	"rlvr/task/world"
 )
 
-// counted wraps a served model's generator, counting its requests by
-// prompt text and taking delay over each call.
-type counted struct {
-	serve.Generator
-	delay time.Duration
-	mu    sync.Mutex
-	n     map[string]int
-}
-
-func (g *counted) Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
-	g.mu.Lock()
-	for _, r := range reqs {
-		g.n[tokenizer.NewByteTokenizer().Decode(tokens.Ints(r.Prompt))]++
-	}
-	g.mu.Unlock()
-	select {
-	case <-time.After(g.delay):
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return g.Generator.Sample(ctx, reqs)
-}
-
-// counts returns the requests so far by prompt, and forgets them.
-func (g *counted) counts() map[string]int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	n := g.n
-	g.n = map[string]int{}
-	return n
-}
-
 // serveWorld serves the world's scripted experts E0–E3 on loopback, each
 // call counted and taking delay.
-func serveWorld(t *testing.T, delay time.Duration) (string, map[string]*counted) {
+func serveWorld(t *testing.T, delay time.Duration) (string, map[string]*servetest.Counting) {
 	models := expert.WorldModels()
-	byName := map[string]*counted{}
-	for i := range models {
-		g := &counted{Generator: models[i].Generator, delay: delay, n: map[string]int{}}
-		models[i].Generator = g
-		byName[models[i].Name] = g
-	}
+	byName := servetest.Count(models, delay)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	return servetest.Start(t, serve.Config{Logger: quiet}, models...), byName
 }
@@ -378,7 +339,7 @@ func TestCollectResumes(t *testing.T) {
 	}
 	asked := 0
 	for _, g := range served {
-		for prompt, n := range g.counts() {
+		for prompt, n := range g.Counts() {
 			asked += n
 			if before[prompt] || n != 1 {
 				t.Errorf("%q asked %d times; cached before: %v", prompt, n, before[prompt])
