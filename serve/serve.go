@@ -289,6 +289,28 @@ func (s *Server) ListenAndServe() error {
 	return s.Serve(ln)
 }
 
+// Loopback serves models with cfg on a free loopback port in the
+// background, and returns the API's base URL ("http://127.0.0.1:PORT/v1")
+// and a function that shuts the server down (waiting up to five seconds
+// for requests in flight).
+func Loopback(cfg Config, models ...Model) (baseURL string, stop func(), err error) {
+	srv, err := New(cfg, models...)
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	go srv.Serve(ln)
+	stop = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}
+	return "http://" + ln.Addr().String() + "/v1", stop, nil
+}
+
 // Serve serves on ln until Shutdown, when it returns http.ErrServerClosed.
 // It closes ln.
 func (s *Server) Serve(ln net.Listener) error {

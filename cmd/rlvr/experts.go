@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -196,7 +194,7 @@ answers the cache lacks (and, with --retry-failures, for the failed ones).`,
 				}
 			}
 			if len(parsed) == 0 {
-				base, stopServer, err := serveWorldExperts()
+				base, stopServer, err := serve.Loopback(serve.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, expert.WorldModels()...)
 				if err != nil {
 					return err
 				}
@@ -355,27 +353,6 @@ func parseExpertFlags(c *flagCheck, specs []string) []expertFlag {
 		out = append(out, e)
 	}
 	return out
-}
-
-// serveWorldExperts serves the world's scripted experts on a loopback port
-// and returns the API's base URL and a function that stops the server.
-func serveWorldExperts() (string, func(), error) {
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := serve.New(serve.Config{Logger: logger}, expert.WorldModels()...)
-	if err != nil {
-		return "", nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	go srv.Serve(ln)
-	stop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	}
-	return "http://" + ln.Addr().String() + "/v1", stop, nil
 }
 
 func expertsAnalyzeCmd() *cobra.Command {

@@ -1,8 +1,6 @@
 package servetest
 
 import (
-	"context"
-	"net"
 	"testing"
 
 	"rlvr/serve"
@@ -12,15 +10,10 @@ import (
 // and returns the API's base URL ("http://127.0.0.1:PORT/v1").
 func Start(t testing.TB, cfg serve.Config, models ...serve.Model) string {
 	t.Helper()
-	srv, err := serve.New(cfg, models...)
+	base, stop, err := serve.Loopback(cfg, models...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	return "http://" + ln.Addr().String() + "/v1"
+	t.Cleanup(stop)
+	return base
 }
