@@ -403,19 +403,32 @@ func (r *Report) Table() string {
 			fmt.Fprintf(&b, "%-10s %9s %8d %20s\n", e.Name, pct(e.Accuracy.Mean), row.Errors, corr)
 		}
 		fmt.Fprintf(&b, "wrong for every expert: %d (%s)\n", r.Overlap.AllWrong, pct(float64(r.Overlap.AllWrong)/float64(r.Overlap.Problems)))
-		b.WriteString("errors shared by each pair:\n          ")
-		for _, e := range r.Experts {
-			fmt.Fprintf(&b, "%7s", e.Name)
+		names := make([]string, len(r.Experts))
+		for i, e := range r.Experts {
+			names[i] = e.Name
+		}
+		b.WriteString(SharedTable(names, r.Overlap.Shared))
+		fmt.Fprintf(&b, "majority vote of the experts: %s\n", pct(r.ExpertMajority.Mean))
+	}
+	return b.String()
+}
+
+// SharedTable renders the pairwise shared-error counts of experts (Table 1's
+// overlap: shared[i][j] problems both i and j get wrong) as aligned text
+// under the heading "errors shared by each pair:".
+func SharedTable(names []string, shared [][]int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "errors shared by each pair:\n%-16s", "")
+	for _, n := range names {
+		fmt.Fprintf(&b, " %8s", n)
+	}
+	b.WriteByte('\n')
+	for i, n := range names {
+		fmt.Fprintf(&b, "%-16s", n)
+		for j := range names {
+			fmt.Fprintf(&b, " %8d", shared[i][j])
 		}
 		b.WriteByte('\n')
-		for i, e := range r.Experts {
-			fmt.Fprintf(&b, "%-10s", e.Name)
-			for j := range r.Experts {
-				fmt.Fprintf(&b, "%7d", r.Overlap.Shared[i][j])
-			}
-			b.WriteByte('\n')
-		}
-		fmt.Fprintf(&b, "majority vote of the experts: %s\n", pct(r.ExpertMajority.Mean))
 	}
 	return b.String()
 }

@@ -200,18 +200,10 @@ func (t *Table1) Table() string {
 	}
 	fmt.Fprintf(&b, "errors shared by all experts: %d (%s) [%s, %s]\n", t.AllWrong, pct(t.AllWrongRate.Mean),
 		pct(t.AllWrongRate.Low), pct(t.AllWrongRate.High))
-	b.WriteString("\nerrors shared by each pair:\n")
-	fmt.Fprintf(&b, "%-16s", "")
-	for _, e := range t.Experts {
-		fmt.Fprintf(&b, " %8s", e.Name)
-	}
-	b.WriteByte('\n')
+	names := make([]string, len(t.Experts))
 	for i, e := range t.Experts {
-		fmt.Fprintf(&b, "%-16s", e.Name)
-		for j := range t.Experts {
-			fmt.Fprintf(&b, " %8d", t.Shared[i][j])
-		}
-		b.WriteByte('\n')
+		names[i] = e.Name
 	}
+	b.WriteString("\n" + eval.SharedTable(names, t.Shared))
 	return b.String()
 }
