@@ -99,6 +99,7 @@ func ensurePretrained(ctx context.Context, cfg PretrainConfig, opts PretrainOpti
 		if res, err = readResult(tmp); err != nil {
 			return "", nil, err
 		}
+		res.Shipped = true
 		return dir, res, commit(tmp, dir)
 	}
 	// A pretraining of its own, in a directory beside the cache entry that

@@ -61,6 +61,9 @@ func TestEnsurePretrainedInstallsEmbedded(t *testing.T) {
 	if err != nil || again != dir || !res2.Cached {
 		t.Fatalf("second call: %s, %+v, %v", again, res2, err)
 	}
+	if !res.Shipped || res2.Shipped {
+		t.Errorf("shipped: installed %v, then from the cache %v", res.Shipped, res2.Shipped)
+	}
 }
 
 func TestEnsurePretrainedRefusesCorruptEmbedded(t *testing.T) {

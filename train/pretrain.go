@@ -82,8 +82,10 @@ type PretrainResult struct {
 	Eval                []LevelResult
 	Params              int
 	Elapsed             time.Duration
-	// Cached says the model came from the cache rather than this run.
-	Cached bool `json:"-"`
+	// Cached says the model came from the cache rather than this run, and
+	// Shipped that it was just installed there from the copy that comes
+	// with rlvr (package worldmodel).
+	Cached, Shipped bool `json:"-"`
 }
 
 // encodeProblem is BOS, the prompt and the solution, EOS, with the number

@@ -72,8 +72,11 @@ SIGINT or SIGTERM ends the run after the step under way with a checkpoint (in
 			if err != nil {
 				return err
 			}
-			if res.Cached {
-				fmt.Fprint(out, "found in the cache (the default settings' model comes with rlvr; --out DIR trains one anew): ")
+			switch {
+			case res.Shipped:
+				fmt.Fprint(out, "installed the world model that ships with rlvr (--out DIR trains one anew): ")
+			case res.Cached:
+				fmt.Fprint(out, "found in the cache (--out DIR trains one anew): ")
 			}
 			fmt.Fprintf(out, "trained %.2fM parameters for %d steps in %s: loss %.3f -> %.3f\n\n",
 				float64(res.Params)/1e6, cfg.Steps, res.Elapsed.Round(1e9), res.FirstLoss, res.LastLoss)
