@@ -42,6 +42,11 @@ type Variant struct {
 	System, Suffix string
 }
 
+// VariantKey is the task.Example.Meta key naming the one variant an
+// example's solution belongs to: an expert's answer from MEML-GRPO's
+// D_ME is trained behind that expert's prompt only.
+const VariantKey = "variant"
+
 // Renderer turns examples and text into the policy's tokens and back.
 type Renderer interface {
 	// Prompt renders an example under a variant: through the chat template

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -234,6 +235,38 @@ func TestSupervisedSkipsAndCounts(t *testing.T) {
 	}
 	if weighted != 14 || d.Weights[8] != 0 || d.Weights[9] != 1 {
 		t.Fatalf("%d weighted positions: %v", weighted, d.Weights)
+	}
+}
+
+// TestSupervisedTrainsAnswersBehindTheirExpert: an example tagged with a
+// variant (an expert's answer from D_ME) is trained under that variant
+// only; an untagged one under every variant.
+func TestSupervisedTrainsAnswersBehindTheirExpert(t *testing.T) {
+	s := &Supervised{Variants: []Variant{{Name: "E1", Suffix: "@E1\n"}, {Name: "E2", Suffix: "@E2\n"}}}
+	env := testEnv(nil)
+	exs := []task.Example{
+		{ID: "e2", Prompt: "Q:1+1\n", Solution: "1+1=2\n####2", Answer: "2", Meta: map[string]string{VariantKey: "E2"}},
+		{ID: "both", Prompt: "Q:2+2\n", Solution: "2+2=4\n####4", Answer: "4"},
+		{ID: "nobody", Prompt: "Q:3+3\n", Solution: "####6", Answer: "6", Meta: map[string]string{VariantKey: "E5"}},
+	}
+	b, err := s.Step(context.Background(), env, exs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prompts []string
+	for _, d := range b.Terms[0].Data {
+		// The prompt is every input token up to the first weighted
+		// target's input, which is the prompt's last token.
+		first := slices.IndexFunc(d.Weights, func(w float32) bool { return w != 0 })
+		var text []byte
+		for _, tok := range d.Tokens[:first+1] {
+			text = append(text, byte(tok))
+		}
+		prompts = append(prompts, string(text))
+	}
+	want := []string{"Q:1+1\n@E2\n", "Q:2+2\n@E1\n", "Q:2+2\n@E2\n"}
+	if !slices.Equal(prompts, want) {
+		t.Fatalf("trained prompts %q, want %q", prompts, want)
 	}
 }
 

@@ -9,8 +9,9 @@ import (
 )
 
 // Supervised is SFT as a method: token-mean NLL of each example's
-// reference solution after its prompt, under every variant (MEML-GRPO's
-// MEF trains one model on every expert's answers behind its prompt). It
+// reference solution after its prompt, under every variant, or only under
+// the variant its Meta[VariantKey] names (MEML-GRPO's MEF trains one model
+// on every expert's answers, each behind its own expert's prompt). It
 // samples nothing.
 type Supervised struct {
 	Variants []Variant // empty: the plain prompt
@@ -33,6 +34,9 @@ func (s *Supervised) Step(ctx context.Context, env *Env, examples []task.Example
 			continue
 		}
 		for _, v := range variants {
+			if name, ok := e.Meta[VariantKey]; ok && name != v.Name {
+				continue
+			}
 			p, err := env.prompt(e, v)
 			if err != nil {
 				return nil, err

@@ -90,8 +90,13 @@ type RLConfig struct {
 
 	// Evaluation and checkpoints.
 
-	EvalEvery       int `yaml:"eval_every"`       // steps between held-out evaluations; 0: only at the end
-	EvalProblems    int `yaml:"eval_problems"`    // held-out problems (per level on the world); 0 takes the whole test file
+	EvalEvery    int `yaml:"eval_every"`    // steps between held-out evaluations; 0: only at the end
+	EvalProblems int `yaml:"eval_problems"` // held-out validation problems (per level on the world); 0 takes the whole test file
+	// TestProblems are further held-out problems (per level on the world),
+	// scored once at the end: with expert prompts, the expert best on the
+	// final validation evaluation is reported on them, beside the majority
+	// vote (MEML-GRPO's inference). 0: no test split.
+	TestProblems    int `yaml:"test_problems"`
 	CheckpointEvery int `yaml:"checkpoint_every"` // steps between checkpoints; 0: only at the end
 	KeepLast        int `yaml:"keep_last"`        // checkpoints kept
 }
@@ -114,6 +119,21 @@ type DataConfig struct {
 	// one of the named datasets; set, they override a named dataset's
 	// reader.
 	Fields *FieldsConfig `yaml:"fields,omitempty"`
+	// WarmupFraction reserves that fraction of the training questions,
+	// chosen by their text (task.Fraction), for the warm-up SFT that
+	// precedes RL: MEML-GRPO trains MEF on 20% and RL on the other 80%.
+	// 0 uses every question; set, Part says which side the run trains on.
+	WarmupFraction float64 `yaml:"warmup_fraction,omitempty"`
+	// Part is "warmup" or "rl" when WarmupFraction is set.
+	Part string `yaml:"part,omitempty"`
+	// DME is a multi-expert dataset as rlvr experts collect writes it
+	// (MEML-GRPO's D_ME). An sft run with it trains on the experts'
+	// answers, each behind its own expert's prompt (MEF); the experts
+	// trained are expert_prompts.experts (one of them: ExpertX-SFT).
+	DME string `yaml:"dme,omitempty"`
+	// DMEAnswers is "correct" (the default: only answers the verifier
+	// accepted) or "all".
+	DMEAnswers string `yaml:"dme_answers,omitempty"`
 }
 
 // FieldsConfig names the fields of a generic dataset (JSON keys or Parquet
@@ -402,7 +422,7 @@ func (c *RLConfig) Resolve() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"warmup", c.Warmup}, {"micro_batch_tokens", c.MicroBatchTokens}, {"eval_every", c.EvalEvery}, {"eval_problems", c.EvalProblems}, {"checkpoint_every", c.CheckpointEvery}, {"keep_last", c.KeepLast}} {
+	}{{"warmup", c.Warmup}, {"micro_batch_tokens", c.MicroBatchTokens}, {"eval_every", c.EvalEvery}, {"eval_problems", c.EvalProblems}, {"test_problems", c.TestProblems}, {"checkpoint_every", c.CheckpointEvery}, {"keep_last", c.KeepLast}} {
 		if f.v < 0 {
 			add("%s = %d must not be negative", f.name, f.v)
 		}
@@ -458,6 +478,35 @@ func (c *RLConfig) Resolve() error {
 
 func (c *RLConfig) resolveData(add func(string, ...any)) {
 	d := &c.Data
+	if f := d.WarmupFraction; math.IsNaN(f) || f < 0 || f >= 1 {
+		add("data.warmup_fraction = %v must be in [0, 1)", f)
+	}
+	switch {
+	case d.WarmupFraction > 0 && d.Part != "warmup" && d.Part != "rl":
+		add("data.part %q: with data.warmup_fraction set, say which side the run trains on: warmup or rl", d.Part)
+	case d.WarmupFraction == 0 && d.Part != "":
+		add("data.part %q needs data.warmup_fraction, the size of the warm-up side", d.Part)
+	}
+	if d.DME != "" {
+		if c.Algorithm != method.SFT {
+			add("data.dme: the experts' answers are trained by sft (MEF), not %s", c.Algorithm)
+		}
+		if !slices.Contains(c.Parts, PartExpertPrompts) {
+			add("data.dme needs expert_prompts in parts: each answer is trained behind its expert's prompt")
+		}
+	}
+	switch d.DMEAnswers {
+	case "":
+		if d.DME != "" {
+			d.DMEAnswers = "correct"
+		}
+	case "correct", "all":
+		if d.DME == "" {
+			add("data.dme_answers is set but data.dme is not")
+		}
+	default:
+		add("data.dme_answers %q is not correct or all", d.DMEAnswers)
+	}
 	if d.IsWorld() {
 		d.Name = "world"
 		if d.Train != "" || d.Test != "" || d.Fields != nil {

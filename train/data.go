@@ -2,9 +2,12 @@ package train
 
 import (
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 
 	"rlvr/eval"
+	"rlvr/expert/collect"
 	"rlvr/method"
 	"rlvr/task"
 	"rlvr/task/world"
@@ -18,9 +21,10 @@ type source struct {
 	pool   []task.Example // a dataset's usable examples; nil for the world
 	levels []int
 	seed   uint64
-	drawn  int             // examples handed out so far
-	held   map[string]bool // held-out prompts, never trained on
-	epoch  int             // the epoch order holds
+	drawn  int                     // examples handed out so far
+	held   map[string]bool         // held-out prompts, never trained on
+	side   func(task.Example) bool // the warm-up/RL side the run trains on; nil: every question
+	epoch  int                     // the epoch order holds
 	order  []task.Example
 	chunk  int // the world chunk cached in order
 }
@@ -37,8 +41,8 @@ func (s *source) next(n int) ([]task.Example, error) {
 			return nil, err
 		}
 		s.drawn++
-		if s.pool == nil && s.held[e.Prompt] {
-			continue // a world problem that is also held out
+		if s.pool == nil && (s.held[e.Prompt] || s.side != nil && !s.side(e)) {
+			continue // a world problem held out, or on the other side of the split
 		}
 		out = append(out, e)
 	}
@@ -79,29 +83,69 @@ func (s *source) epochs() float64 {
 // DataSummary says what a run's data holds after the unusable examples
 // were set aside.
 type DataSummary struct {
-	Train, HeldOut int
+	Train, HeldOut, Test int
 	// NoAnswer counts examples whose gold answer cannot be read, and
 	// LongPrompts those whose prompt leaves no room in the context: both are
 	// skipped, not scored 0.
 	NoAnswer, LongPrompts int
+	// OtherSide counts training questions on the other side of the
+	// warm-up/RL split. Of a D_ME file's answers, NotExpert counts those
+	// the run does not train (other experts' answers, failed ones and,
+	// with dme_answers correct, wrong ones), and NotQuestion those to
+	// questions the run does not train on.
+	OtherSide, NotExpert, NotQuestion int
 	// Skipped names where each set-aside example was read (file:line) and
 	// why.
 	Skipped []string
 }
 
+// heldOut are a run's held-out problems: Val scored during training (and
+// used to choose among expert prompts), Test only at the end.
+type heldOut struct {
+	Val, Test []task.Example
+}
+
+// sideOf is the warm-up/RL split a config asks for, nil when it asks for
+// none.
+func sideOf(d *DataConfig) func(task.Example) bool {
+	if d.WarmupFraction <= 0 {
+		return nil
+	}
+	warm, f := d.Part == "warmup", d.WarmupFraction
+	return func(e task.Example) bool { return (task.Fraction(e) < f) == warm }
+}
+
 // loadData opens the training source and the held-out examples a config
 // names, setting aside examples that cannot be verified or prompted.
-func loadData(c *RLConfig, r *renderer) (*source, []task.Example, DataSummary, error) {
+func loadData(c *RLConfig, r *renderer) (*source, heldOut, DataSummary, error) {
 	var sum DataSummary
+	var held heldOut
 	d := &c.Data
+	side := sideOf(d)
 	if d.IsWorld() {
-		held := world.Examples(c.Seed+1_000_000, c.EvalProblems*len(d.Levels), d.Levels)
-		src := &source{levels: d.Levels, seed: c.Seed, held: map[string]bool{}}
-		for _, e := range held {
-			src.held[e.Prompt] = true
+		held.Val = world.Examples(c.Seed+1_000_000, c.EvalProblems*len(d.Levels), d.Levels)
+		seen := map[string]bool{}
+		for _, e := range held.Val {
+			seen[e.Prompt] = true
 		}
-		sum.HeldOut = len(held)
-		return src, held, sum, nil
+		for _, e := range world.Examples(c.Seed+3_000_000, c.TestProblems*len(d.Levels), d.Levels) {
+			if !seen[e.Prompt] {
+				held.Test = append(held.Test, e)
+			}
+		}
+		for _, e := range held.Test {
+			seen[e.Prompt] = true
+		}
+		sum.HeldOut, sum.Test = len(held.Val), len(held.Test)
+		if d.DME == "" {
+			return &source{levels: d.Levels, seed: c.Seed, held: seen, side: side}, held, sum, nil
+		}
+		pool, err := dmeExamples(c, nil, seen, side, &sum)
+		if err != nil {
+			return nil, held, sum, err
+		}
+		sum.Train = len(pool)
+		return &source{pool: pool, seed: c.Seed}, held, sum, nil
 	}
 	read := func(path string) ([]task.Example, error) {
 		if d.Fields != nil {
@@ -130,46 +174,140 @@ func loadData(c *RLConfig, r *renderer) (*source, []task.Example, DataSummary, e
 	}
 	all, err := read(d.Train)
 	if err != nil {
-		return nil, nil, sum, err
+		return nil, held, sum, err
 	}
 	pool := usable(all)
-	var held []task.Example
+	var rest []task.Example // held-out candidates beyond validation
 	if d.Test != "" {
 		test, err := read(d.Test)
 		if err != nil {
-			return nil, nil, sum, err
+			return nil, held, sum, err
 		}
-		held = usable(test)
-		if c.EvalProblems > 0 && len(held) > c.EvalProblems {
-			task.Shuffle(held, c.Seed+1_000_000)
-			held = held[:c.EvalProblems]
-		}
+		rest = usable(test)
+		task.Shuffle(rest, c.Seed+1_000_000)
 	} else {
-		// No test file: hold out EvalProblems examples of the training
+		// No test file: the held-out problems come from the training
 		// file, which training then never draws.
-		n := c.EvalProblems
-		if n == 0 || n >= len(pool) {
-			return nil, nil, sum, fmt.Errorf("train: %s: holding out %d of %d usable examples leaves none to train on; name data.test or lower eval_problems", d.Train, n, len(pool))
+		n := c.EvalProblems + c.TestProblems
+		if c.EvalProblems == 0 || n >= len(pool) {
+			return nil, held, sum, fmt.Errorf("train: %s: holding out %d of %d usable examples leaves none to train on; name data.test or lower eval_problems", d.Train, n, len(pool))
 		}
 		task.Shuffle(pool, c.Seed+1_000_000)
-		held, pool = pool[:n:n], pool[n:]
+		rest, pool = pool[:n:n], pool[n:]
+	}
+	nVal := len(rest)
+	if c.EvalProblems > 0 {
+		nVal = min(nVal, c.EvalProblems)
+	} else if c.TestProblems > 0 {
+		nVal = max(0, nVal-c.TestProblems)
+	}
+	held.Val, rest = rest[:nVal:nVal], rest[nVal:]
+	if c.TestProblems > 0 {
+		if len(rest) == 0 {
+			return nil, held, sum, fmt.Errorf("train: test_problems = %d, but the held-out examples all went to validation (eval_problems = %d); name more or lower eval_problems", c.TestProblems, c.EvalProblems)
+		}
+		held.Test = rest[:min(len(rest), c.TestProblems)]
+	}
+	if side != nil {
+		kept := pool[:0]
+		for _, e := range pool {
+			if side(e) {
+				kept = append(kept, e)
+			} else {
+				sum.OtherSide++
+			}
+		}
+		pool = kept
+	}
+	if d.DME != "" {
+		if pool, err = dmeExamples(c, pool, nil, nil, &sum); err != nil {
+			return nil, held, sum, err
+		}
 	}
 	if len(pool) == 0 {
-		return nil, nil, sum, fmt.Errorf("train: %s: no usable training example (%d without a readable gold answer, %d with prompts longer than the context)", d.Train, sum.NoAnswer, sum.LongPrompts)
+		return nil, held, sum, fmt.Errorf("train: %s: no usable training example (%d without a readable gold answer, %d with prompts longer than the context, %d on the other side of the warm-up split)", d.Train, sum.NoAnswer, sum.LongPrompts, sum.OtherSide)
 	}
-	if len(held) == 0 {
-		return nil, nil, sum, fmt.Errorf("train: %s: no usable held-out example", d.Test)
+	if len(held.Val) == 0 {
+		return nil, held, sum, fmt.Errorf("train: %s: no usable held-out example", d.Test)
 	}
-	sum.Train, sum.HeldOut = len(pool), len(held)
+	sum.Train, sum.HeldOut, sum.Test = len(pool), len(held.Val), len(held.Test)
 	return &source{pool: pool, seed: c.Seed}, held, sum, nil
+}
+
+// dmeExamples turns a D_ME file into SFT examples: one per kept answer,
+// the answer as its solution and its expert as the variant it is trained
+// behind (method.VariantKey). On a dataset, an answer is kept only when its
+// question is one of the run's training examples (questions), whose answer
+// kind and chat messages it takes. On the world (questions nil), answers
+// to held-out questions and to questions on the other side of the split
+// are skipped.
+func dmeExamples(c *RLConfig, questions []task.Example, held map[string]bool, side func(task.Example) bool, sum *DataSummary) ([]task.Example, error) {
+	path := c.Data.DME
+	recs, lines, err := collect.ReadDMELines(path)
+	if err != nil {
+		return nil, fmt.Errorf("train: data.dme: %w", err)
+	}
+	byID := map[string]task.Example{}
+	for _, e := range questions {
+		byID[e.ID] = e
+	}
+	experts := map[int]bool{}
+	for _, i := range c.ExpertPrompts.Experts {
+		experts[i] = true
+	}
+	trained := map[int]int{}
+	var out []task.Example
+	for j, r := range recs {
+		where := fmt.Sprintf("%s:%d", path, lines[j])
+		if !experts[r.Expert] || r.Response == "" || !r.Correct && c.Data.DMEAnswers != "all" {
+			sum.NotExpert++
+			continue
+		}
+		e := task.Example{ID: r.ID, Prompt: r.Question, Answer: r.Answer, Kind: task.Math}
+		if questions != nil {
+			q, ok := byID[r.ID]
+			if !ok {
+				sum.NotQuestion++
+				sum.Skipped = append(sum.Skipped, where+": "+r.ID+" is not a training question of this run (held out, on the other side of the warm-up split, or not in "+c.Data.Train+")")
+				continue
+			}
+			e = q
+		} else if held[e.Prompt] || side != nil && !side(e) {
+			sum.NotQuestion++
+			continue
+		}
+		e.Solution, e.Source = r.Response, where
+		e.Meta = maps.Clone(e.Meta)
+		if e.Meta == nil {
+			e.Meta = map[string]string{}
+		}
+		e.Meta[method.VariantKey] = "E" + strconv.Itoa(r.Expert)
+		trained[r.Expert]++
+		out = append(out, e)
+	}
+	for _, i := range c.ExpertPrompts.Experts {
+		if trained[i] == 0 {
+			return nil, fmt.Errorf("train: data.dme: %s has no usable answer of expert %d (expert_prompts.experts %v)", path, i, c.ExpertPrompts.Experts)
+		}
+	}
+	return out, nil
 }
 
 // String is the summary as one line.
 func (s DataSummary) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d training examples, %d held out", s.Train, s.HeldOut)
+	if s.Test > 0 {
+		fmt.Fprintf(&b, " + %d for test", s.Test)
+	}
 	if s.NoAnswer > 0 || s.LongPrompts > 0 {
 		fmt.Fprintf(&b, " (skipped: %d without a readable gold answer, %d with prompts longer than the context)", s.NoAnswer, s.LongPrompts)
+	}
+	if s.OtherSide > 0 {
+		fmt.Fprintf(&b, "; %d on the other side of the warm-up split", s.OtherSide)
+	}
+	if s.NotExpert > 0 || s.NotQuestion > 0 {
+		fmt.Fprintf(&b, "; D_ME answers not trained: %d of other experts, failed or wrong, %d to questions not trained on", s.NotExpert, s.NotQuestion)
 	}
 	return b.String()
 }

@@ -67,7 +67,7 @@ func TestWorldSourceNeverDrawsHeldOut(t *testing.T) {
 	}
 	train, _ := src.next(5000)
 	seen := map[string]bool{}
-	for _, e := range held {
+	for _, e := range held.Val {
 		seen[e.Prompt] = true
 	}
 	for _, e := range train {
@@ -110,13 +110,13 @@ func TestDatasetSkipsUnusableExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.NoAnswer != 1 || sum.LongPrompts != 1 || sum.Train != 8 || sum.HeldOut != 4 || len(held) != 4 || len(src.pool) != 8 {
+	if sum.NoAnswer != 1 || sum.LongPrompts != 1 || sum.Train != 8 || sum.HeldOut != 4 || len(held.Val) != 4 || len(src.pool) != 8 {
 		t.Fatalf("summary %+v", sum)
 	}
 	if len(sum.Skipped) != 2 || !strings.HasPrefix(sum.Skipped[0], path+":13: no readable gold answer") || !strings.HasPrefix(sum.Skipped[1], path+":14: example") {
 		t.Fatalf("set aside %q", sum.Skipped)
 	}
-	for _, h := range held {
+	for _, h := range held.Val {
 		for _, e := range src.pool {
 			if e.ID == h.ID {
 				t.Fatalf("held-out %s is also trained on", h.ID)
@@ -227,7 +227,7 @@ func TestDatasetFieldsAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(src.pool) != 4 || len(held) != 2 || src.pool[0].Solution != "it is" || !strings.HasPrefix(src.pool[0].Prompt, "What is") {
+	if len(src.pool) != 4 || len(held.Val) != 2 || src.pool[0].Solution != "it is" || !strings.HasPrefix(src.pool[0].Prompt, "What is") {
 		t.Fatalf("pool %+v", src.pool)
 	}
 	os.WriteFile(path, []byte(lines[0]+"\n"+`{"q": "What?", "work": "no gold"}`+"\n"), 0o644)

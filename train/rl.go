@@ -39,6 +39,15 @@ type EvalMetrics struct {
 	// without a chat template.
 	Experts        map[string]float64 `json:"experts,omitempty"`
 	ExpertMajority *float64           `json:"expert_majority,omitempty"`
+	// On the test split: its size; the expert best on the final
+	// validation evaluation, its test accuracy with a 95% interval, and
+	// Delta, the majority vote's accuracy minus it (MEML-GRPO's Table 6).
+	Problems   int      `json:"problems,omitempty"`
+	BestExpert string   `json:"best_expert,omitempty"`
+	Best       *float64 `json:"best,omitempty"`
+	BestLow    *float64 `json:"best_low,omitempty"`
+	BestHigh   *float64 `json:"best_high,omitempty"`
+	Delta      *float64 `json:"delta,omitempty"`
 }
 
 // runState is what a checkpoint records beyond the weights and optimizer.
@@ -159,11 +168,11 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	if err != nil {
 		return err
 	}
-	src, heldOut, sum, err := loadData(&cfg, render)
+	src, held, sum, err := loadData(&cfg, render)
 	if err != nil {
 		return err
 	}
-	if !cfg.Data.IsWorld() {
+	if !cfg.Data.IsWorld() || cfg.Data.DME != "" {
 		logf("data: %v", sum)
 		for i, s := range sum.Skipped {
 			if i == 20 {
@@ -209,7 +218,7 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 			return err
 		}
 	}
-	l := &loop{cfg: &cfg, pol: pol, ref: ref, render: render, src: src, heldOut: heldOut, meth: meth, runDir: runDir,
+	l := &loop{cfg: &cfg, pol: pol, ref: ref, render: render, src: src, held: held, meth: meth, runDir: runDir,
 		optSteps: optSteps, sched: scheduleOf(&cfg)}
 	if start.Step == 0 { // the starting model's score, for before/after
 		if err := l.evaluate(ctx, 0); err != nil {
@@ -264,7 +273,7 @@ type loop struct {
 	ref      backend.Logprober
 	render   *renderer
 	src      *source
-	heldOut  []task.Example
+	held     heldOut
 	meth     method.Method
 	runDir   string
 	sched    optim.Schedule
@@ -458,14 +467,62 @@ func (l *loop) endOfStep(ctx context.Context, step int, stopping bool) error {
 	return nil
 }
 
-// evaluate scores greedy accuracy on the held-out problems, prompted as in
-// training (chat template and system prompt included).
+// evaluate scores greedy accuracy on the validation problems, prompted as
+// in training (chat template and system prompt included), under each
+// expert prompt when the run has them. After the last step it also scores
+// the test problems, where the expert best on this validation is reported
+// beside the experts' majority vote (MEML-GRPO's inference, Table 6).
 func (l *loop) evaluate(ctx context.Context, step int) error {
-	prompted := make([]task.Example, len(l.heldOut))
-	for i, e := range l.heldOut {
+	val, valExperts, err := l.score(ctx, l.held.Val)
+	if err != nil {
+		return err
+	}
+	val.Step, val.Split = step, "val"
+	path := filepath.Join(l.runDir, "eval.jsonl")
+	if err := appendJSONL(path, val); err != nil {
+		return err
+	}
+	if step != l.cfg.Steps || len(l.held.Test) == 0 {
+		return nil
+	}
+	test, testExperts, err := l.score(ctx, l.held.Test)
+	if err != nil {
+		return err
+	}
+	test.Step, test.Split, test.Problems = step, "test", len(l.held.Test)
+	if best := bestExpert(expertVariants(l.cfg), valExperts); best != "" {
+		b := testExperts[best]
+		test.BestExpert, test.Best, test.BestLow, test.BestHigh = best, &b.Mean, &b.Low, &b.High
+		if test.ExpertMajority != nil {
+			d := *test.ExpertMajority - b.Mean
+			test.Delta = &d
+		}
+	}
+	return appendJSONL(path, test)
+}
+
+// bestExpert is the variant with the highest accuracy, the first of them
+// on a tie; "" without variants.
+func bestExpert(variants []method.Variant, acc map[string]eval.Interval) string {
+	best := ""
+	for _, v := range variants {
+		if best == "" || acc[v.Name].Mean > acc[best].Mean {
+			best = v.Name
+		}
+	}
+	return best
+}
+
+// score is greedy accuracy on examples under the plain prompt and under
+// each expert prompt (with their majority vote, for prompts without a
+// chat template).
+func (l *loop) score(ctx context.Context, examples []task.Example) (EvalMetrics, map[string]eval.Interval, error) {
+	var m EvalMetrics
+	prompted := make([]task.Example, len(examples))
+	for i, e := range examples {
 		text, err := l.render.Text(e, method.Variant{})
 		if err != nil {
-			return err
+			return m, nil, err
 		}
 		e.Prompt = text
 		prompted[i] = e
@@ -480,35 +537,40 @@ func (l *loop) evaluate(ctx context.Context, step int) error {
 	}
 	rep, err := eval.Run(ctx, gen, prompted, ecfg)
 	if err != nil {
-		return err
+		return m, nil, err
 	}
-	m := EvalMetrics{Step: step, Split: "val", Greedy: rep.Greedy.Mean, GreedyLow: rep.Greedy.Low, GreedyHigh: rep.Greedy.High}
-	if len(variants) > 0 {
-		m.Experts = map[string]float64{}
-		for _, x := range rep.Experts {
-			m.Experts[x.Name] = x.Accuracy.Mean
-		}
-		if rep.ExpertMajority != nil {
-			m.ExpertMajority = &rep.ExpertMajority.Mean
-		}
+	m.Greedy, m.GreedyLow, m.GreedyHigh = rep.Greedy.Mean, rep.Greedy.Low, rep.Greedy.High
+	if len(variants) == 0 {
+		return m, nil, nil
+	}
+	experts := map[string]eval.Interval{}
+	for _, x := range rep.Experts {
+		experts[x.Name] = x.Accuracy
+	}
+	if rep.ExpertMajority != nil {
+		m.ExpertMajority = &rep.ExpertMajority.Mean
 	}
 	if l.render.chat {
 		// A chat model's expert prompt is its system prompt: one
 		// evaluation per expert.
 		for _, v := range variants {
-			for i, e := range l.heldOut {
+			for i, e := range examples {
 				if prompted[i].Prompt, err = l.render.Text(e, v); err != nil {
-					return err
+					return m, nil, err
 				}
 			}
 			r, err := eval.Run(ctx, gen, prompted, eval.Config{MaxTokens: l.cfg.MaxTokens})
 			if err != nil {
-				return err
+				return m, nil, err
 			}
-			m.Experts[v.Name] = r.Greedy.Mean
+			experts[v.Name] = r.Greedy
 		}
 	}
-	return appendJSONL(filepath.Join(l.runDir, "eval.jsonl"), m)
+	m.Experts = map[string]float64{}
+	for name, acc := range experts {
+		m.Experts[name] = acc.Mean
+	}
+	return m, experts, nil
 }
 
 // microBatches splits data into runs of at most maxTokens tokens (at least

@@ -262,12 +262,19 @@ func (r Record) MarshalLine() ([]byte, error) {
 // ReadDME reads a D_ME file. A malformed line is an *Error naming the
 // file, the line and the field; blank lines are skipped.
 func ReadDME(path string) ([]Record, error) {
+	recs, _, err := ReadDMELines(path)
+	return recs, err
+}
+
+// ReadDMELines is ReadDME that also returns the 1-based line each record
+// was read from, so that what uses a record can say where it came from.
+func ReadDMELines(path string) ([]Record, []int, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
-	return ReadRecords(f, path)
+	return readRecords(f, path)
 }
 
 // ReadRecords reads D_ME lines from r; name is the file's name in errors.
@@ -275,6 +282,12 @@ func ReadDME(path string) ([]Record, error) {
 // question, a question or gold answer that differs between the lines of
 // one id, and an expert whose index and name disagree between lines.
 func ReadRecords(r io.Reader, name string) ([]Record, error) {
+	recs, _, err := readRecords(r, name)
+	return recs, err
+}
+
+// readRecords is ReadRecords with each record's line.
+func readRecords(r io.Reader, name string) ([]Record, []int, error) {
 	var out []Record
 	var lines []int
 	err := eachLine(r, func(l line) error {
@@ -289,18 +302,18 @@ func ReadRecords(r io.Reader, name string) ([]Record, error) {
 		return nil
 	})
 	if le, ok := errors.AsType[*lineError](err); ok {
-		return nil, &Error{File: name, Line: le.n, Err: le.err}
+		return nil, nil, &Error{File: name, Line: le.n, Err: le.err}
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	err = consistent(out, func(j int) string { return fmt.Sprintf("line %d", lines[j]) }, func(i int, field string, err error) error {
 		return &Error{File: name, Line: lines[i], Field: field, Err: err}
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, lines, nil
 }
 
 // unwrapField returns the error without the field it names.

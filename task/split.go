@@ -1,0 +1,22 @@
+package task
+
+import "hash/fnv"
+
+// Fraction places an example's question at a point of [0, 1) that depends
+// only on the question's text (its prompt and chat messages), not on the
+// file or position it was read from. Splitting by fraction therefore puts
+// a question on the same side wherever it appears: in a dataset, in the
+// multi-expert answers collected for it, in the world's generated stream.
+// MEML-GRPO's 20% warm-up / 80% RL split is Fraction(e) < 0.2.
+func Fraction(e Example) float64 {
+	h := fnv.New64a()
+	h.Write([]byte(e.Prompt))
+	for _, m := range e.Messages {
+		h.Write([]byte{0})
+		h.Write([]byte(m.Role))
+		h.Write([]byte{0})
+		h.Write([]byte(m.Content))
+	}
+	// The top 53 bits give a uniform float64 in [0, 1).
+	return float64(h.Sum64()>>11) / (1 << 53)
+}
