@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -58,6 +59,7 @@ func expertsCollectCmd() *cobra.Command {
 		temperature                                         float32
 		timeout, deadline                                   time.Duration
 		retryFailures, asJSON                               bool
+		warmup                                              float64
 	)
 	cmd := &cobra.Command{
 		Use:   "collect",
@@ -89,7 +91,13 @@ server-error, refused, malformed, empty) and collection goes on.
 Every answer is appended to --cache as it arrives, one synced line at a time,
 so a collection stopped at any moment (even by kill -9) loses at most the
 answer being written; running the same command again asks only for the
-answers the cache lacks (and, with --retry-failures, for the failed ones).`,
+answers the cache lacks (and, with --retry-failures, for the failed ones).
+
+MEML-GRPO fine-tunes on D_ME (MEF) with 20% of the training questions and
+runs RL on the other 80%: --warmup-fraction 0.2 asks only the questions on the
+warm-up side of that split, the one a training config with
+data.warmup_fraction 0.2 and data.part warmup trains on (a question's side
+depends only on its text, so the split agrees across files).`,
 		Example: `  rlvr experts collect --out dme.jsonl
   rlvr serve --world-experts &
   rlvr experts collect --expert E1=http://127.0.0.1:8000/v1#E1 --expert E2=http://127.0.0.1:8000/v1#E2 --out dme.jsonl
@@ -125,6 +133,9 @@ answers the cache lacks (and, with --retry-failures, for the failed ones).`,
 				if flags.Changed("levels") {
 					c.add("levels", "is for --data world")
 				}
+			}
+			if math.IsNaN(warmup) || warmup < 0 || warmup >= 1 {
+				c.add("warmup-fraction", "%v: must be in [0, 1)", warmup)
 			}
 			if isWorld || flags.Changed("problems") {
 				c.intIn("problems", problems, 1, maxProblems)
@@ -181,12 +192,18 @@ answers the cache lacks (and, with --retry-failures, for the failed ones).`,
 			}
 
 			var examples []task.Example
-			if isWorld {
+			switch {
+			case isWorld && warmup > 0:
+				examples = warmupWorld(seed, problems, levels, warmup)
+			case isWorld:
 				examples = world.Examples(seed, problems*len(levels), levels)
-			} else {
+			default:
 				all, err := task.Load(data, dataFile)
 				if err != nil {
 					return err
+				}
+				if warmup > 0 {
+					all = slices.DeleteFunc(all, func(e task.Example) bool { return task.Fraction(e) >= warmup })
 				}
 				examples = all
 				if flags.Changed("problems") {
@@ -290,6 +307,7 @@ answers the cache lacks (and, with --retry-failures, for the failed ones).`,
 	f.IntSliceVar(&levels, "levels", []int{3, 4, 5, 6}, "world levels (with --data world)")
 	f.IntVar(&problems, "problems", 100, "questions per level of the world; for a dataset, its first N (unset: all of them)")
 	f.Uint64Var(&seed, "seed", 0, "seed of the world's questions and of sampling")
+	f.Float64Var(&warmup, "warmup-fraction", 0, "ask only the questions of the warm-up side of training's split (data.warmup_fraction; 0: every question)")
 	f.StringArrayVar(&specs, "expert", nil, "an expert: NAME=URL[#MODEL] for an OpenAI-compatible endpoint, NAME=PATH for a local model (repeatable; numbered 1, 2, … in order)")
 	f.StringVar(&api, "api", "", "how experts are asked: completion or chat (default: completion for the world, chat for a dataset)")
 	f.StringVar(&prompt, "prompt", "", `expert prompt P_i, {i} the expert's index and {name} its name, \n a newline (default: @E{i}\n for the world, "`+collect.DefaultPrompt+`" for a dataset)`)
@@ -397,4 +415,20 @@ field.`,
 	f.BoolVar(&opt.FailedAsWrong, "failed-as-wrong", false, "count a failed answer as an error instead of leaving its question out")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// warmupWorld draws problems world questions of each level that lie on the
+// warm-up side of a split at fraction f.
+func warmupWorld(seed uint64, problems int, levels []int, f float64) []task.Example {
+	var out []task.Example
+	for _, lv := range levels {
+		kept := 0
+		for _, e := range world.Examples(seed+uint64(lv)*7919, int(float64(problems)/f)*2+64, []int{lv}) {
+			if kept < problems && task.Fraction(e) < f {
+				out = append(out, e)
+				kept++
+			}
+		}
+	}
+	return out
 }

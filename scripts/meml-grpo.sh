@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# MEML-GRPO on the built-in world (docs/meml-grpo.md): the Table 4, 5 and 6
+# analogues, three seeds per row, from one command.
+#
+#   scripts/meml-grpo.sh            # everything, under runs/meml-grpo/
+#   JOBS=1 SEEDS="1 2 3" STEPS=200 scripts/meml-grpo.sh
+#
+# 1. D_ME: the world's scripted experts E1-E3 and the reference E0 answer
+#    100 questions per level (five-six-ops, seven-eight-ops) on the warm-up
+#    20% side of the split; Table 1 for them.
+# 2. Warm-up SFT per seed: Expert0-SFT (@E0 only) and MoE-SFT (@E0-@E2).
+# 3. RL per seed on the other 80%: Expert0-SFT-GRPO, Expert0-SFT-Dr.GRPO,
+#    MoE-SFT-GRPO, MoE-SFT-Dr.GRPO, MEML-GRPO, and the ablation rows
+#    +HSFT and +IML; greedy accuracy per expert on 200 validation and 200
+#    test problems, the best expert chosen on validation.
+# 4. The tables (rlvr report --table) and one report page.
+#
+# Every run is one process on one core (GOMAXPROCS=1), JOBS at a time. A
+# finished run is skipped when the script is run again, and an unfinished
+# one resumes from its last checkpoint.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=runs/meml-grpo
+jobs=${JOBS:-2}
+seeds=${SEEDS:-"1 2 3"}
+steps=${STEPS:-200}
+mkdir -p "$out"
+go build -o bin/rlvr ./cmd/rlvr
+bin/rlvr pretrain >/dev/null # the world model; installed from the repository, no training
+export GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1
+
+dme=$out/dme.jsonl
+if [ ! -s "$dme" ]; then
+  bin/rlvr experts collect --levels 5,6 --problems 100 --warmup-fraction 0.2 --out "$dme" >"$out/collect.txt"
+fi
+bin/rlvr experts analyze "$dme" >"$out/table1.txt"
+
+# run CONFIG RUN [FLAGS...]: one training run, skipped when finished.
+run() {
+  local config=$1 dir=$2
+  shift 2
+  if grep -qs '"split":"test"' "$dir/eval.jsonl"; then
+    return 0
+  fi
+  local resume=()
+  if [ -d "$dir/checkpoints" ] || [ -f "$dir/config.yaml" ]; then
+    resume=(--resume)
+  fi
+  bin/rlvr train --config "$config" --run "$dir" "${resume[@]}" "$@" >"$dir.log" 2>&1 ||
+    { echo "failed: $dir (see $dir.log)" >&2; return 1; }
+  echo "done: $dir"
+}
+export -f run
+
+# Stage 2: warm-up SFT.
+for seed in $seeds; do
+  for sft in expert0-sft moe-sft; do
+    echo "configs/world-$sft.yaml $out/$sft-seed$seed --seed $seed --out $out/$sft-seed$seed-model"
+  done
+done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
+
+# Stage 3: RL from the warm-up models.
+for seed in $seeds; do
+  for row in meml-grpo moe-sft-grpo expert0-sft-grpo meml-grpo-hsft meml-grpo-iml moe-sft-dr-grpo expert0-sft-dr-grpo; do
+    case $row in
+      expert0-*) base=expert0-sft ;;
+      *) base=moe-sft ;;
+    esac
+    echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps --model $out/$base-seed$seed-model"
+  done
+done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
+
+rows=(expert0-sft moe-sft expert0-sft-grpo expert0-sft-dr-grpo moe-sft-grpo moe-sft-dr-grpo meml-grpo-hsft meml-grpo-iml meml-grpo)
+dirs=()
+for row in "${rows[@]}"; do
+  for seed in $seeds; do dirs+=("$out/$row-seed$seed"); done
+done
+bin/rlvr report --table --baseline expert0-sft-grpo "${dirs[@]}" | tee "$out/table.md"
+page=()
+for row in expert0-sft-grpo moe-sft-grpo meml-grpo; do
+  for seed in $seeds; do page+=("$out/$row-seed$seed"); done
+done
+bin/rlvr report --out "$out/report" "${page[@]}"
