@@ -59,9 +59,9 @@ for seed in $seeds; do
   done
 done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
 
-# Stage 3: RL from the warm-up models.
-for seed in $seeds; do
-  for row in meml-grpo moe-sft-grpo expert0-sft-grpo meml-grpo-hsft meml-grpo-iml moe-sft-dr-grpo expert0-sft-dr-grpo; do
+# Stage 3: RL from the warm-up models, the rows in order of importance.
+for row in meml-grpo moe-sft-grpo expert0-sft-grpo meml-grpo-hsft meml-grpo-iml moe-sft-dr-grpo expert0-sft-dr-grpo; do
+  for seed in $seeds; do
     case $row in
       expert0-*) base=expert0-sft ;;
       *) base=moe-sft ;;
