@@ -122,11 +122,18 @@ func (g *Local) Generate(ctx context.Context, prompts []string, p sample.Params)
 }
 
 // Remote generates with an OpenAI-compatible endpoint's /v1/completions,
-// one request per prompt, as many in flight as the client allows. Prompts
-// are not checked against the model's context beforehand: the endpoint
-// refuses those that do not fit.
+// or its /v1/chat/completions when Chat is set, one request per prompt, as
+// many in flight as the client allows. Prompts are not checked against the
+// model's context beforehand: the endpoint refuses those that do not fit.
 type Remote struct {
 	Client *client.Client
+	// Chat sends each prompt as the user's message of a chat, which the
+	// endpoint renders through its model's chat template. False completes
+	// prompts as text.
+	Chat bool
+	// System is the system message before each chat's user message; ""
+	// sends none. Only chats use it.
+	System string
 }
 
 // Generate implements Generator. A prompt the endpoint refuses as a bad
@@ -149,13 +156,20 @@ func (g *Remote) Generate(ctx context.Context, prompts []string, p sample.Params
 				tp := float64(p.TopP)
 				req.TopP = &tp
 			}
-			res, err := g.Client.Complete(ctx, req)
+			var err error
+			if g.Chat {
+				texts[i], err = g.chat(ctx, text, req)
+			} else {
+				var res *api.CompletionResponse
+				if res, err = g.Client.Complete(ctx, req); err == nil {
+					for _, c := range res.Choices {
+						texts[i] = append(texts[i], c.Text)
+					}
+				}
+			}
 			if err != nil {
 				errs <- &PromptError{Index: i, Err: err}
 				return
-			}
-			for _, c := range res.Choices {
-				texts[i] = append(texts[i], c.Text)
 			}
 			errs <- nil
 		}()
@@ -177,6 +191,26 @@ func (g *Remote) Generate(ctx context.Context, prompts []string, p sample.Params
 	if len(refused.Prompts) > 0 {
 		slices.SortFunc(refused.Prompts, func(a, b *PromptError) int { return a.Index - b.Index })
 		return texts, refused
+	}
+	return texts, nil
+}
+
+// chat asks for the completion req describes as a chat: System, then
+// prompt as the user's message.
+func (g *Remote) chat(ctx context.Context, prompt string, req *api.CompletionRequest) ([]string, error) {
+	var msgs []api.Message
+	if g.System != "" {
+		msgs = append(msgs, api.Message{Role: "system", Content: g.System})
+	}
+	msgs = append(msgs, api.Message{Role: "user", Content: prompt})
+	res, err := g.Client.Chat(ctx, &api.ChatCompletionRequest{Messages: msgs, N: req.N, Temperature: req.Temperature,
+		TopP: req.TopP, MaxTokens: req.MaxTokens, Stop: req.Stop, Seed: req.Seed})
+	if err != nil {
+		return nil, err
+	}
+	var texts []string
+	for _, c := range res.Choices {
+		texts = append(texts, c.Message.Content)
 	}
 	return texts, nil
 }

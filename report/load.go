@@ -94,6 +94,23 @@ type Eval struct {
 	AvgAtK, MajAtK float64
 	// Variance is the mean per-problem variance of the k samples' rewards.
 	Variance float64
+
+	// Problems is how many problems were evaluated, 0 when absent.
+	Problems int
+	// Experts maps each expert prompt's name ("E1") to the greedy accuracy
+	// under it; nil for a run without expert prompts.
+	Experts map[string]float64
+	// ExpertMajority is the accuracy of the majority vote across the
+	// expert prompts.
+	ExpertMajority float64
+	// BestExpert names the expert with the highest accuracy on the run's
+	// final validation evaluation, empty when absent; Best is that
+	// expert's accuracy here, and BestLow and BestHigh bound its 95%
+	// interval.
+	BestExpert              string
+	Best, BestLow, BestHigh float64
+	// Delta is ExpertMajority − Best (MEML-GRPO's Table 6).
+	Delta float64
 }
 
 // Result is the final evaluation of a run.
@@ -460,6 +477,15 @@ type evalRecord struct {
 	MajAtK     json.RawMessage     `json:"maj_at_k"`
 	Variance   *float64            `json:"variance"`
 	Before     *evalRecord         `json:"before"`
+
+	Problems       *float64            `json:"problems"`
+	Experts        map[string]*float64 `json:"experts"`
+	ExpertMajority *float64            `json:"expert_majority"`
+	BestExpert     *string             `json:"best_expert"`
+	Best           *float64            `json:"best"`
+	BestLow        *float64            `json:"best_low"`
+	BestHigh       *float64            `json:"best_high"`
+	Delta          *float64            `json:"delta"`
 }
 
 // parseEval parses an evaluation record; with before, its "before" object too.
@@ -487,7 +513,8 @@ func parseEval(b []byte, before bool) (*Result, error) {
 }
 
 func (rec *evalRecord) eval() (Eval, error) {
-	e := Eval{Step: -1, Greedy: opt(rec.Greedy), GreedyLow: opt(rec.GreedyLow), GreedyHigh: opt(rec.GreedyHigh), Variance: opt(rec.Variance)}
+	e := Eval{Step: -1, Greedy: opt(rec.Greedy), GreedyLow: opt(rec.GreedyLow), GreedyHigh: opt(rec.GreedyHigh), Variance: opt(rec.Variance),
+		ExpertMajority: opt(rec.ExpertMajority), Best: opt(rec.Best), BestLow: opt(rec.BestLow), BestHigh: opt(rec.BestHigh), Delta: opt(rec.Delta)}
 	if rec.Step != nil {
 		f := *rec.Step
 		if f != math.Trunc(f) || f < 0 || f > math.MaxInt32 {
@@ -495,8 +522,27 @@ func (rec *evalRecord) eval() (Eval, error) {
 		}
 		e.Step = int(f)
 	}
+	if rec.Problems != nil {
+		f := *rec.Problems
+		if f != math.Trunc(f) || f < 0 || f > math.MaxInt32 {
+			return e, fmt.Errorf(`"problems": want a non-negative integer, found %v`, f)
+		}
+		e.Problems = int(f)
+	}
 	if rec.Split != nil {
 		e.Split = *rec.Split
+	}
+	if rec.BestExpert != nil {
+		e.BestExpert = *rec.BestExpert
+	}
+	for k, v := range rec.Experts {
+		if v == nil {
+			continue
+		}
+		if e.Experts == nil {
+			e.Experts = map[string]float64{}
+		}
+		e.Experts[k] = *v
 	}
 	for k, v := range rec.PassAtK {
 		if v == nil {

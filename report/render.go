@@ -20,7 +20,8 @@ import (
 const HTMLFile = "report.html"
 
 // Render writes report.html and its charts' PNGs into outDir, creating it if
-// need be. The page compares the runs: a summary table, one chart per group of
+// need be. The page compares the runs: a summary table (and the table of
+// [Table] when some row has several seeds), one chart per group of
 // metrics with every run overlaid (per-step values thin, their moving average
 // bold), then a panel for every other metric a run logged, grouped by the
 // metric's prefix (loss/…, expert/…), the final evaluations, the last samples
@@ -52,6 +53,10 @@ func Render(outDir string, runs ...*Run) error {
 	}
 	page := newPage(ss, charts)
 	page.MoreCharts = more
+	if rows := Rows(runs); slices.ContainsFunc(rows, func(r Row) bool { return len(r.Runs) >= 2 }) {
+		g := newGrid(rows, -1)
+		page.Seeds = &g
+	}
 	var buf bytes.Buffer
 	if err := pageTemplate.Execute(&buf, page); err != nil {
 		return err
@@ -176,6 +181,7 @@ type page struct {
 	ShowModel       bool
 	Charts          []chart
 	MoreCharts      []chart // of the metrics beyond the fixed charts
+	Seeds           *grid   // rows across seeds, when some row has several runs
 	Results         []resultRow
 	PassKs          []string
 	ShowAvg         bool

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"rlvr/checkpoint"
-	"rlvr/format/tokenizer"
+	"rlvr/eval"
 	"rlvr/internal/tokens"
 	"rlvr/method"
 	"rlvr/task"
@@ -46,20 +46,7 @@ func (r *renderer) Text(e task.Example, v method.Variant) (string, error) {
 	if v.System != "" {
 		system = v.System
 	}
-	var msgs []tokenizer.Message
-	for _, m := range e.Chat() {
-		if m.Role == "system" {
-			if system == "" {
-				system = m.Content
-			}
-			continue
-		}
-		msgs = append(msgs, tokenizer.Message{Role: m.Role, Content: m.Content})
-	}
-	if system != "" {
-		msgs = append([]tokenizer.Message{{Role: "system", Content: system}}, msgs...)
-	}
-	return r.l.Chat(msgs)
+	return eval.ChatPrompt(r.l.Chat, e, system)
 }
 
 // Prompt implements method.Renderer.

@@ -2,23 +2,29 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"rlvr/checkpoint"
 	client "rlvr/client/openai"
 	"rlvr/eval"
 	"rlvr/sample"
 	"rlvr/task"
 	"rlvr/task/world"
+	"rlvr/train"
 )
 
 func evalCmd() *cobra.Command {
 	var (
 		modelPath, tokPath, endpoint, endpointModel, apiKey, data string
+		chatMode, system, suffix                                  string
 		levels                                                    []int
-		problems, experts                                         int
+		problems, experts, expertIdx                              int
 		cfg                                                       eval.Config
 		asJSON                                                    bool
 	)
@@ -30,9 +36,24 @@ world or a dataset: greedy pass@1 with a 95% interval; with --k, pass@k (unbiase
 estimator), avg@k, maj@k and the per-problem variance at --temperature; with
 --experts N, each expert prompt's greedy accuracy, the error-overlap table
 (errors, errors another expert gets right, errors shared by all) and the
-experts' majority vote.`,
+experts' majority vote.
+
+A model with a chat template is prompted through it (--chat auto), with the
+--system prompt when given; --chat off sends plain text, and --chat on
+requires a template. An --endpoint is sent plain-text completions, or chats
+with --chat on. --prompt-suffix follows every plain-text prompt. In --system
+and --prompt-suffix, \n is a newline.
+
+MEML-GRPO trains one model behind several expert prompts and uses it under
+the best one. --expert I evaluates a model under expert I's prompt: the
+world's suffix "@EI\n" after plain text, and in a chat the system prompt
+"` + strings.ReplaceAll(train.PaperExpertSystem, "{i}", "I") + `"`,
 		Example: `  rlvr eval --levels 0,3,5 --k 8 --experts 4
-  rlvr eval --data gsm8k=../shared/data/gsm8k/test.jsonl --endpoint http://localhost:8000/v1 --endpoint-model qwen`,
+  rlvr eval --expert 2 --model runs/meml/ckpt-000100
+  rlvr eval --prompt-suffix '@E2\n' --levels 6
+  rlvr eval --data gsm8k=../shared/data/gsm8k/test.jsonl --model runs/qwen-meml/ckpt-000100 --expert 3
+  rlvr eval --data gsm8k=../shared/data/gsm8k/test.jsonl --endpoint http://localhost:8000/v1 --endpoint-model qwen \
+      --chat on --system 'Solve the problem; end with #### and the answer.'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
@@ -71,8 +92,14 @@ experts' majority vote.`,
 			checkSampling(&c, sample.Params{Temperature: cfg.Temperature, TopP: cfg.TopP}, "the --k samples are drawn at it; greedy pass@1 is always scored")
 			c.intIn("max-tokens", cfg.MaxTokens, 1, maxNewTokens)
 			c.intIn("experts", experts, 0, len(world.Styles))
+			system = withNewlines(system)
+			suffix = withNewlines(suffix)
+			checkPrompting(&c, cmd, chatMode, endpoint != "", expertIdx, experts)
 			if err := c.err(); err != nil {
 				return err
+			}
+			if !cmd.Flags().Changed("expert") {
+				expertIdx = -1
 			}
 			var examples []task.Example
 			if data == "world" {
@@ -87,10 +114,22 @@ experts' majority vote.`,
 			}
 			var gen eval.Generator
 			if endpoint != "" {
-				gen = &eval.Remote{Client: client.New(client.Config{BaseURL: endpoint, Model: endpointModel, APIKey: apiKey})}
+				chat := chatMode == "on"
+				system, suffix = expertPrompt(expertIdx, chat, system, suffix)
+				name := endpoint
+				if endpointModel != "" {
+					name = endpointModel + " at " + endpoint
+				}
+				describePrompts(cmd.ErrOrStderr(), name, chat, system, suffix)
+				gen = &eval.Remote{Client: client.New(client.Config{BaseURL: endpoint, Model: endpointModel, APIKey: apiKey}),
+					Chat: chat, System: system}
+				examples = withSuffix(examples, suffix)
 			} else {
 				l, err := openModel(modelPath, tokPath)
 				if err != nil {
+					return err
+				}
+				if examples, err = localPrompts(cmd.ErrOrStderr(), l, examples, chatMode, expertIdx, system, suffix, experts); err != nil {
 					return err
 				}
 				gen = eval.NewLocal(l)
@@ -119,7 +158,117 @@ experts' majority vote.`,
 	f.Float32Var(&cfg.TopP, "top-p", 1, "nucleus mass of the k samples")
 	f.IntVar(&cfg.MaxTokens, "max-tokens", 256, "tokens per completion")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed for sampling and problem selection")
-	f.IntVar(&experts, "experts", 0, fmt.Sprintf("evaluate the world's expert prompts @E0..@E<n-1> (at most %d)", len(world.Styles)))
+	f.IntVar(&experts, "experts", 0, fmt.Sprintf("evaluate the world's expert prompts @E0..@E<n-1> (at most %d; plain-text prompts only)", len(world.Styles)))
+	f.IntVar(&expertIdx, "expert", 0, `evaluate under expert I's prompt: the suffix "@EI\n" on plain text, the paper's system prompt in a chat`)
+	f.StringVar(&chatMode, "chat", "auto", "auto (the model's chat template when it has one), on (required) or off (plain-text prompts); an --endpoint is sent chats only with on")
+	f.StringVar(&system, "system", "", "system prompt of every chat (replacing a dataset's own)")
+	f.StringVar(&suffix, "prompt-suffix", "", `text appended to every plain-text prompt (e.g. a world expert's "@E2\n")`)
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// checkPrompting checks the flags that say how examples are prompted, as
+// far as they can be checked before the model is opened.
+func checkPrompting(c *flagCheck, cmd *cobra.Command, chatMode string, endpoint bool, expert, experts int) {
+	f := cmd.Flags()
+	switch chatMode {
+	case "auto", "on", "off":
+	default:
+		c.add("chat", "%q: want auto, on or off", chatMode)
+	}
+	if f.Changed("expert") {
+		c.intIn("expert", expert, 0, math.MaxInt)
+		for _, other := range []string{"system", "prompt-suffix", "experts"} {
+			if f.Changed(other) {
+				c.add("expert", "and --%s are both given: --expert I sets the expert's prompt itself", other)
+			}
+		}
+	}
+	switch {
+	case chatMode == "off" && f.Changed("system"):
+		c.add("system", "is the system prompt of a chat, and --chat off sends plain text")
+	case endpoint && chatMode == "auto" && f.Changed("system"):
+		c.add("system", "needs --chat on with --endpoint, which is otherwise sent plain-text completions")
+	}
+	if chatMode == "on" {
+		if f.Changed("prompt-suffix") {
+			c.add("prompt-suffix", "is for plain-text prompts, not --chat on: give a chat's expert prompt with --system")
+		}
+		if experts > 0 {
+			c.add("experts", "%d: the world's expert prompts are suffixes of plain-text prompts, not --chat on: give one --expert I at a time", experts)
+		}
+	}
+}
+
+// localPrompts prompts examples as the flags say for the local model l,
+// and says how to w: through its chat template with the system prompt, or
+// as plain text followed by the suffix. expert is --expert's I, or
+// negative when it is not given.
+func localPrompts(w io.Writer, l *checkpoint.Loaded, examples []task.Example, chatMode string, expert int, system, suffix string, experts int) ([]task.Example, error) {
+	chat := chatMode == "on" || chatMode == "auto" && l.Chat != nil
+	switch {
+	case chatMode == "on" && l.Chat == nil:
+		return nil, fmt.Errorf("--chat on: model %s has no chat template (tokenizer_config.json chat_template)", l.Name)
+	case chat && suffix != "":
+		return nil, fmt.Errorf("--prompt-suffix: model %s is prompted through its chat template; give its expert prompt with --system, or send plain text with --chat off", l.Name)
+	case !chat && system != "":
+		return nil, fmt.Errorf("--system: model %s has no chat template; give its expert prompt with --prompt-suffix", l.Name)
+	case chat && experts > 0:
+		return nil, fmt.Errorf("--experts: model %s is prompted through its chat template, and the world's expert prompts are suffixes of plain text; give one --expert I at a time, or send plain text with --chat off", l.Name)
+	}
+	system, suffix = expertPrompt(expert, chat, system, suffix)
+	describePrompts(w, l.Name, chat, system, suffix)
+	if !chat {
+		return withSuffix(examples, suffix), nil
+	}
+	out := make([]task.Example, len(examples))
+	for i, e := range examples {
+		text, err := eval.ChatPrompt(l.Chat, e, system)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.Where(), err)
+		}
+		e.Prompt = text
+		out[i] = e
+	}
+	return out, nil
+}
+
+// expertPrompt returns the system prompt and suffix of expert I (none when
+// expert is negative): the paper's system prompt in a chat, the world's
+// suffix on plain text.
+func expertPrompt(expert int, chat bool, system, suffix string) (string, string) {
+	switch {
+	case expert < 0:
+		return system, suffix
+	case chat:
+		return strings.ReplaceAll(train.PaperExpertSystem, "{i}", strconv.Itoa(expert)), suffix
+	default:
+		return system, world.ExpertPrompt(expert)
+	}
+}
+
+// withSuffix appends suffix to every example's prompt.
+func withSuffix(examples []task.Example, suffix string) []task.Example {
+	if suffix == "" {
+		return examples
+	}
+	out := make([]task.Example, len(examples))
+	for i, e := range examples {
+		e.Prompt += suffix
+		out[i] = e
+	}
+	return out
+}
+
+// describePrompts says to w how model is prompted, unless as plain text
+// with no suffix.
+func describePrompts(w io.Writer, model string, chat bool, system, suffix string) {
+	switch {
+	case chat && system != "":
+		fmt.Fprintf(w, "prompting %s with chats, system prompt %q\n", model, system)
+	case chat:
+		fmt.Fprintf(w, "prompting %s with chats, no system prompt\n", model)
+	case suffix != "":
+		fmt.Fprintf(w, "prompting %s with plain text followed by %q\n", model, suffix)
+	}
 }

@@ -157,7 +157,7 @@ depends only on its text, so the split agrees across files).`,
 					prompt = `@E{i}\n`
 				}
 			}
-			prompt = strings.ReplaceAll(prompt, `\n`, "\n")
+			prompt = withNewlines(prompt)
 			if !strings.Contains(prompt, "{i}") && !strings.Contains(prompt, "{name}") {
 				c.add("prompt", "%q has neither {i} nor {name}: every expert would get the same prompt", prompt)
 			}

@@ -283,3 +283,7 @@ func checkSampling(c *flagCheck, p sample.Params, whyPositive string) {
 		}
 	}
 }
+
+// withNewlines reads the two characters \n in a prompt flag as a newline,
+// so that prompts such as the world's "@E2\n" can be typed in a shell.
+func withNewlines(s string) string { return strings.ReplaceAll(s, `\n`, "\n") }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -11,7 +13,8 @@ import (
 )
 
 func reportCmd() *cobra.Command {
-	var out string
+	var out, baseline string
+	var table bool
 	cmd := &cobra.Command{
 		Use:   "report RUN_DIR [RUN_DIR...]",
 		Short: "Render training runs as an HTML page of charts and tables",
@@ -24,9 +27,22 @@ grouped by the prefix of its name (loss/…, expert/…). Several runs overlay i
 each chart, to compare algorithms and seeds; a summary table gives each run's
 steps, final and best evaluation, accuracy before and after training, and
 step time, and the last samples of each run follow the charts. It prints the
-page's path.`,
+page's path.
+
+With --table it writes no page but prints a markdown table for write-ups,
+one row per configuration across seeds: runs whose directory names differ
+only in a seed suffix (-seed3, _seed3, -s3) form a row. Each row gives the
+final test accuracy (the best expert's, or greedy without experts) as the
+mean over seeds with a 95% t-interval, every seed's test problems pooled
+with a Wilson interval, the experts' accuracies, their majority vote and
+its difference from the best expert, each seed's best expert, the accuracy
+before training, the zero-variance fraction, rollout accuracy over the first
+and last 10 steps, and seconds per step. A run without a test evaluation
+contributes its last validation one, marked †. --baseline ROW adds each
+row's difference from that row, paired by seed (config.yaml's seed).`,
 		Example: `  rlvr report runs/grpo-s1
-  rlvr report runs/grpo-s1 runs/grpo-s2 runs/dapo-s1 runs/dapo-s2 --out reports/grpo-vs-dapo`,
+  rlvr report runs/grpo-s1 runs/grpo-s2 runs/dapo-s1 runs/dapo-s2 --out reports/grpo-vs-dapo
+  rlvr report --table --baseline grpo runs/grpo-s{1,2,3} runs/dapo-s{1,2,3} >> docs/dapo.md`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
@@ -37,8 +53,16 @@ page's path.`,
 					c.problems = append(c.problems, fmt.Sprintf("run directory %s is a file, not a directory", dir))
 				}
 			}
-			if out != "" {
+			switch {
+			case table && cmd.Flags().Changed("out"):
+				c.add("out", "is for the HTML page: --table prints to standard output")
+			case out != "":
 				c.outDir("out", out, true)
+			}
+			if !table && cmd.Flags().Changed("baseline") {
+				c.add("baseline", "needs --table")
+			} else {
+				c.nonEmptyIfSet(cmd, "baseline", baseline)
 			}
 			if err := c.err(); err != nil {
 				return err
@@ -51,6 +75,9 @@ page's path.`,
 				}
 				runs[i] = r
 			}
+			if table {
+				return printTable(cmd, runs, baseline)
+			}
 			if out == "" {
 				out = args[0]
 			}
@@ -62,5 +89,30 @@ page's path.`,
 		},
 	}
 	cmd.Flags().StringVarP(&out, "out", "o", "", "directory to write report.html and its charts into (default: the first run directory)")
+	cmd.Flags().BoolVar(&table, "table", false, "print a markdown table of rows across seeds instead of writing the page")
+	cmd.Flags().StringVar(&baseline, "baseline", "", "with --table, the row that a \"Δ vs\" column compares every row with, paired by seed")
 	return cmd
+}
+
+// printTable prints the markdown table of the runs' rows, checking first
+// that the baseline, if any, names one of them.
+func printTable(cmd *cobra.Command, runs []*report.Run, baseline string) error {
+	if baseline != "" {
+		rows := report.Rows(runs)
+		names := make([]string, len(rows))
+		for i, r := range rows {
+			names[i] = r.Name
+		}
+		if !slices.Contains(names, baseline) {
+			var c flagCheck
+			c.add("baseline", "%q: no row of that name; the rows are %s", baseline, strings.Join(names, ", "))
+			return c.err()
+		}
+	}
+	t, err := report.Table(runs, baseline)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(cmd.OutOrStdout(), t)
+	return err
 }

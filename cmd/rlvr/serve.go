@@ -43,6 +43,7 @@ func serveCmd() *cobra.Command {
 		system, suffix           string
 		cfg                      serve.Config
 		verbose, worldExperts    bool
+		expertIndex              int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -54,6 +55,7 @@ it does not. Requests must then carry "Authorization: Bearer <token>". The
 token comes from --token, or else from the environment variable
 ` + tokenEnv + `, which keeps it out of the process list.`,
 		Example: `  rlvr serve --model ../shared/data/stories260K/stories260K.bin
+  rlvr serve --model runs/meml-grpo-model --expert 1        # under the expert best on validation
   curl -s localhost:8000/v1/completions -d '{"model":"stories260K","prompt":"Once upon a time","max_tokens":40}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -73,9 +75,22 @@ token comes from --token, or else from the environment variable
 			if w := cfg.BatchWindow; w < 0 || w > maxBatchWindow {
 				c.add("batch-window", "%v: must be in [0, %v]", w, maxBatchWindow)
 			}
+			if cmd.Flags().Changed("expert") {
+				if expertIndex < 0 {
+					c.add("expert", "%d is negative", expertIndex)
+				}
+				for _, other := range []string{"system", "prompt-suffix"} {
+					if cmd.Flags().Changed(other) {
+						c.add("expert", "gives the expert's prompt; drop --%s", other)
+					}
+				}
+			} else {
+				expertIndex = -1
+			}
 			if err := c.err(); err != nil {
 				return err
 			}
+			system, suffix = withNewlines(system), withNewlines(suffix)
 			if !cmd.Flags().Changed("token") {
 				cfg.Token = os.Getenv(tokenEnv)
 			}
@@ -91,6 +106,7 @@ token comes from --token, or else from the environment variable
 				if name == "" {
 					name = l.Name
 				}
+				system, suffix := expertPrompt(expertIndex, l.Chat != nil, system, suffix)
 				if l.Chat != nil && suffix != "" {
 					return fmt.Errorf("--prompt-suffix: model %s has a chat template; give its expert prompt with --system", l.Name)
 				}
@@ -156,6 +172,7 @@ token comes from --token, or else from the environment variable
 	f.BoolVar(&worldExperts, "world-experts", false, "serve the built-in world's scripted experts as models E0 (reference) to E3")
 	f.StringVar(&system, "system", "", "system prompt put before every chat that has none (e.g. the expert prompt a model was trained under)")
 	f.StringVar(&suffix, "prompt-suffix", "", `text appended to every completion prompt (e.g. a world expert's "@E2\n")`)
+	f.IntVar(&expertIndex, "expert", 0, "serve under expert I's prompt, the one a model trained by MEML-GRPO is used under: the paper's system prompt for a chat model, @E<I> after a world prompt")
 	return cmd
 }
 

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,37 +34,7 @@ func TestServeTokenFromEnvironment(t *testing.T) {
 			t.Setenv(tokenEnv, tc.env)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			root := rootCmd()
-			var stderr syncBuffer
-			root.SetOut(&stderr)
-			root.SetErr(&stderr)
-			root.SetArgs(append([]string{"serve", "--world-experts", "--addr", "127.0.0.1:0"}, tc.flag...))
-			done := make(chan error, 1)
-			go func() {
-				defer func() {
-					if r := recover(); r != nil {
-						t.Errorf("panic: %v", r)
-						done <- nil
-					}
-				}()
-				done <- root.ExecuteContext(ctx)
-			}()
-			serving := regexp.MustCompile(`serving E0 on (http://\S+/v1)`)
-			var base string
-			for deadline := time.Now().Add(10 * time.Second); base == ""; {
-				if m := serving.FindStringSubmatch(stderr.String()); m != nil {
-					base = m[1]
-					break
-				}
-				select {
-				case err := <-done:
-					t.Fatalf("serve returned %v before listening:\n%s", err, stderr.String())
-				case <-time.After(10 * time.Millisecond):
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("serve did not start:\n%s", stderr.String())
-				}
-			}
+			base, done := startServe(t, ctx, append([]string{"serve", "--world-experts", "--addr", "127.0.0.1:0"}, tc.flag...), `serving E0 on (http://\S+/v1)`)
 			status := func(token string) int {
 				req, err := http.NewRequest("GET", base+"/models", nil)
 				if err != nil {
@@ -116,5 +88,83 @@ func TestUnderPrompt(t *testing.T) {
 	}
 	if got := u.Encode("Q:1+1\n"); got[0] != int32(len("Q:1+1\n@E2\n")) {
 		t.Fatalf("encoded length %d", got[0])
+	}
+}
+
+// startServe runs rlvr serve with args until ctx ends, and returns the base
+// URL that the first match of serving (a pattern with one group) finds in
+// its log, and the channel its result arrives on.
+func startServe(t *testing.T, ctx context.Context, args []string, serving string) (string, chan error) {
+	t.Helper()
+	root := rootCmd()
+	var stderr syncBuffer
+	root.SetOut(&stderr)
+	root.SetErr(&stderr)
+	root.SetArgs(args)
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Errorf("panic: %v", r)
+				done <- nil
+			}
+		}()
+		done <- root.ExecuteContext(ctx)
+	}()
+	re := regexp.MustCompile(serving)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if m := re.FindStringSubmatch(stderr.String()); m != nil {
+			return m[1], done
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve returned %v before listening:\n%s", err, stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", stderr.String())
+		}
+	}
+}
+
+// TestServeUnderExpert: rlvr serve --expert 1 answers a world prompt as the
+// plain server answers the prompt followed by @E1, over real HTTP, on the
+// world model (whose answers under @E1 are in that expert's style).
+func TestServeUnderExpert(t *testing.T) {
+	cliFixture(t) // the world model, from a fresh cache
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	complete := func(base, prompt string) string {
+		body := `{"model":"m","prompt":` + strconv.Quote(prompt) + `,"max_tokens":12,"temperature":0}`
+		resp, err := http.Post(base+"/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Choices []struct {
+				Text string `json:"text"`
+			} `json:"choices"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out.Choices) != 1 {
+			t.Fatalf("status %d: %v %+v", resp.StatusCode, err, out)
+		}
+		return out.Choices[0].Text
+	}
+	serving := `serving m on (http://\S+/v1)`
+	plain, _ := startServe(t, ctx, []string{"serve", "--name", "m", "--addr", "127.0.0.1:0"}, serving)
+	expert, _ := startServe(t, ctx, []string{"serve", "--name", "m", "--addr", "127.0.0.1:0", "--expert", "1"}, serving)
+	suffixed, _ := startServe(t, ctx, []string{"serve", "--name", "m", "--addr", "127.0.0.1:0", "--prompt-suffix", `@E1\n`}, serving)
+	for _, q := range []string{"Q:12+7\n", "Q:(3*4)-5\n", "Q:9*9\n"} {
+		want := complete(plain, q+"@E1\n")
+		if got := complete(expert, q); got != want {
+			t.Errorf("--expert 1 on %q: %q, want %q (the plain server on the prompt with @E1)", q, got, want)
+		}
+		if got := complete(suffixed, q); got != want {
+			t.Errorf(`--prompt-suffix '@E1\n' on %q: %q, want %q`, q, got, want)
+		}
+	}
+	if different := complete(plain, "Q:12+7\n") != complete(plain, "Q:12+7\n@E1\n") || complete(plain, "Q:9*9\n") != complete(plain, "Q:9*9\n@E1\n"); !different {
+		t.Error("the model answers the same with and without @E1: the test cannot tell whether --expert does anything")
 	}
 }

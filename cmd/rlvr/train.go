@@ -193,28 +193,42 @@ func progressLine(name string, m method.Metrics) string {
 	return b.String()
 }
 
-// printEvalSummary prints the held-out accuracy before and after training.
+// printEvalSummary prints the held-out validation accuracy before and
+// after training and, when the run has a test split, the test line: the
+// expert chosen on validation and the majority vote.
 func printEvalSummary(out io.Writer, runDir string) error {
 	b, err := os.ReadFile(filepath.Join(runDir, "eval.jsonl"))
 	if err != nil {
 		return err
 	}
-	var first, last train.EvalMetrics
-	n := 0
+	var val []train.EvalMetrics
+	var test *train.EvalMetrics
 	for _, line := range bytes.Split(b, []byte("\n")) {
 		var e train.EvalMetrics
-		if json.Unmarshal(line, &e) == nil {
-			if n == 0 {
-				first = e
-			}
-			last = e
-			n++
+		if json.Unmarshal(line, &e) != nil {
+			continue
+		}
+		if e.Split == "test" {
+			test = &e
+		} else {
+			val = append(val, e)
 		}
 	}
-	if n == 0 {
+	if len(val) > 0 {
+		first, last := val[0], val[len(val)-1]
+		fmt.Fprintf(out, "held-out greedy accuracy: step %d %.1f%% [%.1f, %.1f] -> step %d %.1f%% [%.1f, %.1f]\n",
+			first.Step, 100*first.Greedy, 100*first.GreedyLow, 100*first.GreedyHigh, last.Step, 100*last.Greedy, 100*last.GreedyLow, 100*last.GreedyHigh)
+	}
+	if test == nil {
 		return nil
 	}
-	fmt.Fprintf(out, "held-out greedy accuracy: step %d %.1f%% [%.1f, %.1f] -> step %d %.1f%% [%.1f, %.1f]\n",
-		first.Step, 100*first.Greedy, 100*first.GreedyLow, 100*first.GreedyHigh, last.Step, 100*last.Greedy, 100*last.GreedyLow, 100*last.GreedyHigh)
+	fmt.Fprintf(out, "test (%d problems): greedy %.1f%% [%.1f, %.1f]", test.Problems, 100*test.Greedy, 100*test.GreedyLow, 100*test.GreedyHigh)
+	if test.Best != nil {
+		fmt.Fprintf(out, "; %s, best on validation, %.1f%% [%.1f, %.1f]", test.BestExpert, 100**test.Best, 100**test.BestLow, 100**test.BestHigh)
+	}
+	if test.ExpertMajority != nil && test.Delta != nil {
+		fmt.Fprintf(out, "; majority vote %.1f%% (%+.1f points)", 100**test.ExpertMajority, 100**test.Delta)
+	}
+	fmt.Fprintln(out)
 	return nil
 }

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"rlvr/checkpoint"
+	"rlvr/eval"
+	"rlvr/format/tokenizer"
+	"rlvr/task/world"
+)
+
+// evalJSON runs rlvr eval with args and --json, and returns its report and
+// what it said on stderr.
+func evalJSON(t *testing.T, args ...string) (eval.Report, string) {
+	t.Helper()
+	stdout, stderr, err := execute(t, context.Background(), append([]string{"eval", "--json"}, args...)...)
+	if err != nil {
+		t.Fatalf("rlvr eval %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	var rep eval.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	return rep, stderr
+}
+
+// TestEvalExpertWorldModel evaluates the built-in world's model under
+// one expert prompt at a time: --expert I, and --prompt-suffix '@EI\n'
+// with \n written as two characters, score exactly what --experts gives
+// expert I, which differs from the plain prompt's score on these problems.
+func TestEvalExpertWorldModel(t *testing.T) {
+	cliFixture(t)
+	// Two threads, so that the scores are the same on every machine.
+	common := []string{"--threads", "2", "--levels", "2,4", "--problems", "20", "--max-tokens", "96"}
+	all, _ := evalJSON(t, append(common, "--experts", "4")...)
+	if len(all.Experts) != 4 {
+		t.Fatalf("experts %+v", all.Experts)
+	}
+	for _, i := range []int{1, 2} {
+		want := all.Experts[i].Accuracy.Mean
+		if want == all.Greedy.Mean {
+			t.Fatalf("E%d scores %v like the plain prompt: these problems cannot tell whether its prompt is used", i, want)
+		}
+		idx := string(rune('0' + i))
+		rep, stderr := evalJSON(t, append(common, "--expert", idx)...)
+		if rep.Greedy.Mean != want {
+			t.Errorf("--expert %d: greedy %v, want E%d's %v (plain prompt: %v)", i, rep.Greedy.Mean, i, want, all.Greedy.Mean)
+		}
+		if !strings.Contains(stderr, `with plain text followed by "@E`+idx+`\n"`) {
+			t.Errorf("--expert %d: stderr %q", i, stderr)
+		}
+		rep, _ = evalJSON(t, append(common, "--prompt-suffix", `@E`+idx+`\n`)...)
+		if rep.Greedy.Mean != want {
+			t.Errorf("--prompt-suffix '@E%d\\n': greedy %v, want E%d's %v", i, rep.Greedy.Mean, i, want)
+		}
+	}
+}
+
+// TestEvalPromptsAtEndpoint evaluates the world's reference expert over
+// HTTP and checks the exact prompts it was sent: completions followed by
+// the suffix, or chats with the system message.
+func TestEvalPromptsAtEndpoint(t *testing.T) {
+	cliFixture(t)
+	var questions []string
+	for _, e := range world.Examples(1000, 4, []int{0, 1}) { // eval's draw for --seed 0
+		questions = append(questions, e.Prompt)
+	}
+	expertSystem := "You are Expert 3, please provide an answer to the above question."
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		prompt func(q string) string // what the endpoint sees for question q
+		says   string                // on stderr
+	}{
+		{"plain", nil, func(q string) string { return q }, ""},
+		{"expert as suffix", []string{"--expert", "2"}, func(q string) string { return q + "@E2\n" }, `followed by "@E2\n"`},
+		{"suffix", []string{"--prompt-suffix", `Answer:\n`}, func(q string) string { return q + "Answer:\n" }, `followed by "Answer:\n"`},
+		// The world experts' chat template joins the messages, one per line.
+		{"expert in a chat", []string{"--chat", "on", "--expert", "3"}, func(q string) string { return expertSystem + "\n" + q }, "with chats, system prompt"},
+		{"system in a chat", []string{"--chat", "on", "--system", `Be brief.\nShow work.`}, func(q string) string { return "Be brief.\nShow work.\n" + q }, "with chats"},
+		{"chat without system", []string{"--chat", "on"}, func(q string) string { return q }, "with chats, no system prompt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base, counts := countedWorld(t, 0)
+			rep, stderr := evalJSON(t, append([]string{"--endpoint", base, "--endpoint-model", "E0", "--levels", "0,1", "--problems", "2"}, tc.args...)...)
+			if rep.Problems != 4 || rep.Greedy.Mean != 1 {
+				t.Errorf("%d problems, greedy %v: the reference expert should answer all 4", rep.Problems, rep.Greedy.Mean)
+			}
+			var want []string
+			for _, q := range questions {
+				want = append(want, tc.prompt(q))
+			}
+			slices.Sort(want)
+			if got := slices.Sorted(maps.Keys(counts())); !slices.Equal(got, want) {
+				t.Errorf("the endpoint saw\n%q\nwant\n%q", got, want)
+			}
+			if !strings.Contains(stderr, tc.says) || (tc.says == "") != (stderr == "") {
+				t.Errorf("stderr %q, want %q", stderr, tc.says)
+			}
+		})
+	}
+}
+
+// chatByteModel writes a small random Llama model over the byte tokenizer
+// with a ChatML chat template and a context of maxSeq tokens.
+func chatByteModel(t *testing.T, dir string, maxSeq int) {
+	t.Helper()
+	tokDir := t.TempDir()
+	if err := tokenizer.WriteByteTokenizer(tokDir); err != nil {
+		t.Fatal(err)
+	}
+	const chatML = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+	if err := os.WriteFile(filepath.Join(tokDir, tokenizer.ChatTemplateFile), []byte(chatML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shape, err := checkpoint.LookupShape("llama-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape.Dim, shape.Heads, shape.KVHeads, shape.Layers, shape.Hidden, shape.MaxSeq = 16, 2, 1, 1, 32, maxSeq
+	if _, err := checkpoint.InitRandom(checkpoint.InitOptions{Tokenizer: tokDir, Shape: shape, Seed: 1, Out: dir}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEvalChatModel evaluates a local model with a chat template: its
+// prompts go through the template with the system prompt (or the expert's)
+// unless --chat off, and flags that do not fit how it is prompted are
+// refused naming the flag.
+func TestEvalChatModel(t *testing.T) {
+	dir := cliFixture(t)
+	const maxSeq, maxTokens = 128, 8
+	chatByteModel(t, "chat", maxSeq)
+	l, err := checkpoint.Open("chat", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Chat == nil {
+		t.Fatal("the test model has no chat template")
+	}
+	examples := world.Examples(1000, 3, []int{0}) // eval's draw for --seed 0
+	q := examples[0].Prompt
+	expertSystem := "You are Expert 2, please provide an answer to the above question."
+
+	// What the model is given, flag by flag.
+	for _, tc := range []struct {
+		name           string
+		chat           string
+		expert         int
+		system, suffix string
+		want           string
+	}{
+		{"expert in the template", "auto", 2, "", "", "<|im_start|>system\n" + expertSystem + "<|im_end|>\n<|im_start|>user\n" + q + "<|im_end|>\n<|im_start|>assistant\n"},
+		{"system in the template", "on", -1, "Be brief.", "", "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n" + q + "<|im_end|>\n<|im_start|>assistant\n"},
+		{"template alone", "auto", -1, "", "", "<|im_start|>user\n" + q + "<|im_end|>\n<|im_start|>assistant\n"},
+		{"expert as plain text", "off", 2, "", "", q + "@E2\n"},
+		{"suffix as plain text", "off", -1, "", "A:", q + "A:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := localPrompts(io.Discard, l, examples, tc.chat, tc.expert, tc.system, tc.suffix, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(examples) || got[0].Prompt != tc.want {
+				t.Fatalf("prompt %q, want %q", got[0].Prompt, tc.want)
+			}
+			if examples[0].Prompt != q {
+				t.Fatalf("the caller's example was changed to %q", examples[0].Prompt)
+			}
+		})
+	}
+
+	// Through the command: the expert's system prompt makes every prompt
+	// too long for the model's context, while the plain prompt with its
+	// suffix, and a short system prompt, fit.
+	expertChat, _ := localPrompts(io.Discard, l, examples, "auto", 2, "", "", 0)
+	shortChat, _ := localPrompts(io.Discard, l, examples, "auto", -1, "Be brief.", "", 0)
+	for _, e := range examples {
+		if n := len(l.Encode(e.Prompt + "@E2\n")); n+maxTokens > maxSeq {
+			t.Fatalf("a plain prompt of %d tokens leaves no room for %d tokens in %d", n, maxTokens, maxSeq)
+		}
+	}
+	for i := range examples {
+		if n := len(l.Encode(expertChat[i].Prompt)); n+maxTokens <= maxSeq {
+			t.Fatalf("the expert's chat prompt %d has %d tokens: it fits %d with room for %d", i, n, maxSeq, maxTokens)
+		}
+		if n := len(l.Encode(shortChat[i].Prompt)); n+maxTokens > maxSeq {
+			t.Fatalf("the short chat prompt %d has %d tokens: no room for %d in %d", i, n, maxTokens, maxSeq)
+		}
+	}
+	run := []string{"eval", "--model", "chat", "--levels", "0", "--problems", "3", "--max-tokens", "8"}
+	_, stderr, err := execute(t, context.Background(), append(run, "--expert", "2")...)
+	if err == nil || !strings.Contains(err.Error(), "no example's prompt fits the model's context") {
+		t.Errorf("--expert 2 through the template: error %v", err)
+	}
+	if !strings.Contains(stderr, `prompting chat with chats, system prompt "`+expertSystem+`"`) {
+		t.Errorf("stderr %q", stderr)
+	}
+	rep, stderr := evalJSON(t, append(run[1:], "--expert", "2", "--chat", "off")...)
+	if rep.Problems != 3 || rep.SkippedLong != 0 || !strings.Contains(stderr, `plain text followed by "@E2\n"`) {
+		t.Errorf("--expert 2 --chat off: %+v, stderr %q", rep, stderr)
+	}
+	rep, stderr = evalJSON(t, append(run[1:], "--system", "Be brief.")...)
+	if rep.Problems != 3 || rep.SkippedLong != 0 || !strings.Contains(stderr, `with chats, system prompt "Be brief."`) {
+		t.Errorf("--system: %+v, stderr %q", rep, stderr)
+	}
+
+	// How the model is prompted is known once it is open.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--model", "chat", "--prompt-suffix", "A:"}, "--prompt-suffix: model chat is prompted through its chat template"},
+		{[]string{"--model", "chat", "--experts", "2"}, "--experts: model chat is prompted through its chat template"},
+		{[]string{"--model", "model", "--chat", "on"}, "--chat on: model model has no chat template"},
+		{[]string{"--model", "model", "--system", "S"}, "--system: model model has no chat template"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			refused(t, dir, append([]string{"eval", "--levels", "0", "--problems", "1"}, tc.args...), []string{tc.want})
+		})
+	}
+}
+
+// TestEvalPromptFlagsRefused runs eval with prompt flags that must be
+// refused before any work, each error naming the flag.
+func TestEvalPromptFlagsRefused(t *testing.T) {
+	dir := cliFixture(t)
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"eval", "--expert", "-1"}, []string{"--expert -1: must not be negative"}},
+		{[]string{"eval", "--chat", "yes"}, []string{`--chat "yes": want auto, on or off`}},
+		{[]string{"eval", "--expert", "1", "--system", "S"}, []string{"--expert and --system are both given"}},
+		{[]string{"eval", "--expert", "1", "--prompt-suffix", "@E1"}, []string{"--expert and --prompt-suffix are both given"}},
+		{[]string{"eval", "--expert", "1", "--experts", "4"}, []string{"--expert and --experts are both given"}},
+		{[]string{"eval", "--chat", "off", "--system", "S"}, []string{"--system is the system prompt of a chat, and --chat off sends plain text"}},
+		{[]string{"eval", "--chat", "on", "--prompt-suffix", "@E1"}, []string{"--prompt-suffix is for plain-text prompts, not --chat on"}},
+		{[]string{"eval", "--chat", "on", "--experts", "2"}, []string{"--experts 2: the world's expert prompts are suffixes of plain-text prompts"}},
+		{[]string{"eval", "--endpoint", "http://127.0.0.1:1/v1", "--system", "S"}, []string{"--system needs --chat on with --endpoint"}},
+		{[]string{"eval", "--expert", "-2", "--chat", "maybe", "--system", "S", "--problems", "0"},
+			[]string{"--expert -2", `--chat "maybe"`, "--expert and --system", "--problems 0"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) { refused(t, dir, tc.args, tc.want) })
+	}
+}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPrintEvalSummary: before and after come from the validation lines,
+// and the test line, when there is one, is reported on its own with the
+// expert chosen on validation and the majority vote.
+func TestPrintEvalSummary(t *testing.T) {
+	dir := t.TempDir()
+	lines := `{"step":0,"split":"val","greedy":0.1,"greedy_low":0.05,"greedy_high":0.15,"experts":{"E0":0.1,"E1":0.2}}
+{"step":50,"split":"val","greedy":0.3,"greedy_low":0.25,"greedy_high":0.35,"experts":{"E0":0.3,"E1":0.4}}
+{"step":50,"split":"test","greedy":0.5,"greedy_low":0.45,"greedy_high":0.55,"problems":200,"experts":{"E0":0.5,"E1":0.6},"expert_majority":0.55,"best_expert":"E1","best":0.6,"best_low":0.5,"best_high":0.7,"delta":-0.05}
+`
+	if err := os.WriteFile(filepath.Join(dir, "eval.jsonl"), []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := printEvalSummary(&b, dir); err != nil {
+		t.Fatal(err)
+	}
+	want := "held-out greedy accuracy: step 0 10.0% [5.0, 15.0] -> step 50 30.0% [25.0, 35.0]\n" +
+		"test (200 problems): greedy 50.0% [45.0, 55.0]; E1, best on validation, 60.0% [50.0, 70.0]; majority vote 55.0% (-5.0 points)\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}

@@ -1,0 +1,739 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/gonum/stat/distuv"
+
+	"rlvr/eval"
+)
+
+// The table of rows across seeds: the runs of one configuration, trained
+// under several seeds, summarized in one row with 95% intervals over the
+// seeds, as experiment write-ups report them.
+//
+// A run's numbers come from its final evaluation (see [Run.Final]): the
+// test line of eval.jsonl that a run with a test split writes at its end,
+//
+//	{"step":200,"split":"test","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14,"problems":200,
+//	 "experts":{"E0":0.1,"E1":0.12,"E2":0.08},"expert_majority":0.11,
+//	 "best_expert":"E1","best":0.12,"best_low":0.08,"best_high":0.17,"delta":-0.01}
+//
+// or, for a run without one, its last validation line. Its accuracy before
+// training is the step-0 validation line's, under the same expert prompt.
+
+// Row is the runs of one configuration across seeds: the runs whose names
+// are the same but for a seed suffix (see [RowName]).
+type Row struct {
+	Name string
+	Runs []*Run // in the order given to Rows
+}
+
+// seedSuffix matches a name ending in a seed suffix: "-seed3", "_seed3",
+// "-s3" or "_s3".
+var seedSuffix = regexp.MustCompile(`^(.+?)[-_](?:seed|s)(\d+)$`)
+
+// RowName returns a run's name without its trailing seed suffix ("-seed3",
+// "_seed3", "-s3", "_s3"): the name of the row the run belongs to.
+func RowName(name string) string {
+	if m := seedSuffix.FindStringSubmatch(name); m != nil {
+		return m[1]
+	}
+	return name
+}
+
+// Rows groups runs into rows by [RowName] of their names, the rows in the
+// order their first runs appear.
+func Rows(runs []*Run) []Row {
+	var rows []Row
+	at := map[string]int{}
+	for _, r := range runs {
+		name := RowName(r.Name)
+		i, ok := at[name]
+		if !ok {
+			i = len(rows)
+			at[name] = i
+			rows = append(rows, Row{Name: name})
+		}
+		rows[i].Runs = append(rows[i].Runs, r)
+	}
+	return rows
+}
+
+// SeedOf returns the seed a run is paired by: config.yaml's seed, or
+// failing that the number of its name's seed suffix; "" when neither.
+func SeedOf(r *Run) string {
+	if s := strings.TrimSpace(r.Seed); s != "" {
+		return s
+	}
+	if m := seedSuffix.FindStringSubmatch(r.Name); m != nil {
+		if n, err := strconv.Atoi(m[2]); err == nil {
+			return strconv.Itoa(n)
+		}
+		return m[2]
+	}
+	return ""
+}
+
+// Final is the evaluation that a table reports for a run.
+type Final struct {
+	// Eval is the evaluation: the run's last test evaluation, or when it
+	// has none its last validation evaluation (FromVal).
+	Eval    Eval
+	FromVal bool
+	// Acc is the run's headline accuracy: that of its best expert when it
+	// has expert prompts, its greedy accuracy otherwise; Low and High
+	// bound its 95% interval, NaN when unknown. On a test line the best
+	// expert is the line's best_expert, chosen on the final validation
+	// evaluation; on a validation line it is the expert most accurate
+	// there.
+	Acc, Low, High float64
+	// Expert names the best expert, empty for a run without experts.
+	Expert string
+	// Delta is the expert majority's accuracy minus Acc, NaN without
+	// experts.
+	Delta float64
+}
+
+// Final returns the evaluation that a table reports for the run, and false
+// when it has none: the last test line of eval.jsonl (or result.json when
+// that is a test evaluation and eval.jsonl has none); failing that, the last
+// validation line (split "val", or none named), marked FromVal.
+func (r *Run) Final() (Final, bool) {
+	var test, val *Eval
+	for i := range r.Evals {
+		e := &r.Evals[i]
+		switch e.Split {
+		case "test":
+			test = e
+		case "val", "":
+			val = e
+		}
+	}
+	if test == nil && r.Result != nil && r.Result.Split == "test" {
+		test = &r.Result.Eval
+	}
+	var f Final
+	switch {
+	case test != nil:
+		f.Eval = *test
+	case val != nil:
+		f.Eval, f.FromVal = *val, true
+	default:
+		return Final{}, false
+	}
+	e := f.Eval
+	f.Acc, f.Low, f.High, f.Delta = e.Greedy, e.GreedyLow, e.GreedyHigh, math.NaN()
+	switch {
+	case !math.IsNaN(e.Best):
+		f.Acc, f.Low, f.High, f.Expert = e.Best, e.BestLow, e.BestHigh, e.BestExpert
+	case len(e.Experts) > 0:
+		// A line without best_expert: the expert most accurate on the
+		// last validation line, failing that on this one.
+		f.Expert = e.BestExpert
+		if _, ok := e.Experts[f.Expert]; !ok {
+			f.Expert = bestExpert(e.Experts)
+			if val != nil && !f.FromVal && len(val.Experts) > 0 {
+				if name := bestExpert(val.Experts); hasKey(e.Experts, name) {
+					f.Expert = name
+				}
+			}
+		}
+		f.Acc, f.Low, f.High = e.Experts[f.Expert], math.NaN(), math.NaN()
+	}
+	if math.IsNaN(f.Acc) {
+		return Final{}, false
+	}
+	switch {
+	case math.IsNaN(e.Best) && len(e.Experts) == 0: // no experts
+	case !math.IsNaN(e.Delta) && !math.IsNaN(e.Best):
+		f.Delta = e.Delta
+	default:
+		f.Delta = e.ExpertMajority - f.Acc
+	}
+	return f, true
+}
+
+func hasKey(m map[string]float64, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// bestExpert returns the most accurate expert, the first in natural order
+// of those tied.
+func bestExpert(experts map[string]float64) string {
+	names := sortedExperts(experts)
+	best := names[0]
+	for _, n := range names[1:] {
+		if experts[n] > experts[best] {
+			best = n
+		}
+	}
+	return best
+}
+
+func sortedExperts(experts map[string]float64) []string {
+	names := make([]string, 0, len(experts))
+	for n := range experts {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, naturalCompare)
+	return names
+}
+
+// before returns the run's accuracy at its step-0 validation evaluation
+// under expert (greedy when expert is empty or absent there), NaN when it
+// has none.
+func (r *Run) before(expert string) float64 {
+	for _, e := range r.Evals {
+		if e.Step != 0 || (e.Split != "val" && e.Split != "") {
+			continue
+		}
+		if v, ok := e.Experts[expert]; ok && expert != "" {
+			return v
+		}
+		return e.Greedy
+	}
+	return math.NaN()
+}
+
+// Summary is a row's numbers. A mean is over the runs that have the value,
+// NaN when none has; an eval.Interval's N counts those runs (problems, for
+// Pooled), and its Low and High are NaN when there is no interval.
+type Summary struct {
+	Name string
+	Runs int
+	// FirstStep and LastStep bound the runs' last steps, -1 when unknown.
+	FirstStep, LastStep int
+
+	// Accuracy is the mean of the runs' headline accuracies ([Final.Acc])
+	// with a 95% t-interval over seeds.
+	Accuracy eval.Interval
+	// FromVal counts the runs without a test evaluation, whose last
+	// validation evaluation stands in.
+	FromVal int
+	// Pooled is every run's final problems taken together, with a 95%
+	// Wilson interval: successes Σ Acc·problems out of Σ problems. Its
+	// Mean is NaN unless every run has a final evaluation that gives its
+	// number of problems.
+	Pooled eval.Interval
+
+	// Experts names the expert prompts of the runs' final evaluations, in
+	// natural order, and ExpertAcc is the mean accuracy under each.
+	Experts   []string
+	ExpertAcc []float64
+	// Majority is the mean accuracy of the expert majority vote.
+	Majority float64
+	// Delta is the mean of Final.Delta (majority − best expert), with a
+	// 95% t-interval.
+	Delta eval.Interval
+	// BestExperts is each run's best expert, in the row's order; empty
+	// for a run without one.
+	BestExperts []string
+
+	// Before is the mean accuracy at step 0 (validation), under each run's
+	// best expert when it has one.
+	Before float64
+	// ZeroVariance is the mean over runs of each run's mean
+	// zero_variance_frac.
+	ZeroVariance float64
+	// RolloutFirst and RolloutLast are the mean over runs of each run's
+	// mean rollout accuracy (metrics.jsonl's accuracy) over its first and
+	// last rolloutWindow steps.
+	RolloutFirst, RolloutLast float64
+	// StepTime is the mean over runs of each run's mean step_s.
+	StepTime float64
+}
+
+// rolloutWindow is the number of steps at each end that the rollout
+// accuracy is averaged over.
+const rolloutWindow = 10
+
+// Summary summarizes the row.
+func (row Row) Summary() Summary {
+	s := Summary{Name: row.Name, Runs: len(row.Runs), FirstStep: -1, LastStep: -1}
+	var acc, delta, majority, before, zeroVar, first, last, stepTime []float64
+	byExpert := map[string][]float64{}
+	successes, problems, pooled := 0, 0, true
+	for _, r := range row.Runs {
+		if st := r.LastStep(); st >= 0 {
+			if s.FirstStep < 0 || st < s.FirstStep {
+				s.FirstStep = st
+			}
+			s.LastStep = max(s.LastStep, st)
+		}
+		f, ok := r.Final()
+		s.BestExperts = append(s.BestExperts, f.Expert)
+		if ok {
+			acc = append(acc, f.Acc)
+			if f.FromVal {
+				s.FromVal++
+			}
+			if f.Eval.Problems > 0 {
+				successes += int(math.Round(f.Acc * float64(f.Eval.Problems)))
+				problems += f.Eval.Problems
+			} else {
+				pooled = false
+			}
+			for name, v := range f.Eval.Experts {
+				byExpert[name] = append(byExpert[name], v)
+			}
+			majority = appendFinite(majority, f.Eval.ExpertMajority)
+			delta = appendFinite(delta, f.Delta)
+		} else {
+			pooled = false
+		}
+		before = appendFinite(before, r.before(f.Expert))
+		if _, ys := r.Series("zero_variance_frac"); len(ys) > 0 {
+			zeroVar = append(zeroVar, mean(ys))
+		}
+		if _, ys := r.Series("accuracy"); len(ys) > 0 {
+			first = append(first, mean(ys[:min(rolloutWindow, len(ys))]))
+			last = append(last, mean(ys[max(len(ys)-rolloutWindow, 0):]))
+		}
+		if _, ys := r.Series("step_s"); len(ys) > 0 {
+			stepTime = append(stepTime, mean(ys))
+		}
+	}
+	s.Accuracy = tInterval(acc)
+	s.Pooled = eval.Interval{Mean: math.NaN(), Low: math.NaN(), High: math.NaN()}
+	if pooled && problems > 0 {
+		s.Pooled = eval.WilsonInterval(successes, problems)
+	}
+	for name := range byExpert {
+		s.Experts = append(s.Experts, name)
+	}
+	slices.SortFunc(s.Experts, naturalCompare)
+	for _, name := range s.Experts {
+		s.ExpertAcc = append(s.ExpertAcc, mean(byExpert[name]))
+	}
+	s.Majority = meanOrNaN(majority)
+	s.Delta = tInterval(delta)
+	s.Before = meanOrNaN(before)
+	s.ZeroVariance = meanOrNaN(zeroVar)
+	s.RolloutFirst, s.RolloutLast = meanOrNaN(first), meanOrNaN(last)
+	s.StepTime = meanOrNaN(stepTime)
+	return s
+}
+
+func appendFinite(xs []float64, x float64) []float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return xs
+	}
+	return append(xs, x)
+}
+
+func meanOrNaN(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	return mean(xs)
+}
+
+// tInterval returns the mean of xs with its 95% Student-t interval over
+// them, mean ± t(0.975, n−1)·s/√n. Low and High are NaN for fewer than two
+// values, and Mean too for none.
+func tInterval(xs []float64) eval.Interval {
+	iv := eval.Interval{Mean: math.NaN(), Low: math.NaN(), High: math.NaN(), N: len(xs)}
+	if len(xs) == 0 {
+		return iv
+	}
+	iv.Mean = mean(xs)
+	if len(xs) < 2 {
+		return iv
+	}
+	ss := 0.0
+	for _, x := range xs {
+		ss += (x - iv.Mean) * (x - iv.Mean)
+	}
+	n := float64(len(xs))
+	half := tQuantile(0.975, len(xs)-1) * math.Sqrt(ss/(n-1)/n)
+	iv.Low, iv.High = iv.Mean-half, iv.Mean+half
+	return iv
+}
+
+// tQuantile is the p quantile of Student's t distribution with df degrees
+// of freedom, from the inverse of the regularized incomplete beta function.
+func tQuantile(p float64, df int) float64 {
+	return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(df)}.Quantile(p)
+}
+
+// Difference is a row's headline accuracy minus a baseline row's, paired by
+// seed ([SeedOf]).
+type Difference struct {
+	// Interval is the mean over the paired seeds of (run − baseline run),
+	// with a 95% paired t-interval; N counts the pairs.
+	eval.Interval
+	// Seeds lists the paired seeds, in the row's order.
+	Seeds []string
+	// LeftOut says, for each run of either row that has no partner, why:
+	// "seed 4 (dapo only)".
+	LeftOut []string
+}
+
+// Paired compares row with base, pairing their runs by seed. A run is left
+// out when its seed is unknown, repeats within its row, has no run in the
+// other row, or either run of the pair has no final evaluation.
+func Paired(row, base Row) Difference {
+	type entry struct {
+		acc   float64
+		ok    bool
+		count int
+	}
+	index := func(r Row) (map[string]*entry, []string, []string) {
+		m := map[string]*entry{}
+		var order, noSeed []string
+		for _, run := range r.Runs {
+			seed := SeedOf(run)
+			if seed == "" {
+				noSeed = append(noSeed, run.Name)
+				continue
+			}
+			e := m[seed]
+			if e == nil {
+				e = &entry{}
+				m[seed] = e
+				order = append(order, seed)
+			}
+			e.count++
+			f, ok := run.Final()
+			e.acc, e.ok = f.Acc, ok
+		}
+		return m, order, noSeed
+	}
+	rm, rOrder, rNoSeed := index(row)
+	bm, bOrder, bNoSeed := index(base)
+	var d Difference
+	var diffs []float64
+	for _, seed := range rOrder {
+		a, b := rm[seed], bm[seed]
+		switch {
+		case a.count > 1:
+			d.LeftOut = append(d.LeftOut, fmt.Sprintf("seed %s (%d runs in %s)", seed, a.count, row.Name))
+		case b == nil:
+			d.LeftOut = append(d.LeftOut, fmt.Sprintf("seed %s (%s only)", seed, row.Name))
+		case b.count > 1:
+			d.LeftOut = append(d.LeftOut, fmt.Sprintf("seed %s (%d runs in %s)", seed, b.count, base.Name))
+		case !a.ok:
+			d.LeftOut = append(d.LeftOut, fmt.Sprintf("seed %s (no evaluation in %s)", seed, row.Name))
+		case !b.ok:
+			d.LeftOut = append(d.LeftOut, fmt.Sprintf("seed %s (no evaluation in %s)", seed, base.Name))
+		default:
+			d.Seeds = append(d.Seeds, seed)
+			diffs = append(diffs, a.acc-b.acc)
+		}
+	}
+	for _, seed := range bOrder {
+		if rm[seed] == nil {
+			d.LeftOut = append(d.LeftOut, fmt.Sprintf("seed %s (%s only)", seed, base.Name))
+		}
+	}
+	for _, name := range append(rNoSeed, bNoSeed...) {
+		d.LeftOut = append(d.LeftOut, fmt.Sprintf("%s (no seed)", name))
+	}
+	d.Interval = tInterval(diffs)
+	return d
+}
+
+// Table returns a markdown table comparing the rows of runs ([Rows]) across
+// seeds, with notes below it. With a baseline row name, it adds a column
+// "Δ vs baseline": each row's difference from that row, paired by seed
+// ([Paired]). It is an error when no row has the baseline's name.
+//
+// The columns: the row; its runs; their last steps; the headline test
+// accuracy, mean over seeds [95% t-interval]; every seed's test problems
+// pooled [95% Wilson interval] (problems); each expert's test accuracy; the
+// experts' majority vote; majority − best expert [t-interval]; each seed's
+// best expert; the accuracy at step 0; the mean zero_variance_frac; the
+// rollout accuracy over the first and last 10 steps; seconds per step; and
+// the difference from the baseline. Columns that no row has a value for are
+// left out. A run without a test evaluation contributes its last validation
+// evaluation, and its row's accuracy is marked "†".
+func Table(runs []*Run, baseline string) (string, error) {
+	rows := Rows(runs)
+	base := -1
+	if baseline != "" {
+		base = slices.IndexFunc(rows, func(r Row) bool { return r.Name == baseline })
+		if base < 0 {
+			names := make([]string, len(rows))
+			for i, r := range rows {
+				names[i] = fmt.Sprintf("%q", r.Name)
+			}
+			return "", fmt.Errorf("report: no row named %q; the rows are %s", baseline, strings.Join(names, ", "))
+		}
+	}
+	return newGrid(rows, base).markdown(), nil
+}
+
+// grid is a table as text, for markdown and for the HTML page.
+type grid struct {
+	Header []string
+	Right  []bool // the column is numeric
+	Cells  [][]string
+	Notes  []string
+}
+
+// column is one column of a grid being built; optional columns are left out
+// when every cell is a dash.
+type column struct {
+	header   string
+	right    bool
+	optional bool
+	cells    []string
+}
+
+const (
+	valMark    = "†"
+	zeroPoints = 0.0005 // a difference below 0.05 pp prints as 0.0
+)
+
+// newGrid lays out the rows; base indexes the baseline row, or is -1.
+func newGrid(rows []Row, base int) grid {
+	sums := make([]Summary, len(rows))
+	for i, r := range rows {
+		sums[i] = r.Summary()
+	}
+	col := func(header string, right, optional bool, cell func(i int, s Summary) string) column {
+		c := column{header: header, right: right, optional: optional}
+		for i, s := range sums {
+			c.cells = append(c.cells, cell(i, s))
+		}
+		return c
+	}
+	var notes []string
+	cols := []column{
+		col("row", false, false, func(_ int, s Summary) string { return s.Name }),
+		col("seeds", true, false, func(_ int, s Summary) string { return strconv.Itoa(s.Runs) }),
+		col("steps", true, false, func(_ int, s Summary) string {
+			switch {
+			case s.LastStep < 0:
+				return dash
+			case s.FirstStep == s.LastStep:
+				return strconv.Itoa(s.LastStep)
+			}
+			return fmt.Sprintf("%d–%d", s.FirstStep, s.LastStep)
+		}),
+		col("test accuracy", true, false, func(_ int, s Summary) string {
+			c := percentInterval(s.Accuracy)
+			if s.FromVal > 0 {
+				c += valMark
+			}
+			return c
+		}),
+		col("pooled", true, true, func(_ int, s Summary) string {
+			if math.IsNaN(s.Pooled.Mean) {
+				return dash
+			}
+			return fmt.Sprintf("%s (%d)", percentInterval(s.Pooled), s.Pooled.N)
+		}),
+	}
+	cols = append(cols, expertColumns(sums))
+	cols = append(cols,
+		col("MV", true, true, func(_ int, s Summary) string { return percent(s.Majority) }),
+		col("MV − best", true, true, func(_ int, s Summary) string { return ppInterval(s.Delta) }),
+		col("best expert", false, true, func(_ int, s Summary) string {
+			if !slices.ContainsFunc(s.BestExperts, func(e string) bool { return e != "" }) {
+				return dash
+			}
+			parts := make([]string, len(s.BestExperts))
+			for i, e := range s.BestExperts {
+				parts[i] = orDash(e)
+			}
+			return strings.Join(parts, ", ")
+		}),
+		col("before", true, true, func(_ int, s Summary) string { return percent(s.Before) }),
+		col("zero-var", true, true, func(_ int, s Summary) string { return percent(s.ZeroVariance) }),
+		col(fmt.Sprintf("rollout acc, first → last %d steps", rolloutWindow), true, true, func(_ int, s Summary) string {
+			if math.IsNaN(s.RolloutFirst) {
+				return dash
+			}
+			return percent(s.RolloutFirst) + " → " + percent(s.RolloutLast)
+		}),
+		col("s/step", true, true, func(_ int, s Summary) string {
+			if math.IsNaN(s.StepTime) {
+				return dash
+			}
+			return strconv.FormatFloat(s.StepTime, 'f', 2, 64)
+		}),
+	)
+	if base >= 0 {
+		diffs := make([]Difference, len(rows))
+		for i := range rows {
+			if i == base {
+				continue
+			}
+			d := Paired(rows[i], rows[base])
+			diffs[i] = d
+			if len(d.LeftOut) > 0 {
+				notes = append(notes, fmt.Sprintf("Δ of %s vs %s: %d paired seeds; left out: %s.", rows[i].Name, rows[base].Name, len(d.Seeds), strings.Join(d.LeftOut, ", ")))
+			}
+		}
+		cols = append(cols, col("Δ vs "+rows[base].Name, true, false, func(i int, _ Summary) string {
+			if i == base {
+				return "(baseline)"
+			}
+			return ppInterval(diffs[i].Interval)
+		}))
+	}
+
+	cols = slices.DeleteFunc(cols, func(c column) bool {
+		return c.optional && !slices.ContainsFunc(c.cells, func(s string) bool { return s != dash })
+	})
+	var g grid
+	for _, c := range cols {
+		g.Header = append(g.Header, c.header)
+		g.Right = append(g.Right, c.right)
+	}
+	for i := range sums {
+		row := make([]string, len(cols))
+		for j, c := range cols {
+			row[j] = c.cells[i]
+		}
+		g.Cells = append(g.Cells, row)
+	}
+
+	legend := "Accuracy: mean over seeds [95% t-interval over seeds]"
+	if slices.Contains(g.Header, "pooled") {
+		legend += "; pooled: every seed's test problems together [95% Wilson interval] (problems)"
+	}
+	if base >= 0 {
+		legend += fmt.Sprintf("; Δ: mean over seeds of (row − %s) on the same seed [95%% paired t-interval]", rows[base].Name)
+	}
+	g.Notes = append(g.Notes, legend+".")
+	for _, s := range sums {
+		if s.FromVal > 0 {
+			g.Notes = append(g.Notes, valMark+" val: no test split — the last validation evaluation stands in for a run without a test evaluation.")
+			break
+		}
+	}
+	for _, s := range sums {
+		if missing := s.Runs - s.Accuracy.N; missing > 0 {
+			g.Notes = append(g.Notes, fmt.Sprintf("%s: %d of %d runs have no evaluation.", s.Name, missing, s.Runs))
+		}
+	}
+	g.Notes = append(g.Notes, notes...)
+	return g
+}
+
+// expertColumns writes each expert's mean accuracy as "a / b / c": with the
+// experts' names in the header when every row that has experts has the same
+// ones, beside each value otherwise.
+func expertColumns(sums []Summary) column {
+	c := column{header: "experts", right: true, optional: true}
+	var names []string
+	same := true
+	for _, s := range sums {
+		if len(s.Experts) == 0 {
+			continue
+		}
+		if names == nil {
+			names = s.Experts
+		} else if !slices.Equal(names, s.Experts) {
+			same = false
+		}
+	}
+	if same && names != nil {
+		c.header = strings.Join(names, " / ")
+	}
+	for _, s := range sums {
+		if len(s.Experts) == 0 {
+			c.cells = append(c.cells, dash)
+			continue
+		}
+		parts := make([]string, len(s.Experts))
+		for i, name := range s.Experts {
+			v := strconv.FormatFloat(s.ExpertAcc[i]*100, 'f', 1, 64)
+			if !same {
+				v = name + " " + v
+			}
+			parts[i] = v
+		}
+		c.cells = append(c.cells, strings.Join(parts, " / "))
+	}
+	return c
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return dash
+	}
+	return s
+}
+
+// percentInterval writes "12.0% [7.0, 17.0]", the interval left out when
+// unknown, a dash for NaN.
+func percentInterval(iv eval.Interval) string {
+	if math.IsNaN(iv.Mean) {
+		return dash
+	}
+	if math.IsNaN(iv.Low) || math.IsNaN(iv.High) {
+		return percent(iv.Mean)
+	}
+	return fmt.Sprintf("%s [%s, %s]", percent(iv.Mean), points(iv.Low), points(iv.High))
+}
+
+// points writes a fraction in percent without the sign, "7.0" or "−1.2"
+// (a minus sign, as in typeset tables).
+func points(f float64) string {
+	if math.Abs(f) < zeroPoints {
+		return "0.0"
+	}
+	return strings.Replace(strconv.FormatFloat(f*100, 'f', 1, 64), "-", "−", 1)
+}
+
+// ppInterval writes a difference of fractions in percentage points,
+// "+6.0 pp [+3.5, +8.5]", the interval left out when unknown, a dash for
+// NaN.
+func ppInterval(iv eval.Interval) string {
+	if math.IsNaN(iv.Mean) {
+		return dash
+	}
+	s := signedPoints(iv.Mean) + " pp"
+	if !math.IsNaN(iv.Low) && !math.IsNaN(iv.High) {
+		s += " [" + signedPoints(iv.Low) + ", " + signedPoints(iv.High) + "]"
+	}
+	return s
+}
+
+// signedPoints writes a fraction in percentage points with its sign, "+6.0"
+// or "−1.2" (a minus sign, as in typeset tables); "0.0" when it rounds to 0.
+func signedPoints(f float64) string {
+	if math.Abs(f) < zeroPoints {
+		return "0.0"
+	}
+	return strings.Replace(fmt.Sprintf("%+.1f", f*100), "-", "−", 1)
+}
+
+// markdown writes the grid as a markdown table, then its notes, one
+// paragraph each.
+func (g grid) markdown() string {
+	var b strings.Builder
+	line := func(cells []string) {
+		b.WriteString("|")
+		for _, c := range cells {
+			b.WriteString(" " + strings.ReplaceAll(c, "|", `\|`) + " |")
+		}
+		b.WriteString("\n")
+	}
+	line(g.Header)
+	rule := make([]string, len(g.Header))
+	for i, right := range g.Right {
+		rule[i] = "---"
+		if right {
+			rule[i] = "---:"
+		}
+	}
+	line(rule)
+	for _, row := range g.Cells {
+		line(row)
+	}
+	for _, n := range g.Notes {
+		b.WriteString("\n" + n + "\n")
+	}
+	return b.String()
+}
