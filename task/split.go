@@ -9,14 +9,20 @@ import "hash/fnv"
 // multi-expert answers collected for it, in the world's generated stream.
 // MEML-GRPO's 20% warm-up / 80% RL split is Fraction(e) < 0.2.
 func Fraction(e Example) float64 {
+	// The top 53 bits give a uniform float64 in [0, 1).
+	return float64(TextHash(e.Prompt, e.Messages)>>11) / (1 << 53)
+}
+
+// TextHash is an FNV-1a hash of a question's text: a prompt and chat
+// messages, each role and content behind a zero byte.
+func TextHash(prompt string, messages []Message) uint64 {
 	h := fnv.New64a()
-	h.Write([]byte(e.Prompt))
-	for _, m := range e.Messages {
+	h.Write([]byte(prompt))
+	for _, m := range messages {
 		h.Write([]byte{0})
 		h.Write([]byte(m.Role))
 		h.Write([]byte{0})
 		h.Write([]byte(m.Content))
 	}
-	// The top 53 bits give a uniform float64 in [0, 1).
-	return float64(h.Sum64()>>11) / (1 << 53)
+	return h.Sum64()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
 	"net"
@@ -29,17 +28,7 @@ type Request struct {
 }
 
 // hash is an FNV-1a hash of the request's text.
-func (r Request) hash() uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(r.Prompt))
-	for _, m := range r.Messages {
-		h.Write([]byte{0})
-		h.Write([]byte(m.Role))
-		h.Write([]byte{0})
-		h.Write([]byte(m.Content))
-	}
-	return h.Sum64()
-}
+func (r Request) hash() uint64 { return task.TextHash(r.Prompt, r.Messages) }
 
 // An Answerer asks an expert for answers.
 type Answerer interface {
