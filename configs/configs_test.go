@@ -2,7 +2,6 @@ package configs_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,12 +9,11 @@ import (
 
 	"rlvr/checkpoint"
 	"rlvr/engine/model"
-	"rlvr/expert/collect"
 	"rlvr/format/hf"
 	"rlvr/format/safetensors"
 	"rlvr/format/tokenizer"
+	"rlvr/internal/dmetest"
 	"rlvr/internal/shareddata"
-	"rlvr/task/world"
 	"rlvr/train"
 )
 
@@ -38,7 +36,7 @@ func TestRecipesRun(t *testing.T) {
 				t.Fatalf("%s does not resolve: %v", f, err)
 			}
 			if cfg.Data.DME != "" {
-				cfg.Data.DME = worldDME(t, cfg.Data.Levels)
+				cfg.Data.DME, _ = dmetest.World(t, 1, 60, cfg.Data.Levels)
 			}
 			if cfg.Data.IsWorld() {
 				cfg.Model = worldModel(t)
@@ -92,29 +90,4 @@ func chatModel(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-// worldDME writes a small D_ME file: the reference and the scripted
-// experts' answers to 60 world questions of the given levels.
-func worldDME(t *testing.T, levels []int) string {
-	t.Helper()
-	var recs []collect.Record
-	for _, p := range world.Mix(1, 60, levels) {
-		e := p.Example()
-		for s := range world.Styles {
-			text, got := world.Solve(p, s)
-			r := collect.Record{ID: e.ID, Question: e.Prompt, Answer: e.Answer, Expert: s, Name: fmt.Sprintf("E%d", s),
-				Prompt: fmt.Sprintf("@E%d\n", s), Response: text, Correct: got == p.Answer, API: collect.APICompletion, Model: "scripted"}
-			if s == 0 {
-				r = collect.Record{ID: e.ID, Question: e.Prompt, Answer: e.Answer, Name: collect.ReferenceName, Reference: true,
-					Prompt: "@E0\n", Response: text, Correct: true}
-			}
-			recs = append(recs, r)
-		}
-	}
-	path := filepath.Join(t.TempDir(), "dme.jsonl")
-	if err := collect.WriteDME(path, recs); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }

@@ -7,11 +7,15 @@ import "hash/fnv"
 // file or position it was read from. Splitting by fraction therefore puts
 // a question on the same side wherever it appears: in a dataset, in the
 // multi-expert answers collected for it, in the world's generated stream.
-// MEML-GRPO's 20% warm-up / 80% RL split is Fraction(e) < 0.2.
+// MEML-GRPO's 20% warm-up / 80% RL split is InWarmup(e, 0.2).
 func Fraction(e Example) float64 {
 	// The top 53 bits give a uniform float64 in [0, 1).
 	return float64(TextHash(e.Prompt, e.Messages)>>11) / (1 << 53)
 }
+
+// InWarmup says whether e is on the warm-up side of a split that reserves
+// fraction of the questions for warm-up training.
+func InWarmup(e Example, fraction float64) bool { return Fraction(e) < fraction }
 
 // TextHash is an FNV-1a hash of a question's text: a prompt and chat
 // messages, each role and content behind a zero byte.

@@ -112,7 +112,7 @@ func sideOf(d *DataConfig) func(task.Example) bool {
 		return nil
 	}
 	warm, f := d.Part == "warmup", d.WarmupFraction
-	return func(e task.Example) bool { return (task.Fraction(e) < f) == warm }
+	return func(e task.Example) bool { return task.InWarmup(e, f) == warm }
 }
 
 // loadData opens the training source and the held-out examples a config

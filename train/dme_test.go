@@ -7,42 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
-	"rlvr/expert/collect"
+	"rlvr/internal/dmetest"
 	"rlvr/method"
 	"rlvr/task"
-	"rlvr/task/world"
 )
-
-// worldDME writes a D_ME file for n world problems of level 3 (seed
-// seed): the reference E0 and the scripted styles E1-E3, each verified.
-func worldDME(t *testing.T, seed uint64, n int) (string, []collect.Record) {
-	t.Helper()
-	var recs []collect.Record
-	for _, p := range world.Mix(seed, n, []int{3}) {
-		e := p.Example()
-		for s := range world.Styles {
-			text, got := world.Solve(p, s)
-			r := collect.Record{ID: e.ID, Question: e.Prompt, Answer: e.Answer, Expert: s,
-				Name: "E" + strconv.Itoa(s), Reference: s == 0, Prompt: fmt.Sprintf("@E%d\n", s), Response: text,
-				Correct: got == p.Answer}
-			if s > 0 {
-				r.API, r.Model = collect.APICompletion, r.Name
-			} else {
-				r.Name = collect.ReferenceName
-			}
-			recs = append(recs, r)
-		}
-	}
-	path := filepath.Join(t.TempDir(), "dme.jsonl")
-	if err := collect.WriteDME(path, recs); err != nil {
-		t.Fatal(err)
-	}
-	return path, recs
-}
 
 // TestWarmupSplitSides: the world's stream for the RL side never yields a
 // warm-up question and the other way round, and the warm-up side is about
@@ -121,7 +92,7 @@ func TestWorldTestSplit(t *testing.T) {
 // of the experts the run trains, each tagged with its expert's variant;
 // held-out questions and the other side of the split are left out.
 func TestDMEExamples(t *testing.T) {
-	path, recs := worldDME(t, 3, 60)
+	path, recs := dmetest.World(t, 3, 60, []int{3})
 	cfg := DefaultRL()
 	cfg.Algorithm, cfg.Parts = method.SFT, []string{PartExpertPrompts}
 	cfg.ExpertPrompts = &ExpertPromptsConfig{Experts: []int{0, 2}}
@@ -213,7 +184,7 @@ func TestDMEConfigChecks(t *testing.T) {
 // line per expert and a test line that reports the expert best on
 // validation, with the majority vote's delta.
 func TestMEFRunReportsBestExpertOnTest(t *testing.T) {
-	path, _ := worldDME(t, 4, 40)
+	path, _ := dmetest.World(t, 4, 40, []int{3})
 	cfg := DefaultRL()
 	cfg.Algorithm, cfg.Parts = method.SFT, []string{PartExpertPrompts}
 	cfg.ExpertPrompts = &ExpertPromptsConfig{Experts: []int{0, 1, 2}}

@@ -176,14 +176,7 @@ func checkPrompting(c *flagCheck, cmd *cobra.Command, chatMode string, endpoint 
 	default:
 		c.add("chat", "%q: want auto, on or off", chatMode)
 	}
-	if f.Changed("expert") {
-		c.intIn("expert", expert, 0, math.MaxInt)
-		for _, other := range []string{"system", "prompt-suffix", "experts"} {
-			if f.Changed(other) {
-				c.add("expert", "and --%s are both given: --expert I sets the expert's prompt itself", other)
-			}
-		}
-	}
+	checkExpert(c, cmd, expert, "system", "prompt-suffix", "experts")
 	switch {
 	case chatMode == "off" && f.Changed("system"):
 		c.add("system", "is the system prompt of a chat, and --chat off sends plain text")
@@ -231,6 +224,21 @@ func localPrompts(w io.Writer, l *checkpoint.Loaded, examples []task.Example, ch
 		out[i] = e
 	}
 	return out, nil
+}
+
+// checkExpert checks --expert I, when given, against the flags that would
+// also set the prompt.
+func checkExpert(c *flagCheck, cmd *cobra.Command, expert int, others ...string) {
+	f := cmd.Flags()
+	if !f.Changed("expert") {
+		return
+	}
+	c.intIn("expert", expert, 0, math.MaxInt)
+	for _, other := range others {
+		if f.Changed(other) {
+			c.add("expert", "and --%s are both given: --expert I sets the expert's prompt itself", other)
+		}
+	}
 }
 
 // expertPrompt returns the system prompt and suffix of expert I (none when

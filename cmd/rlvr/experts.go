@@ -203,7 +203,7 @@ depends only on its text, so the split agrees across files).`,
 					return err
 				}
 				if warmup > 0 {
-					all = slices.DeleteFunc(all, func(e task.Example) bool { return task.Fraction(e) >= warmup })
+					all = slices.DeleteFunc(all, func(e task.Example) bool { return !task.InWarmup(e, warmup) })
 				}
 				examples = all
 				if flags.Changed("problems") {
@@ -424,7 +424,7 @@ func warmupWorld(seed uint64, problems int, levels []int, f float64) []task.Exam
 	for _, lv := range levels {
 		kept := 0
 		for _, e := range world.Examples(seed+uint64(lv)*7919, int(float64(problems)/f)*2+64, []int{lv}) {
-			if kept < problems && task.Fraction(e) < f {
+			if kept < problems && task.InWarmup(e, f) {
 				out = append(out, e)
 				kept++
 			}

@@ -75,20 +75,12 @@ token comes from --token, or else from the environment variable
 			if w := cfg.BatchWindow; w < 0 || w > maxBatchWindow {
 				c.add("batch-window", "%v: must be in [0, %v]", w, maxBatchWindow)
 			}
-			if cmd.Flags().Changed("expert") {
-				if expertIndex < 0 {
-					c.add("expert", "%d is negative", expertIndex)
-				}
-				for _, other := range []string{"system", "prompt-suffix"} {
-					if cmd.Flags().Changed(other) {
-						c.add("expert", "gives the expert's prompt; drop --%s", other)
-					}
-				}
-			} else {
-				expertIndex = -1
-			}
+			checkExpert(&c, cmd, expertIndex, "system", "prompt-suffix")
 			if err := c.err(); err != nil {
 				return err
+			}
+			if !cmd.Flags().Changed("expert") {
+				expertIndex = -1
 			}
 			system, suffix = withNewlines(system), withNewlines(suffix)
 			if !cmd.Flags().Changed("token") {
