@@ -5,6 +5,7 @@
 package eval
 
 import (
+	"gonum.org/v1/gonum/stat/distuv"
 	"math"
 	"sort"
 )
@@ -88,36 +89,34 @@ func WilsonInterval(successes, n int) Interval {
 	return Interval{Mean: p, Low: math.Max(0, center-half), High: math.Min(1, center+half), N: n}
 }
 
-// MeanInterval is the mean of xs with a 95% t-interval (for comparing runs
-// over seeds).
+// MeanInterval is the mean of xs with its 95% Student-t interval,
+// mean ± t(0.975, n−1)·s/√n (for comparing runs over seeds). Low and High
+// are NaN for fewer than two values, and Mean too for none.
 func MeanInterval(xs []float64) Interval {
-	n := len(xs)
-	if n == 0 {
-		return Interval{Mean: math.NaN(), Low: math.NaN(), High: math.NaN()}
+	iv := Interval{Mean: math.NaN(), Low: math.NaN(), High: math.NaN(), N: len(xs)}
+	if len(xs) == 0 {
+		return iv
 	}
-	var mean float64
+	iv.Mean = 0
 	for _, x := range xs {
-		mean += x
+		iv.Mean += x
 	}
-	mean /= float64(n)
-	if n == 1 {
-		return Interval{Mean: mean, Low: mean, High: mean, N: 1}
+	n := float64(len(xs))
+	iv.Mean /= n
+	if len(xs) < 2 {
+		return iv
 	}
 	var ss float64
 	for _, x := range xs {
-		ss += (x - mean) * (x - mean)
+		ss += (x - iv.Mean) * (x - iv.Mean)
 	}
-	se := math.Sqrt(ss / float64(n-1) / float64(n))
-	t := tQuantile975(n - 1)
-	return Interval{Mean: mean, Low: mean - t*se, High: mean + t*se, N: n}
+	half := tQuantile(0.975, len(xs)-1) * math.Sqrt(ss/(n-1)/n)
+	iv.Low, iv.High = iv.Mean-half, iv.Mean+half
+	return iv
 }
 
-// tQuantile975 is Student's t 97.5% quantile for df degrees of freedom.
-func tQuantile975(df int) float64 {
-	table := []float64{0, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-		2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086}
-	if df < len(table) {
-		return table[df]
-	}
-	return 1.96 + 2.4/float64(df) // within 0.5% of the exact value beyond 20
+// tQuantile is the p quantile of Student's t distribution with df degrees
+// of freedom, from the inverse of the regularized incomplete beta function.
+func tQuantile(p float64, df int) float64 {
+	return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(df)}.Quantile(p)
 }

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"gonum.org/v1/gonum/stat/distuv"
-
 	"rlvr/eval"
 )
 
@@ -300,7 +298,7 @@ func (row Row) Summary() Summary {
 			stepTime = append(stepTime, mean(ys))
 		}
 	}
-	s.Accuracy = tInterval(acc)
+	s.Accuracy = eval.MeanInterval(acc)
 	s.Pooled = eval.Interval{Mean: math.NaN(), Low: math.NaN(), High: math.NaN()}
 	if pooled && problems > 0 {
 		s.Pooled = eval.WilsonInterval(successes, problems)
@@ -313,7 +311,7 @@ func (row Row) Summary() Summary {
 		s.ExpertAcc = append(s.ExpertAcc, mean(byExpert[name]))
 	}
 	s.Majority = meanOrNaN(majority)
-	s.Delta = tInterval(delta)
+	s.Delta = eval.MeanInterval(delta)
 	s.Before = meanOrNaN(before)
 	s.ZeroVariance = meanOrNaN(zeroVar)
 	s.RolloutFirst, s.RolloutLast = meanOrNaN(first), meanOrNaN(last)
@@ -333,34 +331,6 @@ func meanOrNaN(xs []float64) float64 {
 		return math.NaN()
 	}
 	return mean(xs)
-}
-
-// tInterval returns the mean of xs with its 95% Student-t interval over
-// them, mean ± t(0.975, n−1)·s/√n. Low and High are NaN for fewer than two
-// values, and Mean too for none.
-func tInterval(xs []float64) eval.Interval {
-	iv := eval.Interval{Mean: math.NaN(), Low: math.NaN(), High: math.NaN(), N: len(xs)}
-	if len(xs) == 0 {
-		return iv
-	}
-	iv.Mean = mean(xs)
-	if len(xs) < 2 {
-		return iv
-	}
-	ss := 0.0
-	for _, x := range xs {
-		ss += (x - iv.Mean) * (x - iv.Mean)
-	}
-	n := float64(len(xs))
-	half := tQuantile(0.975, len(xs)-1) * math.Sqrt(ss/(n-1)/n)
-	iv.Low, iv.High = iv.Mean-half, iv.Mean+half
-	return iv
-}
-
-// tQuantile is the p quantile of Student's t distribution with df degrees
-// of freedom, from the inverse of the regularized incomplete beta function.
-func tQuantile(p float64, df int) float64 {
-	return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(df)}.Quantile(p)
 }
 
 // Difference is a row's headline accuracy minus a baseline row's, paired by
@@ -436,7 +406,7 @@ func Paired(row, base Row) Difference {
 	for _, name := range append(rNoSeed, bNoSeed...) {
 		d.LeftOut = append(d.LeftOut, fmt.Sprintf("%s (no seed)", name))
 	}
-	d.Interval = tInterval(diffs)
+	d.Interval = eval.MeanInterval(diffs)
 	return d
 }
 
