@@ -26,6 +26,7 @@ import (
 type Scripted struct {
 	Style     int
 	Tokenizer tokenizer.Encoder
+	reply     func(prompt string) string // replaces the style's answer (Fixed)
 }
 
 // Sample implements serve.Generator.
@@ -35,7 +36,11 @@ func (s Scripted) Sample(ctx context.Context, reqs []sample.Request) ([][]sample
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		text := s.answer(s.Tokenizer.Decode(tokens.Ints(r.Prompt)))
+		answer := s.answer
+		if s.reply != nil {
+			answer = s.reply
+		}
+		text := answer(s.Tokenizer.Decode(tokens.Ints(r.Prompt)))
 		for _, stop := range r.Params.Stop {
 			if k := strings.Index(text, stop); k >= 0 {
 				text = text[:k]
@@ -96,4 +101,17 @@ func WorldModels() []serve.Model {
 			Tokenizer: tok, Chat: chat, StopTokens: []int32{tokenizer.ByteEOS}})
 	}
 	return ms
+}
+
+// Fixed answers everything with the same text: an expert without
+// information, such as EAPO's meaningless guidance ("I cannot offer you
+// any assistance", App. E). It implements serve.Generator.
+type Fixed struct {
+	Text      string
+	Tokenizer tokenizer.Encoder
+}
+
+// Sample implements serve.Generator.
+func (f Fixed) Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
+	return Scripted{Tokenizer: f.Tokenizer, reply: func(string) string { return f.Text }}.Sample(ctx, reqs)
 }

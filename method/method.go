@@ -57,6 +57,12 @@ type Renderer interface {
 	// Response is a reference answer as the policy should write it: the
 	// text's tokens and the end-of-turn (or end-of-sequence) token.
 	Response(text string) []int32
+	// EnvTurn renders an environment's turn inside a response (experts'
+	// replies to a consultation): for a chat model, the end of the
+	// policy's turn, a user message holding text, and the start of the
+	// policy's next turn, all through the chat template; the text's tokens
+	// otherwise.
+	EnvTurn(text string) ([]int32, error)
 	Encode(text string) []int32
 	Decode(ids []int32) string
 }

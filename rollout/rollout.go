@@ -43,7 +43,7 @@ type Trajectory struct {
 	Turns      int // policy turns taken
 	// Env counts what the environment did in this episode (consultations,
 	// replies, failures…), by name.
-	Env map[string]int
+	Env map[string]float64
 }
 
 // PolicyTokens counts the tokens the policy produced.
@@ -99,30 +99,46 @@ func single(prompt []int32, c sample.Completion, dec Decoder) Trajectory {
 	return t
 }
 
-// Environment answers a policy between turns of a multi-turn episode.
-type Environment interface {
-	// Respond is called after a policy turn that ended on one of the turn's
-	// stop strings, with the episode so far (prompt excluded, as text and
-	// tokens). It returns the text to append (read by the policy, not
-	// trained on), or done when the episode should end without it.
-	Respond(ctx context.Context, episode int, text string) (reply string, done bool, err error)
+// Call is a policy turn that ended on one of the turn stops: the
+// environment's cue to answer.
+type Call struct {
+	Episode int // group-major index: prompt i's k-th sample is i·g+k
+	Turn    int // the 0-based policy turn that made the call
+	// Text is the episode so far, prompt excluded: what the policy and the
+	// environment wrote, in order.
+	Text string
 }
 
-// Encoder turns environment text into tokens.
-type Encoder interface {
-	Encode(text string) []int
+// Response is the environment's answer to a Call.
+type Response struct {
+	// Tokens are appended to the history, read by the policy and not
+	// trained on: the environment renders its own turn (a chat model's
+	// template tokens included), so nothing is re-tokenized.
+	Tokens []int32
+	// Done ends the episode without appending anything.
+	Done bool
+	// Env holds counts to add to the trajectory's Env (queries, replies,
+	// failures by kind, seconds waited…).
+	Env map[string]float64
+}
+
+// Environment answers a policy between turns of a multi-turn episode.
+type Environment interface {
+	// Respond answers every call of one turn, all live episodes at once,
+	// so that it can dispatch them concurrently. It returns one Response
+	// per call, in order. An error ends the rollout: a failure the
+	// episode should survive (an expert that timed out) is a Response.
+	Respond(ctx context.Context, calls []Call) ([]Response, error)
 }
 
 // Episodes runs multi-turn episodes: each prompt's g samples take turns
 // with env until the policy ends without calling it, maxTurns policy turns
 // are used, or the context is full. A turn stops on any of turnStops
 // (e.g. the end of a consultation line), which the environment then
-// answers. All live episodes advance together, one batched Sample call per
-// turn. p.MaxTokens bounds each turn; maxTokens bounds a whole response.
-func Episodes(ctx context.Context, s Sampler, tok interface {
-	Decoder
-	Encoder
-}, env Environment, prompts [][]int32, g int, p sample.Params, turnStops []string, maxTurns, maxTokens int) ([]Group, error) {
+// answers. All live episodes advance together: one batched Sample call and
+// one Respond call per turn. p.MaxTokens bounds each turn; maxTokens
+// bounds a whole response.
+func Episodes(ctx context.Context, s Sampler, dec Decoder, env Environment, prompts [][]int32, g int, p sample.Params, turnStops []string, maxTurns, maxTokens int) ([]Group, error) {
 	if maxTurns < 1 {
 		return nil, fmt.Errorf("rollout: maxTurns %d < 1", maxTurns)
 	}
@@ -140,7 +156,7 @@ func Episodes(ctx context.Context, s Sampler, tok interface {
 		groups[i].Trajectories = make([]Trajectory, g)
 		for k := range groups[i].Trajectories {
 			t := &groups[i].Trajectories[k]
-			t.Prompt, t.Env = pr, map[string]int{}
+			t.Prompt, t.Env = pr, map[string]float64{}
 			live = append(live, episode{t: t, id: len(live), seed: p.Seed + uint64(i)*1_000_003 + uint64(k)*7919})
 		}
 	}
@@ -162,7 +178,8 @@ func Episodes(ctx context.Context, s Sampler, tok interface {
 		if err != nil {
 			return nil, err
 		}
-		var next []episode
+		var calling []episode
+		var calls []Call
 		for i, e := range live {
 			t := e.t
 			c := out[i][0]
@@ -171,25 +188,39 @@ func Episodes(ctx context.Context, s Sampler, tok interface {
 			// it is the policy's call to the environment, sampled with
 			// real logprobs.
 			t.appendPolicy(c.Tokens, c.Logprobs)
-			t.Text = tok.Decode(tokens.Ints(t.Tokens))
-			t.PolicyText = tok.Decode(tokens.Ints(t.policyTokens()))
+			t.Text = dec.Decode(tokens.Ints(t.Tokens))
+			t.PolicyText = dec.Decode(tokens.Ints(t.policyTokens()))
 			t.Finish = c.Finish
 			called := c.StopString != "" && slices.Contains(turnStops, c.StopString)
 			if !called || len(t.Tokens) >= maxTokens || turn == maxTurns-1 {
 				continue
 			}
-			reply, done, err := env.Respond(ctx, e.id, t.Text)
-			if err != nil {
-				return nil, err
+			calling = append(calling, e)
+			calls = append(calls, Call{Episode: e.id, Turn: turn, Text: t.Text})
+		}
+		if len(calls) == 0 {
+			break
+		}
+		resps, err := env.Respond(ctx, calls)
+		if err != nil {
+			return nil, err
+		}
+		if len(resps) != len(calls) {
+			return nil, fmt.Errorf("rollout: the environment answered %d of %d calls", len(resps), len(calls))
+		}
+		var next []episode
+		for i, e := range calling {
+			t, r := e.t, resps[i]
+			for k, v := range r.Env {
+				t.Env[k] += v
 			}
-			if done {
+			if r.Done {
 				continue
 			}
-			r := tokens.Int32s(tok.Encode(reply))
-			t.Tokens = append(t.Tokens, r...)
-			t.Policy = append(t.Policy, make([]bool, len(r))...)
-			t.Logprobs = append(t.Logprobs, make([]float32, len(r))...)
-			t.Text = tok.Decode(tokens.Ints(t.Tokens))
+			t.Tokens = append(t.Tokens, r.Tokens...)
+			t.Policy = append(t.Policy, make([]bool, len(r.Tokens))...)
+			t.Logprobs = append(t.Logprobs, make([]float32, len(r.Tokens))...)
+			t.Text = dec.Decode(tokens.Ints(t.Tokens))
 			if len(t.Tokens) < maxTokens {
 				next = append(next, e)
 			}

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,17 +45,27 @@ func (s *scripted) Sample(_ context.Context, reqs []sample.Request) ([][]sample.
 	return out, nil
 }
 
-type echoEnv struct{ seen []string }
+// echoEnv answers every call with the same reply and records the calls.
+type echoEnv struct {
+	tok   *tokenizer.ByteTokenizer
+	seen  []string
+	turns []int // calls per Respond
+}
 
-func (e *echoEnv) Respond(_ context.Context, episode int, text string) (string, bool, error) {
-	e.seen = append(e.seen, text)
-	return "!E1:19\n", false, nil
+func (e *echoEnv) Respond(_ context.Context, calls []Call) ([]Response, error) {
+	e.turns = append(e.turns, len(calls))
+	var out []Response
+	for _, c := range calls {
+		e.seen = append(e.seen, c.Text)
+		out = append(out, Response{Tokens: tokens.Int32s(e.tok.Encode("!E1:19\n")), Env: map[string]float64{"replies": 1}})
+	}
+	return out, nil
 }
 
 func TestEpisodesMaskEnvironmentTokens(t *testing.T) {
 	tok := tokenizer.NewByteTokenizer()
 	pol := &scripted{tok: tok, turns: []string{"?E1:12+7?\n", "19*3=57\n####57\n"}}
-	env := &echoEnv{}
+	env := &echoEnv{tok: tok}
 	prompt := []int32{tokenizer.ByteBOS}
 	for _, b := range tok.Encode("Q:(12+7)*3\n") {
 		prompt = append(prompt, int32(b))
@@ -84,15 +95,20 @@ func TestEpisodesMaskEnvironmentTokens(t *testing.T) {
 			t.Fatalf("%d policy tokens", tr.PolicyTokens())
 		}
 	}
-	if pol.calls != 2 || len(env.seen) != 2 {
-		t.Fatalf("%d sampler calls (want one batch per turn), environment saw %d turns", pol.calls, len(env.seen))
+	if pol.calls != 2 || len(env.seen) != 2 || !slices.Equal(env.turns, []int{2}) {
+		t.Fatalf("%d sampler calls (want one batch per turn), environment saw %d turns in Respond calls of %v (want both episodes in one)", pol.calls, len(env.seen), env.turns)
+	}
+	for _, tr := range groups[0].Trajectories {
+		if tr.Env["replies"] != 1 {
+			t.Fatalf("env counts %v", tr.Env)
+		}
 	}
 }
 
 func TestEpisodesStopAtMaxTurns(t *testing.T) {
 	tok := tokenizer.NewByteTokenizer()
 	pol := &scripted{tok: tok, turns: []string{"?E1:1+1?\n"}} // asks forever
-	groups, err := Episodes(context.Background(), pol, tok, &echoEnv{}, [][]int32{{tokenizer.ByteBOS}}, 1, sample.Params{MaxTokens: 20}, []string{"?\n"}, 3, 500)
+	groups, err := Episodes(context.Background(), pol, tok, &echoEnv{tok: tok}, [][]int32{{tokenizer.ByteBOS}}, 1, sample.Params{MaxTokens: 20}, []string{"?\n"}, 3, 500)
 	if err != nil {
 		t.Fatal(err)
 	}

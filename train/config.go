@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"rlvr/backend"
+	"rlvr/consult"
 	"rlvr/engine/optim"
 	"rlvr/method"
 	"rlvr/task"
@@ -87,6 +88,7 @@ type RLConfig struct {
 	OverlongPenalty *OverlongPenaltyConfig `yaml:"overlong_penalty,omitempty"`
 	MutualLearning  *MutualLearningConfig  `yaml:"mutual_learning,omitempty"`
 	HardBuffer      *HardBufferConfig      `yaml:"hard_buffer,omitempty"`
+	Consultation    *ConsultationConfig    `yaml:"consultation,omitempty"`
 
 	// Evaluation and checkpoints.
 
@@ -204,6 +206,36 @@ type HardBufferConfig struct {
 	Weight   float32 `yaml:"weight"`   // λ2; 0 means 1
 }
 
+// ConsultationConfig is EAPO's expert consultation: rollouts become
+// multi-turn episodes in which the policy may consult a pool of expert
+// models; replies are written into the history with probability p(t),
+// annealed over training with the turn budget, and every consult action
+// costs reward. Evaluation stays single-turn, with the run's own prompt:
+// the policy answers alone.
+type ConsultationConfig struct {
+	// Experts are the pool; default the world's scripted experts E1-E3.
+	Experts []consult.ExpertConfig `yaml:"experts,omitempty"`
+	// MaxQueries is k, the queries of one action that are considered
+	// (the rest are unavailable); 0 means 3.
+	MaxQueries int `yaml:"max_queries,omitempty"`
+	// Penalty is subtracted from the reward per consult action; unset
+	// means 0.05.
+	Penalty *float64 `yaml:"penalty,omitempty"`
+	// Acceptance is p(t); default cosine from 1 to 0 over the run.
+	Acceptance *consult.Schedule `yaml:"acceptance,omitempty"`
+	// Turns is the turn budget T(t), rounded; default linear from 3 to 1,
+	// the evaluation's single turn.
+	Turns *consult.Schedule `yaml:"turns,omitempty"`
+	// MaxTokens bounds an episode's whole response, expert replies
+	// included; 0 means max_tokens.
+	MaxTokens int `yaml:"max_tokens,omitempty"`
+	// System, for a chat model, is added to the training prompt's system
+	// message to grant the consult action, with {k} and {experts} filled
+	// in (default consult.ChatTrainingPrompt); evaluation prompts go
+	// without it.
+	System string `yaml:"system,omitempty"`
+}
+
 // The guidance parts a run may list.
 const (
 	PartExpertPrompts   = "expert_prompts"
@@ -211,10 +243,11 @@ const (
 	PartOverlongPenalty = "overlong_penalty"
 	PartMutualLearning  = "mutual_learning"
 	PartHardBuffer      = "hard_buffer"
+	PartConsultation    = "consultation"
 )
 
 // Parts lists every guidance part.
-var Parts = []string{PartExpertPrompts, PartDynamicSampling, PartOverlongPenalty, PartMutualLearning, PartHardBuffer}
+var Parts = []string{PartExpertPrompts, PartDynamicSampling, PartOverlongPenalty, PartMutualLearning, PartHardBuffer, PartConsultation}
 
 // PaperExpertSystem is MEML-GRPO's expert prompt P_i.
 const PaperExpertSystem = "You are Expert {i}, please provide an answer to the above question."
@@ -302,7 +335,7 @@ func (c *RLConfig) Resolve() error {
 		part string
 		set  bool
 	}{{PartExpertPrompts, c.ExpertPrompts != nil}, {PartDynamicSampling, c.DynamicSampling != nil}, {PartOverlongPenalty, c.OverlongPenalty != nil},
-		{PartMutualLearning, c.MutualLearning != nil}, {PartHardBuffer, c.HardBuffer != nil}} {
+		{PartMutualLearning, c.MutualLearning != nil}, {PartHardBuffer, c.HardBuffer != nil}, {PartConsultation, c.Consultation != nil}} {
 		if s.set && !enabled(s.part) {
 			add("section %s is set but %s is not in parts %v", s.part, s.part, c.Parts)
 		}
@@ -431,6 +464,9 @@ func (c *RLConfig) Resolve() error {
 		add("group_size 1 leaves group-relative advantages always zero")
 	}
 	c.resolveData(add)
+	if enabled(PartConsultation) {
+		c.resolveConsultation(add)
+	}
 	switch c.PolicyLoss {
 	case "":
 		c.PolicyLoss = "clipped"
@@ -474,6 +510,75 @@ func (c *RLConfig) Resolve() error {
 		return fmt.Errorf("train config: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+func (c *RLConfig) resolveConsultation(add func(string, ...any)) {
+	if c.Consultation == nil {
+		c.Consultation = &ConsultationConfig{}
+	}
+	k := c.Consultation
+	if c.Algorithm == method.SFT {
+		add("consultation: sft trains on reference solutions, without rollouts to consult in")
+	}
+	if len(k.Experts) == 0 {
+		if !c.Data.IsWorld() {
+			add("consultation.experts: give the pool (url, model, world or reply for each expert)")
+		}
+		for s := 1; s < len(world.Styles); s++ {
+			k.Experts = append(k.Experts, consult.ExpertConfig{Name: fmt.Sprintf("E%d", s), World: &s})
+		}
+	}
+	names := map[string]bool{}
+	for i := range k.Experts {
+		// A chat policy's experts are asked through the chat API unless
+		// the config says otherwise; checked again once the model is known.
+		if err := k.Experts[i].Check("consultation.experts", i, !c.Data.IsWorld()); err != nil {
+			add("%v", err)
+		}
+		if names[k.Experts[i].Name] {
+			add("consultation.experts[%d]: the name %s is given twice", i, k.Experts[i].Name)
+		}
+		names[k.Experts[i].Name] = true
+	}
+	if k.MaxQueries == 0 {
+		k.MaxQueries = 3
+	}
+	if k.MaxQueries < 0 || k.MaxQueries > 64 {
+		add("consultation.max_queries = %d must be in [1, 64]", k.MaxQueries)
+	}
+	if k.Penalty == nil {
+		p := 0.05
+		k.Penalty = &p
+	}
+	if p := *k.Penalty; math.IsNaN(p) || math.IsInf(p, 0) || p < 0 {
+		add("consultation.penalty = %v must be finite and not negative", p)
+	}
+	if k.Acceptance == nil {
+		k.Acceptance = &consult.Schedule{Kind: consult.Cosine, Start: 1, End: 0}
+	}
+	if k.Turns == nil {
+		k.Turns = &consult.Schedule{Kind: consult.Linear, Start: 3, End: 1}
+	}
+	for name, s := range map[string]*consult.Schedule{"consultation.acceptance": k.Acceptance, "consultation.turns": k.Turns} {
+		if err := s.Check(name); err != nil {
+			add("%v", err)
+		}
+	}
+	if a := k.Acceptance; a.Start < 0 || a.Start > 1 || a.End < 0 || a.End > 1 {
+		add("consultation.acceptance: start %g and end %g are probabilities, in [0, 1]", a.Start, a.End)
+	}
+	if t := k.Turns; t.Start < 1 || t.End < 1 || t.Start > 64 || t.End > 64 {
+		add("consultation.turns: start %g and end %g must be in [1, 64]", t.Start, t.End)
+	}
+	if k.MaxTokens == 0 {
+		k.MaxTokens = c.MaxTokens
+	}
+	if k.MaxTokens < 0 || k.MaxTokens > 1<<20 {
+		add("consultation.max_tokens = %d must be in [1, %d]", k.MaxTokens, 1<<20)
+	}
+	if k.System == "" && !c.Data.IsWorld() {
+		k.System = consult.ChatTrainingPrompt
+	}
 }
 
 func (c *RLConfig) resolveData(add func(string, ...any)) {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"rlvr/consult"
 	"rlvr/method"
 )
 
@@ -12,7 +13,8 @@ import (
 // objective (or SFT) and every guidance part the config lists. It is the
 // one place where configuration becomes parts; the loop only calls the
 // result's Step.
-func NewMethod(c *RLConfig, maxLen int) (method.Method, error) {
+func NewMethod(c *RLConfig, setup Setup) (method.Method, error) {
+	maxLen := setup.MaxLen
 	variants := expertVariants(c)
 	if c.Algorithm == method.SFT {
 		return &method.Supervised{Variants: variants, MaxLen: maxLen}, nil
@@ -43,7 +45,39 @@ func NewMethod(c *RLConfig, maxLen int) (method.Method, error) {
 	if h := c.HardBuffer; slices.Contains(c.Parts, PartHardBuffer) {
 		rl.Extras = append(rl.Extras, &method.HardBuffer{K: h.K, Capacity: h.Capacity, LR: h.LR, Weight: h.Weight})
 	}
+	if k := c.Consultation; slices.Contains(c.Parts, PartConsultation) {
+		if setup.Pool == nil {
+			return nil, fmt.Errorf("train: consultation needs an expert pool")
+		}
+		var format consult.Format = consult.World{}
+		if setup.Chat {
+			format = consult.Chat{}
+		}
+		cs := &method.Consultation{Format: format, Pool: setup.Pool, Accept: *k.Acceptance, Turns: *k.Turns, RunSteps: c.Steps,
+			MaxQueries: k.MaxQueries, Penalty: *k.Penalty, MaxTokens: k.MaxTokens}
+		rl.Rollout = cs
+		rl.Shapers = append(rl.Shapers, cs)
+	}
 	return rl, nil
+}
+
+// Setup is what a method needs beyond its config: the model's context,
+// whether it is prompted through a chat template, and the expert pool of
+// the consultation part (opened by the caller, who closes it).
+type Setup struct {
+	MaxLen int
+	Chat   bool
+	Pool   *consult.Pool
+}
+
+// consultGrant is the system prompt text granting a chat policy the
+// consult action.
+func consultGrant(k *ConsultationConfig) string {
+	var names []string
+	for _, e := range k.Experts {
+		names = append(names, e.Name)
+	}
+	return strings.NewReplacer("{k}", fmt.Sprint(k.MaxQueries), "{experts}", strings.Join(names, ", ")).Replace(k.System)
 }
 
 // expertVariants are the expert prompts of the expert_prompts part, or nil.

@@ -2,9 +2,11 @@ package train
 
 import (
 	"fmt"
+	"strings"
 
 	"rlvr/checkpoint"
 	"rlvr/eval"
+	"rlvr/format/tokenizer"
 	"rlvr/internal/tokens"
 	"rlvr/method"
 	"rlvr/task"
@@ -17,6 +19,9 @@ type renderer struct {
 	chat   bool
 	system string
 	maxLen int // the model's context
+	// grant is added to a chat's system prompt in training prompts, not in
+	// evaluation ones (EAPO's consult action).
+	grant string
 }
 
 // newRenderer checks the chat setting against the model.
@@ -37,8 +42,11 @@ func newRenderer(l *checkpoint.Loaded, c ChatConfig, maxLen int) (*renderer, err
 	return r, nil
 }
 
-// Text is the prompt as text: what Prompt encodes.
-func (r *renderer) Text(e task.Example, v method.Variant) (string, error) {
+// Text is the evaluation prompt as text.
+func (r *renderer) Text(e task.Example, v method.Variant) (string, error) { return r.text(e, v, "") }
+
+// text is the prompt as text, with grant added to a chat's system prompt.
+func (r *renderer) text(e task.Example, v method.Variant, grant string) (string, error) {
 	if !r.chat {
 		return e.Prompt + v.Suffix, nil
 	}
@@ -46,12 +54,18 @@ func (r *renderer) Text(e task.Example, v method.Variant) (string, error) {
 	if v.System != "" {
 		system = v.System
 	}
+	if grant != "" {
+		if system != "" {
+			system += "\n\n"
+		}
+		system += grant
+	}
 	return eval.ChatPrompt(r.l.Chat, e, system)
 }
 
-// Prompt implements method.Renderer.
+// Prompt implements method.Renderer: the training prompt.
 func (r *renderer) Prompt(e task.Example, v method.Variant) ([]int32, error) {
-	s, err := r.Text(e, v)
+	s, err := r.text(e, v, r.grant)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +87,27 @@ func (r *renderer) Response(text string) []int32 {
 		out = append(out, r.l.StopTokens[0])
 	}
 	return out
+}
+
+// EnvTurn implements method.Renderer. In a chat, the turn is what the
+// template writes between an assistant message and the generation prompt
+// that follows a user message holding text: found by rendering such a
+// conversation around a marker, so that every template family the
+// tokenizer renders works alike.
+func (r *renderer) EnvTurn(text string) ([]int32, error) {
+	if !r.chat {
+		return r.Encode(text), nil
+	}
+	const mark = "\u27e6policy-turn\u27e7"
+	s, err := r.l.Chat([]tokenizer.Message{{Role: "user", Content: "?"}, {Role: "assistant", Content: mark}, {Role: "user", Content: text}})
+	if err != nil {
+		return nil, fmt.Errorf("rendering an environment turn: %w", err)
+	}
+	i := strings.LastIndex(s, mark)
+	if i < 0 {
+		return nil, fmt.Errorf("model %s: its chat template drops an assistant message's text, so an environment turn cannot be placed", r.l.Name)
+	}
+	return r.Encode(s[i+len(mark):]), nil
 }
 
 // Encode implements method.Renderer (no BOS: environment text continues a

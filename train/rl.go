@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"rlvr/backend"
 	"rlvr/backend/local"
 	"rlvr/checkpoint"
+	"rlvr/consult"
 	"rlvr/engine/optim"
 	"rlvr/eval"
 	"rlvr/internal/atomicfile"
@@ -187,9 +189,23 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	if err := claimRunDir(runDir, &cfg, resume, opts.Overwrite); err != nil {
 		return err
 	}
+	var pool *consult.Pool
+	if k := cfg.Consultation; slices.Contains(cfg.Parts, PartConsultation) {
+		if k.MaxTokens >= pol.maxLen {
+			return fmt.Errorf("train config: consultation.max_tokens = %d leaves no room for a prompt in the model's context of %d", k.MaxTokens, pol.maxLen)
+		}
+		if render.chat {
+			render.grant = consultGrant(k)
+		}
+		var stop func()
+		if pool, stop, err = consult.Open(k.Experts, cfg.Seed); err != nil {
+			return err
+		}
+		defer stop()
+	}
 	meth := opts.Method
 	if meth == nil {
-		if meth, err = NewMethod(&cfg, pol.maxLen); err != nil {
+		if meth, err = NewMethod(&cfg, Setup{MaxLen: pol.maxLen, Chat: render.chat, Pool: pool}); err != nil {
 			return err
 		}
 	}

@@ -47,7 +47,16 @@ func (l *Learner) Save(ctx context.Context, dir string) error {
 	m, v, step := l.Opt.State()
 	ts := []safetensors.Tensor{{Name: "adamw.m", Shape: []int{len(m)}, Data: m}, {Name: "adamw.v", Shape: []int{len(v)}, Data: v}}
 	meta := map[string]string{"format": "rlvr-adamw", "step": strconv.FormatInt(step, 10)}
-	return safetensors.Write(filepath.Join(dir, OptimizerFile), ts, meta, safetensors.F32)
+	if err := safetensors.Write(filepath.Join(dir, OptimizerFile), ts, meta, safetensors.F32); err != nil {
+		return err
+	}
+	// The newest save is complete and is the one a run keeps: later saves
+	// take their files from it, not from a checkpoint that a run's pruning
+	// may have deleted since (a run resumed from an old checkpoint).
+	if l.Source != "" {
+		l.Source = dir
+	}
+	return nil
 }
 
 // saveConfig returns the config.json Save writes, nil meaning one derived

@@ -142,6 +142,34 @@ func TestSaveKeepsTokenizerFiles(t *testing.T) {
 	}
 }
 
+// TestSaveAfterSourceDeleted: a learner opened from a checkpoint that is
+// deleted after it saved another (a resumed run pruning old checkpoints)
+// still saves complete directories.
+func TestSaveAfterSourceDeleted(t *testing.T) {
+	tokDir := t.TempDir()
+	if err := tokenizer.WriteByteTokenizer(tokDir); err != nil {
+		t.Fatal(err)
+	}
+	src := initModel(t, tokDir, "llama-tiny")
+	s, err := Open(src, optim.DefaultAdamW(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := filepath.Join(t.TempDir(), "ckpt-1"), filepath.Join(t.TempDir(), "ckpt-2")
+	if err := s.Save(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoint.Open(second, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSaveConfig(t *testing.T) {
 	m, _ := model.New(tinyConfig(259), 1)
 	other, _ := model.New(model.Config{Vocab: 259, Dim: 16, Layers: 1, Heads: 2, Hidden: 16, MaxSeq: 8}, 1)

@@ -1,0 +1,99 @@
+package consult
+
+import (
+	"fmt"
+	"math"
+)
+
+// The shapes a Schedule anneals along.
+const (
+	Constant    = "constant"    // Start throughout
+	Linear      = "linear"      // a straight line from Start to End
+	Cosine      = "cosine"      // half a cosine: slow, fast, slow
+	Exponential = "exponential" // the gap to End shrinks by exp(−Rate·t/Steps)
+)
+
+// Kinds lists the shapes.
+var Kinds = []string{Constant, Linear, Cosine, Exponential}
+
+// Schedule anneals a value over training steps: Start at step 0, End from
+// step Steps on. EAPO anneals the acceptance probability p(t) of expert
+// replies and the turn budget this way; a slower decay has a longer
+// Steps than the run, a faster one a shorter.
+type Schedule struct {
+	Kind  string  `yaml:"kind"`
+	Start float64 `yaml:"start"`
+	End   float64 `yaml:"end"`
+	// Steps is the decay's length in steps; 0 takes the run's steps.
+	Steps int `yaml:"steps,omitempty"`
+	// Rate is the exponential's: at Steps the gap to End is exp(−Rate)
+	// of what it was, and then it closes. 0 means 5.
+	Rate float64 `yaml:"rate,omitempty"`
+	// BudgetMatched replaces the schedule by the constant with the same
+	// total over the run: its mean over the run's steps (EAPO App. H's
+	// fixed rate matched to the annealed schedule's consultation budget).
+	BudgetMatched bool `yaml:"budget_matched,omitempty"`
+}
+
+// Check reports a schedule that cannot be followed, naming it by name.
+func (s Schedule) Check(name string) error {
+	switch s.Kind {
+	case Constant, Linear, Cosine, Exponential:
+	default:
+		return fmt.Errorf("%s.kind %q is not one of %v", name, s.Kind, Kinds)
+	}
+	if s.Steps < 0 || s.Rate < 0 {
+		return fmt.Errorf("%s: steps %d and rate %g must not be negative", name, s.Steps, s.Rate)
+	}
+	if math.IsNaN(s.Start) || math.IsNaN(s.End) || math.IsInf(s.Start, 0) || math.IsInf(s.End, 0) {
+		return fmt.Errorf("%s: start %g and end %g must be finite", name, s.Start, s.End)
+	}
+	return nil
+}
+
+// At is the value at a 0-based step of a run of runSteps steps.
+func (s Schedule) At(step, runSteps int) float64 {
+	if s.BudgetMatched {
+		m := s
+		m.BudgetMatched = false
+		return m.Mean(runSteps)
+	}
+	n := s.Steps
+	if n <= 0 {
+		n = runSteps
+	}
+	if s.Kind == Constant || n <= 0 {
+		return s.Start
+	}
+	x := math.Min(float64(step)/float64(n), 1)
+	var f float64 // the share of the way from Start to End
+	switch s.Kind {
+	case Linear:
+		f = x
+	case Cosine:
+		f = (1 - math.Cos(math.Pi*x)) / 2
+	case Exponential:
+		rate := s.Rate
+		if rate == 0 {
+			rate = 5
+		}
+		// Normalized so that the value reaches End exactly at Steps.
+		f = (1 - math.Exp(-rate*x)) / (1 - math.Exp(-rate))
+	default:
+		return s.Start
+	}
+	return s.Start + (s.End-s.Start)*f
+}
+
+// Mean is the schedule's mean over the steps of a run of runSteps steps:
+// its budget per step.
+func (s Schedule) Mean(runSteps int) float64 {
+	if runSteps <= 0 {
+		return s.At(0, 0)
+	}
+	var sum float64
+	for t := range runSteps {
+		sum += s.At(t, runSteps)
+	}
+	return sum / float64(runSteps)
+}

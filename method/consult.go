@@ -1,0 +1,279 @@
+package method
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"rlvr/consult"
+	"rlvr/expert/collect"
+	"rlvr/rollout"
+)
+
+// Consultation is EAPO's expert consultation, a part of the RL method in
+// two roles.
+//
+// As the Rollout it runs multi-turn episodes of at most T(t) policy turns.
+// A turn may end in a consult action of queries (Format); the first
+// MaxQueries are considered, each is accepted with probability p(t) —
+// u ~ U(0,1) is drawn per query and u < p(t) asks the expert, so a
+// declined reply costs no call — and the accepted ones go to the pool all
+// at once, every episode's together. Replies enter the history as
+// environment tokens (weight 0 in the loss); a declined, failed or
+// unreadable reply is written as unavailable and the policy goes on.
+//
+// As a Shaper it subtracts Penalty from an episode's reward per consult
+// action and records the step's consultation metrics (consult/…).
+//
+// Its running totals are state: a resumed run continues them, and the
+// schedules are functions of the step, so a resumed run consults as the
+// first would have.
+type Consultation struct {
+	Format consult.Format
+	Pool   *consult.Pool
+	// Accept is p(t), the probability that an expert's reply is written
+	// into the history; Turns is the turn budget T(t), rounded, at least 1.
+	Accept, Turns consult.Schedule
+	// RunSteps is the run's length, which the schedules' default horizon
+	// and the budget-matched rate read.
+	RunSteps   int
+	MaxQueries int     // k: queries beyond it in one action are unavailable
+	Penalty    float64 // subtracted from the reward per consult action
+	// MaxTokens bounds an episode's response, expert tokens included;
+	// each policy turn is bounded by the run's sampling budget.
+	MaxTokens int
+
+	totals consultTotals
+}
+
+// consultTotals are a run's consultations so far.
+type consultTotals struct {
+	Episodes int64 `json:"episodes"`
+	Calls    int64 `json:"calls"`
+	Queries  int64 `json:"queries"`
+	Accepted int64 `json:"accepted"` // replies written into histories
+}
+
+// The names of a trajectory's consultation counts (rollout.Trajectory.Env).
+const (
+	envCalls     = "calls"      // consult actions
+	envQueries   = "queries"    // queries in them
+	envAsked     = "asked"      // queries put to an expert
+	envAccepted  = "accepted"   // replies written into the history
+	envDeclined  = "declined"   // not asked: the draw was at least p(t)
+	envOverLimit = "over_limit" // beyond MaxQueries
+	envMalformed = "malformed"  // actions that did not parse
+	envLatency   = "latency_s"  // summed over asked queries
+	envFail      = "fail/"      // + a kind: asked, but no usable reply
+)
+
+// FailUnreadable is a reply that came but holds no usable answer.
+const FailUnreadable = "unreadable"
+
+// FailUnknownExpert is a query naming an expert the pool does not have.
+const FailUnknownExpert = "unknown_expert"
+
+// ConsultFailureKinds lists the kinds of consultation failure, in the
+// order metrics name them.
+var ConsultFailureKinds = append(slices.Clone(collect.FailureKinds), FailUnreadable, FailUnknownExpert)
+
+// TurnBudget is T(t) at a step.
+func (c *Consultation) TurnBudget(step int) int {
+	return max(1, int(math.Round(c.Turns.At(step, c.RunSteps))))
+}
+
+// Acceptance is p(t) at a step, clamped to [0, 1].
+func (c *Consultation) Acceptance(step int) float64 {
+	return min(1, max(0, c.Accept.At(step, c.RunSteps)))
+}
+
+// Rollout implements Rollout.
+func (c *Consultation) Rollout(ctx context.Context, env *Env, prompts [][]int32, g int, seed uint64) ([]rollout.Group, error) {
+	p := env.Sampling
+	p.Seed = seed
+	e := &consultEnv{c: c, env: env, p: c.Acceptance(env.Step), seed: seed}
+	maxTokens := c.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = p.MaxTokens
+	}
+	groups, err := rollout.Episodes(ctx, env.Policy, decoder{env.Render}, e, prompts, g, p, c.Format.Stops(), c.TurnBudget(env.Step), maxTokens)
+	if err != nil {
+		return nil, err
+	}
+	env.Metrics["consult/wait_s"] += e.wait.Seconds()
+	for _, gr := range groups {
+		for _, t := range gr.Trajectories {
+			c.totals.Episodes++
+			c.totals.Calls += int64(t.Env[envCalls])
+			c.totals.Queries += int64(t.Env[envQueries])
+			c.totals.Accepted += int64(t.Env[envAccepted])
+		}
+	}
+	return groups, nil
+}
+
+// consultEnv answers one step's consult actions.
+type consultEnv struct {
+	c    *Consultation
+	env  *Env
+	p    float64 // p(t)
+	seed uint64
+	wait time.Duration // spent waiting on the pool
+}
+
+// Respond implements rollout.Environment.
+func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollout.Response, error) {
+	c := e.c
+	out := make([]rollout.Response, len(calls))
+	replies := make([][]consult.Reply, len(calls))
+	// slot locates an asked query's reply.
+	type slot struct{ call, query int }
+	var asks []consult.Ask
+	var slots []slot
+	for i, call := range calls {
+		counts := map[string]float64{envCalls: 1}
+		out[i].Env = counts
+		qs, err := c.Format.Parse(call.Text)
+		if err != nil {
+			counts[envMalformed]++
+			out[i].Done = true
+			continue
+		}
+		counts[envQueries] = float64(len(qs))
+		// One stream of draws per call: the same step, episode and turn
+		// draw the same acceptances, whatever else the step holds.
+		rng := rand.New(rand.NewPCG(e.seed^0x636f6e73756c74, uint64(call.Episode)<<16|uint64(call.Turn)))
+		replies[i] = make([]consult.Reply, len(qs))
+		for j, q := range qs {
+			replies[i][j] = consult.Reply{Expert: q.Expert}
+			if j >= c.MaxQueries {
+				counts[envOverLimit]++
+				continue
+			}
+			if u := rng.Float64(); u >= e.p {
+				counts[envDeclined]++
+				continue
+			}
+			m, err := c.Pool.Resolve(q, len(asks))
+			if err != nil {
+				counts[envFail+FailUnknownExpert]++
+				continue
+			}
+			replies[i][j].Expert = c.Pool.Members[m].Name
+			asks = append(asks, consult.Ask{Member: m, Question: c.Format.Question(q)})
+			slots = append(slots, slot{i, j})
+		}
+	}
+	if len(asks) > 0 {
+		start := time.Now()
+		answers := c.Pool.Answers(ctx, asks)
+		e.wait += time.Since(start)
+		if err := ctx.Err(); err != nil {
+			return nil, err // the run is stopping: not the experts' failure
+		}
+		for k, a := range answers {
+			s := slots[k]
+			counts := out[s.call].Env
+			counts[envAsked]++
+			counts[envLatency] += a.Latency.Seconds()
+			if a.Failure != "" {
+				counts[envFail+a.Failure]++
+				continue
+			}
+			ans, ok := c.Format.Answer(a.Text)
+			if !ok {
+				counts[envFail+FailUnreadable]++
+				continue
+			}
+			replies[s.call][s.query].Answer, replies[s.call][s.query].OK = ans, true
+			counts[envAccepted]++
+		}
+	}
+	for i := range calls {
+		if out[i].Done {
+			continue
+		}
+		toks, err := e.env.Render.EnvTurn(c.Format.Replies(replies[i]))
+		if err != nil {
+			return nil, fmt.Errorf("method: rendering expert replies: %w", err)
+		}
+		out[i].Tokens = toks
+	}
+	return out, nil
+}
+
+// Shape implements Shaper: the per-consultation penalty, and the step's
+// consultation metrics.
+func (c *Consultation) Shape(_ context.Context, env *Env, groups []Scored) error {
+	m := env.Metrics
+	var episodes, consulted, calls, queries, asked, accepted, turns, latency float64
+	var right, n [2]float64 // by whether the episode consulted
+	sums := map[string]float64{}
+	for gi := range groups {
+		g := &groups[gi]
+		for i := range g.Trajectories {
+			t := &g.Trajectories[i]
+			g.Rewards[i] -= c.Penalty * t.Env[envCalls]
+			episodes++
+			calls += t.Env[envCalls]
+			queries += t.Env[envQueries]
+			asked += t.Env[envAsked]
+			accepted += t.Env[envAccepted]
+			latency += t.Env[envLatency]
+			turns += float64(t.Turns)
+			did := 0
+			if t.Env[envCalls] > 0 {
+				did = 1
+				consulted++
+			}
+			n[did]++
+			if g.Correct[i] {
+				right[did]++
+			}
+			for k, v := range t.Env {
+				if strings.HasPrefix(k, envFail) || k == envDeclined || k == envOverLimit || k == envMalformed {
+					sums[k] += v
+				}
+			}
+		}
+	}
+	m.Set("consult/p", c.Acceptance(env.Step))
+	m.Set("consult/turn_budget", float64(c.TurnBudget(env.Step)))
+	if episodes == 0 {
+		return nil
+	}
+	m.Set("consult/call_rate", consulted/episodes)
+	m.Set("consult/calls_per_episode", calls/episodes)
+	m.Set("consult/queries_per_episode", queries/episodes)
+	m.Set("consult/turns", turns/episodes)
+	m.Set("consult/acceptance_rate", accepted/math.Max(queries, 1))
+	if asked > 0 {
+		m.Set("consult/latency_s", latency/asked)
+	}
+	m.Set("consult/declined", sums[envDeclined])
+	m.Set("consult/over_limit", sums[envOverLimit])
+	m.Set("consult/malformed", sums[envMalformed])
+	for _, k := range ConsultFailureKinds {
+		m.Set("consult/fail/"+k, sums[envFail+k])
+	}
+	if n[1] > 0 {
+		m.Set("consult/accuracy_with", right[1]/n[1])
+	}
+	if n[0] > 0 {
+		m.Set("consult/accuracy_without", right[0]/n[0])
+	}
+	m.Set("consult/total_calls", float64(c.totals.Calls))
+	m.Set("consult/total_accepted", float64(c.totals.Accepted))
+	return nil
+}
+
+// State implements Stateful.
+func (c *Consultation) State() (json.RawMessage, error) { return json.Marshal(c.totals) }
+
+// Restore implements Stateful.
+func (c *Consultation) Restore(b json.RawMessage) error { return json.Unmarshal(b, &c.totals) }
