@@ -246,6 +246,17 @@ type Summary struct {
 	RolloutFirst, RolloutLast float64
 	// StepTime is the mean over runs of each run's mean step_s.
 	StepTime float64
+	// AvgAtK is the mean over runs of the final evaluation's avg@k (the
+	// sampled answers' mean accuracy, EAPO's Pass@32 mean) with a 95%
+	// t-interval, and Variance the mean of its per-problem variance; K is
+	// the largest k seen, 0 without sampled answers.
+	AvgAtK   eval.Interval
+	Variance float64
+	K        int
+	// CallFirst and CallLast are the mean over runs of the consultation
+	// call rate (consult/call_rate) over the first and last rolloutWindow
+	// steps; NaN for runs that do not consult.
+	CallFirst, CallLast float64
 }
 
 // rolloutWindow is the number of steps at each end that the rollout
@@ -255,7 +266,7 @@ const rolloutWindow = 10
 // Summary summarizes the row.
 func (row Row) Summary() Summary {
 	s := Summary{Name: row.Name, Runs: len(row.Runs), FirstStep: -1, LastStep: -1}
-	var acc, delta, majority, before, zeroVar, first, last, stepTime []float64
+	var acc, delta, majority, before, zeroVar, first, last, stepTime, avgK, variance, callFirst, callLast []float64
 	byExpert := map[string][]float64{}
 	successes, problems, pooled := 0, 0, true
 	for _, r := range row.Runs {
@@ -283,6 +294,13 @@ func (row Row) Summary() Summary {
 			}
 			majority = appendFinite(majority, f.Eval.ExpertMajority)
 			delta = appendFinite(delta, f.Delta)
+			avgK = appendFinite(avgK, f.Eval.AvgAtK)
+			variance = appendFinite(variance, f.Eval.Variance)
+			for k := range f.Eval.PassAtK {
+				if n, err := strconv.Atoi(k); err == nil {
+					s.K = max(s.K, n)
+				}
+			}
 		} else {
 			pooled = false
 		}
@@ -297,7 +315,14 @@ func (row Row) Summary() Summary {
 		if _, ys := r.Series("step_s"); len(ys) > 0 {
 			stepTime = append(stepTime, mean(ys))
 		}
+		if _, ys := r.Series("consult/call_rate"); len(ys) > 0 {
+			callFirst = append(callFirst, mean(ys[:min(rolloutWindow, len(ys))]))
+			callLast = append(callLast, mean(ys[max(len(ys)-rolloutWindow, 0):]))
+		}
 	}
+	s.AvgAtK = eval.MeanInterval(avgK)
+	s.Variance = meanOrNaN(variance)
+	s.CallFirst, s.CallLast = meanOrNaN(callFirst), meanOrNaN(callLast)
 	s.Accuracy = eval.MeanInterval(acc)
 	s.Pooled = eval.Interval{Mean: math.NaN(), Low: math.NaN(), High: math.NaN()}
 	if pooled && problems > 0 {
@@ -515,6 +540,24 @@ func newGrid(rows []Row, base int) grid {
 				parts[i] = orDash(e)
 			}
 			return strings.Join(parts, ", ")
+		}),
+		col("sampled mean", true, true, func(_ int, s Summary) string {
+			if math.IsNaN(s.AvgAtK.Mean) {
+				return dash
+			}
+			return fmt.Sprintf("%s (n=%d)", percentInterval(s.AvgAtK), s.K)
+		}),
+		col("variance", true, true, func(_ int, s Summary) string {
+			if math.IsNaN(s.Variance) {
+				return dash
+			}
+			return strconv.FormatFloat(s.Variance, 'f', 4, 64)
+		}),
+		col(fmt.Sprintf("call rate, first → last %d steps", rolloutWindow), true, true, func(_ int, s Summary) string {
+			if math.IsNaN(s.CallFirst) {
+				return dash
+			}
+			return percent(s.CallFirst) + " → " + percent(s.CallLast)
 		}),
 		col("before", true, true, func(_ int, s Summary) string { return percent(s.Before) }),
 		col("zero-var", true, true, func(_ int, s Summary) string { return percent(s.ZeroVariance) }),

@@ -98,7 +98,14 @@ type RLConfig struct {
 	// scored once at the end: with expert prompts, the expert best on the
 	// final validation evaluation is reported on them, beside the majority
 	// vote (MEML-GRPO's inference). 0: no test split.
-	TestProblems    int `yaml:"test_problems"`
+	TestProblems int `yaml:"test_problems"`
+	// EvalSamples is n, the answers sampled per problem at the end of the
+	// run (on the test split, or the validation one without it) at
+	// EvalTemperature, for their mean accuracy, pass@n and per-problem
+	// variance (EAPO's Pass@32 mean and Var) beside greedy accuracy; 0
+	// samples none.
+	EvalSamples     int     `yaml:"eval_samples,omitempty"`
+	EvalTemperature float32 `yaml:"eval_temperature,omitempty"` // 0 means temperature
 	CheckpointEvery int `yaml:"checkpoint_every"` // steps between checkpoints; 0: only at the end
 	KeepLast        int `yaml:"keep_last"`        // checkpoints kept
 }
@@ -460,6 +467,12 @@ func (c *RLConfig) Resolve() error {
 			add("%s = %d must not be negative", f.name, f.v)
 		}
 	}
+	if c.EvalTemperature == 0 {
+		c.EvalTemperature = c.Temperature
+	}
+	if c.EvalSamples < 0 || c.EvalSamples > 4096 {
+		add("eval_samples = %d must be in [0, 4096]", c.EvalSamples)
+	}
 	if c.GroupSize == 1 && c.Algorithm != method.RFT && c.Algorithm != method.SFT {
 		add("group_size 1 leaves group-relative advantages always zero")
 	}
@@ -489,7 +502,7 @@ func (c *RLConfig) Resolve() error {
 		v    float64
 		zero bool // zero allowed
 	}
-	reals := []real{{"lr", c.LR, false}, {"temperature", float64(c.Temperature), false}, {"kl", float64(c.KL), true},
+	reals := []real{{"lr", c.LR, false}, {"temperature", float64(c.Temperature), false}, {"eval_temperature", float64(c.EvalTemperature), false}, {"kl", float64(c.KL), true},
 		{"entropy", float64(c.Entropy), true}, {"grad_clip", float64(c.GradClip), true}, {"clip_low", float64(c.ClipLow), true}, {"clip_high", float64(c.ClipHigh), true}}
 	if m := c.MutualLearning; m != nil {
 		reals = append(reals, real{"mutual_learning.weight", float64(m.Weight), false})

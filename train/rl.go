@@ -50,6 +50,15 @@ type EvalMetrics struct {
 	BestLow    *float64 `json:"best_low,omitempty"`
 	BestHigh   *float64 `json:"best_high,omitempty"`
 	Delta      *float64 `json:"delta,omitempty"`
+	// With eval_samples, at the end: n answers per problem at
+	// SampleTemperature, their mean accuracy (avg@n), pass@n (keyed by n)
+	// and the mean per-problem variance of correctness (EAPO's Pass@32
+	// mean and Var).
+	Samples           int                `json:"samples,omitempty"`
+	SampleTemperature float32            `json:"sample_temperature,omitempty"`
+	AvgAtK            *float64           `json:"avg_at_k,omitempty"`
+	PassAtK           map[string]float64 `json:"pass_at_k,omitempty"`
+	Variance          *float64           `json:"variance,omitempty"`
 }
 
 // runState is what a checkpoint records beyond the weights and optimizer.
@@ -489,7 +498,8 @@ func (l *loop) endOfStep(ctx context.Context, step int, stopping bool) error {
 // the test problems, where the expert best on this validation is reported
 // beside the experts' majority vote (MEML-GRPO's inference, Table 6).
 func (l *loop) evaluate(ctx context.Context, step int) error {
-	val, valExperts, err := l.score(ctx, l.held.Val)
+	last := step == l.cfg.Steps
+	val, valExperts, err := l.score(ctx, l.held.Val, last && len(l.held.Test) == 0)
 	if err != nil {
 		return err
 	}
@@ -498,10 +508,10 @@ func (l *loop) evaluate(ctx context.Context, step int) error {
 	if err := appendJSONL(path, val); err != nil {
 		return err
 	}
-	if step != l.cfg.Steps || len(l.held.Test) == 0 {
+	if !last || len(l.held.Test) == 0 {
 		return nil
 	}
-	test, testExperts, err := l.score(ctx, l.held.Test)
+	test, testExperts, err := l.score(ctx, l.held.Test, true)
 	if err != nil {
 		return err
 	}
@@ -531,8 +541,8 @@ func bestExpert(variants []method.Variant, acc map[string]eval.Interval) string 
 
 // score is greedy accuracy on examples under the plain prompt and under
 // each expert prompt (with their majority vote, for prompts without a
-// chat template).
-func (l *loop) score(ctx context.Context, examples []task.Example) (EvalMetrics, map[string]eval.Interval, error) {
+// chat template), and with sampled, the eval_samples answers' statistics.
+func (l *loop) score(ctx context.Context, examples []task.Example, sampled bool) (EvalMetrics, map[string]eval.Interval, error) {
 	var m EvalMetrics
 	prompted := make([]task.Example, len(examples))
 	for i, e := range examples {
@@ -551,11 +561,19 @@ func (l *loop) score(ctx context.Context, examples []task.Example) (EvalMetrics,
 			ecfg.Experts, ecfg.ExpertNames = append(ecfg.Experts, v.Suffix), append(ecfg.ExpertNames, v.Name)
 		}
 	}
+	if n := l.cfg.EvalSamples; sampled && n > 0 {
+		ecfg.K, ecfg.PassK, ecfg.Temperature, ecfg.Seed = n, []int{n}, l.cfg.EvalTemperature, l.cfg.Seed
+	}
 	rep, err := eval.Run(ctx, gen, prompted, ecfg)
 	if err != nil {
 		return m, nil, err
 	}
 	m.Greedy, m.GreedyLow, m.GreedyHigh = rep.Greedy.Mean, rep.Greedy.Low, rep.Greedy.High
+	if rep.K > 0 {
+		m.Samples, m.SampleTemperature = rep.K, rep.Temperature
+		m.AvgAtK, m.Variance = &rep.AvgAtK, &rep.Variance
+		m.PassAtK = map[string]float64{strconv.Itoa(rep.K): rep.PassAtK[rep.K]}
+	}
 	if len(variants) == 0 {
 		return m, nil, nil
 	}

@@ -229,6 +229,9 @@ func printEvalSummary(out io.Writer, runDir string) error {
 	if test.ExpertMajority != nil && test.Delta != nil {
 		fmt.Fprintf(out, "; majority vote %.1f%% (%+.1f points)", 100**test.ExpertMajority, 100**test.Delta)
 	}
+	if test.AvgAtK != nil && test.Variance != nil {
+		fmt.Fprintf(out, "; %d samples at T=%g: mean %.1f%%, variance %.4f", test.Samples, test.SampleTemperature, 100**test.AvgAtK, *test.Variance)
+	}
 	fmt.Fprintln(out)
 	return nil
 }

@@ -2,16 +2,16 @@ package collect
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -112,112 +112,35 @@ func TestCollectWorldExperts(t *testing.T) {
 	}
 }
 
-// faultKind is what the fault-injecting server does with a question: a
-// deterministic 30% of questions fail in one of six ways on every
-// attempt, 5% fail once and then succeed, the rest succeed.
-func faultKind(prompt string) string {
-	h := uint32(2166136261)
-	for i := 0; i < len(prompt); i++ {
-		h = (h ^ uint32(prompt[i])) * 16777619
-	}
-	h ^= h >> 13
-	switch kinds := []string{FailTimeout, FailConnection, FailServer, FailRateLimited, FailMalformed, FailEmpty, "flaky"}; {
-	case h%20 < uint32(len(kinds)):
-		return kinds[h%20]
-	}
-	return ""
+// faultFailure is the failure each fault of servetest.Faults ends in,
+// for a client that gives up on an attempt before Faults.Hold.
+var faultFailure = map[string]string{
+	servetest.FaultTimeout:     FailTimeout,
+	servetest.FaultConnection:  FailConnection,
+	servetest.FaultServer:      FailServer,
+	servetest.FaultRateLimited: FailRateLimited,
+	servetest.FaultMalformed:   FailMalformed,
+	servetest.FaultEmpty:       FailEmpty,
+	servetest.FaultEndless:     FailTimeout,
 }
 
-// faultServer answers /v1/completions with the reference solution, except
-// for the questions faultKind picks. It counts attempts per prompt.
-type faultServer struct {
-	mu       sync.Mutex
-	attempts map[string]int
-}
-
-func (s *faultServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Prompt string `json:"prompt"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	s.mu.Lock()
-	s.attempts[req.Prompt]++
-	attempt := s.attempts[req.Prompt]
-	s.mu.Unlock()
-	answer := func(text string) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"object": "text_completion", "model": "m",
-			"choices": []map[string]any{{"index": 0, "text": text, "finish_reason": "stop"}}})
-	}
-	apiError := func(status int, msg string) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		fmt.Fprintf(w, `{"error":{"message":%q,"type":"server_error"}}`, msg)
-	}
-	switch faultKind(req.Prompt) {
-	case FailTimeout:
-		select { // until the client gives up
-		case <-r.Context().Done():
-		case <-time.After(10 * time.Second):
-		}
-		return
-	case FailConnection:
-		conn, _, err := http.NewResponseController(w).Hijack()
-		if err == nil {
-			if tc, ok := conn.(*net.TCPConn); ok {
-				tc.SetLinger(0) // close with a reset
-			}
-			conn.Close()
-		}
-		return
-	case FailServer:
-		apiError(http.StatusInternalServerError, "the expert crashed")
-		return
-	case FailRateLimited:
-		w.Header().Set("Retry-After", "0.02")
-		apiError(http.StatusTooManyRequests, "slow down")
-		return
-	case FailMalformed:
-		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{"choices": [{"text": "12+7=19`))
-		return
-	case FailEmpty:
-		answer("")
-		return
-	case "flaky":
-		if attempt == 1 {
-			apiError(http.StatusBadGateway, "try again")
-			return
-		}
-	}
-	line, _, _ := strings.Cut(req.Prompt, "\n")
-	p, err := world.ParseQuestion(line)
-	if err != nil {
-		apiError(http.StatusBadRequest, err.Error())
-		return
-	}
-	answer(p.Solution())
-}
-
-// TestCollectSurvivesFaults collects from an endpoint that times out,
-// resets connections, answers 500, 429 with Retry-After, malformed JSON
-// and empty text on a deterministic 30% of questions: collection
-// finishes within its deadlines, every such question is a failure of its
-// kind, and every other answer is correct, a failure cured by a retry
-// included.
+// TestCollectSurvivesFaults collects from the world's reference expert
+// behind an endpoint that, on a deterministic 35% of questions and on
+// every attempt, times out, resets connections, answers 500, 429 with
+// Retry-After, malformed JSON, empty text, or a body that never ends, and
+// on another 5% fails once with 502: collection finishes within its
+// deadlines, every such question is a failure of its kind after the
+// attempts its kind allows, and every other answer is correct, a failure
+// cured by a retry included.
 func TestCollectSurvivesFaults(t *testing.T) {
-	srv := &faultServer{attempts: map[string]int{}}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	faults := &servetest.Faults{Rate: 0.4, Kinds: append(slices.Clone(servetest.FaultKinds), servetest.FaultFlaky)}
+	base := servetest.StartFaults(t, faults, serve.Config{}, expert.WorldModels()...)
 	examples := world.Examples(3, 80, []int{3, 4})
 	const timeout = 300 * time.Millisecond
-	cl := client.New(client.Config{BaseURL: ts.URL + "/v1", Timeout: timeout, MaxRetries: 1, BackoffBase: 10 * time.Millisecond,
+	cl := client.New(client.Config{BaseURL: base, Timeout: timeout, MaxRetries: 1, BackoffBase: 10 * time.Millisecond,
 		BackoffMax: 50 * time.Millisecond, MaxConcurrent: 8})
-	ex := Expert{Name: "flaky", Index: 1, Prompt: world.ExpertPrompt(1), API: APICompletion,
-		Answerer: &Endpoint{Client: cl, Params: sample.Params{MaxTokens: 256}, Concurrency: 8, Deadline: 2 * time.Second}}
+	ex := Expert{Name: "flaky", Index: 1, Prompt: world.ExpertPrompt(1), API: APICompletion, Model: "E0",
+		Answerer: &Endpoint{Client: cl, Model: "E0", Params: sample.Params{MaxTokens: 256}, Concurrency: 8, Deadline: 2 * time.Second}}
 	start := time.Now()
 	res, err := Collect(context.Background(), examples, Config{Experts: []Expert{ex}, Cache: filepath.Join(t.TempDir(), "cache")})
 	if err != nil {
@@ -227,52 +150,69 @@ func TestCollectSurvivesFaults(t *testing.T) {
 	if el := time.Since(start); el > 10*time.Second {
 		t.Errorf("collection took %v", el)
 	}
-	want := map[string]int{}
-	var flaky int
+	want := map[string]int{}  // failures by kind
+	drawn := map[string]int{} // questions by fault
 	for _, r := range res.Records {
 		if r.Reference {
 			continue
 		}
-		kind := faultKind(Concat(r.Question, r.Prompt))
-		switch kind {
-		case "", "flaky":
+		fault := faults.KindOf(Concat(r.Question, r.Prompt))
+		drawn[fault]++
+		switch fault {
+		case "", servetest.FaultFlaky:
 			if r.Failure != "" || !r.Correct {
-				t.Errorf("%s (%q): %s %s, want a correct answer", r.ID, kind, r.Failure, r.Error)
-			}
-			if kind == "flaky" {
-				flaky++
+				t.Errorf("%s (%q): %s %s, want a correct answer", r.ID, fault, r.Failure, r.Error)
 			}
 		default:
+			kind := faultFailure[fault]
 			want[kind]++
 			if r.Failure != kind || r.Correct || r.Response != "" && kind != FailEmpty {
-				t.Errorf("%s: failure %q (%s), want %q", r.ID, r.Failure, r.Error, kind)
+				t.Errorf("%s (%s): failure %q (%s), want %q", r.ID, fault, r.Failure, r.Error, kind)
 			}
 		}
 	}
-	for _, k := range []string{FailTimeout, FailConnection, FailServer, FailRateLimited, FailMalformed, FailEmpty} {
-		if want[k] == 0 {
-			t.Errorf("no question draws %s: the test does not cover it", k)
+	for _, fault := range faults.Kinds {
+		if drawn[fault] == 0 {
+			t.Errorf("no question draws %s: the test does not cover it", fault)
 		}
+	}
+	for _, k := range []string{FailTimeout, FailConnection, FailServer, FailRateLimited, FailMalformed, FailEmpty} {
 		if res.Summary.Failures[k] != want[k] {
 			t.Errorf("%d failures %s counted, want %d", res.Summary.Failures[k], k, want[k])
 		}
 	}
-	if flaky == 0 {
-		t.Error("no question fails once: the test does not cover a retry's cure")
-	}
-	// Retried kinds took 1 + MaxRetries attempts; a malformed body, one.
-	for prompt, n := range srv.attempts {
+	// Retried faults took 1 + MaxRetries attempts; a malformed or empty
+	// body, one.
+	injected := map[string]int{}
+	for prompt, n := range faults.Attempts() {
+		fault := faults.KindOf(prompt)
 		wantN := 1
-		switch faultKind(prompt) {
-		case FailConnection, FailServer, FailRateLimited, FailTimeout, "flaky":
+		switch fault {
+		case servetest.FaultConnection, servetest.FaultServer, servetest.FaultRateLimited, servetest.FaultTimeout, servetest.FaultEndless, servetest.FaultFlaky:
 			wantN = 2
 		}
 		if n != wantN {
-			t.Errorf("%q (%s): %d attempts, want %d", prompt, faultKind(prompt), n, wantN)
+			t.Errorf("%q (%s): %d attempts, want %d", prompt, fault, n, wantN)
 		}
+		switch fault {
+		case "":
+		case servetest.FaultFlaky:
+			injected[fault]++
+		default:
+			injected[fault] += n
+		}
+	}
+	if got := faults.Injected(); !maps.Equal(got, injected) {
+		t.Errorf("faults injected %v, want %v", got, injected)
 	}
 	if s := res.Summary.Experts[1]; s.Failures != res.Summary.Answers/2-s.Correct {
 		t.Errorf("summary %+v", s)
+	}
+	// Every held request was let go when its client gave up.
+	closed := time.Now()
+	faults.Close()
+	if el := time.Since(closed); el > time.Second {
+		t.Errorf("requests still held %v after the collection", el)
 	}
 }
 

@@ -1,7 +1,10 @@
 // Package servetest provides a fake serve.Generator for tests of rlvr's
 // server and of the code that calls it over HTTP: deterministic,
 // instantaneous unless told to take its time, and recording how it was
-// called. A Generator is safe for concurrent use.
+// called. A Generator is safe for concurrent use. Faults wraps an
+// endpoint's handler to inject the failures real endpoints have
+// (timeouts, resets, 5xx, 429, malformed, empty and endless replies) on
+// a reproducible share of requests.
 package servetest
 
 import (

@@ -1,0 +1,110 @@
+package method
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"rlvr/consult"
+	"rlvr/expert"
+	"rlvr/expert/collect"
+	"rlvr/serve"
+	"rlvr/serve/servetest"
+	"rlvr/task"
+)
+
+// TestConsultationSurvivesFaultyExperts consults the world's scripted
+// experts through a server that injects a fault into 30% of calls
+// (timeouts, resets, 500, 429 with Retry-After, malformed JSON, empty and
+// endless replies): the steps finish within the experts' deadlines, every
+// injected fault is counted as a failure of its kind, every other reply is
+// written into the history, and no goroutine outlives the servers.
+func TestConsultationSurvivesFaultyExperts(t *testing.T) {
+	// The kind of failure each fault is seen as, without retries.
+	seenAs := map[string]string{
+		servetest.FaultTimeout: collect.FailTimeout, servetest.FaultConnection: collect.FailConnection,
+		servetest.FaultServer: collect.FailServer, servetest.FaultRateLimited: collect.FailRateLimited,
+		servetest.FaultMalformed: collect.FailMalformed, servetest.FaultEmpty: collect.FailEmpty,
+		servetest.FaultEndless: collect.FailTimeout,
+	}
+	before := runtime.NumGoroutine()
+	t.Run("steps", func(t *testing.T) {
+		faults := &servetest.Faults{Rate: 0.3, PerCall: true, Seed: 5, Hold: 30 * time.Second}
+		base := servetest.StartFaults(t, faults, serve.Config{}, expert.WorldModels()...)
+		var experts []consult.ExpertConfig
+		for i := range 3 {
+			e := consult.ExpertConfig{Name: fmt.Sprintf("E%d", i+1), URL: base, Retries: -1,
+				Timeout: 250 * time.Millisecond, Deadline: 400 * time.Millisecond, Concurrency: 16}
+			if err := e.Check("experts", i, false); err != nil {
+				t.Fatal(err)
+			}
+			experts = append(experts, e)
+		}
+		pool, stop, err := consult.Open(experts, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		c := &Consultation{Format: consult.World{}, Pool: pool, Accept: consult.Schedule{Kind: consult.Constant, Start: 1},
+			Turns: consult.Schedule{Kind: consult.Constant, Start: 2}, RunSteps: 2, MaxQueries: 3, MaxTokens: 200}
+		r := &RL{Objective: mustFamily(t, DAPO), GroupSize: 4, Rollout: c, Shapers: []Shaper{c}}
+		failed, accepted, asked := map[string]float64{}, 0.0, 0.0
+		start := time.Now()
+		for step := range 2 {
+			env := policyEnv(&consulter{Action: "?E1:(12+7)*3;E2:5+8;E3:40-3?\n", Own: "0"})
+			env.Step, env.Seed = step, uint64(step)
+			var examples []task.Example
+			for i := range 10 {
+				examples = append(examples, ex(fmt.Sprint(step, "q", i), "7"))
+			}
+			if _, err := r.Step(context.Background(), env, examples); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range ConsultFailureKinds {
+				failed[k] += env.Metrics["consult/fail/"+k]
+			}
+			accepted += env.Metrics["consult/acceptance_rate"] * env.Metrics["consult/queries_per_episode"] * 40
+		}
+		// Two steps of one consulting turn, each about one 400 ms deadline
+		// long; a call waiting for the server's 30 s hold would show.
+		if el := time.Since(start); el > 15*time.Second {
+			t.Errorf("two steps took %v: something waited past its deadline", el)
+		}
+		want := map[string]float64{}
+		var injected float64
+		for kind, n := range faults.Injected() {
+			want[seenAs[kind]] += float64(n)
+			injected += float64(n)
+		}
+		for _, k := range ConsultFailureKinds {
+			if failed[k] != want[k] {
+				t.Errorf("%v failures %s counted, %v injected", failed[k], k, want[k])
+			}
+		}
+		asked = float64(faults.Calls())
+		if asked != 240 || injected == 0 || injected > asked/2 {
+			t.Fatalf("%v calls with %v faults: want 240 calls (2 steps × 40 episodes × 3 queries), about 30%% faulty", asked, injected)
+		}
+		if got := accepted; got < asked-injected-1e-6 || got > asked-injected+1e-6 {
+			t.Errorf("%v replies written, want the %v calls without a fault", got, asked-injected)
+		}
+		for _, k := range []string{servetest.FaultTimeout, servetest.FaultConnection, servetest.FaultServer, servetest.FaultRateLimited,
+			servetest.FaultMalformed, servetest.FaultEmpty, servetest.FaultEndless} {
+			if faults.Injected()[k] == 0 {
+				t.Errorf("no call drew %s: the test does not cover it", k)
+			}
+		}
+	})
+	// Servers and clients are gone: so must be their goroutines.
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
+	}
+}
+
