@@ -23,7 +23,13 @@ type Learner struct {
 	// the model when there is no Source.
 	HFConfig *hfconfig.Config
 	// Source is the model directory whose tokenizer files Save copies.
+	// They are read at the first Save and written from memory after, so
+	// that a run may delete Source (pruning the checkpoint it resumed
+	// from) and still save complete directories.
 	Source string
+
+	sourceFiles map[string][]byte // Source's tokenizer files; nil until read
+	sourceRead  string            // the Source they were read from
 }
 
 // NewLearner wraps m with an AdamW optimizer. Weight decay applies to the

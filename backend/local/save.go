@@ -15,6 +15,7 @@ import (
 	"rlvr/format/hf"
 	"rlvr/format/hfconfig"
 	"rlvr/format/safetensors"
+	"rlvr/internal/atomicfile"
 )
 
 var _ backend.Learner = (*Learner)(nil)
@@ -39,22 +40,38 @@ func (l *Learner) Save(ctx context.Context, dir string) error {
 	if err := hf.Save(dir, l.Model, cfg, safetensors.F32); err != nil {
 		return err
 	}
-	if l.Source != "" {
-		if _, err := checkpoint.CopyTokenizerFiles(l.Source, dir); err != nil {
-			return fmt.Errorf("local: save: %w", err)
-		}
+	if err := l.writeSourceFiles(dir); err != nil {
+		return fmt.Errorf("local: save: %w", err)
 	}
 	m, v, step := l.Opt.State()
 	ts := []safetensors.Tensor{{Name: "adamw.m", Shape: []int{len(m)}, Data: m}, {Name: "adamw.v", Shape: []int{len(v)}, Data: v}}
 	meta := map[string]string{"format": "rlvr-adamw", "step": strconv.FormatInt(step, 10)}
-	if err := safetensors.Write(filepath.Join(dir, OptimizerFile), ts, meta, safetensors.F32); err != nil {
-		return err
+	return safetensors.Write(filepath.Join(dir, OptimizerFile), ts, meta, safetensors.F32)
+}
+
+// writeSourceFiles writes Source's tokenizer files into dir, reading them
+// the first time.
+func (l *Learner) writeSourceFiles(dir string) error {
+	if l.Source == "" {
+		return nil
 	}
-	// The newest save is complete and is the one a run keeps: later saves
-	// take their files from it, not from a checkpoint that a run's pruning
-	// may have deleted since (a run resumed from an old checkpoint).
-	if l.Source != "" {
-		l.Source = dir
+	if l.sourceFiles == nil || l.sourceRead != l.Source {
+		files := map[string][]byte{}
+		for _, name := range checkpoint.TokenizerFiles {
+			b, err := os.ReadFile(filepath.Join(l.Source, name))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			} else if err != nil {
+				return err
+			}
+			files[name] = b
+		}
+		l.sourceFiles, l.sourceRead = files, l.Source
+	}
+	for name, b := range l.sourceFiles {
+		if err := atomicfile.WriteBytes(filepath.Join(dir, name), b); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -73,6 +90,7 @@ func (l *Learner) saveConfig() (*hfconfig.Config, error) {
 			return nil, fmt.Errorf("local: save: %w", err)
 		}
 		cfg = hc
+		l.HFConfig = hc // kept, as the tokenizer files are
 	}
 	if cfg == nil {
 		return nil, nil

@@ -155,18 +155,29 @@ func TestSaveAfterSourceDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, second := filepath.Join(t.TempDir(), "ckpt-1"), filepath.Join(t.TempDir(), "ckpt-2")
-	if err := s.Save(ctx, first); err != nil {
-		t.Fatal(err)
+	// As a run saves: into a temporary directory, renamed when complete.
+	runDir := t.TempDir()
+	save := func(name string) string {
+		tmp, dir := filepath.Join(runDir, name+".tmp"), filepath.Join(runDir, name)
+		if err := s.Save(ctx, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, dir); err != nil {
+			t.Fatal(err)
+		}
+		return dir
 	}
+	save("ckpt-1")
 	if err := os.RemoveAll(src); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Save(ctx, second); err != nil {
+	second := save("ckpt-2")
+	l, err := checkpoint.Open(second, "")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := checkpoint.Open(second, ""); err != nil {
-		t.Fatal(err)
+	if _, ok := l.Tokenizer.(*tokenizer.ByteTokenizer); !ok {
+		t.Errorf("tokenizer %T, want the byte tokenizer of the source", l.Tokenizer)
 	}
 }
 
