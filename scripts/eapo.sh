@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# EAPO on the built-in world (docs/eapo.md): EAPO against self-exploratory
+# RL, the consultation-schedule ablation (App. H), a homogeneous pool
+# (Table 3) and meaningless experts (App. E), three seeds per row; then the
+# test-time workflows (the expert-assisted workflow and self-collaboration,
+# no training), the tables and one report page.
+#
+#   scripts/eapo.sh                 # everything, under runs/eapo/
+#   JOBS=1 SEEDS="1 2 3" STEPS=200 scripts/eapo.sh
+#
+# Every run is one process on one core (GOMAXPROCS=1), JOBS at a time. A
+# finished run is skipped when the script is run again, and an unfinished
+# one resumes from its last checkpoint.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=runs/eapo
+jobs=${JOBS:-2}
+seeds=${SEEDS:-"1 2 3"}
+steps=${STEPS:-200}
+mkdir -p "$out"
+go build -o bin/rlvr ./cmd/rlvr
+bin/rlvr pretrain >/dev/null # the world model; installed from the repository, no training
+export GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1
+
+# run CONFIG RUN [FLAGS...]: one training run, skipped when finished.
+run() {
+  local config=$1 dir=$2
+  shift 2
+  if grep -qs '"split":"test"' "$dir/eval.jsonl"; then
+    return 0
+  fi
+  local resume=()
+  if [ -d "$dir/checkpoints" ] || [ -f "$dir/config.yaml" ]; then
+    resume=(--resume)
+  fi
+  bin/rlvr train --config "$config" --run "$dir" "${resume[@]}" "$@" >"$dir.log" 2>&1 ||
+    { echo "failed: $dir (see $dir.log)" >&2; return 1; }
+  echo "done: $dir"
+}
+export -f run
+
+rows=(eapo self-rl eapo-fixed eapo-slow eapo-fast eapo-homogeneous eapo-meaningless)
+for row in "${rows[@]}"; do
+  for seed in $seeds; do
+    echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps"
+  done
+done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
+
+# The test-time workflows on the starting model, on the training runs'
+# test problems (levels 5 and 6, 100 each, the test split of seed 1).
+if [ ! -s "$out/workflows.txt" ]; then
+  bin/rlvr eval --consult configs/world-eapo.yaml --levels 5,6 --problems 100 --seed 3000001 --k 8 >"$out/workflows.txt"
+fi
+
+dirs=()
+for row in self-rl "${rows[@]/self-rl/}"; do
+  [ -n "$row" ] || continue
+  for seed in $seeds; do dirs+=("$out/$row-seed$seed"); done
+done
+bin/rlvr report --table --baseline self-rl "${dirs[@]}" | tee "$out/table.md"
+page=()
+for row in self-rl eapo eapo-fixed; do
+  for seed in $seeds; do page+=("$out/$row-seed$seed"); done
+done
+bin/rlvr report --out "$out/report" "${page[@]}"
