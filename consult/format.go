@@ -54,6 +54,8 @@ type Format interface {
 	Answer(reply string) (answer string, ok bool)
 	// Replies writes the environment's turn: one line per query, in order.
 	Replies(rs []Reply) string
+	// Action writes a consult action of queries, as the policy would.
+	Action(qs []Query) string
 }
 
 // World is the built-in world's line format: the policy writes
@@ -93,6 +95,17 @@ func (World) Answer(reply string) (string, bool) {
 		return "", false
 	}
 	return strconv.FormatInt(n, 10), true
+}
+
+// Action implements Format. A query to an expert the world cannot name
+// (not E<i>) goes to E0.
+func (World) Action(qs []Query) string {
+	out := make([]world.Query, len(qs))
+	for i, q := range qs {
+		e, _ := strconv.Atoi(strings.TrimPrefix(q.Expert, "E"))
+		out[i] = world.Query{Expert: e, Question: q.Question}
+	}
+	return world.FormatConsult(out)
 }
 
 // Replies implements Format. A reply to an expert the world cannot name
@@ -211,6 +224,20 @@ func (Chat) Replies(rs []Reply) string {
 		fmt.Fprintf(&b, "<expert name=%q>%s</expert>", r.Expert, a)
 	}
 	return b.String()
+}
+
+// Action implements Format.
+func (Chat) Action(qs []Query) string {
+	type query struct {
+		Expert   string `json:"expert,omitempty"`
+		Question string `json:"question"`
+	}
+	out := make([]query, len(qs))
+	for i, q := range qs {
+		out[i] = query{q.Expert, q.Question}
+	}
+	b, _ := json.Marshal(out) // strings only: cannot fail
+	return "<consult>" + string(b) + "</consult>"
 }
 
 // clip shortens text for an error message.

@@ -21,9 +21,10 @@ import (
 // ExpertConfig is one expert of a pool, as a run's config gives it. Where
 // it answers is exactly one of URL (any OpenAI-compatible server), World
 // (one of the built-in world's scripted styles), Reply (a fixed reply:
-// EAPO App. E's meaningless expert) or Model (a checkpoint). The last
-// three are served by rlvr on a loopback port of the process, so every
-// expert is asked over HTTP through the same client.
+// EAPO App. E's meaningless expert), Model (a checkpoint) or Policy (the
+// run's starting model). All but URL are served by rlvr on a loopback
+// port of the process, so every expert is asked over HTTP through the same
+// client.
 type ExpertConfig struct {
 	Name string `yaml:"name"` // what consult actions name; default E1, E2, … by position
 
@@ -31,6 +32,9 @@ type ExpertConfig struct {
 	World *int   `yaml:"world,omitempty"` // a world style, 1 to 3
 	Reply string `yaml:"reply,omitempty"` // the same reply to everything
 	Model string `yaml:"model,omitempty"` // a checkpoint directory or llama2.c .bin
+	// Policy is a frozen copy of the run's starting model: experts that
+	// think like the policy (EAPO's homogeneous pool, Table 3).
+	Policy bool `yaml:"policy,omitempty"`
 
 	// RemoteModel is the model asked at URL; "" sends Name.
 	RemoteModel string `yaml:"remote_model,omitempty"`
@@ -64,13 +68,13 @@ func (e *ExpertConfig) Check(field string, i int, chatPolicy bool) error {
 		add("name %q: no spaces, quotes or ;:?! (they delimit consult actions)", e.Name)
 	}
 	set := 0
-	for _, b := range []bool{e.URL != "", e.World != nil, e.Reply != "", e.Model != ""} {
+	for _, b := range []bool{e.URL != "", e.World != nil, e.Reply != "", e.Model != "", e.Policy} {
 		if b {
 			set++
 		}
 	}
 	if set != 1 {
-		add("set exactly one of url, world, reply and model (%d set)", set)
+		add("set exactly one of url, world, reply, model and policy (%d set)", set)
 	}
 	if e.URL != "" && !strings.HasPrefix(e.URL, "http://") && !strings.HasPrefix(e.URL, "https://") {
 		add("url %q is not http(s)://…", e.URL)
@@ -115,10 +119,11 @@ func (e *ExpertConfig) Check(field string, i int, chatPolicy bool) error {
 }
 
 // Open starts the pool a config describes: the loopback-served experts in
-// one server of this process, and a client per URL. stop shuts the server
-// down; call it when the pool is no longer used. The experts must have
-// been Checked.
-func Open(experts []ExpertConfig, seed uint64) (pool *Pool, stop func(), err error) {
+// one server of this process, and a client per URL; policy is the path of
+// the run's starting model, which Policy experts load. stop shuts the
+// server down; call it when the pool is no longer used. The experts must
+// have been Checked.
+func Open(experts []ExpertConfig, policy string, seed uint64) (pool *Pool, stop func(), err error) {
 	stop = func() {}
 	var local []serve.Model
 	bytes := expert.WorldModels()[0].Tokenizer
@@ -131,8 +136,12 @@ func Open(experts []ExpertConfig, seed uint64) (pool *Pool, stop func(), err err
 		case e.Reply != "":
 			local = append(local, serve.Model{Name: e.Name, Generator: expert.Fixed{Text: e.Reply, Tokenizer: bytes},
 				Tokenizer: bytes, Chat: expert.WorldModels()[0].Chat})
-		case e.Model != "":
-			l, err := checkpoint.Open(e.Model, "")
+		case e.Model != "" || e.Policy:
+			path := e.Model
+			if e.Policy {
+				path = policy
+			}
+			l, err := checkpoint.Open(path, "")
 			if err != nil {
 				return nil, stop, fmt.Errorf("expert %s: %w", e.Name, err)
 			}

@@ -13,6 +13,7 @@ import (
 	"rlvr/consult"
 	"rlvr/expert/collect"
 	"rlvr/rollout"
+	"rlvr/sample"
 )
 
 // Consultation is EAPO's expert consultation, a part of the RL method in
@@ -96,16 +97,11 @@ func (c *Consultation) Acceptance(step int) float64 {
 func (c *Consultation) Rollout(ctx context.Context, env *Env, prompts [][]int32, g int, seed uint64) ([]rollout.Group, error) {
 	p := env.Sampling
 	p.Seed = seed
-	e := &consultEnv{c: c, env: env, p: c.Acceptance(env.Step), seed: seed}
-	maxTokens := c.MaxTokens
-	if maxTokens <= 0 {
-		maxTokens = p.MaxTokens
-	}
-	groups, err := rollout.Episodes(ctx, env.Policy, decoder{env.Render}, e, prompts, g, p, c.Format.Stops(), c.TurnBudget(env.Step), maxTokens)
+	groups, wait, err := c.Episodes(ctx, env.Policy, env.Render, prompts, g, p, env.Step)
 	if err != nil {
 		return nil, err
 	}
-	env.Metrics["consult/wait_s"] += e.wait.Seconds()
+	env.Metrics["consult/wait_s"] += wait.Seconds()
 	for _, gr := range groups {
 		for _, t := range gr.Trajectories {
 			c.totals.Episodes++
@@ -117,13 +113,51 @@ func (c *Consultation) Rollout(ctx context.Context, env *Env, prompts [][]int32,
 	return groups, nil
 }
 
+// Episodes runs consultation episodes from prompts, g per prompt, under
+// the schedules at step; p bounds each policy turn and seeds the draws. It
+// returns them with the time spent waiting on the experts. Training runs
+// it through Rollout; rlvr eval runs it for the test-time workflows.
+func (c *Consultation) Episodes(ctx context.Context, policy rollout.Sampler, render Renderer, prompts [][]int32, g int, p sample.Params, step int) ([]rollout.Group, time.Duration, error) {
+	e := &consultEnv{c: c, render: render, p: c.Acceptance(step), seed: p.Seed}
+	maxTokens := c.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = p.MaxTokens
+	}
+	groups, err := rollout.Episodes(ctx, policy, decoder{render}, e, prompts, g, p, c.Format.Stops(), c.TurnBudget(step), maxTokens)
+	return groups, e.wait, err
+}
+
+// Opening is a consultation written before the policy's first turn: for
+// each prompt, its queries as a consult action and the experts' replies,
+// under p(t) at step 0, as tokens to follow the prompt. The test-time
+// workflows open this way (every expert asked the whole question).
+func (c *Consultation) Opening(ctx context.Context, render Renderer, queries [][]consult.Query, seed uint64) ([][]int32, error) {
+	e := &consultEnv{c: c, render: render, p: c.Acceptance(0), seed: seed}
+	calls := make([]rollout.Call, len(queries))
+	for i, qs := range queries {
+		calls[i] = rollout.Call{Episode: i, Text: c.Format.Action(qs)}
+	}
+	resps, err := e.Respond(ctx, calls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]int32, len(queries))
+	for i, r := range resps {
+		if r.Done {
+			return nil, fmt.Errorf("method: the opening consultation %q does not parse", calls[i].Text)
+		}
+		out[i] = append(render.Encode(calls[i].Text), r.Tokens...)
+	}
+	return out, nil
+}
+
 // consultEnv answers one step's consult actions.
 type consultEnv struct {
-	c    *Consultation
-	env  *Env
-	p    float64 // p(t)
-	seed uint64
-	wait time.Duration // spent waiting on the pool
+	c      *Consultation
+	render Renderer
+	p      float64 // p(t)
+	seed   uint64
+	wait   time.Duration // spent waiting on the pool
 }
 
 // Respond implements rollout.Environment.
@@ -198,7 +232,7 @@ func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollo
 		if out[i].Done {
 			continue
 		}
-		toks, err := e.env.Render.EnvTurn(c.Format.Replies(replies[i]))
+		toks, err := e.render.EnvTurn(c.Format.Replies(replies[i]))
 		if err != nil {
 			return nil, fmt.Errorf("method: rendering expert replies: %w", err)
 		}

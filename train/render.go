@@ -42,6 +42,14 @@ func newRenderer(l *checkpoint.Loaded, c ChatConfig, maxLen int) (*renderer, err
 	return r, nil
 }
 
+// NewRenderer is the method.Renderer of a model prompted as c says, with
+// the model's context of maxLen tokens: what a training run renders
+// through, for code that runs a method's parts outside a run (rlvr eval's
+// consultation workflows).
+func NewRenderer(l *checkpoint.Loaded, c ChatConfig, maxLen int) (method.Renderer, error) {
+	return newRenderer(l, c, maxLen)
+}
+
 // Text is the evaluation prompt as text.
 func (r *renderer) Text(e task.Example, v method.Variant) (string, error) { return r.text(e, v, "") }
 

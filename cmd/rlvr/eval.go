@@ -22,11 +22,11 @@ import (
 func evalCmd() *cobra.Command {
 	var (
 		modelPath, tokPath, endpoint, endpointModel, apiKey, data string
-		chatMode, system, suffix                                  string
+		chatMode, system, suffix, consultPath                     string
 		levels                                                    []int
 		problems, experts, expertIdx                              int
 		cfg                                                       eval.Config
-		asJSON                                                    bool
+		asJSON, consultOpen                                       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "eval",
@@ -44,6 +44,14 @@ requires a template. An --endpoint is sent plain-text completions, or chats
 with --chat on. --prompt-suffix follows every plain-text prompt. In --system
 and --prompt-suffix, \n is a newline.
 
+EAPO's test-time workflows run its consultation loop without training:
+--consult CONFIG takes the pool, the most queries per action and the first
+turn budget of a training config's consultation part and lets the model
+consult in every episode, each reply accepted; --consult-open opens every
+episode with each expert asked the whole question. A pool of other models is
+the expert-assisted workflow, a pool of copies of the model (policy: true)
+self-collaboration.
+
 MEML-GRPO trains one model behind several expert prompts and uses it under
 the best one. --expert I evaluates a model under expert I's prompt: the
 world's suffix "@EI\n" after plain text, and in a chat the system prompt
@@ -51,6 +59,7 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 		Example: `  rlvr eval --levels 0,3,5 --k 8 --experts 4
   rlvr eval --expert 2 --model runs/meml/ckpt-000100
   rlvr eval --prompt-suffix '@E2\n' --levels 6
+  rlvr eval --levels 5,6 --consult configs/world-eapo.yaml --consult-open
   rlvr eval --data gsm8k=../shared/data/gsm8k/test.jsonl --model runs/qwen-meml/ckpt-000100 --expert 3
   rlvr eval --data gsm8k=../shared/data/gsm8k/test.jsonl --endpoint http://localhost:8000/v1 --endpoint-model qwen \
       --chat on --system 'Solve the problem; end with #### and the answer.'`,
@@ -95,6 +104,16 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 			system = withNewlines(system)
 			suffix = withNewlines(suffix)
 			checkPrompting(&c, cmd, chatMode, endpoint != "", expertIdx, experts)
+			switch {
+			case consultPath != "" && endpoint != "":
+				c.add("consult", "runs the consultation loop on a local model, not an --endpoint")
+			case consultPath != "" && experts > 0:
+				c.add("consult", "and --experts: the workflow asks the pool, not expert prompts")
+			case consultPath != "":
+				c.file("consult", consultPath)
+			case consultOpen:
+				c.add("consult-open", "needs --consult, the config of the pool")
+			}
 			if err := c.err(); err != nil {
 				return err
 			}
@@ -129,10 +148,20 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 				if err != nil {
 					return err
 				}
+				raw := examples
 				if examples, err = localPrompts(cmd.ErrOrStderr(), l, examples, chatMode, expertIdx, system, suffix, experts); err != nil {
 					return err
 				}
 				gen = eval.NewLocal(l)
+				if consultPath != "" {
+					cg, stop, err := newConsultGenerator(consultPath, modelPath, l, consultOpen, raw, examples)
+					if err != nil {
+						return err
+					}
+					defer stop()
+					defer cg.summary(cmd.ErrOrStderr())
+					gen = cg
+				}
 			}
 			for i := range experts {
 				cfg.Experts = append(cfg.Experts, world.ExpertPrompt(i))
@@ -164,6 +193,8 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 	f.StringVar(&system, "system", "", "system prompt of every chat (replacing a dataset's own)")
 	f.StringVar(&suffix, "prompt-suffix", "", `text appended to every plain-text prompt (e.g. a world expert's "@E2\n")`)
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.StringVar(&consultPath, "consult", "", "a training config with the consultation part: run its consultation loop at test time, every reply accepted (EAPO's expert-assisted workflow; self-collaboration with a pool of policy copies)")
+	f.BoolVar(&consultOpen, "consult-open", false, "with --consult, open every episode with each expert of the pool asked the whole question")
 	return cmd
 }
 

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+
+	"rlvr/checkpoint"
+	"rlvr/consult"
+	"rlvr/method"
+	"rlvr/rollout"
+	"rlvr/sample"
+	"rlvr/task"
+	"rlvr/train"
+)
+
+// consultGenerator runs EAPO's consultation loop at test time, without
+// training: the expert-assisted workflow (a pool of other models) and
+// self-collaboration (copies of the policy). Each prompt becomes episodes
+// in which the policy may consult the pool and every reply is accepted;
+// with open, every episode opens with each expert asked the whole
+// question, and the policy answers after their replies. It implements
+// eval.Generator for a local model.
+type consultGenerator struct {
+	c       *method.Consultation
+	l       *checkpoint.Loaded
+	render  method.Renderer
+	sampler rollout.Sampler
+	open    bool
+	// questions maps a prompt as eval sends it to its question, which an
+	// opening consultation asks.
+	questions map[string]string
+
+	mu                                sync.Mutex
+	episodes, consulted, asked, fails int
+}
+
+// newConsultGenerator reads the consultation part of the training config
+// at path and opens its pool for the model l (at modelPath: a policy
+// expert is a copy of it). The caller stops the pool.
+func newConsultGenerator(path, modelPath string, l *checkpoint.Loaded, open bool, examples []task.Example, prompted []task.Example) (*consultGenerator, func(), error) {
+	cfg, err := train.LoadRLConfig(path, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cfg.Resolve(); err != nil {
+		return nil, nil, fmt.Errorf("--consult %s: %w", path, err)
+	}
+	k := cfg.Consultation
+	if k == nil || !slices.Contains(cfg.Parts, train.PartConsultation) {
+		return nil, nil, fmt.Errorf("--consult %s: the config has no consultation part", path)
+	}
+	render, err := train.NewRenderer(l, train.ChatConfig{Template: "auto"}, l.Model.Config.MaxSeq)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, stop, err := consult.Open(k.Experts, modelPath, cfg.Seed)
+	if err != nil {
+		return nil, nil, err
+	}
+	var format consult.Format = consult.World{}
+	if l.Chat != nil {
+		format = consult.Chat{}
+	}
+	c := &method.Consultation{Format: format, Pool: pool, RunSteps: cfg.Steps, MaxQueries: k.MaxQueries, MaxTokens: k.MaxTokens,
+		Accept: consult.Schedule{Kind: consult.Constant, Start: 1},
+		Turns:  consult.Schedule{Kind: consult.Constant, Start: float64(max(1, int(k.Turns.Start+0.5)))}}
+	g := &consultGenerator{c: c, l: l, render: render, sampler: sample.New(l.Model, l.Tokenizer), open: open, questions: map[string]string{}}
+	for i, e := range examples {
+		g.questions[prompted[i].Prompt] = strings.TrimPrefix(strings.TrimSpace(e.Prompt), "Q:")
+	}
+	return g, stop, nil
+}
+
+// Generate implements eval.Generator.
+func (g *consultGenerator) Generate(ctx context.Context, prompts []string, p sample.Params) ([][]string, error) {
+	p.StopTokens = append(append([]int32(nil), p.StopTokens...), g.l.StopTokens...)
+	toks := make([][]int32, len(prompts))
+	for i, text := range prompts {
+		toks[i] = g.l.Encode(text)
+	}
+	if g.open {
+		queries := make([][]consult.Query, len(prompts))
+		for i, text := range prompts {
+			q, ok := g.questions[text]
+			if !ok {
+				return nil, fmt.Errorf("eval: prompt %d is not one of the examples'", i)
+			}
+			for _, name := range g.c.Pool.Names() {
+				queries[i] = append(queries[i], consult.Query{Expert: name, Question: q})
+			}
+		}
+		opening, err := g.c.Opening(ctx, g.render, queries, p.Seed)
+		if err != nil {
+			return nil, err
+		}
+		for i := range toks {
+			toks[i] = append(toks[i], opening[i]...)
+		}
+
+	}
+	groups, _, err := g.c.Episodes(ctx, g.sampler, g.render, toks, max(p.N, 1), p, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]string, len(groups))
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, gr := range groups {
+		for _, t := range gr.Trajectories {
+			out[i] = append(out[i], t.PolicyText)
+			g.episodes++
+			if t.Env["calls"] > 0 || g.open {
+				g.consulted++
+			}
+			g.asked += int(t.Env["asked"])
+			for k, v := range t.Env {
+				if strings.HasPrefix(k, "fail/") {
+					g.fails += int(v)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// summary says how much the episodes consulted.
+func (g *consultGenerator) summary(w io.Writer) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	how := "the policy consulting as it chose"
+	if g.open {
+		how = fmt.Sprintf("every episode opening with %s asked the whole question", strings.Join(g.c.Pool.Names(), ", "))
+	}
+	fmt.Fprintf(w, "consultation (%s): %d episodes, %d consulted, %d further queries asked, %d failed\n", how, g.episodes, g.consulted, g.asked, g.fails)
+}
