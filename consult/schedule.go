@@ -45,6 +45,9 @@ func (s Schedule) Check(name string) error {
 	if s.Steps < 0 || s.Rate < 0 {
 		return fmt.Errorf("%s: steps %d and rate %g must not be negative", name, s.Steps, s.Rate)
 	}
+	if math.IsNaN(s.Rate) || math.IsInf(s.Rate, 0) {
+		return fmt.Errorf("%s: rate %g must be finite", name, s.Rate)
+	}
 	if math.IsNaN(s.Start) || math.IsNaN(s.End) || math.IsInf(s.Start, 0) || math.IsInf(s.End, 0) {
 		return fmt.Errorf("%s: start %g and end %g must be finite", name, s.Start, s.End)
 	}
@@ -78,9 +81,13 @@ func (s Schedule) At(step, runSteps int) float64 {
 			rate = 5
 		}
 		// Normalized so that the value reaches End exactly at Steps.
-		f = (1 - math.Exp(-rate*x)) / (1 - math.Exp(-rate))
+		// Expm1 keeps a tiny rate from rounding to 0/0.
+		f = math.Expm1(-rate*x) / math.Expm1(-rate)
 	default:
 		return s.Start
+	}
+	if f >= 1 {
+		return s.End // exactly: Start + (End−Start)·1 may round off it
 	}
 	return s.Start + (s.End-s.Start)*f
 }

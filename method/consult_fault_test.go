@@ -42,7 +42,7 @@ func TestConsultationSurvivesFaultyExperts(t *testing.T) {
 			}
 			experts = append(experts, e)
 		}
-		pool, stop, err := consult.Open(experts, 1)
+		pool, stop, err := consult.Open(experts, "", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,4 +107,3 @@ func TestConsultationSurvivesFaultyExperts(t *testing.T) {
 		t.Fatalf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }
-

@@ -93,7 +93,9 @@ func consultation(p float64, experts ...*answerFunc) *Consultation {
 		Turns: consult.Schedule{Kind: consult.Constant, Start: 3}, RunSteps: 10, MaxQueries: 3, Penalty: 0.1, MaxTokens: 200}
 }
 
-func seven() *answerFunc { return &answerFunc{f: func(string) (string, error) { return "19*3=57\n####7\n", nil }} }
+func seven() *answerFunc {
+	return &answerFunc{f: func(string) (string, error) { return "19*3=57\n####7\n", nil }}
+}
 
 func policyEnv(pol *consulter) *Env {
 	env := testEnv(nil)

@@ -25,7 +25,7 @@ func (byteRender) Prompt(e task.Example, v Variant) ([]int32, error) {
 	}
 	return byteRender{}.Encode(s), nil
 }
-func (byteRender) Response(text string) []int32 { return append(byteRender{}.Encode(text), 0) }
+func (byteRender) Response(text string) []int32         { return append(byteRender{}.Encode(text), 0) }
 func (byteRender) EnvTurn(text string) ([]int32, error) { return byteRender{}.Encode(text), nil }
 func (byteRender) Encode(text string) []int32 {
 	out := make([]int32, len(text))

@@ -106,8 +106,8 @@ type RLConfig struct {
 	// samples none.
 	EvalSamples     int     `yaml:"eval_samples,omitempty"`
 	EvalTemperature float32 `yaml:"eval_temperature,omitempty"` // 0 means temperature
-	CheckpointEvery int `yaml:"checkpoint_every"` // steps between checkpoints; 0: only at the end
-	KeepLast        int `yaml:"keep_last"`        // checkpoints kept
+	CheckpointEvery int     `yaml:"checkpoint_every"`           // steps between checkpoints; 0: only at the end
+	KeepLast        int     `yaml:"keep_last"`                  // checkpoints kept
 }
 
 // DataConfig says what a run trains and evaluates on.

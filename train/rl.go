@@ -207,7 +207,7 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 			render.grant = consultGrant(k)
 		}
 		var stop func()
-		if pool, stop, err = consult.Open(k.Experts, cfg.Seed); err != nil {
+		if pool, stop, err = consult.Open(k.Experts, base, cfg.Seed); err != nil {
 			return err
 		}
 		defer stop()
