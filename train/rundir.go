@@ -85,6 +85,14 @@ func checkResumeConfig(runDir string, cfg *RLConfig) error {
 	if err := yaml.Unmarshal(b, &saved); err != nil {
 		return fmt.Errorf("train: --resume: %s: %w", path, err)
 	}
+	// A knob added since the run was saved takes the default it resolves
+	// to, so that the run stays resumable.
+	var savedCfg RLConfig
+	if yaml.Unmarshal(b, &savedCfg) == nil && savedCfg.Resolve() == nil {
+		if m, err := configMap(&savedCfg); err == nil {
+			saved = m
+		}
+	}
 	now, err := configMap(cfg)
 	if err != nil {
 		return err

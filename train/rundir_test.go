@@ -1,12 +1,14 @@
 package train
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -147,5 +149,38 @@ func TestHostileConfigsFailBeforeTheRunDirectory(t *testing.T) {
 		if tc.want != "leaves no room for a prompt" && exists(dir) {
 			t.Errorf("%q: the run directory was made", tc.want)
 		}
+	}
+}
+
+// TestResumeAcceptsKnobsAddedSince: a run saved before a knob existed
+// resumes when the knob takes the default it resolves to, and not when it
+// is set to something else.
+func TestResumeAcceptsKnobsAddedSince(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultRL()
+	if err := cfg.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeConfig(dir, cfg); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "config.yaml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := regexp.MustCompile(`(?m)^eval_temperature: .*\n`).ReplaceAll(b, nil)
+	if bytes.Equal(old, b) {
+		t.Fatalf("config.yaml has no eval_temperature line:\n%s", b)
+	}
+	if err := os.WriteFile(path, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkResumeConfig(dir, &cfg); err != nil {
+		t.Fatalf("a knob added since, at its default: %v", err)
+	}
+	cfg.EvalTemperature = 0.5
+	if err := checkResumeConfig(dir, &cfg); err == nil || !strings.Contains(err.Error(), "eval_temperature") {
+		t.Fatalf("a knob added since, changed: %v", err)
 	}
 }
