@@ -83,11 +83,13 @@ func (World) Parse(text string) ([]Query, error) {
 // Question implements Format.
 func (World) Question(q Query) string { return "Q:" + q.Question + "\n" }
 
-// Answer implements Format: the reply's final answer, which must be an
-// integer, as every world answer is.
+// Answer implements Format: the reply's final answer, which must be
+// written as the world writes it ("####57") and be an integer. A number
+// elsewhere in a reply is no answer: an expert that cannot read the
+// question may quote it.
 func (World) Answer(reply string) (string, bool) {
-	a, rule := verify.Extract(reply)
-	if rule == verify.RuleNone {
+	a, rule := verify.ExtractWith(reply, verify.ExtractOptions{})
+	if rule != verify.RuleHashes {
 		return "", false
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(a), 10, 64)

@@ -246,7 +246,8 @@ func TestConsultationBudgets(t *testing.T) {
 // failure is counted by kind.
 func TestConsultationFailuresAreReplies(t *testing.T) {
 	failing := &answerFunc{f: func(string) (string, error) { return "", fmt.Errorf("down: %w", collect.ErrRefused) }}
-	garbage := &answerFunc{f: func(string) (string, error) { return "I cannot help.", nil }}
+	// A reply that quotes numbers but gives no answer is no answer.
+	garbage := &answerFunc{f: func(string) (string, error) { return "I cannot read the question \"Q:(12+7\".", nil }}
 	c := consultation(1, failing, garbage)
 	r := &RL{Objective: mustFamily(t, DAPO), GroupSize: 4, Rollout: c, Shapers: []Shaper{c}}
 	env := policyEnv(&consulter{Action: "?E1:1+2;E2:1+2?\n", Own: "0"})
