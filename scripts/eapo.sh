@@ -46,11 +46,20 @@ for row in "${rows[@]}"; do
   done
 done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
 
-# The test-time workflows on the starting model, on the training runs'
-# test problems (levels 5 and 6, 100 each, the test split of seed 1).
-if [ ! -s "$out/workflows.txt" ]; then
-  bin/rlvr eval --consult configs/world-eapo.yaml --levels 5,6 --problems 100 --seed 3000001 --k 8 >"$out/workflows.txt"
-fi
+# The test-time workflows on the starting model, without training, on the
+# training runs' test problems (levels 5 and 6, 100 each: the test split of
+# seed 1, which eval draws with --seed 2999001): the model alone; the
+# expert-assisted workflow (every episode opens with E1-E3 asked the whole
+# question); self-collaboration (the same with three copies of the model).
+for wf in alone expert-assisted self-collaboration; do
+  [ -s "$out/workflow-$wf.json" ] && continue
+  case $wf in
+    alone) flags=() ;;
+    expert-assisted) flags=(--consult configs/world-eapo.yaml --consult-open) ;;
+    self-collaboration) flags=(--consult configs/world-eapo-homogeneous.yaml --consult-open) ;;
+  esac
+  bin/rlvr eval --levels 5,6 --problems 100 --seed 2999001 --k 8 --json "${flags[@]}" >"$out/workflow-$wf.json" 2>"$out/workflow-$wf.log"
+done
 
 dirs=()
 for row in self-rl "${rows[@]/self-rl/}"; do
