@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"rlvr/checkpoint"
+	"rlvr/consult"
 	"rlvr/engine/model"
 	"rlvr/format/hf"
 	"rlvr/format/safetensors"
@@ -45,6 +46,16 @@ func TestRecipesRun(t *testing.T) {
 				shareddata.Path(t, strings.TrimPrefix(filepath.Dir(cfg.Data.Train), "../shared/data/"))
 				cfg.Data.Train, cfg.Data.Test = filepath.Join("..", cfg.Data.Train), filepath.Join("..", cfg.Data.Test)
 				cfg.Model = chatModel(t)
+			}
+			if k := cfg.Consultation; k != nil {
+				// No expert servers here: a recipe's remote experts become
+				// copies of the policy, served on loopback as a
+				// homogeneous pool is.
+				for i := range k.Experts {
+					if k.Experts[i].URL != "" {
+						k.Experts[i] = consult.ExpertConfig{Name: k.Experts[i].Name, Policy: true, API: k.Experts[i].API, MaxTokens: 8}
+					}
+				}
 			}
 			cfg.Steps, cfg.PromptsPerStep, cfg.GroupSize, cfg.MaxTokens = 2, 2, 2, 16
 			cfg.EvalProblems, cfg.EvalEvery, cfg.CheckpointEvery = 2, 0, 0
