@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # EAPO on the built-in world (docs/eapo.md): EAPO against self-exploratory
 # RL, the consultation-schedule ablation (App. H), a homogeneous pool
-# (Table 3) and meaningless experts (App. E), three seeds per row; then the
+# (Table 3), meaningless experts (App. E) and SFT distillation of the
+# experts' answers, three seeds per row; then the
 # test-time workflows (the expert-assisted workflow and self-collaboration,
 # no training), the tables and one report page.
 #
@@ -39,10 +40,19 @@ run() {
 }
 export -f run
 
-rows=(eapo self-rl eapo-fixed eapo-slow eapo-fast eapo-homogeneous eapo-meaningless)
+# The experts' answers to training questions, for the distillation row.
+dme=$out/dme.jsonl
+if [ ! -s "$dme" ]; then
+  bin/rlvr experts collect --levels 5,6 --problems 200 --out "$dme" >"$out/collect.txt"
+fi
+
+rows=(eapo self-rl eapo-fixed eapo-slow eapo-fast eapo-homogeneous eapo-meaningless eapo-distill)
 for row in "${rows[@]}"; do
   for seed in $seeds; do
-    echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps"
+    case $row in
+      eapo-distill) echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed" ;; # its own steps: SFT
+      *) echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps" ;;
+    esac
   done
 done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
 

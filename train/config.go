@@ -137,9 +137,16 @@ type DataConfig struct {
 	Part string `yaml:"part,omitempty"`
 	// DME is a multi-expert dataset as rlvr experts collect writes it
 	// (MEML-GRPO's D_ME). An sft run with it trains on the experts'
-	// answers, each behind its own expert's prompt (MEF); the experts
-	// trained are expert_prompts.experts (one of them: ExpertX-SFT).
+	// answers, each behind its own expert's prompt (MEF) when expert_prompts
+	// is in parts; the experts trained are expert_prompts.experts (one of
+	// them: ExpertX-SFT). Without expert_prompts, they are trained behind
+	// the plain prompt (see DMEExperts).
 	DME string `yaml:"dme,omitempty"`
+	// DMEExperts, without expert_prompts in parts, are the experts whose
+	// answers are trained behind the plain prompt: SFT distillation of
+	// expert answers (EAPO's baseline); default every expert but the
+	// reference.
+	DMEExperts []int `yaml:"dme_experts,omitempty"`
 	// DMEAnswers is "correct" (the default: only answers the verifier
 	// accepted) or "all".
 	DMEAnswers string `yaml:"dme_answers,omitempty"`
@@ -609,8 +616,13 @@ func (c *RLConfig) resolveData(add func(string, ...any)) {
 		if c.Algorithm != method.SFT {
 			add("data.dme: the experts' answers are trained by sft (MEF), not %s", c.Algorithm)
 		}
-		if !slices.Contains(c.Parts, PartExpertPrompts) {
-			add("data.dme needs expert_prompts in parts: each answer is trained behind its expert's prompt")
+		if slices.Contains(c.Parts, PartExpertPrompts) && len(d.DMEExperts) > 0 {
+			add("data.dme_experts is for training answers behind the plain prompt; with expert_prompts, expert_prompts.experts chooses them")
+		}
+		for _, i := range d.DMEExperts {
+			if i < 0 {
+				add("data.dme_experts: %d is negative", i)
+			}
 		}
 	}
 	switch d.DMEAnswers {

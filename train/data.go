@@ -3,6 +3,7 @@ package train
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -251,9 +252,26 @@ func dmeExamples(c *RLConfig, questions []task.Example, held map[string]bool, si
 	for _, e := range questions {
 		byID[e.ID] = e
 	}
+	// Behind expert prompts, the experts of expert_prompts; behind the
+	// plain prompt, those of data.dme_experts, or every one but the
+	// reference.
+	prompted := slices.Contains(c.Parts, PartExpertPrompts)
+	chosen := c.Data.DMEExperts
+	if prompted {
+		chosen = c.ExpertPrompts.Experts
+	}
 	experts := map[int]bool{}
-	for _, i := range c.ExpertPrompts.Experts {
+	for _, i := range chosen {
 		experts[i] = true
+	}
+	if len(chosen) == 0 {
+		for _, r := range recs {
+			if r.Expert > 0 && !experts[r.Expert] {
+				experts[r.Expert] = true
+				chosen = append(chosen, r.Expert)
+			}
+		}
+		slices.Sort(chosen)
 	}
 	trained := map[int]int{}
 	var out []task.Example
@@ -277,17 +295,19 @@ func dmeExamples(c *RLConfig, questions []task.Example, held map[string]bool, si
 			continue
 		}
 		e.Solution, e.Source = r.Response, where
-		e.Meta = maps.Clone(e.Meta)
-		if e.Meta == nil {
-			e.Meta = map[string]string{}
+		if prompted {
+			e.Meta = maps.Clone(e.Meta)
+			if e.Meta == nil {
+				e.Meta = map[string]string{}
+			}
+			e.Meta[method.VariantKey] = "E" + strconv.Itoa(r.Expert)
 		}
-		e.Meta[method.VariantKey] = "E" + strconv.Itoa(r.Expert)
 		trained[r.Expert]++
 		out = append(out, e)
 	}
-	for _, i := range c.ExpertPrompts.Experts {
+	for _, i := range chosen {
 		if trained[i] == 0 {
-			return nil, fmt.Errorf("train: data.dme: %s has no usable answer of expert %d (expert_prompts.experts %v)", path, i, c.ExpertPrompts.Experts)
+			return nil, fmt.Errorf("train: data.dme: %s has no usable answer of expert %d (experts trained: %v)", path, i, chosen)
 		}
 	}
 	return out, nil

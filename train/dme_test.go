@@ -156,15 +156,57 @@ func TestDMEExamples(t *testing.T) {
 	}
 }
 
-// TestDMEConfigChecks: the config refuses D_ME outside sft, without
-// expert prompts, and a split without its side.
+// TestDMEDistillation: without expert prompts, the experts' correct
+// answers are trained behind the plain prompt (SFT distillation of expert
+// answers): every expert but the reference by default, or those of
+// data.dme_experts.
+func TestDMEDistillation(t *testing.T) {
+	path, recs := dmetest.World(t, 5, 40, []int{3})
+	cfg := DefaultRL()
+	cfg.Algorithm = method.SFT
+	cfg.Data = DataConfig{Name: "world", Levels: []int{3}, DME: path}
+	cfg.EvalProblems = 5
+	if err := cfg.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		experts []int
+		want    map[int]bool
+	}{{nil, map[int]bool{1: true, 2: true, 3: true}}, {[]int{2}, map[int]bool{2: true}}} {
+		cfg.Data.DMEExperts = tc.experts
+		src, _, _, err := loadData(&cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		for _, r := range recs {
+			if tc.want[r.Expert] && r.Correct {
+				want++
+			}
+		}
+		if len(src.pool) != want || want == 0 {
+			t.Fatalf("experts %v: %d examples, want %d", tc.experts, len(src.pool), want)
+		}
+		for _, e := range src.pool {
+			if _, ok := e.Meta[method.VariantKey]; ok || e.Solution == "" {
+				t.Fatalf("experts %v: example %+v is not for the plain prompt", tc.experts, e)
+			}
+		}
+	}
+}
+
+// TestDMEConfigChecks: the config refuses D_ME outside sft, experts
+// chosen twice, and a split without its side.
 func TestDMEConfigChecks(t *testing.T) {
 	for _, tc := range []struct {
 		edit func(*RLConfig)
 		want string
 	}{
 		{func(c *RLConfig) { c.Data.DME = "d.jsonl" }, "trained by sft"},
-		{func(c *RLConfig) { c.Algorithm, c.Data.DME = method.SFT, "d.jsonl" }, "needs expert_prompts"},
+		{func(c *RLConfig) {
+			c.Algorithm, c.Data.DME, c.Data.DMEExperts, c.Parts = method.SFT, "d.jsonl", []int{1}, []string{PartExpertPrompts}
+		}, "dme_experts is for training answers behind the plain prompt"},
+		{func(c *RLConfig) { c.Algorithm, c.Data.DME, c.Data.DMEExperts = method.SFT, "d.jsonl", []int{-1} }, "dme_experts: -1"},
 		{func(c *RLConfig) { c.Data.WarmupFraction = 0.2 }, "data.part"},
 		{func(c *RLConfig) { c.Data.WarmupFraction = 1 }, "warmup_fraction = 1"},
 		{func(c *RLConfig) { c.Data.Part = "rl" }, "needs data.warmup_fraction"},
