@@ -109,7 +109,7 @@ func (e *ExpertConfig) Check(field string, i int, chatPolicy bool) error {
 	if e.Concurrency < 0 || e.Timeout < 0 || e.Deadline < 0 || e.MaxTokens < 0 || e.Retries < -1 {
 		add("concurrency, timeout, deadline and max_tokens must be positive, retries at least −1")
 	}
-	if e.Temperature < 0 || e.Temperature > 10 {
+	if !(e.Temperature >= 0 && e.Temperature <= 10) { // NaN too
 		add("temperature %g is not in [0, 10]", e.Temperature)
 	}
 	if len(errs) > 0 {

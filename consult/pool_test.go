@@ -1,0 +1,382 @@
+package consult
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"rlvr/expert/collect"
+	"rlvr/task/world"
+)
+
+// answerer answers every request with text, or with err.
+type answerer struct {
+	text string
+	err  error
+}
+
+func (a answerer) Answer(ctx context.Context, reqs []collect.Request, done func(int, string, error)) {
+	for i := range reqs {
+		done(i, a.text, a.err)
+	}
+}
+
+func TestPoolResolve(t *testing.T) {
+	p := &Pool{Members: []Member{{Name: "E1"}, {Name: "E2"}, {Name: "gpt"}}}
+	if got := p.Names(); !reflect.DeepEqual(got, []string{"E1", "E2", "gpt"}) {
+		t.Fatalf("Names() = %v", got)
+	}
+	for _, tt := range []struct {
+		expert string
+		n      int
+		want   int
+	}{
+		{"E1", 0, 0}, {"E1", 5, 0}, {"E2", 0, 1}, {"gpt", 7, 2},
+		{"", 0, 0}, {"", 1, 1}, {"", 2, 2}, {"", 3, 0}, {"", 4, 1}, {"", 11, 2},
+	} {
+		got, err := p.Resolve(Query{Expert: tt.expert, Question: "q"}, tt.n)
+		if err != nil || got != tt.want {
+			t.Errorf("Resolve(%q, %d) = %d, %v; want %d", tt.expert, tt.n, got, err, tt.want)
+		}
+	}
+	// Routing to the pool is the same every time.
+	for n := range 20 {
+		a, _ := p.Resolve(Query{}, n)
+		b, _ := p.Resolve(Query{}, n)
+		if a != b || a != n%3 {
+			t.Fatalf("Resolve(\"\", %d) = %d then %d", n, a, b)
+		}
+	}
+	for _, name := range []string{"E3", "e1", "E1 ", "E0"} {
+		_, err := p.Resolve(Query{Expert: name}, 0)
+		if err == nil {
+			t.Errorf("Resolve(%q): no error", name)
+			continue
+		}
+		for _, want := range []string{strconv.Quote(name), "[E1 E2 gpt]"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("Resolve(%q) = %q, want it to name %s", name, err, want)
+			}
+		}
+	}
+	if _, err := (&Pool{}).Resolve(Query{}, 0); err == nil {
+		t.Error("an empty pool resolved a query to the pool")
+	}
+}
+
+// open checks experts as a run's config would and opens their pool for
+// the rest of the test.
+func open(t *testing.T, experts ...ExpertConfig) *Pool {
+	t.Helper()
+	for i := range experts {
+		if err := experts[i].Check("consult.experts", i, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, stop, err := Open(experts, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return p
+}
+
+func TestPoolWorldExperts(t *testing.T) {
+	style := func(s int) *int { return &s }
+	p := open(t,
+		ExpertConfig{World: style(1)},
+		ExpertConfig{World: style(2)},
+		ExpertConfig{World: style(3)},
+		ExpertConfig{Name: "blank", Reply: "I cannot help."},
+		ExpertConfig{Name: "chat3", World: style(3), API: "chat"},
+	)
+	if got, want := p.Names(), []string{"E1", "E2", "E3", "blank", "chat3"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("Names() = %v, want %v", got, want)
+	}
+	if p.Members[0].Chat || !p.Members[4].Chat {
+		t.Fatalf("chat members: %v, %v", p.Members[0].Chat, p.Members[4].Chat)
+	}
+	var f World
+	problems := world.Mix(7, 12, []int{0, 1, 2, 3, 4})
+	// Interleave the members so that each one's answers must be put back
+	// in the order of the asks.
+	var asks []Ask
+	for _, pr := range problems {
+		for m := range p.Members {
+			asks = append(asks, Ask{Member: m, Question: f.Question(Query{Question: pr.Question})})
+		}
+	}
+	for i, j := 0, len(asks)-1; i < j; i, j = i+2, j-2 { // not grouped by member either
+		asks[i], asks[j] = asks[j], asks[i]
+	}
+	out := p.Answers(context.Background(), asks)
+	if len(out) != len(asks) {
+		t.Fatalf("%d answers to %d asks", len(out), len(asks))
+	}
+	styles := []int{1, 2, 3, -1, 3}
+	for i, a := range out {
+		if a.Failure != "" || a.Err != nil {
+			t.Fatalf("ask %d (%+v): %s: %v", i, asks[i], a.Failure, a.Err)
+		}
+		if a.Latency <= 0 {
+			t.Errorf("ask %d: latency %v", i, a.Latency)
+		}
+		pr, err := world.ParseQuestion(asks[i].Question)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := styles[asks[i].Member]
+		if s < 0 {
+			if a.Text != "I cannot help." {
+				t.Errorf("ask %d: the fixed expert answered %q", i, a.Text)
+			}
+			if _, ok := f.Answer(a.Text); ok {
+				t.Errorf("ask %d: %q read as an answer", i, a.Text)
+			}
+			continue
+		}
+		want, ans := world.Solve(pr, s)
+		if a.Text != want {
+			t.Errorf("ask %d: %s on %q answered %q, want style %d's %q", i, p.Members[asks[i].Member].Name, pr.Question, a.Text, s, want)
+		}
+		if got, ok := f.Answer(a.Text); !ok || got != strconv.FormatInt(ans, 10) {
+			t.Errorf("ask %d: Answer(%q) = %q, %v; want %d", i, a.Text, got, ok, ans)
+		}
+	}
+	// Nothing asked, nothing answered.
+	if out := p.Answers(context.Background(), nil); len(out) != 0 {
+		t.Errorf("Answers(nil) = %v", out)
+	}
+}
+
+func TestPoolBadMember(t *testing.T) {
+	p := &Pool{Members: []Member{{Name: "E1", Answerer: answerer{text: "####5\n"}}}}
+	out := p.Answers(context.Background(), []Ask{{Member: 0, Question: "a"}, {Member: 1, Question: "b"}, {Member: -1, Question: "c"}, {Member: 0, Question: "d"}})
+	if len(out) != 4 {
+		t.Fatalf("%d answers", len(out))
+	}
+	for _, i := range []int{0, 3} {
+		if out[i].Failure != "" || out[i].Text != "####5\n" {
+			t.Errorf("answer %d: %+v", i, out[i])
+		}
+	}
+	for _, i := range []int{1, 2} {
+		if out[i].Failure != collect.FailOther || out[i].Err == nil || out[i].Text != "" {
+			t.Errorf("answer %d to a member out of range: %+v", i, out[i])
+		}
+	}
+	// An empty pool fails every ask.
+	out = (&Pool{}).Answers(context.Background(), []Ask{{Member: 0, Question: "a"}})
+	if len(out) != 1 || out[0].Failure != collect.FailOther {
+		t.Errorf("an empty pool answered %+v", out)
+	}
+}
+
+func TestPoolAnswerFailures(t *testing.T) {
+	p := &Pool{Members: []Member{
+		{Name: "ok", Answerer: answerer{text: "57"}},
+		{Name: "empty", Answerer: answerer{}},
+		{Name: "late", Answerer: answerer{err: context.DeadlineExceeded}},
+		{Name: "refused", Answerer: answerer{err: fmt.Errorf("too long: %w", collect.ErrRefused)}},
+	}}
+	out := p.Answers(context.Background(), []Ask{{0, "q"}, {1, "q"}, {2, "q"}, {3, "q"}})
+	want := []string{"", collect.FailEmpty, collect.FailTimeout, collect.FailRefused}
+	for i, a := range out {
+		if a.Failure != want[i] {
+			t.Errorf("%s: failure %q, want %q (%v)", p.Members[i].Name, a.Failure, want[i], a.Err)
+		}
+	}
+}
+
+const completion = `{"object":"text_completion","model":"m","choices":[{"index":0,"text":"####5\n","finish_reason":"stop"}]}`
+
+// barrier serves completions only once n requests are in flight at once;
+// a request that waits ~5 s for them gets a 500.
+type barrier struct {
+	n        int
+	mu       sync.Mutex
+	inFlight int
+	peak     int
+	all      chan struct{}
+	once     sync.Once
+}
+
+func (b *barrier) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/completions" {
+		http.NotFound(w, r)
+		return
+	}
+	io.Copy(io.Discard, r.Body)
+	b.mu.Lock()
+	b.inFlight++
+	b.peak = max(b.peak, b.inFlight)
+	if b.inFlight >= b.n {
+		b.once.Do(func() { close(b.all) })
+	}
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.inFlight--
+		b.mu.Unlock()
+	}()
+	timer := time.NewTimer(5 * time.Second)
+	defer timer.Stop()
+	select {
+	case <-b.all:
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, completion)
+	case <-timer.C:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(w, `{"error":{"message":"the barrier was never reached","type":"server_error"}}`)
+	case <-r.Context().Done():
+	}
+}
+
+func TestPoolConcurrentDispatch(t *testing.T) {
+	const n = 6
+	b := &barrier{n: n, all: make(chan struct{})}
+	srv := httptest.NewServer(b)
+	defer srv.Close()
+	p := open(t,
+		ExpertConfig{Name: "A", URL: srv.URL + "/v1", Concurrency: n, Retries: -1},
+		ExpertConfig{Name: "B", URL: srv.URL + "/v1", Concurrency: n, Retries: -1},
+	)
+	asks := make([]Ask, n)
+	for i := range asks {
+		asks[i] = Ask{Member: i % 2, Question: fmt.Sprintf("Q:%d+1\n", i)}
+	}
+	out := p.Answers(context.Background(), asks)
+	if len(out) != n {
+		t.Fatalf("%d answers to %d asks", len(out), n)
+	}
+	for i, a := range out {
+		if a.Failure != "" || a.Text != "####5\n" {
+			t.Errorf("ask %d: %q, %s: %v", i, a.Text, a.Failure, a.Err)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.peak < n {
+		t.Errorf("at most %d requests in flight at once, want %d", b.peak, n)
+	}
+}
+
+func TestPoolEndpointFailures(t *testing.T) {
+	jsonReply := func(status int, body string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			io.WriteString(w, body)
+		}
+	}
+	// hang answers nothing until the client gives up (with the body read,
+	// the server notices the connection close) or the test ends.
+	hang := func(release <-chan struct{}) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+		}
+	}
+	for _, tt := range []struct {
+		name    string
+		handler http.HandlerFunc // nil hangs
+		cfg     ExpertConfig
+		want    string
+	}{
+		{"server error", jsonReply(500, `{"error":{"message":"boom","type":"server_error"}}`),
+			ExpertConfig{Retries: -1}, collect.FailServer},
+		{"server error after retries", jsonReply(503, `{"error":{"message":"busy","type":"server_error"}}`),
+			ExpertConfig{Retries: 1}, collect.FailServer},
+		{"bad request", jsonReply(400, `{"error":{"message":"no","type":"invalid_request_error"}}`),
+			ExpertConfig{}, collect.FailRefused},
+		{"rate limited", jsonReply(429, `{"error":{"message":"slow down","type":"rate_limit_error"}}`),
+			ExpertConfig{Retries: -1}, collect.FailRateLimited},
+		{"malformed", jsonReply(200, `this is not JSON`),
+			ExpertConfig{Retries: -1}, collect.FailMalformed},
+		{"empty text", jsonReply(200, strings.Replace(completion, `####5\n`, ``, 1)),
+			ExpertConfig{}, collect.FailEmpty},
+		{"attempt timeout", nil, ExpertConfig{Retries: -1, Timeout: 50 * time.Millisecond}, collect.FailTimeout},
+		{"answer deadline", nil, ExpertConfig{Deadline: 50 * time.Millisecond}, collect.FailTimeout},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			release := make(chan struct{})
+			h := tt.handler
+			if h == nil {
+				h = hang(release)
+			}
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			defer close(release)
+			cfg := tt.cfg
+			cfg.URL = srv.URL + "/v1"
+			p := open(t, cfg)
+			out := p.Answers(context.Background(), []Ask{{0, "Q:1+1\n"}, {0, "Q:2+2\n"}, {3, "Q:3+3\n"}})
+			if len(out) != 3 {
+				t.Fatalf("%d answers to 3 asks", len(out))
+			}
+			for i, a := range out[:2] {
+				if a.Failure != tt.want || a.Text != "" {
+					t.Errorf("ask %d: %q, failure %q (%v), want %q", i, a.Text, a.Failure, a.Err, tt.want)
+				}
+				if (a.Err == nil) != (tt.want == collect.FailEmpty) {
+					t.Errorf("ask %d: failure %q with error %v", i, a.Failure, a.Err)
+				}
+			}
+			if out[2].Failure != collect.FailOther || out[2].Err == nil {
+				t.Errorf("ask to member 3 of 1: %+v", out[2])
+			}
+		})
+	}
+	t.Run("connection refused", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		p := open(t, ExpertConfig{URL: "http://" + addr + "/v1", Retries: -1})
+		out := p.Answers(context.Background(), []Ask{{0, "Q:1+1\n"}})
+		if len(out) != 1 || out[0].Failure != collect.FailConnection {
+			t.Errorf("answers %+v", out)
+		}
+	})
+}
+
+func TestPoolCancelled(t *testing.T) {
+	hold := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-hold:
+		}
+	}))
+	defer srv.Close()
+	defer close(hold)
+	p := open(t, ExpertConfig{URL: srv.URL + "/v1", Concurrency: 1, Retries: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out := p.Answers(ctx, []Ask{{0, "a"}, {0, "b"}, {0, "c"}})
+	if len(out) != 3 {
+		t.Fatalf("%d answers", len(out))
+	}
+	for i, a := range out {
+		if a.Failure == "" || a.Err == nil {
+			t.Errorf("ask %d after cancellation: %+v", i, a)
+		}
+	}
+}
