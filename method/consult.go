@@ -29,7 +29,8 @@ import (
 // unreadable reply is written as unavailable and the policy goes on.
 //
 // As a Shaper it subtracts Penalty from an episode's reward per consult
-// action and records the step's consultation metrics (consult/…).
+// action — answered or left unanswered by the turn budget — and records
+// the step's consultation metrics (consult/…).
 //
 // Its running totals are state: a resumed run continues them, and the
 // schedules are functions of the step, so a resumed run consults as the
@@ -70,7 +71,10 @@ const (
 	envOverLimit = "over_limit" // beyond MaxQueries
 	envMalformed = "malformed"  // actions that did not parse
 	envLatency   = "latency_s"  // summed over asked queries
-	envFail      = "fail/"      // + a kind: asked, but no usable reply
+	// Consult actions the turn or token budget left unanswered, counted
+	// by the rollout: actions all the same (they cost the penalty).
+	envUnanswered = rollout.EnvUnanswered
+	envFail       = "fail/" // + a kind: asked, but no usable reply
 )
 
 // FailUnreadable is a reply that came but holds no usable answer.
@@ -105,7 +109,7 @@ func (c *Consultation) Rollout(ctx context.Context, env *Env, prompts [][]int32,
 	for _, gr := range groups {
 		for _, t := range gr.Trajectories {
 			c.totals.Episodes++
-			c.totals.Calls += int64(t.Env[envCalls])
+			c.totals.Calls += int64(t.Env[envCalls] + t.Env[envUnanswered])
 			c.totals.Queries += int64(t.Env[envQueries])
 			c.totals.Accepted += int64(t.Env[envAccepted])
 		}
@@ -252,16 +256,17 @@ func (c *Consultation) Shape(_ context.Context, env *Env, groups []Scored) error
 		g := &groups[gi]
 		for i := range g.Trajectories {
 			t := &g.Trajectories[i]
-			g.Rewards[i] -= c.Penalty * t.Env[envCalls]
+			actions := t.Env[envCalls] + t.Env[envUnanswered]
+			g.Rewards[i] -= c.Penalty * actions
 			episodes++
-			calls += t.Env[envCalls]
+			calls += actions
 			queries += t.Env[envQueries]
 			asked += t.Env[envAsked]
 			accepted += t.Env[envAccepted]
 			latency += t.Env[envLatency]
 			turns += float64(t.Turns)
 			did := 0
-			if t.Env[envCalls] > 0 {
+			if actions > 0 {
 				did = 1
 				consulted++
 			}
@@ -270,7 +275,7 @@ func (c *Consultation) Shape(_ context.Context, env *Env, groups []Scored) error
 				right[did]++
 			}
 			for k, v := range t.Env {
-				if strings.HasPrefix(k, envFail) || k == envDeclined || k == envOverLimit || k == envMalformed {
+				if strings.HasPrefix(k, envFail) || k == envDeclined || k == envOverLimit || k == envMalformed || k == envUnanswered {
 					sums[k] += v
 				}
 			}
@@ -292,6 +297,7 @@ func (c *Consultation) Shape(_ context.Context, env *Env, groups []Scored) error
 	m.Set("consult/declined", sums[envDeclined])
 	m.Set("consult/over_limit", sums[envOverLimit])
 	m.Set("consult/malformed", sums[envMalformed])
+	m.Set("consult/unanswered", sums[envUnanswered])
 	for _, k := range ConsultFailureKinds {
 		m.Set("consult/fail/"+k, sums[envFail+k])
 	}

@@ -202,6 +202,10 @@ func TestConsultationBudgets(t *testing.T) {
 			if m["consult/turn_budget"] != 1 || m["consult/turns"] != 1 || asked != 0 || m["accuracy"] != 0 {
 				return fmt.Errorf("budget %v, %v turns, %d asked, accuracy %v", m["consult/turn_budget"], m["consult/turns"], asked, m["accuracy"])
 			}
+			// Unanswered, the actions still count and cost the penalty.
+			if m["consult/unanswered"] != 4 || m["consult/call_rate"] != 1 || math.Abs(m["reward_mean"]+0.1) > 1e-9 {
+				return fmt.Errorf("%v unanswered, call rate %v, mean reward %v", m["consult/unanswered"], m["consult/call_rate"], m["reward_mean"])
+			}
 			return nil
 		}},
 		{"over k", 0, "?E1:1;E2:2;E1:3;E2:4;E1:5?\n", func(m Metrics, asked int) error {

@@ -122,6 +122,11 @@ type Response struct {
 	Env map[string]float64
 }
 
+// EnvUnanswered counts, in a Trajectory's Env, the calls to the
+// environment that the turn or token budget left unanswered: the episode
+// ended on them.
+const EnvUnanswered = "unanswered"
+
 // Environment answers a policy between turns of a multi-turn episode.
 type Environment interface {
 	// Respond answers every call of one turn, all live episodes at once,
@@ -192,7 +197,13 @@ func Episodes(ctx context.Context, s Sampler, dec Decoder, env Environment, prom
 			t.PolicyText = dec.Decode(tokens.Ints(t.policyTokens()))
 			t.Finish = c.Finish
 			called := c.StopString != "" && slices.Contains(turnStops, c.StopString)
-			if !called || len(t.Tokens) >= maxTokens || turn == maxTurns-1 {
+			if !called {
+				continue
+			}
+			if len(t.Tokens) >= maxTokens || turn == maxTurns-1 {
+				// A call the budget leaves unanswered still ends the
+				// episode on the policy's call.
+				t.Env[EnvUnanswered]++
 				continue
 			}
 			calling = append(calling, e)

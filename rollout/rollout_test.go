@@ -113,7 +113,7 @@ func TestEpisodesStopAtMaxTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := groups[0].Trajectories[0]
-	if tr.Turns != 3 || strings.Count(tr.Text, "?E1") != 3 || strings.Count(tr.Text, "!E1") != 2 {
+	if tr.Turns != 3 || strings.Count(tr.Text, "?E1") != 3 || strings.Count(tr.Text, "!E1") != 2 || tr.Env[EnvUnanswered] != 1 {
 		t.Fatalf("%d turns: %q", tr.Turns, tr.Text)
 	}
 }
