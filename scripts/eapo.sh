@@ -23,22 +23,7 @@ go build -o bin/rlvr ./cmd/rlvr
 bin/rlvr pretrain >/dev/null # the world model; installed from the repository, no training
 export GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1
 
-# run CONFIG RUN [FLAGS...]: one training run, skipped when finished.
-run() {
-  local config=$1 dir=$2
-  shift 2
-  if grep -qs '"split":"test"' "$dir/eval.jsonl"; then
-    return 0
-  fi
-  local resume=()
-  if [ -d "$dir/checkpoints" ] || [ -f "$dir/config.yaml" ]; then
-    resume=(--resume)
-  fi
-  bin/rlvr train --config "$config" --run "$dir" "${resume[@]}" "$@" >"$dir.log" 2>&1 ||
-    { echo "failed: $dir (see $dir.log)" >&2; return 1; }
-  echo "done: $dir"
-}
-export -f run
+source scripts/experiment.sh # run CONFIG RUN [FLAGS...]
 
 # The experts' answers to training questions, for the distillation row.
 dme=$out/dme.jsonl

@@ -35,22 +35,7 @@ if [ ! -s "$dme" ]; then
 fi
 bin/rlvr experts analyze "$dme" >"$out/table1.txt"
 
-# run CONFIG RUN [FLAGS...]: one training run, skipped when finished.
-run() {
-  local config=$1 dir=$2
-  shift 2
-  if grep -qs '"split":"test"' "$dir/eval.jsonl"; then
-    return 0
-  fi
-  local resume=()
-  if [ -d "$dir/checkpoints" ] || [ -f "$dir/config.yaml" ]; then
-    resume=(--resume)
-  fi
-  bin/rlvr train --config "$config" --run "$dir" "${resume[@]}" "$@" >"$dir.log" 2>&1 ||
-    { echo "failed: $dir (see $dir.log)" >&2; return 1; }
-  echo "done: $dir"
-}
-export -f run
+source scripts/experiment.sh # run CONFIG RUN [FLAGS...]
 
 # Stage 2: warm-up SFT.
 for seed in $seeds; do
