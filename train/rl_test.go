@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"rlvr/backend"
+	"rlvr/consult"
 	"rlvr/engine/model"
 	"rlvr/format/hf"
 	"rlvr/format/safetensors"
@@ -121,6 +122,13 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 			c.ExpertPrompts, c.HardBuffer = &ExpertPromptsConfig{Experts: []int{1, 2, 3}}, &HardBufferConfig{K: 1, Capacity: 15}
 			c.MutualLearning = &MutualLearningConfig{Estimator: "exact"}
 		}, func(ms []map[string]float64) bool { return ms[3]["buffer/fill"] > 0 && ms[5]["buffer/passes"] >= 1 }},
+		// p(t) and the turn budget anneal across the kill.
+		{"dapo+consultation", func(c *RLConfig) {
+			c.Algorithm, c.Parts = method.DAPO, []string{PartConsultation}
+			c.Consultation = &ConsultationConfig{Turns: &consult.Schedule{Kind: consult.Linear, Start: 4, End: 1}}
+		}, func(ms []map[string]float64) bool {
+			return ms[0]["consult/p"] == 1 && ms[5]["consult/p"] < ms[3]["consult/p"] && ms[5]["consult/turn_budget"] < ms[0]["consult/turn_budget"]
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := smallRL(t)
