@@ -126,16 +126,15 @@ func (e *ExpertConfig) Check(field string, i int, chatPolicy bool) error {
 func Open(experts []ExpertConfig, policy string, seed uint64) (pool *Pool, stop func(), err error) {
 	stop = func() {}
 	var local []serve.Model
-	bytes := expert.WorldModels()[0].Tokenizer
+	styles := expert.WorldModels()
 	for _, e := range experts {
 		switch {
 		case e.World != nil:
-			m := expert.WorldModels()[*e.World]
+			m := styles[*e.World]
 			m.Name = e.Name
 			local = append(local, m)
 		case e.Reply != "":
-			local = append(local, serve.Model{Name: e.Name, Generator: expert.Fixed{Text: e.Reply, Tokenizer: bytes},
-				Tokenizer: bytes, Chat: expert.WorldModels()[0].Chat})
+			local = append(local, expert.FixedModel(e.Name, e.Reply))
 		case e.Model != "" || e.Policy:
 			path := e.Model
 			if e.Policy {
@@ -145,8 +144,7 @@ func Open(experts []ExpertConfig, policy string, seed uint64) (pool *Pool, stop 
 			if err != nil {
 				return nil, stop, fmt.Errorf("expert %s: %w", e.Name, err)
 			}
-			local = append(local, serve.Model{Name: e.Name, Generator: sample.New(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer,
-				Chat: l.Chat, Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq})
+			local = append(local, serve.Checkpoint(e.Name, l))
 		}
 	}
 	var base string

@@ -1,6 +1,7 @@
-// Package expert is the expert pool methods consult: scripted experts of
-// the built-in world, served like any model over the OpenAI API, and the
-// client side that asks a pool of OpenAI-compatible endpoints in parallel.
+// Package expert holds the built-in world's expert models: the scripted
+// solution styles, and experts with a fixed reply, served like any model
+// over the OpenAI API. The code that asks experts is in expert/collect
+// (MEML-GRPO's D_ME) and consult (EAPO's consultations).
 package expert
 
 import (
@@ -26,31 +27,32 @@ import (
 type Scripted struct {
 	Style     int
 	Tokenizer tokenizer.Encoder
-	reply     func(prompt string) string // replaces the style's answer (Fixed)
 }
 
 // Sample implements serve.Generator.
 func (s Scripted) Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
+	return answerText(ctx, reqs, s.Tokenizer, s.answer)
+}
+
+// answerText samples what answer says to each prompt's text: its tokens,
+// cut at the request's stop strings and token budget, N times over.
+func answerText(ctx context.Context, reqs []sample.Request, tok tokenizer.Encoder, answer func(prompt string) string) ([][]sample.Completion, error) {
 	out := make([][]sample.Completion, len(reqs))
 	for i, r := range reqs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		answer := s.answer
-		if s.reply != nil {
-			answer = s.reply
-		}
-		text := answer(s.Tokenizer.Decode(tokens.Ints(r.Prompt)))
+		text := answer(tok.Decode(tokens.Ints(r.Prompt)))
 		for _, stop := range r.Params.Stop {
 			if k := strings.Index(text, stop); k >= 0 {
 				text = text[:k]
 			}
 		}
-		toks := tokens.Int32s(s.Tokenizer.Encode(text))
+		toks := tokens.Int32s(tok.Encode(text))
 		finish := sample.FinishStop
 		if max := r.Params.MaxTokens; max > 0 && len(toks) > max {
 			toks, finish = toks[:max], sample.FinishLength
-			text = s.Tokenizer.Decode(tokens.Ints(toks))
+			text = tok.Decode(tokens.Ints(toks))
 		}
 		c := sample.Completion{Tokens: toks, Logprobs: make([]float32, len(toks)), Text: text, Finish: finish}
 		for k := 0; k < max(r.Params.N, 1); k++ {
@@ -85,6 +87,23 @@ func (s Scripted) answer(prompt string) string {
 // the concatenation of their messages.
 func WorldModels() []serve.Model {
 	tok := tokenizer.NewByteTokenizer()
+	var ms []serve.Model
+	for i := range world.Styles {
+		ms = append(ms, byteModel(fmt.Sprintf("E%d", i), tok, Scripted{Style: i, Tokenizer: tok}))
+	}
+	return ms
+}
+
+// FixedModel returns an expert that answers every request with text (see
+// Fixed), served as the world's experts are.
+func FixedModel(name, text string) serve.Model {
+	tok := tokenizer.NewByteTokenizer()
+	return byteModel(name, tok, Fixed{Text: text, Tokenizer: tok})
+}
+
+// byteModel serves g on the byte tokenizer tok, reading a chat as the
+// concatenation of its messages.
+func byteModel(name string, tok *tokenizer.ByteTokenizer, g serve.Generator) serve.Model {
 	chat := func(msgs []tokenizer.Message) (string, error) {
 		var b strings.Builder
 		for _, m := range msgs {
@@ -95,12 +114,7 @@ func WorldModels() []serve.Model {
 		}
 		return b.String(), nil
 	}
-	var ms []serve.Model
-	for i := range world.Styles {
-		ms = append(ms, serve.Model{Name: fmt.Sprintf("E%d", i), Generator: Scripted{Style: i, Tokenizer: tok},
-			Tokenizer: tok, Chat: chat, StopTokens: []int32{tokenizer.ByteEOS}})
-	}
-	return ms
+	return serve.Model{Name: name, Generator: g, Tokenizer: tok, Chat: chat, StopTokens: []int32{tokenizer.ByteEOS}}
 }
 
 // Fixed answers everything with the same text: an expert without
@@ -113,5 +127,5 @@ type Fixed struct {
 
 // Sample implements serve.Generator.
 func (f Fixed) Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
-	return Scripted{Tokenizer: f.Tokenizer, reply: func(string) string { return f.Text }}.Sample(ctx, reqs)
+	return answerText(ctx, reqs, f.Tokenizer, func(string) string { return f.Text })
 }

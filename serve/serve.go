@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"rlvr/checkpoint"
 	"rlvr/format/tokenizer"
 	"rlvr/internal/tokens"
 	"rlvr/sample"
@@ -69,6 +70,14 @@ type Model struct {
 	StopTokens []int32
 	// ContextLength bounds prompt plus generated tokens; 0 means no bound.
 	ContextLength int
+}
+
+// Checkpoint serves a loaded checkpoint as the model name: rlvr's sampler
+// over its weights, with its tokenizer, chat template, stop tokens and
+// context.
+func Checkpoint(name string, l *checkpoint.Loaded) Model {
+	return Model{Name: name, Generator: sample.New(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer, Chat: l.Chat,
+		Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq}
 }
 
 // ChatFunc returns a Model.Chat that renders conversations with template

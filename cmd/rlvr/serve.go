@@ -14,7 +14,6 @@ import (
 
 	"rlvr/expert"
 	"rlvr/format/tokenizer"
-	"rlvr/sample"
 	"rlvr/serve"
 )
 
@@ -105,8 +104,7 @@ token comes from --token, or else from the environment variable
 				if l.Chat == nil && system != "" {
 					return fmt.Errorf("--system: model %s has no chat template; give its expert prompt with --prompt-suffix", l.Name)
 				}
-				models = append(models, underPrompt(serve.Model{Name: name, Generator: sample.New(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer,
-					Chat: l.Chat, Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq}, system, suffix))
+				models = append(models, underPrompt(serve.Checkpoint(name, l), system, suffix))
 			}
 			level := slog.LevelInfo
 			if verbose {
