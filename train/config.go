@@ -550,8 +550,9 @@ func (c *RLConfig) resolveConsultation(add func(string, ...any)) {
 	}
 	names := map[string]bool{}
 	for i := range k.Experts {
-		// A chat policy's experts are asked through the chat API unless
-		// the config says otherwise; checked again once the model is known.
+		// On a dataset (chat-schema questions), experts are asked through
+		// the chat API unless the config says otherwise; on the world
+		// ("Q:…" lines), through completions.
 		if err := k.Experts[i].Check("consultation.experts", i, !c.Data.IsWorld()); err != nil {
 			add("%v", err)
 		}

@@ -45,20 +45,28 @@ func NewMethod(c *RLConfig, setup Setup) (method.Method, error) {
 	if h := c.HardBuffer; slices.Contains(c.Parts, PartHardBuffer) {
 		rl.Extras = append(rl.Extras, &method.HardBuffer{K: h.K, Capacity: h.Capacity, LR: h.LR, Weight: h.Weight})
 	}
-	if k := c.Consultation; slices.Contains(c.Parts, PartConsultation) {
+	if slices.Contains(c.Parts, PartConsultation) {
 		if setup.Pool == nil {
 			return nil, fmt.Errorf("train: consultation needs an expert pool")
 		}
-		var format consult.Format = consult.World{}
-		if setup.Chat {
-			format = consult.Chat{}
-		}
-		cs := &method.Consultation{Format: format, Pool: setup.Pool, Accept: *k.Acceptance, Turns: *k.Turns, RunSteps: c.Steps,
-			MaxQueries: k.MaxQueries, Penalty: *k.Penalty, MaxTokens: k.MaxTokens}
+		cs := NewConsultation(c, setup.Chat, setup.Pool)
 		rl.Rollout = cs
 		rl.Shapers = append(rl.Shapers, cs)
 	}
 	return rl, nil
+}
+
+// NewConsultation is the consultation part of a resolved config, asking
+// pool in the chat schema for a chat model and in the world's line format
+// otherwise.
+func NewConsultation(c *RLConfig, chat bool, pool *consult.Pool) *method.Consultation {
+	k := c.Consultation
+	var format consult.Format = consult.World{}
+	if chat {
+		format = consult.Chat{}
+	}
+	return &method.Consultation{Format: format, Pool: pool, Accept: *k.Acceptance, Turns: *k.Turns, RunSteps: c.Steps,
+		MaxQueries: k.MaxQueries, Penalty: *k.Penalty, MaxTokens: k.MaxTokens}
 }
 
 // Setup is what a method needs beyond its config: the model's context,

@@ -49,25 +49,22 @@ func newConsultGenerator(path, modelPath string, l *checkpoint.Loaded, open bool
 	if err := cfg.Resolve(); err != nil {
 		return nil, nil, fmt.Errorf("--consult %s: %w", path, err)
 	}
-	k := cfg.Consultation
-	if k == nil || !slices.Contains(cfg.Parts, train.PartConsultation) {
+	if cfg.Consultation == nil || !slices.Contains(cfg.Parts, train.PartConsultation) {
 		return nil, nil, fmt.Errorf("--consult %s: the config has no consultation part", path)
 	}
 	render, err := train.NewRenderer(l, train.ChatConfig{Template: "auto"}, l.Model.Config.MaxSeq)
 	if err != nil {
 		return nil, nil, err
 	}
-	pool, stop, err := consult.Open(k.Experts, modelPath, cfg.Seed)
+	pool, stop, err := consult.Open(cfg.Consultation.Experts, modelPath, cfg.Seed)
 	if err != nil {
 		return nil, nil, err
 	}
-	var format consult.Format = consult.World{}
-	if l.Chat != nil {
-		format = consult.Chat{}
-	}
-	c := &method.Consultation{Format: format, Pool: pool, RunSteps: cfg.Steps, MaxQueries: k.MaxQueries, MaxTokens: k.MaxTokens,
-		Accept: consult.Schedule{Kind: consult.Constant, Start: 1},
-		Turns:  consult.Schedule{Kind: consult.Constant, Start: float64(max(1, int(k.Turns.Start+0.5)))}}
+	// The config's consultation as at its first step, every reply
+	// accepted.
+	c := train.NewConsultation(&cfg, l.Chat != nil, pool)
+	c.Accept = consult.Schedule{Kind: consult.Constant, Start: 1}
+	c.Turns = consult.Schedule{Kind: consult.Constant, Start: float64(c.TurnBudget(0))}
 	g := &consultGenerator{c: c, l: l, render: render, sampler: sample.New(l.Model, l.Tokenizer), open: open, questions: map[string]string{}}
 	for i, e := range examples {
 		g.questions[prompted[i].Prompt] = strings.TrimPrefix(strings.TrimSpace(e.Prompt), "Q:")
