@@ -87,6 +87,10 @@ const FailUnknownExpert = "unknown_expert"
 // order metrics name them.
 var ConsultFailureKinds = append(slices.Clone(collect.FailureKinds), FailUnreadable, FailUnknownExpert)
 
+// consultActions counts an episode's consult actions: those answered and
+// the one the budget left unanswered.
+func consultActions(t *rollout.Trajectory) float64 { return t.Env[envCalls] + t.Env[envUnanswered] }
+
 // TurnBudget is T(t) at a step.
 func (c *Consultation) TurnBudget(step int) int {
 	return max(1, int(math.Round(c.Turns.At(step, c.RunSteps))))
@@ -107,9 +111,10 @@ func (c *Consultation) Rollout(ctx context.Context, env *Env, prompts [][]int32,
 	}
 	env.Metrics["consult/wait_s"] += wait.Seconds()
 	for _, gr := range groups {
-		for _, t := range gr.Trajectories {
+		for i := range gr.Trajectories {
+			t := &gr.Trajectories[i]
 			c.totals.Episodes++
-			c.totals.Calls += int64(t.Env[envCalls] + t.Env[envUnanswered])
+			c.totals.Calls += int64(consultActions(t))
 			c.totals.Queries += int64(t.Env[envQueries])
 			c.totals.Accepted += int64(t.Env[envAccepted])
 		}
@@ -256,7 +261,7 @@ func (c *Consultation) Shape(_ context.Context, env *Env, groups []Scored) error
 		g := &groups[gi]
 		for i := range g.Trajectories {
 			t := &g.Trajectories[i]
-			actions := t.Env[envCalls] + t.Env[envUnanswered]
+			actions := consultActions(t)
 			g.Rewards[i] -= c.Penalty * actions
 			episodes++
 			calls += actions
