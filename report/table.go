@@ -308,17 +308,11 @@ func (row Row) Summary() Summary {
 		if _, ys := r.Series("zero_variance_frac"); len(ys) > 0 {
 			zeroVar = append(zeroVar, mean(ys))
 		}
-		if _, ys := r.Series("accuracy"); len(ys) > 0 {
-			first = append(first, mean(ys[:min(rolloutWindow, len(ys))]))
-			last = append(last, mean(ys[max(len(ys)-rolloutWindow, 0):]))
-		}
+		first, last = appendEnds(first, last, r, "accuracy")
 		if _, ys := r.Series("step_s"); len(ys) > 0 {
 			stepTime = append(stepTime, mean(ys))
 		}
-		if _, ys := r.Series("consult/call_rate"); len(ys) > 0 {
-			callFirst = append(callFirst, mean(ys[:min(rolloutWindow, len(ys))]))
-			callLast = append(callLast, mean(ys[max(len(ys)-rolloutWindow, 0):]))
-		}
+		callFirst, callLast = appendEnds(callFirst, callLast, r, "consult/call_rate")
 	}
 	s.AvgAtK = eval.MeanInterval(avgK)
 	s.Variance = meanOrNaN(variance)
@@ -342,6 +336,16 @@ func (row Row) Summary() Summary {
 	s.RolloutFirst, s.RolloutLast = meanOrNaN(first), meanOrNaN(last)
 	s.StepTime = meanOrNaN(stepTime)
 	return s
+}
+
+// appendEnds appends the means of a run's metric over its first and last
+// rolloutWindow steps, when it logs the metric.
+func appendEnds(first, last []float64, r *Run, metric string) ([]float64, []float64) {
+	_, ys := r.Series(metric)
+	if len(ys) == 0 {
+		return first, last
+	}
+	return append(first, mean(ys[:min(rolloutWindow, len(ys))])), append(last, mean(ys[max(len(ys)-rolloutWindow, 0):]))
 }
 
 func appendFinite(xs []float64, x float64) []float64 {
@@ -554,18 +558,12 @@ func newGrid(rows []Row, base int) grid {
 			return strconv.FormatFloat(s.Variance, 'f', 4, 64)
 		}),
 		col(fmt.Sprintf("call rate, first → last %d steps", rolloutWindow), true, true, func(_ int, s Summary) string {
-			if math.IsNaN(s.CallFirst) {
-				return dash
-			}
-			return percent(s.CallFirst) + " → " + percent(s.CallLast)
+			return fromTo(s.CallFirst, s.CallLast)
 		}),
 		col("before", true, true, func(_ int, s Summary) string { return percent(s.Before) }),
 		col("zero-var", true, true, func(_ int, s Summary) string { return percent(s.ZeroVariance) }),
 		col(fmt.Sprintf("rollout acc, first → last %d steps", rolloutWindow), true, true, func(_ int, s Summary) string {
-			if math.IsNaN(s.RolloutFirst) {
-				return dash
-			}
-			return percent(s.RolloutFirst) + " → " + percent(s.RolloutLast)
+			return fromTo(s.RolloutFirst, s.RolloutLast)
 		}),
 		col("s/step", true, true, func(_ int, s Summary) string {
 			if math.IsNaN(s.StepTime) {
@@ -631,6 +629,14 @@ func newGrid(rows []Row, base int) grid {
 	}
 	g.Notes = append(g.Notes, notes...)
 	return g
+}
+
+// fromTo writes "a% → b%", or a dash when a is unknown.
+func fromTo(a, b float64) string {
+	if math.IsNaN(a) {
+		return dash
+	}
+	return percent(a) + " → " + percent(b)
 }
 
 // expertColumns writes each expert's mean accuracy as "a / b / c": with the
