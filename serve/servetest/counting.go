@@ -2,6 +2,7 @@ package servetest
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -57,9 +58,5 @@ func (g *Counting) Sample(ctx context.Context, reqs []sample.Request) ([][]sampl
 func (g *Counting) Counts() map[string]int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := make(map[string]int, len(g.n))
-	for k, v := range g.n {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(g.n)
 }

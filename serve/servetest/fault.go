@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -157,11 +158,7 @@ func (f *Faults) Calls() int {
 func (f *Faults) Attempts() map[string]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string]int, len(f.attempts))
-	for k, v := range f.attempts {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(f.attempts)
 }
 
 // Injected returns the faults injected so far by kind. A FaultFlaky
@@ -169,11 +166,7 @@ func (f *Faults) Attempts() map[string]int {
 func (f *Faults) Injected() map[string]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string]int, len(f.injected))
-	for k, v := range f.injected {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(f.injected)
 }
 
 // InFlight returns the number of requests the handler is serving now,
