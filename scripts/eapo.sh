@@ -15,15 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=runs/eapo
-jobs=${JOBS:-2}
-seeds=${SEEDS:-"1 2 3"}
-steps=${STEPS:-200}
-mkdir -p "$out"
-go build -o bin/rlvr ./cmd/rlvr
-bin/rlvr pretrain >/dev/null # the world model; installed from the repository, no training
-export GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1
-
-source scripts/experiment.sh # run CONFIG RUN [FLAGS...]
+source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...]
 
 # The experts' answers to training questions, for the distillation row.
 dme=$out/dme.jsonl

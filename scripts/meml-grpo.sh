@@ -21,21 +21,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=runs/meml-grpo
-jobs=${JOBS:-2}
-seeds=${SEEDS:-"1 2 3"}
-steps=${STEPS:-200}
-mkdir -p "$out"
-go build -o bin/rlvr ./cmd/rlvr
-bin/rlvr pretrain >/dev/null # the world model; installed from the repository, no training
-export GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1
+source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...]
 
 dme=$out/dme.jsonl
 if [ ! -s "$dme" ]; then
   bin/rlvr experts collect --levels 5,6 --problems 100 --warmup-fraction 0.2 --out "$dme" >"$out/collect.txt"
 fi
 bin/rlvr experts analyze "$dme" >"$out/table1.txt"
-
-source scripts/experiment.sh # run CONFIG RUN [FLAGS...]
 
 # Stage 2: warm-up SFT.
 for seed in $seeds; do
