@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"rlvr/checkpoint"
 	"rlvr/consult"
 	"rlvr/engine/model"
 	"rlvr/format/hf"
 	"rlvr/format/safetensors"
 	"rlvr/format/tokenizer"
 	"rlvr/internal/dmetest"
+	"rlvr/internal/modeltest"
 	"rlvr/internal/shareddata"
 	"rlvr/train"
 )
@@ -92,13 +92,5 @@ func worldModel(t *testing.T) string {
 }
 
 func chatModel(t *testing.T) string {
-	shape, err := checkpoint.LookupShape("qwen3-tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "qwen3-tiny")
-	if _, err := checkpoint.InitRandom(checkpoint.InitOptions{Tokenizer: shareddata.Path(t, "tokenizers/qwen3"), Shape: shape, Seed: 1, Out: dir}); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return modeltest.Random(t, shareddata.Path(t, "tokenizers/qwen3"), "qwen3-tiny")
 }

@@ -2,13 +2,13 @@ package train
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"rlvr/checkpoint"
 	"rlvr/consult"
 	"rlvr/format/tokenizer"
+	"rlvr/internal/modeltest"
 	"rlvr/internal/shareddata"
 	"rlvr/internal/tokens"
 	"rlvr/method"
@@ -19,15 +19,7 @@ import (
 // qwen3Model is a random model of Qwen3's tokenizer and chat template.
 func qwen3Model(t *testing.T) *checkpoint.Loaded {
 	t.Helper()
-	shape, err := checkpoint.LookupShape("qwen3-tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "qwen3-tiny")
-	if _, err := checkpoint.InitRandom(checkpoint.InitOptions{Tokenizer: shareddata.Path(t, "tokenizers/qwen3"), Shape: shape, Seed: 1, Out: dir}); err != nil {
-		t.Fatal(err)
-	}
-	l, err := checkpoint.Open(dir, "")
+	l, err := checkpoint.Open(modeltest.Random(t, shareddata.Path(t, "tokenizers/qwen3"), "qwen3-tiny"), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"rlvr/checkpoint"
+	"rlvr/internal/modeltest"
 	"rlvr/internal/shareddata"
 	"rlvr/method"
 	"rlvr/task"
@@ -140,14 +141,7 @@ func TestDatasetSkipsUnusableExamples(t *testing.T) {
 func TestGSM8KWithAChatModel(t *testing.T) {
 	tokDir := shareddata.Path(t, "tokenizers/qwen3")
 	gsm := shareddata.Path(t, "gsm8k")
-	shape, err := checkpoint.LookupShape("qwen3-tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := filepath.Join(t.TempDir(), "qwen3-tiny")
-	if _, err := checkpoint.InitRandom(checkpoint.InitOptions{Tokenizer: tokDir, Shape: shape, Seed: 1, Out: base}); err != nil {
-		t.Fatal(err)
-	}
+	base := modeltest.Random(t, tokDir, "qwen3-tiny")
 	cfg := DefaultRL()
 	cfg.Model = base
 	cfg.Data = DataConfig{Name: "gsm8k", Train: filepath.Join(gsm, "train.jsonl"), Test: filepath.Join(gsm, "test.jsonl")}
