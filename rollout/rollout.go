@@ -193,8 +193,6 @@ func Episodes(ctx context.Context, s Sampler, dec Decoder, env Environment, prom
 			// it is the policy's call to the environment, sampled with
 			// real logprobs.
 			t.appendPolicy(c.Tokens, c.Logprobs)
-			t.Text = dec.Decode(tokens.Ints(t.Tokens))
-			t.PolicyText = dec.Decode(tokens.Ints(t.policyTokens()))
 			t.Finish = c.Finish
 			called := c.StopString != "" && slices.Contains(turnStops, c.StopString)
 			if !called {
@@ -207,7 +205,7 @@ func Episodes(ctx context.Context, s Sampler, dec Decoder, env Environment, prom
 				continue
 			}
 			calling = append(calling, e)
-			calls = append(calls, Call{Episode: e.id, Turn: turn, Text: t.Text})
+			calls = append(calls, Call{Episode: e.id, Turn: turn, Text: dec.Decode(tokens.Ints(t.Tokens))})
 		}
 		if len(calls) == 0 {
 			break
@@ -231,12 +229,19 @@ func Episodes(ctx context.Context, s Sampler, dec Decoder, env Environment, prom
 			t.Tokens = append(t.Tokens, r.Tokens...)
 			t.Policy = append(t.Policy, make([]bool, len(r.Tokens))...)
 			t.Logprobs = append(t.Logprobs, make([]float32, len(r.Tokens))...)
-			t.Text = dec.Decode(tokens.Ints(t.Tokens))
 			if len(t.Tokens) < maxTokens {
 				next = append(next, e)
 			}
 		}
 		live = next
+	}
+	// Texts once, at the end: the calls decoded what the environment read.
+	for i := range groups {
+		for k := range groups[i].Trajectories {
+			t := &groups[i].Trajectories[k]
+			t.Text = dec.Decode(tokens.Ints(t.Tokens))
+			t.PolicyText = dec.Decode(tokens.Ints(t.policyTokens()))
+		}
 	}
 	return groups, nil
 }
