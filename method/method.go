@@ -33,6 +33,19 @@ type Stateful interface {
 	Restore(json.RawMessage) error
 }
 
+// Exhibitor is a method, or a part of one, with examples of its latest
+// work to show beside each evaluation (MEL's latest validated
+// meta-experience); the loop writes them to the run's examples.jsonl.
+type Exhibitor interface {
+	Exhibits() []Exhibit
+}
+
+// Exhibit is one example a part shows, under the part's name.
+type Exhibit struct {
+	Name    string
+	Example any
+}
+
 // Variant is one way to ask a question: MEML-GRPO's expert prompt P_i, or
 // the plain prompt (the zero Variant).
 type Variant struct {

@@ -246,6 +246,17 @@ func (r *RL) parts() []any {
 	return ps
 }
 
+// Exhibits implements Exhibitor: every part's exhibits, in order.
+func (r *RL) Exhibits() []Exhibit {
+	var out []Exhibit
+	for _, p := range r.parts() {
+		if x, ok := p.(Exhibitor); ok {
+			out = append(out, x.Exhibits()...)
+		}
+	}
+	return out
+}
+
 // State implements Stateful: the state of every stateful part, by its
 // type name.
 func (r *RL) State() (json.RawMessage, error) { return partsState(r.parts()) }

@@ -89,6 +89,7 @@ type RLConfig struct {
 	MutualLearning  *MutualLearningConfig  `yaml:"mutual_learning,omitempty"`
 	HardBuffer      *HardBufferConfig      `yaml:"hard_buffer,omitempty"`
 	Consultation    *ConsultationConfig    `yaml:"consultation,omitempty"`
+	MetaExperience  *MetaExperienceConfig  `yaml:"meta_experience,omitempty"`
 
 	// Evaluation and checkpoints.
 
@@ -250,6 +251,33 @@ type ConsultationConfig struct {
 	System string `yaml:"system,omitempty"`
 }
 
+// MetaExperienceConfig is MEL's meta-experience learning: from each group
+// with right and wrong answers, the policy contrasts pairs of them and
+// writes meta-experiences (bifurcation step, critique, heuristic); those
+// whose replay (the question again, the meta-experience before it) verifies
+// are trained by NLL given the pair, beside the base objective.
+type MetaExperienceConfig struct {
+	// Pairs is the number of contrastive pairs drawn per group (without
+	// replacement); 0 means 4. Each pair costs one reflection and, when it
+	// parses, one replay: at G = 8 a mixed group has 7 to 16 pairs.
+	Pairs int `yaml:"pairs,omitempty"`
+	// AllPairs takes every pair of every group (the paper's reading),
+	// |Y+|·|Y−| of them: up to 16 reflections per group at G = 8.
+	AllPairs bool    `yaml:"all_pairs,omitempty"`
+	Weight   float32 `yaml:"weight,omitempty"` // λ of the NLL term; 0 means 1
+	// Temperature and MaxTokens are the reflection pass's sampling; 0
+	// takes temperature and max_tokens. Replays sample as rollouts do.
+	Temperature float32 `yaml:"temperature,omitempty"`
+	MaxTokens   int     `yaml:"max_tokens,omitempty"`
+	// Instruction is a chat model's instruction I, with {question},
+	// {correct_ans} and {error_ans}; Validation its replay preamble, with
+	// {experience}, which the question follows. Empty takes the paper's
+	// (reflection.PaperInstruction, reflection.PaperValidation). A model
+	// without a chat template uses the world's reflection format.
+	Instruction string `yaml:"instruction,omitempty"`
+	Validation  string `yaml:"validation,omitempty"`
+}
+
 // The guidance parts a run may list.
 const (
 	PartExpertPrompts   = "expert_prompts"
@@ -258,10 +286,11 @@ const (
 	PartMutualLearning  = "mutual_learning"
 	PartHardBuffer      = "hard_buffer"
 	PartConsultation    = "consultation"
+	PartMetaExperience  = "meta_experience"
 )
 
 // Parts lists every guidance part.
-var Parts = []string{PartExpertPrompts, PartDynamicSampling, PartOverlongPenalty, PartMutualLearning, PartHardBuffer, PartConsultation}
+var Parts = []string{PartExpertPrompts, PartDynamicSampling, PartOverlongPenalty, PartMutualLearning, PartHardBuffer, PartConsultation, PartMetaExperience}
 
 // PaperExpertSystem is MEML-GRPO's expert prompt P_i.
 const PaperExpertSystem = "You are Expert {i}, please provide an answer to the above question."
@@ -349,7 +378,7 @@ func (c *RLConfig) Resolve() error {
 		part string
 		set  bool
 	}{{PartExpertPrompts, c.ExpertPrompts != nil}, {PartDynamicSampling, c.DynamicSampling != nil}, {PartOverlongPenalty, c.OverlongPenalty != nil},
-		{PartMutualLearning, c.MutualLearning != nil}, {PartHardBuffer, c.HardBuffer != nil}, {PartConsultation, c.Consultation != nil}} {
+		{PartMutualLearning, c.MutualLearning != nil}, {PartHardBuffer, c.HardBuffer != nil}, {PartConsultation, c.Consultation != nil}, {PartMetaExperience, c.MetaExperience != nil}} {
 		if s.set && !enabled(s.part) {
 			add("section %s is set but %s is not in parts %v", s.part, s.part, c.Parts)
 		}
@@ -435,8 +464,41 @@ func (c *RLConfig) Resolve() error {
 			add("hard_buffer.capacity = %d must be positive", h.Capacity)
 		}
 	}
+	if enabled(PartMetaExperience) {
+		if c.MetaExperience == nil {
+			c.MetaExperience = &MetaExperienceConfig{}
+		}
+		m := c.MetaExperience
+		if m.Pairs == 0 && !m.AllPairs {
+			m.Pairs = 4
+		}
+		if m.AllPairs && m.Pairs != 0 {
+			add("meta_experience: pairs = %d and all_pairs are both set", m.Pairs)
+		}
+		if m.Pairs < 0 || m.Pairs > 1<<16 {
+			add("meta_experience.pairs = %d must be in [1, %d]", m.Pairs, 1<<16)
+		}
+		if m.Weight == 0 {
+			m.Weight = 1
+		}
+		if m.MaxTokens == 0 {
+			m.MaxTokens = c.MaxTokens
+		}
+		if m.MaxTokens < 0 || m.MaxTokens > 1<<20 {
+			add("meta_experience.max_tokens = %d must be in [1, %d]", m.MaxTokens, 1<<20)
+		}
+		if m.Temperature == 0 {
+			m.Temperature = c.Temperature
+		}
+		if m.Instruction != "" && !strings.Contains(m.Instruction, "{correct_ans}") || m.Instruction != "" && !strings.Contains(m.Instruction, "{error_ans}") {
+			add("meta_experience.instruction must hold {correct_ans} and {error_ans}: the pair it asks about")
+		}
+		if m.Validation != "" && !strings.Contains(m.Validation, "{experience}") {
+			add("meta_experience.validation must hold {experience}: the meta-experience it replays")
+		}
+	}
 	if c.Algorithm == method.SFT {
-		for _, p := range []string{PartDynamicSampling, PartOverlongPenalty, PartMutualLearning, PartHardBuffer} {
+		for _, p := range []string{PartDynamicSampling, PartOverlongPenalty, PartMutualLearning, PartHardBuffer, PartMetaExperience} {
 			if enabled(p) {
 				add("part %s needs rollouts, which sft does not sample", p)
 			}
@@ -516,6 +578,9 @@ func (c *RLConfig) Resolve() error {
 	}
 	if h := c.HardBuffer; h != nil {
 		reals = append(reals, real{"hard_buffer.lr", h.LR, false}, real{"hard_buffer.weight", float64(h.Weight), false})
+	}
+	if m := c.MetaExperience; m != nil {
+		reals = append(reals, real{"meta_experience.weight", float64(m.Weight), false}, real{"meta_experience.temperature", float64(m.Temperature), false})
 	}
 	for _, f := range reals {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 || f.v == 0 && !f.zero {

@@ -7,6 +7,7 @@ import (
 
 	"rlvr/consult"
 	"rlvr/method"
+	"rlvr/reflection"
 )
 
 // NewMethod assembles the method a config describes: the algorithm's
@@ -52,6 +53,14 @@ func NewMethod(c *RLConfig, setup Setup) (method.Method, error) {
 		cs := NewConsultation(c, setup.Chat, setup.Pool)
 		rl.Rollout = cs
 		rl.Shapers = append(rl.Shapers, cs)
+	}
+	if m := c.MetaExperience; slices.Contains(c.Parts, PartMetaExperience) {
+		var format reflection.Format = reflection.World{}
+		if setup.Chat {
+			format = reflection.Chat{Instruction: m.Instruction, Validation: m.Validation}
+		}
+		rl.Extras = append(rl.Extras, &method.MetaExperience{Format: format, Pairs: m.Pairs, Weight: m.Weight,
+			Temperature: m.Temperature, MaxTokens: m.MaxTokens})
 	}
 	return rl, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -27,6 +28,14 @@ import (
 	"rlvr/sample"
 	"rlvr/task"
 )
+
+// Exhibit is one line of examples.jsonl: a part's latest example of its
+// work (MEL's validated meta-experience), written at each evaluation.
+type Exhibit struct {
+	Step    int    `json:"step"` // the evaluation's step
+	Name    string `json:"name"`
+	Example any    `json:"example"`
+}
 
 // EvalMetrics are one line of eval.jsonl.
 type EvalMetrics struct {
@@ -235,7 +244,7 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	if err := writeConfig(runDir, cfg); err != nil {
 		return err
 	}
-	for _, name := range []string{"metrics.jsonl", "eval.jsonl"} {
+	for _, name := range []string{"metrics.jsonl", "eval.jsonl", "examples.jsonl"} {
 		path := filepath.Join(runDir, name)
 		if start.Step == 0 { // a fresh run starts fresh logs
 			os.Remove(path)
@@ -344,6 +353,15 @@ func (l *loop) step(ctx context.Context, step int) (method.Metrics, error) {
 	m.Set("time_rollout_s", sampler.elapsed.Seconds())
 	m.Set("time_verify_s", verifyS.Seconds())
 	m.Set("step_s", time.Since(t0).Seconds())
+	// Each timed part's share of the step (time_rollout_s counts every
+	// sampling pass, a method's extra ones included).
+	frac := method.Metrics{}
+	for k, v := range m {
+		if name, ok := strings.CutPrefix(k, "time_"); ok && strings.HasSuffix(name, "_s") {
+			frac.Set("time_frac/"+strings.TrimSuffix(name, "_s"), v/m["step_s"])
+		}
+	}
+	maps.Copy(m, frac)
 	if len(l.src.pool) > 0 {
 		m.Set("data/epoch", l.src.epochs())
 	}
@@ -499,6 +517,14 @@ func (l *loop) endOfStep(ctx context.Context, step int, stopping bool) error {
 // beside the experts' majority vote (MEML-GRPO's inference, Table 6).
 func (l *loop) evaluate(ctx context.Context, step int) error {
 	last := step == l.cfg.Steps
+	if x, ok := l.meth.(method.Exhibitor); ok {
+		for _, ex := range x.Exhibits() {
+			line := Exhibit{Step: step, Name: ex.Name, Example: ex.Example}
+			if err := appendJSONL(filepath.Join(l.runDir, "examples.jsonl"), line); err != nil {
+				return err
+			}
+		}
+	}
 	val, valExperts, err := l.score(ctx, l.held.Val, last && len(l.held.Test) == 0)
 	if err != nil {
 		return err

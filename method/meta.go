@@ -1,0 +1,280 @@
+package method
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"rlvr/backend"
+	"rlvr/reflection"
+	"rlvr/rollout"
+	"rlvr/task"
+)
+
+// MetaExperience is MEL's meta-experience learning, an extra loss term of
+// the RL method:
+//
+//  1. From each group with both verified-correct and wrong answers it
+//     forms contrastive pairs (y+, y−): every pair, or Pairs of them drawn
+//     without replacement.
+//  2. The current policy, given the instruction I with the question and
+//     the pair (Format.Request), writes a meta-experience M = (s*, C, H)
+//     for every pair in one batched generation pass. A reply that does not
+//     parse is counted and dropped.
+//  3. Replay validation (eq. 6): the question is asked again with M before
+//     it as working memory (Format.Replay), one sample per M, all in one
+//     batch; M is kept only if that answer verifies.
+//  4. Internalization (eq. 7): the NLL of each kept M, as the policy wrote
+//     it, given the retrospective context [I, x, y+, y−], a token mean per
+//     M averaged over the Ms (seq-mean-token-mean) and weighted by Weight,
+//     joins the base objective's gradient: J = J_base + J_MEL.
+//
+// Only M's tokens carry weight; the context's are 0. Answers are paired
+// within a group, so under several prompt variants (expert prompts) a pair
+// never mixes two prompts; the replay asks the question under the plain
+// prompt. With multi-turn episodes (consultation), a trajectory is shown
+// as it happened, expert replies included.
+type MetaExperience struct {
+	Format reflection.Format
+	// Pairs bounds the pairs drawn per group; 0 takes every pair, up to
+	// |Y+|·|Y−| = G²/4.
+	Pairs  int
+	Weight float32 // λ of the NLL term
+	// Temperature and MaxTokens are the reflection pass's sampling; 0
+	// takes the rollouts'. Replays sample as rollouts do.
+	Temperature float32
+	MaxTokens   int
+
+	// last is the latest validated meta-experience, shown at each
+	// evaluation (and kept in the state so a resumed run shows the same).
+	last *MetaExample
+}
+
+// MetaExample is one validated meta-experience with what produced it.
+type MetaExample struct {
+	Step       int    `json:"step"` // 1-based training step
+	Question   string `json:"question"`
+	Correct    string `json:"correct"` // y+
+	Wrong      string `json:"wrong"`   // y−
+	Reflection string `json:"reflection"`
+	Replay     string `json:"replay"` // the verified answer given M
+}
+
+// metaPair is one contrastive pair on its way through the passes.
+type metaPair struct {
+	group          *Scored
+	correct, wrong *rollout.Trajectory
+	request        []int32 // the rendered [I, x, y+, y−]
+	reflection     *rollout.Trajectory
+	experience     reflection.Experience
+}
+
+// Terms implements Extra.
+func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) ([]Term, error) {
+	t0 := time.Now()
+	defer func() { env.Metrics.Set("time_mel_s", time.Since(t0).Seconds()) }()
+	pairs, err := me.pairs(env, groups)
+	if err != nil {
+		return nil, err
+	}
+	env.Metrics.Set("mel/pairs", float64(len(pairs)))
+	for _, k := range []string{"mel/parsed", "mel/parse_failures", "mel/validated"} {
+		env.Metrics.Set(k, 0)
+	}
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+
+	// The reflection pass: one M per pair, all pairs in one batch.
+	p := env.Sampling
+	if me.Temperature > 0 {
+		p.Temperature = me.Temperature
+	}
+	if me.MaxTokens > 0 {
+		p.MaxTokens = me.MaxTokens
+	}
+	p.Seed = env.Seed ^ 0x6d656c2d72656631 // "mel-ref1": apart from the rollouts' seeds
+	prompts := make([][]int32, len(pairs))
+	for i := range pairs {
+		prompts[i] = pairs[i].request
+	}
+	refl, err := rollout.SampleGroups(ctx, env.Policy, decoder{env.Render}, prompts, 1, p)
+	if err != nil {
+		return nil, err
+	}
+	var parsed []*metaPair
+	for i := range pairs {
+		mp := &pairs[i]
+		mp.reflection = &refl[i].Trajectories[0]
+		if mp.experience, err = me.Format.Parse(mp.reflection.Text); err != nil {
+			env.Metrics["mel/parse_failures"]++
+			continue
+		}
+		parsed = append(parsed, mp)
+	}
+	env.Metrics.Set("mel/parsed", float64(len(parsed)))
+
+	// The replay pass: the question again, M before it, one answer each.
+	var replayed []*metaPair
+	prompts = prompts[:0]
+	for _, mp := range parsed {
+		e := withQuestion(mp.group.Example, me.Format.Replay(questionText(mp.group.Example), mp.experience))
+		pr, err := env.prompt(e, Variant{})
+		if err != nil {
+			return nil, err
+		} else if pr == nil {
+			env.Metrics["mel/skipped_long"]++
+			continue
+		}
+		prompts = append(prompts, pr)
+		replayed = append(replayed, mp)
+	}
+	var data []backend.Datum
+	var nll float64
+	if len(replayed) > 0 {
+		p := env.Sampling
+		p.Seed = env.Seed ^ 0x6d656c2d72706c31 // "mel-rpl1"
+		replays, err := rollout.SampleGroups(ctx, env.Policy, decoder{env.Render}, prompts, 1, p)
+		if err != nil {
+			return nil, err
+		}
+		for i, mp := range replayed {
+			y := &replays[i].Trajectories[0]
+			if r, _ := env.Reward(mp.group.Example, y.PolicyText); r <= 0 {
+				continue
+			}
+			data = append(data, ResponseDatum(mp.request, mp.reflection.Tokens))
+			nll += tokenNLL(mp.reflection.Logprobs)
+			if len(data) == 1 {
+				me.last = &MetaExample{Step: env.Step + 1, Question: questionText(mp.group.Example), Correct: shownText(env, mp.correct),
+					Wrong: shownText(env, mp.wrong), Reflection: shownText(env, mp.reflection), Replay: shownText(env, y)}
+			}
+		}
+	}
+	env.Metrics.Set("mel/validated", float64(len(data)))
+	if len(parsed) > 0 {
+		env.Metrics.Set("mel/retention", float64(len(data))/float64(len(parsed)))
+	}
+	if len(data) == 0 {
+		return nil, nil
+	}
+	// The sampler's NLL of the kept Ms under the policy that wrote them
+	// (at the reflection temperature), before this step's update.
+	env.Metrics.Set("mel/nll", nll/float64(len(data)))
+	return []Term{{Name: "mel", Data: data, Loss: backend.Loss{NLL: me.Weight}, Aggregation: backend.SeqMeanTokenMean}}, nil
+}
+
+// pairs forms the step's contrastive pairs and renders their reflection
+// requests; a request too long for the context is skipped and counted.
+func (me *MetaExperience) pairs(env *Env, groups []Scored) ([]metaPair, error) {
+	var out []metaPair
+	for gi := range groups {
+		g := &groups[gi]
+		var pos, neg []int
+		for i, ok := range g.Correct {
+			if ok {
+				pos = append(pos, i)
+			} else {
+				neg = append(neg, i)
+			}
+		}
+		n := len(pos) * len(neg)
+		if n == 0 {
+			continue
+		}
+		picks := make([]int, n)
+		for i := range picks {
+			picks[i] = i
+		}
+		if me.Pairs > 0 && n > me.Pairs {
+			rng := rand.New(rand.NewPCG(env.Seed, 0x6d656c2d70616972+uint64(gi))) // "mel-pair"
+			picks = rng.Perm(n)[:me.Pairs]
+		}
+		for _, k := range picks {
+			c, w := &g.Trajectories[pos[k/len(neg)]], &g.Trajectories[neg[k%len(neg)]]
+			req := task.Example{ID: g.Example.ID + "/reflection", Prompt: me.Format.Request(questionText(g.Example), shownText(env, c), shownText(env, w))}
+			pr, err := env.prompt(req, Variant{})
+			if err != nil {
+				return nil, err
+			} else if pr == nil {
+				env.Metrics["mel/skipped_long"]++
+				continue
+			}
+			out = append(out, metaPair{group: g, correct: c, wrong: w, request: pr})
+		}
+	}
+	return out, nil
+}
+
+// shownText is a trajectory as a reflection request shows it: its text
+// without the stop token that ended it.
+func shownText(env *Env, t *rollout.Trajectory) string {
+	toks := t.Tokens
+	if n := len(toks); n > 0 && slices.Contains(env.Sampling.StopTokens, toks[n-1]) {
+		toks = toks[:n-1]
+	}
+	return env.Render.Decode(toks)
+}
+
+// tokenNLL is the mean negative logprob of a sample's tokens.
+func tokenNLL(lps []float32) float64 {
+	if len(lps) == 0 {
+		return 0
+	}
+	var s float64
+	for _, lp := range lps {
+		s -= float64(lp)
+	}
+	return s / float64(len(lps))
+}
+
+// questionText is the question as the user asked it: the last user
+// message of the example's chat, or its prompt.
+func questionText(e task.Example) string {
+	msgs := e.Chat()
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			return msgs[i].Content
+		}
+	}
+	return e.Prompt
+}
+
+// withQuestion is e with its question (the last user message, or the
+// prompt) replaced by text.
+func withQuestion(e task.Example, text string) task.Example {
+	if len(e.Messages) == 0 {
+		e.Prompt = text
+		return e
+	}
+	e.Messages = append([]task.Message(nil), e.Messages...)
+	for i := len(e.Messages) - 1; i >= 0; i-- {
+		if e.Messages[i].Role == "user" {
+			e.Messages[i].Content = text
+			return e
+		}
+	}
+	return e
+}
+
+// Exhibits implements Exhibitor: the latest validated meta-experience.
+func (me *MetaExperience) Exhibits() []Exhibit {
+	if me.last == nil {
+		return nil
+	}
+	return []Exhibit{{Name: "meta_experience", Example: *me.last}}
+}
+
+// State implements Stateful.
+func (me *MetaExperience) State() (json.RawMessage, error) { return json.Marshal(me.last) }
+
+// Restore implements Stateful.
+func (me *MetaExperience) Restore(b json.RawMessage) error {
+	me.last = nil
+	if len(b) == 0 || string(b) == "null" {
+		return nil
+	}
+	return json.Unmarshal(b, &me.last)
+}
