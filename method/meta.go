@@ -79,7 +79,6 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 	if err != nil {
 		return nil, err
 	}
-	env.Metrics.Set("mel/pairs", float64(len(pairs)))
 	for _, k := range []string{"mel/parsed", "mel/parse_failures", "mel/validated"} {
 		env.Metrics.Set(k, 0)
 	}
@@ -166,10 +165,12 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 	return []Term{{Name: "mel", Data: data, Loss: backend.Loss{NLL: me.Weight}, Aggregation: backend.SeqMeanTokenMean}}, nil
 }
 
-// pairs forms the step's contrastive pairs and renders their reflection
-// requests; a request too long for the context is skipped and counted.
+// pairs forms the step's contrastive pairs (mel/pairs) and renders their
+// reflection requests; a request too long for the context is skipped and
+// counted (mel/skipped_long).
 func (me *MetaExperience) pairs(env *Env, groups []Scored) ([]metaPair, error) {
 	var out []metaPair
+	env.Metrics.Set("mel/pairs", 0)
 	for gi := range groups {
 		g := &groups[gi]
 		var pos, neg []int
@@ -192,6 +193,7 @@ func (me *MetaExperience) pairs(env *Env, groups []Scored) ([]metaPair, error) {
 			rng := rand.New(rand.NewPCG(env.Seed, 0x6d656c2d70616972+uint64(gi))) // "mel-pair"
 			picks = rng.Perm(n)[:me.Pairs]
 		}
+		env.Metrics["mel/pairs"] += float64(len(picks))
 		for _, k := range picks {
 			c, w := &g.Trajectories[pos[k/len(neg)]], &g.Trajectories[neg[k%len(neg)]]
 			req := task.Example{ID: g.Example.ID + "/reflection", Prompt: me.Format.Request(questionText(g.Example), shownText(env, c), shownText(env, w))}

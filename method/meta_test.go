@@ -1,0 +1,270 @@
+package method
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"rlvr/reflection"
+	"rlvr/sample"
+	"rlvr/task"
+)
+
+// wideRender is byteRender without its prompt limit below limit bytes.
+type wideRender struct {
+	byteRender
+	limit int
+}
+
+func (w wideRender) Prompt(e task.Example, v Variant) ([]int32, error) {
+	s := e.Prompt + v.Suffix
+	if len(s) > w.limit {
+		return nil, fmt.Errorf("%s: %w", e.ID, ErrPromptTooLong)
+	}
+	return w.Encode(s), nil
+}
+
+// reflector is a policy that writes a reflection for every "R:" prompt
+// (reflect, given the prompt) and answers every other prompt with
+// answer(prompt), recording the prompts of each pass; every token's
+// logprob is −0.25 and a sample ends in the stop token 0.
+type reflector struct {
+	reflect  func(prompt string) string
+	answer   func(prompt string) string
+	prompts  []string
+	requests []sample.Request
+}
+
+func (r *reflector) Sample(_ context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
+	out := make([][]sample.Completion, len(reqs))
+	for i, q := range reqs {
+		p := byteRender{}.Decode(q.Prompt)
+		r.prompts, r.requests = append(r.prompts, p), append(r.requests, q)
+		text := r.answer(p)
+		if strings.HasPrefix(p, "R:") {
+			text = r.reflect(p)
+		}
+		toks := append(byteRender{}.Encode(text), 0)
+		lps := make([]float32, len(toks))
+		for j := range lps {
+			lps[j] = -0.25
+		}
+		out[i] = []sample.Completion{{Tokens: toks, Logprobs: lps, Text: text}}
+	}
+	return out, nil
+}
+
+// worldGroup is a group of world answers to q: right[k] says whether
+// answer k ends in the right final answer.
+func worldGroup(r Renderer, q task.Example, right ...bool) Scored {
+	g := expertGroup(r, q, Variant{}, right...)
+	for i := range g.Trajectories {
+		g.Trajectories[i].Text = g.Trajectories[i].PolicyText
+	}
+	return g
+}
+
+func TestMetaExperiencePairsReflectsValidatesAndTrains(t *testing.T) {
+	q, solved, failed := ex("1+2", "3"), ex("5+5", "10"), ex("9*9", "81")
+	groups := []Scored{
+		worldGroup(byteRender{}, q, true, false, false), // 1·2 pairs
+		worldGroup(byteRender{}, solved, true, true),    // all right: no pair
+		worldGroup(byteRender{}, failed, false, false),  // all wrong: no pair
+	}
+	pol := &reflector{
+		reflect: func(p string) string { return "S:1+2=3\nC:1+2=4 is wrong\nH:add carefully\n" },
+		// The replay, with M before the question, is right.
+		answer: func(p string) string {
+			if strings.HasPrefix(p, "M:") {
+				return "####3"
+			}
+			return "####0"
+		},
+	}
+	env := testEnv(nil)
+	env.Render, env.Policy, env.Seed = wideRender{limit: 1 << 10}, pol, 7
+	env.Sampling = sample.Params{MaxTokens: 32, Temperature: 1, StopTokens: []int32{0}}
+	me := &MetaExperience{Format: reflection.World{}, Weight: 0.5, Temperature: 0.7, MaxTokens: 48}
+	terms, err := me.Terms(context.Background(), env, groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]float64{"mel/pairs": 2, "mel/parsed": 2, "mel/parse_failures": 0, "mel/validated": 2, "mel/retention": 1, "mel/nll": 0.25} {
+		if env.Metrics[k] != want {
+			t.Errorf("%s = %v, want %v", k, env.Metrics[k], want)
+		}
+	}
+	// The reflection pass asks both pairs, with the shown answers; the
+	// replay pass puts M before the question.
+	if len(pol.prompts) != 4 {
+		t.Fatalf("prompts %q", pol.prompts)
+	}
+	if want := "R:1+2\n+####3\n-####0\n"; pol.prompts[0] != want || pol.prompts[1] != want {
+		t.Fatalf("reflection requests %q, want %q", pol.prompts[:2], want)
+	}
+	if want := "M:S:1+2=3|C:1+2=4 is wrong|H:add carefully\nQ:1+2\n"; pol.prompts[2] != want {
+		t.Fatalf("replay %q, want %q", pol.prompts[2], want)
+	}
+	if r := pol.requests[0].Params; r.Temperature != 0.7 || r.MaxTokens != 48 {
+		t.Fatalf("reflection sampling %+v", r)
+	}
+	if r := pol.requests[2].Params; r.Temperature != 1 || r.MaxTokens != 32 || r.Seed == pol.requests[0].Params.Seed {
+		t.Fatalf("replay sampling %+v", r)
+	}
+	if len(terms) != 1 || len(terms[0].Data) != 2 {
+		t.Fatalf("terms %+v", terms)
+	}
+	term := terms[0]
+	if term.Name != "mel" || term.Loss.NLL != 0.5 || term.Loss.PolicyGradient != "" || term.Aggregation != "seq-mean-token-mean" {
+		t.Fatalf("term %+v", term)
+	}
+	// Only M's tokens carry weight: the positions predicting the
+	// reflection and its stop token, none of the context [I, x, y+, y−].
+	d := term.Data[0]
+	request := len("R:1+2\n+####3\n-####0\n")
+	m := len("S:1+2=3\nC:1+2=4 is wrong\nH:add carefully\n") + 1
+	if len(d.Tokens) != request+m-1 {
+		t.Fatalf("%d positions, want %d", len(d.Tokens), request+m-1)
+	}
+	for i, w := range d.Weights {
+		ofM := i >= request-1
+		if ofM && w != 1 || !ofM && w != 0 {
+			t.Fatalf("position %d (of M: %v) has weight %v", i, ofM, w)
+		}
+	}
+	if got := (byteRender{}).Decode(d.Targets[request-1:]); got != "S:1+2=3\nC:1+2=4 is wrong\nH:add carefully\n\x00" {
+		t.Fatalf("trained targets %q", got)
+	}
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ex := me.Exhibits()
+	if len(ex) != 1 || ex[0].Name != "meta_experience" {
+		t.Fatalf("exhibits %+v", ex)
+	}
+	if got := ex[0].Example.(MetaExample); got.Correct != "####3" || got.Wrong != "####0" || got.Replay != "####3" || got.Question != "Q:1+2\n" {
+		t.Fatalf("exhibit %+v", got)
+	}
+}
+
+// TestMetaExperienceGates: a reply that does not parse is counted and
+// dropped, never fatal; a parsed one is kept only if its replay verifies;
+// nothing kept gives no term.
+func TestMetaExperienceGates(t *testing.T) {
+	q := ex("1+2", "3")
+	groups := []Scored{worldGroup(byteRender{}, q, true, false, false, false)}
+	n := 0
+	pol := &reflector{
+		reflect: func(string) string {
+			n++
+			if n%2 == 0 {
+				return "no reflection here"
+			}
+			return fmt.Sprintf("S:s\nC:c\nH:h%d\n", n)
+		},
+		answer: func(p string) string {
+			if strings.Contains(p, "H:h1\n") { // only the first M's replay is right
+				return "####3"
+			}
+			return "####1"
+		},
+	}
+	env := testEnv(nil)
+	env.Render, env.Policy = wideRender{limit: 1 << 10}, pol
+	me := &MetaExperience{Format: reflection.World{}, Weight: 1}
+	terms, err := me.Terms(context.Background(), env, groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]float64{"mel/pairs": 3, "mel/parsed": 2, "mel/parse_failures": 1, "mel/validated": 1, "mel/retention": 0.5} {
+		if env.Metrics[k] != want {
+			t.Errorf("%s = %v, want %v", k, env.Metrics[k], want)
+		}
+	}
+	if len(terms) != 1 || len(terms[0].Data) != 1 {
+		t.Fatalf("terms %+v", terms)
+	}
+	pol.answer = func(string) string { return "####1" }
+	env = testEnv(nil)
+	env.Render, env.Policy = wideRender{limit: 1 << 10}, pol
+	if terms, err := me.Terms(context.Background(), env, groups); err != nil || terms != nil || env.Metrics["mel/validated"] != 0 {
+		t.Fatalf("no replay verified: terms %+v, %v, metrics %v", terms, err, env.Metrics)
+	}
+	// A request too long for the context is skipped and counted.
+	env = testEnv(nil)
+	env.Render, env.Policy = wideRender{limit: 10}, pol
+	if terms, err := me.Terms(context.Background(), env, groups); err != nil || terms != nil || env.Metrics["mel/skipped_long"] != 3 || env.Metrics["mel/pairs"] != 3 {
+		t.Fatalf("long requests: terms %+v, %v, metrics %v", terms, err, env.Metrics)
+	}
+}
+
+// TestMetaExperiencePairSampling: Pairs draws that many distinct pairs per
+// group, the same ones for the same seed; 0 takes every pair.
+func TestMetaExperiencePairSampling(t *testing.T) {
+	var right []bool
+	for k := range 8 {
+		right = append(right, k < 3) // 3 right, 5 wrong: 15 pairs
+	}
+	groups := []Scored{worldGroup(byteRender{}, ex("q", "7"), right...)}
+	for k := range groups[0].Trajectories { // tell the answers apart
+		tr := &groups[0].Trajectories[k]
+		tr.Tokens = append(tr.Tokens, int32('a'+k))
+		tr.Text += string(rune('a' + k))
+	}
+	pairsOf := func(pairs int, seed uint64) []string {
+		env := testEnv(nil)
+		env.Render, env.Seed = wideRender{limit: 1 << 10}, seed
+		ps, err := (&MetaExperience{Format: reflection.World{}, Pairs: pairs}).pairs(env, groups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		seen := map[string]bool{}
+		for _, p := range ps {
+			s := p.correct.Text + "/" + p.wrong.Text
+			if seen[s] {
+				t.Fatalf("pair %s drawn twice", s)
+			}
+			seen[s] = true
+			if !strings.HasPrefix(p.correct.Text, "####7") {
+				t.Fatalf("y+ %q is not a right answer", p.correct.Text)
+			}
+			if strings.HasPrefix(p.wrong.Text, "####7") {
+				t.Fatalf("y− %q is a right answer", p.wrong.Text)
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	if all := pairsOf(0, 1); len(all) != 15 {
+		t.Fatalf("every pair: %d, want 15", len(all))
+	}
+	a, b, c := pairsOf(4, 1), pairsOf(4, 1), pairsOf(4, 2)
+	if len(a) != 4 || strings.Join(a, ",") != strings.Join(b, ",") {
+		t.Fatalf("seed 1 drew %v then %v", a, b)
+	}
+	if strings.Join(a, ",") == strings.Join(c, ",") {
+		t.Fatalf("seeds 1 and 2 drew the same pairs %v", a)
+	}
+}
+
+func TestMetaExperienceStateRoundTrip(t *testing.T) {
+	me := &MetaExperience{last: &MetaExample{Step: 3, Question: "Q:1+2\n", Reflection: "S:a\nC:b\nH:c\n"}}
+	b, err := me.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back MetaExperience
+	if err := back.Restore(b); err != nil || back.last == nil || *back.last != *me.last {
+		t.Fatalf("restored %+v, %v", back.last, err)
+	}
+	empty, _ := (&MetaExperience{}).State()
+	if err := back.Restore(empty); err != nil || back.last != nil || back.Exhibits() != nil {
+		t.Fatalf("empty state restored to %+v, %v", back.last, err)
+	}
+	if err := back.Restore(json.RawMessage(`{"step":"x"}`)); err == nil {
+		t.Fatal("a malformed state restored")
+	}
+}
