@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"rlvr/format/tokenizer"
 	"rlvr/method"
 	"rlvr/task"
+	"rlvr/worldmodel"
 )
 
 // The child side of TestResumeAfterSIGKILL: a separate process running the
@@ -59,6 +61,17 @@ func tinyWorldModel(t *testing.T) string {
 	return dir
 }
 
+// worldModel installs the built-in world model, which knows the world's
+// formats, into a temporary directory.
+func worldModel(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "world")
+	if err := worldmodel.Install(worldmodel.FS(), dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // smallRL is a few quick steps from a small random world model.
 func smallRL(t *testing.T) RLConfig {
 	t.Helper()
@@ -90,8 +103,10 @@ func stable(t *testing.T, path string) []map[string]float64 {
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range timing {
-			delete(m, k)
+		for k := range m {
+			if slices.Contains(timing, k) || strings.HasPrefix(k, "time_") {
+				delete(m, k)
+			}
 		}
 		out = append(out, m)
 	}
@@ -128,6 +143,23 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 			c.Consultation = &ConsultationConfig{Turns: &consult.Schedule{Kind: consult.Linear, Start: 4, End: 1}}
 		}, func(ms []map[string]float64) bool {
 			return ms[0]["consult/p"] == 1 && ms[5]["consult/p"] < ms[3]["consult/p"] && ms[5]["consult/turn_budget"] < ms[0]["consult/turn_budget"]
+		}},
+		// Meta-experiences are written, validated and trained on both
+		// sides of the kill, by the world model on a level it half solves,
+		// and the one shown at each evaluation survives it.
+		{"grpo+meta_experience", func(c *RLConfig) {
+			c.Model, c.Data.Levels, c.MaxTokens, c.EvalEvery = worldModel(t), []int{3}, 96, 3
+			c.Parts, c.MetaExperience = []string{PartMetaExperience}, &MetaExperienceConfig{Pairs: 2}
+		}, func(ms []map[string]float64) bool {
+			var before, after float64
+			for i, m := range ms {
+				if i < 4 {
+					before += m["mel/validated"]
+				} else {
+					after += m["mel/validated"]
+				}
+			}
+			return before > 0 && after > 0 && ms[0]["mel/pairs"] > 0
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -187,6 +219,11 @@ func resumeAfterKill(t *testing.T, cfg RLConfig) []map[string]float64 {
 	eb, _ := os.ReadFile(filepath.Join(killed, "eval.jsonl"))
 	if string(ea) != string(eb) || !strings.Contains(string(ea), `"step":6`) {
 		t.Fatalf("evaluations differ:\n%s\n%s", ea, eb)
+	}
+	xa, _ := os.ReadFile(filepath.Join(straight, "examples.jsonl"))
+	xb, _ := os.ReadFile(filepath.Join(killed, "examples.jsonl"))
+	if string(xa) != string(xb) {
+		t.Fatalf("exhibits differ:\n%s\n%s", xa, xb)
 	}
 	ckpts, _ := checkpoints(killed)
 	if len(ckpts) != cfg.KeepLast {
