@@ -3,8 +3,10 @@ package method
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"rlvr/backend"
@@ -266,7 +268,14 @@ func (me *MetaExperience) Exhibits() []Exhibit {
 	if me.last == nil {
 		return nil
 	}
-	return []Exhibit{{Name: "meta_experience", Example: *me.last}}
+	return []Exhibit{{Title: "meta-experience", Text: me.last.String()}}
+}
+
+// String writes the example for reading: the question, the pair, M and
+// the replay that validated it.
+func (x MetaExample) String() string {
+	return fmt.Sprintf("step %d\nquestion:\n%s\n\ncorrect answer (y+):\n%s\n\nwrong answer (y−):\n%s\n\nmeta-experience M:\n%s\n\nreplay with M (verified):\n%s",
+		x.Step, strings.TrimSpace(x.Question), strings.TrimSpace(x.Correct), strings.TrimSpace(x.Wrong), strings.TrimSpace(x.Reflection), strings.TrimSpace(x.Replay))
 }
 
 // State implements Stateful.

@@ -141,11 +141,14 @@ func TestMetaExperiencePairsReflectsValidatesAndTrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	ex := me.Exhibits()
-	if len(ex) != 1 || ex[0].Name != "meta_experience" {
+	if len(ex) != 1 || ex[0].Title != "meta-experience" {
 		t.Fatalf("exhibits %+v", ex)
 	}
-	if got := ex[0].Example.(MetaExample); got.Correct != "####3" || got.Wrong != "####0" || got.Replay != "####3" || got.Question != "Q:1+2\n" {
+	if got := *me.last; got.Correct != "####3" || got.Wrong != "####0" || got.Replay != "####3" || got.Question != "Q:1+2\n" || got.Step != 1 {
 		t.Fatalf("exhibit %+v", got)
+	}
+	if want := "step 1\nquestion:\nQ:1+2\n\ncorrect answer (y+):\n####3\n\nwrong answer (y−):\n####0\n\nmeta-experience M:\nS:1+2=3\nC:1+2=4 is wrong\nH:add carefully\n\nreplay with M (verified):\n####3"; ex[0].Text != want {
+		t.Fatalf("exhibit text %q, want %q", ex[0].Text, want)
 	}
 }
 

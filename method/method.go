@@ -35,15 +35,15 @@ type Stateful interface {
 
 // Exhibitor is a method, or a part of one, with examples of its latest
 // work to show beside each evaluation (MEL's latest validated
-// meta-experience); the loop writes them to the run's examples.jsonl.
+// meta-experience); the loop writes them to the run's samples.jsonl, which
+// rlvr report shows.
 type Exhibitor interface {
 	Exhibits() []Exhibit
 }
 
-// Exhibit is one example a part shows, under the part's name.
+// Exhibit is one text a part shows, under a title naming its kind.
 type Exhibit struct {
-	Name    string
-	Example any
+	Title, Text string
 }
 
 // Variant is one way to ask a question: MEML-GRPO's expert prompt P_i, or

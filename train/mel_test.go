@@ -1,17 +1,15 @@
 package train
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"rlvr/method"
 	"rlvr/reflection"
+	"rlvr/report"
 )
 
 func TestMetaExperienceConfig(t *testing.T) {
@@ -63,36 +61,24 @@ func TestMetaExperienceExhibited(t *testing.T) {
 	if err := RL(context.Background(), cfg, run, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join(run, "examples.jsonl"))
+	r, err := report.Load(run)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	var steps []int
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var line struct {
-			Step    int                `json:"step"`
-			Name    string             `json:"name"`
-			Example method.MetaExample `json:"example"`
+	for _, x := range r.Samples {
+		if x.Title != "meta-experience" || !strings.Contains(x.Text, "question:\nQ:") || !strings.Contains(x.Text, "replay with M (verified):\n") {
+			t.Fatalf("sample %+v", x)
 		}
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			t.Fatal(err)
+		_, m, _ := strings.Cut(x.Text, "meta-experience M:\n")
+		m, _, _ = strings.Cut(m, "\n\n")
+		if _, err := (reflection.World{}).Parse(m); err != nil {
+			t.Fatalf("the shown reflection %q does not parse: %v", m, err)
 		}
-		x := line.Example
-		if line.Name != "meta_experience" || x.Step > line.Step || !strings.HasPrefix(x.Question, "Q:") {
-			t.Fatalf("exhibit %+v", line)
-		}
-		if _, err := (reflection.World{}).Parse(x.Reflection); err != nil {
-			t.Fatalf("the shown reflection %q does not parse: %v", x.Reflection, err)
-		}
-		if !strings.Contains(x.Replay, "####") || x.Correct == x.Wrong {
-			t.Fatalf("exhibit %+v", x)
-		}
-		steps = append(steps, line.Step)
+		steps = append(steps, x.Step)
 	}
 	if len(steps) == 0 || steps[len(steps)-1] != 4 {
-		t.Fatalf("exhibits at steps %v, want one at the last evaluation (4)", steps)
+		t.Fatalf("samples at steps %v, want one at the last evaluation (4)", steps)
 	}
 	ms := stable(t, filepath.Join(run, "metrics.jsonl"))
 	for _, m := range ms {

@@ -29,12 +29,13 @@ import (
 	"rlvr/task"
 )
 
-// Exhibit is one line of examples.jsonl: a part's latest example of its
-// work (MEL's validated meta-experience), written at each evaluation.
-type Exhibit struct {
-	Step    int    `json:"step"` // the evaluation's step
-	Name    string `json:"name"`
-	Example any    `json:"example"`
+// Sample is one line of samples.jsonl: a text a part shows beside an
+// evaluation (MEL's latest validated meta-experience), which rlvr report
+// shows under its title.
+type Sample struct {
+	Step  int    `json:"step"` // the evaluation's step
+	Title string `json:"title"`
+	Text  string `json:"text"`
 }
 
 // EvalMetrics are one line of eval.jsonl.
@@ -244,7 +245,7 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	if err := writeConfig(runDir, cfg); err != nil {
 		return err
 	}
-	for _, name := range []string{"metrics.jsonl", "eval.jsonl", "examples.jsonl"} {
+	for _, name := range []string{"metrics.jsonl", "eval.jsonl", "samples.jsonl"} {
 		path := filepath.Join(runDir, name)
 		if start.Step == 0 { // a fresh run starts fresh logs
 			os.Remove(path)
@@ -519,8 +520,8 @@ func (l *loop) evaluate(ctx context.Context, step int) error {
 	last := step == l.cfg.Steps
 	if x, ok := l.meth.(method.Exhibitor); ok {
 		for _, ex := range x.Exhibits() {
-			line := Exhibit{Step: step, Name: ex.Name, Example: ex.Example}
-			if err := appendJSONL(filepath.Join(l.runDir, "examples.jsonl"), line); err != nil {
+			line := Sample{Step: step, Title: ex.Title, Text: ex.Text}
+			if err := appendJSONL(filepath.Join(l.runDir, "samples.jsonl"), line); err != nil {
 				return err
 			}
 		}

@@ -220,8 +220,8 @@ func resumeAfterKill(t *testing.T, cfg RLConfig) []map[string]float64 {
 	if string(ea) != string(eb) || !strings.Contains(string(ea), `"step":6`) {
 		t.Fatalf("evaluations differ:\n%s\n%s", ea, eb)
 	}
-	xa, _ := os.ReadFile(filepath.Join(straight, "examples.jsonl"))
-	xb, _ := os.ReadFile(filepath.Join(killed, "examples.jsonl"))
+	xa, _ := os.ReadFile(filepath.Join(straight, "samples.jsonl"))
+	xb, _ := os.ReadFile(filepath.Join(killed, "samples.jsonl"))
 	if string(xa) != string(xb) {
 		t.Fatalf("exhibits differ:\n%s\n%s", xa, xb)
 	}
