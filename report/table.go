@@ -253,6 +253,13 @@ type Summary struct {
 	AvgAtK   eval.Interval
 	Variance float64
 	K        int
+	// PassAtK is the mean over runs of the final evaluation's pass@K with
+	// a 95% t-interval (MEL's Pass@8).
+	PassAtK eval.Interval
+	// Pairs, Parsed and Validated are MEL's meta-experience yield, summed
+	// over every step of every run (mel/pairs, mel/parsed, mel/validated);
+	// 0 for runs without it.
+	Pairs, Parsed, Validated float64
 	// CallFirst and CallLast are the mean over runs of the consultation
 	// call rate (consult/call_rate) over the first and last rolloutWindow
 	// steps; NaN for runs that do not consult.
@@ -266,7 +273,7 @@ const rolloutWindow = 10
 // Summary summarizes the row.
 func (row Row) Summary() Summary {
 	s := Summary{Name: row.Name, Runs: len(row.Runs), FirstStep: -1, LastStep: -1}
-	var acc, delta, majority, before, zeroVar, first, last, stepTime, avgK, variance, callFirst, callLast []float64
+	var acc, delta, majority, before, zeroVar, first, last, stepTime, avgK, passK, variance, callFirst, callLast []float64
 	byExpert := map[string][]float64{}
 	successes, problems, pooled := 0, 0, true
 	for _, r := range row.Runs {
@@ -296,10 +303,15 @@ func (row Row) Summary() Summary {
 			delta = appendFinite(delta, f.Delta)
 			avgK = appendFinite(avgK, f.Eval.AvgAtK)
 			variance = appendFinite(variance, f.Eval.Variance)
-			for k := range f.Eval.PassAtK {
-				if n, err := strconv.Atoi(k); err == nil {
-					s.K = max(s.K, n)
+			k := 0
+			for key := range f.Eval.PassAtK {
+				if n, err := strconv.Atoi(key); err == nil {
+					k = max(k, n)
 				}
+			}
+			s.K = max(s.K, k)
+			if k > 1 {
+				passK = appendFinite(passK, f.Eval.PassAtK[strconv.Itoa(k)])
 			}
 		} else {
 			pooled = false
@@ -313,8 +325,18 @@ func (row Row) Summary() Summary {
 			stepTime = append(stepTime, mean(ys))
 		}
 		callFirst, callLast = appendEnds(callFirst, callLast, r, "consult/call_rate")
+		for _, y := range []struct {
+			key string
+			sum *float64
+		}{{"mel/pairs", &s.Pairs}, {"mel/parsed", &s.Parsed}, {"mel/validated", &s.Validated}} {
+			_, ys := r.Series(y.key)
+			for _, v := range ys {
+				*y.sum += v
+			}
+		}
 	}
 	s.AvgAtK = eval.MeanInterval(avgK)
+	s.PassAtK = eval.MeanInterval(passK)
 	s.Variance = meanOrNaN(variance)
 	s.CallFirst, s.CallLast = meanOrNaN(callFirst), meanOrNaN(callLast)
 	s.Accuracy = eval.MeanInterval(acc)
@@ -550,6 +572,18 @@ func newGrid(rows []Row, base int) grid {
 				return dash
 			}
 			return fmt.Sprintf("%s (n=%d)", percentInterval(s.AvgAtK), s.K)
+		}),
+		col("pass@k", true, true, func(_ int, s Summary) string {
+			if math.IsNaN(s.PassAtK.Mean) {
+				return dash
+			}
+			return fmt.Sprintf("%s (k=%d)", percentInterval(s.PassAtK), s.K)
+		}),
+		col("meta-experiences: pairs → parsed → validated", true, true, func(_ int, s Summary) string {
+			if s.Pairs == 0 {
+				return dash
+			}
+			return fmt.Sprintf("%.0f → %.0f%% → %.0f%%", s.Pairs, 100*s.Parsed/s.Pairs, 100*s.Validated/s.Pairs)
 		}),
 		col("variance", true, true, func(_ int, s Summary) string {
 			if math.IsNaN(s.Variance) {

@@ -430,3 +430,37 @@ func ExampleTable() {
 	//
 	// Accuracy: mean over seeds [95% t-interval over seeds]; pooled: every seed's test problems together [95% Wilson interval] (problems); Δ: mean over seeds of (row − grpo) on the same seed [95% paired t-interval].
 }
+
+// TestTableMEL: the pass@k column and MEL's yield, summed over steps and
+// runs, appear for rows that have them.
+func TestTableMEL(t *testing.T) {
+	root := t.TempDir()
+	var runs []*Run
+	for i, name := range []string{"grpo-s1", "mel-s1", "grpo-s2", "mel-s2"} {
+		seed := fmt.Sprint(1 + i/2)
+		dir := writeSeedRun(t, root, seedRun{name: name, seed: seed, stepS: 1, evals: []string{
+			fmt.Sprintf(`{"step":20,"split":"test","greedy":0.%d,"problems":200,"avg_at_k":0.%d,"pass_at_k":{"1":0.2,"8":0.%d}}`, 1+i, 2+i, 5+i),
+		}})
+		if strings.HasPrefix(name, "mel") {
+			var m strings.Builder
+			for step := 1; step <= 20; step++ {
+				fmt.Fprintf(&m, `{"step":%d,"accuracy":0.1,"mel/pairs":10,"mel/parsed":8,"mel/validated":%d}`+"\n", step, 2+i/2*2)
+			}
+			writeFile(t, filepath.Join(dir, MetricsFile), m.String())
+		}
+		runs = append(runs, load(t, dir))
+	}
+	got, err := Table(runs, "grpo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| pass@k | meta-experiences: pairs → parsed → validated |",
+		"| grpo | 2 | 20 | 20.0% [−107.1, 147.1] | 20.0% [16.4, 24.2] (400) | 30.0% [−97.1, 157.1] (n=8) | 60.0% [−67.1, 187.1] (k=8) | — |",
+		"| 70.0% [−57.1, 197.1] (k=8) | 400 → 80% → 30% |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+}
