@@ -123,14 +123,16 @@ func TestConsultationChatEpisode(t *testing.T) {
 // chatPolicy writes its turns in order, one per call, as token ids of
 // the renderer, ending each consult turn on the format's stop string.
 type chatPolicy struct {
-	r     method.Renderer
-	turns []string
-	calls int
+	r       method.Renderer
+	turns   []string
+	calls   int
+	prompts [][]int32 // every request's prompt, in order
 }
 
 func (p *chatPolicy) Sample(_ context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
 	out := make([][]sample.Completion, len(reqs))
 	for i := range reqs {
+		p.prompts = append(p.prompts, reqs[i].Prompt)
 		text := p.turns[min(p.calls, len(p.turns)-1)]
 		c := sample.Completion{Text: text, Tokens: p.r.Encode(text), Finish: sample.FinishStop}
 		if strings.HasSuffix(text, "</consult>") {
