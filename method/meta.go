@@ -121,7 +121,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 	var replayed []*metaPair
 	prompts = prompts[:0]
 	for _, mp := range parsed {
-		e := withQuestion(mp.group.Example, me.Format.Replay(questionText(mp.group.Example), mp.experience))
+		e := withQuestion(mp.group.Example, me.Format.Replay(mp.group.Example.Prompt, mp.experience))
 		pr, err := env.prompt(e, Variant{})
 		if err != nil {
 			return nil, err
@@ -149,7 +149,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 			data = append(data, ResponseDatum(mp.request, mp.reflection.Tokens))
 			nll += tokenNLL(mp.reflection.Logprobs)
 			if len(data) == 1 {
-				me.last = &MetaExample{Step: env.Step + 1, Question: questionText(mp.group.Example), Correct: shownText(env, mp.correct),
+				me.last = &MetaExample{Step: env.Step + 1, Question: mp.group.Example.Prompt, Correct: shownText(env, mp.correct),
 					Wrong: shownText(env, mp.wrong), Reflection: shownText(env, mp.reflection), Replay: shownText(env, y)}
 			}
 		}
@@ -198,7 +198,7 @@ func (me *MetaExperience) pairs(env *Env, groups []Scored) ([]metaPair, error) {
 		env.Metrics["mel/pairs"] += float64(len(picks))
 		for _, k := range picks {
 			c, w := &g.Trajectories[pos[k/len(neg)]], &g.Trajectories[neg[k%len(neg)]]
-			req := task.Example{ID: g.Example.ID + "/reflection", Prompt: me.Format.Request(questionText(g.Example), shownText(env, c), shownText(env, w))}
+			req := task.Example{ID: g.Example.ID + "/reflection", Prompt: me.Format.Request(g.Example.Prompt, shownText(env, c), shownText(env, w))}
 			pr, err := env.prompt(req, Variant{})
 			if err != nil {
 				return nil, err
@@ -234,23 +234,11 @@ func tokenNLL(lps []float32) float64 {
 	return s / float64(len(lps))
 }
 
-// questionText is the question as the user asked it: the last user
-// message of the example's chat, or its prompt.
-func questionText(e task.Example) string {
-	msgs := e.Chat()
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == "user" {
-			return msgs[i].Content
-		}
-	}
-	return e.Prompt
-}
-
-// withQuestion is e with its question (the last user message, or the
-// prompt) replaced by text.
+// withQuestion is e with its question replaced by text: the prompt, and
+// the last user message of a chat (which the prompt copies).
 func withQuestion(e task.Example, text string) task.Example {
+	e.Prompt = text
 	if len(e.Messages) == 0 {
-		e.Prompt = text
 		return e
 	}
 	e.Messages = append([]task.Message(nil), e.Messages...)
