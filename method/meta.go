@@ -141,7 +141,18 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 		if err != nil {
 			return nil, err
 		}
+		// Whether M helps in context: the replays' accuracy against the
+		// accuracy the same policy had on those questions without M (their
+		// groups'), over the same replayed pairs.
+		var without float64
 		for i, mp := range replayed {
+			right := 0
+			for _, ok := range mp.group.Correct {
+				if ok {
+					right++
+				}
+			}
+			without += float64(right) / float64(len(mp.group.Correct))
 			y := &replays[i].Trajectories[0]
 			if r, _ := env.Reward(mp.group.Example, y.PolicyText); r <= 0 {
 				continue
@@ -153,6 +164,8 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 					Wrong: shownText(env, mp.wrong), Reflection: shownText(env, mp.reflection), Replay: shownText(env, y)}
 			}
 		}
+		env.Metrics.Set("mel/replay_accuracy", float64(len(data))/float64(len(replayed)))
+		env.Metrics.Set("mel/group_accuracy", without/float64(len(replayed)))
 	}
 	env.Metrics.Set("mel/validated", float64(len(data)))
 	if len(parsed) > 0 {

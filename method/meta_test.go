@@ -91,7 +91,8 @@ func TestMetaExperiencePairsReflectsValidatesAndTrains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, want := range map[string]float64{"mel/pairs": 2, "mel/parsed": 2, "mel/parse_failures": 0, "mel/validated": 2, "mel/retention": 1, "mel/nll": 0.25} {
+	for k, want := range map[string]float64{"mel/pairs": 2, "mel/parsed": 2, "mel/parse_failures": 0, "mel/validated": 2, "mel/retention": 1, "mel/nll": 0.25,
+		"mel/replay_accuracy": 1, "mel/group_accuracy": 1.0 / 3} {
 		if env.Metrics[k] != want {
 			t.Errorf("%s = %v, want %v", k, env.Metrics[k], want)
 		}
@@ -181,7 +182,8 @@ func TestMetaExperienceGates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, want := range map[string]float64{"mel/pairs": 3, "mel/parsed": 2, "mel/parse_failures": 1, "mel/validated": 1, "mel/retention": 0.5} {
+	for k, want := range map[string]float64{"mel/pairs": 3, "mel/parsed": 2, "mel/parse_failures": 1, "mel/validated": 1, "mel/retention": 0.5,
+		"mel/replay_accuracy": 0.5, "mel/group_accuracy": 0.25} {
 		if env.Metrics[k] != want {
 			t.Errorf("%s = %v, want %v", k, env.Metrics[k], want)
 		}
