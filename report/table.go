@@ -303,16 +303,12 @@ func (row Row) Summary() Summary {
 			delta = appendFinite(delta, f.Delta)
 			avgK = appendFinite(avgK, f.Eval.AvgAtK)
 			variance = appendFinite(variance, f.Eval.Variance)
-			k := 0
 			for key := range f.Eval.PassAtK {
 				if n, err := strconv.Atoi(key); err == nil {
-					k = max(k, n)
+					s.K = max(s.K, n)
 				}
 			}
-			s.K = max(s.K, k)
-			if k > 1 {
-				passK = appendFinite(passK, f.Eval.PassAtK[strconv.Itoa(k)])
-			}
+			passK = appendFinite(passK, largestPassAtK(f.Eval.PassAtK))
 		} else {
 			pooled = false
 		}
@@ -390,6 +386,10 @@ type Difference struct {
 	// Interval is the mean over the paired seeds of (run − baseline run),
 	// with a 95% paired t-interval; N counts the pairs.
 	eval.Interval
+	// AvgAtK and PassAtK are the same for the sampled answers' mean
+	// accuracy and pass@k at the largest k, over the paired seeds whose
+	// runs both have them (NaN when none do).
+	AvgAtK, PassAtK eval.Interval
 	// Seeds lists the paired seeds, in the row's order.
 	Seeds []string
 	// LeftOut says, for each run of either row that has no partner, why:
@@ -402,9 +402,9 @@ type Difference struct {
 // other row, or either run of the pair has no final evaluation.
 func Paired(row, base Row) Difference {
 	type entry struct {
-		acc   float64
-		ok    bool
-		count int
+		acc, avg, pass float64
+		ok             bool
+		count          int
 	}
 	index := func(r Row) (map[string]*entry, []string, []string) {
 		m := map[string]*entry{}
@@ -424,13 +424,14 @@ func Paired(row, base Row) Difference {
 			e.count++
 			f, ok := run.Final()
 			e.acc, e.ok = f.Acc, ok
+			e.avg, e.pass = f.Eval.AvgAtK, largestPassAtK(f.Eval.PassAtK)
 		}
 		return m, order, noSeed
 	}
 	rm, rOrder, rNoSeed := index(row)
 	bm, bOrder, bNoSeed := index(base)
 	var d Difference
-	var diffs []float64
+	var diffs, avgs, passes []float64
 	for _, seed := range rOrder {
 		a, b := rm[seed], bm[seed]
 		switch {
@@ -447,6 +448,8 @@ func Paired(row, base Row) Difference {
 		default:
 			d.Seeds = append(d.Seeds, seed)
 			diffs = append(diffs, a.acc-b.acc)
+			avgs = appendFinite(avgs, a.avg-b.avg)
+			passes = appendFinite(passes, a.pass-b.pass)
 		}
 	}
 	for _, seed := range bOrder {
@@ -458,7 +461,19 @@ func Paired(row, base Row) Difference {
 		d.LeftOut = append(d.LeftOut, fmt.Sprintf("%s (no seed)", name))
 	}
 	d.Interval = eval.MeanInterval(diffs)
+	d.AvgAtK, d.PassAtK = eval.MeanInterval(avgs), eval.MeanInterval(passes)
 	return d
+}
+
+// largestPassAtK is pass@k at the largest k above 1, NaN without one.
+func largestPassAtK(passAtK map[string]float64) float64 {
+	k, v := 1, math.NaN()
+	for key, p := range passAtK {
+		if n, err := strconv.Atoi(key); err == nil && n > k {
+			k, v = n, p
+		}
+	}
+	return v
 }
 
 // Table returns a markdown table comparing the rows of runs ([Rows]) across
@@ -618,12 +633,26 @@ func newGrid(rows []Row, base int) grid {
 				notes = append(notes, fmt.Sprintf("Δ of %s vs %s: %d paired seeds; left out: %s.", rows[i].Name, rows[base].Name, len(d.Seeds), strings.Join(d.LeftOut, ", ")))
 			}
 		}
-		cols = append(cols, col("Δ vs "+rows[base].Name, true, false, func(i int, _ Summary) string {
-			if i == base {
-				return "(baseline)"
+		// An optional column that no row has a value for goes, its
+		// baseline's cell with it.
+		delta := func(name string, optional bool, of func(Difference) eval.Interval) column {
+			some := false
+			for i, d := range diffs {
+				some = some || i != base && !math.IsNaN(of(d).Mean)
 			}
-			return ppInterval(diffs[i].Interval)
-		}))
+			return col(name+" vs "+rows[base].Name, true, optional, func(i int, _ Summary) string {
+				switch {
+				case i == base && (some || !optional):
+					return "(baseline)"
+				case i == base, optional && math.IsNaN(of(diffs[i]).Mean):
+					return dash
+				}
+				return ppInterval(of(diffs[i]))
+			})
+		}
+		cols = append(cols, delta("Δ", false, func(d Difference) eval.Interval { return d.Interval }),
+			delta("Δ sampled mean", true, func(d Difference) eval.Interval { return d.AvgAtK }),
+			delta("Δ pass@k", true, func(d Difference) eval.Interval { return d.PassAtK }))
 	}
 
 	cols = slices.DeleteFunc(cols, func(c column) bool {

@@ -458,6 +458,8 @@ func TestTableMEL(t *testing.T) {
 		"| pass@k | meta-experiences: pairs → parsed → validated |",
 		"| grpo | 2 | 20 | 20.0% [−107.1, 147.1] | 20.0% [16.4, 24.2] (400) | 30.0% [−97.1, 157.1] (n=8) | 60.0% [−67.1, 187.1] (k=8) | — |",
 		"| 70.0% [−57.1, 197.1] (k=8) | 400 → 80% → 30% |",
+		"| Δ vs grpo | Δ sampled mean vs grpo | Δ pass@k vs grpo |",
+		"| +10.0 pp [+10.0, +10.0] | +10.0 pp [+10.0, +10.0] | +10.0 pp [+10.0, +10.0] |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
