@@ -188,18 +188,23 @@ func resumeAfterKill(t *testing.T, cfg RLConfig) []map[string]float64 {
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Kill it in step 6: step 5's metrics are written after the checkpoint
+	// of step 4, then each step sleeps 250 ms before the next, and step 6's
+	// checkpoint waits for its own sleep.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if _, err := os.Stat(filepath.Join(killed, "ckpt-000004", "state.json")); err == nil {
+		_, ckptErr := os.Stat(filepath.Join(killed, "ckpt-000004", "state.json"))
+		b, _ := os.ReadFile(filepath.Join(killed, "metrics.jsonl"))
+		if ckptErr == nil && strings.Count(string(b), "\n") >= 5 {
 			break
 		}
 		if time.Now().After(deadline) {
 			child.Process.Kill()
-			t.Fatal("the child wrote no second checkpoint in 60 s")
+			t.Fatal("the child wrote no fifth step after its second checkpoint in 60 s")
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond) // into step 5 or 6, past the checkpoint
+	time.Sleep(260 * time.Millisecond)
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
 	if _, err := os.Stat(filepath.Join(killed, "ckpt-000006")); err == nil {
