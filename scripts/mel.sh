@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# MEL on the built-in world (docs/mel.md): MEL against the same base
+# without it, for GRPO, RFT and REINFORCE++ (paper Fig. 5), and the three
+# methods in one run against each single method at the same questions,
+# steps and seeds; three seeds per row, then the tables and one report
+# page.
+#
+#   scripts/mel.sh                 # everything, under runs/mel/
+#   JOBS=1 SEEDS="1 2 3" STEPS=200 scripts/mel.sh
+#
+# Every run is one process on one core (GOMAXPROCS=1), JOBS at a time. A
+# finished run is skipped when the script is run again, and an unfinished
+# one resumes from its last checkpoint.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=runs/mel
+source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...]
+
+bases=(grpo rft reinforce-pp)
+rows=()
+for base in "${bases[@]}"; do rows+=("sparse-$base" "mel-$base"); done
+rows+=(sparse-meml-grpo sparse-eapo meml-eapo-mel)
+for row in "${rows[@]}"; do
+  for seed in $seeds; do
+    echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps"
+  done
+done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
+
+dirs() { for row in "$@"; do for seed in $seeds; do echo "$out/$row-seed$seed"; done; done; }
+: >"$out/table.md"
+for base in "${bases[@]}"; do
+  # shellcheck disable=SC2046
+  bin/rlvr report --table --baseline "sparse-$base" $(dirs "sparse-$base" "mel-$base") | tee -a "$out/table.md"
+  echo | tee -a "$out/table.md"
+done
+# shellcheck disable=SC2046
+bin/rlvr report --table --baseline mel-grpo $(dirs mel-grpo sparse-meml-grpo sparse-eapo meml-eapo-mel) | tee -a "$out/table.md"
+# shellcheck disable=SC2046
+bin/rlvr report --out "$out/report" $(dirs sparse-grpo mel-grpo sparse-rft mel-rft sparse-reinforce-pp mel-reinforce-pp meml-eapo-mel)
