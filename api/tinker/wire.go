@@ -1,0 +1,417 @@
+// Package tinker is the Tinker training API on the wire: the JSON bodies of
+// the calls rlvr's remote backend makes and `rlvr serve --tinker` answers,
+// as SkyRL tx (skyrl/tinker/api.py) and the Tinker SDK's JSON form
+// (tinker/types) define them. Paths are under /api/v1; the API key travels
+// in X-API-Key.
+//
+// A training or sampling call returns a Future; its result is fetched with
+// retrieve_future, which answers with the result, a TryAgain (poll again),
+// or a RequestFailed. Requests here carry only the fields rlvr sends;
+// decoding ignores the others, as the servers' response models do.
+package tinker
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+)
+
+// The paths of the calls, under the base URL.
+const (
+	PathHealthz          = "/api/v1/healthz"
+	PathCapabilities     = "/api/v1/get_server_capabilities"
+	PathClientConfig     = "/api/v1/client/config"
+	PathCreateSession    = "/api/v1/create_session"
+	PathHeartbeat        = "/api/v1/session_heartbeat"
+	PathCreateModel      = "/api/v1/create_model"
+	PathForward          = "/api/v1/forward" // SkyRL's; the SDK now sends forward_backward with forward_only
+	PathForwardBackward  = "/api/v1/forward_backward"
+	PathOptimStep        = "/api/v1/optim_step"
+	PathSaveWeights      = "/api/v1/save_weights"
+	PathSaveForSampler   = "/api/v1/save_weights_for_sampler"
+	PathLoadWeights      = "/api/v1/load_weights"
+	PathSample           = "/api/v1/asample"
+	PathRetrieveFuture   = "/api/v1/retrieve_future"
+	HeaderAPIKey         = "X-API-Key"
+	HeaderIdempotencyKey = "X-Idempotency-Key"
+)
+
+// Tensor dtypes.
+const (
+	Int64   = "int64"
+	Float32 = "float32"
+)
+
+// TensorData is one per-token array of a datum: data with its dtype and,
+// optionally, its shape (1-D here). Values travel as JSON numbers, exact
+// for token ids below 2^53.
+type TensorData struct {
+	Data  []float64 `json:"data"`
+	Dtype string    `json:"dtype"`
+	Shape []int     `json:"shape,omitempty"`
+}
+
+// Ints returns a tensor of token ids.
+func Ints(xs []int32) TensorData {
+	t := TensorData{Data: make([]float64, len(xs)), Dtype: Int64, Shape: []int{len(xs)}}
+	for i, x := range xs {
+		t.Data[i] = float64(x)
+	}
+	return t
+}
+
+// Floats returns a float32 tensor.
+func Floats(xs []float32) TensorData {
+	t := TensorData{Data: make([]float64, len(xs)), Dtype: Float32, Shape: []int{len(xs)}}
+	for i, x := range xs {
+		t.Data[i] = float64(x)
+	}
+	return t
+}
+
+// Int32s reads a tensor of token ids, naming what is wrong.
+func (t TensorData) Int32s() ([]int32, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	out := make([]int32, len(t.Data))
+	for i, v := range t.Data {
+		if v != math.Trunc(v) || v < 0 || v > math.MaxInt32 {
+			return nil, fmt.Errorf("data[%d] = %v is not a token id", i, v)
+		}
+		out[i] = int32(v)
+	}
+	return out, nil
+}
+
+// Float32s reads a float tensor, naming what is wrong.
+func (t TensorData) Float32s() ([]float32, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(t.Data))
+	for i, v := range t.Data {
+		if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > math.MaxFloat32 {
+			return nil, fmt.Errorf("data[%d] = %v is not a finite float32", i, v)
+		}
+		out[i] = float32(v)
+	}
+	return out, nil
+}
+
+// check is the agreement of the shape, when given, with the data.
+func (t TensorData) check() error {
+	if t.Dtype != "" && t.Dtype != Int64 && t.Dtype != Float32 {
+		return fmt.Errorf("dtype %q is not int64 or float32", t.Dtype)
+	}
+	if len(t.Shape) > 0 && (len(t.Shape) != 1 || t.Shape[0] != len(t.Data)) {
+		return fmt.Errorf("shape %v does not fit %d values (only 1-D tensors are read)", t.Shape, len(t.Data))
+	}
+	return nil
+}
+
+// Chunk is one piece of a model input: encoded text (token ids). Image
+// chunks are not read.
+type Chunk struct {
+	Type   string  `json:"type"`
+	Tokens []int32 `json:"tokens"`
+}
+
+// ModelInput is a sequence of chunks.
+type ModelInput struct {
+	Chunks []Chunk `json:"chunks"`
+}
+
+// Text is a model input of one encoded-text chunk.
+func Text(tokens []int32) ModelInput {
+	return ModelInput{Chunks: []Chunk{{Type: "encoded_text", Tokens: tokens}}}
+}
+
+// Tokens concatenates the chunks' tokens; a chunk of another type is an
+// error naming it.
+func (m ModelInput) Tokens() ([]int32, error) {
+	var out []int32
+	for i, c := range m.Chunks {
+		if c.Type != "" && c.Type != "encoded_text" {
+			return nil, fmt.Errorf("chunks[%d]: type %q is not encoded_text", i, c.Type)
+		}
+		out = append(out, c.Tokens...)
+	}
+	return out, nil
+}
+
+// Datum is one sequence of a forward(-backward) call: the model input
+// (full[:-1]) and per-token loss inputs of the same length —
+// target_tokens (full[1:]), weights, and for the policy losses the
+// sampler's logprobs and the advantages.
+type Datum struct {
+	ModelInput   ModelInput            `json:"model_input"`
+	LossFnInputs map[string]TensorData `json:"loss_fn_inputs"`
+}
+
+// The loss functions (loss_fn) and their loss_fn_config keys.
+const (
+	CrossEntropy       = "cross_entropy"
+	ImportanceSampling = "importance_sampling"
+	PPO                = "ppo"
+	ClipLowThreshold   = "clip_low_threshold"  // ppo: the ratio's lower bound, 1 − ε_low
+	ClipHighThreshold  = "clip_high_threshold" // ppo: the ratio's upper bound, 1 + ε_high
+)
+
+// ForwardBackwardInput is the data and loss of a forward(-backward) call.
+type ForwardBackwardInput struct {
+	Data         []Datum            `json:"data"`
+	LossFn       string             `json:"loss_fn"`
+	LossFnConfig map[string]float64 `json:"loss_fn_config,omitempty"`
+}
+
+// ForwardBackwardRequest accumulates gradients of the loss over the data.
+type ForwardBackwardRequest struct {
+	ModelID string               `json:"model_id"`
+	Input   ForwardBackwardInput `json:"forward_backward_input"`
+	SeqID   *int64               `json:"seq_id,omitempty"`
+}
+
+// ForwardRequest computes the loss and logprobs without gradients.
+type ForwardRequest struct {
+	ModelID string               `json:"model_id"`
+	Input   ForwardBackwardInput `json:"forward_input"`
+	SeqID   *int64               `json:"seq_id,omitempty"`
+}
+
+// ForwardBackwardOutput is the result of forward(-backward): per datum,
+// its outputs by name ("logprobs": the learner's logprobs of the
+// targets; "elementwise_loss"), and metrics ("loss:sum", …).
+type ForwardBackwardOutput struct {
+	LossFnOutputType string                  `json:"loss_fn_output_type"`
+	LossFnOutputs    []map[string]TensorData `json:"loss_fn_outputs"`
+	Metrics          map[string]float64      `json:"metrics"`
+}
+
+// AdamParams are an optimizer step's AdamW settings (the SDK's defaults:
+// beta1 0.9, beta2 0.95, eps 1e-12). GradClipNorm 0 does not clip; SkyRL
+// reads no grad_clip_norm, so a client that needs clipping against it
+// must know that.
+type AdamParams struct {
+	LearningRate float64 `json:"learning_rate"`
+	Beta1        float64 `json:"beta1"`
+	Beta2        float64 `json:"beta2"`
+	Eps          float64 `json:"eps"`
+	WeightDecay  float64 `json:"weight_decay"`
+	GradClipNorm float64 `json:"grad_clip_norm"`
+}
+
+// OptimStepRequest applies the accumulated gradients and clears them.
+type OptimStepRequest struct {
+	ModelID    string     `json:"model_id"`
+	AdamParams AdamParams `json:"adam_params"`
+	SeqID      *int64     `json:"seq_id,omitempty"`
+	Type       string     `json:"type,omitempty"` // "optim_step"
+}
+
+// OptimStepResponse is an optimizer step's result.
+type OptimStepResponse struct {
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+}
+
+// LoraConfig asks for a LoRA adapter of Rank; SkyRL trains every
+// parameter when Rank is 0.
+type LoraConfig struct {
+	Rank         int    `json:"rank"`
+	Seed         *int64 `json:"seed,omitempty"`
+	TrainUnembed *bool  `json:"train_unembed,omitempty"`
+	TrainMLP     *bool  `json:"train_mlp,omitempty"`
+	TrainAttn    *bool  `json:"train_attn,omitempty"`
+}
+
+// CreateModelRequest creates a trainable model from a base model.
+type CreateModelRequest struct {
+	SessionID  string     `json:"session_id"`
+	ModelSeqID int64      `json:"model_seq_id"`
+	BaseModel  string     `json:"base_model"`
+	LoraConfig LoraConfig `json:"lora_config"`
+	Type       string     `json:"type,omitempty"` // "create_model"
+}
+
+// CreateModelResponse names the model.
+type CreateModelResponse struct {
+	ModelID string `json:"model_id"`
+	Type    string `json:"type,omitempty"`
+}
+
+// CreateSessionRequest opens a session.
+type CreateSessionRequest struct {
+	Tags       []string `json:"tags"`
+	SDKVersion string   `json:"sdk_version"`
+	Type       string   `json:"type,omitempty"` // "create_session"
+}
+
+// CreateSessionResponse names the session.
+type CreateSessionResponse struct {
+	SessionID      string `json:"session_id"`
+	Type           string `json:"type,omitempty"`
+	InfoMessage    string `json:"info_message,omitempty"`
+	WarningMessage string `json:"warning_message,omitempty"`
+	ErrorMessage   string `json:"error_message,omitempty"`
+}
+
+// HeartbeatRequest keeps a session alive; the response is {"type":
+// "session_heartbeat"}.
+type HeartbeatRequest struct {
+	SessionID string `json:"session_id"`
+	Type      string `json:"type,omitempty"` // "session_heartbeat"
+}
+
+// SaveWeightsRequest saves the training state (weights and optimizer)
+// under a name; the result is a SaveWeightsResponse with its tinker://
+// path.
+type SaveWeightsRequest struct {
+	ModelID string `json:"model_id"`
+	Path    string `json:"path"`
+	SeqID   *int64 `json:"seq_id,omitempty"`
+	Type    string `json:"type,omitempty"` // "save_weights"
+}
+
+// SaveWeightsForSamplerRequest publishes the weights for sampling.
+type SaveWeightsForSamplerRequest struct {
+	ModelID string `json:"model_id"`
+	Path    string `json:"path,omitempty"`
+	SeqID   *int64 `json:"seq_id,omitempty"`
+	Type    string `json:"type,omitempty"` // "save_weights_for_sampler"
+}
+
+// SaveWeightsResponse is the tinker:// path weights were saved under,
+// for both saves.
+type SaveWeightsResponse struct {
+	Path string `json:"path"`
+	Type string `json:"type,omitempty"`
+}
+
+// LoadWeightsRequest loads a saved training state into a model, with its
+// optimizer state when Optimizer is set.
+type LoadWeightsRequest struct {
+	ModelID   string `json:"model_id"`
+	Path      string `json:"path"`
+	Optimizer bool   `json:"optimizer"`
+	SeqID     *int64 `json:"seq_id,omitempty"`
+	Type      string `json:"type,omitempty"` // "load_weights"
+}
+
+// LoadWeightsResponse confirms a load.
+type LoadWeightsResponse struct {
+	Path string `json:"path,omitempty"`
+	Type string `json:"type,omitempty"`
+}
+
+// SamplingParams are a sample call's settings. Stop is token ids or
+// strings, never both; TopK −1 keeps every token.
+type SamplingParams struct {
+	MaxTokens   int             `json:"max_tokens"`
+	Seed        *int64          `json:"seed,omitempty"`
+	Stop        json.RawMessage `json:"stop,omitempty"`
+	Temperature float64         `json:"temperature"`
+	TopK        int             `json:"top_k"`
+	TopP        float64         `json:"top_p"`
+}
+
+// SampleRequest samples NumSamples continuations of a prompt from the
+// weights at ModelPath (a save_weights_for_sampler path) or the base
+// model.
+type SampleRequest struct {
+	NumSamples     int            `json:"num_samples"`
+	Prompt         ModelInput     `json:"prompt"`
+	SamplingParams SamplingParams `json:"sampling_params"`
+	ModelPath      string         `json:"model_path,omitempty"`
+	BaseModel      string         `json:"base_model,omitempty"`
+	PromptLogprobs bool           `json:"prompt_logprobs,omitempty"`
+	Type           string         `json:"type,omitempty"` // "sample"
+}
+
+// Stop reasons.
+const (
+	StopLength = "length"
+	StopStop   = "stop"
+)
+
+// SampledSequence is one continuation with the sampler's logprob of each
+// token.
+type SampledSequence struct {
+	StopReason string    `json:"stop_reason"`
+	Tokens     []int32   `json:"tokens"`
+	Logprobs   []float64 `json:"logprobs,omitempty"`
+}
+
+// SampleResponse holds a sample call's continuations.
+type SampleResponse struct {
+	Sequences      []SampledSequence `json:"sequences"`
+	PromptLogprobs []*float64        `json:"prompt_logprobs,omitempty"`
+	Type           string            `json:"type,omitempty"`
+}
+
+// Future is what a training or sampling call returns: the id to retrieve
+// its result with.
+type Future struct {
+	RequestID string `json:"request_id"`
+	ModelID   string `json:"model_id,omitempty"`
+}
+
+// RetrieveFutureRequest asks for a future's result.
+type RetrieveFutureRequest struct {
+	RequestID string `json:"request_id"`
+}
+
+// TryAgain is a retrieve_future answer that the result is not ready.
+type TryAgain struct {
+	Type       string `json:"type"` // "try_again"
+	RequestID  string `json:"request_id"`
+	QueueState string `json:"queue_state,omitempty"`
+}
+
+// RequestFailed is a retrieve_future answer that the call failed;
+// Category is "user", "server" or "unknown".
+type RequestFailed struct {
+	Message  string `json:"error"`
+	Category string `json:"category,omitempty"`
+}
+
+// ErrorDetail is the body of an HTTP error from SkyRL (FastAPI).
+type ErrorDetail struct {
+	Detail string `json:"detail"`
+}
+
+// Result reads a retrieve_future answer, in the SDK's order: a "try_again"
+// type, or a "complete_metadata" status, means poll again (ready false);
+// an "error" key is a failure, returned as *RequestFailed; anything else
+// is the result, decoded into v.
+func Result(body []byte, v any) (ready bool, err error) {
+	var head struct {
+		Type   string          `json:"type"`
+		Status string          `json:"status"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(body, &head); err != nil {
+		return false, fmt.Errorf("tinker: retrieve_future: %w", err)
+	}
+	switch {
+	case head.Type == "try_again" || head.Status == "complete_metadata":
+		return false, nil
+	case head.Error != nil:
+		var f RequestFailed
+		if err := json.Unmarshal(body, &f); err != nil {
+			return false, fmt.Errorf("tinker: retrieve_future: a failure whose error is not a string: %w", err)
+		}
+		return true, &f
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return true, fmt.Errorf("tinker: retrieve_future: %w", err)
+	}
+	return true, nil
+}
+
+// Error implements error: the failure's category and message.
+func (f *RequestFailed) Error() string {
+	if f.Category == "" {
+		return "tinker: request failed: " + f.Message
+	}
+	return "tinker: request failed (" + f.Category + "): " + f.Message
+}
