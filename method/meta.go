@@ -67,9 +67,10 @@ type MetaExample struct {
 // metaPair is one contrastive pair on its way through the passes.
 type metaPair struct {
 	group          *Scored
-	correct, wrong *rollout.Trajectory
+	correct, wrong string  // y+ and y−, as the request shows them
 	request        []int32 // the rendered [I, x, y+, y−]
 	reflection     *rollout.Trajectory
+	reflectionText string // the reply as parsed, without its stop token
 	experience     reflection.Experience
 }
 
@@ -109,7 +110,8 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 	for i := range pairs {
 		mp := &pairs[i]
 		mp.reflection = &refl[i].Trajectories[0]
-		if mp.experience, err = me.Format.Parse(mp.reflection.Text); err != nil {
+		mp.reflectionText = shownText(env, mp.reflection)
+		if mp.experience, err = me.Format.Parse(mp.reflectionText); err != nil {
 			env.Metrics["mel/parse_failures"]++
 			continue
 		}
@@ -160,8 +162,8 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 			data = append(data, ResponseDatum(mp.request, mp.reflection.Tokens))
 			nll += tokenNLL(mp.reflection.Logprobs)
 			if len(data) == 1 {
-				me.last = &MetaExample{Step: env.Step + 1, Question: mp.group.Example.Prompt, Correct: shownText(env, mp.correct),
-					Wrong: shownText(env, mp.wrong), Reflection: shownText(env, mp.reflection), Replay: shownText(env, y)}
+				me.last = &MetaExample{Step: env.Step + 1, Question: mp.group.Example.Prompt, Correct: mp.correct,
+					Wrong: mp.wrong, Reflection: mp.reflectionText, Replay: shownText(env, y)}
 			}
 		}
 		env.Metrics.Set("mel/replay_accuracy", float64(len(data))/float64(len(replayed)))
@@ -200,18 +202,25 @@ func (me *MetaExperience) pairs(env *Env, groups []Scored) ([]metaPair, error) {
 		if n == 0 {
 			continue
 		}
-		picks := make([]int, n)
-		for i := range picks {
-			picks[i] = i
-		}
+		var picks []int
 		if me.Pairs > 0 && n > me.Pairs {
 			rng := rand.New(rand.NewPCG(env.Seed, 0x6d656c2d70616972+uint64(gi))) // "mel-pair"
 			picks = rng.Perm(n)[:me.Pairs]
+		} else {
+			picks = make([]int, n)
+			for i := range picks {
+				picks[i] = i
+			}
 		}
 		env.Metrics["mel/pairs"] += float64(len(picks))
+		// Each answer decoded once, however many pairs it is in.
+		shown := make([]string, len(g.Trajectories))
+		for i := range g.Trajectories {
+			shown[i] = shownText(env, &g.Trajectories[i])
+		}
 		for _, k := range picks {
-			c, w := &g.Trajectories[pos[k/len(neg)]], &g.Trajectories[neg[k%len(neg)]]
-			req := task.Example{ID: g.Example.ID + "/reflection", Prompt: me.Format.Request(g.Example.Prompt, shownText(env, c), shownText(env, w))}
+			c, w := shown[pos[k/len(neg)]], shown[neg[k%len(neg)]]
+			req := task.Example{ID: g.Example.ID + "/reflection", Prompt: me.Format.Request(g.Example.Prompt, c, w)}
 			pr, err := env.prompt(req, Variant{})
 			if err != nil {
 				return nil, err
@@ -225,8 +234,10 @@ func (me *MetaExperience) pairs(env *Env, groups []Scored) ([]metaPair, error) {
 	return out, nil
 }
 
-// shownText is a trajectory as a reflection request shows it: its text
-// without the stop token that ended it.
+// shownText is a trajectory as MEL reads and shows it: its tokens decoded
+// without the stop token that ended it (the sampler's Text keeps the stop
+// token's text, which a chat model's parsed reply must not carry into the
+// replay prompt).
 func shownText(env *Env, t *rollout.Trajectory) string {
 	toks := t.Tokens
 	if n := len(toks); n > 0 && slices.Contains(env.Sampling.StopTokens, toks[n-1]) {

@@ -228,16 +228,16 @@ func TestMetaExperiencePairSampling(t *testing.T) {
 		var out []string
 		seen := map[string]bool{}
 		for _, p := range ps {
-			s := p.correct.Text + "/" + p.wrong.Text
+			s := p.correct + "/" + p.wrong
 			if seen[s] {
 				t.Fatalf("pair %s drawn twice", s)
 			}
 			seen[s] = true
-			if !strings.HasPrefix(p.correct.Text, "####7") {
-				t.Fatalf("y+ %q is not a right answer", p.correct.Text)
+			if !strings.HasPrefix(p.correct, "####7") {
+				t.Fatalf("y+ %q is not a right answer", p.correct)
 			}
-			if strings.HasPrefix(p.wrong.Text, "####7") {
-				t.Fatalf("y− %q is a right answer", p.wrong.Text)
+			if strings.HasPrefix(p.wrong, "####7") {
+				t.Fatalf("y− %q is a right answer", p.wrong)
 			}
 			out = append(out, s)
 		}
@@ -272,4 +272,44 @@ func TestMetaExperienceStateRoundTrip(t *testing.T) {
 	if err := back.Restore(json.RawMessage(`{"step":"x"}`)); err == nil {
 		t.Fatal("a malformed state restored")
 	}
+}
+
+// TestMetaExperienceReadsTheReplyWithoutItsStop: the sampler's text of a
+// reply keeps its stop token's text (a chat model's end of turn); MEL
+// parses the reply without it, so the replay prompt never carries it.
+func TestMetaExperienceReadsTheReplyWithoutItsStop(t *testing.T) {
+	const reply = "1. Failure\nFailure Point: 1+2=4\n2. Success\nok\n3. Reflective summary\nI rushed.\n4. Heuristics\n- add carefully"
+	pol := &reflector{answer: func(string) string { return "####3" }}
+	env := testEnv(nil)
+	env.Render, env.Seed = wideRender{limit: 1 << 13}, 1
+	env.Sampling = sample.Params{MaxTokens: 32, Temperature: 1, StopTokens: []int32{0}}
+	env.Policy = stopTextPolicy{pol, "<|im_end|>", reply}
+	terms, err := (&MetaExperience{Format: reflection.Chat{}, Weight: 1}).Terms(context.Background(), env,
+		[]Scored{worldGroup(byteRender{}, ex("1+2", "3"), true, false)})
+	if err != nil || len(terms) != 1 || env.Metrics["mel/parsed"] != 1 {
+		t.Fatalf("terms %+v, %v, metrics %v", terms, err, env.Metrics)
+	}
+	for _, p := range pol.prompts {
+		if strings.Contains(p, "<|im_end|>") {
+			t.Fatalf("a prompt carries the reply's stop text: %q", p)
+		}
+	}
+}
+
+// stopTextPolicy answers reflection requests with reply, whose sampled
+// text ends in the stop token's text, and everything else as inner does.
+type stopTextPolicy struct {
+	inner       *reflector
+	stop, reply string
+}
+
+func (s stopTextPolicy) Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
+	out, err := s.inner.Sample(ctx, reqs)
+	for i, q := range reqs {
+		if strings.Contains(byteRender{}.Decode(q.Prompt), "Meta-Cognitive") {
+			toks := append(byteRender{}.Encode(s.reply), 0)
+			out[i] = []sample.Completion{{Tokens: toks, Logprobs: make([]float32, len(toks)), Text: s.reply + s.stop}}
+		}
+	}
+	return out, err
 }
