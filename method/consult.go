@@ -53,11 +53,9 @@ type Consultation struct {
 	totals consultTotals
 }
 
-// consultTotals are a run's consultations so far.
+// consultTotals are a run's consultations so far, counted by Shape.
 type consultTotals struct {
-	Episodes int64 `json:"episodes"`
-	Calls    int64 `json:"calls"`
-	Queries  int64 `json:"queries"`
+	Calls    int64 `json:"calls"`    // consult actions
 	Accepted int64 `json:"accepted"` // replies written into histories
 }
 
@@ -110,15 +108,6 @@ func (c *Consultation) Rollout(ctx context.Context, env *Env, prompts [][]int32,
 		return nil, err
 	}
 	env.Metrics["consult/wait_s"] += wait.Seconds()
-	for _, gr := range groups {
-		for i := range gr.Trajectories {
-			t := &gr.Trajectories[i]
-			c.totals.Episodes++
-			c.totals.Calls += int64(consultActions(t))
-			c.totals.Queries += int64(t.Env[envQueries])
-			c.totals.Accepted += int64(t.Env[envAccepted])
-		}
-	}
 	return groups, nil
 }
 
@@ -286,6 +275,8 @@ func (c *Consultation) Shape(_ context.Context, env *Env, groups []Scored) error
 			}
 		}
 	}
+	c.totals.Calls += int64(calls)
+	c.totals.Accepted += int64(accepted)
 	m.Set("consult/p", c.Acceptance(env.Step))
 	m.Set("consult/turn_budget", float64(c.TurnBudget(env.Step)))
 	if episodes == 0 {
