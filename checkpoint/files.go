@@ -37,24 +37,52 @@ func CopyTokenizerFiles(src, dst string) ([]string, error) {
 	}
 	same := os.SameFile(ss, ds)
 	var copied []string
+	err = eachTokenizerFile(src, func(name, from string) error {
+		if !same {
+			if err := atomicfile.Copy(from, filepath.Join(dst, name)); err != nil {
+				return fmt.Errorf("checkpoint: %w", err)
+			}
+		}
+		copied = append(copied, name)
+		return nil
+	})
+	return copied, err
+}
+
+// ReadTokenizerFiles reads those of [TokenizerFiles] that exist in src,
+// by name: what a saver keeps in memory when src may be gone by the time
+// it writes them.
+func ReadTokenizerFiles(src string) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	err := eachTokenizerFile(src, func(name, path string) error {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		files[name] = b
+		return nil
+	})
+	return files, err
+}
+
+// eachTokenizerFile calls fn for each of [TokenizerFiles] present in src,
+// in order, with its path; one that is not a regular file is an error.
+func eachTokenizerFile(src string, fn func(name, path string) error) error {
 	for _, name := range TokenizerFiles {
-		from := filepath.Join(src, name)
-		st, err := os.Stat(from)
+		path := filepath.Join(src, name)
+		st, err := os.Stat(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return copied, fmt.Errorf("checkpoint: %w", err)
+			return fmt.Errorf("checkpoint: %w", err)
 		}
 		if !st.Mode().IsRegular() {
-			return copied, fmt.Errorf("checkpoint: %s is not a regular file", from)
+			return fmt.Errorf("checkpoint: %s is not a regular file", path)
 		}
-		if !same {
-			if err := atomicfile.Copy(from, filepath.Join(dst, name)); err != nil {
-				return copied, fmt.Errorf("checkpoint: %w", err)
-			}
+		if err := fn(name, path); err != nil {
+			return err
 		}
-		copied = append(copied, name)
 	}
-	return copied, nil
+	return nil
 }

@@ -56,15 +56,9 @@ func (l *Learner) writeSourceFiles(dir string) error {
 		return nil
 	}
 	if l.sourceFiles == nil || l.sourceRead != l.Source {
-		files := map[string][]byte{}
-		for _, name := range checkpoint.TokenizerFiles {
-			b, err := os.ReadFile(filepath.Join(l.Source, name))
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			} else if err != nil {
-				return err
-			}
-			files[name] = b
+		files, err := checkpoint.ReadTokenizerFiles(l.Source)
+		if err != nil {
+			return err
 		}
 		l.sourceFiles, l.sourceRead = files, l.Source
 	}
