@@ -3,7 +3,6 @@ package consult
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -149,7 +148,7 @@ func Open(experts []ExpertConfig, policy string, seed uint64) (pool *Pool, stop 
 	}
 	var base string
 	if len(local) > 0 {
-		base, stop, err = serve.Loopback(serve.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, local...)
+		base, stop, err = serve.Loopback(serve.Config{Logger: slog.New(slog.DiscardHandler)}, local...)
 		if err != nil {
 			return nil, func() {}, fmt.Errorf("consult: serving the experts: %w", err)
 		}

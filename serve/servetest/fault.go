@@ -122,7 +122,12 @@ func (f *Faults) KindOf(text string) string {
 // passes through. FaultFlaky drawn for an attempt after the first passes
 // through.
 func (f *Faults) KindOfCall(body []byte, attempt int) string {
-	return f.draw(mix(hash(body)) + uint64(attempt))
+	return f.kindOfHash(hash(body), attempt)
+}
+
+// kindOfHash is KindOfCall for a body already hashed.
+func (f *Faults) kindOfHash(h uint64, attempt int) string {
+	return f.draw(mix(h) + uint64(attempt))
 }
 
 // draw picks the fault for a request key.
@@ -237,6 +242,10 @@ func (f *Faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := parseRequest(body, chat)
+	var bh uint64
+	if f.PerCall {
+		bh = hash(body) // outside the lock: a body may be large
+	}
 
 	f.mu.Lock()
 	f.calls++
@@ -244,10 +253,9 @@ func (f *Faults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	attempt := f.attempts[req.text]
 	kind := ""
 	if f.PerCall {
-		bh := hash(body)
 		f.bodies[bh]++
 		attempt = f.bodies[bh]
-		kind = f.KindOfCall(body, attempt)
+		kind = f.kindOfHash(bh, attempt)
 	} else {
 		kind = f.KindOf(req.text)
 	}
