@@ -535,6 +535,7 @@ func (p *page) fillResults(ss []series) {
 	}
 }
 
+// mean is the mean of xs, NaN when there are none.
 func mean(xs []float64) float64 {
 	s := 0.0
 	for _, x := range xs {

@@ -303,12 +303,9 @@ func (row Row) Summary() Summary {
 			delta = appendFinite(delta, f.Delta)
 			avgK = appendFinite(avgK, f.Eval.AvgAtK)
 			variance = appendFinite(variance, f.Eval.Variance)
-			for key := range f.Eval.PassAtK {
-				if n, err := strconv.Atoi(key); err == nil {
-					s.K = max(s.K, n)
-				}
-			}
-			passK = appendFinite(passK, largestPassAtK(f.Eval.PassAtK))
+			k, pass := largestPassAtK(f.Eval.PassAtK)
+			s.K = max(s.K, k)
+			passK = appendFinite(passK, pass)
 		} else {
 			pooled = false
 		}
@@ -321,20 +318,16 @@ func (row Row) Summary() Summary {
 			stepTime = append(stepTime, mean(ys))
 		}
 		callFirst, callLast = appendEnds(callFirst, callLast, r, "consult/call_rate")
-		for _, y := range []struct {
-			key string
-			sum *float64
-		}{{"mel/pairs", &s.Pairs}, {"mel/parsed", &s.Parsed}, {"mel/validated", &s.Validated}} {
-			_, ys := r.Series(y.key)
-			for _, v := range ys {
-				*y.sum += v
-			}
+		for _, st := range r.Steps { // a step without them adds 0
+			s.Pairs += st.Values["mel/pairs"]
+			s.Parsed += st.Values["mel/parsed"]
+			s.Validated += st.Values["mel/validated"]
 		}
 	}
 	s.AvgAtK = eval.MeanInterval(avgK)
 	s.PassAtK = eval.MeanInterval(passK)
-	s.Variance = meanOrNaN(variance)
-	s.CallFirst, s.CallLast = meanOrNaN(callFirst), meanOrNaN(callLast)
+	s.Variance = mean(variance)
+	s.CallFirst, s.CallLast = mean(callFirst), mean(callLast)
 	s.Accuracy = eval.MeanInterval(acc)
 	s.Pooled = eval.Interval{Mean: math.NaN(), Low: math.NaN(), High: math.NaN()}
 	if pooled && problems > 0 {
@@ -347,12 +340,12 @@ func (row Row) Summary() Summary {
 	for _, name := range s.Experts {
 		s.ExpertAcc = append(s.ExpertAcc, mean(byExpert[name]))
 	}
-	s.Majority = meanOrNaN(majority)
+	s.Majority = mean(majority)
 	s.Delta = eval.MeanInterval(delta)
-	s.Before = meanOrNaN(before)
-	s.ZeroVariance = meanOrNaN(zeroVar)
-	s.RolloutFirst, s.RolloutLast = meanOrNaN(first), meanOrNaN(last)
-	s.StepTime = meanOrNaN(stepTime)
+	s.Before = mean(before)
+	s.ZeroVariance = mean(zeroVar)
+	s.RolloutFirst, s.RolloutLast = mean(first), mean(last)
+	s.StepTime = mean(stepTime)
 	return s
 }
 
@@ -367,17 +360,10 @@ func appendEnds(first, last []float64, r *Run, metric string) ([]float64, []floa
 }
 
 func appendFinite(xs []float64, x float64) []float64 {
-	if math.IsNaN(x) || math.IsInf(x, 0) {
+	if !finite(x) {
 		return xs
 	}
 	return append(xs, x)
-}
-
-func meanOrNaN(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	return mean(xs)
 }
 
 // Difference is a row's headline accuracy minus a baseline row's, paired by
@@ -424,7 +410,8 @@ func Paired(row, base Row) Difference {
 			e.count++
 			f, ok := run.Final()
 			e.acc, e.ok = f.Acc, ok
-			e.avg, e.pass = f.Eval.AvgAtK, largestPassAtK(f.Eval.PassAtK)
+			e.avg = f.Eval.AvgAtK
+			_, e.pass = largestPassAtK(f.Eval.PassAtK)
 		}
 		return m, order, noSeed
 	}
@@ -465,15 +452,19 @@ func Paired(row, base Row) Difference {
 	return d
 }
 
-// largestPassAtK is pass@k at the largest k above 1, NaN without one.
-func largestPassAtK(passAtK map[string]float64) float64 {
-	k, v := 1, math.NaN()
+// largestPassAtK is the largest k of a pass@k map (0 without one) and
+// pass@k there, NaN unless k is above 1.
+func largestPassAtK(passAtK map[string]float64) (k int, v float64) {
+	v = math.NaN()
 	for key, p := range passAtK {
 		if n, err := strconv.Atoi(key); err == nil && n > k {
 			k, v = n, p
 		}
 	}
-	return v
+	if k <= 1 {
+		v = math.NaN()
+	}
+	return k, v
 }
 
 // Table returns a markdown table comparing the rows of runs ([Rows]) across
