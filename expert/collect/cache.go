@@ -54,22 +54,19 @@ func openCache(path string, warn func(string)) (*cache, map[key]Record, error) {
 	var good int64   // bytes up to the end of the last line kept
 	var unended bool // the last line kept has no newline
 	var cut *line    // a truncated last line
-	err = eachLine(f, func(l line) error {
+	err = eachLine(f, path, func(l line) error {
 		rec, err := ParseRecord(l.text)
 		switch {
 		case err != nil && !l.complete:
 			cut = &l
 			return nil
 		case err != nil:
-			return &Error{File: path, Line: l.n, Field: FieldOf(err), Err: unwrapField(err)}
+			return recordError(path, l.n, err)
 		}
 		got[keyOf(rec)] = rec
 		good, unended = l.end, !l.complete
 		return nil
 	})
-	if le, ok := errors.AsType[*lineError](err); ok {
-		return fail(&Error{File: path, Line: le.n, Err: le.err})
-	}
 	if err != nil {
 		return fail(err)
 	}

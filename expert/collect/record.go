@@ -290,20 +290,17 @@ func ReadRecords(r io.Reader, name string) ([]Record, error) {
 func readRecords(r io.Reader, name string) ([]Record, []int, error) {
 	var out []Record
 	var lines []int
-	err := eachLine(r, func(l line) error {
+	err := eachLine(r, name, func(l line) error {
 		if !l.complete && len(l.text) > 0 && !json.Valid(l.text) {
 			return &Error{File: name, Line: l.n, Err: errors.New("truncated: the last line has no newline and is not valid JSON")}
 		}
 		rec, err := ParseRecord(l.text)
 		if err != nil {
-			return &Error{File: name, Line: l.n, Field: FieldOf(err), Err: unwrapField(err)}
+			return recordError(name, l.n, err)
 		}
 		out, lines = append(out, rec), append(lines, l.n)
 		return nil
 	})
-	if le, ok := errors.AsType[*lineError](err); ok {
-		return nil, nil, &Error{File: name, Line: le.n, Err: le.err}
-	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -316,12 +313,13 @@ func readRecords(r io.Reader, name string) ([]Record, []int, error) {
 	return out, lines, nil
 }
 
-// unwrapField returns the error without the field it names.
-func unwrapField(err error) error {
+// recordError places a ParseRecord error at file:line, with the field it
+// names apart.
+func recordError(file string, line int, err error) *Error {
 	if fe, ok := errors.AsType[*fieldError](err); ok {
-		return fe.err
+		return &Error{File: file, Line: line, Field: fe.field, Err: fe.err}
 	}
-	return err
+	return &Error{File: file, Line: line, Err: err}
 }
 
 // line is one line of a JSONL file.
@@ -332,17 +330,10 @@ type line struct {
 	complete bool   // ended by a newline
 }
 
-// lineError is a line eachLine cannot read.
-type lineError struct {
-	n   int
-	err error
-}
-
-func (e *lineError) Error() string { return fmt.Sprintf("line %d: %v", e.n, e.err) }
-
 // eachLine calls fn with every non-blank line of r, in order, and stops
-// at fn's first error. A line longer than maxLine is a *lineError.
-func eachLine(r io.Reader, fn func(line) error) error {
+// at fn's first error. A line longer than maxLine is an *Error naming
+// file and the line.
+func eachLine(r io.Reader, file string, fn func(line) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var off int64
 	for n := 1; ; n++ {
@@ -353,7 +344,7 @@ func eachLine(r io.Reader, fn func(line) error) error {
 			chunk, err = br.ReadSlice('\n')
 			buf = append(buf, chunk...)
 			if len(buf) > maxLine {
-				return &lineError{n, fmt.Errorf("longer than %d bytes", maxLine)}
+				return &Error{File: file, Line: n, Err: fmt.Errorf("longer than %d bytes", maxLine)}
 			}
 			if err != bufio.ErrBufferFull {
 				break
