@@ -128,7 +128,7 @@ type Summary struct {
 	Experts  []ExpertSummary `json:"experts"`
 	Elapsed  time.Duration   `json:"-"`
 	Seconds  float64         `json:"elapsed_seconds"`
-	missing  map[string]int  // expert answers absent after an interruption
+	missing  int             // expert answers absent after an interruption
 }
 
 // ExpertSummary is one expert's line of a Summary.
@@ -279,7 +279,6 @@ func Collect(ctx context.Context, examples []task.Example, cfg Config) (*Result,
 	}
 	wg.Wait()
 
-	sum.missing = map[string]int{}
 	stats := make([]ExpertSummary, len(experts))
 	for x, ex := range experts {
 		stats[x] = ExpertSummary{Name: ex.Name, Index: ex.Index}
@@ -301,7 +300,7 @@ func Collect(ctx context.Context, examples []task.Example, cfg Config) (*Result,
 			if r, ok := got[key{q.ID, ex.Name}]; ok {
 				add(&stats[x], r)
 			} else {
-				sum.missing[ex.Name]++
+				sum.missing++
 			}
 		}
 	}
@@ -331,13 +330,7 @@ func Collect(ctx context.Context, examples []task.Example, cfg Config) (*Result,
 }
 
 // Missing counts the experts' answers an interrupted collection lacks.
-func (s *Summary) Missing() int {
-	n := 0
-	for _, m := range s.missing {
-		n += m
-	}
-	return n
-}
+func (s *Summary) Missing() int { return s.missing }
 
 // base is an expert's record for a question, without its answer.
 func base(q task.Example, ex Expert) Record {
