@@ -15,6 +15,7 @@ import (
 	"rlvr/backend"
 	"rlvr/consult"
 	"rlvr/engine/optim"
+	"rlvr/expert/collect"
 	"rlvr/method"
 	"rlvr/task"
 	"rlvr/task/world"
@@ -292,8 +293,9 @@ const (
 // Parts lists every guidance part.
 var Parts = []string{PartExpertPrompts, PartDynamicSampling, PartOverlongPenalty, PartMutualLearning, PartHardBuffer, PartConsultation, PartMetaExperience}
 
-// PaperExpertSystem is MEML-GRPO's expert prompt P_i.
-const PaperExpertSystem = "You are Expert {i}, please provide an answer to the above question."
+// PaperExpertSystem is MEML-GRPO's expert prompt P_i, the one its
+// experts' answers are collected under.
+const PaperExpertSystem = collect.DefaultPrompt
 
 // DefaultRL is GRPO on the world's hardest level from the built-in world
 // model: 16 questions × 8 samples per step.

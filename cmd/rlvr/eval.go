@@ -77,14 +77,7 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 			name, path, isFile := strings.Cut(data, "=")
 			switch {
 			case data == "world":
-				if len(levels) == 0 {
-					c.add("levels", "is empty")
-				}
-				for _, lv := range levels {
-					if lv < 0 || lv >= len(world.Levels) {
-						c.add("levels", "%d: no such level (0 to %d)", lv, len(world.Levels)-1)
-					}
-				}
+				c.worldLevels(levels)
 			case !isFile || !slices.Contains(task.Names(), name):
 				c.add("data", "%q: want world or NAME=PATH, NAME one of %s", data, strings.Join(task.Names(), ", "))
 			default:
@@ -94,8 +87,8 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 				}
 			}
 			c.intIn("problems", problems, 1, maxProblems)
-			if data == "world" && problems >= 1 && problems*len(levels) > maxProblems {
-				c.add("problems", "%d per level × %d levels: more than %d problems", problems, len(levels), maxProblems)
+			if data == "world" {
+				c.worldTotal(levels, problems)
 			}
 			c.intIn("k", cfg.K, 0, maxSamples)
 			checkSampling(&c, sample.Params{Temperature: cfg.Temperature, TopP: cfg.TopP}, "the --k samples are drawn at it; greedy pass@1 is always scored")
@@ -103,7 +96,7 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 			c.intIn("experts", experts, 0, len(world.Styles))
 			system = withNewlines(system)
 			suffix = withNewlines(suffix)
-			checkPrompting(&c, cmd, chatMode, endpoint != "", expertIdx, experts)
+			expertIdx = checkPrompting(&c, cmd, chatMode, endpoint != "", expertIdx, experts)
 			switch {
 			case consultPath != "" && endpoint != "":
 				c.add("consult", "runs the consultation loop on a local model, not an --endpoint")
@@ -116,9 +109,6 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 			}
 			if err := c.err(); err != nil {
 				return err
-			}
-			if !cmd.Flags().Changed("expert") {
-				expertIdx = -1
 			}
 			var examples []task.Example
 			if data == "world" {
@@ -199,15 +189,16 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 }
 
 // checkPrompting checks the flags that say how examples are prompted, as
-// far as they can be checked before the model is opened.
-func checkPrompting(c *flagCheck, cmd *cobra.Command, chatMode string, endpoint bool, expert, experts int) {
+// far as they can be checked before the model is opened, and returns the
+// --expert index (-1 when it is not given).
+func checkPrompting(c *flagCheck, cmd *cobra.Command, chatMode string, endpoint bool, expert, experts int) int {
 	f := cmd.Flags()
 	switch chatMode {
 	case "auto", "on", "off":
 	default:
 		c.add("chat", "%q: want auto, on or off", chatMode)
 	}
-	checkExpert(c, cmd, expert, "system", "prompt-suffix", "experts")
+	expert = checkExpert(c, cmd, expert, "system", "prompt-suffix", "experts")
 	switch {
 	case chatMode == "off" && f.Changed("system"):
 		c.add("system", "is the system prompt of a chat, and --chat off sends plain text")
@@ -222,6 +213,7 @@ func checkPrompting(c *flagCheck, cmd *cobra.Command, chatMode string, endpoint 
 			c.add("experts", "%d: the world's expert prompts are suffixes of plain-text prompts, not --chat on: give one --expert I at a time", experts)
 		}
 	}
+	return expert
 }
 
 // localPrompts prompts examples as the flags say for the local model l,
@@ -258,11 +250,11 @@ func localPrompts(w io.Writer, l *checkpoint.Loaded, examples []task.Example, ch
 }
 
 // checkExpert checks --expert I, when given, against the flags that would
-// also set the prompt.
-func checkExpert(c *flagCheck, cmd *cobra.Command, expert int, others ...string) {
+// also set the prompt, and returns it: -1 when it is not given.
+func checkExpert(c *flagCheck, cmd *cobra.Command, expert int, others ...string) int {
 	f := cmd.Flags()
 	if !f.Changed("expert") {
-		return
+		return -1
 	}
 	c.intIn("expert", expert, 0, math.MaxInt)
 	for _, other := range others {
@@ -270,6 +262,7 @@ func checkExpert(c *flagCheck, cmd *cobra.Command, expert int, others ...string)
 			c.add("expert", "and --%s are both given: --expert I sets the expert's prompt itself", other)
 		}
 	}
+	return expert
 }
 
 // expertPrompt returns the system prompt and suffix of expert I (none when

@@ -114,14 +114,7 @@ depends only on its text, so the split agrees across files).`,
 				if flags.Changed("data-file") {
 					c.add("data-file", "is for a dataset, not --data world")
 				}
-				if len(levels) == 0 {
-					c.add("levels", "is empty")
-				}
-				for _, lv := range levels {
-					if lv < 0 || lv >= len(world.Levels) {
-						c.add("levels", "%d: no such level (0 to %d)", lv, len(world.Levels)-1)
-					}
-				}
+				c.worldLevels(levels)
 			case !slices.Contains(task.Names(), data):
 				c.add("data", "%q: want world or one of %s", data, strings.Join(task.Names(), ", "))
 			default:
@@ -140,8 +133,8 @@ depends only on its text, so the split agrees across files).`,
 			if isWorld || flags.Changed("problems") {
 				c.intIn("problems", problems, 1, maxProblems)
 			}
-			if isWorld && problems >= 1 && problems*len(levels) > maxProblems {
-				c.add("problems", "%d per level × %d levels: more than %d problems", problems, len(levels), maxProblems)
+			if isWorld {
+				c.worldTotal(levels, problems)
 			}
 			switch {
 			case api == "" && isWorld:

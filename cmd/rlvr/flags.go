@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rlvr/sample"
+	"rlvr/task/world"
 )
 
 // Bounds on flags that size work or memory: far above any useful value,
@@ -287,3 +288,23 @@ func checkSampling(c *flagCheck, p sample.Params, whyPositive string) {
 // withNewlines reads the two characters \n in a prompt flag as a newline,
 // so that prompts such as the world's "@E2\n" can be typed in a shell.
 func withNewlines(s string) string { return strings.ReplaceAll(s, `\n`, "\n") }
+
+// worldLevels checks --levels: the world's levels, at least one.
+func (c *flagCheck) worldLevels(levels []int) {
+	if len(levels) == 0 {
+		c.add("levels", "is empty")
+	}
+	for _, lv := range levels {
+		if lv < 0 || lv >= len(world.Levels) {
+			c.add("levels", "%d: no such level (0 to %d)", lv, len(world.Levels)-1)
+		}
+	}
+}
+
+// worldTotal checks --problems per level of the world against maxProblems
+// in all.
+func (c *flagCheck) worldTotal(levels []int, problems int) {
+	if problems >= 1 && problems*len(levels) > maxProblems {
+		c.add("problems", "%d per level × %d levels: more than %d problems", problems, len(levels), maxProblems)
+	}
+}

@@ -74,12 +74,9 @@ token comes from --token, or else from the environment variable
 			if w := cfg.BatchWindow; w < 0 || w > maxBatchWindow {
 				c.add("batch-window", "%v: must be in [0, %v]", w, maxBatchWindow)
 			}
-			checkExpert(&c, cmd, expertIndex, "system", "prompt-suffix")
+			expertIndex = checkExpert(&c, cmd, expertIndex, "system", "prompt-suffix")
 			if err := c.err(); err != nil {
 				return err
-			}
-			if !cmd.Flags().Changed("expert") {
-				expertIndex = -1
 			}
 			system, suffix = withNewlines(system), withNewlines(suffix)
 			if !cmd.Flags().Changed("token") {
