@@ -55,7 +55,7 @@ type World struct{}
 
 // Request implements Format.
 func (World) Request(question, correct, wrong string) string {
-	return world.ReflectionPrompt(worldExpression(question), correct, wrong)
+	return world.ReflectionPrompt(world.QuestionText(question), correct, wrong)
 }
 
 // Parse implements Format.
@@ -67,11 +67,6 @@ func (World) Parse(reply string) (Experience, error) {
 // Replay implements Format.
 func (World) Replay(question string, m Experience) string {
 	return world.Reflection(m).Memory() + question
-}
-
-// worldExpression is the expression of a world prompt "Q:<expr>\n".
-func worldExpression(question string) string {
-	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(question), "Q:"))
 }
 
 // Chat is the paper's wording for chat models: Instruction holds

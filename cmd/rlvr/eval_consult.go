@@ -14,6 +14,7 @@ import (
 	"rlvr/rollout"
 	"rlvr/sample"
 	"rlvr/task"
+	"rlvr/task/world"
 	"rlvr/train"
 )
 
@@ -66,8 +67,10 @@ func newConsultGenerator(path, modelPath string, l *checkpoint.Loaded, open bool
 	c.Accept = consult.Schedule{Kind: consult.Constant, Start: 1}
 	c.Turns = consult.Schedule{Kind: consult.Constant, Start: float64(c.TurnBudget(0))}
 	g := &consultGenerator{c: c, l: l, render: render, sampler: sample.New(l.Model, l.Tokenizer), open: open, questions: map[string]string{}}
-	for i, e := range examples {
-		g.questions[prompted[i].Prompt] = strings.TrimPrefix(strings.TrimSpace(e.Prompt), "Q:")
+	if open { // the questions the opening consultation asks
+		for i, e := range examples {
+			g.questions[prompted[i].Prompt] = world.QuestionText(e.Prompt)
+		}
 	}
 	return g, stop, nil
 }

@@ -27,11 +27,17 @@ import (
 // placed after the question (MEML-GRPO's Concat(Q, P_i)).
 func ExpertPrompt(i int) string { return fmt.Sprintf("@E%d\n", i) }
 
+// QuestionText is the expression of a question prompt "Q:<expression>\n",
+// or the text itself, trimmed, when it is not one.
+func QuestionText(q string) string {
+	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(q), "Q:"))
+}
+
 // ParseQuestion reads a question back into a Problem: a left-to-right
 // chain of +, − and × over non-negative integers, written with exactly the
 // parentheses Generate writes. Level is left 0.
 func ParseQuestion(q string) (Problem, error) {
-	s := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(q), "Q:"))
+	s := QuestionText(q)
 	if len(s) > 256 {
 		return Problem{}, fmt.Errorf("world: question of %d bytes is too long", len(s))
 	}
