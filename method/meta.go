@@ -51,11 +51,11 @@ type MetaExperience struct {
 
 	// last is the latest validated meta-experience, shown at each
 	// evaluation (and kept in the state so a resumed run shows the same).
-	last *MetaExample
+	last *metaExample
 }
 
-// MetaExample is one validated meta-experience with what produced it.
-type MetaExample struct {
+// metaExample is one validated meta-experience with what produced it.
+type metaExample struct {
 	Step       int    `json:"step"` // 1-based training step
 	Question   string `json:"question"`
 	Correct    string `json:"correct"` // y+
@@ -162,7 +162,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 			data = append(data, ResponseDatum(mp.request, mp.reflection.Tokens))
 			nll += tokenNLL(mp.reflection.Logprobs)
 			if len(data) == 1 {
-				me.last = &MetaExample{Step: env.Step + 1, Question: mp.group.Example.Prompt, Correct: mp.correct,
+				me.last = &metaExample{Step: env.Step + 1, Question: mp.group.Example.Prompt, Correct: mp.correct,
 					Wrong: mp.wrong, Reflection: mp.reflectionText, Replay: shownText(env, y)}
 			}
 		}
@@ -285,7 +285,7 @@ func (me *MetaExperience) Exhibits() []Exhibit {
 
 // String writes the example for reading: the question, the pair, M and
 // the replay that validated it.
-func (x MetaExample) String() string {
+func (x metaExample) String() string {
 	return fmt.Sprintf("step %d\nquestion:\n%s\n\ncorrect answer (y+):\n%s\n\nwrong answer (y−):\n%s\n\nmeta-experience M:\n%s\n\nreplay with M (verified):\n%s",
 		x.Step, strings.TrimSpace(x.Question), strings.TrimSpace(x.Correct), strings.TrimSpace(x.Wrong), strings.TrimSpace(x.Reflection), strings.TrimSpace(x.Replay))
 }

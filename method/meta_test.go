@@ -256,7 +256,7 @@ func TestMetaExperiencePairSampling(t *testing.T) {
 }
 
 func TestMetaExperienceStateRoundTrip(t *testing.T) {
-	me := &MetaExperience{last: &MetaExample{Step: 3, Question: "Q:1+2\n", Reflection: "S:a\nC:b\nH:c\n"}}
+	me := &MetaExperience{last: &metaExample{Step: 3, Question: "Q:1+2\n", Reflection: "S:a\nC:b\nH:c\n"}}
 	b, err := me.State()
 	if err != nil {
 		t.Fatal(err)

@@ -29,10 +29,10 @@ import (
 	"rlvr/task"
 )
 
-// Sample is one line of samples.jsonl: a text a part shows beside an
+// sampleLine is one line of samples.jsonl: a text a part shows beside an
 // evaluation (MEL's latest validated meta-experience), which rlvr report
 // shows under its title.
-type Sample struct {
+type sampleLine struct {
 	Step  int    `json:"step"` // the evaluation's step
 	Title string `json:"title"`
 	Text  string `json:"text"`
@@ -520,7 +520,7 @@ func (l *loop) evaluate(ctx context.Context, step int) error {
 	last := step == l.cfg.Steps
 	if x, ok := l.meth.(method.Exhibitor); ok {
 		for _, ex := range x.Exhibits() {
-			line := Sample{Step: step, Title: ex.Title, Text: ex.Text}
+			line := sampleLine{Step: step, Title: ex.Title, Text: ex.Text}
 			if err := appendJSONL(filepath.Join(l.runDir, "samples.jsonl"), line); err != nil {
 				return err
 			}

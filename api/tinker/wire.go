@@ -1,7 +1,8 @@
 // Package tinker is the Tinker training API on the wire: the JSON bodies of
-// the calls rlvr's remote backend makes and `rlvr serve --tinker` answers,
-// as SkyRL tx (skyrl/tinker/api.py) and the Tinker SDK's JSON form
-// (tinker/types) define them. Paths are under /api/v1; the API key travels
+// the calls a remote backend makes to a Tinker-compatible service, as
+// SkyRL tx (skyrl/tinker/api.py) and the Tinker SDK's JSON form
+// (tinker/types) define them. The client and a server over the local
+// engine that will speak it are not built yet. Paths are under /api/v1; the API key travels
 // in X-API-Key.
 //
 // A training or sampling call returns a Future; its result is fetched with
