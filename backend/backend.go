@@ -250,8 +250,6 @@ type Learner interface {
 	// OptimStep applies the accumulated gradients and clears them. It
 	// refuses (and changes no weight) when a gradient is NaN or Inf.
 	OptimStep(ctx context.Context, p OptimParams) (StepResult, error)
-	// ZeroGrad discards the accumulated gradients.
-	ZeroGrad()
 	// Save writes the full training state to dir.
 	Save(ctx context.Context, dir string) error
 }

@@ -315,7 +315,6 @@ func (r *recordingLearner) OptimStep(_ context.Context, p backend.OptimParams) (
 	r.lrs = append(r.lrs, p.LearningRate)
 	return backend.StepResult{}, nil
 }
-func (r *recordingLearner) ZeroGrad()                          {}
 func (r *recordingLearner) Save(context.Context, string) error { return nil }
 
 // TestTermsShareOneGradient checks that a step's terms sum into one

@@ -184,5 +184,3 @@ func (l *Learner) OptimStep(ctx context.Context, p backend.OptimParams) (backend
 	return backend.StepResult{GradNorm: norm}, nil
 }
 
-// ZeroGrad implements backend.Learner.
-func (l *Learner) ZeroGrad() { l.Model.ZeroGrad() }
