@@ -30,7 +30,8 @@ type Datum struct {
 	// Advantages are the per-token advantages of the policy-gradient terms.
 	Advantages []float32
 	// SamplerLogprobs are the sampler's logprobs of the targets, for the
-	// importance ratio of the clipped policy gradient.
+	// importance ratio of the clipped and importance-sampling policy
+	// gradients.
 	SamplerLogprobs []float32
 	// RefLogprobs are a frozen reference model's logprobs of the targets,
 	// for the KL-to-reference term.
@@ -95,6 +96,9 @@ const (
 	// Reinforce is −A·logp, the vanilla policy gradient (MEML-GRPO's eq. 6
 	// with A = max(A, 0) computed by the method).
 	Reinforce PolicyGradient = "reinforce"
+	// Importance is the unclipped importance-sampling surrogate −ρA, with
+	// ρ as in ClippedPG (Tinker's importance_sampling loss).
+	Importance PolicyGradient = "importance"
 )
 
 // KLEstimator names an estimator of KL(π ‖ π_ref) from one sample, with
@@ -148,16 +152,18 @@ type Loss struct {
 func (l *Loss) Validate() error {
 	var errs []string
 	switch l.PolicyGradient {
-	case NoPolicyGradient, Reinforce:
+	case NoPolicyGradient, Reinforce, Importance:
 	case ClippedPG:
-		if l.ClipLow <= 0 || l.ClipLow >= 1 {
-			errs = append(errs, fmt.Sprintf("clip low %v outside (0, 1)", l.ClipLow))
+		// A bound of exactly 1 (ε = 0) is allowed: Tinker's ppo accepts
+		// clip thresholds of 1.
+		if !(l.ClipLow >= 0 && l.ClipLow < 1) {
+			errs = append(errs, fmt.Sprintf("clip low %v outside [0, 1)", l.ClipLow))
 		}
-		if l.ClipHigh <= 0 {
-			errs = append(errs, fmt.Sprintf("clip high %v must be positive", l.ClipHigh))
+		if !(l.ClipHigh >= 0) || math.IsInf(float64(l.ClipHigh), 0) {
+			errs = append(errs, fmt.Sprintf("clip high %v must be finite and not negative", l.ClipHigh))
 		}
 	default:
-		errs = append(errs, fmt.Sprintf("unknown policy gradient %q (want %q or %q)", l.PolicyGradient, ClippedPG, Reinforce))
+		errs = append(errs, fmt.Sprintf("unknown policy gradient %q (want %q, %q or %q)", l.PolicyGradient, ClippedPG, Importance, Reinforce))
 	}
 	if l.RefKL != 0 {
 		switch l.RefKLEstimator {
@@ -185,7 +191,8 @@ func join(s []string) string {
 
 // Needs reports which per-token inputs the loss reads.
 func (l *Loss) Needs() (advantages, samplerLogprobs, refLogprobs bool) {
-	return l.PolicyGradient != NoPolicyGradient, l.PolicyGradient == ClippedPG, l.RefKL != 0
+	ratio := l.PolicyGradient == ClippedPG || l.PolicyGradient == Importance
+	return l.PolicyGradient != NoPolicyGradient, ratio, l.RefKL != 0
 }
 
 // Result is what ForwardBackward returns: the learner's logprob of every

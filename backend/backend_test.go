@@ -2,6 +2,7 @@ package backend
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 )
@@ -53,6 +54,34 @@ func TestLossValidateReportsAllProblems(t *testing.T) {
 	}
 	if err := (&Loss{NLL: 1}).Validate(); err != nil {
 		t.Error(err)
+	}
+	// Bounds of exactly 1 (ε = 0) are allowed; NaN is not.
+	if err := (&Loss{PolicyGradient: ClippedPG}).Validate(); err != nil {
+		t.Error(err)
+	}
+	nan := float32(math.NaN())
+	if err := (&Loss{PolicyGradient: ClippedPG, ClipLow: nan, ClipHigh: nan}).Validate(); err == nil || !strings.Contains(err.Error(), "clip low NaN") || !strings.Contains(err.Error(), "clip high NaN") {
+		t.Errorf("NaN clip bounds: %v", err)
+	}
+}
+
+func TestLossNeeds(t *testing.T) {
+	for _, tc := range []struct {
+		loss                 Loss
+		adv, sampler, refLPs bool
+	}{
+		{Loss{NLL: 1}, false, false, false},
+		{Loss{PolicyGradient: Reinforce}, true, false, false},
+		{Loss{PolicyGradient: ClippedPG, ClipLow: 0.2, ClipHigh: 0.2}, true, true, false},
+		{Loss{PolicyGradient: Importance, RefKL: 0.1, RefKLEstimator: K3}, true, true, true},
+	} {
+		if err := tc.loss.Validate(); err != nil {
+			t.Errorf("%+v: %v", tc.loss, err)
+		}
+		adv, sampler, ref := tc.loss.Needs()
+		if adv != tc.adv || sampler != tc.sampler || ref != tc.refLPs {
+			t.Errorf("%+v needs advantages %v, sampler logprobs %v, reference logprobs %v; want %v %v %v", tc.loss, adv, sampler, ref, tc.adv, tc.sampler, tc.refLPs)
+		}
 	}
 }
 

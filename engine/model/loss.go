@@ -17,7 +17,7 @@ type Targets struct {
 	Targets         []int32   // next token at each position
 	Weights         []float32 // per-token scale of every term; 0 = not trained on
 	Advantages      []float32 // policy-gradient advantages
-	SamplerLogprobs []float32 // the sampler's logprobs, for the clipped ratio
+	SamplerLogprobs []float32 // the sampler's logprobs, for the importance ratio
 	RefLogprobs     []float32 // a reference model's logprobs, for the KL term
 	// TeacherRows maps each position to a row of the teacher's
 	// distributions (see TeacherBatch), or −1 where there is none.
@@ -280,17 +280,19 @@ func tokenTerms(z, scratch []float32, n int, t Targets, q []float32, l *backend.
 		g -= w * float64(l.NLL)
 	}
 	switch l.PolicyGradient {
-	case backend.ClippedPG:
+	case backend.ClippedPG, backend.Importance:
 		adv := float64(t.Advantages[n])
 		ratio := math.Exp(math.Max(-maxLogRatio, math.Min(maxLogRatio, s.logp-float64(t.SamplerLogprobs[n]))))
 		lo, hi := 1-float64(l.ClipLow), 1+float64(l.ClipHigh)
+		clipped := l.PolicyGradient == backend.ClippedPG
 		// −min(ρA, clip(ρ)A): the clipped branch wins, with zero
 		// gradient, exactly when ρ is past the bound on the side A pushes.
+		// Importance never clips: −ρA.
 		switch {
-		case adv > 0 && ratio > hi:
+		case clipped && adv > 0 && ratio > hi:
 			s.loss -= w * hi * adv
 			s.clip = 1
-		case adv < 0 && ratio < lo:
+		case clipped && adv < 0 && ratio < lo:
 			s.loss -= w * lo * adv
 			s.clip = -1
 		default:

@@ -83,6 +83,7 @@ func TestModelGradients(t *testing.T) {
 		"nll+entropy+k3": {NLL: 1, Entropy: 0.1, RefKL: 0.5, RefKLEstimator: backend.K3},
 		"clipped-pg":     {PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.28, RefKL: 0.3, RefKLEstimator: backend.K2},
 		"reinforce+k1":   {PolicyGradient: backend.Reinforce, RefKL: 0.2, RefKLEstimator: backend.K1},
+		"importance":     {PolicyGradient: backend.Importance},
 	}
 	for name, cfg := range variants {
 		for lname, loss := range losses {
@@ -364,5 +365,32 @@ func TestLogprobsMatchForwardBackward(t *testing.T) {
 		if lp1[i] != lp2[i] || lp1[i] >= 0 {
 			t.Fatalf("position %d: %v vs %v", i, lp1[i], lp2[i])
 		}
+	}
+}
+
+// TestImportanceIsUnclipped checks the importance-sampling term against
+// −Σ w·ρ·A computed from the logprobs, with ratios far outside any clip
+// range, and that it counts no clipping.
+func TestImportanceIsUnclipped(t *testing.T) {
+	cfg := variants["qwen3-qknorm"]
+	r := rand.New(rand.NewPCG(8, 3))
+	m, _ := New(cfg, 4)
+	b := Pack(randomSeqs(r, cfg.Vocab, 3, 6))
+	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
+	lp := make([]float32, len(b.Tokens))
+	if err := m.Logprobs(b, tg.Targets, lp, nil); err != nil {
+		t.Fatal(err)
+	}
+	var want float64
+	for n := range lp {
+		tg.SamplerLogprobs[n] = lp[n] - []float32{0, 1, -1}[n%3] // ρ of 1, e and 1/e
+		want -= float64(tg.Weights[n]) * math.Exp(float64(lp[n])-float64(tg.SamplerLogprobs[n])) * float64(tg.Advantages[n])
+	}
+	met, err := m.ForwardBackward(b, tg, backend.Loss{PolicyGradient: backend.Importance}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(met.Loss-want) > 1e-5*math.Max(1, math.Abs(want)) || met.ClipLow != 0 || met.ClipHigh != 0 {
+		t.Fatalf("loss %v (clipped %d low, %d high), want %v unclipped", met.Loss, met.ClipLow, met.ClipHigh, want)
 	}
 }

@@ -202,8 +202,20 @@ func buildRuns(n int, segs []Segment) ([]run, error) {
 	return runs, nil
 }
 
-// Config returns the hyperparameters the optimizer was built with.
+// Config returns the optimizer's current hyperparameters.
 func (a *AdamW) Config() AdamWConfig { return a.cfg }
+
+// SetConfig replaces the hyperparameters from the next Step on, keeping the
+// moment estimates and the step count: a service that receives AdamW's
+// settings with every step (Tinker's adam_params) applies them this way.
+// An invalid config is an error and changes nothing.
+func (a *AdamW) SetConfig(cfg AdamWConfig) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	a.cfg = cfg
+	return nil
+}
 
 // Step applies one AdamW update with learning rate lr to params, using and
 // then zeroing grads, so the caller can accumulate the next step's gradients

@@ -520,3 +520,68 @@ func BenchmarkAdamWStep(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mparams/s")
 }
+
+// TestAdamWSetConfig changes the hyperparameters between steps: the next
+// step uses the new ones with the old moments and step count, exactly as
+// the float64 reference does when its config changes at the same point;
+// an invalid config changes nothing.
+func TestAdamWSetConfig(t *testing.T) {
+	other := AdamWConfig{Beta1: 0.5, Beta2: 0.8, Eps: 1e-3, WeightDecay: 0.2}
+	for _, tc := range []struct {
+		name string
+		cfg  AdamWConfig
+		want []string // nil: accepted
+	}{
+		{"same", DefaultAdamW(), nil},
+		{"other", other, nil},
+		{"zero betas", AdamWConfig{Eps: 1e-12}, nil},
+		{"bad", AdamWConfig{Beta1: 1, Beta2: -0.5, Eps: 0, WeightDecay: math.Inf(1)}, []string{"Beta1 = 1", "Beta2 = -0.5", "Eps = 0", "WeightDecay = +Inf"}},
+		{"NaN", AdamWConfig{Beta1: math.NaN(), Beta2: 0.9, Eps: 1e-8}, []string{"Beta1 = NaN"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, 4))
+			start := DefaultAdamW()
+			a, err := NewAdamW(start, testN, testSegs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := randSlab(rng, testN, 1)
+			ref := newRef(start, p, testSegs)
+			for range 2 {
+				g := randSlab(rng, testN, 1)
+				ref.step(g, 1e-2)
+				if err := a.Step(p, g, 1e-2); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m0, v0, step0 := a.State()
+			m0, v0 = slices.Clone(m0), slices.Clone(v0)
+			err = a.SetConfig(tc.cfg)
+			checkProblems(t, err, tc.want)
+			m1, v1, step1 := a.State()
+			if !slices.Equal(bits(m0), bits(m1)) || !slices.Equal(bits(v0), bits(v1)) || step1 != step0 {
+				t.Fatal("SetConfig changed the moments or the step count")
+			}
+			if err != nil {
+				if a.Config() != start {
+					t.Fatalf("a refused config was applied: %+v", a.Config())
+				}
+				return
+			}
+			if a.Config() != tc.cfg {
+				t.Fatalf("Config() = %+v, want %+v", a.Config(), tc.cfg)
+			}
+			ref.cfg = tc.cfg
+			g := randSlab(rng, testN, 1)
+			ref.step(g, 1e-2)
+			if err := a.Step(p, g, 1e-2); err != nil {
+				t.Fatal(err)
+			}
+			for i := range p {
+				if !closeRel(p[i], ref.p[i], 1e-5, 1e-3) {
+					t.Fatalf("param %d = %v after the step, reference %v", i, p[i], ref.p[i])
+				}
+			}
+		})
+	}
+}
