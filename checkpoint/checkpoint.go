@@ -92,7 +92,30 @@ func openHF(dir, tokenizerPath string) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Loaded{Name: filepath.Base(filepath.Clean(dir)), Model: m, Dir: dir, HFConfig: hc}
+	l, err := openHFText(dir, tokenizerPath, hc)
+	if err != nil {
+		return nil, err
+	}
+	l.Model = m
+	return l, nil
+}
+
+// OpenText loads the text side of the Hugging Face model in dir — its
+// config.json and tokenizer, no weights — for a run whose weights live on
+// a remote training service. Loaded.Model is nil; HFConfig gives the
+// vocabulary and the context length.
+func OpenText(dir string) (*Loaded, error) {
+	hc, err := hfconfig.Load(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	return openHFText(dir, "", hc)
+}
+
+// openHFText reads the tokenizer of a Hugging Face directory whose
+// config.json is hc.
+func openHFText(dir, tokenizerPath string, hc *hfconfig.Config) (*Loaded, error) {
+	l := &Loaded{Name: filepath.Base(filepath.Clean(dir)), Dir: dir, HFConfig: hc}
 	if tokenizerPath == "" {
 		tokenizerPath = filepath.Join(dir, "tokenizer.json")
 	}
@@ -116,7 +139,7 @@ func openHF(dir, tokenizerPath string) (*Loaded, error) {
 				}
 			}
 		}
-	case errors.Is(err, fs.ErrNotExist) && m.Config.Vocab == tokenizer.NewByteTokenizer().VocabSize():
+	case errors.Is(err, fs.ErrNotExist) && hc.VocabSize == tokenizer.NewByteTokenizer().VocabSize():
 		// A model of the built-in world: bytes plus BOS, EOS and PAD.
 		l.Tokenizer, l.AddBOS = tokenizer.NewByteTokenizer(), true
 	default:
@@ -125,8 +148,8 @@ func openHF(dir, tokenizerPath string) (*Loaded, error) {
 	if eos, ok := l.Tokenizer.EOS(); ok {
 		l.StopTokens = append(l.StopTokens, int32(eos))
 	}
-	if v := l.Tokenizer.VocabSize(); v > m.Config.Vocab {
-		return nil, fmt.Errorf("checkpoint: %s: the tokenizer has %d tokens but the model only %d", dir, v, m.Config.Vocab)
+	if v := l.Tokenizer.VocabSize(); v > hc.VocabSize {
+		return nil, fmt.Errorf("checkpoint: %s: the tokenizer has %d tokens but the model only %d", dir, v, hc.VocabSize)
 	}
 	return l, nil
 }

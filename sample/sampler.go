@@ -314,41 +314,73 @@ func draw(z []float32, st *stream, sc *scratch) int {
 
 // accept appends a token to a stream and decides whether it is finished.
 func (s *Sampler) accept(st *stream, tok int32, lp float32) {
-	p := st.p
+	promptLen := s.cache.Len[st.slot] // tokens already in the cache
+	kept, done := st.out.push(st.p, s.Decoder, tok, lp, promptLen+1 >= s.cache.Capacity)
+	if kept && st.onToken != nil {
+		st.onToken(st.idx, tok, lp)
+	}
+	st.done = done
+}
+
+// push appends a sampled token to c under p's stop rules and reports
+// whether the token was kept and whether the sample ended; full says the
+// model's context has no room for another token.
+func (c *Completion) push(p *Params, dec Decoder, tok int32, lp float32, full bool) (kept, done bool) {
 	if len(p.Stop) > 0 {
-		text := s.Decoder.Decode(append(tokens.Ints(st.out.Tokens), int(tok)))
+		text := dec.Decode(append(tokens.Ints(c.Tokens), int(tok)))
 		for _, stop := range p.Stop {
 			if i := strings.Index(text, stop); i >= 0 {
-				st.out.Finish, st.out.StopString, st.done = FinishStop, stop, true
+				c.Finish, c.StopString = FinishStop, stop
 				if !p.IncludeStop {
-					st.out.Text = text[:i]
-					return
+					c.Text = text[:i]
+					return false, true
 				}
-				st.out.Text = text[:i+len(stop)]
-				st.out.Tokens = append(st.out.Tokens, tok)
-				st.out.Logprobs = append(st.out.Logprobs, lp)
-				if st.onToken != nil {
-					st.onToken(st.idx, tok, lp)
-				}
-				return
+				c.Text = text[:i+len(stop)]
+				c.Tokens = append(c.Tokens, tok)
+				c.Logprobs = append(c.Logprobs, lp)
+				return true, true
 			}
 		}
 	}
-	st.out.Tokens = append(st.out.Tokens, tok)
-	st.out.Logprobs = append(st.out.Logprobs, lp)
-	if st.onToken != nil {
-		st.onToken(st.idx, tok, lp)
-	}
-	promptLen := s.cache.Len[st.slot] // tokens already in the cache
+	c.Tokens = append(c.Tokens, tok)
+	c.Logprobs = append(c.Logprobs, lp)
 	switch {
 	case slices.Contains(p.StopTokens, tok):
-		st.out.Finish, st.done = FinishStop, true
-	case len(st.out.Tokens) >= maxTokens(p) || promptLen+1 >= s.cache.Capacity:
-		st.out.Finish, st.done = FinishLength, true
+		c.Finish, done = FinishStop, true
+	case len(c.Tokens) >= maxTokens(p) || full:
+		c.Finish, done = FinishLength, true
 	}
-	if st.done && s.Decoder != nil {
-		st.out.Text = s.Decoder.Decode(tokens.Ints(st.out.Tokens))
+	if done && dec != nil {
+		c.Text = dec.Decode(tokens.Ints(c.Tokens))
 	}
+	return true, done
+}
+
+// Replay passes tokens sampled elsewhere through p's stop rules and
+// returns the completion a sampler honouring them returns: the same
+// tokens, cut where a stop token, stop string or MaxTokens ends them.
+// finish is why the tokens ended when no rule ends them first. A remote
+// sampler that stops only at its own stop tokens gives, after Replay, the
+// local sampler's completion for the same draws. dec may be nil when p
+// has no stop strings.
+func Replay(p *Params, dec Decoder, toks []int32, lps []float32, finish Finish) (Completion, error) {
+	var c Completion
+	if len(toks) != len(lps) {
+		return c, fmt.Errorf("sample: %d tokens but %d logprobs", len(toks), len(lps))
+	}
+	if len(p.Stop) > 0 && dec == nil {
+		return c, fmt.Errorf("sample: stop strings need a decoder")
+	}
+	for i, t := range toks {
+		if _, done := c.push(p, dec, t, lps[i], false); done {
+			return c, nil
+		}
+	}
+	c.Finish = finish
+	if dec != nil {
+		c.Text = dec.Decode(tokens.Ints(c.Tokens))
+	}
+	return c, nil
 }
 
 // LogprobGap recomputes every sampled token's logprob with the learner's

@@ -40,6 +40,9 @@ type RLConfig struct {
 	Data  DataConfig `yaml:"data"`
 	Chat  ChatConfig `yaml:"chat"`
 	Seed  uint64     `yaml:"seed"` // data order, sampling and every random draw
+	// Backend is where the run trains and samples; nil is the local
+	// engine.
+	Backend *BackendConfig `yaml:"backend,omitempty"`
 
 	// Rollouts.
 
@@ -565,6 +568,7 @@ func (c *RLConfig) Resolve() error {
 	default:
 		add("chat.template %q is not auto, on or off", c.Chat.Template)
 	}
+	c.resolveBackend(add)
 	if c.KL != 0 && !slices.Contains([]backend.KLEstimator{backend.K1, backend.K2, backend.K3}, c.KLEstimator) {
 		add("kl_estimator %q is not k1, k2 or k3", c.KLEstimator)
 	}

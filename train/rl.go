@@ -18,7 +18,7 @@ import (
 
 	"rlvr/backend"
 	"rlvr/backend/local"
-	"rlvr/checkpoint"
+	"rlvr/backend/remote"
 	"rlvr/consult"
 	"rlvr/engine/optim"
 	"rlvr/eval"
@@ -82,28 +82,6 @@ type runState struct {
 	Method   json.RawMessage `json:"method,omitempty"` // the method's own state
 }
 
-// policy is what the loop trains through: the backend's learner and
-// sampler interfaces, and the model's tokenizer side.
-type policy struct {
-	learner backend.Learner
-	sampler rollout.Sampler
-	text    *checkpoint.Loaded
-	maxLen  int
-}
-
-// openPolicy opens a model on the local engine. It is the loop's only
-// contact with a concrete backend.
-func openPolicy(dir string, c *RLConfig, resume bool) (*policy, error) {
-	s, err := local.Open(dir, c.AdamW, resume)
-	if err != nil {
-		return nil, err
-	}
-	return &policy{learner: s, sampler: s.Sampler, text: s.Text, maxLen: s.Model.Config.MaxSeq}, nil
-}
-
-// openReference opens the frozen starting model of a KL term.
-func openReference(dir string) (backend.Logprober, error) { return local.OpenFrozen(dir) }
-
 // RL trains a model with the configured method, writing config, metrics,
 // evaluations and checkpoints to runDir. With resume it continues from the
 // newest checkpoint there. progress, if not nil, gets every step's metrics.
@@ -156,7 +134,7 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	if resume {
 		// Opening a checkpoint's model is what proves it intact.
 		dir, st, skipped, err := latestIntact(runDir, func(dir string) (err error) {
-			pol, err = openPolicy(dir, &cfg, true)
+			pol, err = openPolicy(ctx, base, dir, &cfg)
 			return err
 		})
 		for _, s := range skipped {
@@ -172,13 +150,14 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	}
 	var err error
 	if pol == nil {
-		if pol, err = openPolicy(base, &cfg, false); err != nil {
+		if pol, err = openPolicy(ctx, base, "", &cfg); err != nil {
 			return err
 		}
 	}
+	defer pol.close()
 	var ref backend.Logprober
 	if cfg.KL != 0 {
-		if ref, err = openReference(base); err != nil {
+		if ref, err = openReference(base, &cfg); err != nil {
 			return err
 		}
 	}
@@ -771,6 +750,11 @@ func ExportModel(runDir, out string) error {
 		return fmt.Errorf("train: %s has no checkpoint", runDir)
 	}
 	src := ckpts[len(ckpts)-1]
+	if path, ok, err := remote.ReadState(src); err != nil {
+		return err
+	} else if ok {
+		return fmt.Errorf("train: %s trained on a Tinker backend: its weights are on the server, at %s", runDir, path)
+	}
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		return err

@@ -1,0 +1,306 @@
+// Package remote is the backend that trains and samples on a
+// Tinker-compatible service — a self-hosted SkyRL tx cluster, hosted
+// Tinker, or `rlvr serve --tinker` — over the Tinker REST API in JSON
+// (package api/tinker). It implements backend.Learner and
+// rollout.Sampler, so method code runs on it unchanged; see plan.go for
+// how each rlvr loss term becomes a Tinker loss_fn.
+//
+// Every training or sampling call returns a future, resolved by
+// long-polling retrieve_future. Transport failures, 5xx and 429 answers
+// are retried with exponential backoff up to a bound; a 408 from
+// retrieve_future polls again. A submission carries the model's next
+// seq_id, so a server that records (model_id, seq_id), as SkyRL does,
+// never runs a retried call twice. Every error names the call.
+package remote
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+
+	"rlvr/api/tinker"
+)
+
+// Client speaks the Tinker API to one server. Its zero values take the
+// defaults of each field; it is safe for concurrent use.
+type Client struct {
+	// BaseURL is the server's address without the /api/v1 prefix, e.g.
+	// http://127.0.0.1:8000.
+	BaseURL string
+	// APIKey goes in X-API-Key; empty sends none (SkyRL checks none).
+	APIKey string
+	// HTTP sends the requests; nil is a client without a total timeout
+	// (retrieve_future long-polls; Deadline bounds a call instead).
+	HTTP *http.Client
+	// Retries bounds the attempts after the first for one HTTP exchange
+	// that failed in transport or with 429 or 5xx (0: 5).
+	Retries int
+	// Backoff is the first retry's wait, doubled each time up to 30 s
+	// (0: 500 ms).
+	Backoff time.Duration
+	// Deadline bounds one call from submission to its result, polls
+	// included (0: 30 min; a long generation on a busy cluster is slow).
+	Deadline time.Duration
+}
+
+// CallError is a call that failed: which call, the HTTP status when
+// there was one, the server's category ("user", "server") when it gave
+// one, and its message.
+type CallError struct {
+	Call     string // the API call, e.g. "forward_backward"
+	Status   int    // HTTP status; 0 when the failure came in a result or in transport
+	Category string // the server's failure category, if any
+	Message  string
+	Attempts int   // HTTP exchanges tried
+	Err      error // the underlying error, if any
+}
+
+func (e *CallError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "tinker %s", e.Call)
+	if e.Status != 0 {
+		fmt.Fprintf(&b, ": HTTP %d", e.Status)
+	}
+	if e.Category != "" {
+		fmt.Fprintf(&b, ": %s error", e.Category)
+	}
+	if e.Attempts > 1 {
+		fmt.Fprintf(&b, " (after %d attempts)", e.Attempts)
+	}
+	if e.Message != "" {
+		fmt.Fprintf(&b, ": %s", e.Message)
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	return b.String()
+}
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+func (c *Client) retries() int {
+	if c.Retries > 0 {
+		return c.Retries
+	}
+	return 5
+}
+
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.Backoff
+	if d <= 0 {
+		d = 500 * time.Millisecond
+	}
+	d <<= min(attempt, 16)
+	d = min(d, 30*time.Second)
+	// Jitter, so clients retrying together do not stampede.
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+func (c *Client) httpClient() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return http.DefaultClient
+}
+
+// exchange is one POST (or GET without a body) answered by any status:
+// what the caller decides on.
+type exchange struct {
+	status int
+	body   []byte
+}
+
+// maxResponse bounds a response body: a sample of many long sequences
+// with logprobs is large, but not larger.
+const maxResponse = 1 << 30
+
+// send makes one HTTP exchange, retrying transport failures, 429 and 5xx
+// with backoff. Any other status is returned to the caller.
+func (c *Client) send(ctx context.Context, call, method, path string, req any) (exchange, error) {
+	var body []byte
+	if req != nil {
+		var err error
+		if body, err = json.Marshal(req); err != nil {
+			return exchange{}, &CallError{Call: call, Message: "encoding the request", Err: err}
+		}
+	}
+	var last *CallError
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				last.Err = errors.Join(last.Err, ctx.Err())
+				return exchange{}, last
+			case <-time.After(c.backoff(attempt - 1)):
+			}
+		}
+		x, err := c.once(ctx, method, path, body)
+		switch {
+		case err != nil:
+			last = &CallError{Call: call, Attempts: attempt + 1, Err: err}
+			if ctx.Err() != nil {
+				return exchange{}, last
+			}
+		case x.status == http.StatusTooManyRequests || x.status >= 500:
+			last = &CallError{Call: call, Status: x.status, Attempts: attempt + 1, Message: detail(x.body)}
+		default:
+			return x, nil
+		}
+		if attempt >= c.retries() {
+			return exchange{}, last
+		}
+	}
+}
+
+func (c *Client) once(ctx context.Context, method, path string, body []byte) (exchange, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	r, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, rd)
+	if err != nil {
+		return exchange{}, err
+	}
+	if body != nil {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	if c.APIKey != "" {
+		r.Header.Set(tinker.HeaderAPIKey, c.APIKey)
+	}
+	resp, err := c.httpClient().Do(r)
+	if err != nil {
+		return exchange{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+	if err != nil {
+		return exchange{}, fmt.Errorf("reading the response: %w", err)
+	}
+	if len(b) > maxResponse {
+		return exchange{}, fmt.Errorf("response larger than %d bytes", maxResponse)
+	}
+	return exchange{status: resp.StatusCode, body: b}, nil
+}
+
+// detail is an error body's message: FastAPI's {"detail": …}, or the body
+// itself, shortened.
+func detail(body []byte) string {
+	var d struct {
+		Detail json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(body, &d) == nil && d.Detail != nil {
+		var s string
+		if json.Unmarshal(d.Detail, &s) == nil {
+			return s
+		}
+		return string(d.Detail)
+	}
+	s := strings.TrimSpace(string(body))
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// Post makes a call answered at once (create_session, create_model,
+// session_heartbeat) and decodes its 200 answer into out.
+func (c *Client) Post(ctx context.Context, call, path string, req, out any) error {
+	x, err := c.send(ctx, call, http.MethodPost, path, req)
+	if err != nil {
+		return err
+	}
+	return decodeAnswer(call, x, out)
+}
+
+// Get makes a GET call (healthz, get_server_capabilities).
+func (c *Client) Get(ctx context.Context, call, path string, out any) error {
+	x, err := c.send(ctx, call, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	return decodeAnswer(call, x, out)
+}
+
+func decodeAnswer(call string, x exchange, out any) error {
+	if x.status != http.StatusOK {
+		return &CallError{Call: call, Status: x.status, Message: detail(x.body)}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(x.body, out); err != nil {
+		return &CallError{Call: call, Message: "malformed answer", Err: err}
+	}
+	return nil
+}
+
+// Call submits a training or sampling call, waits for its future and
+// decodes the result into out. A future the server no longer knows (410)
+// is submitted again, once: with the same seq_id a recording server
+// answers with the call it already ran.
+func (c *Client) Call(ctx context.Context, call, path string, req, out any) error {
+	deadline := c.Deadline
+	if deadline <= 0 {
+		deadline = 30 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	for resubmit := 0; ; resubmit++ {
+		var f tinker.Future
+		if err := c.Post(ctx, call, path, req, &f); err != nil {
+			return err
+		}
+		if f.RequestID == "" {
+			return &CallError{Call: call, Message: "the server answered without a request_id"}
+		}
+		err := c.wait(ctx, call, f.RequestID, out)
+		var ce *CallError
+		if resubmit == 0 && errors.As(err, &ce) && ce.Status == http.StatusGone {
+			continue
+		}
+		return err
+	}
+}
+
+// wait polls retrieve_future until the result, a failure, or the
+// deadline.
+func (c *Client) wait(ctx context.Context, call, id string, out any) error {
+	for polls := 0; ; polls++ {
+		if err := ctx.Err(); err != nil {
+			return &CallError{Call: call, Message: fmt.Sprintf("future %s unresolved after %d polls", id, polls), Err: err}
+		}
+		x, err := c.send(ctx, call, http.MethodPost, tinker.PathRetrieveFuture, tinker.RetrieveFutureRequest{RequestID: id})
+		if err != nil {
+			return err
+		}
+		switch x.status {
+		case http.StatusOK:
+			ready, err := tinker.Result(x.body, out)
+			var failed *tinker.RequestFailed
+			switch {
+			case errors.As(err, &failed):
+				return &CallError{Call: call, Category: failed.Category, Message: failed.Message}
+			case err != nil:
+				return &CallError{Call: call, Message: "malformed result", Err: err}
+			case ready:
+				return nil
+			}
+			// Not ready yet: a short pause before the next long-poll.
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		case http.StatusRequestTimeout:
+			// The long-poll ended without a result: poll again.
+		default:
+			return &CallError{Call: call, Status: x.status, Message: detail(x.body)}
+		}
+	}
+}

@@ -1,0 +1,319 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"rlvr/api/tinker"
+	"rlvr/backend"
+)
+
+// How each term of a backend.Loss runs on a Tinker server. The learner
+// sums per-token terms (backend.Aggregate has already folded the
+// aggregation mode into the weights w), and so does a "sum" server:
+//
+//	term                      remote call                          per-token input
+//	clipped policy gradient   ppo, clip thresholds 1−ε_low, 1+ε_high  advantages A·w
+//	REINFORCE (−A·logp)       cross_entropy                        weights += A·w
+//	NLL (−logp)               cross_entropy                        weights += NLL·w
+//	reference KL β·k(logp−r)  two passes: logp from the first call  weights −= β·w·k′(logp−r)
+//	                          (or a forward), then cross_entropy
+//	teacher KL (exact)        refused: needs full distributions
+//	entropy bonus             refused: needs full distributions
+//
+// The cross_entropy pass carries every term whose gradient with respect
+// to logp the client can compute: cross_entropy's loss −c·logp has
+// gradient −c, so a term with gradient g rides on it with c = −g. A Loss
+// becomes at most two forward_backward calls (ppo, then cross_entropy),
+// whose gradients the server accumulates into the same step; the
+// reference KL needs no third pass because the first call returns the
+// logprobs its gradient depends on. (MEML-GRPO's sequence-level mutual
+// learning, with the teacher side held fixed, has the gradient of an NLL
+// and so is a plain cross_entropy term.)
+//
+// A "datum-mean" server (SkyRL tx's JAX backend) divides each datum's
+// summed loss by the sum of its weights, and the accumulated gradient by
+// the number of datums before the optimizer step. The client undoes the
+// first: it sends weights of 1 and folds w and the datum's length n into
+// the advantages, and the cross_entropy pass — whose weights the
+// division would cancel — becomes importance_sampling with the sampler
+// logprobs set to the current logp (ratio 1, gradient −A/n per token)
+// and A = c·n. The second division, by the step's datum count, is a
+// constant factor of that step's gradient that the client cannot know
+// when it sends the data; see docs/scale-out.md.
+
+// Reduction is how a server reduces a loss_fn's per-token losses.
+type Reduction string
+
+const (
+	// Sum adds every token's loss (hosted Tinker, rlvr serve --tinker).
+	Sum Reduction = "sum"
+	// DatumMean divides each datum's sum by its weight sum (SkyRL tx).
+	DatumMean Reduction = "datum-mean"
+)
+
+func (r Reduction) validate() error {
+	switch r {
+	case Sum, DatumMean:
+		return nil
+	}
+	return fmt.Errorf("remote: unknown reduction %q (want %q or %q)", r, Sum, DatumMean)
+}
+
+// ErrNotRemote is the error of a loss term no Tinker loss_fn expresses.
+var ErrNotRemote = errors.New("not available on a Tinker backend")
+
+// CheckLoss reports the terms of l a remote backend cannot run, naming
+// each and its alternative: a config is refused with it before any work.
+func CheckLoss(l backend.Loss) error {
+	var errs []error
+	if l.TeacherKL != 0 {
+		errs = append(errs, fmt.Errorf("the exact teacher KL needs full next-token distributions and is %w; use the sequence-level estimate (mutual_learning.exact: false)", ErrNotRemote))
+	}
+	if l.Entropy != 0 {
+		errs = append(errs, fmt.Errorf("the entropy bonus needs full next-token distributions and is %w; set entropy: 0", ErrNotRemote))
+	}
+	return errors.Join(errs...)
+}
+
+// ForwardBackward implements backend.Learner by the mapping above.
+func (m *Model) ForwardBackward(ctx context.Context, batch []backend.Datum, loss backend.Loss) (backend.Result, error) {
+	if m.broken != nil {
+		return backend.Result{}, fmt.Errorf("remote: forward_backward refused after an earlier failure (%v); resume from the last checkpoint", m.broken)
+	}
+	if err := loss.Validate(); err != nil {
+		return backend.Result{}, err
+	}
+	if err := CheckLoss(loss); err != nil {
+		return backend.Result{}, err
+	}
+	if err := checkBatch(batch, &loss); err != nil {
+		return backend.Result{}, err
+	}
+	lp, err := m.passes(ctx, batch, &loss)
+	if err != nil {
+		// Some of the passes may have added their gradients: the step
+		// cannot be completed.
+		m.broken = err
+		return backend.Result{}, err
+	}
+	m.pending = true
+	return backend.Result{Logprobs: lp, Metrics: metrics(batch, &loss, lp)}, nil
+}
+
+// passes makes the remote calls of one loss and returns the learner's
+// logprobs of the targets, from the first call (before any update).
+func (m *Model) passes(ctx context.Context, batch []backend.Datum, loss *backend.Loss) ([][]float32, error) {
+	mean := m.cfg.Reduction == DatumMean
+	var lp [][]float32
+	if loss.PolicyGradient == backend.ClippedPG {
+		data := make([]tinker.Datum, len(batch))
+		for i := range batch {
+			d := &batch[i]
+			adv, weights := make([]float32, d.Len()), make([]float32, d.Len())
+			for j, w := range d.Weights {
+				adv[j], weights[j] = d.Advantages[j]*w, mask(w)
+				if mean {
+					adv[j], weights[j] = adv[j]*float32(d.Len()), 1
+				}
+			}
+			data[i] = datum(d, map[string]tinker.TensorData{
+				"weights": tinker.Floats(weights), "advantages": tinker.Floats(adv), "logprobs": tinker.Floats(d.SamplerLogprobs)})
+		}
+		cfg := map[string]float64{tinker.ClipLowThreshold: 1 - float64(loss.ClipLow), tinker.ClipHighThreshold: 1 + float64(loss.ClipHigh)}
+		var err error
+		if lp, err = m.forwardBackward(ctx, tinker.PathForwardBackward, tinker.PPO, cfg, data, batch); err != nil {
+			return nil, err
+		}
+	}
+	if loss.RefKL != 0 && lp == nil || mean && lp == nil && crossEntropyTerms(loss) {
+		var err error
+		if lp, err = m.Logprobs(ctx, batch); err != nil {
+			return nil, err
+		}
+	}
+	if !crossEntropyTerms(loss) {
+		return lp, nil
+	}
+	data := make([]tinker.Datum, len(batch))
+	for i := range batch {
+		d := &batch[i]
+		c := make([]float32, d.Len())
+		for j, w := range d.Weights {
+			if w == 0 {
+				continue
+			}
+			g := float64(-loss.NLL) // dloss/dlogp of each term, per unit weight
+			if loss.PolicyGradient == backend.Reinforce {
+				g -= float64(d.Advantages[j])
+			}
+			if loss.RefKL != 0 {
+				_, dk := loss.RefKLEstimator.Estimate(float64(lp[i][j]) - float64(d.RefLogprobs[j]))
+				g += float64(loss.RefKL) * dk
+			}
+			c[j] = float32(-g) * w
+		}
+		if mean {
+			ones := make([]float32, d.Len())
+			for j := range ones {
+				ones[j] = 1
+				c[j] *= float32(d.Len())
+			}
+			data[i] = datum(d, map[string]tinker.TensorData{"weights": tinker.Floats(ones), "advantages": tinker.Floats(c), "logprobs": tinker.Floats(lp[i])})
+		} else {
+			data[i] = datum(d, map[string]tinker.TensorData{"weights": tinker.Floats(c)})
+		}
+	}
+	fn := tinker.CrossEntropy
+	if mean {
+		fn = tinker.ImportanceSampling
+	}
+	got, err := m.forwardBackward(ctx, tinker.PathForwardBackward, fn, nil, data, batch)
+	if lp == nil {
+		lp = got
+	}
+	return lp, err
+}
+
+// crossEntropyTerms says the loss has a term the cross_entropy pass
+// carries.
+func crossEntropyTerms(l *backend.Loss) bool {
+	return l.NLL != 0 || l.PolicyGradient == backend.Reinforce || l.RefKL != 0
+}
+
+func mask(w float32) float32 {
+	if w != 0 {
+		return 1
+	}
+	return 0
+}
+
+// datum is the wire form of d with the given loss inputs and its targets.
+func datum(d *backend.Datum, inputs map[string]tinker.TensorData) tinker.Datum {
+	inputs["target_tokens"] = tinker.Ints(d.Targets)
+	return tinker.Datum{ModelInput: tinker.Text(d.Tokens), LossFnInputs: inputs}
+}
+
+// Logprobs implements backend.Logprober: a forward call, which changes
+// no gradient, returning the model's logprobs of every target.
+func (m *Model) Logprobs(ctx context.Context, batch []backend.Datum) ([][]float32, error) {
+	data := make([]tinker.Datum, len(batch))
+	for i := range batch {
+		d := &batch[i]
+		if err := d.Validate(); err != nil {
+			return nil, fmt.Errorf("remote: datum %d: %w", i, err)
+		}
+		data[i] = datum(d, map[string]tinker.TensorData{"weights": tinker.Floats(make([]float32, d.Len()))})
+	}
+	return m.forwardBackward(ctx, tinker.PathForward, tinker.CrossEntropy, nil, data, batch)
+}
+
+// forwardBackward makes one forward or forward_backward call and checks
+// that its outputs fit the batch.
+func (m *Model) forwardBackward(ctx context.Context, path, fn string, cfg map[string]float64, data []tinker.Datum, batch []backend.Datum) ([][]float32, error) {
+	name := "forward_backward"
+	if path == tinker.PathForward {
+		name = "forward"
+	}
+	var out tinker.ForwardBackwardOutput
+	in := tinker.ForwardBackwardInput{Data: data, LossFn: fn, LossFnConfig: cfg}
+	err := m.call(ctx, name, path, func(seq *int64) any {
+		if path == tinker.PathForward {
+			return tinker.ForwardRequest{ModelID: m.id, Input: in, SeqID: seq}
+		}
+		return tinker.ForwardBackwardRequest{ModelID: m.id, Input: in, SeqID: seq}
+	}, &out)
+	if err != nil {
+		return nil, err
+	}
+	if len(out.LossFnOutputs) != len(batch) {
+		return nil, &CallError{Call: name, Message: fmt.Sprintf("%d outputs for %d datums", len(out.LossFnOutputs), len(batch))}
+	}
+	lp := make([][]float32, len(batch))
+	for i, o := range out.LossFnOutputs {
+		t, ok := o["logprobs"]
+		if !ok {
+			return nil, &CallError{Call: name, Message: fmt.Sprintf("output %d has no logprobs", i)}
+		}
+		v, err := t.Float32s()
+		if err != nil {
+			return nil, &CallError{Call: name, Message: fmt.Sprintf("output %d: logprobs", i), Err: err}
+		}
+		if len(v) != batch[i].Len() {
+			return nil, &CallError{Call: name, Message: fmt.Sprintf("output %d has %d logprobs for %d targets", i, len(v), batch[i].Len())}
+		}
+		for j, x := range v {
+			if x > 0 {
+				return nil, &CallError{Call: name, Message: fmt.Sprintf("output %d: logprobs[%d] = %v is positive", i, j, x)}
+			}
+		}
+		lp[i] = v
+	}
+	return lp, nil
+}
+
+// checkBatch checks the datums and that they carry what the loss reads.
+func checkBatch(batch []backend.Datum, loss *backend.Loss) error {
+	if len(batch) == 0 {
+		return fmt.Errorf("remote: empty batch")
+	}
+	adv, q, ref := loss.Needs()
+	for i := range batch {
+		d := &batch[i]
+		if err := d.Validate(); err != nil {
+			return fmt.Errorf("remote: datum %d: %w", i, err)
+		}
+		if adv && d.Advantages == nil || q && d.SamplerLogprobs == nil || ref && d.RefLogprobs == nil {
+			return fmt.Errorf("remote: datum %d lacks an input the loss needs (advantages %v, sampler logprobs %v, reference logprobs %v)", i, adv, q, ref)
+		}
+	}
+	return nil
+}
+
+// maxLogRatio bounds logp − sampler logp before exponentiating, as the
+// local engine does.
+const maxLogRatio = 20
+
+// metrics computes, from the learner's logprobs, the sums the local
+// engine reports; the entropy is unknown remotely and stays 0.
+func metrics(batch []backend.Datum, l *backend.Loss, lp [][]float32) backend.Metrics {
+	var met backend.Metrics
+	for i := range batch {
+		d := &batch[i]
+		for j, w32 := range d.Weights {
+			if w32 == 0 {
+				continue
+			}
+			w, logp := float64(w32), float64(lp[i][j])
+			met.Tokens++
+			met.NLL -= logp
+			met.Loss -= w * float64(l.NLL) * logp
+			switch l.PolicyGradient {
+			case backend.ClippedPG:
+				adv := float64(d.Advantages[j])
+				ratio := math.Exp(math.Max(-maxLogRatio, math.Min(maxLogRatio, logp-float64(d.SamplerLogprobs[j]))))
+				lo, hi := 1-float64(l.ClipLow), 1+float64(l.ClipHigh)
+				switch {
+				case adv > 0 && ratio > hi:
+					met.Loss -= w * hi * adv
+					met.ClipHigh++
+				case adv < 0 && ratio < lo:
+					met.Loss -= w * lo * adv
+					met.ClipLow++
+				default:
+					met.Loss -= w * ratio * adv
+				}
+			case backend.Reinforce:
+				met.Loss -= w * float64(d.Advantages[j]) * logp
+			}
+			if l.RefKL != 0 {
+				k, _ := l.RefKLEstimator.Estimate(logp - float64(d.RefLogprobs[j]))
+				met.RefKL += k
+				met.Loss += w * float64(l.RefKL) * k
+			}
+		}
+	}
+	return met
+}

@@ -1,0 +1,207 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"rlvr/api/tinker"
+	"rlvr/backend"
+	"rlvr/sample"
+)
+
+// Sampler samples on the server from a Model's latest weights, publishing
+// them (save_weights_for_sampler) after each optimizer step: tokens and
+// logprobs come back as the server sampled them, never re-tokenized. It
+// implements rollout.Sampler and is safe for concurrent use.
+type Sampler struct {
+	Model *Model
+	// Decoder decodes completions, and finds stop strings.
+	Decoder sample.Decoder
+}
+
+// Sample implements rollout.Sampler: one asample call per request, in
+// flight together. The server stops at its own end tokens and the
+// request's stop tokens or strings; sample.Replay then applies the
+// request's stop rules exactly as the local sampler does (a stop string's
+// last token kept or dropped, the text cut).
+func (s *Sampler) Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
+	path, err := s.Model.samplerPath(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]sample.Completion, len(reqs))
+	errs := make([]error, len(reqs))
+	limit := make(chan struct{}, max(s.Model.cfg.MaxConcurrentSamples, 1))
+	if s.Model.cfg.MaxConcurrentSamples == 0 {
+		limit = make(chan struct{}, 64)
+	}
+	var wg sync.WaitGroup
+	for i := range reqs {
+		if err := reqs[i].Params.Validate(); err != nil {
+			return nil, fmt.Errorf("request %d: %w", i, err)
+		}
+		if reqs[i].OnToken != nil {
+			return nil, fmt.Errorf("request %d: a remote sampler does not stream tokens", i)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			limit <- struct{}{}
+			defer func() { <-limit }()
+			out[i], errs[i] = s.one(ctx, path, &reqs[i])
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("request %d: %w", i, errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// maxDefaultTokens is the local sampler's MaxTokens 0.
+const maxDefaultTokens = 256
+
+func (s *Sampler) one(ctx context.Context, path string, r *sample.Request) ([]sample.Completion, error) {
+	p := &r.Params
+	n := max(p.N, 1)
+	seed := int64(p.Seed)
+	sp := tinker.SamplingParams{MaxTokens: p.MaxTokens, Seed: &seed, Temperature: float64(p.Temperature), TopK: p.TopK, TopP: float64(p.TopP)}
+	if sp.MaxTokens == 0 {
+		sp.MaxTokens = maxDefaultTokens
+	}
+	if sp.TopK == 0 {
+		sp.TopK = -1
+	}
+	if sp.TopP == 0 {
+		sp.TopP = 1
+	}
+	// Tinker's stop is strings or token ids, not both. Strings, when the
+	// request has them, save the server generating past one; the server
+	// stops at its model's end tokens anyway, and Replay honours every
+	// stop token the request names.
+	var err error
+	if len(p.Stop) > 0 {
+		sp.Stop, err = json.Marshal(p.Stop)
+	} else if len(p.StopTokens) > 0 {
+		sp.Stop, err = json.Marshal(p.StopTokens)
+	}
+	if err != nil {
+		return nil, err
+	}
+	req := tinker.SampleRequest{NumSamples: n, Prompt: tinker.Text(r.Prompt), SamplingParams: sp, Type: "sample"}
+	if path != "" {
+		req.ModelPath = path
+	} else {
+		req.BaseModel = s.Model.cfg.BaseModel
+	}
+	var res tinker.SampleResponse
+	if err := s.Model.client.Call(ctx, "asample", tinker.PathSample, req, &res); err != nil {
+		return nil, err
+	}
+	if len(res.Sequences) != n {
+		return nil, &CallError{Call: "asample", Message: fmt.Sprintf("%d sequences for num_samples %d", len(res.Sequences), n)}
+	}
+	cs := make([]sample.Completion, n)
+	for k, q := range res.Sequences {
+		if len(q.Logprobs) != len(q.Tokens) {
+			return nil, &CallError{Call: "asample", Message: fmt.Sprintf("sequence %d has %d tokens but %d logprobs", k, len(q.Tokens), len(q.Logprobs))}
+		}
+		var finish sample.Finish
+		switch q.StopReason {
+		case tinker.StopStop:
+			finish = sample.FinishStop
+		case tinker.StopLength:
+			finish = sample.FinishLength
+		default:
+			return nil, &CallError{Call: "asample", Message: fmt.Sprintf("sequence %d: unknown stop_reason %q", k, q.StopReason)}
+		}
+		lps := make([]float32, len(q.Logprobs))
+		for j, v := range q.Logprobs {
+			if v > 0 || v != v {
+				return nil, &CallError{Call: "asample", Message: fmt.Sprintf("sequence %d: logprobs[%d] = %v is not a logprob", k, j, v)}
+			}
+			lps[j] = float32(v)
+		}
+		if cs[k], err = sample.Replay(p, s.Decoder, q.Tokens, lps, finish); err != nil {
+			return nil, &CallError{Call: "asample", Err: err}
+		}
+	}
+	return cs, nil
+}
+
+// Reference scores sequences under a base model's weights on the server:
+// the frozen reference of a KL term, as the Tinker cookbook computes it —
+// asample with prompt_logprobs on the base model, one token generated.
+type Reference struct {
+	Client    *Client
+	BaseModel string
+	// MaxConcurrent bounds the calls in flight (0: 64).
+	MaxConcurrent int
+}
+
+// Logprobs implements backend.Logprober. A datum's sequence is its tokens
+// and last target; its targets must be its tokens shifted by one.
+func (r *Reference) Logprobs(ctx context.Context, batch []backend.Datum) ([][]float32, error) {
+	out := make([][]float32, len(batch))
+	errs := make([]error, len(batch))
+	limit := make(chan struct{}, 64)
+	if r.MaxConcurrent > 0 {
+		limit = make(chan struct{}, r.MaxConcurrent)
+	}
+	var wg sync.WaitGroup
+	for i := range batch {
+		d := &batch[i]
+		if err := d.Validate(); err != nil {
+			return nil, fmt.Errorf("remote: datum %d: %w", i, err)
+		}
+		for j := 0; j+1 < d.Len(); j++ {
+			if d.Targets[j] != d.Tokens[j+1] {
+				return nil, fmt.Errorf("remote: datum %d: target %d is not the next token, so the reference cannot score it as one sequence", i, j)
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			limit <- struct{}{}
+			defer func() { <-limit }()
+			out[i], errs[i] = r.one(ctx, d)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("remote: reference logprobs of datum %d: %w", i, err)
+		}
+	}
+	return out, nil
+}
+
+func (r *Reference) one(ctx context.Context, d *backend.Datum) ([]float32, error) {
+	seq := append(append([]int32(nil), d.Tokens...), d.Targets[d.Len()-1])
+	seed := int64(0)
+	req := tinker.SampleRequest{NumSamples: 1, Prompt: tinker.Text(seq), BaseModel: r.BaseModel, PromptLogprobs: true, Type: "sample",
+		SamplingParams: tinker.SamplingParams{MaxTokens: 1, Seed: &seed, Temperature: 1, TopK: -1, TopP: 1}}
+	var res tinker.SampleResponse
+	if err := r.Client.Call(ctx, "asample", tinker.PathSample, req, &res); err != nil {
+		return nil, err
+	}
+	if len(res.PromptLogprobs) != len(seq) {
+		return nil, &CallError{Call: "asample", Message: fmt.Sprintf("%d prompt logprobs for a prompt of %d tokens", len(res.PromptLogprobs), len(seq))}
+	}
+	lp := make([]float32, d.Len())
+	for j := range lp {
+		v := res.PromptLogprobs[j+1]
+		if v == nil || *v > 0 || *v != *v {
+			return nil, &CallError{Call: "asample", Message: fmt.Sprintf("prompt_logprobs[%d] is not a logprob", j+1)}
+		}
+		lp[j] = float32(*v)
+	}
+	return lp, nil
+}

@@ -1,0 +1,187 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"rlvr/backend"
+	"rlvr/backend/local"
+	"rlvr/backend/remote"
+	"rlvr/checkpoint"
+	"rlvr/rollout"
+)
+
+// Backend kinds.
+const (
+	BackendLocal  = "local"
+	BackendTinker = "tinker"
+)
+
+// BackendConfig says where a run trains and samples: on the local engine
+// (the default), or on a Tinker-compatible service — self-hosted SkyRL tx,
+// hosted Tinker, or rlvr serve --tinker — which does every forward,
+// backward, optimizer step and rollout while the run keeps its methods,
+// verifiers, experts and logs here. The model's tokenizer and config.json
+// are still read from model (a local directory); its weights live on the
+// server.
+type BackendConfig struct {
+	// Kind is "local" or "tinker".
+	Kind string `yaml:"kind"`
+	// URL is the server's address, e.g. http://127.0.0.1:8000 (tinker).
+	URL string `yaml:"url,omitempty"`
+	// BaseModel is the server's name of the model (e.g. Qwen/Qwen3-8B);
+	// default the model directory's name.
+	BaseModel string `yaml:"base_model,omitempty"`
+	// LoraRank is the LoRA rank trained; 0 trains every parameter
+	// (SkyRL tx; hosted Tinker needs a rank).
+	LoraRank int `yaml:"lora_rank,omitempty"`
+	// Reduction is how the server reduces a loss: "sum" (hosted Tinker,
+	// rlvr serve --tinker; the default) or "datum-mean" (SkyRL tx's JAX
+	// backend), which the client compensates.
+	Reduction string `yaml:"reduction,omitempty"`
+	// APIKeyEnv names the environment variable holding the API key sent
+	// as X-API-Key (default TINKER_API_KEY); the key itself never goes in
+	// a config.
+	APIKeyEnv string `yaml:"api_key_env,omitempty"`
+	// Retries bounds the retries of one HTTP exchange (429, 5xx,
+	// transport); 0 means 5.
+	Retries int `yaml:"retries,omitempty"`
+	// Timeout bounds one call from submission to result, in Go's duration
+	// syntax ("30m"); "" means 30 minutes.
+	Timeout string `yaml:"timeout,omitempty"`
+}
+
+// remote says the run trains on a Tinker server.
+func (b *BackendConfig) remote() bool { return b != nil && b.Kind == BackendTinker }
+
+// resolveBackend checks the backend section and, for a remote one, that
+// every loss term the config asks for runs there.
+func (c *RLConfig) resolveBackend(add func(format string, args ...any)) {
+	b := c.Backend
+	if b == nil {
+		return
+	}
+	switch b.Kind {
+	case "", BackendLocal:
+		b.Kind = BackendLocal
+		return
+	case BackendTinker:
+	default:
+		add("backend.kind %q is not %s or %s", b.Kind, BackendLocal, BackendTinker)
+		return
+	}
+	if u, err := url.Parse(b.URL); b.URL == "" || err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		add("backend.url %q is not an http(s) address", b.URL)
+	}
+	if b.Reduction == "" {
+		b.Reduction = string(remote.Sum)
+	}
+	if b.Reduction != string(remote.Sum) && b.Reduction != string(remote.DatumMean) {
+		add("backend.reduction %q is not %s or %s", b.Reduction, remote.Sum, remote.DatumMean)
+	}
+	if b.APIKeyEnv == "" {
+		b.APIKeyEnv = "TINKER_API_KEY"
+	}
+	if b.LoraRank < 0 {
+		add("backend.lora_rank = %d is negative", b.LoraRank)
+	}
+	if b.Retries < 0 {
+		add("backend.retries = %d is negative", b.Retries)
+	}
+	if b.Timeout != "" {
+		if d, err := time.ParseDuration(b.Timeout); err != nil || d <= 0 {
+			add("backend.timeout %q is not a positive duration", b.Timeout)
+		}
+	}
+	// The terms no Tinker loss_fn expresses, refused before any work.
+	var l backend.Loss
+	l.Entropy = c.Entropy
+	if m := c.MutualLearning; m != nil && m.Estimator == "exact" {
+		l.TeacherKL = 1
+	}
+	if err := remote.CheckLoss(l); err != nil {
+		add("backend tinker: %v", err)
+	}
+}
+
+// policy is what the loop trains through: the backend's learner and
+// sampler interfaces, and the model's tokenizer side.
+type policy struct {
+	learner backend.Learner
+	sampler rollout.Sampler
+	text    *checkpoint.Loaded
+	maxLen  int
+	close   func() error
+}
+
+// openPolicy opens the model to train: base's weights, or with ckpt the
+// run checkpoint in it (weights and optimizer). It is the loop's only
+// contact with a concrete backend.
+func openPolicy(ctx context.Context, base, ckpt string, c *RLConfig) (*policy, error) {
+	if !c.Backend.remote() {
+		dir := base
+		if ckpt != "" {
+			dir = ckpt
+		}
+		s, err := local.Open(dir, c.AdamW, ckpt != "")
+		if err != nil {
+			return nil, err
+		}
+		return &policy{learner: s, sampler: s.Sampler, text: s.Text, maxLen: s.Model.Config.MaxSeq, close: func() error { return nil }}, nil
+	}
+	b := c.Backend
+	var path string
+	if ckpt != "" {
+		p, ok, err := remote.ReadState(ckpt)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("train: %s is not a checkpoint of a run on a Tinker backend (no %s)", ckpt, remote.StateFile)
+		}
+		path = p
+	}
+	text, err := checkpoint.OpenText(base)
+	if err != nil {
+		return nil, err
+	}
+	m, err := remote.Open(ctx, remoteConfig(b, base, c))
+	if err != nil {
+		return nil, err
+	}
+	if path != "" {
+		if err := m.Load(ctx, path, true); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	return &policy{learner: m, sampler: &remote.Sampler{Model: m, Decoder: text.Tokenizer}, text: text,
+		maxLen: text.HFConfig.MaxPositionEmbeddings, close: m.Close}, nil
+}
+
+// remoteConfig is the client's configuration of a tinker backend.
+func remoteConfig(b *BackendConfig, base string, c *RLConfig) remote.Config {
+	cl := remote.Client{BaseURL: b.URL, APIKey: os.Getenv(b.APIKeyEnv), Retries: b.Retries}
+	if d, err := time.ParseDuration(b.Timeout); err == nil {
+		cl.Deadline = d
+	}
+	name := b.BaseModel
+	if name == "" {
+		name = filepath.Base(filepath.Clean(base))
+	}
+	return remote.Config{Client: cl, BaseModel: name, LoraRank: b.LoraRank, Reduction: remote.Reduction(b.Reduction), Adam: c.AdamW}
+}
+
+// openReference opens the frozen starting model of a KL term: on the
+// local engine, or the base model on the server.
+func openReference(base string, c *RLConfig) (backend.Logprober, error) {
+	if !c.Backend.remote() {
+		return local.OpenFrozen(base)
+	}
+	rc := remoteConfig(c.Backend, base, c)
+	return &remote.Reference{Client: &rc.Client, BaseModel: rc.BaseModel}, nil
+}
