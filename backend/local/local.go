@@ -183,4 +183,3 @@ func (l *Learner) OptimStep(ctx context.Context, p backend.OptimParams) (backend
 	}
 	return backend.StepResult{GradNorm: norm}, nil
 }
-
