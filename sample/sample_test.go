@@ -322,3 +322,47 @@ func TestGreedyThreshold(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayMatchesSamplingWithTheRules: tokens sampled without stop
+// rules, replayed through them, are what sampling with them gives (a
+// remote sampler stops only at its own end tokens).
+func TestReplayMatchesSamplingWithTheRules(t *testing.T) {
+	m, tok := stories(t)
+	dec := runCDecoder{tok}
+	s := New(m, dec)
+	prompt := toInt32(tok.Encode("Once upon a time", true, false))
+	free := Params{MaxTokens: 60, Temperature: 0.9, N: 4, Seed: 3}
+	raw, err := s.Sample(ctx, []Request{{Prompt: prompt, Params: free}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rules := range []Params{
+		{Stop: []string{"."}},
+		{Stop: []string{" the", "."}, IncludeStop: true},
+		{StopTokens: []int32{raw[0][0].Tokens[5]}},
+		{MaxTokens: 7},
+	} {
+		p := free
+		p.Stop, p.IncludeStop, p.StopTokens = rules.Stop, rules.IncludeStop, rules.StopTokens
+		if rules.MaxTokens > 0 {
+			p.MaxTokens = rules.MaxTokens
+		}
+		want, err := s.Sample(ctx, []Request{{Prompt: prompt, Params: p}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, r := range raw[0] {
+			got, err := Replay(&p, dec, r.Tokens, r.Logprobs, r.Finish)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := want[0][k]
+			if !equal(got.Tokens, w.Tokens) || got.Text != w.Text || got.Finish != w.Finish || got.StopString != w.StopString || len(got.Logprobs) != len(w.Logprobs) {
+				t.Errorf("rules %+v, sample %d: replay gives %q (%s, %d tokens), sampling %q (%s, %d tokens)", rules, k, got.Text, got.Finish, len(got.Tokens), w.Text, w.Finish, len(w.Tokens))
+			}
+		}
+	}
+	if _, err := Replay(&Params{}, nil, []int32{1, 2}, []float32{-1}, FinishStop); err == nil {
+		t.Error("tokens and logprobs of different lengths replayed")
+	}
+}
