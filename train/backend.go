@@ -98,13 +98,11 @@ func (c *RLConfig) resolveBackend(add func(format string, args ...any)) {
 		}
 	}
 	// The terms no Tinker loss_fn expresses, refused before any work.
-	var l backend.Loss
-	l.Entropy = c.Entropy
-	if m := c.MutualLearning; m != nil && m.Estimator == "exact" {
-		l.TeacherKL = 1
+	if c.Entropy != 0 {
+		add("backend tinker: entropy = %v: %v (entropy: 0)", c.Entropy, remote.CheckLoss(backend.Loss{Entropy: c.Entropy}))
 	}
-	if err := remote.CheckLoss(l); err != nil {
-		add("backend tinker: %v", err)
+	if m := c.MutualLearning; m != nil && m.Estimator == "exact" {
+		add("backend tinker: mutual_learning.estimator exact: %v (estimator: sequence)", remote.CheckLoss(backend.Loss{TeacherKL: 1}))
 	}
 }
 

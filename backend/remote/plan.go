@@ -70,10 +70,10 @@ var ErrNotRemote = errors.New("not available on a Tinker backend")
 func CheckLoss(l backend.Loss) error {
 	var errs []error
 	if l.TeacherKL != 0 {
-		errs = append(errs, fmt.Errorf("the exact teacher KL needs full next-token distributions and is %w; use the sequence-level estimate (mutual_learning.exact: false)", ErrNotRemote))
+		errs = append(errs, fmt.Errorf("the exact teacher KL needs full next-token distributions and is %w; use the sequence-level estimator", ErrNotRemote))
 	}
 	if l.Entropy != 0 {
-		errs = append(errs, fmt.Errorf("the entropy bonus needs full next-token distributions and is %w; set entropy: 0", ErrNotRemote))
+		errs = append(errs, fmt.Errorf("the entropy bonus needs full next-token distributions and is %w; leave it out", ErrNotRemote))
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,35 @@
+package train
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestTinkerBackendRefusesLocalOnlyTerms: a config whose loss has a term
+// no Tinker loss_fn expresses is refused when resolved, naming the term
+// and its alternative, along with every other backend mistake.
+func TestTinkerBackendRefusesLocalOnlyTerms(t *testing.T) {
+	cfg := DefaultRL()
+	cfg.Entropy = 0.01
+	cfg.Parts = []string{PartExpertPrompts, PartMutualLearning}
+	cfg.MutualLearning = &MutualLearningConfig{Estimator: "exact"}
+	cfg.Backend = &BackendConfig{Kind: BackendTinker, URL: "ftp://x", Reduction: "mean", LoraRank: -1, Timeout: "soon"}
+	err := cfg.Resolve()
+	for _, want := range []string{"entropy bonus needs full next-token distributions", "(entropy: 0)",
+		"exact teacher KL", "(estimator: sequence)", `backend.url "ftp://x"`, `backend.reduction "mean"`,
+		"backend.lora_rank = -1", `backend.timeout "soon"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not mention %q", err, want)
+		}
+	}
+	ok := DefaultRL()
+	ok.Backend = &BackendConfig{Kind: BackendTinker, URL: "http://127.0.0.1:8000"}
+	if err := ok.Resolve(); err != nil || ok.Backend.Reduction != "sum" || ok.Backend.APIKeyEnv != "TINKER_API_KEY" {
+		t.Fatalf("defaults: %+v, %v", ok.Backend, err)
+	}
+	bad := DefaultRL()
+	bad.Backend = &BackendConfig{Kind: "gpu"}
+	if err := bad.Resolve(); err == nil || !strings.Contains(err.Error(), `backend.kind "gpu"`) {
+		t.Fatalf("unknown kind: %v", err)
+	}
+}
