@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +17,8 @@ import (
 	"rlvr/expert"
 	"rlvr/format/tokenizer"
 	"rlvr/serve"
+	"rlvr/serve/tinkerserver"
+	"rlvr/train"
 )
 
 // underPrompt serves m under a fixed expert prompt: system goes first in
@@ -43,22 +47,57 @@ func serveCmd() *cobra.Command {
 		cfg                      serve.Config
 		verbose, worldExperts    bool
 		expertIndex              int
+		tinkerMode               bool
+		stateDir                 string
+		pollTimeout              time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve a local model over the OpenAI API",
+		Short: "Serve a local model over the OpenAI API, or the Tinker API with --tinker",
 		Long: `serve answers /v1/models, /v1/chat/completions and /v1/completions (with
 streaming) from a local model, batching concurrent requests into one forward
 pass. It listens on loopback unless --addr says otherwise; set a token when
 it does not. Requests must then carry "Authorization: Bearer <token>". The
 token comes from --token, or else from the environment variable
-` + tokenEnv + `, which keeps it out of the process list.`,
+` + tokenEnv + `, which keeps it out of the process list.
+
+With --tinker it answers the Tinker training API instead (/api/v1/...,
+the calls of SkyRL tx and hosted Tinker): clients create models of --model
+(served under --name), train every parameter on rlvr's engine and sample
+from them. The key then travels in X-API-Key (or as the bearer token);
+weights saved by save_weights go under --state.`,
 		Example: `  rlvr serve --model ../shared/data/stories260K/stories260K.bin
   rlvr serve --model runs/meml-grpo-model --expert 1        # under the expert best on validation
-  curl -s localhost:8000/v1/completions -d '{"model":"stories260K","prompt":"Once upon a time","max_tokens":40}'`,
+  curl -s localhost:8000/v1/completions -d '{"model":"stories260K","prompt":"Once upon a time","max_tokens":40}'
+  rlvr serve --tinker --model runs/sft-model --state runs/tinker-state   # the Tinker API`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
+			if tinkerMode {
+				for _, f := range []struct{ flag, why string }{
+					{"world-experts", "serves the world's scripted experts over the OpenAI API; --tinker serves --model for training"},
+					{"expert", "sets a prompt, and Tinker calls carry their own tokens"},
+					{"system", "sets a prompt, and Tinker calls carry their own tokens"},
+					{"prompt-suffix", "sets a prompt, and Tinker calls carry their own tokens"},
+					{"tokenizer", "is not read: --tinker takes the tokenizer beside the model"},
+				} {
+					if cmd.Flags().Changed(f.flag) {
+						c.add(f.flag, "does not go with --tinker: it %s", f.why)
+					}
+				}
+				if cmd.Flags().Changed("state") {
+					c.outDir("state", stateDir, true)
+				}
+				if pollTimeout < 0 || pollTimeout > maxPollTimeout {
+					c.add("poll-timeout", "%v: must be in [0, %v]", pollTimeout, maxPollTimeout)
+				}
+			} else {
+				for _, f := range []string{"state", "poll-timeout"} {
+					if cmd.Flags().Changed(f) {
+						c.add(f, "is read only with --tinker")
+					}
+				}
+			}
 			if !worldExperts || cmd.Flags().Changed("model") {
 				c.model("model", modelPath)
 				if tokPath != "" {
@@ -82,6 +121,14 @@ token comes from --token, or else from the environment variable
 			if !cmd.Flags().Changed("token") {
 				cfg.Token = os.Getenv(tokenEnv)
 			}
+			level := slog.LevelInfo
+			if verbose {
+				level = slog.LevelDebug
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			if tinkerMode {
+				return serveTinker(cmd, modelPath, name, cfg, stateDir, pollTimeout)
+			}
 			var models []serve.Model
 			if worldExperts {
 				models = expert.WorldModels()
@@ -103,11 +150,6 @@ token comes from --token, or else from the environment variable
 				}
 				models = append(models, underPrompt(serve.Checkpoint(name, l), system, suffix))
 			}
-			level := slog.LevelInfo
-			if verbose {
-				level = slog.LevelDebug
-			}
-			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			srv, err := serve.New(cfg, models...)
 			if err != nil {
 				return err
@@ -123,12 +165,7 @@ token comes from --token, or else from the environment variable
 			for _, m := range models {
 				fmt.Fprintf(cmd.ErrOrStderr(), "serving %s on http://%s/v1\n", m.Name, ln.Addr())
 			}
-			switch {
-			case cmd.Flags().Changed("token"):
-				fmt.Fprintln(cmd.ErrOrStderr(), "requests need the bearer token given by --token")
-			case cfg.Token != "":
-				fmt.Fprintf(cmd.ErrOrStderr(), "requests need the bearer token in $%s\n", tokenEnv)
-			}
+			printTokenSource(cmd, cfg.Token, "the bearer token")
 			done := make(chan error, 1)
 			go func() { done <- srv.Serve(ln) }()
 			select {
@@ -152,7 +189,7 @@ token comes from --token, or else from the environment variable
 	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:8000", "listen address")
 	f.StringVar(&cfg.Token, "token", "", "bearer token required on /v1 requests (default: $"+tokenEnv+"; the flag wins)")
 	f.IntVar(&cfg.MaxTokens, "max-tokens", 0, "largest max_tokens a request may ask for (0: 4096)")
-	f.IntVar(&cfg.MaxN, "max-n", 0, "largest n a request may ask for (0: 16)")
+	f.IntVar(&cfg.MaxN, "max-n", 0, "largest n (with --tinker: num_samples) a request may ask for (0: 16; with --tinker 128)")
 	f.IntVar(&cfg.MaxBatch, "max-batch", 0, "sequences sampled together at most (0: 64)")
 	f.DurationVar(&cfg.BatchWindow, "batch-window", 0, "how long an idle server waits for more requests to batch (0: 2ms)")
 	f.BoolVar(&verbose, "verbose", false, "log every request")
@@ -160,7 +197,105 @@ token comes from --token, or else from the environment variable
 	f.StringVar(&system, "system", "", "system prompt put before every chat that has none (e.g. the expert prompt a model was trained under)")
 	f.StringVar(&suffix, "prompt-suffix", "", `text appended to every completion prompt (e.g. a world expert's "@E2\n")`)
 	f.IntVar(&expertIndex, "expert", 0, "serve under expert I's prompt, the one a model trained by MEML-GRPO is used under: the paper's system prompt for a chat model, @E<I> after a world prompt")
+	f.BoolVar(&tinkerMode, "tinker", false, "answer the Tinker training API (/api/v1) over --model instead of the OpenAI API")
+	f.StringVar(&stateDir, "state", "", "with --tinker: the directory save_weights writes to (default: a new directory under the system's temporary directory)")
+	f.DurationVar(&pollTimeout, "poll-timeout", 0, "with --tinker: how long retrieve_future waits for a result before answering 408 (0: 30s)")
 	return cmd
+}
+
+// printTokenSource says where the key requests need comes from.
+func printTokenSource(cmd *cobra.Command, token, what string) {
+	switch {
+	case cmd.Flags().Changed("token"):
+		fmt.Fprintf(cmd.ErrOrStderr(), "requests need %s given by --token\n", what)
+	case token != "":
+		fmt.Fprintf(cmd.ErrOrStderr(), "requests need %s in $%s\n", what, tokenEnv)
+	}
+}
+
+// serveTinker serves the model at modelPath over the Tinker API until the
+// command's context ends.
+func serveTinker(cmd *cobra.Command, modelPath, name string, cfg serve.Config, stateDir string, pollTimeout time.Duration) error {
+	out := cmd.ErrOrStderr()
+	if modelPath == defaultModel() {
+		// The default model comes with rlvr: install it into the cache.
+		if _, err := os.Stat(modelPath); err != nil {
+			if _, err := train.WorldModel(cmd.Context()); err != nil {
+				return err
+			}
+		}
+	}
+	if name == "" {
+		name = modelName(modelPath)
+	}
+	made := ""
+	if stateDir == "" {
+		dir, err := os.MkdirTemp("", "rlvr-tinker-state-")
+		if err != nil {
+			return err
+		}
+		stateDir, made = dir, dir
+	}
+	srv, err := tinkerserver.New(tinkerserver.Config{
+		Models:       map[string]string{name: modelPath},
+		StateDir:     stateDir,
+		APIKey:       cfg.Token,
+		MaxSamples:   cfg.MaxN,
+		MaxNewTokens: cfg.MaxTokens,
+		MaxBatch:     cfg.MaxBatch,
+		BatchWindow:  cfg.BatchWindow,
+		PollTimeout:  pollTimeout,
+		Logger:       cfg.Logger,
+	})
+	if err != nil {
+		if made != "" {
+			os.Remove(made)
+		}
+		return err
+	}
+	defer srv.Close()
+	if pollTimeout == 0 {
+		pollTimeout = 30 * time.Second
+	}
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       5 * time.Minute, // bodies of up to 64 MiB
+		// A retrieve_future answers after up to the poll timeout.
+		WriteTimeout: pollTimeout + time.Minute,
+		IdleTimeout:  2 * time.Minute,
+		ErrorLog:     slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "serving %s over the Tinker API on http://%s\n", name, ln.Addr())
+	fmt.Fprintf(out, "saving weights under %s\n", stateDir)
+	printTokenSource(cmd, cfg.Token, "the API key")
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	case <-cmd.Context().Done():
+	}
+	// Stop the workers first: every call then settles (the running ones
+	// finish, the queued ones fail), so long-polls in flight answer and
+	// the HTTP server can shut down.
+	srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return hs.Shutdown(ctx)
+}
+
+// modelName is the name a model is served under by default: its
+// directory's or file's name, as checkpoint.Open names it.
+func modelName(path string) string {
+	return strings.TrimSuffix(filepath.Base(filepath.Clean(path)), ".bin")
 }
 
 // tokenEnv is the environment variable serve reads its bearer token from
@@ -171,4 +306,5 @@ const tokenEnv = "RLVR_SERVE_TOKEN"
 const (
 	maxServeBatch  = 4096
 	maxBatchWindow = time.Second
+	maxPollTimeout = time.Hour
 )

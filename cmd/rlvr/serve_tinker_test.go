@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"rlvr/api/tinker"
+)
+
+// TestServeTinker runs rlvr serve --tinker over loopback and makes the
+// calls of a short session: the API key is asked for, a model is created
+// and sampled from, and its weights are saved under --state.
+func TestServeTinker(t *testing.T) {
+	cliFixture(t)
+	t.Setenv(tokenEnv, "")
+	state := filepath.Join(t.TempDir(), "state")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base, done := startServe(t, ctx, []string{"serve", "--tinker", "--model", "model", "--name", "tiny", "--addr", "127.0.0.1:0",
+		"--state", state, "--token", "k", "--poll-timeout", "5s"}, `serving tiny over the Tinker API on (http://\S+)`)
+	call := func(method, path, key string, body any) (int, []byte) {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+		req, err := http.NewRequest(method, base+path, rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key != "" {
+			req.Header.Set(tinker.HeaderAPIKey, key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if status, _ := call("GET", tinker.PathHealthz, "", nil); status != http.StatusOK {
+		t.Errorf("healthz: %d", status)
+	}
+	if status, _ := call("GET", tinker.PathCapabilities, "", nil); status != http.StatusUnauthorized {
+		t.Errorf("capabilities without the key: %d", status)
+	}
+	status, b := call("GET", tinker.PathCapabilities, "k", nil)
+	if status != http.StatusOK || !strings.Contains(string(b), `"model_name":"tiny"`) {
+		t.Errorf("capabilities: %d %s", status, b)
+	}
+	var s tinker.CreateSessionResponse
+	_, b = call("POST", tinker.PathCreateSession, "k", tinker.CreateSessionRequest{Tags: []string{"t"}, SDKVersion: "t"})
+	json.Unmarshal(b, &s)
+	var m tinker.CreateModelResponse
+	_, b = call("POST", tinker.PathCreateModel, "k", tinker.CreateModelRequest{SessionID: s.SessionID, BaseModel: "tiny"})
+	if err := json.Unmarshal(b, &m); err != nil || m.ModelID == "" {
+		t.Fatalf("create_model: %s", b)
+	}
+	result := func(path string, body, out any) {
+		t.Helper()
+		status, b := call("POST", path, "k", body)
+		var f tinker.Future
+		if err := json.Unmarshal(b, &f); status != http.StatusOK || err != nil {
+			t.Fatalf("%s: %d %s", path, status, b)
+		}
+		for {
+			status, b = call("POST", tinker.PathRetrieveFuture, "k", tinker.RetrieveFutureRequest{RequestID: f.RequestID})
+			if status != http.StatusRequestTimeout {
+				break
+			}
+		}
+		if ready, err := tinker.Result(b, out); status != http.StatusOK || !ready || err != nil {
+			t.Fatalf("%s: %d %s (%v)", path, status, b, err)
+		}
+	}
+	seed := int64(1)
+	var res tinker.SampleResponse
+	result(tinker.PathSample, tinker.SampleRequest{NumSamples: 2, Prompt: tinker.Text([]int32{256, 81}), BaseModel: "tiny",
+		SamplingParams: tinker.SamplingParams{MaxTokens: 4, Seed: &seed, Temperature: 1, TopK: -1, TopP: 1}}, &res)
+	if len(res.Sequences) != 2 {
+		t.Errorf("asample: %+v", res)
+	}
+	var saved tinker.SaveWeightsResponse
+	result(tinker.PathSaveWeights, tinker.SaveWeightsRequest{ModelID: m.ModelID, Path: "first"}, &saved)
+	if _, err := os.Stat(filepath.Join(state, m.ModelID, "weights", "first", "model.safetensors")); err != nil {
+		t.Errorf("save_weights %s: %v", saved.Path, err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve --tinker did not stop")
+	}
+}
+
+// TestServeTinkerFlags checks the flags that do not go with --tinker, and
+// those read only with it.
+func TestServeTinkerFlags(t *testing.T) {
+	dir := cliFixture(t)
+	t.Setenv(tokenEnv, "")
+	for _, tc := range []struct {
+		args, want []string
+	}{
+		{[]string{"serve", "--tinker", "--world-experts"}, []string{"--world-experts does not go with --tinker"}},
+		{[]string{"serve", "--tinker", "--model", "model", "--expert", "1"}, []string{"--expert does not go with --tinker"}},
+		{[]string{"serve", "--tinker", "--model", "model", "--system", "x", "--prompt-suffix", "y"},
+			[]string{"--system does not go with --tinker", "--prompt-suffix does not go with --tinker"}},
+		{[]string{"serve", "--tinker", "--model", "model", "--tokenizer", "afile.txt"}, []string{"--tokenizer does not go with --tinker"}},
+		{[]string{"serve", "--tinker", "--model", "model", "--poll-timeout", "-1s"}, []string{"--poll-timeout -1s"}},
+		{[]string{"serve", "--tinker", "--model", "model", "--poll-timeout", "2h"}, []string{"--poll-timeout 2h0m0s"}},
+		{[]string{"serve", "--tinker", "--model", "model", "--state", "afile.txt"}, []string{"--state afile.txt is a file"}},
+		{[]string{"serve", "--tinker", "--model", "nosuch"}, []string{"--model nosuch"}},
+		{[]string{"serve", "--tinker", "--model", "huge"}, []string{"huge/config.json", "vocab_size 1048576"}},
+		{[]string{"serve", "--tinker", "--model", "model", "--max-n", "-1", "--addr", "x"}, []string{"--max-n -1", `--addr "x"`}},
+		{[]string{"serve", "--model", "model", "--state", "adir"}, []string{"--state is read only with --tinker"}},
+		{[]string{"serve", "--model", "model", "--poll-timeout", "1s"}, []string{"--poll-timeout is read only with --tinker"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) { refused(t, dir, tc.args, tc.want) })
+	}
+}

@@ -1,0 +1,87 @@
+package tinkerserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"rlvr/api/tinker"
+)
+
+// fuzzPaths are the calls FuzzRequest sends its bodies to.
+var fuzzPaths = []string{
+	tinker.PathCreateSession, tinker.PathHeartbeat, tinker.PathCreateModel, tinker.PathForward,
+	tinker.PathForwardBackward, tinker.PathOptimStep, tinker.PathSaveWeights, tinker.PathSaveForSampler,
+	tinker.PathLoadWeights, tinker.PathSample, tinker.PathRetrieveFuture, tinker.PathClientConfig,
+}
+
+// FuzzRequest sends arbitrary bodies to every call: the server answers
+// each with a status it documents and a JSON body, and a call it accepts
+// ends in a result or a failure, never a panic.
+func FuzzRequest(f *testing.F) {
+	srv, err := New(Config{Models: map[string]string{testBase: testModelDir(f)}, StateDir: f.TempDir(), Logger: discard(),
+		MaxDatums: 8, MaxCallTokens: 256, MaxSamples: 4, MaxNewTokens: 8, PollTimeout: 10 * time.Second})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer srv.Close()
+	send := func(path string, body []byte) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
+		return w
+	}
+	var cs tinker.CreateSessionResponse
+	json.Unmarshal(send(tinker.PathCreateSession, []byte(`{"tags":[],"sdk_version":"x"}`)).Body.Bytes(), &cs)
+	var cm tinker.CreateModelResponse
+	json.Unmarshal(send(tinker.PathCreateModel, []byte(`{"session_id":"`+cs.SessionID+`","base_model":"tiny","lora_config":{"rank":0}}`)).Body.Bytes(), &cm)
+	if cm.ModelID == "" {
+		f.Fatal("no model")
+	}
+	ids := map[string]string{"session_3f2a9c1d": cs.SessionID, "model_5e1b": cm.ModelID}
+	names, _ := filepath.Glob(filepath.Join(fixtureDir, "*.request.json"))
+	for _, n := range names {
+		name := filepath.Base(n)
+		path := "/api/v1/" + strings.TrimSuffix(name, ".request.json")
+		for i, p := range fuzzPaths {
+			if p == path {
+				f.Add(uint8(i), adapt(f, name, ids))
+			}
+		}
+	}
+	f.Add(uint8(3), []byte(`{"model_id":"`+cm.ModelID+`","forward_input":{"loss_fn":"ppo","data":[{"model_input":{"chunks":[{"tokens":[1,2]}]},"loss_fn_inputs":{"target_tokens":{"data":[2,3]},"advantages":{"data":[1e38,1]},"logprobs":{"data":[-100,0]}}}]}}`))
+	f.Add(uint8(9), []byte(`{"base_model":"tiny","prompt":{"chunks":[{"tokens":[256]}]},"num_samples":2,"prompt_logprobs":true,"sampling_params":{"max_tokens":8,"stop":["a",""],"top_k":3}}`))
+	f.Add(uint8(0), []byte(`{"tags": [1e400]}`))
+	f.Add(uint8(5), []byte(`{"model_id":"`+cm.ModelID+`","adam_params":{"learning_rate":1e39}}`))
+
+	allowed := map[int]bool{200: true, 400: true, 404: true, 409: true, 410: true, 413: true, 415: true, 429: true}
+	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		path := fuzzPaths[int(which)%len(fuzzPaths)]
+		w := send(path, body)
+		if !allowed[w.Code] {
+			t.Fatalf("%s %q: status %d: %s", path, body, w.Code, w.Body.Bytes())
+		}
+		if !json.Valid(w.Body.Bytes()) {
+			t.Fatalf("%s %q: the answer is not JSON: %q", path, body, w.Body.Bytes())
+		}
+		if w.Code != 200 || path == tinker.PathRetrieveFuture {
+			return
+		}
+		var fut tinker.Future
+		if json.Unmarshal(w.Body.Bytes(), &fut) != nil || fut.RequestID == "" {
+			return // a call answered at once
+		}
+		res := send(tinker.PathRetrieveFuture, []byte(`{"request_id":"`+fut.RequestID+`"}`))
+		if res.Code != 200 {
+			t.Fatalf("%s %q: retrieve_future: %d %s", path, body, res.Code, res.Body.Bytes())
+		}
+		var failed tinker.RequestFailed
+		if json.Unmarshal(res.Body.Bytes(), &failed) == nil && strings.Contains(failed.Message, "internal error") {
+			t.Fatalf("%s %q: %s", path, body, failed.Message)
+		}
+	})
+}

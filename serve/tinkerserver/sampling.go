@@ -1,0 +1,437 @@
+package tinkerserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"rlvr/api/tinker"
+	"rlvr/engine/model"
+	"rlvr/sample"
+)
+
+// samplingQueue is the sampling worker's queue.
+type samplingQueue struct {
+	jobs []*sampleJob // guarded by s.mu
+	wake chan struct{}
+}
+
+// sampleJob is one asample call waiting for the sampling worker.
+type sampleJob struct {
+	fut            *future
+	w              *weights
+	req            sample.Request
+	promptLogprobs bool
+}
+
+// sampleRequest is asample's body (tinker.SampleRequest) with what may be
+// absent optional, so that it takes SkyRL's default rather than zero, and
+// the fields of calls not supported, so that they are refused rather than
+// ignored.
+type sampleRequest struct {
+	NumSamples         *int              `json:"num_samples"`
+	Prompt             tinker.ModelInput `json:"prompt"`
+	SamplingParams     *samplingParams   `json:"sampling_params"`
+	ModelPath          string            `json:"model_path"`
+	BaseModel          string            `json:"base_model"`
+	PromptLogprobs     *bool             `json:"prompt_logprobs"`
+	TopKPromptLogprobs int               `json:"topk_prompt_logprobs"`
+	SamplingSessionID  string            `json:"sampling_session_id"`
+}
+
+type samplingParams struct {
+	MaxTokens   *int            `json:"max_tokens"`
+	Seed        *int64          `json:"seed"`
+	Stop        json.RawMessage `json:"stop"`
+	Temperature *float64        `json:"temperature"`
+	TopK        *int            `json:"top_k"`
+	TopP        *float64        `json:"top_p"`
+}
+
+func (s *Server) asample(w http.ResponseWriter, r *http.Request) {
+	var req sampleRequest
+	if err := s.decode(r, "asample", &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := s.checkSample(&req); err != nil {
+		writeError(w, err)
+		return
+	}
+	src, modelID, err := s.samplingWeights(&req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	job, invalid := validateSample(&req, src.base)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		writeError(w, errorf(http.StatusServiceUnavailable, "asample: the server is shutting down"))
+		return
+	}
+	if invalid == nil && len(s.sampling.jobs) >= s.cfg.MaxQueue {
+		writeError(w, errorf(http.StatusTooManyRequests, "asample: %d sampling calls are waiting already (the server's limit)", len(s.sampling.jobs)))
+		return
+	}
+	f := s.newFutureLocked()
+	if invalid != nil {
+		f.body, f.finished = failureBody("asample", invalid), time.Now()
+		close(f.done)
+	} else {
+		job.fut, job.w = f, src
+		s.sampling.jobs = append(s.sampling.jobs, job)
+		select {
+		case s.sampling.wake <- struct{}{}:
+		default:
+		}
+	}
+	writeJSON(w, http.StatusOK, tinker.Future{RequestID: f.id, ModelID: modelID})
+}
+
+// checkSample refuses what this server does not do and what is beyond
+// its limits.
+func (s *Server) checkSample(req *sampleRequest) error {
+	switch {
+	case req.SamplingSessionID != "":
+		return errorf(http.StatusBadRequest, "asample: sampling sessions are not supported; name model_path or base_model")
+	case req.TopKPromptLogprobs != 0:
+		return errorf(http.StatusBadRequest, "asample: topk_prompt_logprobs is not supported")
+	case (req.ModelPath == "") == (req.BaseModel == ""):
+		return errorf(http.StatusBadRequest, "asample: name exactly one of model_path and base_model")
+	case req.NumSamples != nil && *req.NumSamples > s.cfg.MaxSamples:
+		return errorf(http.StatusBadRequest, "asample: num_samples is %d, more than the server's limit of %d", *req.NumSamples, s.cfg.MaxSamples)
+	case req.SamplingParams != nil && req.SamplingParams.MaxTokens != nil && *req.SamplingParams.MaxTokens > s.cfg.MaxNewTokens:
+		return errorf(http.StatusBadRequest, "asample: sampling_params.max_tokens is %d, more than the server's limit of %d", *req.SamplingParams.MaxTokens, s.cfg.MaxNewTokens)
+	}
+	total := 0
+	for _, c := range req.Prompt.Chunks {
+		total += len(c.Tokens)
+	}
+	if total > s.cfg.MaxCallTokens {
+		return errorf(http.StatusBadRequest, "asample: the prompt has %d tokens, more than the server's limit of %d", total, s.cfg.MaxCallTokens)
+	}
+	return nil
+}
+
+// samplingWeights finds the weights a sample call names, and the model
+// they belong to ("" for a base model).
+func (s *Server) samplingWeights(req *sampleRequest) (*weights, string, error) {
+	if req.BaseModel != "" {
+		b := s.bases[req.BaseModel]
+		if b == nil {
+			return nil, "", errorf(http.StatusNotFound, "asample: base_model %q is not served here (served: %s)", req.BaseModel, strings.Join(s.names, ", "))
+		}
+		return b.weights, "", nil
+	}
+	id, name, ok := parsePath(req.ModelPath, "sampler_weights", true)
+	if !ok {
+		return nil, "", errorf(http.StatusBadRequest, "asample: model_path %q is not a sampler weights path, tinker://<model_id>/sampler_weights/<name>", req.ModelPath)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, err := s.modelLocked(id, time.Now())
+	if err != nil {
+		return nil, "", fmt.Errorf("asample: %w", err)
+	}
+	wt := m.samplers[name]
+	if wt == nil {
+		return nil, "", errorf(http.StatusNotFound, "asample: sampler weights %s not found (model %s keeps its last %d)", req.ModelPath, id, s.cfg.MaxSamplerWeights)
+	}
+	return wt, id, nil
+}
+
+// validateSample checks a sample call's content against its model and
+// turns it into the sampler's request; an error names the field.
+func validateSample(req *sampleRequest, b *base) (*sampleJob, error) {
+	sp := req.SamplingParams
+	if sp == nil {
+		return nil, userErr("sampling_params is missing")
+	}
+	p := sample.Params{N: 1, Temperature: 1}
+	var probs []string
+	bad := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
+	switch {
+	case sp.MaxTokens == nil:
+		bad("sampling_params.max_tokens is required")
+	case *sp.MaxTokens <= 0:
+		bad("sampling_params.max_tokens is %d, want a positive number", *sp.MaxTokens)
+	default:
+		p.MaxTokens = *sp.MaxTokens
+	}
+	if n := req.NumSamples; n != nil {
+		if *n < 1 {
+			bad("num_samples is %d, want at least 1", *n)
+		}
+		p.N = *n
+	}
+	if t := sp.Temperature; t != nil {
+		if !(*t >= 0 && *t <= math.MaxFloat32) {
+			bad("sampling_params.temperature is %v, want finite and not negative", *t)
+		}
+		p.Temperature = float32(*t)
+	}
+	if t := sp.TopP; t != nil {
+		if !(*t > 0 && *t <= 1) {
+			bad("sampling_params.top_p is %v, want in (0, 1]", *t)
+		}
+		p.TopP = float32(*t)
+	}
+	if k := sp.TopK; k != nil {
+		switch {
+		case *k < -1:
+			bad("sampling_params.top_k is %d, want -1 (every token) or a positive number", *k)
+		case *k > 0:
+			p.TopK = *k
+		}
+	}
+	if sp.Seed != nil {
+		p.Seed = uint64(*sp.Seed)
+	} else {
+		p.Seed = rand.Uint64()
+	}
+	ids, strs, err := parseStop(sp.Stop)
+	if err != nil {
+		bad("%v", err)
+	}
+	// Every sample ends at the model's own end tokens, as vLLM's do,
+	// besides the ones the call names. A stop string's last token is
+	// kept, as SkyRL tx and vLLM keep it.
+	p.StopTokens = append(ids, b.loaded.StopTokens...)
+	p.Stop, p.IncludeStop = strs, true
+
+	mc := b.loaded.Model.Config
+	prompt, err := req.Prompt.Tokens()
+	switch {
+	case err != nil:
+		bad("prompt.%v", err)
+	case len(prompt) == 0:
+		bad("prompt has no tokens")
+	case len(prompt) >= mc.MaxSeq:
+		bad("prompt has %d tokens, leaving no room in the model's context of %d", len(prompt), mc.MaxSeq)
+	}
+	for j, t := range prompt {
+		if t < 0 || int(t) >= mc.Vocab {
+			bad("prompt token %d is %d, outside the vocabulary [0, %d)", j, t, mc.Vocab)
+			break
+		}
+	}
+	if len(probs) == 0 {
+		if err := p.Validate(); err != nil {
+			bad("%v", err)
+		}
+	}
+	if len(probs) > 0 {
+		return nil, userErr("%s", strings.Join(probs, "; "))
+	}
+	return &sampleJob{req: sample.Request{Prompt: prompt, Params: p}, promptLogprobs: req.PromptLogprobs != nil && *req.PromptLogprobs}, nil
+}
+
+// parseStop reads sampling_params.stop: null, a string, or a list of
+// token ids or of strings (never both).
+func parseStop(raw json.RawMessage) ([]int32, []string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		if one == "" {
+			return nil, nil, fmt.Errorf("sampling_params.stop is an empty string")
+		}
+		return nil, []string{one}, nil
+	}
+	var ids []int64
+	if json.Unmarshal(raw, &ids) == nil {
+		out := make([]int32, len(ids))
+		for i, id := range ids {
+			if id < 0 || id > math.MaxInt32 {
+				return nil, nil, fmt.Errorf("sampling_params.stop[%d] is %d, not a token id", i, id)
+			}
+			out[i] = int32(id)
+		}
+		return out, nil, nil
+	}
+	var strs []string
+	if json.Unmarshal(raw, &strs) == nil {
+		for i, s := range strs {
+			if s == "" {
+				return nil, nil, fmt.Errorf("sampling_params.stop[%d] is an empty string", i)
+			}
+		}
+		return nil, strs, nil
+	}
+	return nil, nil, fmt.Errorf("sampling_params.stop must be a list of token ids or a list of strings, not mixed, got %s", shorten(string(raw), 80))
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// runSampling is the sampling worker: it takes the queued requests for
+// one set of weights and samples them in one batch.
+func (s *Server) runSampling() {
+	for {
+		batch := s.nextSampleBatch()
+		if batch == nil {
+			return
+		}
+		s.sampleBatch(batch)
+	}
+}
+
+// nextSampleBatch waits for sample jobs and takes the first one with the
+// others queued for the same weights, up to Config.MaxBatch sequences. It
+// returns nil when the server closes.
+func (s *Server) nextSampleBatch() []*sampleJob {
+	idle := false
+	for {
+		s.mu.Lock()
+		jobs := s.sampling.jobs
+		if len(jobs) > 0 && !(idle && s.cfg.BatchWindow > 0) {
+			w := jobs[0].w
+			var batch, rest []*sampleJob
+			seqs := 0
+			for _, j := range jobs {
+				n := max(j.req.Params.N, 1)
+				if j.w == w && (len(batch) == 0 || seqs+n <= s.cfg.MaxBatch) {
+					batch = append(batch, j)
+					seqs += n
+				} else {
+					rest = append(rest, j)
+				}
+			}
+			s.sampling.jobs = rest
+			s.mu.Unlock()
+			return batch
+		}
+		s.mu.Unlock()
+		if len(jobs) > 0 {
+			// The first request after a pause: let others join it.
+			idle = false
+			select {
+			case <-time.After(s.cfg.BatchWindow):
+			case <-s.ctx.Done():
+				return nil
+			}
+			continue
+		}
+		idle = true
+		select {
+		case <-s.sampling.wake:
+		case <-s.ctx.Done():
+			return nil
+		}
+	}
+}
+
+// sampleBatch samples a batch of jobs for the same weights and records
+// each job's result.
+func (s *Server) sampleBatch(jobs []*sampleJob) {
+	if h := s.hook.Load(); h != nil {
+		(*h)("asample")
+	}
+	start := time.Now()
+	results, err := func() (res []tinker.SampleResponse, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("tinkerserver: panic while sampling", "panic", p, "stack", string(debug.Stack()))
+				err = serverErr("internal error: %v", p)
+			}
+		}()
+		return s.sampleWith(s.ctx, jobs)
+	}()
+	if err != nil {
+		s.log.Warn("tinkerserver: sampling failed", "requests", len(jobs), "err", err)
+		for _, j := range jobs {
+			s.fail(j.fut, err)
+		}
+		return
+	}
+	s.log.Debug("tinkerserver: sampled", "requests", len(jobs), "weights", jobs[0].w.path, "took", time.Since(start))
+	for i, j := range jobs {
+		s.finish(j.fut, results[i])
+	}
+}
+
+// sampleWith runs the sampler over the jobs' weights.
+func (s *Server) sampleWith(ctx context.Context, jobs []*sampleJob) ([]tinker.SampleResponse, error) {
+	w := jobs[0].w
+	b := w.base
+	if b.current != w {
+		copy(b.sampModel.Params, w.params)
+		b.current = w
+	}
+	reqs := make([]sample.Request, len(jobs))
+	for i, j := range jobs {
+		reqs[i] = j.req
+	}
+	out, err := b.sampler.Sample(ctx, reqs)
+	if err != nil {
+		return nil, serverErr("sampling: %v", err)
+	}
+	results := make([]tinker.SampleResponse, len(jobs))
+	for i := range jobs {
+		res := tinker.SampleResponse{Type: "sample", Sequences: make([]tinker.SampledSequence, len(out[i]))}
+		for k, c := range out[i] {
+			lps := make([]float64, len(c.Logprobs))
+			for t, lp := range c.Logprobs {
+				lps[t] = float64(lp)
+			}
+			reason := tinker.StopLength
+			if c.Finish == sample.FinishStop {
+				reason = tinker.StopStop
+			}
+			res.Sequences[k] = tinker.SampledSequence{StopReason: reason, Tokens: c.Tokens, Logprobs: lps}
+		}
+		results[i] = res
+	}
+	if err := promptLogprobs(b.sampModel, jobs, results); err != nil {
+		return nil, serverErr("prompt logprobs: %v", err)
+	}
+	return results, nil
+}
+
+// promptLogprobs fills in the logprob of each prompt token given the ones
+// before it, for the jobs that ask: null for the first, which has none.
+// Every such prompt goes through the model in one forward pass.
+func promptLogprobs(m *model.Model, jobs []*sampleJob, results []tinker.SampleResponse) error {
+	var seqs, targets [][]int32
+	var which []int
+	for i, j := range jobs {
+		if !j.promptLogprobs {
+			continue
+		}
+		p := j.req.Prompt
+		results[i].PromptLogprobs = []*float64{nil}
+		if len(p) > 1 {
+			seqs, targets = append(seqs, p[:len(p)-1]), append(targets, p[1:])
+			which = append(which, i)
+		}
+	}
+	if len(seqs) == 0 {
+		return nil
+	}
+	b := model.Pack(seqs)
+	flat := model.Pack(targets).Tokens
+	lps := make([]float32, len(flat))
+	if err := m.Logprobs(b, flat, lps, nil); err != nil {
+		return err
+	}
+	for k, i := range which {
+		for _, lp := range lps[b.Offsets[k]:b.Offsets[k+1]] {
+			v := float64(lp)
+			results[i].PromptLogprobs = append(results[i].PromptLogprobs, &v)
+		}
+	}
+	return nil
+}

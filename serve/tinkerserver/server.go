@@ -1,0 +1,552 @@
+// Package tinkerserver serves the Tinker training API (the JSON bodies of
+// package api/tinker) over rlvr's own CPU engine, so that a Tinker client
+// — rlvr's remote backend among them — can be run over real HTTP against
+// numbers known exactly: every forward, gradient, optimizer step and
+// sample is computed by backend/local's Learner and sample.Sampler, as an
+// in-process run computes it. It is what `rlvr serve --tinker` runs, and
+// follows SkyRL tx's server (skyrl/tinker/api.py) and hosted Tinker on the
+// subset rlvr uses.
+//
+// # Calls
+//
+// GET healthz, GET get_server_capabilities, POST client/config,
+// create_session, session_heartbeat and create_model answer at once.
+// forward, forward_backward, optim_step, save_weights,
+// save_weights_for_sampler, load_weights and asample answer at once with
+// a future, {"request_id", "model_id"}, and run in the background; POST
+// retrieve_future long-polls for the result (up to Config.PollTimeout,
+// then 408 {"detail": "Timeout waiting for result"}: poll again). Each
+// model has one worker that runs its calls in arrival order; a call that
+// repeats a (model_id, seq_id) already recorded answers with the
+// recorded call's request_id and does not run again (a client's retry),
+// and one that reuses it for another request gets 409. Sampling runs on
+// one worker for the whole server, which passes the requests queued for
+// the same weights to one sample.Sampler.Sample call; a request's samples
+// depend only on its own seed.
+//
+// # Errors
+//
+// A problem with the HTTP request itself is an HTTP error with a body
+// {"detail": message}, and no call runs: 400 for a body that is not JSON
+// of the call's shape, a missing identifier, an unsupported feature or a
+// value beyond one of the server's limits (Config.MaxDatums and the
+// others; the detail names the field and the limit); 401 for a missing or
+// wrong API key; 404 for an unknown session, model, base model, sampler
+// weights or future; 409 for a reused seq_id; 410 for an expired session
+// (or a model of one) and for a future whose result is no longer kept;
+// 413 for a body over Config.MaxBodyBytes; 415 for a body that is not
+// JSON (the SDK's protobuf encoding is not read); 429 when too many calls
+// wait already; 503 once the server is closing.
+//
+// Every problem with what a call asks for — the loss function and its
+// config, a datum's inputs (lengths, token ids, values), AdamW's
+// settings, the sampling parameters and prompt, the name or path of
+// saved weights — fails the call: retrieve_future answers 200 with
+// {"error": message, "category": "user"}, the message naming the datum
+// index and the field. A failure of the engine itself (a non-finite loss
+// or gradient) has category "server".
+//
+// # Losses
+//
+// loss_fn is cross_entropy (−w·logp), importance_sampling (−w·ρ·A, with
+// ρ = exp(logp − sampler logp)) or ppo (−w·min(ρA, clip(ρ, low, high)·A),
+// loss_fn_config clip_low_threshold 0.8 and clip_high_threshold 1.2 by
+// default, 0 < low ≤ 1 ≤ high). loss_fn_inputs are target_tokens, and
+// for the two policy losses logprobs and advantages; weights, 1 when
+// absent, multiply every term (SkyRL's loss mask). The loss is REDUCED
+// BY SUM over every token of every datum, as hosted Tinker does, with no
+// normalisation by length or by the number of datums (SkyRL tx instead
+// divides each datum's loss by its weight sum and averages over datums).
+// A call's result holds, per datum, the learner's logprobs of the targets
+// and the per-token loss (elementwise_loss), and metrics {"loss:sum"}.
+//
+// # Weights
+//
+// create_model trains every parameter of the base model (lora_config.rank
+// must be 0, as SkyRL's full-parameter backends take it). save_weights
+// writes the full training state (weights and AdamW state, a Hugging Face
+// directory) to Config.StateDir/<model_id>/weights/<name>, and
+// load_weights reads such a state into any model of the same base, with
+// or without its optimizer state. save_weights_for_sampler keeps a copy
+// of the weights in memory under tinker://<model_id>/sampler_weights/<name>
+// for asample's model_path (at most Config.MaxSamplerWeights per model,
+// the oldest dropped first).
+//
+// # Sessions
+//
+// A session that has had no heartbeat (session_heartbeat, or its
+// creation) for Config.SessionTTL expires with its models: their weights
+// are freed, their queued calls fail, and later calls naming the session
+// or its models get 410 "session … expired".
+//
+// # Not supported
+//
+// LoRA adapters, the SDK's protobuf bodies and results, sampling
+// sessions, topk_prompt_logprobs, image chunks, the loss functions
+// cispo, dro, gspo, dppo and ppo_critic, unload_model, get_info,
+// weights_info, and the training-run and checkpoint listings.
+package tinkerserver
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"rlvr/api/tinker"
+	"rlvr/checkpoint"
+	"rlvr/engine/model"
+	"rlvr/sample"
+)
+
+// Config configures a Server. Every field but Models and StateDir has a
+// zero value meaning what its comment says.
+type Config struct {
+	// Models maps each base_model name a client may ask for to a local
+	// model: a Hugging Face directory or a llama2.c .bin file with its
+	// tokenizer beside it, as checkpoint.Open reads them.
+	Models map[string]string
+	// StateDir holds what save_weights writes: the state saved as
+	// tinker://<model_id>/weights/<name> is StateDir/<model_id>/weights/<name>.
+	StateDir string
+	// APIKey, when set, is the key every /api/v1 request but healthz must
+	// carry, in X-API-Key or as "Authorization: Bearer <key>"; others get
+	// 401. Empty means no authentication, as SkyRL tx.
+	APIKey string
+	// MaxBodyBytes bounds a request body (413 beyond it). 0 means 64 MiB.
+	MaxBodyBytes int64
+	// MaxDatums bounds the datums of one forward(_backward). 0 means 1024.
+	MaxDatums int
+	// MaxCallTokens bounds the model-input tokens of one call: the
+	// datums' total, or an asample prompt. 0 means 262144.
+	MaxCallTokens int
+	// MaxSamples bounds asample's num_samples. 0 means 128.
+	MaxSamples int
+	// MaxNewTokens bounds asample's max_tokens. 0 means 4096.
+	MaxNewTokens int
+	// MaxBatch bounds the sequences (requests × num_samples) sampled in
+	// one sample.Sampler.Sample call; a request with more samples runs
+	// alone. 0 means 64.
+	MaxBatch int
+	// BatchWindow is how long the idle sampling worker waits after a
+	// request arrives for others to join its batch. 0 means 2 ms;
+	// negative means no wait.
+	BatchWindow time.Duration
+	// MaxQueue bounds the calls waiting for one model's worker, and the
+	// asample calls waiting for the sampling worker (429 beyond it). 0
+	// means 1024.
+	MaxQueue int
+	// MaxSamplerWeights bounds the save_weights_for_sampler copies kept
+	// per model; the oldest is dropped first. 0 means 8.
+	MaxSamplerWeights int
+	// PollTimeout is how long retrieve_future waits for a result before
+	// answering 408. 0 means 30 s (SkyRL waits 300 s).
+	PollTimeout time.Duration
+	// SessionTTL is how long a session lives without a heartbeat. 0
+	// means 300 s.
+	SessionTTL time.Duration
+	// ResultTTL is how long a finished call's result is kept for
+	// retrieve_future; once retrieved it is kept one more minute at most,
+	// for a client's retry. 0 means one hour.
+	ResultTTL time.Duration
+	// Logger receives the server's logs: each call at Debug, failures at
+	// Warn. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxDatums, 1024)
+	def(&c.MaxCallTokens, 1<<18)
+	def(&c.MaxSamples, 128)
+	def(&c.MaxNewTokens, 4096)
+	def(&c.MaxBatch, 64)
+	def(&c.MaxQueue, 1024)
+	def(&c.MaxSamplerWeights, 8)
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 64 << 20
+	}
+	switch {
+	case c.BatchWindow == 0:
+		c.BatchWindow = 2 * time.Millisecond
+	case c.BatchWindow < 0:
+		c.BatchWindow = 0
+	}
+	if c.PollTimeout <= 0 {
+		c.PollTimeout = 30 * time.Second
+	}
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = 300 * time.Second
+	}
+	if c.ResultTTL <= 0 {
+		c.ResultTTL = time.Hour
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Server answers the Tinker API. Build one with New and stop its workers
+// with Close. Its methods are safe for concurrent use.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	bases   map[string]*base
+	names   []string // base model names, sorted
+	handler http.Handler
+
+	ctx     context.Context // the sampling worker's and the janitor's
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // the sampling worker and the janitor
+	modelWG sync.WaitGroup // the models' workers
+
+	mu       sync.Mutex
+	closed   bool
+	sessions map[string]*session
+	models   map[string]*trainModel
+	futures  map[string]*future
+	lastID   int64 // the last request_id issued
+	sampling samplingQueue
+
+	// hook, when set, runs on a worker before each call (tests block
+	// workers with it).
+	hook atomic.Pointer[func(kind string)]
+}
+
+// base is a base model: the weights loaded from disk, never changed, and
+// the sampling worker's copy it samples from.
+type base struct {
+	name    string
+	loaded  *checkpoint.Loaded
+	weights *weights // the base weights, as a sampling source
+
+	// Owned by the sampling worker.
+	sampModel *model.Model
+	sampler   *sample.Sampler
+	current   *weights // the weights sampModel holds
+}
+
+// weights are parameters to sample from: a base model's, or a copy saved
+// for sampling. params are never changed once made.
+type weights struct {
+	base   *base
+	params []float32
+	path   string // the tinker:// path, or the base model's name
+}
+
+// New opens every base model, creates the state directory if need be and
+// starts the server's workers.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if len(cfg.Models) == 0 {
+		return nil, errors.New("tinkerserver: no models")
+	}
+	if cfg.StateDir == "" {
+		return nil, errors.New("tinkerserver: no state directory")
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		bases:    map[string]*base{},
+		sessions: map[string]*session{},
+		models:   map[string]*trainModel{},
+		futures:  map[string]*future{},
+	}
+	for name, path := range cfg.Models {
+		if name == "" {
+			return nil, fmt.Errorf("tinkerserver: model %s has no name", path)
+		}
+		l, err := checkpoint.Open(path, "")
+		if err != nil {
+			return nil, fmt.Errorf("tinkerserver: model %s: %w", name, err)
+		}
+		sm, err := model.NewEmpty(l.Model.Config)
+		if err != nil {
+			return nil, fmt.Errorf("tinkerserver: model %s: %w", name, err)
+		}
+		b := &base{name: name, loaded: l, sampModel: sm, sampler: sample.New(sm, l.Tokenizer)}
+		b.weights = &weights{base: b, params: l.Model.Params, path: name}
+		s.bases[name] = b
+		s.names = append(s.names, name)
+	}
+	slices.Sort(s.names)
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("tinkerserver: state directory: %w", err)
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.sampling.wake = make(chan struct{}, 1)
+	s.handler = s.routes()
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		s.runSampling()
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.janitor()
+	}()
+	return s, nil
+}
+
+// Handler returns the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Close stops the workers: the training call each model's worker runs
+// finishes, the sampling batch running is cancelled, every call still
+// queued fails, and later submissions get 503. Results stay retrievable.
+// Shut the HTTP server down first to let requests in flight finish.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for _, m := range s.models {
+		m.stop(serverErr("the server is shutting down"))
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.modelWG.Wait()
+	s.wg.Wait()
+	// Calls that never reached a worker.
+	s.mu.Lock()
+	jobs := s.sampling.jobs
+	s.sampling.jobs = nil
+	s.mu.Unlock()
+	for _, j := range jobs {
+		s.fail(j.fut, serverErr("the server is shutting down"))
+	}
+	return nil
+}
+
+// route is one endpoint.
+type route struct {
+	method string
+	auth   bool
+	serve  func(w http.ResponseWriter, r *http.Request)
+}
+
+func (s *Server) routes() http.Handler {
+	routes := map[string]route{
+		tinker.PathHealthz:         {http.MethodGet, false, s.healthz},
+		tinker.PathCapabilities:    {http.MethodGet, true, s.capabilities},
+		tinker.PathClientConfig:    {http.MethodPost, true, s.clientConfig},
+		tinker.PathCreateSession:   {http.MethodPost, true, s.createSession},
+		tinker.PathHeartbeat:       {http.MethodPost, true, s.heartbeat},
+		tinker.PathCreateModel:     {http.MethodPost, true, s.createModel},
+		tinker.PathForward:         {http.MethodPost, true, s.forward},
+		tinker.PathForwardBackward: {http.MethodPost, true, s.forwardBackward},
+		tinker.PathOptimStep:       {http.MethodPost, true, s.optimStep},
+		tinker.PathSaveWeights:     {http.MethodPost, true, s.saveWeights},
+		tinker.PathSaveForSampler:  {http.MethodPost, true, s.saveForSampler},
+		tinker.PathLoadWeights:     {http.MethodPost, true, s.loadWeights},
+		tinker.PathSample:          {http.MethodPost, true, s.asample},
+		tinker.PathRetrieveFuture:  {http.MethodPost, true, s.retrieveFuture},
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("tinkerserver: panic", "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+				writeDetail(w, http.StatusInternalServerError, "internal error")
+			}
+		}()
+		rt, ok := routes[r.URL.Path]
+		// An unknown path needs the key too: an unauthenticated client
+		// learns nothing of the paths.
+		if (!ok || rt.auth) && !s.authorized(r) {
+			writeDetail(w, http.StatusUnauthorized, "missing or wrong API key (send it in "+tinker.HeaderAPIKey+")")
+			return
+		}
+		if !ok {
+			writeDetail(w, http.StatusNotFound, "Not Found")
+			return
+		}
+		if r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
+			w.Header().Set("Allow", rt.method)
+			writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed: "+r.URL.Path+" takes "+rt.method)
+			return
+		}
+		s.log.Debug("tinkerserver: request", "path", r.URL.Path, "remote", r.RemoteAddr)
+		rt.serve(w, r)
+	})
+}
+
+// authorized checks the API key, in X-API-Key or as a bearer token.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.cfg.APIKey == "" {
+		return true
+	}
+	key := r.Header.Get(tinker.HeaderAPIKey)
+	if key == "" {
+		if auth := r.Header.Get("Authorization"); len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+			key = strings.TrimSpace(auth[7:])
+		}
+	}
+	return subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.APIKey)) == 1
+}
+
+// httpError is a request refused before any call runs.
+type httpError struct {
+	status int
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func errorf(status int, format string, args ...any) *httpError {
+	return &httpError{status, fmt.Sprintf(format, args...)}
+}
+
+// writeDetail writes FastAPI's error body.
+func writeDetail(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, tinker.ErrorDetail{Detail: msg})
+}
+
+// writeError writes err as an HTTP error; an error that is not an
+// *httpError is the server's own.
+func writeError(w http.ResponseWriter, err error) {
+	var he *httpError
+	if errors.As(err, &he) {
+		if he.status == http.StatusTooManyRequests || he.status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
+		writeDetail(w, he.status, he.msg)
+		return
+	}
+	writeDetail(w, http.StatusInternalServerError, err.Error())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"detail":"encoding the response failed"}`)
+	}
+	writeRaw(w, status, b)
+}
+
+func writeRaw(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// decode reads a request body as JSON into v, with the size limit.
+func (s *Server) decode(r *http.Request, call string, v any) error {
+	// The SDK's protobuf bodies are refused by name; any other type is
+	// read as JSON, as curl's default form type carries JSON too.
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err == nil && (strings.Contains(mt, "protobuf") || mt == "application/octet-stream") {
+			return errorf(http.StatusUnsupportedMediaType, "%s: the body is %s; this server reads JSON only", call, mt)
+		}
+	}
+	body := http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes)
+	b, err := io.ReadAll(body)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return errorf(http.StatusRequestEntityTooLarge, "%s: the body is larger than the server's limit of %d bytes", call, s.cfg.MaxBodyBytes)
+	case err != nil:
+		return errorf(http.StatusBadRequest, "%s: reading the body: %v", call, err)
+	}
+	return decodeJSON(b, call, v)
+}
+
+// decodeJSON decodes one JSON value into v, naming what is wrong.
+func decodeJSON(b []byte, call string, v any) error {
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return errorf(http.StatusBadRequest, "%s: the body is empty; want a JSON object", call)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	err := dec.Decode(v)
+	if err == nil {
+		if _, extra := dec.Token(); extra != io.EOF {
+			return errorf(http.StatusBadRequest, "%s: data after the JSON object", call)
+		}
+		return nil
+	}
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return errorf(http.StatusBadRequest, "%s: malformed JSON at byte %d: %v", call, syn.Offset, syn)
+	case errors.As(err, &typ) && typ.Field != "":
+		return errorf(http.StatusBadRequest, "%s: field %s: a JSON %s is not a %s", call, typ.Field, typ.Value, typ.Type)
+	case errors.As(err, &typ):
+		return errorf(http.StatusBadRequest, "%s: the body is a JSON %s, not an object", call, typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errorf(http.StatusBadRequest, "%s: the JSON body ends early", call)
+	}
+	return errorf(http.StatusBadRequest, "%s: %v", call, err)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// supportedModel is one entry of get_server_capabilities.
+type supportedModel struct {
+	ModelName string `json:"model_name"`
+}
+
+func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
+	out := struct {
+		SupportedModels []supportedModel `json:"supported_models"`
+	}{}
+	for _, n := range s.names {
+		out.SupportedModels = append(out.SupportedModels, supportedModel{n})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) clientConfig(w http.ResponseWriter, r *http.Request) {
+	// The SDK's handshake; the body, if any, is not read.
+	io.Copy(io.Discard, http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes))
+	writeJSON(w, http.StatusOK, map[string]bool{"pjwt_auth_enabled": false})
+}
+
+// callErr is why a call failed: its category ("user" or "server") and
+// message, as retrieve_future reports it.
+type callErr struct {
+	category string
+	msg      string
+}
+
+func (e *callErr) Error() string { return e.msg }
+
+func userErr(format string, args ...any) *callErr {
+	return &callErr{"user", fmt.Sprintf(format, args...)}
+}
+
+func serverErr(format string, args ...any) *callErr {
+	return &callErr{"server", fmt.Sprintf(format, args...)}
+}
+
+// stateDir is where save_weights keeps a model's state called name.
+func (s *Server) stateDir(modelID, name string) string {
+	return filepath.Join(s.cfg.StateDir, modelID, "weights", name)
+}

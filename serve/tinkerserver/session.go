@@ -1,0 +1,372 @@
+package tinkerserver
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"rlvr/api/tinker"
+	"rlvr/backend/local"
+	"rlvr/engine/model"
+	"rlvr/engine/optim"
+)
+
+// session is a client's session: its heartbeat and its models.
+type session struct {
+	id      string
+	last    time.Time // the last heartbeat
+	expired time.Time // when it expired; zero while it lives
+	// models by model_seq_id, so a retried create_model finds its model.
+	models map[int64]*trainModel
+}
+
+// tombstoneTTL is how long an expired session and its models are
+// remembered, so that calls naming them say they expired.
+const tombstoneTTL = 24 * time.Hour
+
+// future is a call's pending or finished result.
+type future struct {
+	id        string
+	done      chan struct{} // closed once body is set
+	body      []byte        // the result, or a RequestFailed
+	finished  time.Time
+	retrieved time.Time // the first time it was retrieved
+}
+
+// randomID returns prefix and 8 random hex digits, as SkyRL names
+// sessions and models.
+func randomID(prefix string) string {
+	var b [4]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// newFutureLocked issues a request_id. s.mu is held.
+func (s *Server) newFutureLocked() *future {
+	s.lastID++
+	f := &future{id: strconv.FormatInt(s.lastID, 10), done: make(chan struct{})}
+	s.futures[f.id] = f
+	return f
+}
+
+// finish records a call's result.
+func (s *Server) finish(f *future, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.fail(f, serverErr("encoding the result: %v", err))
+		return
+	}
+	s.settle(f, b)
+}
+
+// fail records a call's failure; an error that is not a *callErr is the
+// server's.
+func (s *Server) fail(f *future, err error) {
+	var ce *callErr
+	if !errors.As(err, &ce) {
+		ce = &callErr{"server", err.Error()}
+	}
+	b, _ := json.Marshal(tinker.RequestFailed{Message: ce.msg, Category: ce.category})
+	s.settle(f, b)
+}
+
+func (s *Server) settle(f *future, body []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f.body != nil {
+		return
+	}
+	f.body, f.finished = body, time.Now()
+	close(f.done)
+}
+
+// runCall runs one call on a worker and records its outcome; a panic is
+// a server failure of that call, not of the server.
+func (s *Server) runCall(kind string, f *future, run func() (any, error)) {
+	if h := s.hook.Load(); h != nil {
+		(*h)(kind)
+	}
+	start := time.Now()
+	res, err := func() (res any, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("tinkerserver: panic in a call", "call", kind, "request_id", f.id, "panic", p, "stack", string(debug.Stack()))
+				err = serverErr("%s: internal error: %v", kind, p)
+			}
+		}()
+		return run()
+	}()
+	if err != nil {
+		s.log.Warn("tinkerserver: call failed", "call", kind, "request_id", f.id, "err", err)
+		s.fail(f, err)
+		return
+	}
+	s.log.Debug("tinkerserver: call done", "call", kind, "request_id", f.id, "took", time.Since(start))
+	s.finish(f, res)
+}
+
+// expireLocked ends a session and stops its models. s.mu is held.
+func (s *Server) expireLocked(sess *session, now time.Time) {
+	if !sess.expired.IsZero() {
+		return
+	}
+	sess.expired = now
+	err := userErr("session %s expired: no heartbeat for %v", sess.id, s.cfg.SessionTTL)
+	for _, m := range sess.models {
+		m.stop(err)
+	}
+	s.log.Info("tinkerserver: session expired", "session", sess.id, "models", len(sess.models))
+}
+
+// checkSessionLocked reports a session that has expired, expiring it
+// first if its time is up. s.mu is held.
+func (s *Server) checkSessionLocked(sess *session, now time.Time) error {
+	if sess.expired.IsZero() && now.Sub(sess.last) > s.cfg.SessionTTL {
+		s.expireLocked(sess, now)
+	}
+	if !sess.expired.IsZero() {
+		return errorf(http.StatusGone, "session %s expired: no heartbeat for %v", sess.id, s.cfg.SessionTTL)
+	}
+	return nil
+}
+
+// sessionLocked finds a live session. s.mu is held.
+func (s *Server) sessionLocked(id string, now time.Time) (*session, error) {
+	if id == "" {
+		return nil, errorf(http.StatusBadRequest, "session_id is missing")
+	}
+	sess := s.sessions[id]
+	if sess == nil {
+		return nil, errorf(http.StatusNotFound, "session %s not found", id)
+	}
+	return sess, s.checkSessionLocked(sess, now)
+}
+
+// modelLocked finds a model of a live session. s.mu is held.
+func (s *Server) modelLocked(id string, now time.Time) (*trainModel, error) {
+	if id == "" {
+		return nil, errorf(http.StatusBadRequest, "model_id is missing")
+	}
+	m := s.models[id]
+	if m == nil {
+		return nil, errorf(http.StatusNotFound, "model %s not found", id)
+	}
+	if err := s.checkSessionLocked(m.sess, now); err != nil {
+		return nil, errorf(http.StatusGone, "model %s: %v", id, err)
+	}
+	return m, nil
+}
+
+// janitor expires sessions and drops old results and tombstones.
+func (s *Server) janitor() {
+	every := min(s.cfg.SessionTTL, s.cfg.ResultTTL) / 4
+	every = max(10*time.Millisecond, min(every, 10*time.Second))
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.sweep(time.Now())
+	}
+}
+
+// sweep does the janitor's work once.
+func (s *Server) sweep(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, sess := range s.sessions {
+		s.checkSessionLocked(sess, now)
+		if !sess.expired.IsZero() && now.Sub(sess.expired) > tombstoneTTL {
+			for _, m := range sess.models {
+				delete(s.models, m.id)
+			}
+			delete(s.sessions, id)
+		}
+	}
+	keepRetrieved := min(time.Minute, s.cfg.ResultTTL)
+	for id, f := range s.futures {
+		if f.body == nil {
+			continue
+		}
+		if now.Sub(f.finished) > s.cfg.ResultTTL || (!f.retrieved.IsZero() && now.Sub(f.retrieved) > keepRetrieved) {
+			delete(s.futures, id)
+		}
+	}
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+	var req tinker.CreateSessionRequest
+	if err := s.decode(r, "create_session", &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		writeError(w, errorf(http.StatusServiceUnavailable, "the server is shutting down"))
+		return
+	}
+	id := randomID("session_")
+	for s.sessions[id] != nil {
+		id = randomID("session_")
+	}
+	s.sessions[id] = &session{id: id, last: time.Now(), models: map[int64]*trainModel{}}
+	s.mu.Unlock()
+	s.log.Info("tinkerserver: session created", "session", id, "tags", req.Tags, "sdk_version", req.SDKVersion)
+	writeJSON(w, http.StatusOK, tinker.CreateSessionResponse{SessionID: id, Type: "create_session"})
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	var req tinker.HeartbeatRequest
+	if err := s.decode(r, "session_heartbeat", &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.mu.Lock()
+	now := time.Now()
+	sess, err := s.sessionLocked(req.SessionID, now)
+	if err == nil {
+		sess.last = now
+	}
+	s.mu.Unlock()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"type": "session_heartbeat"})
+}
+
+func (s *Server) createModel(w http.ResponseWriter, r *http.Request) {
+	var req tinker.CreateModelRequest
+	if err := s.decode(r, "create_model", &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	m, err := s.newModel(&req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, tinker.CreateModelResponse{ModelID: m.id})
+}
+
+// newModel creates the model req asks for, or finds the one a retry of
+// the same request created.
+func (s *Server) newModel(req *tinker.CreateModelRequest) (*trainModel, error) {
+	b := s.bases[req.BaseModel]
+	if b == nil {
+		return nil, errorf(http.StatusNotFound, "create_model: base_model %q is not served here (served: %s)", req.BaseModel, strings.Join(s.names, ", "))
+	}
+	if req.LoraConfig.Rank != 0 {
+		return nil, errorf(http.StatusBadRequest, "create_model: lora_config.rank is %d, but this server trains every parameter and takes rank 0 only", req.LoraConfig.Rank)
+	}
+	find := func() (*trainModel, error) {
+		sess, err := s.sessionLocked(req.SessionID, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		if s.closed {
+			return nil, errorf(http.StatusServiceUnavailable, "the server is shutting down")
+		}
+		if m := sess.models[req.ModelSeqID]; m != nil {
+			if m.base != b {
+				return nil, errorf(http.StatusConflict, "create_model: model_seq_id %d of session %s was already used for base model %s", req.ModelSeqID, sess.id, m.base.name)
+			}
+			return m, nil
+		}
+		return nil, nil
+	}
+	s.mu.Lock()
+	m, err := find()
+	s.mu.Unlock()
+	if m != nil || err != nil {
+		return m, err
+	}
+	// Copy the base weights outside the lock: it takes a while.
+	mm, err := model.NewEmpty(b.loaded.Model.Config)
+	if err != nil {
+		return nil, err
+	}
+	copy(mm.Params, b.loaded.Model.Params)
+	learner, err := local.NewLearner(mm, optim.DefaultAdamW())
+	if err != nil {
+		return nil, err
+	}
+	// Saves carry the base model's config.json and tokenizer files.
+	learner.Source, learner.HFConfig = b.loaded.Dir, b.loaded.HFConfig
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, err := find(); m != nil || err != nil {
+		return m, err
+	}
+	id := randomID("model_")
+	for s.models[id] != nil {
+		id = randomID("model_")
+	}
+	sess := s.sessions[req.SessionID]
+	m = &trainModel{id: id, sess: sess, base: b, learner: learner, wake: make(chan struct{}, 1),
+		seqs: map[int64]seqRecord{}, samplers: map[string]*weights{}}
+	sess.models[req.ModelSeqID] = m
+	s.models[id] = m
+	s.modelWG.Add(1)
+	go func() {
+		defer s.modelWG.Done()
+		s.runModel(m)
+	}()
+	s.log.Info("tinkerserver: model created", "model", id, "session", sess.id, "base_model", b.name)
+	return m, nil
+}
+
+func (s *Server) retrieveFuture(w http.ResponseWriter, r *http.Request) {
+	var req tinker.RetrieveFutureRequest
+	if err := s.decode(r, "retrieve_future", &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.RequestID == "" {
+		writeError(w, errorf(http.StatusBadRequest, "retrieve_future: request_id is missing"))
+		return
+	}
+	s.mu.Lock()
+	f := s.futures[req.RequestID]
+	issued := false
+	if n, err := strconv.ParseInt(req.RequestID, 10, 64); err == nil && n >= 1 && n <= s.lastID && strconv.FormatInt(n, 10) == req.RequestID {
+		issued = true
+	}
+	s.mu.Unlock()
+	switch {
+	case f == nil && issued:
+		writeError(w, errorf(http.StatusGone, "retrieve_future: the result of request %s is no longer kept", req.RequestID))
+		return
+	case f == nil:
+		writeError(w, errorf(http.StatusNotFound, "Future not found: no request %q", req.RequestID))
+		return
+	}
+	t := time.NewTimer(s.cfg.PollTimeout)
+	defer t.Stop()
+	select {
+	case <-f.done:
+	case <-t.C:
+		writeDetail(w, http.StatusRequestTimeout, "Timeout waiting for result")
+		return
+	case <-r.Context().Done():
+		return
+	}
+	s.mu.Lock()
+	if f.retrieved.IsZero() {
+		f.retrieved = time.Now()
+	}
+	body := f.body
+	s.mu.Unlock()
+	writeRaw(w, http.StatusOK, body)
+}

@@ -1,0 +1,561 @@
+package tinkerserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"rlvr/api/tinker"
+	"rlvr/backend"
+	"rlvr/backend/local"
+	"rlvr/engine/optim"
+	"rlvr/format/hf"
+)
+
+// trainModel is a model created for a session: its learner, owned by its
+// worker, and what the handlers share with the worker under s.mu.
+type trainModel struct {
+	id   string
+	sess *session
+	base *base
+	wake chan struct{} // a call was queued, or the model stops
+
+	// Guarded by s.mu.
+	queue        []*modelCall
+	seqs         map[int64]seqRecord
+	samplers     map[string]*weights // save_weights_for_sampler copies by name
+	samplerOrder []string            // their names, oldest first
+	samplerSaves int                 // save_weights_for_sampler calls, naming unnamed copies
+	stopErr      *callErr            // why the model stopped; nil while it runs
+
+	// Owned by the worker.
+	learner *local.Learner
+}
+
+// seqRecord is the call recorded for a (model_id, seq_id).
+type seqRecord struct {
+	requestID string
+	hash      [32]byte // the call and its request, to tell a retry from a reuse
+}
+
+// modelCall is a call queued for a model's worker.
+type modelCall struct {
+	kind string
+	fut  *future
+	run  func(ctx context.Context, m *trainModel) (any, error)
+}
+
+// stop ends the model's worker once the call it runs, if any, is done:
+// its queued calls fail with err. s.mu is held.
+func (m *trainModel) stop(err *callErr) {
+	if m.stopErr != nil {
+		return
+	}
+	m.stopErr = err
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runModel is a model's worker: it runs the model's calls one at a time
+// in arrival order, since a learner is not safe for concurrent use.
+func (s *Server) runModel(m *trainModel) {
+	for {
+		s.mu.Lock()
+		if m.stopErr != nil {
+			queued := m.queue
+			m.queue, m.samplers, m.samplerOrder = nil, nil, nil
+			err := m.stopErr
+			s.mu.Unlock()
+			m.learner = nil // the weights go with the model
+			for _, c := range queued {
+				s.fail(c.fut, &callErr{err.category, c.kind + ": " + err.msg})
+			}
+			return
+		}
+		if len(m.queue) == 0 {
+			s.mu.Unlock()
+			<-m.wake
+			continue
+		}
+		c := m.queue[0]
+		m.queue[0] = nil
+		m.queue = m.queue[1:]
+		s.mu.Unlock()
+		// A call runs to its end: it is bounded by the server's limits.
+		s.runCall(c.kind, c.fut, func() (any, error) { return c.run(context.Background(), m) })
+	}
+}
+
+// submit queues a call on a model after checking what the handler could
+// not: the model is there and live, its seq_id is new (or repeats the
+// same request, whose request_id is answered), and its queue has room.
+// prepare checks the call's content against the model; its error fails
+// the call at once. req is what identifies a retry.
+func (s *Server) submit(w http.ResponseWriter, kind, modelID string, seqID *int64, req any,
+	prepare func(m *trainModel) (func(ctx context.Context, m *trainModel) (any, error), error)) {
+	s.mu.Lock()
+	m, err := s.modelLocked(modelID, time.Now())
+	s.mu.Unlock()
+	if err != nil {
+		writeError(w, fmt.Errorf("%s: %w", kind, err))
+		return
+	}
+	run, invalid := prepare(m)
+	var hash [32]byte
+	if seqID != nil {
+		b, err := json.Marshal(req)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		hash = sha256.Sum256(append([]byte(kind+"\x00"), b...))
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m, err = s.modelLocked(modelID, time.Now()); err != nil {
+		writeError(w, fmt.Errorf("%s: %w", kind, err))
+		return
+	}
+	if s.closed {
+		writeError(w, errorf(http.StatusServiceUnavailable, "%s: the server is shutting down", kind))
+		return
+	}
+	if seqID != nil {
+		if rec, ok := m.seqs[*seqID]; ok {
+			if rec.hash != hash {
+				writeError(w, errorf(http.StatusConflict, "%s: seq_id %d of model %s was already used by another request", kind, *seqID, modelID))
+				return
+			}
+			writeJSON(w, http.StatusOK, tinker.Future{RequestID: rec.requestID, ModelID: modelID})
+			return
+		}
+	}
+	if invalid == nil && len(m.queue) >= s.cfg.MaxQueue {
+		writeError(w, errorf(http.StatusTooManyRequests, "%s: model %s has %d calls waiting already (the server's limit)", kind, modelID, len(m.queue)))
+		return
+	}
+	f := s.newFutureLocked()
+	if seqID != nil {
+		m.seqs[*seqID] = seqRecord{f.id, hash}
+	}
+	if invalid != nil {
+		// The call fails without running; it still holds its seq_id.
+		f.body, f.finished = failureBody(kind, invalid), time.Now()
+		close(f.done)
+	} else {
+		m.queue = append(m.queue, &modelCall{kind: kind, fut: f, run: run})
+		select {
+		case m.wake <- struct{}{}:
+		default:
+		}
+	}
+	writeJSON(w, http.StatusOK, tinker.Future{RequestID: f.id, ModelID: modelID})
+}
+
+// failureBody is the RequestFailed of a call that failed before running.
+func failureBody(kind string, err error) []byte {
+	var ce *callErr
+	if !errors.As(err, &ce) {
+		ce = &callErr{"server", err.Error()}
+	}
+	b, _ := json.Marshal(tinker.RequestFailed{Message: kind + ": " + ce.msg, Category: ce.category})
+	return b
+}
+
+// forwardCall is the part of forward and forward_backward that is the
+// same.
+func (s *Server) forwardCall(w http.ResponseWriter, kind, modelID string, seqID *int64, req any, in *tinker.ForwardBackwardInput, grad bool) {
+	if err := s.checkDataLimits(kind, in); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.submit(w, kind, modelID, seqID, req, func(m *trainModel) (func(context.Context, *trainModel) (any, error), error) {
+		spec, err := parseLoss(in.LossFn, in.LossFnConfig)
+		if err != nil {
+			return nil, err
+		}
+		batch, err := toDatums(in.Data, spec, m.base.loaded.Model.Config)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, m *trainModel) (any, error) {
+			if grad {
+				return m.forwardBackward(ctx, batch, spec)
+			}
+			return m.forward(ctx, batch, spec)
+		}, nil
+	})
+}
+
+// checkDataLimits bounds a forward(_backward)'s data.
+func (s *Server) checkDataLimits(kind string, in *tinker.ForwardBackwardInput) error {
+	if n := len(in.Data); n > s.cfg.MaxDatums {
+		return errorf(http.StatusBadRequest, "%s: data has %d datums, more than the server's limit of %d", kind, n, s.cfg.MaxDatums)
+	}
+	total := 0
+	for _, d := range in.Data {
+		for _, c := range d.ModelInput.Chunks {
+			total += len(c.Tokens)
+		}
+	}
+	if total > s.cfg.MaxCallTokens {
+		return errorf(http.StatusBadRequest, "%s: data has %d model_input tokens, more than the server's limit of %d", kind, total, s.cfg.MaxCallTokens)
+	}
+	return nil
+}
+
+func (s *Server) forwardBackward(w http.ResponseWriter, r *http.Request) {
+	var req tinker.ForwardBackwardRequest
+	if err := s.decode(r, "forward_backward", &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.forwardCall(w, "forward_backward", req.ModelID, req.SeqID, &req, &req.Input, true)
+}
+
+func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
+	var req tinker.ForwardRequest
+	if err := s.decode(r, "forward", &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.forwardCall(w, "forward", req.ModelID, req.SeqID, &req, &req.Input, false)
+}
+
+// forwardBackward accumulates the loss's gradients and returns the
+// learner's logprobs, the per-token losses and the summed loss.
+func (m *trainModel) forwardBackward(ctx context.Context, batch []backend.Datum, spec lossSpec) (any, error) {
+	res, err := m.learner.ForwardBackward(ctx, batch, spec.loss)
+	if err != nil {
+		// A failed pass may have left part of its gradient in the output
+		// head's: the accumulated gradients are not what was asked for.
+		m.learner.Model.ZeroGrad()
+		return nil, serverErr("%v; the model's accumulated gradients were discarded", err)
+	}
+	out, err := output(batch, spec, res.Logprobs)
+	if err != nil {
+		// The call fails, so its gradient must not stay.
+		m.learner.Model.ZeroGrad()
+		return nil, userErr("%v; the model's accumulated gradients were discarded", err)
+	}
+	out.Metrics["loss:sum"] = res.Metrics.Loss
+	return out, nil
+}
+
+// forward computes the logprobs and losses with no gradient.
+func (m *trainModel) forward(ctx context.Context, batch []backend.Datum, spec lossSpec) (any, error) {
+	lps, err := local.Logprobs(ctx, m.learner.Model, batch)
+	if err != nil {
+		return nil, serverErr("%v", err)
+	}
+	out, err := output(batch, spec, lps)
+	if err != nil {
+		return nil, err
+	}
+	sum := 0.0
+	for _, o := range out.LossFnOutputs {
+		for _, v := range o["elementwise_loss"].Data {
+			sum += v
+		}
+	}
+	out.Metrics["loss:sum"] = sum
+	return out, nil
+}
+
+// output builds a forward(_backward) result from the learner's logprobs.
+func output(batch []backend.Datum, spec lossSpec, lps [][]float32) (*tinker.ForwardBackwardOutput, error) {
+	out := &tinker.ForwardBackwardOutput{LossFnOutputType: "TensorData", Metrics: map[string]float64{}}
+	for i := range batch {
+		loss := spec.elementwise(&batch[i], lps[i])
+		for j, v := range loss {
+			if math.IsInf(float64(v), 0) {
+				return nil, userErr("data[%d]: the loss at position %d is %v: an input is too large", i, j, v)
+			}
+		}
+		out.LossFnOutputs = append(out.LossFnOutputs, map[string]tinker.TensorData{
+			"logprobs":         tinker.Floats(lps[i]),
+			"elementwise_loss": tinker.Floats(loss),
+		})
+	}
+	return out, nil
+}
+
+// optimStepRequest is optim_step's body with AdamW's settings optional,
+// so that an absent one takes SkyRL's default, not zero.
+type optimStepRequest struct {
+	ModelID    string      `json:"model_id"`
+	AdamParams *adamParams `json:"adam_params"`
+	SeqID      *int64      `json:"seq_id,omitempty"`
+}
+
+type adamParams struct {
+	LearningRate *float64 `json:"learning_rate"`
+	Beta1        *float64 `json:"beta1"`
+	Beta2        *float64 `json:"beta2"`
+	Eps          *float64 `json:"eps"`
+	WeightDecay  *float64 `json:"weight_decay"`
+	GradClipNorm *float64 `json:"grad_clip_norm"`
+}
+
+// settings returns AdamW's config and the step's parameters, with SkyRL's
+// defaults (learning_rate 1e-4, beta1 0.9, beta2 0.95, eps 1e-12, no
+// weight decay, no clipping) for what is absent.
+func (a *adamParams) settings() (optim.AdamWConfig, backend.OptimParams, error) {
+	get := func(p *float64, d float64) float64 {
+		if p == nil {
+			return d
+		}
+		return *p
+	}
+	cfg := optim.AdamWConfig{Beta1: get(a.Beta1, 0.9), Beta2: get(a.Beta2, 0.95), Eps: get(a.Eps, 1e-12), WeightDecay: get(a.WeightDecay, 0)}
+	lr, clip := get(a.LearningRate, 1e-4), get(a.GradClipNorm, 0)
+	var probs []string
+	for _, c := range []struct {
+		name   string
+		v      float64
+		ok     bool
+		wanted string
+	}{
+		{"learning_rate", lr, lr >= 0 && lr <= math.MaxFloat32, "finite and not negative"},
+		{"beta1", cfg.Beta1, cfg.Beta1 >= 0 && cfg.Beta1 < 1, "in [0, 1)"},
+		{"beta2", cfg.Beta2, cfg.Beta2 >= 0 && cfg.Beta2 < 1, "in [0, 1)"},
+		{"eps", cfg.Eps, cfg.Eps > 0 && cfg.Eps <= math.MaxFloat32, "finite and positive"},
+		{"weight_decay", cfg.WeightDecay, cfg.WeightDecay >= 0 && cfg.WeightDecay <= math.MaxFloat32, "finite and not negative"},
+		{"grad_clip_norm", clip, clip >= 0 && clip <= math.MaxFloat32, "finite and not negative (0: no clipping)"},
+	} {
+		if !c.ok {
+			probs = append(probs, fmt.Sprintf("adam_params.%s is %v, want %s", c.name, c.v, c.wanted))
+		}
+	}
+	if len(probs) > 0 {
+		return cfg, backend.OptimParams{}, userErr("%s", strings.Join(probs, "; "))
+	}
+	return cfg, backend.OptimParams{LearningRate: float32(lr), GradClipNorm: float32(clip)}, nil
+}
+
+func (s *Server) optimStep(w http.ResponseWriter, r *http.Request) {
+	var req optimStepRequest
+	if err := s.decode(r, "optim_step", &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.AdamParams == nil {
+		writeError(w, errorf(http.StatusBadRequest, "optim_step: adam_params is missing"))
+		return
+	}
+	s.submit(w, "optim_step", req.ModelID, req.SeqID, &req, func(*trainModel) (func(context.Context, *trainModel) (any, error), error) {
+		cfg, p, err := req.AdamParams.settings()
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, m *trainModel) (any, error) {
+			if err := m.learner.Opt.SetConfig(cfg); err != nil {
+				return nil, userErr("%v", err)
+			}
+			res, err := m.learner.OptimStep(ctx, p)
+			if err != nil {
+				// A non-finite gradient would refuse every later step too.
+				m.learner.Model.ZeroGrad()
+				return nil, serverErr("%v; the model's accumulated gradients were discarded", err)
+			}
+			return tinker.OptimStepResponse{Metrics: map[string]float64{"grad_norm": res.GradNorm}}, nil
+		}, nil
+	})
+}
+
+// namePattern is what a saved state's name may be: one path element,
+// never "." or "..".
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// idPattern is what a model id in a tinker:// path may be.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// maxNameLen bounds a saved state's name, as SkyRL does.
+const maxNameLen = 255
+
+func checkName(field, name string) error {
+	if !namePattern.MatchString(name) || len(name) > maxNameLen {
+		return userErr("%s %q is not a name: want letters, digits, '.', '_' and '-', starting with a letter or digit, at most %d bytes", field, name, maxNameLen)
+	}
+	return nil
+}
+
+// weightsPath is the tinker:// path of a saved state or sampler copy.
+func weightsPath(modelID, kind, name string) string {
+	return "tinker://" + modelID + "/" + kind + "/" + name
+}
+
+// parsePath reads tinker://<model_id>/<kind>/<name>, or, when kind may be
+// omitted, tinker://<model_id>/<name>.
+func parsePath(path, kind string, kindOptional bool) (modelID, name string, ok bool) {
+	rest, found := strings.CutPrefix(path, "tinker://")
+	if !found {
+		return "", "", false
+	}
+	parts := strings.Split(rest, "/")
+	switch {
+	case len(parts) == 3 && parts[1] == kind:
+		modelID, name = parts[0], parts[2]
+	case len(parts) == 2 && kindOptional:
+		modelID, name = parts[0], parts[1]
+	default:
+		return "", "", false
+	}
+	return modelID, name, idPattern.MatchString(modelID) && namePattern.MatchString(name) && len(name) <= maxNameLen
+}
+
+func (s *Server) saveWeights(w http.ResponseWriter, r *http.Request) {
+	var req tinker.SaveWeightsRequest
+	if err := s.decode(r, "save_weights", &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.submit(w, "save_weights", req.ModelID, req.SeqID, &req, func(*trainModel) (func(context.Context, *trainModel) (any, error), error) {
+		if err := checkName("path", req.Path); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, m *trainModel) (any, error) {
+			return s.save(ctx, m, req.Path)
+		}, nil
+	})
+}
+
+// save writes the model's training state under name: into a hidden
+// directory first, renamed into place when complete, so that a path
+// handed out always holds a whole state.
+func (s *Server) save(ctx context.Context, m *trainModel, name string) (any, error) {
+	dir := s.stateDir(m.id, name)
+	path := weightsPath(m.id, "weights", name)
+	if _, err := os.Stat(dir); err == nil {
+		return nil, userErr("weights %s are saved already", path)
+	}
+	tmp := filepath.Join(filepath.Dir(dir), ".saving-"+name)
+	if err := os.RemoveAll(tmp); err != nil {
+		return nil, serverErr("%v", err)
+	}
+	if err := m.learner.Save(ctx, tmp); err != nil {
+		os.RemoveAll(tmp)
+		return nil, serverErr("saving %s: %v", path, err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		return nil, serverErr("saving %s: %v", path, err)
+	}
+	return tinker.SaveWeightsResponse{Path: path, Type: "save_weights"}, nil
+}
+
+func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
+	var req tinker.SaveWeightsForSamplerRequest
+	if err := s.decode(r, "save_weights_for_sampler", &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.submit(w, "save_weights_for_sampler", req.ModelID, req.SeqID, &req, func(*trainModel) (func(context.Context, *trainModel) (any, error), error) {
+		if req.Path != "" {
+			if err := checkName("path", req.Path); err != nil {
+				return nil, err
+			}
+		}
+		return func(ctx context.Context, m *trainModel) (any, error) {
+			// The copy is taken here, in the model's call order, so it
+			// holds exactly the weights of the calls before it.
+			params := append([]float32(nil), m.learner.Model.Params...)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			m.samplerSaves++
+			name := req.Path
+			if name == "" {
+				name = fmt.Sprintf("sampler-%06d", m.samplerSaves)
+			}
+			path := weightsPath(m.id, "sampler_weights", name)
+			if m.stopErr != nil {
+				return nil, m.stopErr
+			}
+			if _, ok := m.samplers[name]; ok {
+				// A new copy under an old name replaces it; sampling
+				// calls queued already keep the copy they named.
+				for i, n := range m.samplerOrder {
+					if n == name {
+						m.samplerOrder = append(m.samplerOrder[:i], m.samplerOrder[i+1:]...)
+						break
+					}
+				}
+			}
+			m.samplers[name] = &weights{base: m.base, params: params, path: path}
+			m.samplerOrder = append(m.samplerOrder, name)
+			for len(m.samplerOrder) > s.cfg.MaxSamplerWeights {
+				delete(m.samplers, m.samplerOrder[0])
+				m.samplerOrder = m.samplerOrder[1:]
+			}
+			return tinker.SaveWeightsResponse{Path: path, Type: "save_weights_for_sampler"}, nil
+		}, nil
+	})
+}
+
+func (s *Server) loadWeights(w http.ResponseWriter, r *http.Request) {
+	var req tinker.LoadWeightsRequest
+	if err := s.decode(r, "load_weights", &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.submit(w, "load_weights", req.ModelID, req.SeqID, &req, func(*trainModel) (func(context.Context, *trainModel) (any, error), error) {
+		src, name, ok := parsePath(req.Path, "weights", false)
+		if !ok {
+			return nil, userErr("path %q is not a saved state's path, tinker://<model_id>/weights/<name>", req.Path)
+		}
+		return func(ctx context.Context, m *trainModel) (any, error) {
+			if err := s.load(m, s.stateDir(src, name), req.Path, req.Optimizer); err != nil {
+				return nil, err
+			}
+			return tinker.LoadWeightsResponse{Type: "load_weights"}, nil
+		}, nil
+	})
+}
+
+// load replaces the model's weights by the state in dir, and its
+// optimizer state by the saved one (optimizer) or a fresh one. The
+// accumulated gradients are discarded.
+func (s *Server) load(m *trainModel, dir, path string, optimizer bool) error {
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); errors.Is(err, fs.ErrNotExist) {
+		return userErr("no weights are saved at %s", path)
+	}
+	saved, _, err := hf.Load(dir)
+	if err != nil {
+		return serverErr("reading %s: %v", path, err)
+	}
+	l := m.learner
+	if got, want := saved.Config.WithDefaults(), l.Model.Config.WithDefaults(); got != want {
+		return userErr("the weights at %s are of another model than model %s's base %s: %+v, not %+v", path, m.id, m.base.name, got, want)
+	}
+	if optimizer {
+		if _, err := os.Stat(filepath.Join(dir, local.OptimizerFile)); err != nil {
+			return userErr("the state at %s holds no optimizer state", path)
+		}
+		// Read the optimizer first: a state that fails to load changes
+		// nothing.
+		if err := l.LoadOptimizer(dir); err != nil {
+			return serverErr("reading %s: %v", path, err)
+		}
+	} else {
+		n := len(l.Model.Params)
+		if err := l.Opt.SetState(make([]float32, n), make([]float32, n), 0); err != nil {
+			return serverErr("%v", err)
+		}
+	}
+	copy(l.Model.Params, saved.Params)
+	l.Model.ZeroGrad()
+	return nil
+}
