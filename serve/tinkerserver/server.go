@@ -19,10 +19,19 @@
 // model has one worker that runs its calls in arrival order; a call that
 // repeats a (model_id, seq_id) already recorded answers with the
 // recorded call's request_id and does not run again (a client's retry),
-// and one that reuses it for another request gets 409. Sampling runs on
-// one worker for the whole server, which passes the requests queued for
-// the same weights to one sample.Sampler.Sample call; a request's samples
-// depend only on its own seed.
+// and one that reuses it for another request gets 409.
+//
+// Sampling runs on one worker for the whole server, which passes the
+// requests queued for the same weights to one sample.Sampler.Sample call;
+// a request's draws depend only on its own seed. Its numbers depend on
+// the batch only as the engine's do: with the pure-Go matrix products
+// not at all, and with OpenBLAS, whose kernels round differently for
+// different batch sizes, in the last bits of the logprobs (and a token
+// only where two were tied to those bits). Config.MaxBatch 1 samples each
+// call alone, for results independent of what else was queued. Every
+// sample ends at the model's own end tokens besides the call's stop
+// tokens; a stop string ends it with the token that completed the string
+// kept, as SkyRL tx and vLLM keep it.
 //
 // # Errors
 //
@@ -162,8 +171,9 @@ type Config struct {
 	// retrieve_future; once retrieved it is kept one more minute at most,
 	// for a client's retry. 0 means one hour.
 	ResultTTL time.Duration
-	// Logger receives the server's logs: each call at Debug, failures at
-	// Warn. Nil means slog.Default().
+	// Logger receives the server's logs: each request and call at Debug,
+	// expired sessions at Info, failures at Warn. Nil means
+	// slog.Default().
 	Logger *slog.Logger
 }
 
@@ -314,8 +324,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 // Close stops the workers: the training call each model's worker runs
 // finishes, the sampling batch running is cancelled, every call still
-// queued fails, and later submissions get 503. Results stay retrievable.
-// Shut the HTTP server down first to let requests in flight finish.
+// queued fails, and later submissions get 503. Results stay retrievable,
+// so every retrieve_future in flight answers: an HTTP server shut down
+// after Close stops promptly.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {

@@ -221,7 +221,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	s.sessions[id] = &session{id: id, last: time.Now(), models: map[int64]*trainModel{}}
 	s.mu.Unlock()
-	s.log.Info("tinkerserver: session created", "session", id, "tags", req.Tags, "sdk_version", req.SDKVersion)
+	s.log.Debug("tinkerserver: session created", "session", id, "tags", req.Tags, "sdk_version", req.SDKVersion)
 	writeJSON(w, http.StatusOK, tinker.CreateSessionResponse{SessionID: id, Type: "create_session"})
 }
 
@@ -323,7 +323,7 @@ func (s *Server) newModel(req *tinker.CreateModelRequest) (*trainModel, error) {
 		defer s.modelWG.Done()
 		s.runModel(m)
 	}()
-	s.log.Info("tinkerserver: model created", "model", id, "session", sess.id, "base_model", b.name)
+	s.log.Debug("tinkerserver: model created", "model", id, "session", sess.id, "base_model", b.name)
 	return m, nil
 }
 
