@@ -2,6 +2,7 @@ package configs_test
 
 import (
 	"context"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"rlvr/internal/dmetest"
 	"rlvr/internal/modeltest"
 	"rlvr/internal/shareddata"
+	"rlvr/serve/tinkerserver"
 	"rlvr/train"
 )
 
@@ -56,6 +58,18 @@ func TestRecipesRun(t *testing.T) {
 						k.Experts[i] = consult.ExpertConfig{Name: k.Experts[i].Name, Policy: true, API: k.Experts[i].API, MaxTokens: 8}
 					}
 				}
+			}
+			if b := cfg.Backend; b != nil && b.Kind == train.BackendTinker {
+				// The recipe's server becomes one over the local engine
+				// on loopback, serving the test model under the recipe's
+				// base model name; it trains every parameter (rank 0).
+				srv, err := tinkerserver.New(tinkerserver.Config{Models: map[string]string{b.BaseModel: cfg.Model}, StateDir: t.TempDir()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				hs := httptest.NewServer(srv)
+				defer func() { hs.Close(); srv.Close() }()
+				b.URL, b.LoraRank = hs.URL, 0
 			}
 			cfg.Steps, cfg.PromptsPerStep, cfg.GroupSize, cfg.MaxTokens = 2, 2, 2, 16
 			cfg.EvalProblems, cfg.EvalEvery, cfg.CheckpointEvery = 2, 0, 0
