@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"rlvr/api/tinker"
@@ -149,7 +150,7 @@ func TestLossMapping(t *testing.T) {
 						names = append(names, "forward_backward")
 					}
 				}
-				if want := tc.calls[red]; !equal(names, want) {
+				if want := tc.calls[red]; !slices.Equal(names, want) {
 					t.Errorf("calls %v, want %v", names, want)
 				}
 				got, want := impliedGradient(t, f.calls, red, lp), wantGradient(batch, tc.loss, lp)
@@ -169,18 +170,6 @@ func TestLossMapping(t *testing.T) {
 			})
 		}
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestTermsWithoutARemoteFormAreRefused(t *testing.T) {

@@ -166,20 +166,7 @@ weights saved by save_weights go under --state.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "serving %s on http://%s/v1\n", m.Name, ln.Addr())
 			}
 			printTokenSource(cmd, cfg.Token, "the bearer token")
-			done := make(chan error, 1)
-			go func() { done <- srv.Serve(ln) }()
-			select {
-			case err := <-done:
-				if !errors.Is(err, http.ErrServerClosed) {
-					return err
-				}
-				return nil
-			case <-cmd.Context().Done():
-			}
-			// Let in-flight requests finish.
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			return srv.Shutdown(ctx)
+			return serveUntilDone(cmd, ln, srv.Serve, nil, srv.Shutdown)
 		},
 	}
 	f := cmd.Flags()
@@ -273,8 +260,18 @@ func serveTinker(cmd *cobra.Command, modelPath, name string, cfg serve.Config, s
 	fmt.Fprintf(out, "serving %s over the Tinker API on http://%s\n", name, ln.Addr())
 	fmt.Fprintf(out, "saving weights under %s\n", stateDir)
 	printTokenSource(cmd, cfg.Token, "the API key")
+	// Stop the workers first: every call then settles (the running ones
+	// finish, the queued ones fail), so long-polls in flight answer and
+	// the HTTP server can shut down.
+	return serveUntilDone(cmd, ln, hs.Serve, func() { srv.Close() }, hs.Shutdown)
+}
+
+// serveUntilDone serves on ln until the server fails or the command's
+// context ends; then it runs stop, if any, and shuts the server down,
+// letting in-flight requests finish for up to 30 s.
+func serveUntilDone(cmd *cobra.Command, ln net.Listener, serve func(net.Listener) error, stop func(), shutdown func(context.Context) error) error {
 	done := make(chan error, 1)
-	go func() { done <- hs.Serve(ln) }()
+	go func() { done <- serve(ln) }()
 	select {
 	case err := <-done:
 		if !errors.Is(err, http.ErrServerClosed) {
@@ -283,13 +280,12 @@ func serveTinker(cmd *cobra.Command, modelPath, name string, cfg serve.Config, s
 		return nil
 	case <-cmd.Context().Done():
 	}
-	// Stop the workers first: every call then settles (the running ones
-	// finish, the queued ones fail), so long-polls in flight answer and
-	// the HTTP server can shut down.
-	srv.Close()
+	if stop != nil {
+		stop()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return hs.Shutdown(ctx)
+	return shutdown(ctx)
 }
 
 // modelName is the name a model is served under by default: its
