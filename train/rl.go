@@ -446,7 +446,9 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 		n := float64(met.Tokens)
 		m.Set("clip_low_frac", float64(met.ClipLow)/n)
 		m.Set("clip_high_frac", float64(met.ClipHigh)/n)
-		m.Set("entropy", met.Entropy/n)
+		if met.Entropy > 0 { // a remote learner does not know it
+			m.Set("entropy", met.Entropy/n)
+		}
 		if !cfg.KLInReward && cfg.KL != 0 {
 			m.Set("kl", met.RefKL/n)
 		}
