@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strings"
 	"testing"
 
 	"rlvr/engine/model"
@@ -44,5 +45,9 @@ func TestEngineReportAccountsForTheStep(t *testing.T) {
 	}
 	if rep.Peak.GFLOPS <= 0 {
 		t.Fatalf("peak %+v", rep.Peak)
+	}
+	// The step's own weights, gradients and AdamW moments are resident.
+	if min := int64(4 * 4 * rep.Params); rep.PeakRSSBytes < min || !strings.Contains(rep.Table(), "peak memory") {
+		t.Fatalf("peak resident memory %d bytes, below the %d the step holds; table:\n%s", rep.PeakRSSBytes, min, rep.Table())
 	}
 }

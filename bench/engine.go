@@ -173,6 +173,10 @@ type EngineReport struct {
 	Ops           []OpTime
 	AllocsPerStep float64
 	BytesPerStep  float64
+	// PeakRSSBytes is the process's peak resident memory after the
+	// measurements (GEMM matrices, model, gradients, optimizer state and
+	// activations included).
+	PeakRSSBytes int64
 }
 
 // Engine measures a training step of cfg (seqs × seqLen tokens) over reps
@@ -234,6 +238,7 @@ func Engine(cfg model.Config, seqs, seqLen, reps int, peak Peak, gemmSizes []int
 	rep.Ops = append(rep.Ops, OpTime{Op: "adamw", BackMs: per(optTime), Share: optTime.Seconds() / total.Seconds()})
 	other := total - accounted - optTime
 	rep.Ops = append(rep.Ops, OpTime{Op: "other", BackMs: per(other), Share: other.Seconds() / total.Seconds()})
+	rep.PeakRSSBytes = PeakRSS()
 	return rep, nil
 }
 
@@ -257,7 +262,8 @@ func (r *EngineReport) Table() string {
 	fmt.Fprintf(&b, "  step        %8.1f ms (median; min %.1f)\n", r.StepMs, r.StepMinMs)
 	fmt.Fprintf(&b, "  throughput  %8.0f tokens/s\n", r.TokensPerSec)
 	fmt.Fprintf(&b, "  compute     %8.1f GFLOP/s = %.0f%% of peak\n", r.GFLOPS, 100*r.PeakShare)
-	fmt.Fprintf(&b, "  allocations %8.0f per step, %.1f KB per step\n\n", r.AllocsPerStep, r.BytesPerStep/1024)
+	fmt.Fprintf(&b, "  allocations %8.0f per step, %.1f KB per step\n", r.AllocsPerStep, r.BytesPerStep/1024)
+	fmt.Fprintf(&b, "  peak memory %8.0f MiB resident (the process's peak)\n\n", mib(r.PeakRSSBytes))
 	fmt.Fprintf(&b, "%-14s %12s %12s %8s\n", "op", "forward ms", "backward ms", "share")
 	for _, o := range r.Ops {
 		fmt.Fprintf(&b, "%-14s %12.2f %12.2f %7.1f%%\n", o.Op, o.ForwardMs, o.BackMs, 100*o.Share)

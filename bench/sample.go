@@ -28,6 +28,9 @@ type SampleReport struct {
 	// LogprobGap is the largest |sampler − learner| logprob over the
 	// measured samples of each model.
 	LogprobGap map[string]float64
+	// PeakRSSBytes is the process's peak resident memory after the
+	// measurements (weights, KV caches and logits of the largest batch).
+	PeakRSSBytes int64
 }
 
 // Sample times generation of maxTokens tokens from a one-token prompt at
@@ -66,6 +69,7 @@ func Sample(ctx context.Context, name string, m *model.Model, bos int32, streams
 		}
 		rep.LogprobGap[name] = math.Max(rep.LogprobGap[name], gap)
 	}
+	rep.PeakRSSBytes = PeakRSS()
 	return nil
 }
 
@@ -80,5 +84,6 @@ func (r *SampleReport) Table() string {
 	for name, g := range r.LogprobGap {
 		fmt.Fprintf(&b, "  %-14s %.2g\n", name, g)
 	}
+	fmt.Fprintf(&b, "\npeak memory: %.0f MiB resident (the process's peak)\n", mib(r.PeakRSSBytes))
 	return b.String()
 }
