@@ -189,6 +189,71 @@ func join(s []string) string {
 	return out
 }
 
+// MaxLogRatio clamps logp − sampler logp before the importance ratio is
+// exponentiated, so a stale sampler logprob cannot overflow it.
+const MaxLogRatio = 20
+
+// TokenInputs are one position's inputs to the terms that depend on the
+// target's logprob alone: its weight, advantage, and the sampler's and
+// the reference's logprobs (those the loss does not read may be 0).
+type TokenInputs struct {
+	Weight, Advantage, SamplerLogp, RefLogp float64
+}
+
+// TokenTerms are the loss's terms at one position that depend only on the
+// target's logprob — NLL, policy gradient, KL to the reference — with
+// their derivative with respect to it.
+type TokenTerms struct {
+	Loss  float64 // their weighted sum
+	DLogp float64 // d Loss / d logp
+	Clip  int8    // −1 clipped at 1−ε_low, +1 at 1+ε_high, 0 not clipped
+	RefKL float64 // the reference KL estimate k, unweighted
+}
+
+// LogpTerms evaluates those terms at logprob logp. The entropy and the
+// teacher KL need the whole next-token distribution and are not among
+// them. It is the one statement of these terms: the local engine adds the
+// distribution terms to it, and a remote learner sends its derivative.
+func (l *Loss) LogpTerms(logp float64, in TokenInputs) TokenTerms {
+	var t TokenTerms
+	w := in.Weight
+	if l.NLL != 0 {
+		t.Loss -= w * float64(l.NLL) * logp
+		t.DLogp -= w * float64(l.NLL)
+	}
+	switch l.PolicyGradient {
+	case ClippedPG, Importance:
+		adv := in.Advantage
+		ratio := math.Exp(math.Max(-MaxLogRatio, math.Min(MaxLogRatio, logp-in.SamplerLogp)))
+		lo, hi := 1-float64(l.ClipLow), 1+float64(l.ClipHigh)
+		clipped := l.PolicyGradient == ClippedPG
+		// −min(ρA, clip(ρ)A): the clipped branch wins, with zero
+		// gradient, exactly when ρ is past the bound on the side A pushes.
+		// Importance never clips: −ρA.
+		switch {
+		case clipped && adv > 0 && ratio > hi:
+			t.Loss -= w * hi * adv
+			t.Clip = 1
+		case clipped && adv < 0 && ratio < lo:
+			t.Loss -= w * lo * adv
+			t.Clip = -1
+		default:
+			t.Loss -= w * ratio * adv
+			t.DLogp -= w * adv * ratio
+		}
+	case Reinforce:
+		t.Loss -= w * in.Advantage * logp
+		t.DLogp -= w * in.Advantage
+	}
+	if l.RefKL != 0 {
+		k, dk := l.RefKLEstimator.Estimate(logp - in.RefLogp)
+		t.RefKL = k
+		t.Loss += w * float64(l.RefKL) * k
+		t.DLogp += w * float64(l.RefKL) * dk
+	}
+	return t
+}
+
 // Needs reports which per-token inputs the loss reads.
 func (l *Loss) Needs() (advantages, samplerLogprobs, refLogprobs bool) {
 	ratio := l.PolicyGradient == ClippedPG || l.PolicyGradient == Importance

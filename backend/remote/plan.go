@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 
 	"rlvr/api/tinker"
 	"rlvr/backend"
@@ -16,6 +15,7 @@ import (
 //
 //	term                      remote call                          per-token input
 //	clipped policy gradient   ppo, clip thresholds 1−ε_low, 1+ε_high  advantages A·w
+//	importance (−ρA)          importance_sampling                  advantages A·w
 //	REINFORCE (−A·logp)       cross_entropy                        weights += A·w
 //	NLL (−logp)               cross_entropy                        weights += NLL·w
 //	reference KL β·k(logp−r)  two passes: logp from the first call  weights −= β·w·k′(logp−r)
@@ -108,7 +108,10 @@ func (m *Model) ForwardBackward(ctx context.Context, batch []backend.Datum, loss
 func (m *Model) passes(ctx context.Context, batch []backend.Datum, loss *backend.Loss) ([][]float32, error) {
 	mean := m.cfg.Reduction == DatumMean
 	var lp [][]float32
-	if loss.PolicyGradient == backend.ClippedPG {
+	// The rest of the loss, after the ratio term's own call.
+	rest := *loss
+	if ratio := loss.PolicyGradient == backend.ClippedPG || loss.PolicyGradient == backend.Importance; ratio {
+		rest.PolicyGradient = backend.NoPolicyGradient
 		data := make([]tinker.Datum, len(batch))
 		for i := range batch {
 			d := &batch[i]
@@ -122,38 +125,39 @@ func (m *Model) passes(ctx context.Context, batch []backend.Datum, loss *backend
 			data[i] = datum(d, map[string]tinker.TensorData{
 				"weights": tinker.Floats(weights), "advantages": tinker.Floats(adv), "logprobs": tinker.Floats(d.SamplerLogprobs)})
 		}
-		cfg := map[string]float64{tinker.ClipLowThreshold: 1 - float64(loss.ClipLow), tinker.ClipHighThreshold: 1 + float64(loss.ClipHigh)}
+		fn, cfg := tinker.ImportanceSampling, map[string]float64(nil)
+		if loss.PolicyGradient == backend.ClippedPG {
+			fn, cfg = tinker.PPO, map[string]float64{tinker.ClipLowThreshold: 1 - float64(loss.ClipLow), tinker.ClipHighThreshold: 1 + float64(loss.ClipHigh)}
+		}
 		var err error
-		if lp, err = m.forwardBackward(ctx, tinker.PathForwardBackward, tinker.PPO, cfg, data, batch); err != nil {
+		if lp, err = m.forwardBackward(ctx, tinker.PathForwardBackward, fn, cfg, data, batch); err != nil {
 			return nil, err
 		}
 	}
-	if loss.RefKL != 0 && lp == nil || mean && lp == nil && crossEntropyTerms(loss) {
+	ce := crossEntropyTerms(&rest)
+	if rest.RefKL != 0 && lp == nil || mean && lp == nil && ce {
 		var err error
 		if lp, err = m.Logprobs(ctx, batch); err != nil {
 			return nil, err
 		}
 	}
-	if !crossEntropyTerms(loss) {
+	if !ce {
 		return lp, nil
 	}
 	data := make([]tinker.Datum, len(batch))
 	for i := range batch {
 		d := &batch[i]
+		// cross_entropy's −c·logp has gradient −c: c is minus the rest's.
 		c := make([]float32, d.Len())
 		for j, w := range d.Weights {
 			if w == 0 {
 				continue
 			}
-			g := float64(-loss.NLL) // dloss/dlogp of each term, per unit weight
-			if loss.PolicyGradient == backend.Reinforce {
-				g -= float64(d.Advantages[j])
+			logp := 0.0 // read only by the reference KL, which fetched lp
+			if lp != nil {
+				logp = float64(lp[i][j])
 			}
-			if loss.RefKL != 0 {
-				_, dk := loss.RefKLEstimator.Estimate(float64(lp[i][j]) - float64(d.RefLogprobs[j]))
-				g += float64(loss.RefKL) * dk
-			}
-			c[j] = float32(-g) * w
+			c[j] = float32(-rest.LogpTerms(logp, tokenInputs(d, j)).DLogp)
 		}
 		if mean {
 			ones := make([]float32, d.Len())
@@ -178,9 +182,24 @@ func (m *Model) passes(ctx context.Context, batch []backend.Datum, loss *backend
 }
 
 // crossEntropyTerms says the loss has a term the cross_entropy pass
-// carries.
+// carries: one whose gradient with respect to logp the client computes.
 func crossEntropyTerms(l *backend.Loss) bool {
 	return l.NLL != 0 || l.PolicyGradient == backend.Reinforce || l.RefKL != 0
+}
+
+// tokenInputs are position j's inputs to the loss terms.
+func tokenInputs(d *backend.Datum, j int) backend.TokenInputs {
+	in := backend.TokenInputs{Weight: float64(d.Weights[j])}
+	if d.Advantages != nil {
+		in.Advantage = float64(d.Advantages[j])
+	}
+	if d.SamplerLogprobs != nil {
+		in.SamplerLogp = float64(d.SamplerLogprobs[j])
+	}
+	if d.RefLogprobs != nil {
+		in.RefLogp = float64(d.RefLogprobs[j])
+	}
+	return in
 }
 
 func mask(w float32) float32 {
@@ -272,46 +291,27 @@ func checkBatch(batch []backend.Datum, loss *backend.Loss) error {
 	return nil
 }
 
-// maxLogRatio bounds logp − sampler logp before exponentiating, as the
-// local engine does.
-const maxLogRatio = 20
-
 // metrics computes, from the learner's logprobs, the sums the local
 // engine reports; the entropy is unknown remotely and stays 0.
 func metrics(batch []backend.Datum, l *backend.Loss, lp [][]float32) backend.Metrics {
 	var met backend.Metrics
 	for i := range batch {
 		d := &batch[i]
-		for j, w32 := range d.Weights {
-			if w32 == 0 {
+		for j, w := range d.Weights {
+			if w == 0 {
 				continue
 			}
-			w, logp := float64(w32), float64(lp[i][j])
+			logp := float64(lp[i][j])
+			t := l.LogpTerms(logp, tokenInputs(d, j))
 			met.Tokens++
 			met.NLL -= logp
-			met.Loss -= w * float64(l.NLL) * logp
-			switch l.PolicyGradient {
-			case backend.ClippedPG:
-				adv := float64(d.Advantages[j])
-				ratio := math.Exp(math.Max(-maxLogRatio, math.Min(maxLogRatio, logp-float64(d.SamplerLogprobs[j]))))
-				lo, hi := 1-float64(l.ClipLow), 1+float64(l.ClipHigh)
-				switch {
-				case adv > 0 && ratio > hi:
-					met.Loss -= w * hi * adv
-					met.ClipHigh++
-				case adv < 0 && ratio < lo:
-					met.Loss -= w * lo * adv
-					met.ClipLow++
-				default:
-					met.Loss -= w * ratio * adv
-				}
-			case backend.Reinforce:
-				met.Loss -= w * float64(d.Advantages[j]) * logp
-			}
-			if l.RefKL != 0 {
-				k, _ := l.RefKLEstimator.Estimate(logp - float64(d.RefLogprobs[j]))
-				met.RefKL += k
-				met.Loss += w * float64(l.RefKL) * k
+			met.Loss += t.Loss
+			met.RefKL += t.RefKL
+			switch t.Clip {
+			case -1:
+				met.ClipLow++
+			case 1:
+				met.ClipHigh++
 			}
 		}
 	}

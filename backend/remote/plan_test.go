@@ -86,6 +86,8 @@ func wantGradient(batch []backend.Datum, l backend.Loss, lp float64) [][]float64
 				if !(adv > 0 && r > 1+float64(l.ClipHigh) || adv < 0 && r < 1-float64(l.ClipLow)) {
 					g -= w * adv * r
 				}
+			case backend.Importance:
+				g -= w * float64(d.Advantages[j]) * math.Exp(lp-float64(d.SamplerLogprobs[j]))
 			case backend.Reinforce:
 				g -= w * float64(d.Advantages[j])
 			}
@@ -124,6 +126,8 @@ func TestLossMapping(t *testing.T) {
 			map[Reduction][]string{Sum: {"forward_backward"}, DatumMean: {"forward", "forward_backward"}}},
 		{"clipped", backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.28},
 			map[Reduction][]string{Sum: {"forward_backward"}, DatumMean: {"forward_backward"}}},
+		{"importance with nll", backend.Loss{NLL: 0.5, PolicyGradient: backend.Importance},
+			map[Reduction][]string{Sum: {"forward_backward", "forward_backward"}, DatumMean: {"forward_backward", "forward_backward"}}},
 		{"clipped with nll", backend.Loss{NLL: 0.5, PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.2},
 			map[Reduction][]string{Sum: {"forward_backward", "forward_backward"}, DatumMean: {"forward_backward", "forward_backward"}}},
 		{"clipped with k3 reference KL", backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.2, RefKL: 0.04, RefKLEstimator: backend.K3},

@@ -37,10 +37,6 @@ type TeacherBatch struct {
 // (floats); with a large vocabulary the head runs in token chunks.
 const logitsBudget = 1 << 22
 
-// maxLogRatio clamps logp − sampler logp before exponentiating it, so a
-// stale sampler logprob cannot overflow the importance ratio.
-const maxLogRatio = 20
-
 // tokenStats are one position's results.
 type tokenStats struct {
 	loss, logp, entropy, refKL, teacherKL float64
@@ -274,42 +270,19 @@ func tokenTerms(z, scratch []float32, n int, t Targets, q []float32, l *backend.
 		}
 	}
 	s.entropy, s.teacherKL = h, kl
-	var g float64 // dloss/dlogp
-	if l.NLL != 0 {
-		s.loss -= w * float64(l.NLL) * s.logp
-		g -= w * float64(l.NLL)
+	in := backend.TokenInputs{Weight: w}
+	if t.Advantages != nil {
+		in.Advantage = float64(t.Advantages[n])
 	}
-	switch l.PolicyGradient {
-	case backend.ClippedPG, backend.Importance:
-		adv := float64(t.Advantages[n])
-		ratio := math.Exp(math.Max(-maxLogRatio, math.Min(maxLogRatio, s.logp-float64(t.SamplerLogprobs[n]))))
-		lo, hi := 1-float64(l.ClipLow), 1+float64(l.ClipHigh)
-		clipped := l.PolicyGradient == backend.ClippedPG
-		// −min(ρA, clip(ρ)A): the clipped branch wins, with zero
-		// gradient, exactly when ρ is past the bound on the side A pushes.
-		// Importance never clips: −ρA.
-		switch {
-		case clipped && adv > 0 && ratio > hi:
-			s.loss -= w * hi * adv
-			s.clip = 1
-		case clipped && adv < 0 && ratio < lo:
-			s.loss -= w * lo * adv
-			s.clip = -1
-		default:
-			s.loss -= w * ratio * adv
-			g -= w * adv * ratio
-		}
-	case backend.Reinforce:
-		adv := float64(t.Advantages[n])
-		s.loss -= w * adv * s.logp
-		g -= w * adv
+	if t.SamplerLogprobs != nil {
+		in.SamplerLogp = float64(t.SamplerLogprobs[n])
 	}
-	if l.RefKL != 0 {
-		k, dk := l.RefKLEstimator.Estimate(s.logp - float64(t.RefLogprobs[n]))
-		s.refKL = k
-		s.loss += w * float64(l.RefKL) * k
-		g += w * float64(l.RefKL) * dk
+	if t.RefLogprobs != nil {
+		in.RefLogp = float64(t.RefLogprobs[n])
 	}
+	terms := l.LogpTerms(s.logp, in)
+	s.loss, s.clip, s.refKL = terms.Loss, terms.Clip, terms.RefKL
+	g := terms.DLogp // dloss/dlogp
 	e := w * float64(l.Entropy)
 	s.loss -= e * h
 	k := 0.0
