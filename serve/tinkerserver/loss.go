@@ -2,7 +2,6 @@ package tinkerserver
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -11,13 +10,11 @@ import (
 	"rlvr/engine/model"
 )
 
-// lossSpec is a call's loss function: the engine's loss, and what the
-// per-token loss reported back is.
+// lossSpec is a call's loss function and the engine's loss that
+// computes it.
 type lossSpec struct {
 	fn   string
 	loss backend.Loss
-	// lo and hi are ppo's clip thresholds on the ratio.
-	lo, hi float64
 }
 
 // The loss_fn_inputs keys.
@@ -39,22 +36,20 @@ func parseLoss(fn string, cfg map[string]float64) (lossSpec, error) {
 		spec.loss = backend.Loss{PolicyGradient: backend.Importance}
 	case tinker.PPO:
 		allowed = []string{tinker.ClipHighThreshold, tinker.ClipLowThreshold}
-		spec.lo, spec.hi = 0.8, 1.2
+		lo, hi := 0.8, 1.2
 		if v, ok := cfg[tinker.ClipLowThreshold]; ok {
-			spec.lo = v
+			lo = v
 		}
 		if v, ok := cfg[tinker.ClipHighThreshold]; ok {
-			spec.hi = v
+			hi = v
 		}
-		if !(spec.lo > 0 && spec.lo <= 1) {
-			return spec, userErr("loss_fn_config.%s is %v, want in (0, 1]", tinker.ClipLowThreshold, spec.lo)
+		if !(lo > 0 && lo <= 1) {
+			return spec, userErr("loss_fn_config.%s is %v, want in (0, 1]", tinker.ClipLowThreshold, lo)
 		}
-		if !(spec.hi >= 1 && spec.hi <= 1e6) {
-			return spec, userErr("loss_fn_config.%s is %v, want at least 1 (and finite)", tinker.ClipHighThreshold, spec.hi)
+		if !(hi >= 1 && hi <= 1e6) {
+			return spec, userErr("loss_fn_config.%s is %v, want at least 1 (and finite)", tinker.ClipHighThreshold, hi)
 		}
-		spec.loss = backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: float32(1 - spec.lo), ClipHigh: float32(spec.hi - 1)}
-		// The bounds the engine clips at, in its precision.
-		spec.lo, spec.hi = 1-float64(spec.loss.ClipLow), 1+float64(spec.loss.ClipHigh)
+		spec.loss = backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: float32(1 - lo), ClipHigh: float32(hi - 1)}
 	case "":
 		return spec, userErr("loss_fn is missing (want %s, %s or %s)", tinker.CrossEntropy, tinker.ImportanceSampling, tinker.PPO)
 	default:
@@ -78,7 +73,7 @@ func parseLoss(fn string, cfg map[string]float64) (lossSpec, error) {
 
 // policy reports whether the loss reads the sampler's logprobs and the
 // advantages.
-func (l *lossSpec) policy() bool { return l.fn != tinker.CrossEntropy }
+func (l *lossSpec) policy() bool { return l.loss.PolicyGradient != backend.NoPolicyGradient }
 
 // toDatums checks the data against the loss and the model and turns it
 // into the engine's datums; an error names the datum and the field.
@@ -182,30 +177,16 @@ func toDatum(td *tinker.Datum, spec lossSpec, mc model.Config) (backend.Datum, e
 	return d, nil
 }
 
-// maxLogRatio is the engine's bound on logp − sampler logp before it is
-// exponentiated (engine/model), which the reported per-token loss
-// follows.
-const maxLogRatio = 20
-
-// elementwise is each position's loss, w times the loss function's term,
+// elementwise is each position's loss, as the engine's loss states it,
 // from the learner's logprobs.
 func (l *lossSpec) elementwise(d *backend.Datum, lps []float32) []float32 {
 	out := make([]float32, len(lps))
 	for j, lp := range lps {
-		w := float64(d.Weights[j])
-		var v float64
-		switch l.fn {
-		case tinker.CrossEntropy:
-			v = -float64(lp)
-		default:
-			adv := float64(d.Advantages[j])
-			ratio := math.Exp(math.Max(-maxLogRatio, math.Min(maxLogRatio, float64(lp)-float64(d.SamplerLogprobs[j]))))
-			v = -ratio * adv
-			if l.fn == tinker.PPO {
-				v = -math.Min(ratio*adv, math.Max(l.lo, math.Min(l.hi, ratio))*adv)
-			}
+		in := backend.TokenInputs{Weight: float64(d.Weights[j])}
+		if l.policy() {
+			in.Advantage, in.SamplerLogp = float64(d.Advantages[j]), float64(d.SamplerLogprobs[j])
 		}
-		out[j] = float32(w * v)
+		out[j] = float32(l.loss.LogpTerms(float64(lp), in).Loss)
 	}
 	return out
 }
