@@ -35,8 +35,6 @@ type Config struct {
 	// Heartbeat is the session heartbeat's period (0: 10 s; SkyRL marks
 	// a session stale after about 300 s without one).
 	Heartbeat time.Duration
-	// MaxConcurrentSamples bounds the asample calls in flight (0: 64).
-	MaxConcurrentSamples int
 }
 
 // Model is a model opened for training on a Tinker-compatible server: a

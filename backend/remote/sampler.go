@@ -4,7 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"rlvr/api/tinker"
 	"rlvr/backend"
@@ -31,13 +32,6 @@ func (s *Sampler) Sample(ctx context.Context, reqs []sample.Request) ([][]sample
 	if err != nil {
 		return nil, err
 	}
-	out := make([][]sample.Completion, len(reqs))
-	errs := make([]error, len(reqs))
-	limit := make(chan struct{}, max(s.Model.cfg.MaxConcurrentSamples, 1))
-	if s.Model.cfg.MaxConcurrentSamples == 0 {
-		limit = make(chan struct{}, 64)
-	}
-	var wg sync.WaitGroup
 	for i := range reqs {
 		if err := reqs[i].Params.Validate(); err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
@@ -45,24 +39,29 @@ func (s *Sampler) Sample(ctx context.Context, reqs []sample.Request) ([][]sample
 		if reqs[i].OnToken != nil {
 			return nil, fmt.Errorf("request %d: a remote sampler does not stream tokens", i)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			limit <- struct{}{}
-			defer func() { <-limit }()
-			out[i], errs[i] = s.one(ctx, path, &reqs[i])
-			if errs[i] != nil {
-				errs[i] = fmt.Errorf("request %d: %w", i, errs[i])
+	}
+	out := make([][]sample.Completion, len(reqs))
+	g, ctx := inFlight(ctx)
+	for i := range reqs {
+		g.Go(func() (err error) {
+			if out[i], err = s.one(ctx, path, &reqs[i]); err != nil {
+				return fmt.Errorf("request %d: %w", i, err)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return out, g.Wait()
+}
+
+// maxInFlight bounds the calls one Sample or Logprobs has in flight.
+const maxInFlight = 64
+
+// inFlight is a group of at most maxInFlight calls whose context ends at
+// the first failure, so the others stop polling.
+func inFlight(ctx context.Context) (*errgroup.Group, context.Context) {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxInFlight)
+	return g, ctx
 }
 
 // maxDefaultTokens is the local sampler's MaxTokens 0.
@@ -142,20 +141,11 @@ func (s *Sampler) one(ctx context.Context, path string, r *sample.Request) ([]sa
 type Reference struct {
 	Client    *Client
 	BaseModel string
-	// MaxConcurrent bounds the calls in flight (0: 64).
-	MaxConcurrent int
 }
 
 // Logprobs implements backend.Logprober. A datum's sequence is its tokens
 // and last target; its targets must be its tokens shifted by one.
 func (r *Reference) Logprobs(ctx context.Context, batch []backend.Datum) ([][]float32, error) {
-	out := make([][]float32, len(batch))
-	errs := make([]error, len(batch))
-	limit := make(chan struct{}, 64)
-	if r.MaxConcurrent > 0 {
-		limit = make(chan struct{}, r.MaxConcurrent)
-	}
-	var wg sync.WaitGroup
 	for i := range batch {
 		d := &batch[i]
 		if err := d.Validate(); err != nil {
@@ -166,21 +156,18 @@ func (r *Reference) Logprobs(ctx context.Context, batch []backend.Datum) ([][]fl
 				return nil, fmt.Errorf("remote: datum %d: target %d is not the next token, so the reference cannot score it as one sequence", i, j)
 			}
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			limit <- struct{}{}
-			defer func() { <-limit }()
-			out[i], errs[i] = r.one(ctx, d)
-		}()
 	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("remote: reference logprobs of datum %d: %w", i, err)
-		}
+	out := make([][]float32, len(batch))
+	g, ctx := inFlight(ctx)
+	for i := range batch {
+		g.Go(func() (err error) {
+			if out[i], err = r.one(ctx, &batch[i]); err != nil {
+				return fmt.Errorf("remote: reference logprobs of datum %d: %w", i, err)
+			}
+			return nil
+		})
 	}
-	return out, nil
+	return out, g.Wait()
 }
 
 func (r *Reference) one(ctx context.Context, d *backend.Datum) ([]float32, error) {
