@@ -161,6 +161,23 @@ func openPolicy(ctx context.Context, base, ckpt string, c *RLConfig) (*policy, e
 		maxLen: text.HFConfig.MaxPositionEmbeddings, close: m.Close}, nil
 }
 
+// openIntact proves the checkpoint in dir intact for a resume. On the
+// local engine that is opening its model, which it returns. A remote
+// checkpoint is intact when it names the server's saved state; it is
+// loaded once the newest intact checkpoint is known (nil policy), so a
+// server's passing failure never sends a resume to an older checkpoint
+// nor creates a model per checkpoint tried.
+func openIntact(ctx context.Context, base, dir string, c *RLConfig) (*policy, error) {
+	if !c.Backend.remote() {
+		return openPolicy(ctx, base, dir, c)
+	}
+	_, ok, err := remote.ReadState(dir)
+	if err == nil && !ok {
+		err = fmt.Errorf("no %s: not a checkpoint of a run on a Tinker backend", remote.StateFile)
+	}
+	return nil, err
+}
+
 // remoteConfig is the client's configuration of a tinker backend.
 func remoteConfig(b *BackendConfig, base string, c *RLConfig) remote.Config {
 	cl := remote.Client{BaseURL: b.URL, APIKey: os.Getenv(b.APIKeyEnv), Retries: b.Retries}

@@ -132,9 +132,8 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	var start runState
 	var pol *policy
 	if resume {
-		// Opening a checkpoint's model is what proves it intact.
 		dir, st, skipped, err := latestIntact(runDir, func(dir string) (err error) {
-			pol, err = openPolicy(ctx, base, dir, &cfg)
+			pol, err = openIntact(ctx, base, dir, &cfg)
 			return err
 		})
 		for _, s := range skipped {
@@ -146,6 +145,14 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 		if dir != "" {
 			start = st
 			logf("resume: from %s (step %d)", dir, st.Step)
+			if pol == nil {
+				// A remote checkpoint: its state is loaded once, and a
+				// failure to load it ends the run rather than falling
+				// back to an older one.
+				if pol, err = openPolicy(ctx, base, dir, &cfg); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	var err error
