@@ -453,7 +453,7 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 		n := float64(met.Tokens)
 		m.Set("clip_low_frac", float64(met.ClipLow)/n)
 		m.Set("clip_high_frac", float64(met.ClipHigh)/n)
-		if met.Entropy > 0 { // a remote learner does not know it
+		if !cfg.Backend.remote() { // a remote learner does not see the distributions
 			m.Set("entropy", met.Entropy/n)
 		}
 		if !cfg.KLInReward && cfg.KL != 0 {
