@@ -254,6 +254,24 @@ func (l *Loss) LogpTerms(logp float64, in TokenInputs) TokenTerms {
 	return t
 }
 
+// CheckDatum validates d and checks that it carries every per-token input
+// the loss reads, naming the one missing.
+func (l *Loss) CheckDatum(d *Datum) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	adv, q, ref := l.Needs()
+	for _, need := range []struct {
+		name string
+		ok   bool
+	}{{"advantages", !adv || d.Advantages != nil}, {"sampler logprobs", !q || d.SamplerLogprobs != nil}, {"reference logprobs", !ref || d.RefLogprobs != nil}} {
+		if !need.ok {
+			return fmt.Errorf("the loss needs %s", need.name)
+		}
+	}
+	return nil
+}
+
 // Needs reports which per-token inputs the loss reads.
 func (l *Loss) Needs() (advantages, samplerLogprobs, refLogprobs bool) {
 	ratio := l.PolicyGradient == ClippedPG || l.PolicyGradient == Importance

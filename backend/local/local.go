@@ -63,16 +63,8 @@ func pack(batch []backend.Datum, loss *backend.Loss) (model.Batch, model.Targets
 	}
 	for i := range batch {
 		d := &batch[i]
-		if err := d.Validate(); err != nil {
+		if err := loss.CheckDatum(d); err != nil {
 			return b, t, nil, fmt.Errorf("local: datum %d: %w", i, err)
-		}
-		for _, need := range []struct {
-			name string
-			ok   bool
-		}{{"advantages", !adv || d.Advantages != nil}, {"sampler logprobs", !q || d.SamplerLogprobs != nil}, {"reference logprobs", !ref || d.RefLogprobs != nil}} {
-			if !need.ok {
-				return b, t, nil, fmt.Errorf("local: datum %d: the loss needs %s", i, need.name)
-			}
 		}
 		start := len(b.Tokens)
 		b.Tokens = append(b.Tokens, d.Tokens...)

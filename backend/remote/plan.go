@@ -278,14 +278,9 @@ func checkBatch(batch []backend.Datum, loss *backend.Loss) error {
 	if len(batch) == 0 {
 		return fmt.Errorf("remote: empty batch")
 	}
-	adv, q, ref := loss.Needs()
 	for i := range batch {
-		d := &batch[i]
-		if err := d.Validate(); err != nil {
+		if err := loss.CheckDatum(&batch[i]); err != nil {
 			return fmt.Errorf("remote: datum %d: %w", i, err)
-		}
-		if adv && d.Advantages == nil || q && d.SamplerLogprobs == nil || ref && d.RefLogprobs == nil {
-			return fmt.Errorf("remote: datum %d lacks an input the loss needs (advantages %v, sampler logprobs %v, reference logprobs %v)", i, adv, q, ref)
 		}
 	}
 	return nil
