@@ -44,6 +44,8 @@ func TestServiceCalls(t *testing.T) {
 	expectDetail(t, status, b, http.StatusBadRequest, "lora_config.rank is 32", "rank 0")
 	status, b = h.do(http.MethodPost, tinker.PathCreateModel, tinker.CreateModelRequest{SessionID: sess, BaseModel: "Qwen/Qwen3-8B"})
 	expectDetail(t, status, b, http.StatusNotFound, `base_model "Qwen/Qwen3-8B" is not served here (served: tiny)`)
+	status, b = h.do(http.MethodPost, tinker.PathCreateModel, tinker.CreateModelRequest{SessionID: sess})
+	expectDetail(t, status, b, http.StatusBadRequest, "create_model: base_model is missing")
 
 	// A retried create_model finds its model; another model_seq_id makes
 	// another.

@@ -262,6 +262,9 @@ func (s *Server) createModel(w http.ResponseWriter, r *http.Request) {
 // newModel creates the model req asks for, or finds the one a retry of
 // the same request created.
 func (s *Server) newModel(req *tinker.CreateModelRequest) (*trainModel, error) {
+	if req.BaseModel == "" {
+		return nil, errorf(http.StatusBadRequest, "create_model: base_model is missing")
+	}
 	b := s.bases[req.BaseModel]
 	if b == nil {
 		return nil, errorf(http.StatusNotFound, "create_model: base_model %q is not served here (served: %s)", req.BaseModel, strings.Join(s.names, ", "))
