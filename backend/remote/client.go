@@ -6,9 +6,10 @@
 // how each rlvr loss term becomes a Tinker loss_fn.
 //
 // Every training or sampling call returns a future, resolved by
-// long-polling retrieve_future. Transport failures, 5xx and 429 answers
-// are retried with exponential backoff up to a bound; a 408 from
-// retrieve_future polls again. A submission carries the model's next
+// long-polling retrieve_future. Transport failures that may pass (a reset
+// or refused connection, a timeout), 5xx and 429 answers are retried with
+// jittered exponential backoff, or after the server's Retry-After, up to
+// a bound; a 408 from retrieve_future polls again. A submission carries the model's next
 // seq_id, so a server that records (model_id, seq_id), as SkyRL does,
 // never runs a retried call twice. Every error names the call.
 package remote
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"rlvr/api/tinker"
+	"rlvr/internal/httpretry"
 )
 
 // Client speaks the Tinker API to one server. Its zero values take the
@@ -42,8 +44,9 @@ type Client struct {
 	// Retries bounds the attempts after the first for one HTTP exchange
 	// that failed in transport or with 429 or 5xx (0: 5).
 	Retries int
-	// Backoff is the first retry's wait, doubled each time up to 30 s
-	// (0: 500 ms).
+	// Backoff caps the first retry's wait, doubled for each retry after
+	// up to 30 s, the wait drawn uniformly below the cap; a Retry-After
+	// from the server wins (0: 500 ms).
 	Backoff time.Duration
 	// Deadline bounds one call from submission to its result, polls
 	// included (0: 30 min; a long generation on a busy cluster is slow).
@@ -92,15 +95,15 @@ func (c *Client) retries() int {
 	return 5
 }
 
-func (c *Client) backoff(attempt int) time.Duration {
-	d := c.Backoff
-	if d <= 0 {
-		d = 500 * time.Millisecond
+// backoff is the sleep before retry n (1 for the first): full jitter
+// below Backoff doubled per retry, or the server's Retry-After, at most
+// 30 s.
+func (c *Client) backoff(n int, retryAfter time.Duration) time.Duration {
+	base := c.Backoff
+	if base <= 0 {
+		base = 500 * time.Millisecond
 	}
-	d <<= min(attempt, 16)
-	d = min(d, 30*time.Second)
-	// Jitter, so clients retrying together do not stampede.
-	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+	return httpretry.Backoff(n, base, 30*time.Second, retryAfter, rand.Float64())
 }
 
 func (c *Client) httpClient() *http.Client {
@@ -113,16 +116,18 @@ func (c *Client) httpClient() *http.Client {
 // exchange is one POST (or GET without a body) answered by any status:
 // what the caller decides on.
 type exchange struct {
-	status int
-	body   []byte
+	status     int
+	body       []byte
+	retryAfter time.Duration // the Retry-After header, if any
 }
 
 // maxResponse bounds a response body: a sample of many long sequences
 // with logprobs is large, but not larger.
 const maxResponse = 1 << 30
 
-// send makes one HTTP exchange, retrying transport failures, 429 and 5xx
-// with backoff. Any other status is returned to the caller.
+// send makes one HTTP exchange, retrying transport failures that may
+// pass, 429 and 5xx with backoff. Any other status is returned to the
+// caller.
 func (c *Client) send(ctx context.Context, call, method, path string, req any) (exchange, error) {
 	var body []byte
 	if req != nil {
@@ -131,30 +136,28 @@ func (c *Client) send(ctx context.Context, call, method, path string, req any) (
 			return exchange{}, &CallError{Call: call, Message: "encoding the request", Err: err}
 		}
 	}
-	var last *CallError
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				last.Err = errors.Join(last.Err, ctx.Err())
-				return exchange{}, last
-			case <-time.After(c.backoff(attempt - 1)):
-			}
-		}
+	for n := 1; ; n++ {
 		x, err := c.once(ctx, method, path, body)
+		var last *CallError
 		switch {
 		case err != nil:
-			last = &CallError{Call: call, Attempts: attempt + 1, Err: err}
-			if ctx.Err() != nil {
+			last = &CallError{Call: call, Attempts: n, Err: err}
+			if ctx.Err() != nil || !httpretry.Transient(err) {
 				return exchange{}, last
 			}
 		case x.status == http.StatusTooManyRequests || x.status >= 500:
-			last = &CallError{Call: call, Status: x.status, Attempts: attempt + 1, Message: detail(x.body)}
+			last = &CallError{Call: call, Status: x.status, Attempts: n, Message: detail(x.body)}
 		default:
 			return x, nil
 		}
-		if attempt >= c.retries() {
+		if n > c.retries() {
 			return exchange{}, last
+		}
+		select {
+		case <-ctx.Done():
+			last.Err = errors.Join(last.Err, ctx.Err())
+			return exchange{}, last
+		case <-time.After(c.backoff(n, x.retryAfter)):
 		}
 	}
 }
@@ -186,7 +189,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte) (ex
 	if len(b) > maxResponse {
 		return exchange{}, fmt.Errorf("response larger than %d bytes", maxResponse)
 	}
-	return exchange{status: resp.StatusCode, body: b}, nil
+	return exchange{status: resp.StatusCode, body: b, retryAfter: httpretry.RetryAfter(resp.Header.Get("Retry-After"))}, nil
 }
 
 // detail is an error body's message: FastAPI's {"detail": …}, or the body
@@ -202,11 +205,7 @@ func detail(body []byte) string {
 		}
 		return string(d.Detail)
 	}
-	s := strings.TrimSpace(string(body))
-	if len(s) > 300 {
-		s = s[:300] + "…"
-	}
-	return s
+	return httpretry.Excerpt(body)
 }
 
 // Post makes a call answered at once (create_session, create_model,

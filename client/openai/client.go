@@ -29,16 +29,14 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	neturl "net/url"
-	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	api "rlvr/api/openai"
+	"rlvr/internal/httpretry"
 )
 
 // Config configures a Client. Every field's zero value means what its
@@ -317,13 +315,13 @@ func (c *Client) call(ctx context.Context, method, path string, body, out any, o
 			return errorAttempt(resp, url, data)
 		}
 		if err := json.Unmarshal(data, out); err != nil {
-			return attempt{err: fmt.Errorf("%w from %s %s: %v; the body starts %q", ErrMalformedResponse, method, url, err, excerpt(data))}
+			return attempt{err: fmt.Errorf("%w from %s %s: %v; the body starts %q", ErrMalformedResponse, method, url, err, httpretry.Excerpt(data))}
 		}
 		if !ok() {
 			if e := parseError(resp.StatusCode, url, data); e.Type != "" {
 				return attempt{err: e} // an error envelope sent with a 2xx status
 			}
-			return attempt{err: fmt.Errorf("%w from %s %s: no choices or data; the body starts %q", ErrMalformedResponse, method, url, excerpt(data))}
+			return attempt{err: fmt.Errorf("%w from %s %s: no choices or data; the body starts %q", ErrMalformedResponse, method, url, httpretry.Excerpt(data))}
 		}
 		return attempt{}
 	})
@@ -393,14 +391,7 @@ func (c *Client) once(ctx context.Context, try func(ctx context.Context) attempt
 
 // backoff returns the sleep before retry n (1 for the first).
 func (c *Client) backoff(n int, retryAfter time.Duration) time.Duration {
-	if retryAfter > 0 {
-		return min(retryAfter, c.cfg.BackoffMax)
-	}
-	limit := c.cfg.BackoffMax
-	if n <= 30 {
-		limit = min(limit, c.cfg.BackoffBase<<(n-1))
-	}
-	return time.Duration(c.jitter() * float64(limit))
+	return httpretry.Backoff(n, c.cfg.BackoffBase, c.cfg.BackoffMax, retryAfter, c.jitter())
 }
 
 // send starts a request. It returns the response, or nil and the failed
@@ -438,32 +429,14 @@ func (c *Client) transportError(ctx context.Context, method, url string, err err
 	if context.Cause(ctx) == c.timeout {
 		return attempt{err: fmt.Errorf("openai: %s %s: %w", method, url, c.timeout), retryable: true}
 	}
-	return attempt{err: fmt.Errorf("openai: %s %s: %w", method, url, err), retryable: transient(err)}
+	return attempt{err: fmt.Errorf("openai: %s %s: %w", method, url, err), retryable: httpretry.Transient(err)}
 }
 
-// transient reports whether a transport error may pass: a timeout, a
-// refused, reset or aborted connection, or a connection closed early.
-// The caller's own cancellation is caught before this matters.
-func transient(err error) bool {
-	if de, ok := errors.AsType[*net.DNSError](err); ok {
-		return de.IsTimeout || de.IsTemporary
-	}
-	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-		return true
-	}
-	for _, e := range []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE, io.EOF, io.ErrUnexpectedEOF} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	oe, ok := errors.AsType[*net.OpError](err)
-	return ok && oe.Op == "dial"
-}
 
 // errorAttempt turns a non-2xx response into a failed attempt.
 func errorAttempt(resp *http.Response, url string, data []byte) attempt {
 	e := parseError(resp.StatusCode, url, data)
-	return attempt{err: e, retryable: e.Retryable(), retryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+	return attempt{err: e, retryable: e.Retryable(), retryAfter: httpretry.RetryAfter(resp.Header.Get("Retry-After"))}
 }
 
 // parseError reads an error envelope in the forms servers send:
@@ -482,7 +455,7 @@ func parseError(status int, url string, data []byte) *APIError {
 		fields
 	}
 	if json.Unmarshal(data, &env) != nil {
-		e.Message = excerpt(data)
+		e.Message = httpretry.Excerpt(data)
 		return e
 	}
 	f := env.fields
@@ -496,7 +469,7 @@ func parseError(status int, url string, data []byte) *APIError {
 	}
 	e.Message, e.Type, e.Param, e.Code = f.Message, f.Type, scalar(f.Param), scalar(f.Code)
 	if e.Message == "" && e.Type == "" {
-		e.Message = excerpt(data)
+		e.Message = httpretry.Excerpt(data)
 	}
 	if e.Type == "" && (e.Code != "" || e.Message != "") && len(env.Error) > 0 {
 		e.Type = "error"
@@ -516,29 +489,4 @@ func scalar(raw json.RawMessage) string {
 	return ""
 }
 
-// retryAfter reads a Retry-After header: seconds or an HTTP date.
-func retryAfter(h string) time.Duration {
-	if h == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(h, 64); err == nil {
-		if s > 0 {
-			return time.Duration(s * float64(time.Second))
-		}
-		return 0
-	}
-	if t, err := http.ParseTime(h); err == nil {
-		return max(time.Until(t), 0)
-	}
-	return 0
-}
 
-// excerpt returns the start of a body, for error messages.
-func excerpt(data []byte) string {
-	const n = 200
-	s := strings.TrimSpace(string(data))
-	if len(s) > n {
-		s = s[:n] + "…"
-	}
-	return s
-}

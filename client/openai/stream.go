@@ -11,6 +11,7 @@ import (
 	"net/http"
 
 	api "rlvr/api/openai"
+	"rlvr/internal/httpretry"
 )
 
 // maxChoices bounds the choice indices a stream may use, against garbage.
@@ -131,7 +132,7 @@ func (a *accumulator) add(event []byte, status int, url string, onDelta func(int
 	}
 	var chunk api.ChatCompletionChunk
 	if err := json.Unmarshal(event, &chunk); err != nil {
-		return attempt{err: fmt.Errorf("%w from POST %s: a stream event: %v; it starts %q", ErrMalformedResponse, url, err, excerpt(event))}
+		return attempt{err: fmt.Errorf("%w from POST %s: a stream event: %v; it starts %q", ErrMalformedResponse, url, err, httpretry.Excerpt(event))}
 	}
 	if a.resp.ID == "" {
 		a.resp.ID, a.resp.Created, a.resp.Model = chunk.ID, chunk.Created, chunk.Model
