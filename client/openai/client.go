@@ -432,7 +432,6 @@ func (c *Client) transportError(ctx context.Context, method, url string, err err
 	return attempt{err: fmt.Errorf("openai: %s %s: %w", method, url, err), retryable: httpretry.Transient(err)}
 }
 
-
 // errorAttempt turns a non-2xx response into a failed attempt.
 func errorAttempt(resp *http.Response, url string, data []byte) attempt {
 	e := parseError(resp.StatusCode, url, data)
@@ -488,5 +487,3 @@ func scalar(raw json.RawMessage) string {
 	}
 	return ""
 }
-
-
