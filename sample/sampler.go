@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"rlvr/engine/model"
 	"rlvr/engine/parallel"
@@ -356,6 +357,18 @@ func (c *Completion) push(p *Params, dec Decoder, tok int32, lp float32, full bo
 	return true, done
 }
 
+// anyStopIn reports whether text holds one of the stop strings, or
+// whether one holds U+FFFD, which a prefix's cut character decodes to
+// and the whole text may not hold.
+func anyStopIn(text string, stop []string) bool {
+	for _, s := range stop {
+		if strings.Contains(text, s) || strings.ContainsRune(s, utf8.RuneError) {
+			return true
+		}
+	}
+	return false
+}
+
 // Replay passes tokens sampled elsewhere through p's stop rules and
 // returns the completion a sampler honouring them returns: the same
 // tokens, cut where a stop token, stop string or MaxTokens ends them.
@@ -370,6 +383,14 @@ func Replay(p *Params, dec Decoder, toks []int32, lps []float32, finish Finish) 
 	}
 	if len(p.Stop) > 0 && dec == nil {
 		return c, fmt.Errorf("sample: stop strings need a decoder")
+	}
+	if len(p.Stop) > 0 && !anyStopIn(dec.Decode(tokens.Ints(toks)), p.Stop) {
+		// No stop string anywhere in the whole text, so none in a prefix
+		// of it: the per-token search, a decode per token, can be
+		// skipped.
+		q := *p
+		q.Stop = nil
+		p = &q
 	}
 	for i, t := range toks {
 		if _, done := c.push(p, dec, t, lps[i], false); done {
