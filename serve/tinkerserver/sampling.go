@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"rlvr/api/tinker"
 	"rlvr/engine/model"
@@ -270,9 +271,14 @@ func parseStop(raw json.RawMessage) ([]int32, []string, error) {
 	return nil, nil, fmt.Errorf("sampling_params.stop must be a list of token ids or a list of strings, not mixed, got %s", shorten(string(raw), 80))
 }
 
+// shorten cuts s to at most n bytes, at a character's start, and marks
+// the cut with an ellipsis.
 func shorten(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

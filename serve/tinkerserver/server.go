@@ -540,6 +540,11 @@ func (s *Server) clientConfig(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]bool{"pjwt_auth_enabled": false})
 }
 
+// maxMessageBytes bounds a failed call's message: many name what the
+// request held, and a failure is kept for Config.ResultTTL, even one that
+// never ran and so never counted against Config.MaxQueue.
+const maxMessageBytes = 1024
+
 // callErr is why a call failed: its category ("user" or "server") and
 // message, as retrieve_future reports it.
 type callErr struct {

@@ -72,7 +72,7 @@ func (s *Server) fail(f *future, err error) {
 	if !errors.As(err, &ce) {
 		ce = &callErr{"server", err.Error()}
 	}
-	b, _ := json.Marshal(tinker.RequestFailed{Message: ce.msg, Category: ce.category})
+	b, _ := json.Marshal(tinker.RequestFailed{Message: shorten(ce.msg, maxMessageBytes), Category: ce.category})
 	s.settle(f, b)
 }
 

@@ -171,7 +171,7 @@ func failureBody(kind string, err error) []byte {
 	if !errors.As(err, &ce) {
 		ce = &callErr{"server", err.Error()}
 	}
-	b, _ := json.Marshal(tinker.RequestFailed{Message: kind + ": " + ce.msg, Category: ce.category})
+	b, _ := json.Marshal(tinker.RequestFailed{Message: shorten(kind+": "+ce.msg, maxMessageBytes), Category: ce.category})
 	return b
 }
 

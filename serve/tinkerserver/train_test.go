@@ -421,3 +421,18 @@ func TestSaveLoad(t *testing.T) {
 		t.Error("a save escaped the state directory")
 	}
 }
+
+// TestFailureBounded checks a failed call's message stays short however
+// much of the request it names: failures are kept for Config.ResultTTL.
+func TestFailureBounded(t *testing.T) {
+	h := newHarness(t, Config{})
+	_, id := h.newModel()
+	name := strings.Repeat("é", 1<<20)
+	f := h.failure(tinker.PathSaveWeights, tinker.SaveWeightsRequest{ModelID: id, Path: name})
+	if f.Category != "user" || !strings.HasPrefix(f.Message, `save_weights: path "éé`) || !strings.HasSuffix(f.Message, "é…") {
+		t.Errorf("failure %.200q (category %s), want a user failure naming the path, cut short", f.Message, f.Category)
+	}
+	if n := len(f.Message); n > maxMessageBytes+len("…") {
+		t.Errorf("the message is %d bytes, more than %d", n, maxMessageBytes+len("…"))
+	}
+}
