@@ -84,8 +84,7 @@ func (s *Server) asample(w http.ResponseWriter, r *http.Request) {
 	}
 	f := s.newFutureLocked()
 	if invalid != nil {
-		f.body, f.finished = failureBody("asample", invalid), time.Now()
-		close(f.done)
+		s.settleLocked(f, failureBody(withKind("asample", invalid)))
 	} else {
 		job.fut, job.w = f, src
 		s.sampling.jobs = append(s.sampling.jobs, job)

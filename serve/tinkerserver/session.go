@@ -59,31 +59,55 @@ func (s *Server) newFutureLocked() *future {
 func (s *Server) finish(f *future, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		s.fail(f, serverErr("encoding the result: %v", err))
-		return
+		b = failureBody(serverErr("encoding the result: %v", err))
 	}
-	s.settle(f, b)
-}
-
-// fail records a call's failure; an error that is not a *callErr is the
-// server's.
-func (s *Server) fail(f *future, err error) {
-	var ce *callErr
-	if !errors.As(err, &ce) {
-		ce = &callErr{"server", err.Error()}
-	}
-	b, _ := json.Marshal(tinker.RequestFailed{Message: shorten(ce.msg, maxMessageBytes), Category: ce.category})
-	s.settle(f, b)
-}
-
-func (s *Server) settle(f *future, body []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.settleLocked(f, b)
+}
+
+// fail records a call's failure.
+func (s *Server) fail(f *future, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settleLocked(f, failureBody(err))
+}
+
+// settleLocked records a future's result body, a call's outcome or its
+// failure, and wakes its waiters; a future keeps the first body recorded.
+// s.mu is held.
+func (s *Server) settleLocked(f *future, body []byte) {
 	if f.body != nil {
 		return
 	}
 	f.body, f.finished = body, time.Now()
 	close(f.done)
+}
+
+// failureBody is the RequestFailed body of a call's failure, its message
+// cut to maxMessageBytes; an error that is not a *callErr is the
+// server's.
+func failureBody(err error) []byte {
+	ce := asCallErr(err)
+	b, _ := json.Marshal(tinker.RequestFailed{Message: shorten(ce.msg, maxMessageBytes), Category: ce.category})
+	return b
+}
+
+// asCallErr is err as a *callErr: an error that is not one is the
+// server's.
+func asCallErr(err error) *callErr {
+	var ce *callErr
+	if !errors.As(err, &ce) {
+		ce = &callErr{"server", err.Error()}
+	}
+	return ce
+}
+
+// withKind is err as the failure of a call of kind: its message begins
+// with the kind.
+func withKind(kind string, err error) *callErr {
+	ce := asCallErr(err)
+	return &callErr{ce.category, kind + ": " + ce.msg}
 }
 
 // runCall runs one call on a worker and records its outcome; a panic is

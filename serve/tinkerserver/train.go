@@ -52,7 +52,7 @@ type seqRecord struct {
 type modelCall struct {
 	kind string
 	fut  *future
-	run  func(ctx context.Context, m *trainModel) (any, error)
+	run  func() (any, error)
 }
 
 // stop ends the model's worker once the call it runs, if any, is done:
@@ -69,7 +69,8 @@ func (m *trainModel) stop(err *callErr) {
 }
 
 // runModel is a model's worker: it runs the model's calls one at a time
-// in arrival order, since a learner is not safe for concurrent use.
+// in arrival order, since a learner is not safe for concurrent use. A call
+// runs to its end, never cancelled: it is bounded by the server's limits.
 func (s *Server) runModel(m *trainModel) {
 	for {
 		s.mu.Lock()
@@ -80,7 +81,7 @@ func (s *Server) runModel(m *trainModel) {
 			s.mu.Unlock()
 			m.learner = nil // the weights go with the model
 			for _, c := range queued {
-				s.fail(c.fut, &callErr{err.category, c.kind + ": " + err.msg})
+				s.fail(c.fut, withKind(c.kind, err))
 			}
 			return
 		}
@@ -93,18 +94,18 @@ func (s *Server) runModel(m *trainModel) {
 		m.queue[0] = nil
 		m.queue = m.queue[1:]
 		s.mu.Unlock()
-		// A call runs to its end: it is bounded by the server's limits.
-		s.runCall(c.kind, c.fut, func() (any, error) { return c.run(context.Background(), m) })
+		s.runCall(c.kind, c.fut, c.run)
 	}
 }
 
 // submit queues a call on a model after checking what the handler could
 // not: the model is there and live, its seq_id is new (or repeats the
 // same request, whose request_id is answered), and its queue has room.
-// prepare checks the call's content against the model; its error fails
-// the call at once. req is what identifies a retry.
+// prepare checks the call's content against the model and returns what
+// the model's worker runs; its error fails the call at once. req is what
+// identifies a retry.
 func (s *Server) submit(w http.ResponseWriter, kind, modelID string, seqID *int64, req any,
-	prepare func(m *trainModel) (func(ctx context.Context, m *trainModel) (any, error), error)) {
+	prepare func(m *trainModel) (func() (any, error), error)) {
 	s.mu.Lock()
 	m, err := s.modelLocked(modelID, time.Now())
 	s.mu.Unlock()
@@ -153,8 +154,7 @@ func (s *Server) submit(w http.ResponseWriter, kind, modelID string, seqID *int6
 	}
 	if invalid != nil {
 		// The call fails without running; it still holds its seq_id.
-		f.body, f.finished = failureBody(kind, invalid), time.Now()
-		close(f.done)
+		s.settleLocked(f, failureBody(withKind(kind, invalid)))
 	} else {
 		m.queue = append(m.queue, &modelCall{kind: kind, fut: f, run: run})
 		select {
@@ -165,16 +165,6 @@ func (s *Server) submit(w http.ResponseWriter, kind, modelID string, seqID *int6
 	writeJSON(w, http.StatusOK, tinker.Future{RequestID: f.id, ModelID: modelID})
 }
 
-// failureBody is the RequestFailed of a call that failed before running.
-func failureBody(kind string, err error) []byte {
-	var ce *callErr
-	if !errors.As(err, &ce) {
-		ce = &callErr{"server", err.Error()}
-	}
-	b, _ := json.Marshal(tinker.RequestFailed{Message: shorten(kind+": "+ce.msg, maxMessageBytes), Category: ce.category})
-	return b
-}
-
 // forwardCall is the part of forward and forward_backward that is the
 // same.
 func (s *Server) forwardCall(w http.ResponseWriter, kind, modelID string, seqID *int64, req any, in *tinker.ForwardBackwardInput, grad bool) {
@@ -182,7 +172,7 @@ func (s *Server) forwardCall(w http.ResponseWriter, kind, modelID string, seqID 
 		writeError(w, err)
 		return
 	}
-	s.submit(w, kind, modelID, seqID, req, func(m *trainModel) (func(context.Context, *trainModel) (any, error), error) {
+	s.submit(w, kind, modelID, seqID, req, func(m *trainModel) (func() (any, error), error) {
 		spec, err := parseLoss(in.LossFn, in.LossFnConfig)
 		if err != nil {
 			return nil, err
@@ -191,11 +181,11 @@ func (s *Server) forwardCall(w http.ResponseWriter, kind, modelID string, seqID 
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, m *trainModel) (any, error) {
+		return func() (any, error) {
 			if grad {
-				return m.forwardBackward(ctx, batch, spec)
+				return m.forwardBackward(batch, spec)
 			}
-			return m.forward(ctx, batch, spec)
+			return m.forward(batch, spec)
 		}, nil
 	})
 }
@@ -237,8 +227,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 
 // forwardBackward accumulates the loss's gradients and returns the
 // learner's logprobs, the per-token losses and the summed loss.
-func (m *trainModel) forwardBackward(ctx context.Context, batch []backend.Datum, spec lossSpec) (any, error) {
-	res, err := m.learner.ForwardBackward(ctx, batch, spec.loss)
+func (m *trainModel) forwardBackward(batch []backend.Datum, spec lossSpec) (any, error) {
+	res, err := m.learner.ForwardBackward(context.Background(), batch, spec.loss)
 	if err != nil {
 		// A failed pass may have left part of its gradient in the output
 		// head's: the accumulated gradients are not what was asked for.
@@ -256,8 +246,8 @@ func (m *trainModel) forwardBackward(ctx context.Context, batch []backend.Datum,
 }
 
 // forward computes the logprobs and losses with no gradient.
-func (m *trainModel) forward(ctx context.Context, batch []backend.Datum, spec lossSpec) (any, error) {
-	lps, err := local.Logprobs(ctx, m.learner.Model, batch)
+func (m *trainModel) forward(batch []backend.Datum, spec lossSpec) (any, error) {
+	lps, err := local.Logprobs(context.Background(), m.learner.Model, batch)
 	if err != nil {
 		return nil, serverErr("%v", err)
 	}
@@ -356,16 +346,16 @@ func (s *Server) optimStep(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusBadRequest, "optim_step: adam_params is missing"))
 		return
 	}
-	s.submit(w, "optim_step", req.ModelID, req.SeqID, &req, func(*trainModel) (func(context.Context, *trainModel) (any, error), error) {
+	s.submit(w, "optim_step", req.ModelID, req.SeqID, &req, func(m *trainModel) (func() (any, error), error) {
 		cfg, p, err := req.AdamParams.settings()
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, m *trainModel) (any, error) {
+		return func() (any, error) {
 			if err := m.learner.Opt.SetConfig(cfg); err != nil {
 				return nil, userErr("%v", err)
 			}
-			res, err := m.learner.OptimStep(ctx, p)
+			res, err := m.learner.OptimStep(context.Background(), p)
 			if err != nil {
 				// A non-finite gradient would refuse every later step too.
 				m.learner.Model.ZeroGrad()
@@ -423,20 +413,18 @@ func (s *Server) saveWeights(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.submit(w, "save_weights", req.ModelID, req.SeqID, &req, func(*trainModel) (func(context.Context, *trainModel) (any, error), error) {
+	s.submit(w, "save_weights", req.ModelID, req.SeqID, &req, func(m *trainModel) (func() (any, error), error) {
 		if err := checkName("path", req.Path); err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, m *trainModel) (any, error) {
-			return s.save(ctx, m, req.Path)
-		}, nil
+		return func() (any, error) { return s.save(m, req.Path) }, nil
 	})
 }
 
 // save writes the model's training state under name: into a hidden
 // directory first, renamed into place when complete, so that a path
 // handed out always holds a whole state.
-func (s *Server) save(ctx context.Context, m *trainModel, name string) (any, error) {
+func (s *Server) save(m *trainModel, name string) (any, error) {
 	dir := s.stateDir(m.id, name)
 	path := weightsPath(m.id, "weights", name)
 	if _, err := os.Stat(dir); err == nil {
@@ -446,7 +434,7 @@ func (s *Server) save(ctx context.Context, m *trainModel, name string) (any, err
 	if err := os.RemoveAll(tmp); err != nil {
 		return nil, serverErr("%v", err)
 	}
-	if err := m.learner.Save(ctx, tmp); err != nil {
+	if err := m.learner.Save(context.Background(), tmp); err != nil {
 		os.RemoveAll(tmp)
 		return nil, serverErr("saving %s: %v", path, err)
 	}
@@ -463,13 +451,13 @@ func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.submit(w, "save_weights_for_sampler", req.ModelID, req.SeqID, &req, func(*trainModel) (func(context.Context, *trainModel) (any, error), error) {
+	s.submit(w, "save_weights_for_sampler", req.ModelID, req.SeqID, &req, func(m *trainModel) (func() (any, error), error) {
 		if req.Path != "" {
 			if err := checkName("path", req.Path); err != nil {
 				return nil, err
 			}
 		}
-		return func(ctx context.Context, m *trainModel) (any, error) {
+		return func() (any, error) {
 			// The copy is taken here, in the model's call order, so it
 			// holds exactly the weights of the calls before it.
 			params := append([]float32(nil), m.learner.Model.Params...)
@@ -511,12 +499,12 @@ func (s *Server) loadWeights(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.submit(w, "load_weights", req.ModelID, req.SeqID, &req, func(*trainModel) (func(context.Context, *trainModel) (any, error), error) {
+	s.submit(w, "load_weights", req.ModelID, req.SeqID, &req, func(m *trainModel) (func() (any, error), error) {
 		src, name, ok := parsePath(req.Path, "weights", false)
 		if !ok {
 			return nil, userErr("path %q is not a saved state's path, tinker://<model_id>/weights/<name>", req.Path)
 		}
-		return func(ctx context.Context, m *trainModel) (any, error) {
+		return func() (any, error) {
 			if err := s.load(m, s.stateDir(src, name), req.Path, req.Optimizer); err != nil {
 				return nil, err
 			}
