@@ -80,8 +80,8 @@ func (c *RLConfig) resolveBackend(add func(format string, args ...any)) {
 	if b.Reduction == "" {
 		b.Reduction = string(remote.Sum)
 	}
-	if b.Reduction != string(remote.Sum) && b.Reduction != string(remote.DatumMean) {
-		add("backend.reduction %q is not %s or %s", b.Reduction, remote.Sum, remote.DatumMean)
+	if err := remote.Reduction(b.Reduction).Validate(); err != nil {
+		add("backend.reduction %q: %v", b.Reduction, err)
 	}
 	if b.APIKeyEnv == "" {
 		b.APIKeyEnv = "TINKER_API_KEY"

@@ -113,8 +113,8 @@ func (c *Client) httpClient() *http.Client {
 	return http.DefaultClient
 }
 
-// exchange is one POST (or GET without a body) answered by any status:
-// what the caller decides on.
+// exchange is one POST answered by any status: what the caller decides
+// on.
 type exchange struct {
 	status     int
 	body       []byte
@@ -125,19 +125,12 @@ type exchange struct {
 // with logprobs is large, but not larger.
 const maxResponse = 1 << 30
 
-// send makes one HTTP exchange, retrying transport failures that may
+// send POSTs body to path, retrying transport failures that may
 // pass, 429 and 5xx with backoff. Any other status is returned to the
 // caller.
-func (c *Client) send(ctx context.Context, call, method, path string, req any) (exchange, error) {
-	var body []byte
-	if req != nil {
-		var err error
-		if body, err = json.Marshal(req); err != nil {
-			return exchange{}, &CallError{Call: call, Message: "encoding the request", Err: err}
-		}
-	}
+func (c *Client) send(ctx context.Context, call, path string, body []byte) (exchange, error) {
 	for n := 1; ; n++ {
-		x, err := c.once(ctx, method, path, body)
+		x, err := c.once(ctx, path, body)
 		var last *CallError
 		switch {
 		case err != nil:
@@ -162,18 +155,12 @@ func (c *Client) send(ctx context.Context, call, method, path string, req any) (
 	}
 }
 
-func (c *Client) once(ctx context.Context, method, path string, body []byte) (exchange, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	r, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, rd)
+func (c *Client) once(ctx context.Context, path string, body []byte) (exchange, error) {
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.BaseURL, "/")+path, bytes.NewReader(body))
 	if err != nil {
 		return exchange{}, err
 	}
-	if body != nil {
-		r.Header.Set("Content-Type", "application/json")
-	}
+	r.Header.Set("Content-Type", "application/json")
 	if c.APIKey != "" {
 		r.Header.Set(tinker.HeaderAPIKey, c.APIKey)
 	}
@@ -208,26 +195,31 @@ func detail(body []byte) string {
 	return httpretry.Excerpt(body)
 }
 
+// encode is a request's JSON body.
+func encode(call string, req any) ([]byte, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, &CallError{Call: call, Message: "encoding the request", Err: err}
+	}
+	return b, nil
+}
+
 // Post makes a call answered at once (create_session, create_model,
 // session_heartbeat) and decodes its 200 answer into out.
 func (c *Client) Post(ctx context.Context, call, path string, req, out any) error {
-	x, err := c.send(ctx, call, http.MethodPost, path, req)
+	body, err := encode(call, req)
 	if err != nil {
 		return err
 	}
-	return decodeAnswer(call, x, out)
+	return c.post(ctx, call, path, body, out)
 }
 
-// Get makes a GET call (healthz, get_server_capabilities).
-func (c *Client) Get(ctx context.Context, call, path string, out any) error {
-	x, err := c.send(ctx, call, http.MethodGet, path, nil)
+// post is Post of an encoded body.
+func (c *Client) post(ctx context.Context, call, path string, body []byte, out any) error {
+	x, err := c.send(ctx, call, path, body)
 	if err != nil {
 		return err
 	}
-	return decodeAnswer(call, x, out)
-}
-
-func decodeAnswer(call string, x exchange, out any) error {
 	if x.status != http.StatusOK {
 		return &CallError{Call: call, Status: x.status, Message: detail(x.body)}
 	}
@@ -251,9 +243,13 @@ func (c *Client) Call(ctx context.Context, call, path string, req, out any) erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
+	body, err := encode(call, req)
+	if err != nil {
+		return err
+	}
 	for resubmit := 0; ; resubmit++ {
 		var f tinker.Future
-		if err := c.Post(ctx, call, path, req, &f); err != nil {
+		if err := c.post(ctx, call, path, body, &f); err != nil {
 			return err
 		}
 		if f.RequestID == "" {
@@ -271,11 +267,15 @@ func (c *Client) Call(ctx context.Context, call, path string, req, out any) erro
 // wait polls retrieve_future until the result, a failure, or the
 // deadline.
 func (c *Client) wait(ctx context.Context, call, id string, out any) error {
+	poll, err := encode(call, tinker.RetrieveFutureRequest{RequestID: id})
+	if err != nil {
+		return err
+	}
 	for polls := 0; ; polls++ {
 		if err := ctx.Err(); err != nil {
 			return &CallError{Call: call, Message: fmt.Sprintf("future %s unresolved after %d polls", id, polls), Err: err}
 		}
-		x, err := c.send(ctx, call, http.MethodPost, tinker.PathRetrieveFuture, tinker.RetrieveFutureRequest{RequestID: id})
+		x, err := c.send(ctx, call, tinker.PathRetrieveFuture, poll)
 		if err != nil {
 			return err
 		}

@@ -41,9 +41,10 @@ type Config struct {
 // session with its heartbeat, the model's id, and the weights published
 // for sampling. It implements backend.Learner; Sampler samples from it.
 // Its learner methods are not safe for concurrent use, as no learner's
-// are.
+// are; nor is sampling while one of them is under way, since publishing
+// the weights takes the model's next seq_id too and a server may run a
+// model's calls in seq_id order.
 type Model struct {
-	client  *Client
 	cfg     Config
 	session string
 	id      string
@@ -74,15 +75,15 @@ func Open(ctx context.Context, cfg Config) (*Model, error) {
 	if cfg.LoraRank < 0 {
 		return nil, fmt.Errorf("remote: LoRA rank %d is negative", cfg.LoraRank)
 	}
-	if err := cfg.Reduction.validate(); err != nil {
+	if err := cfg.Reduction.Validate(); err != nil {
 		return nil, err
 	}
 	if err := cfg.Adam.Validate(); err != nil {
 		return nil, fmt.Errorf("remote: %w", err)
 	}
-	m := &Model{client: &cfg.Client, cfg: cfg}
+	m := &Model{cfg: cfg}
 	var s tinker.CreateSessionResponse
-	if err := m.client.Post(ctx, "create_session", tinker.PathCreateSession, tinker.CreateSessionRequest{Tags: []string{"rlvr"}, SDKVersion: "rlvr", Type: "create_session"}, &s); err != nil {
+	if err := m.cfg.Client.Post(ctx, "create_session", tinker.PathCreateSession, tinker.CreateSessionRequest{Tags: []string{"rlvr"}, SDKVersion: "rlvr", Type: "create_session"}, &s); err != nil {
 		return nil, err
 	}
 	if s.SessionID == "" {
@@ -94,7 +95,7 @@ func Open(ctx context.Context, cfg Config) (*Model, error) {
 	m.session = s.SessionID
 	var cm tinker.CreateModelResponse
 	req := tinker.CreateModelRequest{SessionID: m.session, ModelSeqID: 0, BaseModel: cfg.BaseModel, LoraConfig: tinker.LoraConfig{Rank: cfg.LoraRank}, Type: "create_model"}
-	if err := m.client.Post(ctx, "create_model", tinker.PathCreateModel, req, &cm); err != nil {
+	if err := m.cfg.Client.Post(ctx, "create_model", tinker.PathCreateModel, req, &cm); err != nil {
 		return nil, err
 	}
 	if cm.ModelID == "" {
@@ -125,8 +126,11 @@ func (m *Model) startHeartbeat() {
 				return
 			case <-t.C:
 			}
-			err := m.client.Post(ctx, "session_heartbeat", tinker.PathHeartbeat, tinker.HeartbeatRequest{SessionID: m.session, Type: "session_heartbeat"}, nil)
-			if err != nil && ctx.Err() == nil {
+			err := m.cfg.Client.Post(ctx, "session_heartbeat", tinker.PathHeartbeat, tinker.HeartbeatRequest{SessionID: m.session, Type: "session_heartbeat"}, nil)
+			switch {
+			case err == nil:
+				m.heartbeatErr.Store(nil)
+			case ctx.Err() == nil:
 				m.heartbeatErr.Store(&err)
 			}
 		}
@@ -146,7 +150,7 @@ func (m *Model) Close() error {
 // call submits a call on the model with its next seq_id.
 func (m *Model) call(ctx context.Context, name, path string, req func(seq *int64) any, out any) error {
 	seq := m.seq.Add(1)
-	err := m.client.Call(ctx, name, path, req(&seq), out)
+	err := m.cfg.Client.Call(ctx, name, path, req(&seq), out)
 	if err != nil {
 		if hb := m.heartbeatErr.Load(); hb != nil {
 			err = fmt.Errorf("%w (the session's heartbeat failed too: %v)", err, *hb)

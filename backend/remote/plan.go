@@ -54,7 +54,8 @@ const (
 	DatumMean Reduction = "datum-mean"
 )
 
-func (r Reduction) validate() error {
+// Validate reports a reduction that is neither.
+func (r Reduction) Validate() error {
 	switch r {
 	case Sum, DatumMean:
 		return nil

@@ -101,7 +101,7 @@ func (s *Sampler) one(ctx context.Context, path string, r *sample.Request) ([]sa
 		req.BaseModel = s.Model.cfg.BaseModel
 	}
 	var res tinker.SampleResponse
-	if err := s.Model.client.Call(ctx, "asample", tinker.PathSample, req, &res); err != nil {
+	if err := s.Model.cfg.Client.Call(ctx, "asample", tinker.PathSample, req, &res); err != nil {
 		return nil, err
 	}
 	if len(res.Sequences) != n {
@@ -129,7 +129,7 @@ func (s *Sampler) one(ctx context.Context, path string, r *sample.Request) ([]sa
 			lps[j] = float32(v)
 		}
 		if cs[k], err = sample.Replay(p, s.Decoder, q.Tokens, lps, finish); err != nil {
-			return nil, &CallError{Call: "asample", Err: err}
+			return nil, fmt.Errorf("remote: sequence %d: %w", k, err)
 		}
 	}
 	return cs, nil
