@@ -97,6 +97,7 @@
 package tinkerserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -467,7 +468,7 @@ func writeRaw(w http.ResponseWriter, status int, b []byte) {
 }
 
 // decode reads a request body as JSON into v, with the size limit.
-func (s *Server) decode(r *http.Request, call string, v any) error {
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, call string, v any) error {
 	// The SDK's protobuf bodies are refused by name; any other type is
 	// read as JSON, as curl's default form type carries JSON too.
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -475,8 +476,7 @@ func (s *Server) decode(r *http.Request, call string, v any) error {
 			return errorf(http.StatusUnsupportedMediaType, "%s: the body is %s; this server reads JSON only", call, mt)
 		}
 	}
-	body := http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes)
-	b, err := io.ReadAll(body)
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
@@ -489,10 +489,10 @@ func (s *Server) decode(r *http.Request, call string, v any) error {
 
 // decodeJSON decodes one JSON value into v, naming what is wrong.
 func decodeJSON(b []byte, call string, v any) error {
-	if len(strings.TrimSpace(string(b))) == 0 {
+	if len(bytes.TrimSpace(b)) == 0 {
 		return errorf(http.StatusBadRequest, "%s: the body is empty; want a JSON object", call)
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	err := dec.Decode(v)
 	if err == nil {
 		if _, extra := dec.Token(); extra != io.EOF {
@@ -536,7 +536,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) clientConfig(w http.ResponseWriter, r *http.Request) {
 	// The SDK's handshake; the body, if any, is not read.
-	io.Copy(io.Discard, http.MaxBytesReader(nil, r.Body, s.cfg.MaxBodyBytes))
+	io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	writeJSON(w, http.StatusOK, map[string]bool{"pjwt_auth_enabled": false})
 }
 

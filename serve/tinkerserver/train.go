@@ -209,7 +209,7 @@ func (s *Server) checkDataLimits(kind string, in *tinker.ForwardBackwardInput) e
 
 func (s *Server) forwardBackward(w http.ResponseWriter, r *http.Request) {
 	var req tinker.ForwardBackwardRequest
-	if err := s.decode(r, "forward_backward", &req); err != nil {
+	if err := s.decode(w, r, "forward_backward", &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -218,7 +218,7 @@ func (s *Server) forwardBackward(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 	var req tinker.ForwardRequest
-	if err := s.decode(r, "forward", &req); err != nil {
+	if err := s.decode(w, r, "forward", &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -338,7 +338,7 @@ func (a *adamParams) settings() (optim.AdamWConfig, backend.OptimParams, error) 
 
 func (s *Server) optimStep(w http.ResponseWriter, r *http.Request) {
 	var req optimStepRequest
-	if err := s.decode(r, "optim_step", &req); err != nil {
+	if err := s.decode(w, r, "optim_step", &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -409,7 +409,7 @@ func parsePath(path, kind string, kindOptional bool) (modelID, name string, ok b
 
 func (s *Server) saveWeights(w http.ResponseWriter, r *http.Request) {
 	var req tinker.SaveWeightsRequest
-	if err := s.decode(r, "save_weights", &req); err != nil {
+	if err := s.decode(w, r, "save_weights", &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -447,7 +447,7 @@ func (s *Server) save(m *trainModel, name string) (any, error) {
 
 func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
 	var req tinker.SaveWeightsForSamplerRequest
-	if err := s.decode(r, "save_weights_for_sampler", &req); err != nil {
+	if err := s.decode(w, r, "save_weights_for_sampler", &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -495,7 +495,7 @@ func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) loadWeights(w http.ResponseWriter, r *http.Request) {
 	var req tinker.LoadWeightsRequest
-	if err := s.decode(r, "load_weights", &req); err != nil {
+	if err := s.decode(w, r, "load_weights", &req); err != nil {
 		writeError(w, err)
 		return
 	}
