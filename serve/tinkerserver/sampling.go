@@ -57,7 +57,7 @@ type samplingParams struct {
 
 func (s *Server) asample(w http.ResponseWriter, r *http.Request) {
 	var req sampleRequest
-	if err := s.decode(w, r, "asample", &req); err != nil {
+	if _, err := s.decode(w, r, "asample", &req); err != nil {
 		writeError(w, err)
 		return
 	}

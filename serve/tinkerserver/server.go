@@ -467,24 +467,25 @@ func writeRaw(w http.ResponseWriter, status int, b []byte) {
 	w.Write(b)
 }
 
-// decode reads a request body as JSON into v, with the size limit.
-func (s *Server) decode(w http.ResponseWriter, r *http.Request, call string, v any) error {
+// decode reads a request body as JSON into v, with the size limit, and
+// returns the body.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, call string, v any) ([]byte, error) {
 	// The SDK's protobuf bodies are refused by name; any other type is
 	// read as JSON, as curl's default form type carries JSON too.
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err == nil && (strings.Contains(mt, "protobuf") || mt == "application/octet-stream") {
-			return errorf(http.StatusUnsupportedMediaType, "%s: the body is %s; this server reads JSON only", call, mt)
+			return nil, errorf(http.StatusUnsupportedMediaType, "%s: the body is %s; this server reads JSON only", call, mt)
 		}
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return errorf(http.StatusRequestEntityTooLarge, "%s: the body is larger than the server's limit of %d bytes", call, s.cfg.MaxBodyBytes)
+		return nil, errorf(http.StatusRequestEntityTooLarge, "%s: the body is larger than the server's limit of %d bytes", call, s.cfg.MaxBodyBytes)
 	case err != nil:
-		return errorf(http.StatusBadRequest, "%s: reading the body: %v", call, err)
+		return nil, errorf(http.StatusBadRequest, "%s: reading the body: %v", call, err)
 	}
-	return decodeJSON(b, call, v)
+	return b, decodeJSON(b, call, v)
 }
 
 // decodeJSON decodes one JSON value into v, naming what is wrong.

@@ -229,7 +229,7 @@ func (s *Server) sweep(now time.Time) {
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var req tinker.CreateSessionRequest
-	if err := s.decode(w, r, "create_session", &req); err != nil {
+	if _, err := s.decode(w, r, "create_session", &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -251,7 +251,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	var req tinker.HeartbeatRequest
-	if err := s.decode(w, r, "session_heartbeat", &req); err != nil {
+	if _, err := s.decode(w, r, "session_heartbeat", &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -271,7 +271,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) createModel(w http.ResponseWriter, r *http.Request) {
 	var req tinker.CreateModelRequest
-	if err := s.decode(w, r, "create_model", &req); err != nil {
+	if _, err := s.decode(w, r, "create_model", &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -356,7 +356,7 @@ func (s *Server) newModel(req *tinker.CreateModelRequest) (*trainModel, error) {
 
 func (s *Server) retrieveFuture(w http.ResponseWriter, r *http.Request) {
 	var req tinker.RetrieveFutureRequest
-	if err := s.decode(w, r, "retrieve_future", &req); err != nil {
+	if _, err := s.decode(w, r, "retrieve_future", &req); err != nil {
 		writeError(w, err)
 		return
 	}

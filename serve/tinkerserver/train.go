@@ -3,7 +3,6 @@ package tinkerserver
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -45,7 +44,7 @@ type trainModel struct {
 // seqRecord is the call recorded for a (model_id, seq_id).
 type seqRecord struct {
 	requestID string
-	hash      [32]byte // the call and its request, to tell a retry from a reuse
+	hash      [32]byte // the call's kind and its request body, to tell a retry from a reuse
 }
 
 // modelCall is a call queued for a model's worker.
@@ -102,9 +101,9 @@ func (s *Server) runModel(m *trainModel) {
 // not: the model is there and live, its seq_id is new (or repeats the
 // same request, whose request_id is answered), and its queue has room.
 // prepare checks the call's content against the model and returns what
-// the model's worker runs; its error fails the call at once. req is what
-// identifies a retry.
-func (s *Server) submit(w http.ResponseWriter, kind, modelID string, seqID *int64, req any,
+// the model's worker runs; its error fails the call at once. body, the
+// request as it came, is what identifies a retry.
+func (s *Server) submit(w http.ResponseWriter, kind, modelID string, seqID *int64, body []byte,
 	prepare func(m *trainModel) (func() (any, error), error)) {
 	s.mu.Lock()
 	m, err := s.modelLocked(modelID, time.Now())
@@ -116,12 +115,10 @@ func (s *Server) submit(w http.ResponseWriter, kind, modelID string, seqID *int6
 	run, invalid := prepare(m)
 	var hash [32]byte
 	if seqID != nil {
-		b, err := json.Marshal(req)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		hash = sha256.Sum256(append([]byte(kind+"\x00"), b...))
+		h := sha256.New()
+		h.Write([]byte(kind + "\x00"))
+		h.Write(body)
+		h.Sum(hash[:0])
 	}
 
 	s.mu.Lock()
@@ -167,12 +164,12 @@ func (s *Server) submit(w http.ResponseWriter, kind, modelID string, seqID *int6
 
 // forwardCall is the part of forward and forward_backward that is the
 // same.
-func (s *Server) forwardCall(w http.ResponseWriter, kind, modelID string, seqID *int64, req any, in *tinker.ForwardBackwardInput, grad bool) {
+func (s *Server) forwardCall(w http.ResponseWriter, kind, modelID string, seqID *int64, body []byte, in *tinker.ForwardBackwardInput, grad bool) {
 	if err := s.checkDataLimits(kind, in); err != nil {
 		writeError(w, err)
 		return
 	}
-	s.submit(w, kind, modelID, seqID, req, func(m *trainModel) (func() (any, error), error) {
+	s.submit(w, kind, modelID, seqID, body, func(m *trainModel) (func() (any, error), error) {
 		spec, err := parseLoss(in.LossFn, in.LossFnConfig)
 		if err != nil {
 			return nil, err
@@ -209,20 +206,22 @@ func (s *Server) checkDataLimits(kind string, in *tinker.ForwardBackwardInput) e
 
 func (s *Server) forwardBackward(w http.ResponseWriter, r *http.Request) {
 	var req tinker.ForwardBackwardRequest
-	if err := s.decode(w, r, "forward_backward", &req); err != nil {
+	body, err := s.decode(w, r, "forward_backward", &req)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	s.forwardCall(w, "forward_backward", req.ModelID, req.SeqID, &req, &req.Input, true)
+	s.forwardCall(w, "forward_backward", req.ModelID, req.SeqID, body, &req.Input, true)
 }
 
 func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 	var req tinker.ForwardRequest
-	if err := s.decode(w, r, "forward", &req); err != nil {
+	body, err := s.decode(w, r, "forward", &req)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	s.forwardCall(w, "forward", req.ModelID, req.SeqID, &req, &req.Input, false)
+	s.forwardCall(w, "forward", req.ModelID, req.SeqID, body, &req.Input, false)
 }
 
 // forwardBackward accumulates the loss's gradients and returns the
@@ -338,7 +337,8 @@ func (a *adamParams) settings() (optim.AdamWConfig, backend.OptimParams, error) 
 
 func (s *Server) optimStep(w http.ResponseWriter, r *http.Request) {
 	var req optimStepRequest
-	if err := s.decode(w, r, "optim_step", &req); err != nil {
+	body, err := s.decode(w, r, "optim_step", &req)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -346,7 +346,7 @@ func (s *Server) optimStep(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusBadRequest, "optim_step: adam_params is missing"))
 		return
 	}
-	s.submit(w, "optim_step", req.ModelID, req.SeqID, &req, func(m *trainModel) (func() (any, error), error) {
+	s.submit(w, "optim_step", req.ModelID, req.SeqID, body, func(m *trainModel) (func() (any, error), error) {
 		cfg, p, err := req.AdamParams.settings()
 		if err != nil {
 			return nil, err
@@ -409,11 +409,12 @@ func parsePath(path, kind string, kindOptional bool) (modelID, name string, ok b
 
 func (s *Server) saveWeights(w http.ResponseWriter, r *http.Request) {
 	var req tinker.SaveWeightsRequest
-	if err := s.decode(w, r, "save_weights", &req); err != nil {
+	body, err := s.decode(w, r, "save_weights", &req)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	s.submit(w, "save_weights", req.ModelID, req.SeqID, &req, func(m *trainModel) (func() (any, error), error) {
+	s.submit(w, "save_weights", req.ModelID, req.SeqID, body, func(m *trainModel) (func() (any, error), error) {
 		if err := checkName("path", req.Path); err != nil {
 			return nil, err
 		}
@@ -447,11 +448,12 @@ func (s *Server) save(m *trainModel, name string) (any, error) {
 
 func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
 	var req tinker.SaveWeightsForSamplerRequest
-	if err := s.decode(w, r, "save_weights_for_sampler", &req); err != nil {
+	body, err := s.decode(w, r, "save_weights_for_sampler", &req)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	s.submit(w, "save_weights_for_sampler", req.ModelID, req.SeqID, &req, func(m *trainModel) (func() (any, error), error) {
+	s.submit(w, "save_weights_for_sampler", req.ModelID, req.SeqID, body, func(m *trainModel) (func() (any, error), error) {
 		if req.Path != "" {
 			if err := checkName("path", req.Path); err != nil {
 				return nil, err
@@ -495,11 +497,12 @@ func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) loadWeights(w http.ResponseWriter, r *http.Request) {
 	var req tinker.LoadWeightsRequest
-	if err := s.decode(w, r, "load_weights", &req); err != nil {
+	body, err := s.decode(w, r, "load_weights", &req)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	s.submit(w, "load_weights", req.ModelID, req.SeqID, &req, func(m *trainModel) (func() (any, error), error) {
+	s.submit(w, "load_weights", req.ModelID, req.SeqID, body, func(m *trainModel) (func() (any, error), error) {
 		src, name, ok := parsePath(req.Path, "weights", false)
 		if !ok {
 			return nil, userErr("path %q is not a saved state's path, tinker://<model_id>/weights/<name>", req.Path)
