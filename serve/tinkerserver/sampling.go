@@ -141,11 +141,11 @@ func (s *Server) samplingWeights(req *sampleRequest) (*weights, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("asample: %w", err)
 	}
-	wt := m.samplers[name]
-	if wt == nil {
+	i := m.samplerIndex(name)
+	if i < 0 {
 		return nil, "", errorf(http.StatusNotFound, "asample: sampler weights %s not found (model %s keeps its last %d)", req.ModelPath, id, s.cfg.MaxSamplerWeights)
 	}
-	return wt, id, nil
+	return m.samplers[i], id, nil
 }
 
 // validateSample checks a sample call's content against its model and

@@ -342,7 +342,7 @@ func (s *Server) newModel(req *tinker.CreateModelRequest) (*trainModel, error) {
 	}
 	sess := s.sessions[req.SessionID]
 	m = &trainModel{id: id, sess: sess, base: b, learner: learner, wake: make(chan struct{}, 1),
-		seqs: map[int64]seqRecord{}, samplers: map[string]*weights{}}
+		seqs: map[int64]seqRecord{}}
 	sess.models[req.ModelSeqID] = m
 	s.models[id] = m
 	s.modelWG.Add(1)

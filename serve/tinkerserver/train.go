@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,13 +33,18 @@ type trainModel struct {
 	// Guarded by s.mu.
 	queue        []*modelCall
 	seqs         map[int64]seqRecord
-	samplers     map[string]*weights // save_weights_for_sampler copies by name
-	samplerOrder []string            // their names, oldest first
-	samplerSaves int                 // save_weights_for_sampler calls, naming unnamed copies
-	stopErr      *callErr            // why the model stopped; nil while it runs
+	samplers     []*weights // save_weights_for_sampler copies, oldest first
+	samplerSaves int        // save_weights_for_sampler calls, naming unnamed copies
+	stopErr      *callErr   // why the model stopped; nil while it runs
 
 	// Owned by the worker.
 	learner *local.Learner
+}
+
+// samplerIndex is the index in m.samplers of the copy called name, or -1.
+// s.mu is held.
+func (m *trainModel) samplerIndex(name string) int {
+	return slices.IndexFunc(m.samplers, func(w *weights) bool { return w.name == name })
 }
 
 // seqRecord is the call recorded for a (model_id, seq_id).
@@ -75,7 +81,7 @@ func (s *Server) runModel(m *trainModel) {
 		s.mu.Lock()
 		if m.stopErr != nil {
 			queued := m.queue
-			m.queue, m.samplers, m.samplerOrder = nil, nil, nil
+			m.queue, m.samplers = nil, nil
 			err := m.stopErr
 			s.mu.Unlock()
 			m.learner = nil // the weights go with the model
@@ -474,21 +480,15 @@ func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
 			if m.stopErr != nil {
 				return nil, m.stopErr
 			}
-			if _, ok := m.samplers[name]; ok {
+			if i := m.samplerIndex(name); i >= 0 {
 				// A new copy under an old name replaces it; sampling
 				// calls queued already keep the copy they named.
-				for i, n := range m.samplerOrder {
-					if n == name {
-						m.samplerOrder = append(m.samplerOrder[:i], m.samplerOrder[i+1:]...)
-						break
-					}
-				}
+				m.samplers = slices.Delete(m.samplers, i, i+1)
 			}
-			m.samplers[name] = &weights{base: m.base, params: params, path: path}
-			m.samplerOrder = append(m.samplerOrder, name)
-			for len(m.samplerOrder) > s.cfg.MaxSamplerWeights {
-				delete(m.samplers, m.samplerOrder[0])
-				m.samplerOrder = m.samplerOrder[1:]
+			m.samplers = append(m.samplers, &weights{base: m.base, params: params, path: path, name: name})
+			if n := len(m.samplers) - s.cfg.MaxSamplerWeights; n > 0 {
+				clear(m.samplers[:n]) // so that the dropped copies are freed
+				m.samplers = m.samplers[n:]
 			}
 			return tinker.SaveWeightsResponse{Path: path, Type: "save_weights_for_sampler"}, nil
 		}, nil
