@@ -20,6 +20,7 @@ import (
 	"rlvr/backend/local"
 	"rlvr/engine/optim"
 	"rlvr/format/hf"
+	"rlvr/format/hfconfig"
 )
 
 // trainModel is a model created for a session: its learner, owned by its
@@ -516,37 +517,49 @@ func (s *Server) loadWeights(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// load replaces the model's weights by the state in dir, and its
-// optimizer state by the saved one (optimizer) or a fresh one. The
-// accumulated gradients are discarded.
+// load replaces the model's learner by one of the state in dir: its
+// weights, and the saved optimizer state (optimizer) or a fresh one with
+// the same settings. The accumulated gradients go with the old learner,
+// and a state that fails to load changes nothing.
 func (s *Server) load(m *trainModel, dir, path string, optimizer bool) error {
-	if _, err := os.Stat(filepath.Join(dir, "config.json")); errors.Is(err, fs.ErrNotExist) {
+	configPath := filepath.Join(dir, "config.json")
+	if _, err := os.Stat(configPath); errors.Is(err, fs.ErrNotExist) {
 		return userErr("no weights are saved at %s", path)
 	}
-	saved, _, err := hf.Load(dir)
+	l := m.learner
+	// The config first: a state of another model is refused before its
+	// weights are read.
+	hc, err := hfconfig.Load(configPath)
 	if err != nil {
 		return serverErr("reading %s: %v", path, err)
 	}
-	l := m.learner
-	if got, want := saved.Config.WithDefaults(), l.Model.Config.WithDefaults(); got != want {
+	mc, err := hf.ModelConfig(hc)
+	if err != nil {
+		return serverErr("reading %s: %v", path, err)
+	}
+	if got, want := mc.WithDefaults(), l.Model.Config.WithDefaults(); got != want {
 		return userErr("the weights at %s are of another model than model %s's base %s: %+v, not %+v", path, m.id, m.base.name, got, want)
 	}
 	if optimizer {
 		if _, err := os.Stat(filepath.Join(dir, local.OptimizerFile)); err != nil {
 			return userErr("the state at %s holds no optimizer state", path)
 		}
-		// Read the optimizer first: a state that fails to load changes
-		// nothing.
-		if err := l.LoadOptimizer(dir); err != nil {
+	}
+	saved, _, err := hf.Load(dir)
+	if err != nil {
+		return serverErr("reading %s: %v", path, err)
+	}
+	nl, err := local.NewLearner(saved, l.Opt.Config())
+	if err != nil {
+		return serverErr("%v", err)
+	}
+	// Saves still carry the base model's config.json and tokenizer files.
+	nl.Source, nl.HFConfig = l.Source, l.HFConfig
+	if optimizer {
+		if err := nl.LoadOptimizer(dir); err != nil {
 			return serverErr("reading %s: %v", path, err)
 		}
-	} else {
-		n := len(l.Model.Params)
-		if err := l.Opt.SetState(make([]float32, n), make([]float32, n), 0); err != nil {
-			return serverErr("%v", err)
-		}
 	}
-	copy(l.Model.Params, saved.Params)
-	l.Model.ZeroGrad()
+	m.learner = nl
 	return nil
 }
