@@ -2,8 +2,6 @@ package serve
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	api "rlvr/api/openai"
+	"rlvr/internal/secret"
 	"rlvr/internal/tokens"
 	"rlvr/sample"
 )
@@ -98,14 +97,11 @@ func (s *Server) auth(h http.Handler) http.Handler {
 	if s.cfg.Token == "" {
 		return h
 	}
-	want := sha256.Sum256([]byte(s.cfg.Token))
+	want := secret.NewKey(s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		header := r.Header.Get("Authorization")
 		scheme, token, _ := strings.Cut(header, " ")
-		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-		// Comparing digests keeps the comparison constant-time in the
-		// token's length too.
-		if strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
+		if strings.EqualFold(scheme, "Bearer") && want.Matches(strings.TrimSpace(token)) {
 			h.ServeHTTP(w, r)
 			return
 		}

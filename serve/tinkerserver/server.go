@@ -99,7 +99,6 @@ package tinkerserver
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,6 +118,7 @@ import (
 	"rlvr/api/tinker"
 	"rlvr/checkpoint"
 	"rlvr/engine/model"
+	"rlvr/internal/secret"
 	"rlvr/sample"
 )
 
@@ -220,6 +220,7 @@ func (c Config) withDefaults() Config {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
+	key     *secret.Key // Config.APIKey's; nil when there is none
 	bases   map[string]*base
 	names   []string // base model names, sorted
 	handler http.Handler
@@ -281,6 +282,10 @@ func New(cfg Config) (*Server, error) {
 		sessions: map[string]*session{},
 		models:   map[string]*trainModel{},
 		futures:  map[string]*future{},
+	}
+	if cfg.APIKey != "" {
+		k := secret.NewKey(cfg.APIKey)
+		s.key = &k
 	}
 	for name, path := range cfg.Models {
 		if name == "" {
@@ -411,7 +416,7 @@ func (s *Server) routes() http.Handler {
 
 // authorized checks the API key, in X-API-Key or as a bearer token.
 func (s *Server) authorized(r *http.Request) bool {
-	if s.cfg.APIKey == "" {
+	if s.key == nil {
 		return true
 	}
 	key := r.Header.Get(tinker.HeaderAPIKey)
@@ -420,7 +425,7 @@ func (s *Server) authorized(r *http.Request) bool {
 			key = strings.TrimSpace(auth[7:])
 		}
 	}
-	return subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.APIKey)) == 1
+	return s.key.Matches(key)
 }
 
 // httpError is a request refused before any call runs.
