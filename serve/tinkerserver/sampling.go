@@ -285,8 +285,11 @@ func shorten(s string, n int) string {
 // runSampling is the sampling worker: it takes the queued requests for
 // one set of weights and samples them in one batch.
 func (s *Server) runSampling() {
+	window := time.NewTimer(time.Hour)
+	window.Stop()
+	defer window.Stop()
 	for {
-		batch := s.nextSampleBatch()
+		batch := s.nextSampleBatch(window)
 		if batch == nil {
 			return
 		}
@@ -295,48 +298,71 @@ func (s *Server) runSampling() {
 }
 
 // nextSampleBatch waits for sample jobs and takes the first one with the
-// others queued for the same weights, up to Config.MaxBatch sequences. It
-// returns nil when the server closes.
-func (s *Server) nextSampleBatch() []*sampleJob {
-	idle := false
-	for {
-		s.mu.Lock()
-		jobs := s.sampling.jobs
-		if len(jobs) > 0 && !(idle && s.cfg.BatchWindow > 0) {
-			w := jobs[0].w
-			var batch, rest []*sampleJob
-			seqs := 0
-			for _, j := range jobs {
-				n := max(j.req.Params.N, 1)
-				if j.w == w && (len(batch) == 0 || seqs+n <= s.cfg.MaxBatch) {
-					batch = append(batch, j)
-					seqs += n
-				} else {
-					rest = append(rest, j)
-				}
-			}
-			s.sampling.jobs = rest
+// others queued for the same weights, up to Config.MaxBatch sequences.
+// The first job after the queue was empty waits Config.BatchWindow, on
+// the timer window, for others to join it, unless its batch is full
+// first. It returns nil when the server closes.
+func (s *Server) nextSampleBatch(window *time.Timer) []*sampleJob {
+	s.mu.Lock()
+	if len(s.sampling.jobs) == 0 {
+		for len(s.sampling.jobs) == 0 {
 			s.mu.Unlock()
-			return batch
-		}
-		s.mu.Unlock()
-		if len(jobs) > 0 {
-			// The first request after a pause: let others join it.
-			idle = false
 			select {
-			case <-time.After(s.cfg.BatchWindow):
+			case <-s.sampling.wake:
 			case <-s.ctx.Done():
 				return nil
 			}
-			continue
+			s.mu.Lock()
 		}
-		idle = true
-		select {
-		case <-s.sampling.wake:
-		case <-s.ctx.Done():
-			return nil
+		if s.cfg.BatchWindow > 0 {
+			window.Reset(s.cfg.BatchWindow)
+			for open := true; open; {
+				if _, _, full := s.splitSampleJobsLocked(); full {
+					break
+				}
+				s.mu.Unlock()
+				select {
+				case <-window.C:
+					open = false
+				case <-s.sampling.wake:
+				case <-s.ctx.Done():
+					window.Stop()
+					return nil
+				}
+				s.mu.Lock()
+			}
+			window.Stop()
 		}
 	}
+	batch, rest, _ := s.splitSampleJobsLocked()
+	s.sampling.jobs = rest
+	s.mu.Unlock()
+	return batch
+}
+
+// splitSampleJobsLocked splits the queue into the next batch, the first
+// job with the others for the same weights up to Config.MaxBatch
+// sequences, and the rest, and reports whether the batch is full: no
+// other job for its weights could join it. s.mu is held and the queue is
+// not empty.
+func (s *Server) splitSampleJobsLocked() (batch, rest []*sampleJob, full bool) {
+	jobs := s.sampling.jobs
+	w := jobs[0].w
+	seqs := 0
+	for _, j := range jobs {
+		n := max(j.req.Params.N, 1)
+		switch {
+		case j.w != w:
+			rest = append(rest, j)
+		case len(batch) == 0 || seqs+n <= s.cfg.MaxBatch:
+			batch = append(batch, j)
+			seqs += n
+		default:
+			rest = append(rest, j)
+			full = true
+		}
+	}
+	return batch, rest, full || seqs >= s.cfg.MaxBatch
 }
 
 // sampleBatch samples a batch of jobs for the same weights and records

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"rlvr/api/tinker"
 	"rlvr/checkpoint"
@@ -373,4 +374,32 @@ func TestSampleValidation(t *testing.T) {
 			t.Errorf("logprob %v", lp)
 		}
 	}
+}
+
+// TestFullBatchDoesNotWait checks the sampling worker stops waiting for
+// others to join a batch once the batch is full.
+func TestFullBatchDoesNotWait(t *testing.T) {
+	h := newHarness(t, Config{BatchWindow: time.Hour, MaxBatch: 4, PollTimeout: 10 * time.Second})
+	c := sampleCases[0]
+	req := func(n int) tinker.SampleRequest {
+		c.n = n
+		return c.wire("", testBase)
+	}
+	retrieve := func(f tinker.Future, n int) {
+		t.Helper()
+		status, b := h.do(http.MethodPost, tinker.PathRetrieveFuture, tinker.RetrieveFutureRequest{RequestID: f.RequestID})
+		if status != http.StatusOK {
+			t.Fatalf("retrieve_future %s: status %d: %s", f.RequestID, status, b)
+		}
+		var res tinker.SampleResponse
+		strict(t, b, &res)
+		if len(res.Sequences) != n {
+			t.Fatalf("retrieve_future %s: %d sequences, want %d", f.RequestID, len(res.Sequences), n)
+		}
+	}
+	// Two calls that fill a batch together, then one that fills it alone.
+	a, b := h.submit(tinker.PathSample, req(3)), h.submit(tinker.PathSample, req(1))
+	retrieve(a, 3)
+	retrieve(b, 1)
+	retrieve(h.submit(tinker.PathSample, req(4)), 4)
 }

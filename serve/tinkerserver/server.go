@@ -152,8 +152,8 @@ type Config struct {
 	// alone. 0 means 64.
 	MaxBatch int
 	// BatchWindow is how long the idle sampling worker waits after a
-	// request arrives for others to join its batch. 0 means 2 ms;
-	// negative means no wait.
+	// request arrives for others to join its batch, unless the batch
+	// fills first. 0 means 2 ms; negative means no wait.
 	BatchWindow time.Duration
 	// MaxQueue bounds the calls waiting for one model's worker, and the
 	// asample calls waiting for the sampling worker (429 beyond it). 0
