@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"reflect"
 	"time"
 
 	"rlvr/engine/nn"
@@ -19,6 +20,19 @@ type Model struct {
 
 	// Profile, when set, accumulates time per op.
 	Profile *Profile
+
+	// Recompute, when set, trades compute for memory in ForwardBackward:
+	// the forward keeps each block's input (the residual stream) and one
+	// block's activations instead of every block's, and the backward re-runs
+	// each block's forward, but for its down projection, just before that
+	// block's backward. A step then does one more forward of the blocks
+	// less their down projections (a fifth to a third more work, the more
+	// attention weighs), and its activations shrink by a factor near the
+	// number of layers: at sequence length T a block saves H·T² attention
+	// probabilities per sequence and 4·F+3·D+Q+H·hd floats per token. The
+	// gradients, loss and logprobs are bit-identical either way; the
+	// recomputed forward counts as forward time in a Profile.
+	Recompute bool
 
 	w, g     weights   // views of Params and Grads
 	cos, sin []float32 // rotary tables (MaxSeq, hd/2)
@@ -137,6 +151,9 @@ func short(v []int) string {
 // activations are the forward pass's saved tensors and the backward's
 // scratch, sized for the largest batch seen so far: they grow, never
 // shrink, so a steady training loop allocates nothing.
+//
+// layers holds every block's saved tensors (L of them), or with
+// Model.Recompute the one block's the forward and backward share.
 type activations struct {
 	N, S, probs int // capacity: tokens, sequences, attention probabilities
 	maxT        int // longest sequence of the current batch
@@ -179,11 +196,16 @@ type layerActs struct {
 // qkvWidth is Q, the width of the fused q/k/v projection.
 func (c Config) qkvWidth() int { return (c.Heads + 2*c.KVHeads) * c.HeadDim }
 
-// ensure sizes the activations for batch b.
+// ensure sizes the activations for batch b: every block's, or with
+// m.Recompute the one block's the forward and backward share.
 func (m *Model) ensure(b Batch) {
 	c, a := m.Config, &m.act
 	N, S := len(b.Tokens), len(b.Offsets)-1
 	probs := nn.AttentionProbsSize(b.Offsets, c.Heads)
+	blocks := c.Layers
+	if m.Recompute {
+		blocks = 1
+	}
 	a.maxT = 0
 	for s := 0; s < S; s++ {
 		a.maxT = max(a.maxT, b.Offsets[s+1]-b.Offsets[s])
@@ -192,28 +214,79 @@ func (m *Model) ensure(b Batch) {
 		a.scratch = make([]float32, need)
 	}
 	if N <= a.N && probs <= a.probs && S <= a.S {
+		if len(a.layers) > blocks {
+			a.layers = []layerActs{a.layers[0]} // lets the others go
+		}
+		for len(a.layers) < blocks {
+			a.layers = append(a.layers, newLayerActs(c, a.N, a.probs))
+		}
 		return
 	}
 	N, probs, S = max(N, a.N), max(probs, a.probs), max(S, a.S)
 	D, Q, F, Hd := c.Dim, c.qkvWidth(), c.Hidden, c.Heads*c.HeadDim
 	f := func(n int) []float32 { return make([]float32, n) }
-	*a = activations{N: N, S: S, probs: probs, maxT: a.maxT,
+	maxT, scratch := a.maxT, a.scratch
+	*a = activations{} // lets the old buffers go before the new ones are made
+	*a = activations{N: N, S: S, probs: probs, maxT: maxT,
 		pos: make([]int32, N), resid: f((c.Layers + 1) * N * D), normed: f(N * D), rstd: f(N),
 		dresid: f(N * D), dh: f(N * D), dqkv: f(N * Q), dattn: f(N * Hd), dgu: f(N * 2 * F), dact: f(N * F),
-		scratch: a.scratch,
+		scratch: scratch,
 	}
 	if c.QKNorm {
 		a.dqkvRaw = f(N * Q)
 	}
-	a.layers = make([]layerActs, c.Layers)
+	a.layers = make([]layerActs, blocks)
 	for l := range a.layers {
-		la := &a.layers[l]
-		*la = layerActs{h1: f(N * D), rstd1: f(N), qkv: f(N * Q), probs: f(probs), attn: f(N * Hd),
-			mid: f(N * D), h2: f(N * D), rstd2: f(N), gu: f(N * 2 * F), sig: f(N * F), swiglu: f(N * F)}
-		if c.QKNorm {
-			la.qkvRaw, la.qkRstd = f(N*Q), f(N*(c.Heads+c.KVHeads))
+		a.layers[l] = newLayerActs(c, N, probs)
+	}
+}
+
+// newLayerActs allocates one block's activations for N tokens and probs
+// attention probabilities.
+func newLayerActs(c Config, N, probs int) layerActs {
+	D, Q, F, Hd := c.Dim, c.qkvWidth(), c.Hidden, c.Heads*c.HeadDim
+	f := func(n int) []float32 { return make([]float32, n) }
+	la := layerActs{h1: f(N * D), rstd1: f(N), qkv: f(N * Q), probs: f(probs), attn: f(N * Hd),
+		mid: f(N * D), h2: f(N * D), rstd2: f(N), gu: f(N * 2 * F), sig: f(N * F), swiglu: f(N * F)}
+	if c.QKNorm {
+		la.qkvRaw, la.qkRstd = f(N*Q), f(N*(c.Heads+c.KVHeads))
+	}
+	return la
+}
+
+// saved is where block l's activations are: its own, or the shared ones
+// when the forward recomputes.
+func (a *activations) saved(l int) *layerActs {
+	if len(a.layers) == 1 {
+		return &a.layers[0]
+	}
+	return &a.layers[l]
+}
+
+// ActivationBytes is the memory the activations hold now: what the forward
+// saves for the backward (every block's, or one block's with Recompute),
+// the backward's scratch and the loss head's logits chunk. They grow to the
+// largest batch seen and never shrink.
+func (m *Model) ActivationBytes() int64 { return sliceBytes(reflect.ValueOf(m.act)) }
+
+// sliceBytes sums the capacities of the slices in v, a struct of slices and
+// of slices of such structs, in bytes.
+func sliceBytes(v reflect.Value) int64 {
+	var n int64
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			n += sliceBytes(v.Field(i))
+		}
+	case reflect.Slice:
+		n += int64(v.Cap()) * int64(v.Type().Elem().Size())
+		if v.Type().Elem().Kind() == reflect.Struct {
+			for i := range v.Len() {
+				n += sliceBytes(v.Index(i))
+			}
 		}
 	}
+	return n
 }
 
 // forward runs the decoder over a validated batch and leaves the final
@@ -223,34 +296,42 @@ func (m *Model) forward(b Batch) {
 	var t0 time.Time
 	c, a := m.Config, &m.act
 	N, D := len(b.Tokens), c.Dim
-	H, KV, hd, Q := c.Heads, c.KVHeads, c.HeadDim, c.qkvWidth()
 	for s := 0; s+1 < len(b.Offsets); s++ {
 		for n := b.Offsets[s]; n < b.Offsets[s+1]; n++ {
 			a.pos[n] = int32(n - b.Offsets[s])
 		}
 	}
-	pos := a.pos[:N]
 	x := a.resid[:N*D]
 	t0 = m.tic()
 	nn.EmbeddingForward(x, b.Tokens, m.w.embed, D)
 	m.toc(OpEmbedding, false, t0)
-	for l, w := range m.w.layers {
-		la := &a.layers[l]
-		x = a.resid[l*a.N*D:][:N*D]
-		next := a.resid[(l+1)*a.N*D:][:N*D]
-		// mid = x + o(attention(rope(qkv(norm(x)))))
-		m.attentionInput(w, x, la.h1, la.rstd1, la.qkv, la.qkvRaw, la.qkRstd, pos, N)
-		t0 = m.tic()
-		nn.AttentionForward(la.attn, la.probs, la.qkv[:N*Q], b.Offsets, H, KV, hd)
-		m.toc(OpAttention, false, t0)
-		m.residual(la.mid[:N*D], x, la.attn, w.o, N, H*hd)
-		// next = mid + down(silu(gate(norm(mid))) ⊙ up(norm(mid)))
-		m.mlp(w, next, la.mid[:N*D], la.h2, la.rstd2, la.gu, la.sig, la.swiglu, N)
+	for l := range c.Layers {
+		m.block(l, b, a.resid[(l+1)*a.N*D:][:N*D])
 	}
 	last := a.resid[c.Layers*a.N*D:][:N*D]
 	t0 = m.tic()
 	nn.RMSNormForward(a.normed, a.rstd, last, m.w.norm, N, 1, D, D, c.NormEps)
 	m.toc(OpRMSNorm, false, t0)
+}
+
+// block runs layer l's forward from the residual stream entering it into
+// next (N, D), saving its activations in a.saved(l). The backward calls it
+// with next nil to recompute what it saves, which stops before the down
+// projection.
+func (m *Model) block(l int, b Batch, next []float32) {
+	c, a := m.Config, &m.act
+	N, D := len(b.Tokens), c.Dim
+	H, KV, hd, Q := c.Heads, c.KVHeads, c.HeadDim, c.qkvWidth()
+	w, la := m.w.layers[l], a.saved(l)
+	x := a.resid[l*a.N*D:][:N*D]
+	// mid = x + o(attention(rope(qkv(norm(x)))))
+	m.attentionInput(w, x, la.h1, la.rstd1, la.qkv, la.qkvRaw, la.qkRstd, a.pos[:N], N)
+	t0 := m.tic()
+	nn.AttentionForward(la.attn, la.probs, la.qkv[:N*Q], b.Offsets, H, KV, hd)
+	m.toc(OpAttention, false, t0)
+	m.residual(la.mid[:N*D], x, la.attn, w.o, N, H*hd)
+	// next = mid + down(silu(gate(norm(mid))) ⊙ up(norm(mid)))
+	m.mlp(w, next, la.mid[:N*D], la.h2, la.rstd2, la.gu, la.sig, la.swiglu, N)
 }
 
 // attentionInput is the first half of a block, shared by the training
@@ -296,7 +377,8 @@ func (m *Model) residual(dst, x, inp, w []float32, N, in int) {
 
 // mlp is the second half of a block: next = mid + down(silu(gate(h)) ⊙
 // up(h)) with h = norm(mid), saving h, rstd, the projections gu, σ(gate)
-// and the product act. next may be mid itself.
+// and the product act. next may be mid itself; nil stops before the down
+// projection, leaving only what the backward reads.
 func (m *Model) mlp(w layer, next, mid, h, rstd, gu, sig, act []float32, N int) {
 	c := m.Config
 	D, F := c.Dim, c.Hidden
@@ -309,11 +391,15 @@ func (m *Model) mlp(w layer, next, mid, h, rstd, gu, sig, act []float32, N int) 
 	t0 = m.tic()
 	nn.SwiGLUForward(act, sig, gu, N, F)
 	m.toc(OpSwiGLU, false, t0)
-	m.residual(next, mid, act, w.down, N, F)
+	if next != nil {
+		m.residual(next, mid, act, w.down, N, F)
+	}
 }
 
 // backward propagates dnormed (N, D), the gradient of the final norm's
-// output, through the decoder, adding into m.Grads.
+// output, through the decoder, adding into m.Grads. When the forward kept
+// one block's activations (m.Recompute), it recomputes each block's before
+// that block's backward; the last block's are still there.
 func (m *Model) backward(b Batch, dnormed []float32) {
 	c, a := m.Config, &m.act
 	N, D, F := len(b.Tokens), c.Dim, c.Hidden
@@ -326,8 +412,12 @@ func (m *Model) backward(b Batch, dnormed []float32) {
 	t0 = m.tic()
 	nn.RMSNormBackward(dx, m.g.norm, dnormed, last, m.w.norm, a.rstd, N, 1, D, D)
 	m.toc(OpRMSNorm, true, t0)
+	recompute := len(a.layers) < c.Layers
 	for l := c.Layers - 1; l >= 0; l-- {
-		w, g, la := m.w.layers[l], m.g.layers[l], &a.layers[l]
+		if recompute && l < c.Layers-1 {
+			m.block(l, b, nil)
+		}
+		w, g, la := m.w.layers[l], m.g.layers[l], a.saved(l)
 		x := a.resid[l*a.N*D:][:N*D]
 		// MLP block; dx is d(next) and becomes d(mid).
 		dact, dgu, dh := a.dact[:N*F], a.dgu[:N*2*F], a.dh[:N*D]
