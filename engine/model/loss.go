@@ -318,10 +318,7 @@ func tokenTerms(z, scratch []float32, n int, t Targets, q []float32, l *backend.
 // scratch (len(z) floats). Every logprob in rlvr, the learner's and the
 // sampler's, is z[y] − LogSumExp(z), so they agree.
 func LogSumExp(z, scratch []float32) (lse float64, mx float32) {
-	mx = z[0]
-	for _, v := range z[1:] {
-		mx = max(mx, v)
-	}
+	mx = vec.Max(z)
 	sum := vec.ExpShiftSum(scratch[:len(z)], z, mx)
 	return float64(mx) + math.Log(sum), mx
 }

@@ -13,10 +13,13 @@ package vec
 #cgo noescape rlvr_exp_shift_sum
 #cgo nocallback rlvr_exp_shift_sum
 #cgo noescape rlvr_decode_attention
+#cgo noescape rlvr_max
+#cgo nocallback rlvr_max
 #cgo nocallback rlvr_decode_attention
 #include <string.h>
 #include <stdint.h>
 #include <immintrin.h>
+#include <math.h>
 
 #define AVX2 __attribute__((target("avx2,fma")))
 
@@ -171,6 +174,29 @@ AVX2 static double rlvr_exp_shift_sum(float* restrict dst, const float* restrict
 	for (; i < n; i++) { dst[i] = rl_exp(src[i] - shift); sum += dst[i]; }
 	FTZ_END
 	return sum;
+}
+
+// rlvr_max returns the largest of x[0..n), or NaN if any is NaN (as Go's
+// max does), with four independent accumulators.
+AVX2 static float rlvr_max(const float* restrict x, long n) {
+	__m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0, m2 = m0, m3 = m0, nan = _mm256_setzero_ps();
+	long i = 0;
+	for (; i + 32 <= n; i += 32) {
+		__m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+		__m256 c = _mm256_loadu_ps(x + i + 16), d = _mm256_loadu_ps(x + i + 24);
+		m0 = _mm256_max_ps(m0, a); m1 = _mm256_max_ps(m1, b);
+		m2 = _mm256_max_ps(m2, c); m3 = _mm256_max_ps(m3, d);
+		nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q), _mm256_cmp_ps(c, d, _CMP_UNORD_Q)));
+	}
+	float lanes[8], m = -INFINITY;
+	_mm256_storeu_ps(lanes, _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+	for (int l = 0; l < 8; l++) m = lanes[l] > m ? lanes[l] : m;
+	int bad = _mm256_movemask_ps(nan) != 0;
+	for (; i < n; i++) {
+		bad |= x[i] != x[i];
+		m = x[i] > m ? x[i] : m;
+	}
+	return bad ? NAN : m;
 }
 
 AVX2 static inline float rl_dot(const float* restrict a, const float* restrict b, long n) {
@@ -426,6 +452,8 @@ func expShiftSumC(dst, src []float32, shift float32) float64 {
 	_ = dst[len(src)-1]
 	return float64(C.rlvr_exp_shift_sum(fp(dst), fp(src), C.long(len(src)), C.float(shift)))
 }
+
+func maxC(x []float32) float32 { return float32(C.rlvr_max(fp(x), C.long(len(x)))) }
 
 func decodeAttentionC(out []float32, outStride int, q []float32, qStride int, k, v []float32, capacity int, slot, n []int32, H, KV, hd int, scale float32, scratch []float32) {
 	S := len(slot)

@@ -88,3 +88,28 @@ func decodeAttentionGo(out []float32, outStride int, q []float32, qStride int, k
 		}
 	}
 }
+
+func maxGo(x []float32) float32 {
+	m := x[0]
+	for _, v := range x[1:] {
+		m = max(m, v)
+	}
+	return m
+}
+
+// sum64 sums a block of 64 in float64 along eight independent chains.
+func sum64(p []float32) float64 {
+	var a [8]float64
+	for j := 0; j < 64; j += 8 {
+		q := p[j : j+8 : j+8]
+		a[0] += float64(q[0])
+		a[1] += float64(q[1])
+		a[2] += float64(q[2])
+		a[3] += float64(q[3])
+		a[4] += float64(q[4])
+		a[5] += float64(q[5])
+		a[6] += float64(q[6])
+		a[7] += float64(q[7])
+	}
+	return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
+}

@@ -52,6 +52,43 @@ func ExpShiftSum(dst, src []float32, shift float32) float64 {
 	return expShiftSumGo(dst, src, shift)
 }
 
+// Max returns the largest value of x, which is not empty, or NaN if x
+// holds one.
+func Max(x []float32) float32 {
+	if accelerated && len(x) >= 64 {
+		return maxC(x)
+	}
+	return maxGo(x)
+}
+
+// SearchCumulative returns the first index i with u < p[0] + … + p[i],
+// summing in float64, or the last index with p[i] > 0 if the whole sum is
+// not above u (u drawn against a sum accumulated in another order may land
+// just past it). It is
+// inverse-CDF sampling over unnormalized probabilities p ≥ 0: the partial
+// sums are taken 64 at a time, so the scan is a few adds per block until
+// the block holding the answer.
+func SearchCumulative(p []float32, u float64) int {
+	var c float64
+	i := 0
+	for ; i+64 <= len(p); i += 64 {
+		b := sum64(p[i : i+64])
+		if u < c+b {
+			break
+		}
+		c += b
+	}
+	for ; i < len(p); i++ {
+		c += float64(p[i])
+		if u < c {
+			return i
+		}
+	}
+	for i = len(p) - 1; i > 0 && p[i] == 0; i-- {
+	}
+	return i
+}
+
 // DecodeAttention attends one new query per sequence to its cached keys
 // and values. q holds S rows (stride qStride) of H heads of hd values;
 // sequence s uses cache slot slot[s] and its first n[s] positions, head h

@@ -142,3 +142,62 @@ func BenchmarkDecodeAttention(b *testing.B) {
 		DecodeAttention(out, H*hd, q, (H+2*KV)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, scratch)
 	}
 }
+
+// TestMax checks Max against the plain loop on every length up to a few
+// blocks, with the largest value anywhere and a NaN anywhere.
+func TestMax(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for n := 1; n < 200; n++ {
+		x := randn(r, n, 10)
+		at := r.IntN(n)
+		x[at] = 100
+		if got := Max(x); got != 100 {
+			t.Fatalf("n %d, largest at %d: Max %v", n, at, got)
+		}
+		x[r.IntN(n)] = float32(math.NaN())
+		if got := Max(x); !math.IsNaN(float64(got)) {
+			t.Fatalf("n %d with a NaN: Max %v, want NaN", n, got)
+		}
+	}
+}
+
+// TestSearchCumulative checks the blocked search against a plain scan of
+// the partial sums, at both ends of every block and past the total.
+func TestSearchCumulative(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	p := make([]float32, 300)
+	for i := range p {
+		if r.IntN(4) > 0 { // some zero mass too
+			p[i] = r.Float32()
+		}
+	}
+	p[len(p)-1] = 0
+	naive := func(u float64) int {
+		var c float64
+		for i, v := range p {
+			c += float64(v)
+			if u < c {
+				return i
+			}
+		}
+		return -1
+	}
+	var total float64
+	for i, v := range p {
+		total += float64(v)
+		for _, u := range []float64{total - float64(v)/2, total - 1e-9} {
+			if v > 0 && u >= 0 {
+				if got, want := SearchCumulative(p, u), naive(u); got != want || want != i {
+					t.Fatalf("u %v: index %d, want %d (scan %d)", u, got, i, want)
+				}
+			}
+		}
+	}
+	last := len(p) - 2
+	for p[last] == 0 {
+		last--
+	}
+	if got := SearchCumulative(p, total*1.01); got != last {
+		t.Fatalf("u past the total: %d, want the last index with mass %d", got, last)
+	}
+}
