@@ -26,6 +26,11 @@ type Sampler struct {
 	scratch []*scratch // per thread
 	toks    []int32
 	lps     []float32
+	// one decoding step's batch: a token per live stream, its slot, and
+	// the offsets 0..n
+	next    []int32
+	slots   []int
+	offsets []int
 }
 
 // scratch is one thread's working space for drawing a token.
@@ -115,8 +120,7 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) ([][]Completion, e
 		}
 	}
 	active := slices.Clone(streams)
-	var next []int32
-	var slots []int
+	next, slots := s.next, s.slots
 	for len(active) > 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -147,11 +151,9 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) ([][]Completion, e
 		if len(active) == 0 {
 			break
 		}
-		seqs := make([][]int32, len(next))
-		for i := range next {
-			seqs[i] = next[i : i+1]
-		}
-		if err := m.Extend(s.cache, slots, model.Pack(seqs), logits[:len(active)*V]); err != nil {
+		// One token per live stream: offsets 0, 1, …, len(next).
+		step := model.Batch{Tokens: next, Offsets: s.offsets[:len(next)+1]}
+		if err := m.Extend(s.cache, slots, step, logits[:len(active)*V]); err != nil {
 			return nil, err
 		}
 	}
@@ -182,6 +184,10 @@ func (s *Sampler) ensure(n, capacity int) error {
 	if len(s.logits) < n*V {
 		s.logits = make([]float32, n*V)
 		s.toks, s.lps = make([]int32, n), make([]float32, n)
+		s.next, s.slots, s.offsets = make([]int32, 0, n), make([]int, 0, n), make([]int, n+1)
+		for i := range s.offsets {
+			s.offsets[i] = i
+		}
 	}
 	for len(s.scratch) < parallel.Threads() {
 		s.scratch = append(s.scratch, &scratch{probs: make([]float32, V), scaled: make([]float32, V), order: make([]int32, V)})
@@ -190,16 +196,26 @@ func (s *Sampler) ensure(n, capacity int) error {
 }
 
 // pick draws the next token from a logits row and returns it with the
-// model's logprob of it (temperature 1, untruncated: the learner's).
+// model's logprob of it (temperature 1, untruncated: the learner's). One
+// pass of exponentials serves both the logprob's normalizer and, at
+// temperature 1 without truncation, the distribution drawn from.
 func (s *Sampler) pick(z []float32, st *stream, sc *scratch) (int32, float32) {
-	lse, mx := model.LogSumExp(z, sc.probs)
+	lse, mx := model.LogSumExp(z, sc.probs) // leaves exp(z − mx) in sc.probs
 	var tok int
-	if greedy(st.p.Temperature, mx) {
+	switch p := st.p; {
+	case greedy(p.Temperature, mx):
 		tok = argmax(z)
-	} else {
+	case p.Temperature == 1 && !truncated(p, len(z)):
+		tok = vec.SearchCumulative(sc.probs[:len(z)], st.rng.Float64()*math.Exp(lse-float64(mx)))
+	default:
 		tok = draw(z, st, sc)
 	}
 	return int32(tok), float32(float64(z[tok]) - lse)
+}
+
+// truncated reports whether p keeps fewer than all V tokens.
+func truncated(p *Params, V int) bool {
+	return (p.TopK > 0 && p.TopK < V) || (p.TopP > 0 && p.TopP < 1)
 }
 
 // greedy reports whether a row whose largest logit is mx is sampled at
@@ -242,24 +258,13 @@ func draw(z []float32, st *stream, sc *scratch) int {
 			x[i] = v * inv
 		}
 	}
-	topP := p.TopP > 0 && p.TopP < 1
-	if (p.TopK == 0 || p.TopK >= V) && !topP {
+	if !truncated(p, V) {
 		// The whole vocabulary: no sorting needed.
-		mx := x[0]
-		for _, v := range x[1:] {
-			mx = max(mx, v)
-		}
-		sum := vec.ExpShiftSum(sc.probs[:V], x, mx)
-		u := st.rng.Float64() * sum
-		var c float64
-		for i, e := range sc.probs[:V] {
-			c += float64(e)
-			if u < c {
-				return i
-			}
-		}
-		return V - 1
+		probs := sc.probs[:V]
+		sum := vec.ExpShiftSum(probs, x, vec.Max(x))
+		return vec.SearchCumulative(probs, st.rng.Float64()*sum)
 	}
+	topP := p.TopP > 0 && p.TopP < 1
 	order := sc.order[:V]
 	for i := range order {
 		order[i] = int32(i)

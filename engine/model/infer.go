@@ -98,7 +98,7 @@ func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
 	N := len(b.Tokens)
 	c.grow(m, N)
 	var t0 time.Time
-	D, F, H, KV, hd, Q := cf.Dim, cf.Hidden, cf.Heads, cf.KVHeads, cf.HeadDim, cf.qkvWidth()
+	D, F, H, hd, Q := cf.Dim, cf.Hidden, cf.Heads, cf.HeadDim, cf.qkvWidth()
 	for s, slot := range slots {
 		for n := b.Offsets[s]; n < b.Offsets[s+1]; n++ {
 			c.pos[n] = int32(c.Len[slot] + n - b.Offsets[s])
@@ -108,23 +108,10 @@ func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
 	t0 = m.tic()
 	nn.EmbeddingForward(x, b.Tokens, m.w.embed, D)
 	m.toc(OpEmbedding, false, t0)
-	kvw := KV * hd
 	for l, w := range m.w.layers {
 		m.attentionInput(w, x, h, c.rstd, qkv, nil, c.qkRstd, c.pos[:N], N)
-		// Append the new keys and values to each slot.
-		for s, slot := range slots {
-			for n := b.Offsets[s]; n < b.Offsets[s+1]; n++ {
-				p := int(c.pos[n])
-				kt, vs := c.k[l][slot*kvw*c.Capacity:], c.v[l][slot*kvw*c.Capacity:]
-				for i, x := range qkv[n*Q+H*hd:][:kvw] {
-					kt[i*c.Capacity+p] = x
-				}
-				for g := 0; g < KV; g++ {
-					copy(vs[(g*c.Capacity+p)*hd:][:hd], qkv[n*Q+(H+KV+g)*hd:][:hd])
-				}
-			}
-		}
 		t0 = m.tic()
+		m.appendKV(c, l, slots, b.Offsets)
 		m.cachedAttention(c, l, slots, b.Offsets)
 		m.toc(OpAttention, false, t0)
 		m.residual(x, x, c.attn[:N*H*hd], w.o, N, H*hd)
@@ -146,6 +133,28 @@ func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
 		c.Len[slot] += b.Offsets[s+1] - b.Offsets[s]
 	}
 	return nil
+}
+
+// appendKV writes the new keys and values of layer l (in c.qkv) into
+// their slots, keys transposed, split across threads by sequence.
+func (m *Model) appendKV(c *Cache, l int, slots []int, offsets []int) {
+	cf := m.Config
+	H, KV, hd, Q := cf.Heads, cf.KVHeads, cf.HeadDim, cf.qkvWidth()
+	kvw := KV * hd
+	parallel.For(len(slots), 8, func(lo, hi int) {
+		for s := lo; s < hi; s++ {
+			kt, vs := c.k[l][slots[s]*kvw*c.Capacity:], c.v[l][slots[s]*kvw*c.Capacity:]
+			for n := offsets[s]; n < offsets[s+1]; n++ {
+				p := int(c.pos[n])
+				for i, x := range c.qkv[n*Q+H*hd:][:kvw] {
+					kt[i*c.Capacity+p] = x
+				}
+				for g := 0; g < KV; g++ {
+					copy(vs[(g*c.Capacity+p)*hd:][:hd], c.qkv[n*Q+(H+KV+g)*hd:][:hd])
+				}
+			}
+		}
+	})
 }
 
 // cachedAttention attends the new queries of layer l (in c.qkv) to every
