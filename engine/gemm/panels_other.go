@@ -1,0 +1,9 @@
+//go:build !(cgo && amd64)
+
+package gemm
+
+const panelsAccelerated = false
+
+func panelsC(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, p0, p1 int, accumulate bool) {
+	panic("gemm: no C panel kernel")
+}
