@@ -155,6 +155,20 @@ type OpTime struct {
 	Share             float64 // of the step's wall time
 }
 
+// EngineOptions are what an engine benchmark runs besides the model's
+// shape.
+type EngineOptions struct {
+	Sequences, SeqLen int // the step's batch: Sequences sequences of SeqLen tokens
+	Reps              int // timed steps, after one warm-up; as many are profiled
+	Peak              Peak
+	// GEMMSizes are the square products timed before the step; none skips
+	// them (and their matrices, 12·n² bytes, from the peak memory).
+	GEMMSizes []int
+	// Recompute sets model.Model.Recompute: each block's activations are
+	// recomputed in the backward instead of kept from the forward.
+	Recompute bool
+}
+
 // EngineReport is what `rlvr bench engine` prints.
 type EngineReport struct {
 	Backend       string
@@ -164,6 +178,7 @@ type EngineReport struct {
 	Config        model.Config
 	Sequences     int
 	SeqLen        int
+	Recompute     bool
 	Params        int
 	StepMs        float64 // median
 	StepMinMs     float64
@@ -173,25 +188,35 @@ type EngineReport struct {
 	Ops           []OpTime
 	AllocsPerStep float64
 	BytesPerStep  float64
+	// The memory the step holds by design, in bytes: the weights, their
+	// gradients, AdamW's two moments, and the activations after the step
+	// (model.Model.ActivationBytes: the saved tensors, the backward's
+	// scratch, the loss head's logits chunk).
+	WeightBytes, GradBytes, OptimizerBytes, ActivationBytes int64
 	// PeakRSSBytes is the process's peak resident memory after the
 	// measurements (GEMM matrices, model, gradients, optimizer state and
 	// activations included).
 	PeakRSSBytes int64
 }
 
-// Engine measures a training step of cfg (seqs × seqLen tokens) over reps
-// repetitions after one warm-up, then a profiled pass for the per-op split.
-func Engine(cfg model.Config, seqs, seqLen, reps int, peak Peak, gemmSizes []int) (*EngineReport, error) {
-	st, err := NewStep(cfg, seqs, seqLen)
+// Engine measures a training step of cfg over o.Reps repetitions after one
+// warm-up, then a profiled pass for the per-op split.
+func Engine(cfg model.Config, o EngineOptions) (*EngineReport, error) {
+	st, err := NewStep(cfg, o.Sequences, o.SeqLen)
 	if err != nil {
 		return nil, err
 	}
+	st.Model.Recompute = o.Recompute
+	reps, peak := o.Reps, o.Peak
 	rep := &EngineReport{Backend: gemm.Backend(), Threads: parallel.Threads(), Peak: peak, Config: st.Model.Config,
-		Sequences: seqs, SeqLen: seqLen, Params: st.Model.NumParams()}
-	rep.GEMM = GEMM(gemmSizes, 300*time.Millisecond)
+		Sequences: o.Sequences, SeqLen: o.SeqLen, Recompute: o.Recompute, Params: st.Model.NumParams()}
+	rep.GEMM = GEMM(o.GEMMSizes, 300*time.Millisecond)
 	if err := st.Run(); err != nil {
 		return nil, err
 	}
+	p := int64(st.Model.NumParams())
+	rep.WeightBytes, rep.GradBytes, rep.OptimizerBytes = 4*p, 4*p, 8*p
+	rep.ActivationBytes = st.Model.ActivationBytes()
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	times := make([]float64, reps)
@@ -246,8 +271,10 @@ func Engine(cfg model.Config, seqs, seqLen, reps int, peak Peak, gemmSizes []int
 func (r *EngineReport) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "GEMM backend: %s, %d threads\n", r.Backend, r.Threads)
-	fmt.Fprintf(&b, "peak: %.0f GFLOP/s (%d cores × %.2f GHz × %d FLOP/cycle, from %s)\n\n", r.Peak.GFLOPS, r.Peak.Cores, r.Peak.GHz, r.Peak.FlopsPerCyc, r.Peak.Source)
-	fmt.Fprintf(&b, "%-22s %10s %8s\n", "GEMM (square)", "GFLOP/s", "of peak")
+	fmt.Fprintf(&b, "peak: %.0f GFLOP/s (%d cores × %.2f GHz × %d FLOP/cycle, from %s)\n", r.Peak.GFLOPS, r.Peak.Cores, r.Peak.GHz, r.Peak.FlopsPerCyc, r.Peak.Source)
+	if len(r.GEMM) > 0 {
+		fmt.Fprintf(&b, "\n%-22s %10s %8s\n", "GEMM (square)", "GFLOP/s", "of peak")
+	}
 	above := false
 	for _, g := range r.GEMM {
 		fmt.Fprintf(&b, "%-22s %10.1f %7.0f%%\n", fmt.Sprintf("%d×%d×%d", g.M, g.N, g.K), g.GFLOPS, 100*g.GFLOPS/r.Peak.GFLOPS)
@@ -257,12 +284,28 @@ func (r *EngineReport) Table() string {
 		fmt.Fprintf(&b, "(GEMM came within 5%% of the estimated peak or above it: /proc/cpuinfo likely reports the base clock, not the boost clock; pass --peak)\n")
 	}
 	c := r.Config
-	fmt.Fprintf(&b, "\ntraining step: %d layers, d_model %d, %d heads (%d KV), SwiGLU %d, vocab %d, %d×%d tokens, %.2fM params\n",
-		c.Layers, c.Dim, c.Heads, c.KVHeads, c.Hidden, c.Vocab, r.Sequences, r.SeqLen, float64(r.Params)/1e6)
+	var extras string
+	if c.TiedEmbeddings {
+		extras += ", tied head"
+	}
+	if c.AttentionBias {
+		extras += ", q/k/v biases"
+	}
+	if c.QKNorm {
+		extras += ", q/k norms"
+	}
+	fmt.Fprintf(&b, "\ntraining step: %d layers, d_model %d, %d heads (%d KV), SwiGLU %d, vocab %d%s, %d×%d tokens, %.2fM params\n",
+		c.Layers, c.Dim, c.Heads, c.KVHeads, c.Hidden, c.Vocab, extras, r.Sequences, r.SeqLen, float64(r.Params)/1e6)
+	if r.Recompute {
+		fmt.Fprintf(&b, "  (each block's activations recomputed in the backward)\n")
+	}
 	fmt.Fprintf(&b, "  step        %8.1f ms (median; min %.1f)\n", r.StepMs, r.StepMinMs)
 	fmt.Fprintf(&b, "  throughput  %8.0f tokens/s\n", r.TokensPerSec)
 	fmt.Fprintf(&b, "  compute     %8.1f GFLOP/s = %.0f%% of peak\n", r.GFLOPS, 100*r.PeakShare)
 	fmt.Fprintf(&b, "  allocations %8.0f per step, %.1f KB per step\n", r.AllocsPerStep, r.BytesPerStep/1024)
+	held := r.WeightBytes + r.GradBytes + r.OptimizerBytes + r.ActivationBytes
+	fmt.Fprintf(&b, "  memory held %8.0f MiB: weights %.0f, gradients %.0f, AdamW moments %.0f, activations %.0f\n",
+		mib(held), mib(r.WeightBytes), mib(r.GradBytes), mib(r.OptimizerBytes), mib(r.ActivationBytes))
 	fmt.Fprintf(&b, "  peak memory %8.0f MiB resident (the process's peak)\n\n", mib(r.PeakRSSBytes))
 	fmt.Fprintf(&b, "%-14s %12s %12s %8s\n", "op", "forward ms", "backward ms", "share")
 	for _, o := range r.Ops {

@@ -23,18 +23,25 @@ func benchCmd() *cobra.Command {
 func benchEngineCmd() *cobra.Command {
 	cfg := model.BenchConfig()
 	var (
-		seqs, reps int
-		peak       float64
-		asJSON     bool
+		seqs, reps                     int
+		peak                           float64
+		asJSON, recompute, gemmSection bool
 	)
 	cmd := &cobra.Command{
 		Use:   "engine",
-		Short: "GEMM GFLOP/s, training tokens/s, share of peak and per-op time",
+		Short: "GEMM GFLOP/s, training tokens/s, share of peak, per-op time and memory",
 		Long: `engine times GEMM at 512³–2048³ and a forward+backward+AdamW step of a
 Llama-style model (default: 4 layers, d_model 256, 4 heads, SwiGLU 688,
 vocab 512, 8 sequences of 128 tokens — the shape
-../shared/tools/torch_llama_bench.py measures in PyTorch), and splits the
-step's time by op.`,
+../shared/tools/torch_llama_bench.py measures in PyTorch), splits the
+step's time by op, and reports the memory the step holds and the
+process's peak resident memory.
+
+Qwen2.5-0.5B's shape at 1024 tokens, recomputing activations:
+
+  rlvr bench engine --layers 24 --dim 896 --heads 14 --kv-heads 2 \
+    --ffn 4864 --vocab 151936 --tied --qkv-bias --seq 1024 --batch 1 \
+    --reps 1 --gemm=false --recompute`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
@@ -69,7 +76,11 @@ step's time by op.`,
 			if err := c.err(); err != nil {
 				return err
 			}
-			rep, err := bench.Engine(cfg, seqs, cfg.MaxSeq, reps, bench.MachinePeak(peak), []int{512, 1024, 2048})
+			o := bench.EngineOptions{Sequences: seqs, SeqLen: cfg.MaxSeq, Reps: reps, Peak: bench.MachinePeak(peak), Recompute: recompute}
+			if gemmSection {
+				o.GEMMSizes = []int{512, 1024, 2048}
+			}
+			rep, err := bench.Engine(cfg, o)
 			if err != nil {
 				return err
 			}
@@ -84,8 +95,12 @@ step's time by op.`,
 	f.IntVar(&cfg.Hidden, "ffn", cfg.Hidden, "SwiGLU hidden width")
 	f.IntVar(&cfg.Vocab, "vocab", cfg.Vocab, "vocabulary size")
 	f.IntVar(&cfg.MaxSeq, "seq", cfg.MaxSeq, "tokens per sequence")
+	f.BoolVar(&cfg.TiedEmbeddings, "tied", false, "tie the output head to the embedding")
+	f.BoolVar(&cfg.AttentionBias, "qkv-bias", false, "biases on the q, k and v projections (Qwen2)")
 	f.IntVar(&seqs, "batch", 8, "sequences per step")
 	f.IntVar(&reps, "reps", 10, "timed steps")
+	f.BoolVar(&recompute, "recompute", false, "recompute each block's activations in the backward instead of keeping them")
+	f.BoolVar(&gemmSection, "gemm", true, "time GEMM at 512³–2048³ first")
 	f.Float64Var(&peak, "peak", 0, "machine peak in GFLOP/s (0: estimate from /proc/cpuinfo)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
