@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"rlvr/engine/model"
+	"rlvr/engine/parallel"
 	"rlvr/format/llama2c"
 	"rlvr/internal/shareddata"
 )
@@ -134,6 +135,9 @@ func TestReproducibleAndBatchInvariant(t *testing.T) {
 		if !equal(a, b) {
 			t.Fatalf("sample %d differs alone and batched:\n%v\n%v", k, a, b)
 		}
+		if !sameBits(alone[0][k].Logprobs, mixed[1][k].Logprobs) {
+			t.Fatalf("sample %d's logprobs differ alone and batched:\n%v\n%v", k, alone[0][k].Logprobs, mixed[1][k].Logprobs)
+		}
 	}
 	if equal(alone[0][0].Tokens, alone[0][1].Tokens) && equal(alone[0][1].Tokens, alone[0][2].Tokens) {
 		t.Fatal("three samples at temperature 0.8 are identical")
@@ -143,6 +147,52 @@ func TestReproducibleAndBatchInvariant(t *testing.T) {
 	if equal(again[0][0].Tokens, alone[0][0].Tokens) && equal(again[0][1].Tokens, alone[0][1].Tokens) {
 		t.Fatal("another seed gave the same samples")
 	}
+}
+
+// TestBatchInvariantAtScale checks, on a model with grouped-query
+// attention and q/k/v biases, that a request's tokens and logprobs are
+// bitwise the same alone, beside 7 and beside 63 other streams of other
+// prompts, and on one or two threads.
+func TestBatchInvariantAtScale(t *testing.T) {
+	m, err := model.New(model.Config{Vocab: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 96, MaxSeq: 64, AttentionBias: true, TiedEmbeddings: true}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(m, nil)
+	req := Request{Prompt: []int32{5, 17, 42}, Params: Params{MaxTokens: 20, Temperature: 1, N: 2, Seed: 11}}
+	alone, err := s.Sample(ctx, []Request{req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer parallel.SetThreads(parallel.Threads())
+	for _, threads := range []int{1, 2} {
+		parallel.SetThreads(threads)
+		for _, others := range []int{6, 62} {
+			other := Request{Prompt: []int32{1, 2, 3, 4, 5, 6, 7}, Params: Params{MaxTokens: 30, Temperature: 0.7, N: others, Seed: 3}}
+			mixed, err := s.Sample(ctx, []Request{other, req})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range 2 {
+				a, b := alone[0][k], mixed[1][k]
+				if !equal(a.Tokens, b.Tokens) || !sameBits(a.Logprobs, b.Logprobs) {
+					t.Fatalf("%d threads, %d other streams: sample %d differs from alone:\n%v %v\n%v %v", threads, others, k, a.Tokens, a.Logprobs, b.Tokens, b.Logprobs)
+				}
+			}
+		}
+	}
+}
+
+func sameBits(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 func equal(a, b []int32) bool {

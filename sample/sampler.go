@@ -179,6 +179,8 @@ func (s *Sampler) ensure(n, capacity int) error {
 			return err
 		}
 		s.cache = c
+	} else {
+		s.cache.Pack(s.Model) // the weights may have changed since the last call
 	}
 	s.cache.Reset()
 	if len(s.logits) < n*V {

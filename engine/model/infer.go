@@ -13,7 +13,11 @@ import (
 
 // Cache holds the keys and values of a set of sequences ("slots") for
 // incremental decoding: Extend appends tokens to slots and returns the
-// next-token logits of each. It is owned by one goroutine.
+// next-token logits of each. It also holds a copy of the blocks'
+// projection weights packed for products with few rows (gemm.Panels), so
+// a decoding step's GEMMs pack nothing: NewCache packs them, and Pack
+// must be called again after the model's weights change. It is owned by
+// one goroutine.
 type Cache struct {
 	Slots, Capacity int
 	Len             []int // tokens cached per slot
@@ -28,6 +32,33 @@ type Cache struct {
 	sig, rstd, qkRstd, scores []float32
 	pos                       []int32
 	base, lens                []int32 // decode attention: each sequence's slot and length
+
+	packed []packedLayer // per layer
+	head   gemm.Panels
+}
+
+// packedLayer is one block's projections packed for decoding.
+type packedLayer struct{ qkv, o, gateUp, down gemm.Panels }
+
+// Pack copies the model's current projection and output-head weights
+// into the cache's packed copy, which Extend multiplies by. The packing is
+// one pass over the weights; the copy costs as much memory as they do.
+// Every product of a row then depends on that row alone, so a sequence's
+// logits are bitwise the same whatever it is batched with.
+func (c *Cache) Pack(m *Model) {
+	cf := m.Config
+	D, F, Hd, Q := cf.Dim, cf.Hidden, cf.Heads*cf.HeadDim, cf.qkvWidth()
+	if len(c.packed) != cf.Layers {
+		c.packed = make([]packedLayer, cf.Layers)
+	}
+	for l, w := range m.w.layers {
+		p := &c.packed[l]
+		p.qkv.Pack(w.qkv, Q, D)
+		p.o.Pack(w.o, D, Hd)
+		p.gateUp.Pack(w.gateUp, 2*F, D)
+		p.down.Pack(w.down, D, F)
+	}
+	c.head.Pack(m.w.head, cf.Vocab, D)
 }
 
 // NewCache returns a cache for slots sequences of up to capacity tokens
@@ -42,6 +73,7 @@ func (m *Model) NewCache(slots, capacity int) (*Cache, error) {
 		c.k = append(c.k, make([]float32, slots*capacity*kvw))
 		c.v = append(c.v, make([]float32, slots*capacity*kvw))
 	}
+	c.Pack(m)
 	return c, nil
 }
 
@@ -109,12 +141,14 @@ func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
 	nn.EmbeddingForward(x, b.Tokens, m.w.embed, D)
 	m.toc(OpEmbedding, false, t0)
 	for l, w := range m.w.layers {
+		p := &c.packed[l]
+		w.packedQKV, w.packedO, w.packedGateUp, w.packedDown = &p.qkv, &p.o, &p.gateUp, &p.down
 		m.attentionInput(w, x, h, c.rstd, qkv, nil, c.qkRstd, c.pos[:N], N)
 		t0 = m.tic()
 		m.appendKV(c, l, slots, b.Offsets)
 		m.cachedAttention(c, l, slots, b.Offsets)
 		m.toc(OpAttention, false, t0)
-		m.residual(x, x, c.attn[:N*H*hd], w.o, N, H*hd)
+		m.residual(x, x, c.attn[:N*H*hd], w.o, w.packedO, N, H*hd)
 		m.mlp(w, x, x, h, c.rstd, c.gu[:N*2*F], c.sig[:N*F], c.act[:N*F], N)
 	}
 	// Only each sequence's last position needs logits.
@@ -127,7 +161,7 @@ func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
 	nn.RMSNormForward(last, c.rstd, last, m.w.norm, S, 1, D, D, cf.NormEps)
 	m.toc(OpRMSNorm, false, t0)
 	t0 = m.tic()
-	gemm.Sgemm(false, true, S, cf.Vocab, D, 1, last, D, m.w.head, D, 0, logits, cf.Vocab)
+	gemm.MulPanels(logits, cf.Vocab, last, D, S, &c.head, false)
 	m.toc(OpHeadMatmul, false, t0)
 	for s, slot := range slots {
 		c.Len[slot] += b.Offsets[s+1] - b.Offsets[s]

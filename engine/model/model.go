@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"time"
 
+	"rlvr/engine/gemm"
 	"rlvr/engine/nn"
 	"rlvr/engine/parallel"
 )
@@ -329,7 +330,7 @@ func (m *Model) block(l int, b Batch, next []float32) {
 	t0 := m.tic()
 	nn.AttentionForward(la.attn, la.probs, la.qkv[:N*Q], b.Offsets, H, KV, hd)
 	m.toc(OpAttention, false, t0)
-	m.residual(la.mid[:N*D], x, la.attn, w.o, N, H*hd)
+	m.residual(la.mid[:N*D], x, la.attn, w.o, nil, N, H*hd)
 	// next = mid + down(silu(gate(norm(mid))) ⊙ up(norm(mid)))
 	m.mlp(w, next, la.mid[:N*D], la.h2, la.rstd2, la.gu, la.sig, la.swiglu, N)
 }
@@ -350,9 +351,7 @@ func (m *Model) attentionInput(w layer, x, h, rstd, qkv, raw, qkRstd []float32, 
 	if c.QKNorm && raw != nil {
 		proj = raw[:N*Q]
 	}
-	t0 = m.tic()
-	nn.MatmulForward(proj, h, w.qkv, w.qkvBias, N, D, Q)
-	m.toc(OpMatmul, false, t0)
+	m.linear(proj, h, w.qkv, w.qkvBias, w.packedQKV, N, D, Q, false)
 	if c.QKNorm {
 		copy(qkv, proj) // the values pass through unchanged
 		t0 = m.tic()
@@ -365,13 +364,31 @@ func (m *Model) attentionInput(w layer, x, h, rstd, qkv, raw, qkRstd []float32, 
 	m.toc(OpRoPE, false, t0)
 }
 
-// residual sets dst = x + inp·wᵀ (dst may be x itself).
-func (m *Model) residual(dst, x, inp, w []float32, N, in int) {
-	t0 := m.tic()
+// residual sets dst = x + inp·wᵀ (dst may be x itself), through the
+// packed p when decoding.
+func (m *Model) residual(dst, x, inp, w []float32, p *gemm.Panels, N, in int) {
 	if &dst[0] != &x[0] {
 		copy(dst, x)
 	}
-	nn.MatmulAccumulate(dst, inp, w, N, in, m.Config.Dim)
+	m.linear(dst, inp, w, nil, p, N, in, m.Config.Dim, true)
+}
+
+// linear sets out = inp·wᵀ + bias (bias may be nil), or with accumulate
+// adds inp·wᵀ to out: through the packed panels p when the layer is being
+// decoded (p not nil), else through the general GEMM.
+func (m *Model) linear(out, inp, w, bias []float32, p *gemm.Panels, N, in, outF int, accumulate bool) {
+	t0 := m.tic()
+	switch {
+	case p != nil:
+		gemm.MulPanels(out, outF, inp, in, N, p, accumulate)
+		if bias != nil {
+			nn.AddBias(out, bias, N, outF)
+		}
+	case accumulate:
+		nn.MatmulAccumulate(out, inp, w, N, in, outF)
+	default:
+		nn.MatmulForward(out, inp, w, bias, N, in, outF)
+	}
 	m.toc(OpMatmul, false, t0)
 }
 
@@ -385,14 +402,12 @@ func (m *Model) mlp(w layer, next, mid, h, rstd, gu, sig, act []float32, N int) 
 	t0 := m.tic()
 	nn.RMSNormForward(h, rstd, mid, w.mlpNorm, N, 1, D, D, c.NormEps)
 	m.toc(OpRMSNorm, false, t0)
-	t0 = m.tic()
-	nn.MatmulForward(gu, h, w.gateUp, nil, N, D, 2*F)
-	m.toc(OpMatmul, false, t0)
+	m.linear(gu, h, w.gateUp, nil, w.packedGateUp, N, D, 2*F, false)
 	t0 = m.tic()
 	nn.SwiGLUForward(act, sig, gu, N, F)
 	m.toc(OpSwiGLU, false, t0)
 	if next != nil {
-		m.residual(next, mid, act, w.down, N, F)
+		m.residual(next, mid, act, w.down, w.packedDown, N, F)
 	}
 }
 

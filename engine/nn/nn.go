@@ -293,15 +293,20 @@ func MatmulForward(out, inp, w, bias []float32, N, in, outF int) {
 	// out (N, outF), inp (N, in), w (outF, in), bias (outF)
 	gemm.Sgemm(false, true, N, outF, in, 1, inp, in, w, in, 0, out, outF)
 	if bias != nil {
-		parallel.For(N, rowGrain, func(lo, hi int) {
-			for n := lo; n < hi; n++ {
-				y := out[n*outF : (n+1)*outF]
-				for i := range y {
-					y[i] += bias[i]
-				}
-			}
-		})
+		AddBias(out, bias, N, outF)
 	}
+}
+
+// AddBias adds bias (outF) to each of the N rows of out (N, outF).
+func AddBias(out, bias []float32, N, outF int) {
+	parallel.For(N, rowGrain, func(lo, hi int) {
+		for n := lo; n < hi; n++ {
+			y := out[n*outF : (n+1)*outF]
+			for i := range y {
+				y[i] += bias[i]
+			}
+		}
+	})
 }
 
 // MatmulBackward adds the gradients of MatmulForward:
