@@ -1,6 +1,11 @@
 package main
 
 import (
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"rlvr/bench"
@@ -10,54 +15,102 @@ import (
 
 func benchSampleCmd() *cobra.Command {
 	var (
-		stories   string
-		maxTokens int
-		reps      int
-		asJSON    bool
+		stories, runC string
+		models        []string
+		streams       []int
+		maxTokens     int
+		reps          int
+		peak          float64
+		asJSON        bool
 	)
+	names := []string{"stories260K"}
+	for _, s := range bench.DecodeShapes(1) {
+		names = append(names, s.Name)
+	}
 	cmd := &cobra.Command{
 		Use:   "sample",
-		Short: "Sampling tokens/s (1, 8, 64 streams) and the sampler–learner logprob gap",
+		Short: "Decoding tokens/s, GFLOP/s and share of peak by stream count, and the sampler–learner logprob gap",
 		Long: `sample generates from a one-token prompt at temperature 1 with the KV-cache
-sampler, all streams of a row in one batch, on llama2.c's stories260K and on a
-randomly initialized 4-layer d_model-256 Llama, and reports tokens/s and the
-largest difference between the sampler's logprobs and the learner's on the
-same sequences. Compare single-stream with llama2.c's run.c on the same
-machine: ./run stories260K.bin -z tok512.bin -t 1.0 -n 256.`,
+sampler, all streams of a row in one batch, and reports tokens/s, the decoding
+FLOP/s (model.DecodeFLOPs: the matrix products, head included, and attention
+over the cache) and their share of the machine's peak, where the time goes by
+op, and the largest difference between the sampler's logprobs and the
+learner's on the same sequences. Models: llama2.c's stories260K (real
+weights), and with random weights the built-in world's d128 model, the engine
+benchmark's 4-layer d256 Llama and a 2-layer slice of Qwen2.5-0.5B at full
+width (d 896, 14 heads, 2 KV heads, SwiGLU 4864, vocabulary 151,936).
+
+--run-c times llama2.c's run.c (built from its repository: gcc -O3 -o run
+run.c -lm) on stories260K in the same run, and reports rlvr's ratio to it.
+bench/torch_decode_bench.py is the PyTorch reference on the same shapes.`,
+		Example: `  rlvr bench sample
+  rlvr bench sample --models llama-4L-d256 --streams 64 --max-tokens 256
+  rlvr bench sample --models stories260K --run-c ../llama2.c/run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
-			c.file("stories", stories)
 			c.intIn("max-tokens", maxTokens, 1, 1<<14)
 			c.intIn("reps", reps, 1, 1<<10)
+			c.floatIn("peak", peak, 0, math.Inf(1), false)
+			for _, n := range streams {
+				c.intIn("streams", n, 1, 1<<12)
+			}
+			for _, m := range models {
+				if !slices.Contains(names, m) {
+					c.add("models", "%q is not one of %s", m, strings.Join(names, ", "))
+				}
+			}
+			if slices.Contains(models, "stories260K") {
+				c.file("stories", stories)
+			}
+			if runC != "" {
+				c.file("run-c", runC)
+				c.file("stories", stories)
+			}
 			if err := c.err(); err != nil {
 				return err
 			}
-			rep := &bench.SampleReport{}
-			streams := []int{1, 8, 64}
-			sm, err := llama2c.LoadModel(stories)
-			if err != nil {
-				return err
+			rep := bench.NewSampleReport(bench.MachinePeak(peak))
+			if slices.Contains(models, "stories260K") {
+				sm, err := llama2c.LoadModel(stories)
+				if err != nil {
+					return err
+				}
+				if err := bench.Sample(cmd.Context(), "stories260K", sm, llama2c.BOS, streams, min(maxTokens, sm.Config.MaxSeq-1), reps, rep); err != nil {
+					return err
+				}
 			}
-			if err := bench.Sample(cmd.Context(), "stories260K", sm, llama2c.BOS, streams, maxTokens, reps, rep); err != nil {
-				return err
+			for _, s := range bench.DecodeShapes(maxTokens + 1) {
+				if !slices.Contains(models, s.Name) {
+					continue
+				}
+				m, err := model.New(s.Config, 1)
+				if err != nil {
+					return err
+				}
+				if err := bench.Sample(cmd.Context(), s.Name, m, 0, streams, maxTokens, reps, rep); err != nil {
+					return err
+				}
 			}
-			cfg := model.BenchConfig()
-			cfg.MaxSeq = maxTokens + 1
-			dm, err := model.New(cfg, 1)
-			if err != nil {
-				return err
-			}
-			if err := bench.Sample(cmd.Context(), "llama-4L-d256", dm, 0, streams, maxTokens, reps, rep); err != nil {
-				return err
+			if runC != "" {
+				tok := filepath.Join(filepath.Dir(stories), "tok512.bin")
+				v, err := bench.RunC(cmd.Context(), runC, stories, tok, 256, reps)
+				if err != nil {
+					return err
+				}
+				rep.RunC = v
 			}
 			return printReport(cmd, rep, asJSON)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&stories, "stories", "../shared/data/stories260K/stories260K.bin", "llama2.c stories260K checkpoint")
-	f.IntVar(&maxTokens, "max-tokens", 256, "tokens generated per stream")
+	f.StringVar(&stories, "stories", "../shared/data/stories260K/stories260K.bin", "llama2.c stories260K checkpoint (tok512.bin beside it)")
+	f.StringSliceVar(&models, "models", names, "models to measure: "+strings.Join(names, ", "))
+	f.IntSliceVar(&streams, "streams", []int{1, 8, 64, 128}, "stream counts, each one batch")
+	f.IntVar(&maxTokens, "max-tokens", 128, "tokens generated per stream (stories260K: at most its context)")
 	f.IntVar(&reps, "reps", 3, "runs per measurement (the best is reported)")
+	f.StringVar(&runC, "run-c", "", "llama2.c's run binary, timed on stories260K in the same run")
+	f.Float64Var(&peak, "peak", 0, "machine peak in GFLOP/s (0: measured)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -21,3 +21,15 @@ func TrainFLOPs(c Config, b Batch) float64 {
 	attention := 3 * 2 * 2 * sq * O * float64(c.Layers) // QKᵀ and PV, each 2·T²·hd per head
 	return matmuls + attention
 }
+
+// DecodeFLOPs counts the floating-point operations of decoding one token
+// that attends to ctx cached positions (itself included): 2 per parameter
+// of every matrix product, the output head's included, and attention's
+// score and value products, 2·ctx·hd each per head and layer.
+func DecodeFLOPs(c Config, ctx int) float64 {
+	c = c.WithDefaults()
+	D, F, V := float64(c.Dim), float64(c.Hidden), float64(c.Vocab)
+	Q, O := float64(c.qkvWidth()), float64(c.Heads*c.HeadDim)
+	matmuls := 2 * (float64(c.Layers)*(D*Q+O*D+3*D*F) + D*V)
+	return matmuls + 4*float64(ctx)*O*float64(c.Layers)
+}
