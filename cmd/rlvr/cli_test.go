@@ -229,6 +229,9 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"bench", "engine", "--reps", "0", "--peak", "NaN"}, []string{"--reps 0", "--peak NaN"}},
 		{[]string{"bench", "sample", "--stories", "nosuch.bin"}, []string{"--stories nosuch.bin"}},
 		{[]string{"bench", "sample", "--max-tokens", "0", "--reps", "-1"}, []string{"--max-tokens 0", "--reps -1"}},
+		{[]string{"bench", "sample", "--models", "gpt5", "--streams", "0"}, []string{"--models \"gpt5\" is not one of stories260K, world-d128", "--streams 0"}},
+		{[]string{"bench", "sample", "--run-c", "nosuch"}, []string{"--run-c nosuch"}},
+		{[]string{"--cpuprofile", "adir", "bench", "sample", "--models", "world-d128"}, []string{"--cpuprofile: open adir"}},
 
 		// init-model
 		{[]string{"init-model", "--tokenizer", "tok", "--out", "afile.txt"}, []string{"--out afile.txt is a file"}},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sync/atomic"
 	"syscall"
 
@@ -48,7 +49,11 @@ var (
 )
 
 func rootCmd() *cobra.Command {
-	var threads int
+	var (
+		threads    int
+		cpuProfile string
+		profile    *os.File
+	)
 	root := &cobra.Command{
 		Use:           "rlvr",
 		Short:         "Post-train language models with reinforcement learning from verifiable rewards",
@@ -61,10 +66,29 @@ func rootCmd() *cobra.Command {
 				return err
 			}
 			parallel.SetThreads(threads)
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					f.Close()
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				profile = f
+			}
 			return nil
+		},
+		PersistentPostRunE: func(cmd *cobra.Command, args []string) error {
+			if profile == nil {
+				return nil
+			}
+			pprof.StopCPUProfile()
+			return profile.Close()
 		},
 	}
 	root.PersistentFlags().IntVar(&threads, "threads", 0, "goroutines the engine splits work across (0: one per CPU)")
+	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof reads it)")
 	root.AddCommand(pretrainCmd(), sftCmd(), trainCmd(), generateCmd(), serveCmd(), evalCmd(), reportCmd(), benchCmd(), initModelCmd(), expertsCmd())
 	return root
 }
