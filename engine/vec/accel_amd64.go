@@ -209,10 +209,28 @@ AVX2 static inline float rl_dot(const float* restrict a, const float* restrict b
 }
 
 // rl_scores writes p[j] = scale·(q·k_j) for j < L, where key j's values
-// are kt[i·capacity + j] (keys stored transposed): eight keys at a time,
-// one FMA per head dimension, no horizontal sums.
+// are kt[i·capacity + j] (keys stored transposed): four blocks of eight
+// keys at a time, one FMA per head dimension and block, so four
+// independent chains (and four streams of loads) are in flight, then
+// eight at a time, no horizontal sums.
 AVX2 static void rl_scores(float* restrict p, const float* restrict q, const float* restrict kt, long capacity, long L, long hd, float scale) {
 	long j = 0;
+	__m256 vs = _mm256_set1_ps(scale);
+	for (; j + 32 <= L; j += 32) {
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+		for (long i = 0; i < hd; i++) {
+			__m256 w = _mm256_set1_ps(q[i]);
+			const float* row = kt + i * capacity + j;
+			a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(row), a0);
+			a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(row + 8), a1);
+			a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(row + 16), a2);
+			a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(row + 24), a3);
+		}
+		_mm256_storeu_ps(p + j, _mm256_mul_ps(a0, vs));
+		_mm256_storeu_ps(p + j + 8, _mm256_mul_ps(a1, vs));
+		_mm256_storeu_ps(p + j + 16, _mm256_mul_ps(a2, vs));
+		_mm256_storeu_ps(p + j + 24, _mm256_mul_ps(a3, vs));
+	}
 	for (; j + 8 <= L; j += 8) {
 		__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
 		long i = 0;
@@ -221,7 +239,7 @@ AVX2 static void rl_scores(float* restrict p, const float* restrict q, const flo
 			a1 = _mm256_fmadd_ps(_mm256_set1_ps(q[i + 1]), _mm256_loadu_ps(kt + (i + 1) * capacity + j), a1);
 		}
 		for (; i < hd; i++) a0 = _mm256_fmadd_ps(_mm256_set1_ps(q[i]), _mm256_loadu_ps(kt + i * capacity + j), a0);
-		_mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_add_ps(a0, a1), _mm256_set1_ps(scale)));
+		_mm256_storeu_ps(p + j, _mm256_mul_ps(_mm256_add_ps(a0, a1), vs));
 	}
 	for (; j < L; j++) {
 		float d = 0;
@@ -230,10 +248,40 @@ AVX2 static void rl_scores(float* restrict p, const float* restrict q, const flo
 	}
 }
 
+// rl_mix_n is rl_mix for heads of exactly C·8 values (C a constant after
+// inlining, so the accumulators are registers): two keys per iteration
+// into two accumulator sets for narrow heads, so enough FMA chains are
+// independent.
+AVX2 static inline __attribute__((always_inline)) void rl_mix_n(const int C, float* restrict o, const float* restrict p,
+		const float* restrict v, long stride, long L) {
+	__m256 a[8], b[8];
+	for (int c = 0; c < C; c++) a[c] = b[c] = _mm256_setzero_ps();
+	long j = 0;
+	if (C <= 4) {
+		for (; j + 2 <= L; j += 2) {
+			__m256 p0 = _mm256_set1_ps(p[j]), p1 = _mm256_set1_ps(p[j + 1]);
+			for (int c = 0; c < C; c++) {
+				a[c] = _mm256_fmadd_ps(p0, _mm256_loadu_ps(v + j * stride + 8 * c), a[c]);
+				b[c] = _mm256_fmadd_ps(p1, _mm256_loadu_ps(v + (j + 1) * stride + 8 * c), b[c]);
+			}
+		}
+	}
+	for (; j < L; j++) {
+		__m256 pj = _mm256_set1_ps(p[j]);
+		for (int c = 0; c < C; c++) a[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + j * stride + 8 * c), a[c]);
+	}
+	for (int c = 0; c < C; c++) _mm256_storeu_ps(o + 8 * c, _mm256_add_ps(a[c], b[c]));
+}
+
 // rl_mix writes o = Σ_j p[j]·v_j (hd a multiple of 8, at most 128), with
 // one accumulator per 8 columns and, for narrow heads, four per column
-// block so the FMAs do not wait on each other.
+// block so the FMAs do not wait on each other. The common head sizes run
+// a specialization whose accumulators stay in registers.
 AVX2 static void rl_mix(float* restrict o, const float* restrict p, const float* restrict v, long stride, long L, long hd) {
+	switch (hd) {
+	case 32: rl_mix_n(4, o, p, v, stride, L); return;
+	case 64: rl_mix_n(8, o, p, v, stride, L); return;
+	}
 	long chunks = hd / 8;
 	__m256 acc[16];
 	for (long c = 0; c < chunks; c++) acc[c] = _mm256_setzero_ps();
