@@ -94,7 +94,7 @@ bench/torch_decode_bench.py is the PyTorch reference on the same shapes.`,
 			}
 			if runC != "" {
 				tok := filepath.Join(filepath.Dir(stories), "tok512.bin")
-				v, err := bench.RunC(cmd.Context(), runC, stories, tok, 256, reps)
+				v, err := bench.RunC(cmd.Context(), runC, stories, tok, maxTokens+1, reps) // the BOS prompt, then maxTokens
 				if err != nil {
 					return err
 				}
