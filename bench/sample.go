@@ -65,8 +65,12 @@ type SampleReport struct {
 	// measured in the same run, when a run binary was given.
 	RunC float64
 	// PeakRSSBytes is the process's peak resident memory after the
-	// measurements (weights, KV caches and logits of the largest batch).
+	// measurements (the learner's pass for the logprob gap included).
 	PeakRSSBytes int64
+	// SamplingRSSBytes is, per model, the peak resident memory while it
+	// was built and sampled from (weights, their packed copy, KV caches,
+	// logits), where the system lets the peak be reset (Linux).
+	SamplingRSSBytes map[string]int64
 }
 
 // NewSampleReport starts a report with the machine's description.
@@ -80,7 +84,7 @@ func NewSampleReport(peak Peak) *SampleReport {
 // sampler–learner logprob gap on the samples.
 func Sample(ctx context.Context, name string, m *model.Model, bos int32, streams []int, maxTokens, reps int, rep *SampleReport) error {
 	s := sample.New(m, nil)
-	for _, n := range streams {
+	for i, n := range streams {
 		req := []sample.Request{{Prompt: []int32{bos}, Params: sample.Params{MaxTokens: maxTokens, Temperature: 1, N: n, Seed: 1}}}
 		best := SampleResult{Model: name, Streams: n}
 		var out [][]sample.Completion
@@ -126,14 +130,26 @@ func Sample(ctx context.Context, name string, m *model.Model, bos int32, streams
 		best.OpShare["sampling"] = (wall - inModel).Seconds() / wall.Seconds()
 		m.Profile = nil
 		rep.Results = append(rep.Results, best)
+		if i == len(streams)-1 && rep.SamplingRSSBytes != nil {
+			rep.SamplingRSSBytes[name] = PeakRSS()
+		}
 		gap, err := sample.LogprobGap(m, req, out)
 		if err != nil {
 			return err
 		}
 		rep.LogprobGap[name] = math.Max(rep.LogprobGap[name], gap)
 	}
-	rep.PeakRSSBytes = PeakRSS()
+	rep.PeakRSSBytes = max(rep.PeakRSSBytes, PeakRSS())
 	return nil
+}
+
+// StartModel marks the start of a model's measurements, so the report's
+// SamplingRSSBytes covers that model alone; m is allocated after it.
+func (r *SampleReport) StartModel() {
+	r.PeakRSSBytes = max(r.PeakRSSBytes, PeakRSS())
+	if ResetPeakRSS() && r.SamplingRSSBytes == nil {
+		r.SamplingRSSBytes = map[string]int64{}
+	}
 }
 
 var runCRate = regexp.MustCompile(`achieved tok/s: ([0-9.]+)`)
@@ -184,7 +200,17 @@ func (r *SampleReport) Table() string {
 	for name, g := range r.LogprobGap {
 		fmt.Fprintf(&b, "  %-14s %.2g\n", name, g)
 	}
-	fmt.Fprintf(&b, "\npeak memory: %.0f MiB resident (the process's peak)\n", mib(r.PeakRSSBytes))
+	if len(r.SamplingRSSBytes) > 0 {
+		b.WriteString("\npeak memory while sampling (weights, packed copy, KV caches, logits):\n")
+		var done []string
+		for _, x := range r.Results {
+			if v, ok := r.SamplingRSSBytes[x.Model]; ok && !slices.Contains(done, x.Model) {
+				fmt.Fprintf(&b, "  %-14s %6.0f MiB\n", x.Model, mib(v))
+				done = append(done, x.Model)
+			}
+		}
+	}
+	fmt.Fprintf(&b, "\npeak memory: %.0f MiB resident (the process's peak, the logprob gap's learner pass included)\n", mib(r.PeakRSSBytes))
 	return b.String()
 }
 

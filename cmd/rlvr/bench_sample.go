@@ -72,6 +72,7 @@ bench/torch_decode_bench.py is the PyTorch reference on the same shapes.`,
 			}
 			rep := bench.NewSampleReport(bench.MachinePeak(peak))
 			if slices.Contains(models, "stories260K") {
+				rep.StartModel()
 				sm, err := llama2c.LoadModel(stories)
 				if err != nil {
 					return err
@@ -84,6 +85,7 @@ bench/torch_decode_bench.py is the PyTorch reference on the same shapes.`,
 				if !slices.Contains(models, s.Name) {
 					continue
 				}
+				rep.StartModel()
 				m, err := model.New(s.Config, 1)
 				if err != nil {
 					return err
