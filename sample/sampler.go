@@ -204,13 +204,10 @@ func (s *Sampler) ensure(n, capacity int) error {
 func (s *Sampler) pick(z []float32, st *stream, sc *scratch) (int32, float32) {
 	lse, mx := model.LogSumExp(z, sc.probs) // leaves exp(z − mx) in sc.probs
 	var tok int
-	switch p := st.p; {
-	case greedy(p.Temperature, mx):
+	if greedy(st.p.Temperature, mx) {
 		tok = argmax(z)
-	case p.Temperature == 1 && !truncated(p, len(z)):
-		tok = vec.SearchCumulative(sc.probs[:len(z)], st.rng.Float64()*math.Exp(lse-float64(mx)))
-	default:
-		tok = draw(z, st, sc)
+	} else {
+		tok = draw(z, st, sc, math.Exp(lse-float64(mx)))
 	}
 	return int32(tok), float32(float64(z[tok]) - lse)
 }
@@ -248,8 +245,9 @@ func argmax(z []float32) int {
 }
 
 // draw samples from softmax(z / temperature) restricted to the top-k tokens
-// and then to the smallest set whose mass reaches top-p.
-func draw(z []float32, st *stream, sc *scratch) int {
+// and then to the smallest set whose mass reaches top-p. sc.probs holds
+// exp(z − max z) and sum their total, as LogSumExp left them.
+func draw(z []float32, st *stream, sc *scratch, sum float64) int {
 	p := st.p
 	V := len(z)
 	x := z
@@ -261,9 +259,12 @@ func draw(z []float32, st *stream, sc *scratch) int {
 		}
 	}
 	if !truncated(p, V) {
-		// The whole vocabulary: no sorting needed.
+		// The whole vocabulary: no sorting needed, and at temperature 1
+		// no exponentials either.
 		probs := sc.probs[:V]
-		sum := vec.ExpShiftSum(probs, x, vec.Max(x))
+		if p.Temperature != 1 {
+			sum = vec.ExpShiftSum(probs, x, vec.Max(x))
+		}
 		return vec.SearchCumulative(probs, st.rng.Float64()*sum)
 	}
 	topP := p.TopP > 0 && p.TopP < 1
@@ -288,7 +289,7 @@ func draw(z []float32, st *stream, sc *scratch) int {
 	order = order[:keep]
 	mx := x[order[0]]
 	probs := sc.probs[:keep]
-	var sum float64
+	sum = 0
 	for k, i := range order {
 		e := float64(vec.Exp32(x[i] - mx))
 		probs[k] = float32(e)
