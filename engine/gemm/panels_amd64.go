@@ -58,11 +58,11 @@ AVX2 static void rl_tile2(float* o, long ldo, long cols, const float* x, long ld
 AVX2 static void rl_tile1(float* o, long ldo, long cols, const float* x, long ldx, const float* b, long K, int acc) { rl_tile(1, o, ldo, cols, x, ldx, b, K, acc); }
 
 // rlvr_panels multiplies m rows of x by panels [p0, p1) of b into out,
-// rows in blocks of 96 so a block of x stays in L2 while the panels pass.
+// rows in blocks of mc so a block of x stays in L2 while the panels pass.
 AVX2 static void rlvr_panels(float* out, long ldo, const float* x, long ldx, long m, const float* b,
-		long K, long N, long p0, long p1, int acc) {
-	for (long r0 = 0; r0 < m; r0 += 96) {
-		long r1 = r0 + 96 < m ? r0 + 96 : m;
+		long K, long N, long p0, long p1, int acc, long mc) {
+	for (long r0 = 0; r0 < m; r0 += mc) {
+		long r1 = r0 + mc < m ? r0 + mc : m;
 		for (long q = p0; q < p1; q++) {
 			const float* bq = b + q * K * 16;
 			long cols = N - 16 * q < 16 ? N - 16 * q : 16;
@@ -94,5 +94,5 @@ var panelsAccelerated = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 func panelsC(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, p0, p1 int, accumulate bool) {
 	fp := func(s []float32) *C.float { return (*C.float)(unsafe.Pointer(unsafe.SliceData(s))) }
 	C.rlvr_panels(fp(out), C.long(ldo), fp(x), C.long(ldx), C.long(m), fp(p.data), C.long(p.K), C.long(p.N),
-		C.long(p0), C.long(p1), C.int(cbool(accumulate)))
+		C.long(p0), C.long(p1), cbool(accumulate), panelRows)
 }

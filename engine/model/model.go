@@ -330,7 +330,7 @@ func (m *Model) block(l int, b Batch, next []float32) {
 	t0 := m.tic()
 	nn.AttentionForward(la.attn, la.probs, la.qkv[:N*Q], b.Offsets, H, KV, hd)
 	m.toc(OpAttention, false, t0)
-	m.residual(la.mid[:N*D], x, la.attn, w.o, nil, N, H*hd)
+	m.residual(la.mid[:N*D], x, la.attn, w.o, w.packedO, N, H*hd)
 	// next = mid + down(silu(gate(norm(mid))) ⊙ up(norm(mid)))
 	m.mlp(w, next, la.mid[:N*D], la.h2, la.rstd2, la.gu, la.sig, la.swiglu, N)
 }
