@@ -84,7 +84,12 @@ func NewSampleReport(peak Peak) *SampleReport {
 // sampler–learner logprob gap on the samples.
 func Sample(ctx context.Context, name string, m *model.Model, bos int32, streams []int, maxTokens, reps int, rep *SampleReport) error {
 	s := sample.New(m, nil)
-	for i, n := range streams {
+	type sampled struct {
+		req []sample.Request
+		out [][]sample.Completion
+	}
+	var all []sampled
+	for _, n := range streams {
 		req := []sample.Request{{Prompt: []int32{bos}, Params: sample.Params{MaxTokens: maxTokens, Temperature: 1, N: n, Seed: 1}}}
 		best := SampleResult{Model: name, Streams: n}
 		var out [][]sample.Completion
@@ -130,10 +135,13 @@ func Sample(ctx context.Context, name string, m *model.Model, bos int32, streams
 		best.OpShare["sampling"] = (wall - inModel).Seconds() / wall.Seconds()
 		m.Profile = nil
 		rep.Results = append(rep.Results, best)
-		if i == len(streams)-1 && rep.SamplingRSSBytes != nil {
-			rep.SamplingRSSBytes[name] = PeakRSS()
-		}
-		gap, err := sample.LogprobGap(m, req, out)
+		all = append(all, sampled{req, out})
+	}
+	if rep.SamplingRSSBytes != nil {
+		rep.SamplingRSSBytes[name] = PeakRSS() // before the learner's passes below
+	}
+	for _, x := range all {
+		gap, err := sample.LogprobGap(m, x.req, x.out)
 		if err != nil {
 			return err
 		}
