@@ -254,6 +254,20 @@ func (l *Loss) LogpTerms(logp float64, in TokenInputs) TokenTerms {
 	return t
 }
 
+// Inert reports whether a position adds nothing to the loss's gradient
+// whatever the model's distribution there: its weight is zero, or the
+// loss's only term is a policy gradient and its advantage is zero (GRPO's
+// groups of equal rewards). teacher says whether a teacher distribution is
+// aligned with the position. An inert position still has a logprob and
+// metrics; a learner may skip only its backward.
+func (l *Loss) Inert(weight, advantage float32, teacher bool) bool {
+	if weight == 0 {
+		return true
+	}
+	return l.NLL == 0 && l.RefKL == 0 && l.Entropy == 0 && (l.TeacherKL == 0 || !teacher) &&
+		(l.PolicyGradient == NoPolicyGradient || advantage == 0)
+}
+
 // CheckDatum validates d and checks that it carries every per-token input
 // the loss reads, naming the one missing.
 func (l *Loss) CheckDatum(d *Datum) error {

@@ -94,3 +94,27 @@ func ExampleAggregate() {
 	fmt.Println(batch[0].Weights, batch[1].Weights)
 	// Output: [0.25 0.25] [0.125 0.125 0.125 0.125]
 }
+
+func TestInertPositions(t *testing.T) {
+	pg := Loss{PolicyGradient: ClippedPG, ClipLow: 0.2, ClipHigh: 0.2}
+	for _, tc := range []struct {
+		name    string
+		loss    Loss
+		w, adv  float32
+		teacher bool
+		inert   bool
+	}{
+		{"zero weight", Loss{NLL: 1}, 0, 1, false, true},
+		{"zero advantage", pg, 1, 0, false, true},
+		{"advantage", pg, 1, 0.5, false, false},
+		{"nll", Loss{NLL: 1}, 1, 0, false, false},
+		{"entropy bonus", Loss{PolicyGradient: Reinforce, Entropy: 0.01}, 1, 0, false, false},
+		{"reference kl", Loss{PolicyGradient: Reinforce, RefKL: 0.1, RefKLEstimator: K3}, 1, 0, false, false},
+		{"teacher here", Loss{PolicyGradient: Reinforce, TeacherKL: 1}, 1, 0, true, false},
+		{"teacher elsewhere", Loss{PolicyGradient: Reinforce, TeacherKL: 1}, 1, 0, false, true},
+	} {
+		if got := tc.loss.Inert(tc.w, tc.adv, tc.teacher); got != tc.inert {
+			t.Errorf("%s: inert %v, want %v", tc.name, got, tc.inert)
+		}
+	}
+}

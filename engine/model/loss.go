@@ -89,7 +89,9 @@ func locate(b Batch, n int) (int, int) {
 // ForwardBackward runs the model over b, sums loss over every position
 // (Targets.Weights scale each one), and adds the gradient into m.Grads. It
 // writes the logprob of every target into logprobs (N) when that is not
-// nil. With a teacher-KL term, teacher gives the teacher's batch.
+// nil. With a teacher-KL term, teacher gives the teacher's batch. The
+// backward runs only over the sequences with a position that is not inert
+// (backend.Loss.Inert); the others cost a forward.
 //
 // A NaN or Inf loss is reported with the sequence and position where it
 // appeared; the decoder's gradients are then left untouched, but the
@@ -116,13 +118,100 @@ func (m *Model) ForwardBackward(b Batch, t Targets, loss backend.Loss, teacher *
 	if err := m.validateTargets(b, t, &loss, teacherRows); err != nil {
 		return backend.Metrics{}, err
 	}
+	// Sequences whose every position is inert (a policy gradient with
+	// zero advantages, as in GRPO's groups of equal rewards) add nothing to
+	// the gradient: they run behind the others, and the backward covers
+	// only the live ones before them.
+	order, live := liveFirst(b, t, &loss)
+	out, callerOffsets := logprobs, b.Offsets
+	if order != nil {
+		b, t = permute(b, t, order)
+		if logprobs != nil {
+			out = make([]float32, len(logprobs))
+		}
+	}
 	m.forward(b)
-	met, err := m.head(b, t, &loss, teacherLogp, logprobs, true)
+	met, err := m.head(b, t, &loss, teacherLogp, out, b.Offsets[live], order)
+	if order != nil && logprobs != nil {
+		for i, s := range order {
+			copy(logprobs[callerOffsets[s]:callerOffsets[s+1]], out[b.Offsets[i]:b.Offsets[i+1]])
+		}
+	}
 	if err != nil {
 		return met, err
 	}
-	m.backward(b, m.act.dnormed[:len(b.Tokens)*m.Config.Dim])
+	if live > 0 {
+		prefix := Batch{Tokens: b.Tokens[:b.Offsets[live]], Offsets: b.Offsets[:live+1]}
+		m.backward(prefix, m.act.dnormed[:len(prefix.Tokens)*m.Config.Dim])
+	}
 	return met, nil
+}
+
+// liveFirst finds the sequences of b with a position that is not inert
+// under loss, and returns an order of all sequences that puts them first,
+// each group in its own order, with their count. The order is nil when
+// they come first already.
+func liveFirst(b Batch, t Targets, loss *backend.Loss) ([]int, int) {
+	S := len(b.Offsets) - 1
+	isLive := make([]bool, S)
+	live, sorted := 0, true
+	for s := range S {
+		for n := b.Offsets[s]; n < b.Offsets[s+1]; n++ {
+			var adv float32
+			if t.Advantages != nil {
+				adv = t.Advantages[n]
+			}
+			if !loss.Inert(t.Weights[n], adv, t.TeacherRows != nil && t.TeacherRows[n] >= 0) {
+				isLive[s] = true
+				break
+			}
+		}
+		if isLive[s] {
+			sorted = sorted && live == s
+			live++
+		}
+	}
+	if sorted {
+		return nil, live
+	}
+	order := make([]int, 0, S)
+	for _, want := range []bool{true, false} {
+		for s := range S {
+			if isLive[s] == want {
+				order = append(order, s)
+			}
+		}
+	}
+	return order, live
+}
+
+// permute returns b and t with their sequences in the given order.
+func permute(b Batch, t Targets, order []int) (Batch, Targets) {
+	p := Batch{Tokens: gather(b.Tokens, b.Offsets, order), Offsets: make([]int, 1, len(b.Offsets))}
+	for _, s := range order {
+		p.Offsets = append(p.Offsets, p.Offsets[len(p.Offsets)-1]+b.Offsets[s+1]-b.Offsets[s])
+	}
+	return p, Targets{
+		Targets:         gather(t.Targets, b.Offsets, order),
+		Weights:         gather(t.Weights, b.Offsets, order),
+		Advantages:      gather(t.Advantages, b.Offsets, order),
+		SamplerLogprobs: gather(t.SamplerLogprobs, b.Offsets, order),
+		RefLogprobs:     gather(t.RefLogprobs, b.Offsets, order),
+		TeacherRows:     gather(t.TeacherRows, b.Offsets, order),
+	}
+}
+
+// gather concatenates the sequences of v (packed at offsets) in the given
+// order; nil stays nil.
+func gather[E any](v []E, offsets, order []int) []E {
+	if v == nil {
+		return nil
+	}
+	out := make([]E, 0, len(v))
+	for _, s := range order {
+		out = append(out, v[offsets[s]:offsets[s+1]]...)
+	}
+	return out
 }
 
 // Logprobs runs the forward pass only and writes the logprob of each target
@@ -141,7 +230,7 @@ func (m *Model) Logprobs(b Batch, targets []int32, out []float32, top []bool) er
 		return err
 	}
 	m.forward(b)
-	_, err := m.head(b, t, &backend.Loss{NLL: 1}, nil, out, false)
+	_, err := m.head(b, t, &backend.Loss{NLL: 1}, nil, out, 0, nil)
 	for n := range top {
 		top[n] = m.act.stats[n].top
 	}
@@ -168,10 +257,12 @@ func (m *Model) teacherLogprobs(tb TeacherBatch) []float32 {
 	return out
 }
 
-// head computes the output logits chunk by chunk, the per-token loss terms
-// and (with grad) dnormed, the gradient at the final norm's output, adding
-// the head's own gradient into m.Grads.
-func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logprobs []float32, grad bool) (backend.Metrics, error) {
+// head computes the output logits chunk by chunk and the per-token loss
+// terms. For the first gradRows positions it also computes dnormed, the
+// gradient at the final norm's output, and adds the head's own gradient
+// into m.Grads. order, when not nil, maps b's sequences to the caller's for
+// error messages.
+func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logprobs []float32, gradRows int, order []int) (backend.Metrics, error) {
 	c, a := m.Config, &m.act
 	N, D, V := len(b.Tokens), c.Dim, c.Vocab
 	chunk := max(1, min(N, logitsBudget/V))
@@ -201,20 +292,23 @@ func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logpro
 					r := int(t.TeacherRows[n])
 					q = teacherLogp[r*V : (r+1)*V]
 				}
-				stats[n] = tokenTerms(logits[i*V:(i+1)*V], a.expScratch[w*V:(w+1)*V], n, t, q, loss, grad)
+				stats[n] = tokenTerms(logits[i*V:(i+1)*V], a.expScratch[w*V:(w+1)*V], n, t, q, loss, n < gradRows)
 			}
 		})
 		m.toc(OpLossTerms, false, t0)
 		for n := c0; n < c1; n++ {
 			if s := stats[n]; math.IsNaN(s.loss) || math.IsInf(s.loss, 0) || math.IsNaN(s.logp) {
 				seq, p := locate(b, n)
+				if order != nil {
+					seq = order[seq]
+				}
 				return backend.Metrics{}, fmt.Errorf("non-finite loss %v (logprob %v) at sequence %d position %d", s.loss, s.logp, seq, p)
 			}
 		}
-		if grad {
+		if g1 := min(c1, gradRows); g1 > c0 {
 			t0 = m.tic()
-			gemm.Sgemm(false, false, c1-c0, D, V, 1, logits, V, m.w.head, D, 0, a.dnormed[c0*D:], D)
-			gemm.Sgemm(true, false, V, D, c1-c0, 1, logits, V, a.normed[c0*D:], D, 1, m.g.head, D)
+			gemm.Sgemm(false, false, g1-c0, D, V, 1, logits, V, m.w.head, D, 0, a.dnormed[c0*D:], D)
+			gemm.Sgemm(true, false, V, D, g1-c0, 1, logits, V, a.normed[c0*D:], D, 1, m.g.head, D)
 			m.toc(OpHeadMatmul, true, t0)
 		}
 	}

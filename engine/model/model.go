@@ -183,7 +183,7 @@ type activations struct {
 type layerActs struct {
 	h1, rstd1 []float32 // (N, D), (N): attention norm output and rstd
 	qkvRaw    []float32 // (N, Q) projections before the q/k norms (Qwen3 only)
-	qkRstd    []float32 // (N, H+KV) the q/k norms' rstd (Qwen3 only)
+	qkRstd    []float32 // (N, H) then (N, KV): the q/k norms' rstd (Qwen3 only)
 	qkv       []float32 // (N, Q) queries and keys after RoPE, values
 	probs     []float32 // (Σ H·T²) attention probabilities
 	attn      []float32 // (N, H·hd) attention output before o_proj
@@ -355,13 +355,22 @@ func (m *Model) attentionInput(w layer, x, h, rstd, qkv, raw, qkRstd []float32, 
 	if c.QKNorm {
 		copy(qkv, proj) // the values pass through unchanged
 		t0 = m.tic()
-		nn.RMSNormForward(qkv, qkRstd[:N*H], proj, w.qNorm, N, H, hd, Q, c.NormEps)
-		nn.RMSNormForward(qkv[H*hd:], qkRstd[N*H:N*(H+KV)], proj[H*hd:], w.kNorm, N, KV, hd, Q, c.NormEps)
+		qr, kr := splitQKRstd(qkRstd, H, KV)
+		nn.RMSNormForward(qkv, qr[:N*H], proj, w.qNorm, N, H, hd, Q, c.NormEps)
+		nn.RMSNormForward(qkv[H*hd:], kr[:N*KV], proj[H*hd:], w.kNorm, N, KV, hd, Q, c.NormEps)
 		m.toc(OpRMSNorm, false, t0)
 	}
 	t0 = m.tic()
 	nn.RoPE(qkv, N, H+KV, hd, Q, pos, m.cos, m.sin, false)
 	m.toc(OpRoPE, false, t0)
+}
+
+// splitQKRstd splits the q/k norms' rstd buffer, sized for some number of
+// rows R, into the queries' (R, H) and the keys' (R, KV): a batch of any
+// prefix of those rows finds its rows at the same places.
+func splitQKRstd(qkRstd []float32, H, KV int) (q, k []float32) {
+	R := len(qkRstd) / (H + KV)
+	return qkRstd[:R*H], qkRstd[R*H:]
 }
 
 // residual sets dst = x + inp·wᵀ (dst may be x itself), through the
@@ -468,10 +477,11 @@ func (m *Model) backward(b Batch, dnormed []float32) {
 			raw := a.dqkvRaw[:N*Q]
 			clear(raw)
 			t0 = m.tic()
-			nn.RMSNormBackward(raw, g.qNorm, dqkv, la.qkvRaw, w.qNorm, la.qkRstd[:N*H], N, H, hd, Q)
+			qr, kr := splitQKRstd(la.qkRstd, H, KV)
+			nn.RMSNormBackward(raw, g.qNorm, dqkv, la.qkvRaw, w.qNorm, qr[:N*H], N, H, hd, Q)
 			m.toc(OpRMSNorm, true, t0)
 			t0 = m.tic()
-			nn.RMSNormBackward(raw[H*hd:], g.kNorm, dqkv[H*hd:], la.qkvRaw[H*hd:], w.kNorm, la.qkRstd[N*H:N*(H+KV)], N, KV, hd, Q)
+			nn.RMSNormBackward(raw[H*hd:], g.kNorm, dqkv[H*hd:], la.qkvRaw[H*hd:], w.kNorm, kr[:N*KV], N, KV, hd, Q)
 			m.toc(OpRMSNorm, true, t0)
 			for n := 0; n < N; n++ { // values had no norm
 				copy(raw[n*Q+(H+KV)*hd:(n+1)*Q], dqkv[n*Q+(H+KV)*hd:(n+1)*Q])

@@ -120,15 +120,22 @@ func TestModelGradients(t *testing.T) {
 				if loss.PolicyGradient == backend.ClippedPG && (met.ClipLow == 0 || met.ClipHigh == 0) {
 					t.Fatalf("clipped %d low and %d high: the test must exercise both", met.ClipLow, met.ClipHigh)
 				}
-				grads := append([]float32(nil), m.Grads...)
-				for _, ts := range m.Tensors {
-					x := m.Params[ts.Offset : ts.Offset+ts.Len()]
-					g := grads[ts.Offset : ts.Offset+ts.Len()]
-					if _, err := gradcheck.Check(ts.Name, x, g, eval, gradcheck.Options{Coordinates: 6, Step: 5e-3, Atol: 3e-3, Rtol: 3e-2}); err != nil {
-						t.Error(err)
-					}
-				}
+				checkGradients(t, m, eval)
 			})
+		}
+	}
+}
+
+// checkGradients compares m.Grads, the gradient of eval's loss, with
+// finite differences of eval at a few coordinates of every tensor.
+func checkGradients(t *testing.T, m *Model, eval func() float64) {
+	t.Helper()
+	grads := append([]float32(nil), m.Grads...)
+	for _, ts := range m.Tensors {
+		x := m.Params[ts.Offset : ts.Offset+ts.Len()]
+		g := grads[ts.Offset : ts.Offset+ts.Len()]
+		if _, err := gradcheck.Check(ts.Name, x, g, eval, gradcheck.Options{Coordinates: 6, Step: 5e-3, Atol: 3e-3, Rtol: 3e-2}); err != nil {
+			t.Error(err)
 		}
 	}
 }
@@ -177,7 +184,7 @@ func TestTeacherKLGradient(t *testing.T) {
 	q := m.teacherLogprobs(teacher)
 	frozen := func() float64 {
 		m.forward(student)
-		met, err := m.head(student, tg, &loss, q, nil, false)
+		met, err := m.head(student, tg, &loss, q, nil, 0, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
