@@ -91,7 +91,9 @@ func (g *Local) Fits(prompt string, maxTokens int) bool {
 
 // NewLocal returns a generator over a loaded model.
 func NewLocal(l *checkpoint.Loaded) *Local {
-	return &Local{Model: l, sampler: sample.New(l.Model, l.Tokenizer)}
+	s := sample.New(l.Model, l.Tokenizer)
+	s.PackOnce = true // a loaded checkpoint's weights stay as they are
+	return &Local{Model: l, sampler: s}
 }
 
 // NewSampled returns a generator over any sampler of the model whose

@@ -409,3 +409,47 @@ func TestReplayMatchesSamplingWithTheRules(t *testing.T) {
 		t.Error("tokens and logprobs of different lengths replayed")
 	}
 }
+
+// TestPackOnce checks when the sampler sees new weights: at every call by
+// default, and with PackOnce only after Repack.
+func TestPackOnce(t *testing.T) {
+	m, tok := stories(t)
+	req := Request{Prompt: toInt32(tok.Encode("Once upon a time", true, false)), Params: Params{MaxTokens: 20, Temperature: 1, Seed: 3}}
+	sampleWith := func(s *Sampler) Completion {
+		out, err := s.Sample(ctx, []Request{req})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out[0][0]
+	}
+	every, once := New(m, nil), New(m, nil)
+	once.PackOnce = true
+	before := sampleWith(every)
+	if got := sampleWith(once); !sameBits(got.Logprobs, before.Logprobs) {
+		t.Fatal("a PackOnce sampler's first call differs from a default sampler's")
+	}
+	saved := slices.Clone(m.Params)
+	defer copy(m.Params, saved)
+	// A projection the cache packs (norms and embeddings are read in place).
+	down, _, ok := m.Tensor("model.layers.0.mlp.down_proj.weight")
+	if !ok {
+		t.Fatal("no layer 0 down projection")
+	}
+	for i := range down {
+		down[i] *= 3
+	}
+	fresh := sampleWith(New(m, nil))
+	if sameBits(fresh.Logprobs, before.Logprobs) {
+		t.Fatal("scaling the weights changed no logprob: the test cannot tell packed copies apart")
+	}
+	if got := sampleWith(every); !sameBits(got.Logprobs, fresh.Logprobs) {
+		t.Fatal("a default sampler did not see the new weights")
+	}
+	if got := sampleWith(once); !sameBits(got.Logprobs, before.Logprobs) {
+		t.Fatal("a PackOnce sampler repacked without Repack")
+	}
+	once.Repack()
+	if got := sampleWith(once); !sameBits(got.Logprobs, fresh.Logprobs) {
+		t.Fatal("a PackOnce sampler did not see the new weights after Repack")
+	}
+}

@@ -20,8 +20,17 @@ import (
 type Sampler struct {
 	Model   *model.Model
 	Decoder Decoder // for stop strings and Completion.Text; nil leaves Text empty and rejects stop strings
+	// PackOnce keeps the cache's packed copy of the projection matrices
+	// from one call to the next: the caller promises the weights do not
+	// change (a served checkpoint), or calls Repack when they do (norms and
+	// embeddings are read in place, so a change without Repack would leave
+	// the sampler on a mix). By default every call repacks, so that a
+	// trainer's updates are always seen; packing costs a copy of the
+	// weights.
+	PackOnce bool
 
 	cache   *model.Cache
+	stale   bool // the packed weights must be refreshed before the next call
 	logits  []float32
 	scratch []*scratch // per thread
 	toks    []int32
@@ -38,6 +47,10 @@ type scratch struct {
 	probs, scaled []float32
 	order         []int32
 }
+
+// Repack tells a PackOnce sampler that the weights have changed: the next
+// call packs them again.
+func (s *Sampler) Repack() { s.stale = true }
 
 // New returns a sampler over m.
 func New(m *model.Model, dec Decoder) *Sampler { return &Sampler{Model: m, Decoder: dec} }
@@ -179,9 +192,10 @@ func (s *Sampler) ensure(n, capacity int) error {
 			return err
 		}
 		s.cache = c
-	} else {
+	} else if s.stale || !s.PackOnce {
 		s.cache.Pack(s.Model) // the weights may have changed since the last call
 	}
+	s.stale = false
 	s.cache.Reset()
 	if len(s.logits) < n*V {
 		s.logits = make([]float32, n*V)

@@ -400,6 +400,7 @@ func (s *Server) sampleWith(ctx context.Context, jobs []*sampleJob) ([]tinker.Sa
 	b := w.base
 	if b.current != w {
 		copy(b.sampModel.Params, w.params)
+		b.sampler.Repack()
 		b.current = w
 	}
 	reqs := make([]sample.Request, len(jobs))

@@ -299,7 +299,10 @@ func New(cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tinkerserver: model %s: %w", name, err)
 		}
-		b := &base{name: name, loaded: l, sampModel: sm, sampler: sample.New(sm, l.Tokenizer)}
+		// Weights change only through sampleWith's copy, which repacks.
+		smp := sample.New(sm, l.Tokenizer)
+		smp.PackOnce = true
+		b := &base{name: name, loaded: l, sampModel: sm, sampler: smp}
 		b.weights = &weights{base: b, params: l.Model.Params, path: name}
 		s.bases[name] = b
 		s.names = append(s.names, name)
