@@ -96,34 +96,41 @@ func TestModelGradients(t *testing.T) {
 				perturb(m, 3)
 				b := Pack(randomSeqs(r, cfg.Vocab, 5, 3, 7))
 				tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
-				// Put every ratio clearly inside or outside the clip range,
-				// away from the kinks finite differences cannot cross.
-				lp := make([]float32, len(b.Tokens))
-				if err := m.Logprobs(b, tg.Targets, lp, nil); err != nil {
-					t.Fatal(err)
-				}
-				for n := range lp {
-					tg.SamplerLogprobs[n] = lp[n] - []float32{0, 0.5, -0.5}[n%3]
-				}
-				eval := func() float64 {
-					met, err := m.ForwardBackward(b, tg, loss, nil, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return met.Loss
-				}
-				m.ZeroGrad()
-				met, err := m.ForwardBackward(b, tg, loss, nil, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if loss.PolicyGradient == backend.ClippedPG && (met.ClipLow == 0 || met.ClipHigh == 0) {
-					t.Fatalf("clipped %d low and %d high: the test must exercise both", met.ClipLow, met.ClipHigh)
-				}
-				checkGradients(t, m, eval)
+				checkLossGradients(t, m, b, tg, loss)
 			})
 		}
 	}
+}
+
+// checkLossGradients checks the gradient of loss over b against finite
+// differences, with every importance ratio put clearly inside or outside
+// the clip range, away from the kinks finite differences cannot cross; a
+// clipped loss must clip both ways.
+func checkLossGradients(t *testing.T, m *Model, b Batch, tg Targets, loss backend.Loss) {
+	t.Helper()
+	lp := make([]float32, len(b.Tokens))
+	if err := m.Logprobs(b, tg.Targets, lp, nil); err != nil {
+		t.Fatal(err)
+	}
+	for n := range lp {
+		tg.SamplerLogprobs[n] = lp[n] - []float32{0, 0.5, -0.5}[n%3]
+	}
+	eval := func() float64 {
+		met, err := m.ForwardBackward(b, tg, loss, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return met.Loss
+	}
+	m.ZeroGrad()
+	met, err := m.ForwardBackward(b, tg, loss, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loss.PolicyGradient == backend.ClippedPG && (met.ClipLow == 0 || met.ClipHigh == 0) {
+		t.Fatalf("clipped %d low and %d high: the test must exercise both", met.ClipLow, met.ClipHigh)
+	}
+	checkGradients(t, m, eval)
 }
 
 // checkGradients compares m.Grads, the gradient of eval's loss, with
