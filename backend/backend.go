@@ -268,6 +268,26 @@ func (l *Loss) Inert(weight, advantage float32, teacher bool) bool {
 		(l.PolicyGradient == NoPolicyGradient || advantage == 0)
 }
 
+// InertDatum reports whether every position of d is inert (Inert), its
+// teacher's aligned positions excepted under a teacher-KL term: the datum
+// adds nothing to the gradient.
+func (l *Loss) InertDatum(d *Datum) bool {
+	aligned := 0
+	if d.Teacher != nil {
+		aligned = d.Teacher.Aligned
+	}
+	for j, w := range d.Weights {
+		var adv float32
+		if d.Advantages != nil {
+			adv = d.Advantages[j]
+		}
+		if !l.Inert(w, adv, j >= len(d.Weights)-aligned) {
+			return false
+		}
+	}
+	return true
+}
+
 // CheckDatum validates d and checks that it carries every per-token input
 // the loss reads, naming the one missing.
 func (l *Loss) CheckDatum(d *Datum) error {

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -58,11 +59,18 @@ func remoteRL(t *testing.T) RLConfig {
 
 // TestRemoteMatchesLocal: the same run on the local engine and through
 // the Tinker API gives the same metrics and the same weights, to float
-// tolerance — GRPO with a k3 KL to the reference, so the two-pass route
-// and the remote reference run too.
+// tolerance. GRPO with a k3 KL to the reference runs the two-pass route
+// and the remote reference; without a KL, the groups of equal rewards go
+// through forward calls, not forward_backward.
 func TestRemoteMatchesLocal(t *testing.T) {
+	for _, kl := range []float32{0.05, 0} {
+		t.Run(fmt.Sprintf("kl=%v", kl), func(t *testing.T) { remoteMatchesLocal(t, kl) })
+	}
+}
+
+func remoteMatchesLocal(t *testing.T, kl float32) {
 	cfg := remoteRL(t)
-	cfg.KL = 0.05
+	cfg.KL = kl
 	localDir := filepath.Join(t.TempDir(), "local")
 	if err := RL(context.Background(), cfg, localDir, false, nil); err != nil {
 		t.Fatal(err)
@@ -77,10 +85,12 @@ func TestRemoteMatchesLocal(t *testing.T) {
 	if len(a) != 2 || len(b) != 2 {
 		t.Fatalf("%d local and %d remote steps", len(a), len(b))
 	}
+	zeroVariance := 0.0
 	for i := range a {
-		if a[i]["grad_norm"] == 0 || a[i]["kl"] == 0 && i > 0 {
+		if a[i]["grad_norm"] == 0 || kl != 0 && a[i]["kl"] == 0 && i > 0 {
 			t.Fatalf("step %d has no gradient or no KL: %v", i+1, a[i])
 		}
+		zeroVariance += a[i]["zero_variance_frac"]
 		for k, v := range a[i] {
 			w, ok := b[i][k]
 			if k == "entropy" || strings.HasPrefix(k, "time_frac/") {
@@ -90,6 +100,9 @@ func TestRemoteMatchesLocal(t *testing.T) {
 				t.Errorf("step %d: %s is %v locally, %v remotely", i+1, k, v, w)
 			}
 		}
+	}
+	if kl == 0 && zeroVariance == 0 {
+		t.Fatal("no group had equal rewards: nothing went through the forward-only route")
 	}
 	t.Logf("step 2, local: loss %v, kl %v, grad norm %v, reward %v; remote: loss %v", a[1]["loss/pg"], a[1]["kl"], a[1]["grad_norm"], a[1]["reward_mean"], b[1]["loss/pg"])
 	ea, _ := os.ReadFile(filepath.Join(localDir, "eval.jsonl"))

@@ -93,15 +93,61 @@ func (m *Model) ForwardBackward(ctx context.Context, batch []backend.Datum, loss
 	if err := checkBatch(batch, &loss); err != nil {
 		return backend.Result{}, err
 	}
-	lp, err := m.passes(ctx, batch, &loss)
-	if err != nil {
-		// Some of the passes may have added their gradients: the step
-		// cannot be completed.
-		m.broken = err
-		return backend.Result{}, err
+	live, inert := m.splitInert(batch, &loss)
+	lp := make([][]float32, len(batch))
+	// The inert datums first: a failed forward leaves no gradient behind.
+	if len(inert) > 0 {
+		got, err := m.Logprobs(ctx, pick(batch, inert))
+		if err != nil {
+			return backend.Result{}, err
+		}
+		scatter(lp, inert, got)
 	}
-	m.pending = true
+	if len(live) > 0 {
+		got, err := m.passes(ctx, pick(batch, live), &loss)
+		if err != nil {
+			// Some of the passes may have added their gradients: the step
+			// cannot be completed.
+			m.broken = err
+			return backend.Result{}, err
+		}
+		scatter(lp, live, got)
+		m.pending = true
+	}
 	return backend.Result{Logprobs: lp, Metrics: metrics(batch, &loss, lp)}, nil
+}
+
+// splitInert returns the indices of the datums that carry gradient and,
+// on a "sum" server, of those that do not (backend.Loss.InertDatum): GRPO's
+// groups of equal rewards. Those go through a forward call, for their
+// logprobs and metrics, and cost no backward. A "datum-mean" server divides
+// the step's gradient by the number of datums it saw, so there every datum
+// goes through forward_backward.
+func (m *Model) splitInert(batch []backend.Datum, loss *backend.Loss) (live, inert []int) {
+	for i := range batch {
+		if m.cfg.Reduction == Sum && loss.InertDatum(&batch[i]) {
+			inert = append(inert, i)
+		} else {
+			live = append(live, i)
+		}
+	}
+	return live, inert
+}
+
+// pick returns the datums at the given indices.
+func pick(batch []backend.Datum, idx []int) []backend.Datum {
+	out := make([]backend.Datum, len(idx))
+	for k, i := range idx {
+		out[k] = batch[i]
+	}
+	return out
+}
+
+// scatter puts the logprobs of the datums at idx back in batch order.
+func scatter(lp [][]float32, idx []int, got [][]float32) {
+	for k, i := range idx {
+		lp[i] = got[k]
+	}
 }
 
 // passes makes the remote calls of one loss and returns the learner's

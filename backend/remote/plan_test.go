@@ -176,6 +176,69 @@ func TestLossMapping(t *testing.T) {
 	}
 }
 
+// TestInertDatumsSkipTheBackward checks that on a "sum" server a datum
+// with zero advantages goes through forward only, while the others still
+// ask for exactly the loss's gradient; a "datum-mean" server, which divides
+// by the datums it saw, gets them all.
+func TestInertDatumsSkipTheBackward(t *testing.T) {
+	const lp = -0.5
+	loss := backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.28}
+	live := policyBatch()
+	inert := backend.Datum{Tokens: []int32{3, 4, 5}, Targets: []int32{4, 5, 6}, Weights: []float32{1, 1, 0},
+		Advantages: []float32{0, 0, 0}, SamplerLogprobs: []float32{-0.3, -0.2, -0.1}}
+	batch := []backend.Datum{live[0], inert, live[1]}
+	for _, tc := range []struct {
+		red     Reduction
+		calls   []string
+		backwds int // datums sent to forward_backward
+	}{
+		{Sum, []string{"forward", "forward_backward"}, 2},
+		{DatumMean, []string{"forward_backward"}, 3},
+	} {
+		t.Run(string(tc.red), func(t *testing.T) {
+			f, srv := newFake(t)
+			f.result = normal
+			m := openFake(t, srv, tc.red)
+			res, err := m.ForwardBackward(context.Background(), batch, loss)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			sent := 0
+			for _, c := range f.calls {
+				switch c.Path {
+				case tinker.PathForward:
+					names = append(names, "forward")
+				case tinker.PathForwardBackward:
+					names = append(names, "forward_backward")
+					sent += len(c.Body["forward_backward_input"].(map[string]any)["data"].([]any))
+				}
+			}
+			if !slices.Equal(names, tc.calls) || sent != tc.backwds {
+				t.Fatalf("calls %v with %d datums to forward_backward, want %v with %d", names, sent, tc.calls, tc.backwds)
+			}
+			want := wantGradient(live, loss, lp)
+			if tc.red == DatumMean {
+				want = wantGradient(batch, loss, lp)
+			}
+			got := impliedGradient(t, f.calls, tc.red, lp)
+			for i := range want {
+				for j := range want[i] {
+					if math.Abs(got[i][j]-want[i][j]) > 1e-6 {
+						t.Errorf("datum %d position %d: the server is asked for gradient %v, the loss has %v", i, j, got[i][j], want[i][j])
+					}
+				}
+			}
+			if len(res.Logprobs) != 3 || len(res.Logprobs[1]) != 3 || res.Logprobs[1][0] != lp || len(res.Logprobs[2]) != 2 {
+				t.Errorf("logprobs %v, want three datums' in the batch's order", res.Logprobs)
+			}
+			if res.Metrics.Tokens != 7 {
+				t.Errorf("metrics count %d tokens, want 7 (the inert datum's 2 included)", res.Metrics.Tokens)
+			}
+		})
+	}
+}
+
 func TestTermsWithoutARemoteFormAreRefused(t *testing.T) {
 	for _, l := range []backend.Loss{{TeacherKL: 1}, {NLL: 1, Entropy: 0.01}} {
 		f, srv := newFake(t)
