@@ -101,6 +101,21 @@ func wantGradient(batch []backend.Datum, l backend.Loss, lp float64) [][]float64
 	return out
 }
 
+// callNames names the forward and forward_backward calls among calls, in
+// order.
+func callNames(calls []recorded) []string {
+	var names []string
+	for _, c := range calls {
+		switch c.Path {
+		case tinker.PathForward:
+			names = append(names, "forward")
+		case tinker.PathForwardBackward:
+			names = append(names, "forward_backward")
+		}
+	}
+	return names
+}
+
 func policyBatch() []backend.Datum {
 	return []backend.Datum{
 		{Tokens: []int32{1, 2, 3, 4}, Targets: []int32{2, 3, 4, 5}, Weights: []float32{0, 0.5, 0.5, 0.25},
@@ -145,15 +160,7 @@ func TestLossMapping(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var names []string
-				for _, c := range f.calls {
-					switch c.Path {
-					case tinker.PathForward:
-						names = append(names, "forward")
-					case tinker.PathForwardBackward:
-						names = append(names, "forward_backward")
-					}
-				}
+				names := callNames(f.calls)
 				if want := tc.calls[red]; !slices.Equal(names, want) {
 					t.Errorf("calls %v, want %v", names, want)
 				}
@@ -203,14 +210,9 @@ func TestInertDatumsSkipTheBackward(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var names []string
-			sent := 0
+			names, sent := callNames(f.calls), 0
 			for _, c := range f.calls {
-				switch c.Path {
-				case tinker.PathForward:
-					names = append(names, "forward")
-				case tinker.PathForwardBackward:
-					names = append(names, "forward_backward")
+				if c.Path == tinker.PathForwardBackward {
 					sent += len(c.Body["forward_backward_input"].(map[string]any)["data"].([]any))
 				}
 			}
