@@ -200,6 +200,27 @@ type TokenInputs struct {
 	Weight, Advantage, SamplerLogp, RefLogp float64
 }
 
+// InputsAt is position j's TokenInputs from per-token slices; all but
+// weights may be nil, read as 0.
+func InputsAt(weights, advantages, samplerLogprobs, refLogprobs []float32, j int) TokenInputs {
+	in := TokenInputs{Weight: float64(weights[j])}
+	if advantages != nil {
+		in.Advantage = float64(advantages[j])
+	}
+	if samplerLogprobs != nil {
+		in.SamplerLogp = float64(samplerLogprobs[j])
+	}
+	if refLogprobs != nil {
+		in.RefLogp = float64(refLogprobs[j])
+	}
+	return in
+}
+
+// Inputs is the datum's TokenInputs at position j.
+func (d *Datum) Inputs(j int) TokenInputs {
+	return InputsAt(d.Weights, d.Advantages, d.SamplerLogprobs, d.RefLogprobs, j)
+}
+
 // TokenTerms are the loss's terms at one position that depend only on the
 // target's logprob — NLL, policy gradient, KL to the reference — with
 // their derivative with respect to it.
@@ -260,12 +281,12 @@ func (l *Loss) LogpTerms(logp float64, in TokenInputs) TokenTerms {
 // groups of equal rewards). teacher says whether a teacher distribution is
 // aligned with the position. An inert position still has a logprob and
 // metrics; a learner may skip only its backward.
-func (l *Loss) Inert(weight, advantage float32, teacher bool) bool {
-	if weight == 0 {
+func (l *Loss) Inert(in TokenInputs, teacher bool) bool {
+	if in.Weight == 0 {
 		return true
 	}
 	return l.NLL == 0 && l.RefKL == 0 && l.Entropy == 0 && (l.TeacherKL == 0 || !teacher) &&
-		(l.PolicyGradient == NoPolicyGradient || advantage == 0)
+		(l.PolicyGradient == NoPolicyGradient || in.Advantage == 0)
 }
 
 // InertDatum reports whether every position of d is inert (Inert), its
@@ -276,12 +297,8 @@ func (l *Loss) InertDatum(d *Datum) bool {
 	if d.Teacher != nil {
 		aligned = d.Teacher.Aligned
 	}
-	for j, w := range d.Weights {
-		var adv float32
-		if d.Advantages != nil {
-			adv = d.Advantages[j]
-		}
-		if !l.Inert(w, adv, j >= len(d.Weights)-aligned) {
+	for j := range d.Weights {
+		if !l.Inert(d.Inputs(j), j >= len(d.Weights)-aligned) {
 			return false
 		}
 	}

@@ -113,7 +113,7 @@ func TestInertPositions(t *testing.T) {
 		{"teacher here", Loss{PolicyGradient: Reinforce, TeacherKL: 1}, 1, 0, true, false},
 		{"teacher elsewhere", Loss{PolicyGradient: Reinforce, TeacherKL: 1}, 1, 0, false, true},
 	} {
-		if got := tc.loss.Inert(tc.w, tc.adv, tc.teacher); got != tc.inert {
+		if got := tc.loss.Inert(TokenInputs{Weight: float64(tc.w), Advantage: float64(tc.adv)}, tc.teacher); got != tc.inert {
 			t.Errorf("%s: inert %v, want %v", tc.name, got, tc.inert)
 		}
 	}

@@ -204,7 +204,7 @@ func (m *Model) passes(ctx context.Context, batch []backend.Datum, loss *backend
 			if lp != nil {
 				logp = float64(lp[i][j])
 			}
-			c[j] = float32(-rest.LogpTerms(logp, tokenInputs(d, j)).DLogp)
+			c[j] = float32(-rest.LogpTerms(logp, d.Inputs(j)).DLogp)
 		}
 		if mean {
 			ones := make([]float32, d.Len())
@@ -232,21 +232,6 @@ func (m *Model) passes(ctx context.Context, batch []backend.Datum, loss *backend
 // carries: one whose gradient with respect to logp the client computes.
 func crossEntropyTerms(l *backend.Loss) bool {
 	return l.NLL != 0 || l.PolicyGradient == backend.Reinforce || l.RefKL != 0
-}
-
-// tokenInputs are position j's inputs to the loss terms.
-func tokenInputs(d *backend.Datum, j int) backend.TokenInputs {
-	in := backend.TokenInputs{Weight: float64(d.Weights[j])}
-	if d.Advantages != nil {
-		in.Advantage = float64(d.Advantages[j])
-	}
-	if d.SamplerLogprobs != nil {
-		in.SamplerLogp = float64(d.SamplerLogprobs[j])
-	}
-	if d.RefLogprobs != nil {
-		in.RefLogp = float64(d.RefLogprobs[j])
-	}
-	return in
 }
 
 func mask(w float32) float32 {
@@ -344,7 +329,7 @@ func metrics(batch []backend.Datum, l *backend.Loss, lp [][]float32) backend.Met
 				continue
 			}
 			logp := float64(lp[i][j])
-			t := l.LogpTerms(logp, tokenInputs(d, j))
+			t := l.LogpTerms(logp, d.Inputs(j))
 			met.Tokens++
 			met.NLL -= logp
 			met.Loss += t.Loss

@@ -157,11 +157,8 @@ func liveFirst(b Batch, t Targets, loss *backend.Loss) ([]int, int) {
 	live, sorted := 0, true
 	for s := range S {
 		for n := b.Offsets[s]; n < b.Offsets[s+1]; n++ {
-			var adv float32
-			if t.Advantages != nil {
-				adv = t.Advantages[n]
-			}
-			if !loss.Inert(t.Weights[n], adv, t.TeacherRows != nil && t.TeacherRows[n] >= 0) {
+			in := backend.InputsAt(t.Weights, t.Advantages, nil, nil, n)
+			if !loss.Inert(in, t.TeacherRows != nil && t.TeacherRows[n] >= 0) {
 				isLive[s] = true
 				break
 			}
@@ -364,17 +361,7 @@ func tokenTerms(z, scratch []float32, n int, t Targets, q []float32, l *backend.
 		}
 	}
 	s.entropy, s.teacherKL = h, kl
-	in := backend.TokenInputs{Weight: w}
-	if t.Advantages != nil {
-		in.Advantage = float64(t.Advantages[n])
-	}
-	if t.SamplerLogprobs != nil {
-		in.SamplerLogp = float64(t.SamplerLogprobs[n])
-	}
-	if t.RefLogprobs != nil {
-		in.RefLogp = float64(t.RefLogprobs[n])
-	}
-	terms := l.LogpTerms(s.logp, in)
+	terms := l.LogpTerms(s.logp, backend.InputsAt(t.Weights, t.Advantages, t.SamplerLogprobs, t.RefLogprobs, n))
 	s.loss, s.clip, s.refKL = terms.Loss, terms.Clip, terms.RefKL
 	g := terms.DLogp // dloss/dlogp
 	e := w * float64(l.Entropy)

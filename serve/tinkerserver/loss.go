@@ -182,11 +182,7 @@ func toDatum(td *tinker.Datum, spec lossSpec, mc model.Config) (backend.Datum, e
 func (l *lossSpec) elementwise(d *backend.Datum, lps []float32) []float32 {
 	out := make([]float32, len(lps))
 	for j, lp := range lps {
-		in := backend.TokenInputs{Weight: float64(d.Weights[j])}
-		if l.policy() {
-			in.Advantage, in.SamplerLogp = float64(d.Advantages[j]), float64(d.SamplerLogprobs[j])
-		}
-		out[j] = float32(l.loss.LogpTerms(float64(lp), in).Loss)
+		out[j] = float32(l.loss.LogpTerms(float64(lp), d.Inputs(j)).Loss)
 	}
 	return out
 }
