@@ -361,6 +361,21 @@ func (m *Metrics) Add(o Metrics) {
 	m.NLL += o.NLL
 }
 
+// AddPosition adds one weighted position to m: its target's logprob and
+// the loss terms there.
+func (m *Metrics) AddPosition(logp float64, t TokenTerms) {
+	m.Tokens++
+	m.Loss += t.Loss
+	m.NLL -= logp
+	m.RefKL += t.RefKL
+	switch t.Clip {
+	case -1:
+		m.ClipLow++
+	case 1:
+		m.ClipHigh++
+	}
+}
+
 // OptimParams are one optimizer step's settings (Tinker's adam_params).
 type OptimParams struct {
 	LearningRate float32

@@ -329,17 +329,7 @@ func metrics(batch []backend.Datum, l *backend.Loss, lp [][]float32) backend.Met
 				continue
 			}
 			logp := float64(lp[i][j])
-			t := l.LogpTerms(logp, d.Inputs(j))
-			met.Tokens++
-			met.NLL -= logp
-			met.Loss += t.Loss
-			met.RefKL += t.RefKL
-			switch t.Clip {
-			case -1:
-				met.ClipLow++
-			case 1:
-				met.ClipHigh++
-			}
+			met.AddPosition(logp, l.LogpTerms(logp, d.Inputs(j)))
 		}
 	}
 	return met

@@ -39,9 +39,11 @@ const logitsBudget = 1 << 22
 
 // tokenStats are one position's results.
 type tokenStats struct {
-	loss, logp, entropy, refKL, teacherKL float64
-	clip                                  int8 // −1 clipped low, +1 clipped high
-	top                                   bool // the target is the most likely token
+	// terms are the loss's terms at the position; terms.Loss includes the
+	// entropy bonus and the teacher KL.
+	terms                    backend.TokenTerms
+	logp, entropy, teacherKL float64
+	top                      bool // the target is the most likely token
 }
 
 // validateTargets checks the per-token inputs against the batch and loss.
@@ -294,12 +296,12 @@ func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logpro
 		})
 		m.toc(OpLossTerms, false, t0)
 		for n := c0; n < c1; n++ {
-			if s := stats[n]; math.IsNaN(s.loss) || math.IsInf(s.loss, 0) || math.IsNaN(s.logp) {
+			if s := stats[n]; math.IsNaN(s.terms.Loss) || math.IsInf(s.terms.Loss, 0) || math.IsNaN(s.logp) {
 				seq, p := locate(b, n)
 				if order != nil {
 					seq = order[seq]
 				}
-				return backend.Metrics{}, fmt.Errorf("non-finite loss %v (logprob %v) at sequence %d position %d", s.loss, s.logp, seq, p)
+				return backend.Metrics{}, fmt.Errorf("non-finite loss %v (logprob %v) at sequence %d position %d", s.terms.Loss, s.logp, seq, p)
 			}
 		}
 		if g1 := min(c1, gradRows); g1 > c0 {
@@ -317,18 +319,9 @@ func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logpro
 		if t.Weights[n] == 0 {
 			continue
 		}
-		met.Tokens++
-		met.Loss += s.loss
-		met.NLL -= s.logp
+		met.AddPosition(s.logp, s.terms)
 		met.Entropy += s.entropy
-		met.RefKL += s.refKL
 		met.TeacherKL += s.teacherKL
-		switch s.clip {
-		case -1:
-			met.ClipLow++
-		case 1:
-			met.ClipHigh++
-		}
 	}
 	return met, nil
 }
@@ -361,15 +354,14 @@ func tokenTerms(z, scratch []float32, n int, t Targets, q []float32, l *backend.
 		}
 	}
 	s.entropy, s.teacherKL = h, kl
-	terms := l.LogpTerms(s.logp, backend.InputsAt(t.Weights, t.Advantages, t.SamplerLogprobs, t.RefLogprobs, n))
-	s.loss, s.clip, s.refKL = terms.Loss, terms.Clip, terms.RefKL
-	g := terms.DLogp // dloss/dlogp
+	s.terms = l.LogpTerms(s.logp, backend.InputsAt(t.Weights, t.Advantages, t.SamplerLogprobs, t.RefLogprobs, n))
+	g := s.terms.DLogp // dloss/dlogp
 	e := w * float64(l.Entropy)
-	s.loss -= e * h
+	s.terms.Loss -= e * h
 	k := 0.0
 	if q != nil {
 		k = w * float64(l.TeacherKL)
-		s.loss += k * kl
+		s.terms.Loss += k * kl
 	}
 	if !grad {
 		return s
