@@ -91,9 +91,7 @@ func (g *Local) Fits(prompt string, maxTokens int) bool {
 
 // NewLocal returns a generator over a loaded model.
 func NewLocal(l *checkpoint.Loaded) *Local {
-	s := sample.New(l.Model, l.Tokenizer)
-	s.PackOnce = true // a loaded checkpoint's weights stay as they are
-	return &Local{Model: l, sampler: s}
+	return &Local{Model: l, sampler: sample.NewFixed(l.Model, l.Tokenizer)}
 }
 
 // NewSampled returns a generator over any sampler of the model whose

@@ -52,6 +52,14 @@ type scratch struct {
 // call packs them again.
 func (s *Sampler) Repack() { s.stale = true }
 
+// NewFixed returns a sampler over a checkpoint whose weights do not change
+// (a served or evaluated one): it packs them once (PackOnce).
+func NewFixed(m *model.Model, dec Decoder) *Sampler {
+	s := New(m, dec)
+	s.PackOnce = true
+	return s
+}
+
 // New returns a sampler over m.
 func New(m *model.Model, dec Decoder) *Sampler { return &Sampler{Model: m, Decoder: dec} }
 
@@ -101,7 +109,7 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) ([][]Completion, e
 			streams = append(streams, &stream{req: i, idx: k, slot: len(streams), p: p, onToken: r.OnToken,
 				rng: rand.New(rand.NewPCG(p.Seed, uint64(k)))})
 		}
-		capacity = max(capacity, min(len(r.Prompt)+maxTokens(p), m.Config.MaxSeq))
+		capacity = max(capacity, min(len(r.Prompt)+p.MaxNew(), m.Config.MaxSeq))
 	}
 	out := make([][]Completion, len(reqs))
 	if len(streams) == 0 {
@@ -176,7 +184,9 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) ([][]Completion, e
 	return out, nil
 }
 
-func maxTokens(p *Params) int {
+// MaxNew is the number of new tokens the params allow: MaxTokens, or 256
+// when it is 0.
+func (p *Params) MaxNew() int {
 	if p.MaxTokens == 0 {
 		return 256
 	}
@@ -370,7 +380,7 @@ func (c *Completion) push(p *Params, dec Decoder, tok int32, lp float32, full bo
 	switch {
 	case slices.Contains(p.StopTokens, tok):
 		c.Finish, done = FinishStop, true
-	case len(c.Tokens) >= maxTokens(p) || full:
+	case len(c.Tokens) >= p.MaxNew() || full:
 		c.Finish, done = FinishLength, true
 	}
 	if done && dec != nil {

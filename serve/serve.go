@@ -76,9 +76,7 @@ type Model struct {
 // over its weights, with its tokenizer, chat template, stop tokens and
 // context.
 func Checkpoint(name string, l *checkpoint.Loaded) Model {
-	g := sample.New(l.Model, l.Tokenizer)
-	g.PackOnce = true // a served checkpoint's weights never change
-	return Model{Name: name, Generator: g, Tokenizer: l.Tokenizer, Chat: l.Chat,
+	return Model{Name: name, Generator: sample.NewFixed(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer, Chat: l.Chat,
 		Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq}
 }
 

@@ -64,17 +64,11 @@ func inFlight(ctx context.Context) (*errgroup.Group, context.Context) {
 	return g, ctx
 }
 
-// maxDefaultTokens is the local sampler's MaxTokens 0.
-const maxDefaultTokens = 256
-
 func (s *Sampler) one(ctx context.Context, path string, r *sample.Request) ([]sample.Completion, error) {
 	p := &r.Params
 	n := max(p.N, 1)
 	seed := int64(p.Seed)
-	sp := tinker.SamplingParams{MaxTokens: p.MaxTokens, Seed: &seed, Temperature: float64(p.Temperature), TopK: p.TopK, TopP: float64(p.TopP)}
-	if sp.MaxTokens == 0 {
-		sp.MaxTokens = maxDefaultTokens
-	}
+	sp := tinker.SamplingParams{MaxTokens: p.MaxNew(), Seed: &seed, Temperature: float64(p.Temperature), TopK: p.TopK, TopP: float64(p.TopP)}
 	if sp.TopK == 0 {
 		sp.TopK = -1
 	}

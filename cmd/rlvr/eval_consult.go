@@ -66,9 +66,7 @@ func newConsultGenerator(path, modelPath string, l *checkpoint.Loaded, open bool
 	c := train.NewConsultation(&cfg, l.Chat != nil, pool)
 	c.Accept = consult.Schedule{Kind: consult.Constant, Start: 1}
 	c.Turns = consult.Schedule{Kind: consult.Constant, Start: float64(c.TurnBudget(0))}
-	smp := sample.New(l.Model, l.Tokenizer)
-	smp.PackOnce = true // the evaluated checkpoint's weights stay as they are
-	g := &consultGenerator{c: c, l: l, render: render, sampler: smp, open: open, questions: map[string]string{}}
+	g := &consultGenerator{c: c, l: l, render: render, sampler: sample.NewFixed(l.Model, l.Tokenizer), open: open, questions: map[string]string{}}
 	if open { // the questions the opening consultation asks
 		for i, e := range examples {
 			g.questions[prompted[i].Prompt] = world.QuestionText(e.Prompt)

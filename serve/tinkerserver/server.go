@@ -300,9 +300,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("tinkerserver: model %s: %w", name, err)
 		}
 		// Weights change only through sampleWith's copy, which repacks.
-		smp := sample.New(sm, l.Tokenizer)
-		smp.PackOnce = true
-		b := &base{name: name, loaded: l, sampModel: sm, sampler: smp}
+		b := &base{name: name, loaded: l, sampModel: sm, sampler: sample.NewFixed(sm, l.Tokenizer)}
 		b.weights = &weights{base: b, params: l.Model.Params, path: name}
 		s.bases[name] = b
 		s.names = append(s.names, name)
