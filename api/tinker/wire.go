@@ -7,8 +7,8 @@
 // travels in X-API-Key.
 //
 // A training or sampling call returns a Future; its result is fetched with
-// retrieve_future, which answers with the result, a TryAgain (poll again),
-// or a RequestFailed. Requests here carry only the fields rlvr sends;
+// retrieve_future, which answers with the result, a "try_again" (poll
+// again), or a RequestFailed. Requests here carry only the fields rlvr sends;
 // decoding ignores the others, as the servers' response models do.
 package tinker
 
@@ -20,22 +20,21 @@ import (
 
 // The paths of the calls, under the base URL.
 const (
-	PathHealthz          = "/api/v1/healthz"
-	PathCapabilities     = "/api/v1/get_server_capabilities"
-	PathClientConfig     = "/api/v1/client/config"
-	PathCreateSession    = "/api/v1/create_session"
-	PathHeartbeat        = "/api/v1/session_heartbeat"
-	PathCreateModel      = "/api/v1/create_model"
-	PathForward          = "/api/v1/forward" // SkyRL's; the SDK now sends forward_backward with forward_only
-	PathForwardBackward  = "/api/v1/forward_backward"
-	PathOptimStep        = "/api/v1/optim_step"
-	PathSaveWeights      = "/api/v1/save_weights"
-	PathSaveForSampler   = "/api/v1/save_weights_for_sampler"
-	PathLoadWeights      = "/api/v1/load_weights"
-	PathSample           = "/api/v1/asample"
-	PathRetrieveFuture   = "/api/v1/retrieve_future"
-	HeaderAPIKey         = "X-API-Key"
-	HeaderIdempotencyKey = "X-Idempotency-Key"
+	PathHealthz         = "/api/v1/healthz"
+	PathCapabilities    = "/api/v1/get_server_capabilities"
+	PathClientConfig    = "/api/v1/client/config"
+	PathCreateSession   = "/api/v1/create_session"
+	PathHeartbeat       = "/api/v1/session_heartbeat"
+	PathCreateModel     = "/api/v1/create_model"
+	PathForward         = "/api/v1/forward" // SkyRL's; the SDK now sends forward_backward with forward_only
+	PathForwardBackward = "/api/v1/forward_backward"
+	PathOptimStep       = "/api/v1/optim_step"
+	PathSaveWeights     = "/api/v1/save_weights"
+	PathSaveForSampler  = "/api/v1/save_weights_for_sampler"
+	PathLoadWeights     = "/api/v1/load_weights"
+	PathSample          = "/api/v1/asample"
+	PathRetrieveFuture  = "/api/v1/retrieve_future"
+	HeaderAPIKey        = "X-API-Key"
 )
 
 // Tensor dtypes.
@@ -360,13 +359,6 @@ type Future struct {
 // RetrieveFutureRequest asks for a future's result.
 type RetrieveFutureRequest struct {
 	RequestID string `json:"request_id"`
-}
-
-// TryAgain is a retrieve_future answer that the result is not ready.
-type TryAgain struct {
-	Type       string `json:"type"` // "try_again"
-	RequestID  string `json:"request_id"`
-	QueueState string `json:"queue_state,omitempty"`
 }
 
 // RequestFailed is a retrieve_future answer that the call failed;

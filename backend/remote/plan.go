@@ -157,7 +157,7 @@ func (m *Model) passes(ctx context.Context, batch []backend.Datum, loss *backend
 	var lp [][]float32
 	// The rest of the loss, after the ratio term's own call.
 	rest := *loss
-	if ratio := loss.PolicyGradient == backend.ClippedPG || loss.PolicyGradient == backend.Importance; ratio {
+	if _, ratio, _ := loss.Needs(); ratio {
 		rest.PolicyGradient = backend.NoPolicyGradient
 		data := make([]tinker.Datum, len(batch))
 		for i := range batch {
