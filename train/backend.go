@@ -131,28 +131,42 @@ func openPolicy(ctx context.Context, base, ckpt string, c *RLConfig) (*policy, e
 		}
 		return &policy{learner: s, sampler: s.Sampler, text: s.Text, maxLen: s.Model.Config.MaxSeq, close: func() error { return nil }}, nil
 	}
-	b := c.Backend
-	var path string
+	var state string
 	if ckpt != "" {
-		p, ok, err := remote.ReadState(ckpt)
-		if err != nil {
+		var err error
+		if state, err = remoteState(ckpt); err != nil {
 			return nil, err
 		}
-		if !ok {
-			return nil, fmt.Errorf("train: %s is not a checkpoint of a run on a Tinker backend (no %s)", ckpt, remote.StateFile)
-		}
-		path = p
 	}
+	return openRemote(ctx, base, state, c)
+}
+
+// remoteState is the server's saved state that a remote run's checkpoint
+// directory names. A resume takes the one of the newest intact checkpoint
+// and loads it once (openRemote), so a server's passing failure never
+// sends a resume to an older checkpoint nor creates a model per
+// checkpoint tried.
+func remoteState(ckpt string) (string, error) {
+	path, ok, err := remote.ReadState(ckpt)
+	if err == nil && !ok {
+		err = fmt.Errorf("train: %s is not a checkpoint of a run on a Tinker backend (no %s)", ckpt, remote.StateFile)
+	}
+	return path, err
+}
+
+// openRemote opens the model to train on the server: base, or with state
+// the saved state there (weights and optimizer).
+func openRemote(ctx context.Context, base, state string, c *RLConfig) (*policy, error) {
 	text, err := checkpoint.OpenText(base)
 	if err != nil {
 		return nil, err
 	}
-	m, err := remote.Open(ctx, remoteConfig(b, base, c))
+	m, err := remote.Open(ctx, remoteConfig(base, c))
 	if err != nil {
 		return nil, err
 	}
-	if path != "" {
-		if err := m.Load(ctx, path, true); err != nil {
+	if state != "" {
+		if err := m.Load(ctx, state, true); err != nil {
 			m.Close()
 			return nil, err
 		}
@@ -161,25 +175,9 @@ func openPolicy(ctx context.Context, base, ckpt string, c *RLConfig) (*policy, e
 		maxLen: text.HFConfig.MaxPositionEmbeddings, close: m.Close}, nil
 }
 
-// openIntact proves the checkpoint in dir intact for a resume. On the
-// local engine that is opening its model, which it returns. A remote
-// checkpoint is intact when it names the server's saved state; it is
-// loaded once the newest intact checkpoint is known (nil policy), so a
-// server's passing failure never sends a resume to an older checkpoint
-// nor creates a model per checkpoint tried.
-func openIntact(ctx context.Context, base, dir string, c *RLConfig) (*policy, error) {
-	if !c.Backend.remote() {
-		return openPolicy(ctx, base, dir, c)
-	}
-	_, ok, err := remote.ReadState(dir)
-	if err == nil && !ok {
-		err = fmt.Errorf("no %s: not a checkpoint of a run on a Tinker backend", remote.StateFile)
-	}
-	return nil, err
-}
-
 // remoteConfig is the client's configuration of a tinker backend.
-func remoteConfig(b *BackendConfig, base string, c *RLConfig) remote.Config {
+func remoteConfig(base string, c *RLConfig) remote.Config {
+	b := c.Backend
 	cl := remote.Client{BaseURL: b.URL, APIKey: os.Getenv(b.APIKeyEnv), Retries: b.Retries}
 	if d, err := time.ParseDuration(b.Timeout); err == nil {
 		cl.Deadline = d
@@ -197,6 +195,6 @@ func openReference(base string, c *RLConfig) (backend.Logprober, error) {
 	if !c.Backend.remote() {
 		return local.OpenFrozen(base)
 	}
-	rc := remoteConfig(c.Backend, base, c)
+	rc := remoteConfig(base, c)
 	return &remote.Reference{Client: &rc.Client, BaseModel: rc.BaseModel}, nil
 }

@@ -132,8 +132,15 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	var start runState
 	var pol *policy
 	if resume {
+		// A local checkpoint is intact when its model opens; a remote one
+		// when it names the server's saved state, loaded below.
+		var state string
 		dir, st, skipped, err := latestIntact(runDir, func(dir string) (err error) {
-			pol, err = openIntact(ctx, base, dir, &cfg)
+			if cfg.Backend.remote() {
+				state, err = remoteState(dir)
+			} else {
+				pol, err = openPolicy(ctx, base, dir, &cfg)
+			}
 			return err
 		})
 		for _, s := range skipped {
@@ -145,11 +152,10 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 		if dir != "" {
 			start = st
 			logf("resume: from %s (step %d)", dir, st.Step)
-			if pol == nil {
-				// A remote checkpoint: its state is loaded once, and a
-				// failure to load it ends the run rather than falling
-				// back to an older one.
-				if pol, err = openPolicy(ctx, base, dir, &cfg); err != nil {
+			if state != "" {
+				// Loaded once: a failure ends the run rather than falling
+				// back to an older checkpoint.
+				if pol, err = openRemote(ctx, base, state, &cfg); err != nil {
 					return err
 				}
 			}
