@@ -27,7 +27,7 @@ import (
 // tinkerServer serves the Tinker API over the local engine on loopback,
 // with the model in dir as base model "world"; it returns the server's
 // address and the directory its saved weights go in.
-func tinkerServer(t *testing.T, dir string) (string, string) {
+func tinkerServer(t testing.TB, dir string) (string, string) {
 	t.Helper()
 	state := t.TempDir()
 	srv, err := tinkerserver.New(tinkerserver.Config{Models: map[string]string{"world": dir}, StateDir: state, APIKey: "test-key", PollTimeout: 2 * time.Second})
@@ -91,15 +91,10 @@ func remoteMatchesLocal(t *testing.T, kl float32) {
 			t.Fatalf("step %d has no gradient or no KL: %v", i+1, a[i])
 		}
 		zeroVariance += a[i]["zero_variance_frac"]
-		for k, v := range a[i] {
-			w, ok := b[i][k]
-			if k == "entropy" || strings.HasPrefix(k, "time_frac/") {
-				continue // the entropy is unknown remotely; shares of time differ
-			}
-			if !ok || math.Abs(v-w) > 1e-4*math.Max(1, math.Abs(v)) {
-				t.Errorf("step %d: %s is %v locally, %v remotely", i+1, k, v, w)
-			}
-		}
+		delete(a[i], "entropy") // unknown remotely
+	}
+	if ok, diff := metricsWithin(a, b, 1e-4); !ok {
+		t.Errorf("local and remote runs differ: %s", diff)
 	}
 	if kl == 0 && zeroVariance == 0 {
 		t.Fatal("no group had equal rewards: nothing went through the forward-only route")
@@ -356,21 +351,16 @@ func TestRemoteFaults(t *testing.T) {
 // alternately, and reports both and their ratio: the cost of the remote
 // path's HTTP, JSON and futures when the server's engine is the same.
 //
-//	go test ./train -run '^$' -bench RemoteStep -benchtime 3x
+//	go test ./train -run '^$' -bench RemoteStep -benchtime 5x
 func BenchmarkRemoteStep(b *testing.B) {
 	cfg := DefaultRL()
 	cfg.Model = worldModel(b)
 	cfg.Data.Levels, cfg.Steps = []int{4}, 4
 	cfg.PromptsPerStep, cfg.GroupSize, cfg.MaxTokens = 8, 8, 128
 	cfg.EvalEvery, cfg.EvalProblems, cfg.CheckpointEvery = 0, 1, 0
-	srv, err := tinkerserver.New(tinkerserver.Config{Models: map[string]string{"world": cfg.Model}, StateDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	defer func() { hs.Close(); srv.Close() }()
+	addr, _ := tinkerServer(b, cfg.Model)
 	remoteCfg := cfg
-	remoteCfg.Backend = &BackendConfig{Kind: BackendTinker, URL: hs.URL, BaseModel: "world"}
+	onTinker(&remoteCfg, addr)
 	var local, remote float64
 	for i := 0; i < b.N; i++ {
 		for _, c := range []struct {

@@ -225,10 +225,10 @@ func resumeAfterKillWithin(t *testing.T, cfg RLConfig, tol float64) []map[string
 		t.Fatal(err)
 	}
 	a, b := stable(t, filepath.Join(straight, "metrics.jsonl")), stable(t, filepath.Join(killed, "metrics.jsonl"))
-	if len(a) != cfg.Steps || tol == 0 && !reflect.DeepEqual(a, b) {
-		t.Fatalf("metrics differ after resuming:\nstraight %v\nresumed  %v", a, b)
+	if len(a) != cfg.Steps {
+		t.Fatalf("%d steps in the straight run, want %d", len(a), cfg.Steps)
 	}
-	if ok, diff := metricsWithin(a, b, tol); tol > 0 && !ok {
+	if ok, diff := metricsWithin(a, b, tol); !ok {
 		t.Fatalf("metrics differ after resuming: %s", diff)
 	}
 	ea, _ := os.ReadFile(filepath.Join(straight, "eval.jsonl"))
@@ -248,9 +248,9 @@ func resumeAfterKillWithin(t *testing.T, cfg RLConfig, tol float64) []map[string
 	return a
 }
 
-// metricsWithin says two runs' metrics have the same keys and values
-// equal to the relative tolerance tol (absolute below 1), the shares of
-// time aside; else it names the first difference.
+// metricsWithin says two runs' metrics (as stable reads them) have the
+// same keys and values equal to the relative tolerance tol (absolute below
+// 1; 0 asks for equality); else it names the first difference.
 func metricsWithin(a, b []map[string]float64, tol float64) (bool, string) {
 	if len(a) != len(b) {
 		return false, fmt.Sprintf("%d steps against %d", len(a), len(b))
@@ -259,7 +259,7 @@ func metricsWithin(a, b []map[string]float64, tol float64) (bool, string) {
 		for _, k := range slices.Sorted(maps.Keys(a[i])) {
 			v := a[i][k]
 			w, ok := b[i][k]
-			if !ok || !strings.HasPrefix(k, "time_frac/") && math.Abs(v-w) > tol*math.Max(1, math.Abs(v)) {
+			if !ok || math.Abs(v-w) > tol*math.Max(1, math.Abs(v)) {
 				return false, fmt.Sprintf("step %d: %s is %v against %v (present %v)", i+1, k, v, w, ok)
 			}
 		}
