@@ -9,10 +9,8 @@ package model
 func TrainFLOPs(c Config, b Batch) float64 {
 	c = c.WithDefaults()
 	N := float64(len(b.Tokens))
-	D, F, V := float64(c.Dim), float64(c.Hidden), float64(c.Vocab)
-	Q, O := float64(c.qkvWidth()), float64(c.Heads*c.HeadDim)
-	perLayer := D*Q + O*D + 3*D*F
-	matmuls := 6 * N * (float64(c.Layers)*perLayer + D*V)
+	O := float64(c.Heads * c.HeadDim)
+	matmuls := 6 * N * matmulParams(c)
 	var sq float64
 	for s := 0; s+1 < len(b.Offsets); s++ {
 		t := float64(b.Offsets[s+1] - b.Offsets[s])
@@ -28,8 +26,16 @@ func TrainFLOPs(c Config, b Batch) float64 {
 // score and value products, 2·ctx·hd each per head and layer.
 func DecodeFLOPs(c Config, ctx int) float64 {
 	c = c.WithDefaults()
+	O := float64(c.Heads * c.HeadDim)
+	matmuls := 2 * matmulParams(c)
+	return matmuls + 4*float64(ctx)*O*float64(c.Layers)
+}
+
+// matmulParams counts the parameters of every matrix product of c, which
+// has its defaults: each layer's QKV, output, gate, up and down
+// projections, and the output head.
+func matmulParams(c Config) float64 {
 	D, F, V := float64(c.Dim), float64(c.Hidden), float64(c.Vocab)
 	Q, O := float64(c.qkvWidth()), float64(c.Heads*c.HeadDim)
-	matmuls := 2 * (float64(c.Layers)*(D*Q+O*D+3*D*F) + D*V)
-	return matmuls + 4*float64(ctx)*O*float64(c.Layers)
+	return float64(c.Layers)*(D*Q+O*D+3*D*F) + D*V
 }

@@ -142,14 +142,13 @@ func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
 	m.toc(OpEmbedding, false, t0)
 	for l, w := range m.w.layers {
 		p := &c.packed[l]
-		w.packedQKV, w.packedO, w.packedGateUp, w.packedDown = &p.qkv, &p.o, &p.gateUp, &p.down
-		m.attentionInput(w, x, h, c.rstd, qkv, nil, c.qkRstd, c.pos[:N], N)
+		m.attentionInput(w, p, x, h, c.rstd, qkv, nil, c.qkRstd, c.pos[:N], N)
 		t0 = m.tic()
 		m.appendKV(c, l, slots, b.Offsets)
 		m.cachedAttention(c, l, slots, b.Offsets)
 		m.toc(OpAttention, false, t0)
-		m.residual(x, x, c.attn[:N*H*hd], w.o, w.packedO, N, H*hd)
-		m.mlp(w, x, x, h, c.rstd, c.gu[:N*2*F], c.sig[:N*F], c.act[:N*F], N)
+		m.residual(x, x, c.attn[:N*H*hd], w.o, &p.o, N, H*hd)
+		m.mlp(w, p, x, x, h, c.rstd, c.gu[:N*2*F], c.sig[:N*F], c.act[:N*F], N)
 	}
 	// Only each sequence's last position needs logits.
 	last := c.h[:S*D]

@@ -155,17 +155,20 @@ func (m *Model) ForwardBackward(b Batch, t Targets, loss backend.Loss, teacher *
 // they come first already.
 func liveFirst(b Batch, t Targets, loss *backend.Loss) ([]int, int) {
 	S := len(b.Offsets) - 1
-	isLive := make([]bool, S)
-	live, sorted := 0, true
-	for s := range S {
+	isLive := func(s int) bool {
 		for n := b.Offsets[s]; n < b.Offsets[s+1]; n++ {
 			in := backend.InputsAt(t.Weights, t.Advantages, nil, nil, n)
 			if !loss.Inert(in, t.TeacherRows != nil && t.TeacherRows[n] >= 0) {
-				isLive[s] = true
-				break
+				return true
 			}
 		}
-		if isLive[s] {
+		return false
+	}
+	// A first pass counts the live sequences and checks that they come
+	// first, allocating nothing; only a reorder needs a second pass.
+	live, sorted := 0, true
+	for s := range S {
+		if isLive(s) {
 			sorted = sorted && live == s
 			live++
 		}
@@ -173,12 +176,14 @@ func liveFirst(b Batch, t Targets, loss *backend.Loss) ([]int, int) {
 	if sorted {
 		return nil, live
 	}
-	order := make([]int, 0, S)
-	for _, want := range []bool{true, false} {
-		for s := range S {
-			if isLive[s] == want {
-				order = append(order, s)
-			}
+	order := make([]int, live, S)
+	l := 0
+	for s := range S {
+		if isLive(s) {
+			order[l] = s
+			l++
+		} else {
+			order = append(order, s)
 		}
 	}
 	return order, live

@@ -326,21 +326,22 @@ func (m *Model) block(l int, b Batch, next []float32) {
 	w, la := m.w.layers[l], a.saved(l)
 	x := a.resid[l*a.N*D:][:N*D]
 	// mid = x + o(attention(rope(qkv(norm(x)))))
-	m.attentionInput(w, x, la.h1, la.rstd1, la.qkv, la.qkvRaw, la.qkRstd, a.pos[:N], N)
+	m.attentionInput(w, nil, x, la.h1, la.rstd1, la.qkv, la.qkvRaw, la.qkRstd, a.pos[:N], N)
 	t0 := m.tic()
 	nn.AttentionForward(la.attn, la.probs, la.qkv[:N*Q], b.Offsets, H, KV, hd)
 	m.toc(OpAttention, false, t0)
-	m.residual(la.mid[:N*D], x, la.attn, w.o, w.packedO, N, H*hd)
+	m.residual(la.mid[:N*D], x, la.attn, w.o, nil, N, H*hd)
 	// next = mid + down(silu(gate(norm(mid))) ⊙ up(norm(mid)))
-	m.mlp(w, next, la.mid[:N*D], la.h2, la.rstd2, la.gu, la.sig, la.swiglu, N)
+	m.mlp(w, nil, next, la.mid[:N*D], la.h2, la.rstd2, la.gu, la.sig, la.swiglu, N)
 }
 
 // attentionInput is the first half of a block, shared by the training
 // forward and the KV-cache forward: h = norm(x), then the q/k/v
 // projections into qkv with the optional per-head q/k norms, then RoPE at
 // positions pos. raw, when not nil, keeps the projections from before the
-// q/k norms for the backward; nil applies the norms in place.
-func (m *Model) attentionInput(w layer, x, h, rstd, qkv, raw, qkRstd []float32, pos []int32, N int) {
+// q/k norms for the backward; nil applies the norms in place. pk is the
+// layer's packed projections when decoding (Extend), nil when training.
+func (m *Model) attentionInput(w layer, pk *packedLayer, x, h, rstd, qkv, raw, qkRstd []float32, pos []int32, N int) {
 	c := m.Config
 	D, H, KV, hd, Q := c.Dim, c.Heads, c.KVHeads, c.HeadDim, c.qkvWidth()
 	qkv = qkv[:N*Q]
@@ -351,7 +352,11 @@ func (m *Model) attentionInput(w layer, x, h, rstd, qkv, raw, qkRstd []float32, 
 	if c.QKNorm && raw != nil {
 		proj = raw[:N*Q]
 	}
-	m.linear(proj, h, w.qkv, w.qkvBias, w.packedQKV, N, D, Q, false)
+	var pqkv *gemm.Panels
+	if pk != nil {
+		pqkv = &pk.qkv
+	}
+	m.linear(proj, h, w.qkv, w.qkvBias, pqkv, N, D, Q, false)
 	if c.QKNorm {
 		copy(qkv, proj) // the values pass through unchanged
 		t0 = m.tic()
@@ -404,19 +409,24 @@ func (m *Model) linear(out, inp, w, bias []float32, p *gemm.Panels, N, in, outF 
 // mlp is the second half of a block: next = mid + down(silu(gate(h)) ⊙
 // up(h)) with h = norm(mid), saving h, rstd, the projections gu, σ(gate)
 // and the product act. next may be mid itself; nil stops before the down
-// projection, leaving only what the backward reads.
-func (m *Model) mlp(w layer, next, mid, h, rstd, gu, sig, act []float32, N int) {
+// projection, leaving only what the backward reads. pk is the layer's
+// packed projections when decoding (Extend), nil when training.
+func (m *Model) mlp(w layer, pk *packedLayer, next, mid, h, rstd, gu, sig, act []float32, N int) {
 	c := m.Config
 	D, F := c.Dim, c.Hidden
 	t0 := m.tic()
 	nn.RMSNormForward(h, rstd, mid, w.mlpNorm, N, 1, D, D, c.NormEps)
 	m.toc(OpRMSNorm, false, t0)
-	m.linear(gu, h, w.gateUp, nil, w.packedGateUp, N, D, 2*F, false)
+	var pgu, pdown *gemm.Panels
+	if pk != nil {
+		pgu, pdown = &pk.gateUp, &pk.down
+	}
+	m.linear(gu, h, w.gateUp, nil, pgu, N, D, 2*F, false)
 	t0 = m.tic()
 	nn.SwiGLUForward(act, sig, gu, N, F)
 	m.toc(OpSwiGLU, false, t0)
 	if next != nil {
-		m.residual(next, mid, act, w.down, w.packedDown, N, F)
+		m.residual(next, mid, act, w.down, pdown, N, F)
 	}
 }
 

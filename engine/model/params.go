@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-
-	"rlvr/engine/gemm"
 )
 
 // Tensor is a named view into the parameter slab.
@@ -38,10 +36,6 @@ type layer struct {
 	mlpNorm  []float32 // (D)
 	gateUp   []float32 // (2F, D): gate_proj, up_proj
 	down     []float32 // (D, F)
-
-	// The same projections packed for decoding (Cache.Pack), set only on
-	// the copy of a layer that Extend runs; nil in the model's views.
-	packedQKV, packedO, packedGateUp, packedDown *gemm.Panels
 }
 
 // weights is the whole model's views into one slab.
