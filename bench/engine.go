@@ -118,14 +118,11 @@ func MachinePeak(override float64) Peak {
 		}
 	}
 	p.GFLOPS = float64(p.Cores) * p.GHz * float64(p.FlopsPerCyc)
-	if override <= 0 {
-		if g, ok := measuredPeak(); ok {
-			p.GFLOPS, p.FlopsPerCyc, p.Source = g, 32, "measured: independent FMAs on every core"
-			p.GHz = g / float64(p.Cores*p.FlopsPerCyc) // the effective clock
-		}
-	}
 	if override > 0 {
 		p.GFLOPS, p.Source = override, "--peak"
+	} else if g, ok := measuredPeak(); ok {
+		p.GFLOPS, p.FlopsPerCyc, p.Source = g, 32, "measured: independent FMAs on every core"
+		p.GHz = g / float64(p.Cores*p.FlopsPerCyc) // the effective clock
 	}
 	return p
 }

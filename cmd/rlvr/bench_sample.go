@@ -60,18 +60,21 @@ bench/torch_decode_bench.py is the PyTorch reference on the same shapes.`,
 					c.add("models", "%q is not one of %s", m, strings.Join(names, ", "))
 				}
 			}
-			if slices.Contains(models, "stories260K") {
+			storiesModel := slices.Contains(models, "stories260K")
+			if storiesModel {
 				c.file("stories", stories)
 			}
 			if runC != "" {
 				c.file("run-c", runC)
-				c.file("stories", stories)
+				if !storiesModel { // run.c reads the stories checkpoint too
+					c.file("stories", stories)
+				}
 			}
 			if err := c.err(); err != nil {
 				return err
 			}
 			rep := bench.NewSampleReport(bench.MachinePeak(peak))
-			if slices.Contains(models, "stories260K") {
+			if storiesModel {
 				rep.StartModel()
 				sm, err := llama2c.LoadModel(stories)
 				if err != nil {
