@@ -455,7 +455,6 @@ func Paired(row, base Row) Difference {
 // largestPassAtK is the largest k of a pass@k map (0 without one) and
 // pass@k there, NaN unless k is above 1.
 func largestPassAtK(passAtK map[string]float64) (k int, v float64) {
-	v = math.NaN()
 	for key, p := range passAtK {
 		if n, err := strconv.Atoi(key); err == nil && n > k {
 			k, v = n, p

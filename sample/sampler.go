@@ -197,6 +197,7 @@ func (p *Params) MaxNew() int {
 func (s *Sampler) ensure(n, capacity int) error {
 	V := s.Model.Config.Vocab
 	if s.cache == nil || s.cache.Slots < n || s.cache.Capacity < capacity {
+		s.cache = nil // its KV and packed weights may go before the new ones come
 		c, err := s.Model.NewCache(n, capacity)
 		if err != nil {
 			return err
