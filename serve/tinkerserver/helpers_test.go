@@ -3,7 +3,6 @@ package tinkerserver
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -84,7 +83,7 @@ func newHarness(t testing.TB, cfg Config) *harness {
 		cfg.StateDir = t.TempDir()
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = discard()
 	}
 	srv, err := New(cfg)
 	if err != nil {
@@ -303,7 +302,5 @@ func sft(seq []int32) tinker.Datum {
 	return tinker.Datum{ModelInput: tinker.Text(seq[:len(seq)-1]), LossFnInputs: map[string]tinker.TensorData{
 		"target_tokens": tinker.Ints(seq[1:]), "weights": tinker.Floats(w)}}
 }
-
-func fmtSeq(xs []int32) string { return fmt.Sprint(xs) }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -105,10 +105,8 @@ func toDatum(td *tinker.Datum, spec lossSpec, mc model.Config) (backend.Datum, e
 	case n > mc.MaxSeq:
 		return d, fmt.Errorf("model_input has %d tokens, more than the model's context of %d", n, mc.MaxSeq)
 	}
-	for j, t := range toks {
-		if t < 0 || int(t) >= mc.Vocab {
-			return d, fmt.Errorf("model_input token %d is %d, outside the vocabulary [0, %d)", j, t, mc.Vocab)
-		}
+	if err := checkVocab("model_input", toks, mc.Vocab); err != nil {
+		return d, err
 	}
 	d.Tokens = toks
 	known := []string{keyAdvantages, keyLogprobs, keyTargets, keyWeights}
@@ -185,4 +183,24 @@ func (l *lossSpec) elementwise(d *backend.Datum, lps []float32) []float32 {
 		out[j] = float32(l.loss.LogpTerms(float64(lp), d.Inputs(j)).Loss)
 	}
 	return out
+}
+
+// chunkTokens counts a model input's tokens, whatever its chunks' types.
+func chunkTokens(in tinker.ModelInput) int {
+	n := 0
+	for _, c := range in.Chunks {
+		n += len(c.Tokens)
+	}
+	return n
+}
+
+// checkVocab refuses the first token outside the vocabulary [0, vocab),
+// naming it as a token of what.
+func checkVocab(what string, toks []int32, vocab int) error {
+	for j, t := range toks {
+		if t < 0 || int(t) >= vocab {
+			return fmt.Errorf("%s token %d is %d, outside the vocabulary [0, %d)", what, j, t, vocab)
+		}
+	}
+	return nil
 }

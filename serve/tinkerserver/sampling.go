@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"rlvr/api/tinker"
+	"rlvr/backend"
+	"rlvr/backend/local"
 	"rlvr/engine/model"
 	"rlvr/sample"
 )
@@ -111,11 +113,7 @@ func (s *Server) checkSample(req *sampleRequest) error {
 	case req.SamplingParams != nil && req.SamplingParams.MaxTokens != nil && *req.SamplingParams.MaxTokens > s.cfg.MaxNewTokens:
 		return errorf(http.StatusBadRequest, "asample: sampling_params.max_tokens is %d, more than the server's limit of %d", *req.SamplingParams.MaxTokens, s.cfg.MaxNewTokens)
 	}
-	total := 0
-	for _, c := range req.Prompt.Chunks {
-		total += len(c.Tokens)
-	}
-	if total > s.cfg.MaxCallTokens {
+	if total := chunkTokens(req.Prompt); total > s.cfg.MaxCallTokens {
 		return errorf(http.StatusBadRequest, "asample: the prompt has %d tokens, more than the server's limit of %d", total, s.cfg.MaxCallTokens)
 	}
 	return nil
@@ -217,16 +215,8 @@ func validateSample(req *sampleRequest, b *base) (*sampleJob, error) {
 	case len(prompt) >= mc.MaxSeq:
 		bad("prompt has %d tokens, leaving no room in the model's context of %d", len(prompt), mc.MaxSeq)
 	}
-	for j, t := range prompt {
-		if t < 0 || int(t) >= mc.Vocab {
-			bad("prompt token %d is %d, outside the vocabulary [0, %d)", j, t, mc.Vocab)
-			break
-		}
-	}
-	if len(probs) == 0 {
-		if err := p.Validate(); err != nil {
-			bad("%v", err)
-		}
+	if err := checkVocab("prompt", prompt, mc.Vocab); err != nil {
+		bad("%v", err)
 	}
 	if len(probs) > 0 {
 		return nil, userErr("%s", strings.Join(probs, "; "))
@@ -427,7 +417,7 @@ func (s *Server) sampleWith(ctx context.Context, jobs []*sampleJob) ([]tinker.Sa
 		}
 		results[i] = res
 	}
-	if err := promptLogprobs(b.sampModel, jobs, results); err != nil {
+	if err := promptLogprobs(ctx, b.sampModel, jobs, results); err != nil {
 		return nil, serverErr("prompt logprobs: %v", err)
 	}
 	return results, nil
@@ -436,8 +426,8 @@ func (s *Server) sampleWith(ctx context.Context, jobs []*sampleJob) ([]tinker.Sa
 // promptLogprobs fills in the logprob of each prompt token given the ones
 // before it, for the jobs that ask: null for the first, which has none.
 // Every such prompt goes through the model in one forward pass.
-func promptLogprobs(m *model.Model, jobs []*sampleJob, results []tinker.SampleResponse) error {
-	var seqs, targets [][]int32
+func promptLogprobs(ctx context.Context, m *model.Model, jobs []*sampleJob, results []tinker.SampleResponse) error {
+	var data []backend.Datum
 	var which []int
 	for i, j := range jobs {
 		if !j.promptLogprobs {
@@ -445,22 +435,24 @@ func promptLogprobs(m *model.Model, jobs []*sampleJob, results []tinker.SampleRe
 		}
 		p := j.req.Prompt
 		results[i].PromptLogprobs = []*float64{nil}
-		if len(p) > 1 {
-			seqs, targets = append(seqs, p[:len(p)-1]), append(targets, p[1:])
+		if n := len(p); n > 1 {
+			w := make([]float32, n-1)
+			for k := range w {
+				w[k] = 1
+			}
+			data = append(data, backend.Datum{Tokens: p[:n-1], Targets: p[1:], Weights: w})
 			which = append(which, i)
 		}
 	}
-	if len(seqs) == 0 {
+	if len(data) == 0 {
 		return nil
 	}
-	b := model.Pack(seqs)
-	flat := model.Pack(targets).Tokens
-	lps := make([]float32, len(flat))
-	if err := m.Logprobs(b, flat, lps, nil); err != nil {
+	lps, err := local.Logprobs(ctx, m, data)
+	if err != nil {
 		return err
 	}
 	for k, i := range which {
-		for _, lp := range lps[b.Offsets[k]:b.Offsets[k+1]] {
+		for _, lp := range lps[k] {
 			v := float64(lp)
 			results[i].PromptLogprobs = append(results[i].PromptLogprobs, &v)
 		}

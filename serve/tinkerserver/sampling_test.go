@@ -17,6 +17,7 @@ import (
 	"rlvr/engine/gemm"
 	"rlvr/engine/model"
 	"rlvr/format/tokenizer"
+	"rlvr/internal/tokens"
 	"rlvr/sample"
 )
 
@@ -167,8 +168,8 @@ func TestSampleMatchesSampler(t *testing.T) {
 			strict(t, h.wait(futures[3].RequestID), &got)
 			stops := "eaiousnt"
 			for k, s := range got.Sequences {
-				text := l.Tokenizer.Decode(intsOf(s.Tokens))
-				before := l.Tokenizer.Decode(intsOf(s.Tokens[:len(s.Tokens)-1]))
+				text := l.Tokenizer.Decode(tokens.Ints(s.Tokens))
+				before := l.Tokenizer.Decode(tokens.Ints(s.Tokens[:len(s.Tokens)-1]))
 				if strings.ContainsAny(before, stops) {
 					t.Errorf("sample %d %q goes on past a stop string", k, text)
 				}
@@ -178,14 +179,6 @@ func TestSampleMatchesSampler(t *testing.T) {
 			}
 		})
 	}
-}
-
-func intsOf(xs []int32) []int {
-	out := make([]int, len(xs))
-	for i, x := range xs {
-		out[i] = int(x)
-	}
-	return out
 }
 
 // TestPromptLogprobs asks for the prompt's logprobs as the Tinker

@@ -163,7 +163,7 @@ type Config struct {
 	// per model; the oldest is dropped first. 0 means 8.
 	MaxSamplerWeights int
 	// PollTimeout is how long retrieve_future waits for a result before
-	// answering 408. 0 means 30 s (SkyRL waits 300 s).
+	// answering 408. 0 means DefaultPollTimeout (SkyRL waits 300 s).
 	PollTimeout time.Duration
 	// SessionTTL is how long a session lives without a heartbeat. 0
 	// means 300 s.
@@ -177,6 +177,9 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultPollTimeout is Config.PollTimeout's default: 30 s.
+const DefaultPollTimeout = 30 * time.Second
 
 func (c Config) withDefaults() Config {
 	def := func(v *int, d int) {
@@ -201,7 +204,7 @@ func (c Config) withDefaults() Config {
 		c.BatchWindow = 0
 	}
 	if c.PollTimeout <= 0 {
-		c.PollTimeout = 30 * time.Second
+		c.PollTimeout = DefaultPollTimeout
 	}
 	if c.SessionTTL <= 0 {
 		c.SessionTTL = 300 * time.Second
@@ -323,9 +326,6 @@ func New(cfg Config) (*Server, error) {
 	}()
 	return s, nil
 }
-
-// Handler returns the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.handler }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }

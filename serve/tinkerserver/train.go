@@ -201,9 +201,7 @@ func (s *Server) checkDataLimits(kind string, in *tinker.ForwardBackwardInput) e
 	}
 	total := 0
 	for _, d := range in.Data {
-		for _, c := range d.ModelInput.Chunks {
-			total += len(c.Tokens)
-		}
+		total += chunkTokens(d.ModelInput)
 	}
 	if total > s.cfg.MaxCallTokens {
 		return errorf(http.StatusBadRequest, "%s: data has %d model_input tokens, more than the server's limit of %d", kind, total, s.cfg.MaxCallTokens)
