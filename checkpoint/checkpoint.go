@@ -87,6 +87,14 @@ func Open(path, tokenizerPath string) (*Loaded, error) {
 	return nil, fmt.Errorf("checkpoint: %s is neither a Hugging Face directory nor a llama2.c .bin file", path)
 }
 
+// Name is the name Open gives the model at path, found without reading
+// it: the path's last element without a .bin suffix. (A Hugging Face
+// directory whose own name ends in .bin is the exception: Open keeps the
+// suffix.)
+func Name(path string) string {
+	return strings.TrimSuffix(filepath.Base(filepath.Clean(path)), ".bin")
+}
+
 func openHF(dir, tokenizerPath string) (*Loaded, error) {
 	m, hc, err := hf.Load(dir)
 	if err != nil {
@@ -179,7 +187,7 @@ func openLlama2C(path, tokenizerPath string) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Loaded{Name: strings.TrimSuffix(filepath.Base(path), ".bin"), Model: m, Tokenizer: runCTokenizer{tok},
+	return &Loaded{Name: Name(path), Model: m, Tokenizer: runCTokenizer{tok},
 		AddBOS: true, StopTokens: []int32{llama2c.BOS, llama2c.EOS}}, nil
 }
 

@@ -8,12 +8,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"rlvr/checkpoint"
 	"rlvr/expert"
 	"rlvr/format/tokenizer"
 	"rlvr/serve"
@@ -213,7 +212,7 @@ func serveTinker(cmd *cobra.Command, modelPath, name string, cfg serve.Config, s
 		}
 	}
 	if name == "" {
-		name = modelName(modelPath)
+		name = checkpoint.Name(modelPath)
 	}
 	made := ""
 	if stateDir == "" {
@@ -242,7 +241,7 @@ func serveTinker(cmd *cobra.Command, modelPath, name string, cfg serve.Config, s
 	}
 	defer srv.Close()
 	if pollTimeout == 0 {
-		pollTimeout = 30 * time.Second
+		pollTimeout = tinkerserver.DefaultPollTimeout
 	}
 	hs := &http.Server{
 		Handler:           srv,
@@ -286,12 +285,6 @@ func serveUntilDone(cmd *cobra.Command, ln net.Listener, serve func(net.Listener
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return shutdown(ctx)
-}
-
-// modelName is the name a model is served under by default: its
-// directory's or file's name, as checkpoint.Open names it.
-func modelName(path string) string {
-	return strings.TrimSuffix(filepath.Base(filepath.Clean(path)), ".bin")
 }
 
 // tokenEnv is the environment variable serve reads its bearer token from

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"rlvr/api/tinker"
+	"rlvr/backend/remote"
 )
 
 // TestServeTinker runs rlvr serve --tinker over loopback and makes the
@@ -26,14 +25,9 @@ func TestServeTinker(t *testing.T) {
 	defer cancel()
 	base, done := startServe(t, ctx, []string{"serve", "--tinker", "--model", "model", "--name", "tiny", "--addr", "127.0.0.1:0",
 		"--state", state, "--token", "k", "--poll-timeout", "5s"}, `serving tiny over the Tinker API on (http://\S+)`)
-	call := func(method, path, key string, body any) (int, []byte) {
+	get := func(path, key string) (int, []byte) {
 		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, err := http.NewRequest(method, base+path, rd)
+		req, err := http.NewRequest("GET", base+path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,39 +42,27 @@ func TestServeTinker(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, b
 	}
-	if status, _ := call("GET", tinker.PathHealthz, "", nil); status != http.StatusOK {
+	if status, _ := get(tinker.PathHealthz, ""); status != http.StatusOK {
 		t.Errorf("healthz: %d", status)
 	}
-	if status, _ := call("GET", tinker.PathCapabilities, "", nil); status != http.StatusUnauthorized {
+	if status, _ := get(tinker.PathCapabilities, ""); status != http.StatusUnauthorized {
 		t.Errorf("capabilities without the key: %d", status)
 	}
-	status, b := call("GET", tinker.PathCapabilities, "k", nil)
+	status, b := get(tinker.PathCapabilities, "k")
 	if status != http.StatusOK || !strings.Contains(string(b), `"model_name":"tiny"`) {
 		t.Errorf("capabilities: %d %s", status, b)
 	}
+	client := &remote.Client{BaseURL: base, APIKey: "k"}
 	var s tinker.CreateSessionResponse
-	_, b = call("POST", tinker.PathCreateSession, "k", tinker.CreateSessionRequest{Tags: []string{"t"}, SDKVersion: "t"})
-	json.Unmarshal(b, &s)
+	client.Post(ctx, "create_session", tinker.PathCreateSession, tinker.CreateSessionRequest{Tags: []string{"t"}, SDKVersion: "t"}, &s)
 	var m tinker.CreateModelResponse
-	_, b = call("POST", tinker.PathCreateModel, "k", tinker.CreateModelRequest{SessionID: s.SessionID, BaseModel: "tiny"})
-	if err := json.Unmarshal(b, &m); err != nil || m.ModelID == "" {
-		t.Fatalf("create_model: %s", b)
+	if err := client.Post(ctx, "create_model", tinker.PathCreateModel, tinker.CreateModelRequest{SessionID: s.SessionID, BaseModel: "tiny"}, &m); err != nil || m.ModelID == "" {
+		t.Fatalf("create_model: %+v, %v", m, err)
 	}
 	result := func(path string, body, out any) {
 		t.Helper()
-		status, b := call("POST", path, "k", body)
-		var f tinker.Future
-		if err := json.Unmarshal(b, &f); status != http.StatusOK || err != nil {
-			t.Fatalf("%s: %d %s", path, status, b)
-		}
-		for {
-			status, b = call("POST", tinker.PathRetrieveFuture, "k", tinker.RetrieveFutureRequest{RequestID: f.RequestID})
-			if status != http.StatusRequestTimeout {
-				break
-			}
-		}
-		if ready, err := tinker.Result(b, out); status != http.StatusOK || !ready || err != nil {
-			t.Fatalf("%s: %d %s (%v)", path, status, b, err)
+		if err := client.Call(ctx, path, path, body, out); err != nil {
+			t.Fatalf("%s: %v", path, err)
 		}
 	}
 	seed := int64(1)
