@@ -112,7 +112,8 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 			}
 			var examples []task.Example
 			if data == "world" {
-				examples = world.Examples(cfg.Seed+1000, problems*len(levels), levels)
+				// A chat model is asked in words; plain text keeps the world's own format.
+				examples = world.ChatExamples(cfg.Seed+1000, problems*len(levels), levels)
 			} else {
 				all, err := task.Load(name, path)
 				if err != nil {

@@ -137,7 +137,7 @@ func chatByteModel(t *testing.T, dir string, maxSeq int) {
 // refused naming the flag.
 func TestEvalChatModel(t *testing.T) {
 	dir := cliFixture(t)
-	const maxSeq, maxTokens = 128, 8
+	const maxSeq, maxTokens = 208, 8
 	chatByteModel(t, "chat", maxSeq)
 	l, err := checkpoint.Open("chat", "")
 	if err != nil {
@@ -146,8 +146,9 @@ func TestEvalChatModel(t *testing.T) {
 	if l.Chat == nil {
 		t.Fatal("the test model has no chat template")
 	}
-	examples := world.Examples(1000, 3, []int{0}) // eval's draw for --seed 0
-	q := examples[0].Prompt
+	examples := world.ChatExamples(1000, 3, []int{0}) // eval's draw for --seed 0
+	// A chat asks the question in words; plain text keeps the world's format.
+	q, words := examples[0].Prompt, examples[0].Chat()[0].Content
 	expertSystem := "You are Expert 2, please provide an answer to the above question."
 
 	// What the model is given, flag by flag.
@@ -158,9 +159,9 @@ func TestEvalChatModel(t *testing.T) {
 		system, suffix string
 		want           string
 	}{
-		{"expert in the template", "auto", 2, "", "", "<|im_start|>system\n" + expertSystem + "<|im_end|>\n<|im_start|>user\n" + q + "<|im_end|>\n<|im_start|>assistant\n"},
-		{"system in the template", "on", -1, "Be brief.", "", "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n" + q + "<|im_end|>\n<|im_start|>assistant\n"},
-		{"template alone", "auto", -1, "", "", "<|im_start|>user\n" + q + "<|im_end|>\n<|im_start|>assistant\n"},
+		{"expert in the template", "auto", 2, "", "", "<|im_start|>system\n" + expertSystem + "<|im_end|>\n<|im_start|>user\n" + words + "<|im_end|>\n<|im_start|>assistant\n"},
+		{"system in the template", "on", -1, "Be brief.", "", "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n" + words + "<|im_end|>\n<|im_start|>assistant\n"},
+		{"template alone", "auto", -1, "", "", "<|im_start|>user\n" + words + "<|im_end|>\n<|im_start|>assistant\n"},
 		{"expert as plain text", "off", 2, "", "", q + "@E2\n"},
 		{"suffix as plain text", "off", -1, "", "A:", q + "A:"},
 	} {

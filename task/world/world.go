@@ -128,11 +128,31 @@ func (p Problem) Example() task.Example {
 		Meta: map[string]string{"level": Levels[p.Level].Name}}
 }
 
+// NaturalQuestion is the question as a chat model is asked it: the
+// expression in words around it and the answer format the verifier reads
+// first. The world's parentheses already make the order of operations the
+// usual one, so the expression is given as written.
+func (p Problem) NaturalQuestion() string {
+	return "Calculate " + strings.NewReplacer("+", " + ", "-", " - ", "*", " × ").Replace(p.Question) +
+		". Think step by step, then give the final answer as a number after \"####\"."
+}
+
 // Examples draws n problems of the given levels as task examples.
 func Examples(seed uint64, n int, levels []int) []task.Example {
 	out := make([]task.Example, 0, n)
 	for _, p := range Mix(seed, n, levels) {
 		out = append(out, p.Example())
+	}
+	return out
+}
+
+// ChatExamples draws n problems like Examples, each also asked as a chat
+// in natural language (NaturalQuestion): how a chat model meets the world
+// through its template. The plain-text prompt is unchanged.
+func ChatExamples(seed uint64, n int, levels []int) []task.Example {
+	out := Examples(seed, n, levels)
+	for i, p := range Mix(seed, n, levels) {
+		out[i].Messages = []task.Message{{Role: "user", Content: p.NaturalQuestion()}}
 	}
 	return out
 }

@@ -71,3 +71,26 @@ func ExampleProblem_Solution() {
 	// 57-5=52
 	// ####52
 }
+
+func TestChatExamplesAskInWords(t *testing.T) {
+	plain := Examples(3, 50, []int{0, 3, 6})
+	chat := ChatExamples(3, 50, []int{0, 3, 6})
+	for i, e := range chat {
+		if e.Prompt != plain[i].Prompt || e.Answer != plain[i].Answer {
+			t.Fatalf("example %d: chat %q/%q, plain %q/%q", i, e.Prompt, e.Answer, plain[i].Prompt, plain[i].Answer)
+		}
+		m := e.Chat()
+		if len(m) != 1 || m[0].Role != "user" || !strings.HasPrefix(m[0].Content, "Calculate ") || !strings.Contains(m[0].Content, "####") {
+			t.Fatalf("example %d: chat %+v", i, m)
+		}
+		p, err := ParseQuestion(e.Prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The expression in words is the question with its operators spaced.
+		words := strings.NewReplacer(" + ", "+", " - ", "-", " × ", "*").Replace(m[0].Content)
+		if !strings.Contains(words, p.Question+".") {
+			t.Errorf("example %d: %q does not ask %q", i, m[0].Content, p.Question)
+		}
+	}
+}
