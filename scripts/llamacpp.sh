@@ -61,6 +61,12 @@ if [ ! -x "$bin/llama-completion" ] || [ ! -x "$bin/llama-quantize" ] || [ ! -x 
   cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >&2
 fi
 
+# The greedy driver of the parity check, built against this libllama.
+if [ ! -x "$bin/llamacpp_greedy" ] || [ python/llamacpp_greedy.c -nt "$bin/llamacpp_greedy" ]; then
+  gcc -O2 -o "$bin/llamacpp_greedy" python/llamacpp_greedy.c -I "$src/include" -I "$src/ggml/include" \
+    -L "$bin" -lllama -lggml -lggml-base -lm -Wl,-rpath,"$bin"
+fi
+
 models=$cache/models
 for m in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
   in=$models/$m.gguf
