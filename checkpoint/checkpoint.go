@@ -71,6 +71,8 @@ func (l *Loaded) Decode(ids []int32) string {
 //     tokenizer.json); a tokenizer.json that describes the byte tokenizer
 //     (see [tokenizer.Tokenizer.ByteTokenizer]) gives the native
 //     [tokenizer.ByteTokenizer];
+//   - a .gguf file: a llama.cpp model of the llama or gemma3
+//     architecture, its tokenizer and chat template read from its metadata;
 //   - a .bin file: a llama2.c checkpoint; tokenizerPath names its
 //     tokenizer (default: tok512.bin or tokenizer.bin beside it).
 func Open(path, tokenizerPath string) (*Loaded, error) {
@@ -81,18 +83,25 @@ func Open(path, tokenizerPath string) (*Loaded, error) {
 	if st.IsDir() {
 		return openHF(path, tokenizerPath)
 	}
-	if strings.HasSuffix(path, ".bin") {
+	switch {
+	case strings.HasSuffix(path, ".bin"):
 		return openLlama2C(path, tokenizerPath)
+	case strings.HasSuffix(path, ".gguf"):
+		return openGGUF(path, tokenizerPath)
 	}
-	return nil, fmt.Errorf("checkpoint: %s is neither a Hugging Face directory nor a llama2.c .bin file", path)
+	return nil, fmt.Errorf("checkpoint: %s is neither a Hugging Face directory, a .gguf file nor a llama2.c .bin file", path)
 }
 
 // Name is the name Open gives the model at path, found without reading
-// it: the path's last element without a .bin suffix. (A Hugging Face
+// it: the path's last element without a .bin or .gguf suffix. (A Hugging Face
 // directory whose own name ends in .bin is the exception: Open keeps the
 // suffix.)
 func Name(path string) string {
-	return strings.TrimSuffix(filepath.Base(filepath.Clean(path)), ".bin")
+	base := filepath.Base(filepath.Clean(path))
+	if strings.HasSuffix(base, ".gguf") {
+		return strings.TrimSuffix(base, ".gguf")
+	}
+	return strings.TrimSuffix(base, ".bin")
 }
 
 func openHF(dir, tokenizerPath string) (*Loaded, error) {
@@ -130,23 +139,7 @@ func openHFText(dir, tokenizerPath string, hc *hfconfig.Config) (*Loaded, error)
 	tok, err := tokenizer.Load(tokenizerPath)
 	switch {
 	case err == nil:
-		l.Tokenizer = tok
-		if bt, ok := tok.ByteTokenizer(); ok {
-			// The file describes the byte tokenizer; the native one is
-			// faster and encodes and decodes identically.
-			l.Tokenizer = bt
-		}
-		if cfg := tok.Config(); cfg != nil {
-			l.AddBOS = cfg.AddBOSToken
-		}
-		if tmpl, err := tok.ChatTemplate(); err == nil {
-			l.Chat = func(msgs []tokenizer.Message) (string, error) { return tokenizer.RenderChat(tmpl, msgs, true) }
-			for _, end := range []string{"<|im_end|>", "<|eot_id|>"} {
-				if id, ok := tok.TokenID(end); ok {
-					l.StopTokens = append(l.StopTokens, int32(id))
-				}
-			}
-		}
+		useTokenizer(l, tok)
 	case errors.Is(err, fs.ErrNotExist) && hc.VocabSize == tokenizer.NewByteTokenizer().VocabSize():
 		// A model of the built-in world: bytes plus BOS, EOS and PAD.
 		l.Tokenizer, l.AddBOS = tokenizer.NewByteTokenizer(), true
@@ -160,6 +153,28 @@ func openHFText(dir, tokenizerPath string, hc *hfconfig.Config) (*Loaded, error)
 		return nil, fmt.Errorf("checkpoint: %s: the tokenizer has %d tokens but the model only %d", dir, v, hc.VocabSize)
 	}
 	return l, nil
+}
+
+// useTokenizer gives l the tokenizer tok, with what its config says: BOS,
+// the chat template and the end-of-turn tokens.
+func useTokenizer(l *Loaded, tok *tokenizer.Tokenizer) {
+	l.Tokenizer = tok
+	if bt, ok := tok.ByteTokenizer(); ok {
+		// The file describes the byte tokenizer; the native one is
+		// faster and encodes and decodes identically.
+		l.Tokenizer = bt
+	}
+	if cfg := tok.Config(); cfg != nil {
+		l.AddBOS = cfg.AddBOSToken
+	}
+	if tmpl, err := tok.ChatTemplate(); err == nil {
+		l.Chat = func(msgs []tokenizer.Message) (string, error) { return tokenizer.RenderChat(tmpl, msgs, true) }
+		for _, end := range []string{"<|im_end|>", "<|eot_id|>"} {
+			if id, ok := tok.TokenID(end); ok {
+				l.StopTokens = append(l.StopTokens, int32(id))
+			}
+		}
+	}
 }
 
 func openLlama2C(path, tokenizerPath string) (*Loaded, error) {

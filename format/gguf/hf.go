@@ -299,3 +299,6 @@ func (f *File) ropeScaling(arch string) (map[string]any, error) {
 	}
 	return nil, fmt.Errorf("gguf: %s: %s.rope.scaling.type %q is not supported (linear, yarn)", f.Path, arch, kind)
 }
+
+// Close closes the file the tensors are read from.
+func (h *HF) Close() error { return h.file.Close() }

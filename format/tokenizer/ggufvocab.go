@@ -50,3 +50,20 @@ const (
 func HFFilesFromGGUF(v GGUFVocab) (tokenizerJSON, tokenizerConfigJSON []byte, err error) {
 	return nil, nil, &ParseError{File: "GGUF metadata", Field: "tokenizer.ggml.model", Err: fmt.Errorf("unsupported tokenizer model %q", v.Model)}
 }
+
+// FromGGUF builds the tokenizer v describes, with its tokenizer_config.
+func FromGGUF(v GGUFVocab) (*Tokenizer, error) {
+	tj, cj, err := HFFilesFromGGUF(v)
+	if err != nil {
+		return nil, err
+	}
+	t, err := Parse(tj)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ParseConfig(cj)
+	if err != nil {
+		return nil, err
+	}
+	return t.WithConfig(cfg)
+}

@@ -1,0 +1,197 @@
+package checkpoint_test
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"rlvr/checkpoint"
+	"rlvr/engine/model"
+	"rlvr/internal/realmodel"
+)
+
+// parityRef is what python/ref_logits.py records from transformers for one
+// model: for each prompt, the greedy continuation and, at every position of
+// prompt + continuation, the log-sum-exp of the logits, the largest logits
+// and logits at fixed pseudo-random ids.
+type parityRef struct {
+	Model     string `json:"model"`
+	Vocab     int    `json:"vocab"`
+	Reference string `json:"reference"`
+	Prompts   []struct {
+		Text         string  `json:"text"`
+		Prompt       []int32 `json:"prompt"`
+		Continuation []int32 `json:"continuation"`
+		Positions    []parityPosition `json:"positions"`
+	} `json:"prompts"`
+}
+
+// parityPosition is transformers' logits at one position.
+type parityPosition struct {
+	LSE   float64      `json:"lse"`
+	Top   [][2]float64 `json:"top"`   // the 8 largest: [id, logit]
+	Probe [][2]float64 `json:"probe"` // 8 fixed pseudo-random ids
+}
+
+func readParityRef(t *testing.T, name string) *parityRef {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "parity", name+".json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref parityRef
+	if err := json.NewDecoder(z).Decode(&ref); err != nil {
+		t.Fatalf("%s: %v", f.Name(), err)
+	}
+	return &ref
+}
+
+// logitTolerance is the largest |Δlogit| allowed against transformers: both
+// run float32 on the same dequantized weights, and differ only in the
+// order of their sums.
+const logitTolerance = 1e-3
+
+// TestRealModelParity runs the real models on the 20 prompts per model of
+// python/ref_logits.py and compares, with transformers in float32 on the
+// same GGUF weights:
+//   - the prompt's token ids (rlvr's tokenizer against transformers');
+//   - every position's logits, through the training forward (the logprob
+//     of transformers' top token) and through the KV-cache decoder (the
+//     log-sum-exp, the top 8 and 8 fixed ids at each generated position);
+//   - the greedy continuation of 64 tokens, token for token (with the end
+//     tokens suppressed, as transformers' min_new_tokens does).
+func TestRealModelParity(t *testing.T) {
+	for _, tc := range []struct{ name, model string }{
+		{"smollm2", realmodel.SmolLM2},
+		{"gemma3", realmodel.Gemma3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := realmodel.Path(t, tc.model)
+			ref := readParityRef(t, tc.name)
+			l, err := checkpoint.Open(path, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := l.Model
+			if m.Config.Vocab != ref.Vocab {
+				t.Fatalf("vocabulary %d, transformers %d", m.Config.Vocab, ref.Vocab)
+			}
+			suppress := append([]int32{}, l.StopTokens...)
+			if eos, ok := l.Tokenizer.EOS(); ok {
+				suppress = append(suppress, int32(eos))
+			}
+			var worstTrain, worstKV float64
+			agree, tokensAgree := 0, 0
+			for i, p := range ref.Prompts {
+				if got := encodeLike(l, p.Text, p.Prompt); slices.Equal(got, p.Prompt) {
+					tokensAgree++
+				} else {
+					t.Errorf("prompt %d %q: ids %v, transformers %v", i, p.Text, got, p.Prompt)
+				}
+				seq := append(slices.Clone(p.Prompt), p.Continuation...)
+				worstTrain = max(worstTrain, trainingForwardDelta(t, m, seq, p.Positions))
+				d, same := decodeDelta(t, m, p.Prompt, p.Continuation, p.Positions, suppress)
+				worstKV = max(worstKV, d)
+				if same {
+					agree++
+				} else {
+					t.Errorf("prompt %d %q: greedy continuation differs from transformers'", i, p.Text)
+				}
+			}
+			t.Logf("%s: %d/%d prompts tokenized identically; %d/%d greedy continuations identical; max |Δ| %.3g (training forward, logprob of the top token at every position), %.3g (KV-cache decoder, log-sum-exp, top 8 and 8 probes at every generated position)",
+				tc.name, tokensAgree, len(ref.Prompts), agree, len(ref.Prompts), worstTrain, worstKV)
+			if worstTrain > logitTolerance || worstKV > logitTolerance {
+				t.Errorf("max |Δlogit| %.3g / %.3g exceeds %g", worstTrain, worstKV, logitTolerance)
+			}
+		})
+	}
+}
+
+// encodeLike encodes text as transformers did for the reference: with the
+// model's BOS first when the reference starts with it and the text does not
+// already carry it.
+func encodeLike(l *checkpoint.Loaded, text string, want []int32) []int32 {
+	var ids []int32
+	for _, id := range l.Tokenizer.Encode(text) {
+		ids = append(ids, int32(id))
+	}
+	if bos, ok := l.Tokenizer.BOS(); ok && len(want) > 0 && want[0] == int32(bos) && (len(ids) == 0 || ids[0] != int32(bos)) {
+		ids = append([]int32{int32(bos)}, ids...)
+	}
+	return ids
+}
+
+// trainingForwardDelta runs the training forward over seq and returns the
+// largest |Δ| between rlvr's logprob of transformers' top token at each
+// position and transformers' (its top logit minus its log-sum-exp).
+func trainingForwardDelta(t *testing.T, m *model.Model, seq []int32, pos []parityPosition) float64 {
+	t.Helper()
+	if len(pos) != len(seq) {
+		t.Fatalf("%d reference positions for %d tokens", len(pos), len(seq))
+	}
+	targets := make([]int32, len(seq))
+	for i, p := range pos {
+		targets[i] = int32(p.Top[0][0])
+	}
+	out := make([]float32, len(seq))
+	if err := m.Logprobs(model.Pack([][]int32{seq}), targets, out, nil); err != nil {
+		t.Fatal(err)
+	}
+	var worst float64
+	for i, p := range pos {
+		worst = max(worst, math.Abs(float64(out[i])-(p.Top[0][1]-p.LSE)))
+	}
+	return worst
+}
+
+// decodeDelta prefills prompt into a KV cache and decodes cont one token at
+// a time, comparing each generated position's logits with the reference's
+// and rlvr's greedy choice (suppress excluded) with the reference's token.
+// It returns the largest |Δ| and whether every greedy choice agreed.
+func decodeDelta(t *testing.T, m *model.Model, prompt, cont []int32, pos []parityPosition, suppress []int32) (float64, bool) {
+	t.Helper()
+	V := m.Config.Vocab
+	c, err := m.NewCache(1, len(prompt)+len(cont))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits := make([]float32, V)
+	scratch := make([]float32, V)
+	var worst float64
+	same := true
+	next := prompt
+	for step := 0; step < len(cont); step++ {
+		if err := m.Extend(c, []int{0}, model.Pack([][]int32{next}), logits); err != nil {
+			t.Fatal(err)
+		}
+		ref := pos[len(prompt)+step-1]
+		lse, _ := model.LogSumExp(logits, scratch)
+		worst = max(worst, math.Abs(lse-ref.LSE))
+		for _, kv := range append(slices.Clone(ref.Top), ref.Probe...) {
+			worst = max(worst, math.Abs(float64(logits[int(kv[0])])-kv[1]))
+		}
+		for _, s := range suppress {
+			logits[s] = float32(math.Inf(-1))
+		}
+		best := 0
+		for j, z := range logits {
+			if z > logits[best] {
+				best = j
+			}
+		}
+		if int32(best) != cont[step] {
+			same = false
+		}
+		next = cont[step : step+1]
+	}
+	return worst, same
+}
