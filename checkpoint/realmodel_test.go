@@ -23,9 +23,9 @@ type parityRef struct {
 	Vocab     int    `json:"vocab"`
 	Reference string `json:"reference"`
 	Prompts   []struct {
-		Text         string  `json:"text"`
-		Prompt       []int32 `json:"prompt"`
-		Continuation []int32 `json:"continuation"`
+		Text         string           `json:"text"`
+		Prompt       []int32          `json:"prompt"`
+		Continuation []int32          `json:"continuation"`
 		Positions    []parityPosition `json:"positions"`
 	} `json:"prompts"`
 }
