@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"rlvr/internal/atomicfile"
 )
@@ -51,8 +52,11 @@ func CopyTokenizerFiles(src, dst string) ([]string, error) {
 
 // ReadTokenizerFiles reads those of [TokenizerFiles] that exist in src,
 // by name: what a saver keeps in memory when src may be gone by the time
-// it writes them.
+// it writes them. A .gguf file src gives the files of its metadata.
 func ReadTokenizerFiles(src string) (map[string][]byte, error) {
+	if strings.HasSuffix(src, ".gguf") {
+		return GGUFTokenizerFiles(src)
+	}
 	files := map[string][]byte{}
 	err := eachTokenizerFile(src, func(name, path string) error {
 		b, err := os.ReadFile(path)

@@ -1,8 +1,11 @@
 package checkpoint
 
 import (
+	_ "embed"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"rlvr/engine/model"
 	"rlvr/format/gguf"
@@ -62,7 +65,7 @@ func openGGUF(path, tokenizerPath string) (*Loaded, error) {
 	if tokenizerPath != "" {
 		tok, err = tokenizer.Load(tokenizerPath)
 	} else {
-		tok, err = tokenizer.FromGGUF(v)
+		tok, err = ggufTokenizer(path, hc, v)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
@@ -75,4 +78,91 @@ func openGGUF(path, tokenizerPath string) (*Loaded, error) {
 		return nil, fmt.Errorf("checkpoint: %s: the tokenizer has %d tokens but the model only %d", path, n, hc.VocabSize)
 	}
 	return l, nil
+}
+
+// gemma3ChatTemplate is the chat template Gemma 3's instruction-tuned
+// models publish in their tokenizer_config.json; GGUF files of them may
+// carry none.
+//
+//go:embed gemma3_chat_template.jinja
+var gemma3ChatTemplate string
+
+// endOfTurn are the end-of-turn tokens of the chat formats rlvr knows; the
+// one a vocabulary has joins EOS among the tokens that stop generation.
+var endOfTurn = []string{"<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end▁of▁sentence|>"}
+
+// ggufTokenizerFiles are the Hugging Face tokenizer files of a GGUF model:
+// tokenizer.json and tokenizer_config.json built from its metadata (with
+// Gemma 3's published chat template when a gemma3 file has none) and a
+// generation_config.json whose eos_token_id lists EOS and the end-of-turn
+// token.
+func ggufTokenizerFiles(hc *hfconfig.Config, v tokenizer.GGUFVocab) (map[string][]byte, error) {
+	if v.ChatTemplate == "" && hc.Architecture == "gemma3_text" {
+		v.ChatTemplate = gemma3ChatTemplate
+	}
+	tj, cj, err := tokenizer.HFFilesFromGGUF(v)
+	if err != nil {
+		return nil, err
+	}
+	gen := map[string]any{}
+	if v.BOS >= 0 {
+		gen["bos_token_id"] = v.BOS
+	}
+	if v.PAD >= 0 {
+		gen["pad_token_id"] = v.PAD
+	}
+	var eos []int
+	if v.EOS >= 0 {
+		eos = append(eos, v.EOS)
+	}
+	if v.EOT >= 0 && v.EOT != v.EOS {
+		eos = append(eos, v.EOT)
+	}
+	for id, t := range v.Tokens {
+		for _, end := range endOfTurn {
+			if t == end && id != v.EOS && id != v.EOT && strings.Contains(v.ChatTemplate, end) {
+				eos = append(eos, id)
+			}
+		}
+	}
+	if len(eos) > 0 {
+		gen["eos_token_id"] = eos
+	}
+	gj, err := json.MarshalIndent(gen, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{"tokenizer.json": tj, "tokenizer_config.json": cj, "generation_config.json": append(gj, '\n')}, nil
+}
+
+// ggufTokenizer builds the tokenizer of ggufTokenizerFiles.
+func ggufTokenizer(path string, hc *hfconfig.Config, v tokenizer.GGUFVocab) (*tokenizer.Tokenizer, error) {
+	files, err := ggufTokenizerFiles(hc, v)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.Parse(files["tokenizer.json"])
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := tokenizer.ParseConfig(files["tokenizer_config.json"])
+	if err != nil {
+		return nil, err
+	}
+	return tok.WithConfig(cfg)
+}
+
+// GGUFTokenizerFiles reads the .gguf file at path and returns its
+// tokenizer files by name (see [TokenizerFiles]).
+func GGUFTokenizerFiles(path string) (map[string][]byte, error) {
+	h, hc, v, err := OpenGGUF(path)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	files, err := ggufTokenizerFiles(hc, v)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	return files, nil
 }

@@ -30,7 +30,7 @@ type ExpertConfig struct {
 	URL   string `yaml:"url,omitempty"`   // base URL with the version: http://gpu1:8000/v1
 	World *int   `yaml:"world,omitempty"` // a world style, 1 to 3
 	Reply string `yaml:"reply,omitempty"` // the same reply to everything
-	Model string `yaml:"model,omitempty"` // a checkpoint directory or llama2.c .bin
+	Model string `yaml:"model,omitempty"` // a checkpoint directory, .gguf file or llama2.c .bin
 	// Policy is a frozen copy of the run's starting model: experts that
 	// think like the policy (EAPO's homogeneous pool, Table 3).
 	Policy bool `yaml:"policy,omitempty"`

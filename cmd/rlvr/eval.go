@@ -165,7 +165,7 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&modelPath, "model", defaultModel(), "local model: Hugging Face directory or llama2.c .bin file")
+	f.StringVar(&modelPath, "model", defaultModel(), "local model: Hugging Face directory, .gguf file or llama2.c .bin file")
 	f.StringVar(&tokPath, "tokenizer", "", "tokenizer file (default: beside the model)")
 	f.StringVar(&endpoint, "endpoint", "", "OpenAI-compatible base URL (e.g. http://localhost:8000/v1) instead of a local model")
 	f.StringVar(&endpointModel, "endpoint-model", "", "model name at the endpoint")

@@ -74,7 +74,7 @@ solution, verified like the others.
 
 An expert is an OpenAI-compatible endpoint, --expert NAME=URL[#MODEL] (rlvr
 serve, vLLM, SGLang, llama.cpp, Ollama, OpenAI), or a local model,
---expert NAME=PATH (a Hugging Face directory or llama2.c .bin file). Experts
+--expert NAME=PATH (a Hugging Face directory, .gguf file or llama2.c .bin file). Experts
 are numbered 1, 2, … in the order given; expert i's prompt P_i is --prompt with
 {i} (and {name}) filled in. With --api completion the expert continues the
 question followed by P_i; with --api chat, P_i is the system message and the

@@ -109,7 +109,7 @@ func (c *flagCheck) dir(flag, path string) {
 }
 
 // model checks that path names a model checkpoint.Open can read: a
-// directory with a config.json, or a llama2.c .bin file. The default
+// directory with a config.json, a .gguf file or a llama2.c .bin file. The default
 // model, not yet installed, is left to openModel, which explains how to
 // get it.
 func (c *flagCheck) model(flag, path string) {
@@ -128,8 +128,8 @@ func (c *flagCheck) model(flag, path string) {
 		if cs, err := os.Stat(filepath.Join(path, "config.json")); err != nil || !cs.Mode().IsRegular() {
 			c.add(flag, "%s has no config.json: not a Hugging Face model directory", path)
 		}
-	case !st.Mode().IsRegular() || !strings.HasSuffix(path, ".bin"):
-		c.add(flag, "%s is neither a Hugging Face model directory nor a llama2.c .bin file", path)
+	case !st.Mode().IsRegular() || !strings.HasSuffix(path, ".bin") && !strings.HasSuffix(path, ".gguf"):
+		c.add(flag, "%s is neither a Hugging Face model directory, a .gguf file nor a llama2.c .bin file", path)
 	}
 }
 

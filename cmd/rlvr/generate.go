@@ -92,7 +92,7 @@ prompt is a user message rendered with the model's chat template.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&modelPath, "model", defaultModel(), "model: Hugging Face directory or llama2.c .bin file")
+	f.StringVar(&modelPath, "model", defaultModel(), "model: Hugging Face directory, .gguf file or llama2.c .bin file")
 	f.StringVar(&tokPath, "tokenizer", "", "tokenizer file (default: beside the model)")
 	f.StringVar(&prompt, "prompt", "", "text to continue")
 	f.BoolVar(&chat, "chat", false, "treat --prompt as a user message and apply the chat template")

@@ -169,7 +169,7 @@ weights saved by save_weights go under --state.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&modelPath, "model", defaultModel(), "model: Hugging Face directory or llama2.c .bin file")
+	f.StringVar(&modelPath, "model", defaultModel(), "model: Hugging Face directory, .gguf file or llama2.c .bin file")
 	f.StringVar(&tokPath, "tokenizer", "", "tokenizer file (default: beside the model)")
 	f.StringVar(&name, "name", "", "model id clients ask for (default: the model's directory or file name)")
 	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:8000", "listen address")
