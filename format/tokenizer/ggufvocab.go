@@ -1,6 +1,12 @@
 package tokenizer
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
 
 // GGUFVocab is the tokenizer a GGUF file describes in its tokenizer.ggml.*
 // and tokenizer.chat_template metadata, as plain data: package gguf reads
@@ -45,10 +51,100 @@ const (
 )
 
 // HFFilesFromGGUF writes the Hugging Face tokenizer.json and
-// tokenizer_config.json that describe v, as transformers' GGUF converter
-// and llama.cpp's tokenizer read it.
+// tokenizer_config.json that describe v: the model's published tokenizer
+// as far as the metadata records it. Control and user-defined tokens
+// become added tokens; the pre-tokenizer follows tokenizer.ggml.pre
+// (llama.cpp's name for it).
 func HFFilesFromGGUF(v GGUFVocab) (tokenizerJSON, tokenizerConfigJSON []byte, err error) {
-	return nil, nil, &ParseError{File: "GGUF metadata", Field: "tokenizer.ggml.model", Err: fmt.Errorf("unsupported tokenizer model %q", v.Model)}
+	fail := func(field, format string, args ...any) error {
+		return &ParseError{File: "GGUF metadata", Field: field, Err: fmt.Errorf(format, args...)}
+	}
+	if v.Model != "gpt2" {
+		return nil, nil, fail("tokenizer.ggml.model", "unsupported tokenizer model %q (supported: gpt2)", v.Model)
+	}
+	pre, ok := ggufPreTokenizers[v.Pre]
+	if !ok {
+		return nil, nil, fail("tokenizer.ggml.pre", "unsupported pre-tokenizer %q (supported: %s)", v.Pre, strings.Join(slices.Sorted(maps.Keys(ggufPreTokenizers)), ", "))
+	}
+	if len(v.Types) != 0 && len(v.Types) != len(v.Tokens) {
+		return nil, nil, fail("tokenizer.ggml.token_type", "%d types for %d tokens", len(v.Types), len(v.Tokens))
+	}
+	vocab := make(map[string]int, len(v.Tokens))
+	var added []map[string]any
+	for id, tok := range v.Tokens {
+		if _, dup := vocab[tok]; dup {
+			return nil, nil, fail("tokenizer.ggml.tokens", "token %q appears twice (ids %d and %d)", tok, vocab[tok], id)
+		}
+		vocab[tok] = id
+		if len(v.Types) > 0 && (v.Types[id] == GGUFTokenControl || v.Types[id] == GGUFTokenUserDefined) {
+			added = append(added, map[string]any{"id": id, "content": tok, "single_word": false, "lstrip": false,
+				"rstrip": false, "normalized": false, "special": v.Types[id] == GGUFTokenControl})
+		}
+	}
+	merges := make([][2]string, len(v.Merges))
+	for i, m := range v.Merges {
+		a, b, ok := strings.Cut(m, " ")
+		if !ok {
+			return nil, nil, fail(fmt.Sprintf("tokenizer.ggml.merges[%d]", i), "%q is not two tokens separated by a space", m)
+		}
+		merges[i] = [2]string{a, b}
+	}
+	byteLevel := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}
+	doc := map[string]any{
+		"version": "1.0", "truncation": nil, "padding": nil,
+		"added_tokens":   added,
+		"normalizer":     nil,
+		"pre_tokenizer":  pre(),
+		"post_processor": nil,
+		"decoder":        byteLevel,
+		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": nil,
+			"end_of_word_suffix": nil, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+			"vocab": vocab, "merges": merges},
+	}
+	if tokenizerJSON, err = json.Marshal(doc); err != nil {
+		return nil, nil, err
+	}
+	cfg := map[string]any{"add_bos_token": v.AddBOS, "add_eos_token": v.AddEOS, "clean_up_tokenization_spaces": false,
+		"model_max_length": 1 << 30}
+	for _, s := range []struct {
+		key string
+		id  int
+	}{{"bos_token", v.BOS}, {"eos_token", v.EOS}, {"pad_token", v.PAD}, {"unk_token", v.UNK}} {
+		if s.id >= 0 && s.id < len(v.Tokens) {
+			cfg[s.key] = v.Tokens[s.id]
+		}
+	}
+	if v.ChatTemplate != "" {
+		cfg["chat_template"] = v.ChatTemplate
+	}
+	if tokenizerConfigJSON, err = json.MarshalIndent(cfg, "", "  "); err != nil {
+		return nil, nil, err
+	}
+	return tokenizerJSON, tokenizerConfigJSON, nil
+}
+
+// ggufPreTokenizers maps llama.cpp's pre-tokenizer names to the
+// tokenizer.json pre_tokenizer the models they name ship.
+var ggufPreTokenizers = map[string]func() any{
+	"":        gpt2PreTokenizer,
+	"default": gpt2PreTokenizer,
+	"gpt-2":   gpt2PreTokenizer,
+	"smollm": func() any {
+		return sequence(map[string]any{"type": "Digits", "individual_digits": true}, gpt2PreTokenizer())
+	},
+	"llama-bpe": func() any { return splitThenBytes(patternLlama3) },
+	"qwen2":     func() any { return splitThenBytes(patternQwen2) },
+}
+
+func gpt2PreTokenizer() any {
+	return map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}
+}
+
+func sequence(pre ...any) any { return map[string]any{"type": "Sequence", "pretokenizers": pre} }
+
+func splitThenBytes(pattern string) any {
+	return sequence(map[string]any{"type": "Split", "pattern": map[string]string{"Regex": pattern}, "behavior": "Isolated", "invert": false},
+		map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false})
 }
 
 // FromGGUF builds the tokenizer v describes, with its tokenizer_config.

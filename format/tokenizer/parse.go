@@ -133,6 +133,8 @@ type componentJSON struct {
 	// ByteLevel
 	AddPrefixSpace bool  `json:"add_prefix_space"`
 	UseRegex       *bool `json:"use_regex"`
+	// Digits
+	IndividualDigits bool `json:"individual_digits"`
 	// Split
 	Pattern  json.RawMessage `json:"pattern"`
 	Behavior string          `json:"behavior"`
@@ -442,6 +444,13 @@ func (p parser) parsePreTokenizer(c *core, field string, raw json.RawMessage, ne
 		}
 		c.byteLevel = true
 		return nil
+	case "Digits":
+		if t.IndividualDigits {
+			c.splitters = append(c.splitters, splitDigits)
+		} else {
+			c.splitters = append(c.splitters, splitDigitRuns)
+		}
+		return nil
 	case "Split":
 		var pat struct {
 			Regex  *string `json:"Regex"`
@@ -466,7 +475,7 @@ func (p parser) parsePreTokenizer(c *core, field string, raw json.RawMessage, ne
 		c.splitters = append(c.splitters, s)
 		return nil
 	}
-	return p.errorf(joinField(field, "type"), "unsupported pre-tokenizer %q (supported: ByteLevel, Split, Sequence)", t.Type)
+	return p.errorf(joinField(field, "type"), "unsupported pre-tokenizer %q (supported: ByteLevel, Digits, Split, Sequence)", t.Type)
 }
 
 func (p parser) parseDecoder(field string, raw json.RawMessage) error {

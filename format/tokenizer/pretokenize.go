@@ -245,3 +245,36 @@ func splitGPT2(s string, i int) int {
 	}
 	return end
 }
+
+// splitDigits is the Digits pre-tokenizer with individual_digits: every
+// numeric character (Unicode N, Rust's char::is_numeric) is a piece of its
+// own, and the text between them is one piece.
+func splitDigits(s string, i int) int {
+	r, n := utf8.DecodeRuneInString(s[i:])
+	if unicode.IsNumber(r) {
+		return i + n
+	}
+	for j := i + n; j < len(s); {
+		r, n := utf8.DecodeRuneInString(s[j:])
+		if unicode.IsNumber(r) {
+			return j
+		}
+		j += n
+	}
+	return len(s)
+}
+
+// splitDigitRuns is the Digits pre-tokenizer without individual_digits:
+// runs of numeric characters and the runs between them.
+func splitDigitRuns(s string, i int) int {
+	r, n := utf8.DecodeRuneInString(s[i:])
+	num := unicode.IsNumber(r)
+	for j := i + n; j < len(s); {
+		r, n := utf8.DecodeRuneInString(s[j:])
+		if unicode.IsNumber(r) != num {
+			return j
+		}
+		j += n
+	}
+	return len(s)
+}
