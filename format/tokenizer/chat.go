@@ -218,3 +218,18 @@ func templateStopStrings(source, eos string) []string {
 	}
 	return stops
 }
+
+// chatMLSource is the plain ChatML template (Qwen2 without a default
+// system message).
+const chatMLSource = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+
+// ChatML returns the plain ChatML template: every message as
+// <|im_start|>role\ncontent<|im_end|>\n, for models and tests that have no
+// template of their own.
+func ChatML() ChatTemplate {
+	t, err := ParseChatTemplateFile("ChatML", chatMLSource)
+	if err != nil {
+		return ChatTemplate{} // unreachable: the source is fixed and parses
+	}
+	return t
+}
