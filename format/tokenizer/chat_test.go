@@ -258,3 +258,26 @@ func TestChatTemplateKwargsAndClock(t *testing.T) {
 		t.Errorf("Render = %q, %v; want %q", got, err, want)
 	}
 }
+
+// FuzzRenderChat renders arbitrary template sources with arbitrary
+// messages: parsing and rendering must return, with a render or an error,
+// and never panic or hang.
+func FuzzRenderChat(f *testing.F) {
+	f.Add(chatMLSource, "user", "Hi", true)
+	f.Add("{% for m in messages[::-1] %}{{ m.content|trim }}{% if not loop.last %},{% endif %}{% endfor %}", "system", " x ", false)
+	f.Add("{% set ns = namespace(a=1) %}{% for m in messages %}{% set ns.a = ns.a + 1 %}{% endfor %}{{ ns.a }}{{ messages[-1].content.split('</think>')[-1].lstrip() }}", "assistant", "a</think>b", true)
+	f.Add("{% if messages[0]['role'] != 'user' %}{{ raise_exception('bad role') }}{% endif %}{{ strftime_now('%d %b %Y') }}{{ messages|tojson }}", "tool", "{{ }}", false)
+	f.Add("{% macro m(x) %}[{{ x }}]{% endmacro %}{% for i in range(3) %}{{ m(i) }}{% endfor %}{{ 'a' * 3 }}", "user", "", true)
+	f.Fuzz(func(t *testing.T, source, role, content string, gen bool) {
+		tpl, err := ParseChatTemplateFile("fuzz.jinja", source)
+		if err != nil {
+			return
+		}
+		tpl.Limits = ChatLimits{MaxOutput: 1 << 16, MaxRange: 10000, Timeout: 2 * time.Second}
+		tpl.Now = func() time.Time { return pinnedDate }
+		msgs := []Message{{Role: role, Content: content}, {Role: "user", Content: content}}
+		if out, err := RenderChat(tpl, msgs, gen); err == nil && len(out) > 1<<16 {
+			t.Errorf("render of %d bytes passed the %d-byte limit", len(out), 1<<16)
+		}
+	})
+}
