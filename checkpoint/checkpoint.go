@@ -12,11 +12,13 @@
 package checkpoint
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"rlvr/engine/model"
@@ -140,6 +142,17 @@ func openHFText(dir, tokenizerPath string, hc *hfconfig.Config) (*Loaded, error)
 	switch {
 	case err == nil:
 		useTokenizer(l, tok)
+		data, err := os.ReadFile(filepath.Join(dir, "generation_config.json"))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		ids, err := generationEOS(filepath.Join(dir, "generation_config.json"), data)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			l.StopTokens = appendNew(l.StopTokens, id)
+		}
 	case errors.Is(err, fs.ErrNotExist) && hc.VocabSize == tokenizer.NewByteTokenizer().VocabSize():
 		// A model of the built-in world: bytes plus BOS, EOS and PAD.
 		l.Tokenizer, l.AddBOS = tokenizer.NewByteTokenizer(), true
@@ -147,7 +160,7 @@ func openHFText(dir, tokenizerPath string, hc *hfconfig.Config) (*Loaded, error)
 		return nil, err
 	}
 	if eos, ok := l.Tokenizer.EOS(); ok {
-		l.StopTokens = append(l.StopTokens, int32(eos))
+		l.StopTokens = appendNew(l.StopTokens, int32(eos))
 	}
 	if v := l.Tokenizer.VocabSize(); v > hc.VocabSize {
 		return nil, fmt.Errorf("checkpoint: %s: the tokenizer has %d tokens but the model only %d", dir, v, hc.VocabSize)
@@ -169,9 +182,11 @@ func useTokenizer(l *Loaded, tok *tokenizer.Tokenizer) {
 	}
 	if tmpl, err := tok.ChatTemplate(); err == nil {
 		l.Chat = func(msgs []tokenizer.Message) (string, error) { return tokenizer.RenderChat(tmpl, msgs, true) }
-		for _, end := range []string{"<|im_end|>", "<|eot_id|>"} {
+		// Generation stops at the end of the assistant's turn: the
+		// template's end-of-turn strings that are single tokens.
+		for _, end := range tmpl.StopStrings {
 			if id, ok := tok.TokenID(end); ok {
-				l.StopTokens = append(l.StopTokens, int32(id))
+				l.StopTokens = appendNew(l.StopTokens, int32(id))
 			}
 		}
 	}
@@ -235,4 +250,39 @@ func (r runCTokenizer) decode(ids []int) string {
 		prev = id
 	}
 	return b.String()
+}
+
+// appendNew appends id unless ids has it.
+func appendNew(ids []int32, id int32) []int32 {
+	if slices.Contains(ids, id) {
+		return ids
+	}
+	return append(ids, id)
+}
+
+// generationEOS reads eos_token_id, a number or a list of numbers, from
+// the generation_config.json path holds (data); an empty file or a missing
+// field gives none.
+func generationEOS(path string, data []byte) ([]int32, error) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	var cfg struct {
+		EOS json.RawMessage `json:"eos_token_id"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: %v", path, err)
+	}
+	if len(cfg.EOS) == 0 || string(cfg.EOS) == "null" {
+		return nil, nil
+	}
+	var one int32
+	if json.Unmarshal(cfg.EOS, &one) == nil {
+		return []int32{one}, nil
+	}
+	var list []int32
+	if err := json.Unmarshal(cfg.EOS, &list); err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: eos_token_id: want a token id or a list of them, got %s", path, cfg.EOS)
+	}
+	return list, nil
 }

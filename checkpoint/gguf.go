@@ -61,18 +61,29 @@ func openGGUF(path, tokenizerPath string) (*Loaded, error) {
 		return nil, err
 	}
 	l := &Loaded{Name: Name(path), Model: m, HFConfig: hc, Dir: filepath.Dir(path)}
+	files, err := ggufTokenizerFiles(hc, v)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
 	var tok *tokenizer.Tokenizer
 	if tokenizerPath != "" {
 		tok, err = tokenizer.Load(tokenizerPath)
 	} else {
-		tok, err = ggufTokenizer(path, hc, v)
+		tok, err = filesTokenizer(files)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
 	}
 	useTokenizer(l, tok)
+	ids, err := generationEOS(path+" (generation_config from metadata)", files["generation_config.json"])
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		l.StopTokens = appendNew(l.StopTokens, id)
+	}
 	if eos, ok := l.Tokenizer.EOS(); ok {
-		l.StopTokens = append(l.StopTokens, int32(eos))
+		l.StopTokens = appendNew(l.StopTokens, int32(eos))
 	}
 	if n := l.Tokenizer.VocabSize(); n > hc.VocabSize {
 		return nil, fmt.Errorf("checkpoint: %s: the tokenizer has %d tokens but the model only %d", path, n, hc.VocabSize)
@@ -135,12 +146,8 @@ func ggufTokenizerFiles(hc *hfconfig.Config, v tokenizer.GGUFVocab) (map[string]
 	return map[string][]byte{"tokenizer.json": tj, "tokenizer_config.json": cj, "generation_config.json": append(gj, '\n')}, nil
 }
 
-// ggufTokenizer builds the tokenizer of ggufTokenizerFiles.
-func ggufTokenizer(path string, hc *hfconfig.Config, v tokenizer.GGUFVocab) (*tokenizer.Tokenizer, error) {
-	files, err := ggufTokenizerFiles(hc, v)
-	if err != nil {
-		return nil, err
-	}
+// filesTokenizer builds the tokenizer of ggufTokenizerFiles.
+func filesTokenizer(files map[string][]byte) (*tokenizer.Tokenizer, error) {
 	tok, err := tokenizer.Parse(files["tokenizer.json"])
 	if err != nil {
 		return nil, err

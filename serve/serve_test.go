@@ -28,7 +28,7 @@ import (
 
 var (
 	byteTok = tokenizer.NewByteTokenizer()
-	chatML  = tokenizer.ChatTemplate{Kind: tokenizer.ChatML}
+	chatML  = tokenizer.ChatML()
 	quiet   = slog.New(slog.DiscardHandler)
 )
 

@@ -30,7 +30,7 @@ func startServe(t *testing.T, cfg serve.Config) string {
 	byteTok := tokenizer.NewByteTokenizer()
 	gen := &servetest.Generator{Decoder: byteTok, EOS: tokenizer.ByteEOS}
 	srv, err := serve.New(cfg,
-		serve.Model{Name: "toy", Generator: gen, Tokenizer: byteTok, Chat: serve.ChatFunc(tokenizer.ChatTemplate{Kind: tokenizer.ChatML})})
+		serve.Model{Name: "toy", Generator: gen, Tokenizer: byteTok, Chat: serve.ChatFunc(tokenizer.ChatML())})
 	if err != nil {
 		t.Fatal(err)
 	}

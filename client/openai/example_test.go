@@ -20,7 +20,7 @@ func ExampleClient_Chat() {
 		Name:      "toy",
 		Generator: &servetest.Generator{Decoder: tok, EOS: tokenizer.ByteEOS},
 		Tokenizer: tok,
-		Chat:      serve.ChatFunc(tokenizer.ChatTemplate{Kind: tokenizer.ChatML}),
+		Chat:      serve.ChatFunc(tokenizer.ChatML()),
 	})
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	go srv.Serve(ln)

@@ -222,7 +222,7 @@ func TestChatTemplateFile(t *testing.T) {
 			if _, ok := tok.EOS(); ok != c.wantEOS {
 				t.Errorf("EOS known = %v, want %v", ok, c.wantEOS)
 			}
-			if tpl, err := tok.ChatTemplate(); (err == nil) != (c.wantTemplate != "") || (err == nil && tpl.Kind != ChatML) {
+			if tpl, err := tok.ChatTemplate(); (err == nil) != (c.wantTemplate != "") || (err == nil && tpl.Family() != "ChatML") {
 				t.Errorf("ChatTemplate = %+v, %v", tpl, err)
 			}
 		})

@@ -3,255 +3,233 @@ package tokenizer
 import (
 	"errors"
 	"fmt"
-	"regexp"
+	"maps"
+	"slices"
 	"strings"
-	"unicode"
+	"time"
+
+	"github.com/nikolalohinski/gonja/v2/exec"
+	jinjaparser "github.com/nikolalohinski/gonja/v2/parser"
 )
 
 // Message is one turn of a conversation.
 type Message struct {
-	Role    string // "system", "user" or "assistant"
+	Role    string // "system", "user", "assistant", or any role the template accepts
 	Content string
 }
 
-// TemplateKind is a family of chat templates that RenderChat can render.
-type TemplateKind int
-
-// The supported chat template families.
-const (
-	// ChatML is the template of Qwen2 and Qwen2.5: every message as
-	// <|im_start|>role\ncontent<|im_end|>\n, preceded by the template's
-	// default system message when the conversation starts without one.
-	ChatML TemplateKind = iota + 1
-	// Qwen3 is the ChatML variant of the Qwen3 hybrid-thinking models: no
-	// default system message; the reply to the last user message carries
-	// a <think> block, and earlier replies lose theirs.
-	Qwen3
-	// Llama3 is the template of Llama-3 Instruct:
-	// <|begin_of_text|> then <|start_header_id|>role<|end_header_id|>\n\n
-	// content<|eot_id|> for each message, with the content trimmed.
-	Llama3
-)
-
-// String returns the family's name.
-func (k TemplateKind) String() string {
-	switch k {
-	case ChatML:
-		return "ChatML"
-	case Qwen3:
-		return "Qwen3"
-	case Llama3:
-		return "Llama3"
-	}
-	return fmt.Sprintf("TemplateKind(%d)", int(k))
-}
-
-// ChatTemplate says how to render a conversation as a prompt.
+// ChatTemplate is a parsed Jinja chat template, rendered as Hugging Face
+// transformers' apply_chat_template(..., tokenize=False) renders it. The
+// zero ChatTemplate has no template and renders nothing but an error. A
+// ChatTemplate is safe for concurrent use.
 type ChatTemplate struct {
-	Kind TemplateKind
+	// Source is the Jinja source of the template.
+	Source string
+	// File names where Source came from in errors, such as
+	// "tokenizer_config.json: chat_template".
+	File string
 
-	// DefaultSystem is, for ChatML, the system message used when a
-	// conversation does not start with one; empty for none.
-	DefaultSystem string
+	// BOSToken and EOSToken are the template's bos_token and eos_token
+	// variables, from tokenizer_config.json; empty leaves them undefined,
+	// as transformers does for a null token.
+	BOSToken, EOSToken string
 
-	// BOS is, for Llama3, the text that starts the prompt; empty means
-	// "<|begin_of_text|>".
-	BOS string
+	// StopStrings are the texts that end an assistant turn: the template's
+	// end-of-turn marker (such as <|im_end|>, <end_of_turn>, <|eot_id|>)
+	// and EOSToken. Generation should stop on any of them; checkpoint
+	// loaders map them to token ids and add generation_config.json's
+	// eos_token_id.
+	StopStrings []string
 
-	// DisableThinking makes the Qwen3 generation prompt close an empty
-	// <think> block, as the template's enable_thinking=false does.
-	DisableThinking bool
+	// Now is the clock of strftime_now, which dated templates (Llama 3.2)
+	// call; nil means time.Now. Tests pin it.
+	Now func() time.Time
+	// Limits bounds each render; the zero value means [DefaultChatLimits].
+	Limits ChatLimits
+
+	template *exec.Template
 }
 
-// ErrUnsupportedTemplate is returned, wrapped, by ParseChatTemplate for chat
-// templates outside the supported families.
-var ErrUnsupportedTemplate = errors.New("unsupported chat template")
-
-// chatMLDefaultSystem finds a literal system message in a ChatML template:
-// the one it writes when the conversation has none.
-var chatMLDefaultSystem = []*regexp.Regexp{
-	regexp.MustCompile(`'<\|im_start\|>system\\n((?:[^'\\]|\\.)*?)<\|im_end\|>\\n'`),
-	regexp.MustCompile(`"<\|im_start\|>system\\n((?:[^"\\]|\\.)*?)<\|im_end\|>\\n"`),
+// ChatLimits bounds the work of one render, so that a template from an
+// untrusted file cannot hang or exhaust memory. A render that exceeds a
+// limit fails with an error wrapping [ErrChatTemplateLimit].
+type ChatLimits struct {
+	// MaxOutput is the largest render in bytes; 0 means 4 MiB.
+	MaxOutput int
+	// MaxRange is the total number of items all range() calls of one
+	// render may produce (Jinja's sandbox allows 100000 per call); 0 means
+	// 100000.
+	MaxRange int
+	// Timeout bounds the render's wall time; 0 means 10 seconds.
+	Timeout time.Duration
 }
 
-// ParseChatTemplate recognises the family of a Jinja chat template, as found
-// in tokenizer_config.json, and, for ChatML, its default system message.
-// Templates of other families, and variants this package cannot render
-// faithfully (Qwen3 thinking-only templates, Llama 3.1 and later with their
-// dated system header), give an error wrapping ErrUnsupportedTemplate.
+// DefaultChatLimits are the limits of a ChatTemplate whose Limits are zero.
+var DefaultChatLimits = ChatLimits{MaxOutput: 4 << 20, MaxRange: 100000, Timeout: 10 * time.Second}
+
+// ErrChatTemplateLimit is wrapped by the errors of renders stopped by a
+// [ChatLimits] bound.
+var ErrChatTemplateLimit = errors.New("chat template exceeded its limits")
+
+// ParseChatTemplate parses a Jinja chat template, as found in
+// tokenizer_config.json's chat_template. Errors name the template as
+// "chat_template" and give the line; use [ParseChatTemplateFile] to name
+// the file. The template has no bos_token or eos_token; set BOSToken and
+// EOSToken, or use [Config.ChatTemplate].
 func ParseChatTemplate(source string) (ChatTemplate, error) {
-	switch {
-	case strings.Contains(source, "<|im_start|>"):
-		if strings.Contains(source, "reasoning_content") || strings.Contains(source, "<think>") {
-			if strings.Contains(source, "enable_thinking") && !strings.Contains(source, `'<|im_start|>assistant\n<think>\n'`) {
-				return ChatTemplate{Kind: Qwen3}, nil
-			}
-			return ChatTemplate{}, fmt.Errorf("tokenizer: %w: a ChatML template with reasoning that is not Qwen3's hybrid template", ErrUnsupportedTemplate)
-		}
-		t := ChatTemplate{Kind: ChatML}
-		for _, re := range chatMLDefaultSystem {
-			if m := re.FindStringSubmatch(source); m != nil {
-				t.DefaultSystem = unescapeJinja(m[1])
-				break
-			}
-		}
-		return t, nil
-	case strings.Contains(source, "<|start_header_id|>"):
-		if strings.Contains(source, "Cutting Knowledge Date") || strings.Contains(source, "date_string") {
-			return ChatTemplate{}, fmt.Errorf("tokenizer: %w: Llama 3.1 or later (dated system header)", ErrUnsupportedTemplate)
-		}
-		return ChatTemplate{Kind: Llama3}, nil
-	}
-	return ChatTemplate{}, fmt.Errorf("tokenizer: %w: not ChatML, Qwen3 or Llama-3", ErrUnsupportedTemplate)
+	return ParseChatTemplateFile("chat_template", source)
 }
 
-// unescapeJinja decodes the backslash escapes of a Jinja string literal.
-func unescapeJinja(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '\\' || i+1 == len(s) {
-			b.WriteByte(s[i])
-			continue
+// ParseChatTemplateFile is [ParseChatTemplate] with file naming the
+// template's origin in errors, such as "tokenizer_config.json:
+// chat_template" or "model.gguf: tokenizer.chat_template".
+func ParseChatTemplateFile(file, source string) (t ChatTemplate, err error) {
+	t = ChatTemplate{Source: source, File: file}
+	defer func() {
+		// The parser of a third-party engine meets arbitrary input here:
+		// a panic in it is a parse error of this file, not a crash.
+		if r := recover(); r != nil {
+			t, err = ChatTemplate{}, fmt.Errorf("tokenizer: %s: cannot parse the template: %v", file, r)
 		}
-		i++
-		switch s[i] {
-		case 'n':
-			b.WriteByte('\n')
-		case 't':
-			b.WriteByte('\t')
-		case 'r':
-			b.WriteByte('\r')
-		case '\\', '\'', '"':
-			b.WriteByte(s[i])
-		default:
-			b.WriteByte('\\')
-			b.WriteByte(s[i])
-		}
+	}()
+	tpl, err := newJinjaTemplate(source)
+	if err != nil {
+		return ChatTemplate{}, parseError(file, source, err)
 	}
-	return b.String()
+	t.template = tpl
+	t.StopStrings = templateStopStrings(source, "")
+	return t, nil
 }
 
-// RenderChat renders msgs with template t, as the Hugging Face
-// apply_chat_template would with the template t was parsed from. With
-// addGenerationPrompt it ends with the header of an assistant turn, ready
-// for the model to continue. Roles must be system, user or assistant, and
-// msgs must not be empty; tools, tool calls and reasoning_content are not
-// supported (Qwen3 reasoning written inline as <think>...</think> in an
-// assistant message's content is handled as the template does).
+// parseError names the file and the line of a Jinja syntax error.
+func parseError(file, source string, err error) error {
+	var se *jinjaparser.SyntaxError
+	if errors.As(err, &se) && se.Line > 0 {
+		return fmt.Errorf("tokenizer: %s: line %d: %s (near %q)", file, se.Line, se.Message, se.Raw)
+	}
+	// Errors without a position quote the whole source first; keep the
+	// reason, which follows it.
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "': "); strings.HasPrefix(msg, "failed to parse template '") && i >= 0 {
+		msg = msg[i+3:]
+	}
+	return fmt.Errorf("tokenizer: %s: %s", file, msg)
+}
+
+// RenderChat renders msgs with template t, as transformers'
+// apply_chat_template(msgs, tokenize=False, add_generation_prompt=...)
+// would with the same template and special tokens. With
+// addGenerationPrompt the prompt ends with the header of an assistant
+// turn, ready for the model to continue.
 func RenderChat(t ChatTemplate, msgs []Message, addGenerationPrompt bool) (string, error) {
-	if len(msgs) == 0 {
-		return "", errors.New("tokenizer: RenderChat: no messages")
+	return t.Render(msgs, addGenerationPrompt, nil)
+}
+
+// Render renders msgs with the context transformers gives a template:
+// messages, add_generation_prompt, bos_token, eos_token, tools and
+// documents (none), and kwargs, the extra keyword arguments of
+// apply_chat_template such as {"enable_thinking": false} for Qwen3. kwargs
+// values are JSON-like: strings, bools, numbers, nil, []any and
+// map[string]any. A template that calls raise_exception gives an error
+// naming the template's file and quoting the message.
+func (t ChatTemplate) Render(msgs []Message, addGenerationPrompt bool, kwargs map[string]any) (string, error) {
+	if t.template == nil {
+		return "", errors.New("tokenizer: RenderChat: no chat template")
 	}
+	messages := make(pyList, len(msgs))
 	for i, m := range msgs {
-		switch m.Role {
-		case "system", "user", "assistant":
-		default:
-			return "", fmt.Errorf("tokenizer: RenderChat: message %d: unsupported role %q", i, m.Role)
+		messages[i] = map[string]any{"role": m.Role, "content": m.Content}
+	}
+	data := map[string]any{}
+	maps.Copy(data, kwargs)
+	data["messages"] = messages
+	data["add_generation_prompt"] = addGenerationPrompt
+	for name, v := range map[string]any{"tools": nil, "documents": nil} {
+		if _, ok := data[name]; !ok {
+			data[name] = v
 		}
 	}
-	var b strings.Builder
-	switch t.Kind {
-	case ChatML:
-		renderChatML(&b, t, msgs, addGenerationPrompt)
-	case Qwen3:
-		renderQwen3(&b, t, msgs, addGenerationPrompt)
-	case Llama3:
-		renderLlama3(&b, t, msgs, addGenerationPrompt)
-	default:
-		return "", fmt.Errorf("tokenizer: RenderChat: unknown template kind %v", t.Kind)
+	if t.BOSToken != "" {
+		data["bos_token"] = t.BOSToken
 	}
-	return b.String(), nil
+	if t.EOSToken != "" {
+		data["eos_token"] = t.EOSToken
+	}
+	out, err := t.execute(data)
+	if err != nil {
+		return "", t.renderError(err)
+	}
+	return out, nil
 }
 
-func writeChatML(b *strings.Builder, role, content string) {
-	b.WriteString("<|im_start|>")
-	b.WriteString(role)
-	b.WriteString("\n")
-	b.WriteString(content)
-	b.WriteString("<|im_end|>\n")
+// renderError turns an engine error into one that names the template's
+// file and, for raise_exception, quotes the template's message.
+func (t ChatTemplate) renderError(err error) error {
+	var raised *templateRaise
+	if errors.As(err, &raised) {
+		return fmt.Errorf("tokenizer: %s: the template raised an exception: %q", t.File, raised.message)
+	}
+	if errors.Is(err, ErrChatTemplateLimit) {
+		return fmt.Errorf("tokenizer: %s: %w", t.File, err)
+	}
+	// The engine wraps every level of the template it was in; the
+	// innermost message says what went wrong, the outer ones where.
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 && len(msg) > 300 {
+		msg = "..." + msg[i:]
+	}
+	return fmt.Errorf("tokenizer: %s: rendering: %s", t.File, msg)
 }
 
-func renderChatML(b *strings.Builder, t ChatTemplate, msgs []Message, gen bool) {
-	if msgs[0].Role != "system" && t.DefaultSystem != "" {
-		writeChatML(b, "system", t.DefaultSystem)
-	}
-	for _, m := range msgs {
-		writeChatML(b, m.Role, m.Content)
-	}
-	if gen {
-		b.WriteString("<|im_start|>assistant\n")
-	}
-}
-
-func renderQwen3(b *strings.Builder, t ChatTemplate, msgs []Message, gen bool) {
-	if msgs[0].Role == "system" {
-		writeChatML(b, "system", msgs[0].Content)
-	}
-	// The last user message that is not a tool response wrapper: replies
-	// after it keep their reasoning.
-	lastQuery := len(msgs) - 1
-	for i := len(msgs) - 1; i >= 0; i-- {
-		c := msgs[i].Content
-		if msgs[i].Role == "user" && !(strings.HasPrefix(c, "<tool_response>") && strings.HasSuffix(c, "</tool_response>")) {
-			lastQuery = i
-			break
+// Family names the template's family for logs, from its end-of-turn
+// marker: "ChatML", "Llama-3", "Gemma", "DeepSeek", or "" when unknown.
+func (t ChatTemplate) Family() string {
+	for _, f := range turnMarkers {
+		if strings.Contains(t.Source, f.marker) {
+			return f.family
 		}
 	}
-	for i, m := range msgs {
-		switch {
-		case m.Role == "user" || (m.Role == "system" && i > 0):
-			writeChatML(b, m.Role, m.Content)
-		case m.Role == "assistant":
-			content, reasoning := m.Content, ""
-			if k := strings.LastIndex(content, "</think>"); k >= 0 {
-				before, _, _ := strings.Cut(content, "</think>")
-				content = strings.TrimLeft(content[k+len("</think>"):], "\n")
-				before = strings.TrimRight(before, "\n")
-				if j := strings.LastIndex(before, "<think>"); j >= 0 {
-					before = before[j+len("<think>"):]
-				}
-				reasoning = strings.TrimLeft(before, "\n")
-			}
-			b.WriteString("<|im_start|>assistant\n")
-			if i > lastQuery && (i == len(msgs)-1 || reasoning != "") {
-				b.WriteString("<think>\n")
-				b.WriteString(strings.Trim(reasoning, "\n"))
-				b.WriteString("\n</think>\n\n")
-				content = strings.TrimLeft(content, "\n")
-			}
-			b.WriteString(content)
-			b.WriteString("<|im_end|>\n")
-		}
-	}
-	if gen {
-		b.WriteString("<|im_start|>assistant\n")
-		if t.DisableThinking {
-			b.WriteString("<think>\n\n</think>\n\n")
-		}
-	}
+	return ""
 }
 
-func renderLlama3(b *strings.Builder, t ChatTemplate, msgs []Message, gen bool) {
-	bos := t.BOS
-	if bos == "" {
-		bos = "<|begin_of_text|>"
-	}
-	b.WriteString(bos)
-	for _, m := range msgs {
-		b.WriteString("<|start_header_id|>")
-		b.WriteString(m.Role)
-		b.WriteString("<|end_header_id|>\n\n")
-		b.WriteString(strings.TrimFunc(m.Content, isPythonSpace))
-		b.WriteString("<|eot_id|>")
-	}
-	if gen {
-		b.WriteString("<|start_header_id|>assistant<|end_header_id|>\n\n")
-	}
+// turnMarkers are the end-of-turn strings of the chat-template families in
+// use, the ones a model writes to end its reply.
+var turnMarkers = []struct{ marker, family string }{
+	{"<|im_end|>", "ChatML"},
+	{"<|eot_id|>", "Llama-3"},
+	{"<end_of_turn>", "Gemma"},
+	{"<｜end▁of▁sentence｜>", "DeepSeek"},
+	{"<|end|>", "Phi-3"},
+	{"<|endoftext|>", ""},
+	{"</s>", ""},
 }
 
-// isPythonSpace reports whether Python's str.strip, and so Jinja's trim
-// filter, removes r: White_Space plus the four information separators.
-func isPythonSpace(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1C && r <= 0x1F) }
+// templateStopStrings returns the end-of-turn markers the template writes,
+// then eos unless empty or already there.
+func templateStopStrings(source, eos string) []string {
+	var stops []string
+	for _, f := range turnMarkers {
+		if strings.Contains(source, f.marker) {
+			stops = append(stops, f.marker)
+		}
+	}
+	if eos != "" && !slices.Contains(stops, eos) {
+		stops = append(stops, eos)
+	}
+	return stops
+}
+
+// chatMLSource is the plain ChatML template (Qwen2 without a default
+// system message).
+const chatMLSource = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+
+// ChatML returns the plain ChatML template: every message as
+// <|im_start|>role\ncontent<|im_end|>\n, for models and tests that have no
+// template of their own.
+func ChatML() ChatTemplate {
+	t, err := ParseChatTemplateFile("ChatML", chatMLSource)
+	if err != nil {
+		return ChatTemplate{} // unreachable: the source is fixed and parses
+	}
+	return t
+}

@@ -1,159 +1,142 @@
 package tokenizer
 
 import (
+	"compress/gzip"
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"rlvr/internal/shareddata"
 )
 
-// A Qwen2.5-style template (the system handling of Qwen2.5 Instruct's,
-// without its tool-call branches) and Llama-3 Instruct's template.
-const (
-	qwen25Source = `{%- if tools %}
-    {{- '<|im_start|>system\n' }}
-    {%- if messages[0]['role'] == 'system' %}
-        {{- messages[0]['content'] }}
-    {%- else %}
-        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}
-    {%- endif %}
-    {{- "\n\n# Tools\n\n<tools>" }}
-{%- else %}
-    {%- if messages[0]['role'] == 'system' %}
-        {{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}
-    {%- else %}
-        {{- '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' }}
-    {%- endif %}
-{%- endif %}
-{%- for message in messages %}
-    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}
-        {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
-    {%- endif %}
-{%- endfor %}
-{%- if add_generation_prompt %}
-    {{- '<|im_start|>assistant\n' }}
-{%- endif %}
-`
-	llama3Source = `{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}`
-)
+// pinnedDate is the date python/chat_ref.py gives strftime_now.
+var pinnedDate = time.Date(2024, 7, 26, 12, 0, 0, 0, time.UTC)
 
-var chatConversations = map[string][]Message{
-	"user":     {{Role: "user", Content: "What is 2+3?"}},
-	"sys_user": {{Role: "system", Content: "Be brief."}, {Role: "user", Content: "What is 2+3?"}},
-	"multi": {
-		{Role: "system", Content: "Be brief."}, {Role: "user", Content: "What is 2+3?"},
-		{Role: "assistant", Content: "5"}, {Role: "user", Content: " And 4*4? \n"},
-	},
-	"last_assistant": {{Role: "user", Content: "Hi"}, {Role: "assistant", Content: "Hello!"}},
-	"think": {
-		{Role: "user", Content: "Q1"}, {Role: "assistant", Content: "<think>\nstep\n</think>\n\nA1"},
-		{Role: "user", Content: "Q2"}, {Role: "assistant", Content: "<think>\nmore\n</think>\n\nA2"},
-	},
+// chatReference is one testdata/chat/<name>.want.json.gz file, written by
+// python/chat_ref.py from transformers' render_jinja_template.
+type chatReference struct {
+	Template string  `json:"template"`
+	Source   string  `json:"source"`
+	BOS      *string `json:"bos_token"`
+	EOS      *string `json:"eos_token"`
+	Cases    []struct {
+		Messages            []Message      `json:"messages"`
+		AddGenerationPrompt bool           `json:"add_generation_prompt"`
+		Kwargs              map[string]any `json:"kwargs"`
+		Want                *string        `json:"want"`
+		Error               *string        `json:"error"`
+	} `json:"cases"`
 }
 
-// chatWant holds the output of the Jinja templates, rendered with
-// transformers' settings (trim_blocks, lstrip_blocks), for each template,
-// conversation, add_generation_prompt and enable_thinking=false.
-var chatWant = []struct {
-	template, conv  string
-	gen, noThinking bool
-	want            string
-}{
-	{"qwen3", "user", false, false,
-		"<|im_start|>user\nWhat is 2+3?<|im_end|>\n"},
-	{"qwen3", "user", true, false,
-		"<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n"},
-	{"qwen3", "sys_user", false, false,
-		"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+3?<|im_end|>\n"},
-	{"qwen3", "sys_user", true, false,
-		"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n"},
-	{"qwen3", "multi", false, false,
-		"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n5<|im_end|>\n<|im_start|>user\n And 4*4? \n<|im_end|>\n"},
-	{"qwen3", "multi", true, false,
-		"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n5<|im_end|>\n<|im_start|>user\n And 4*4? \n<|im_end|>\n<|im_start|>assistant\n"},
-	{"qwen3", "last_assistant", false, false,
-		"<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello!<|im_end|>\n"},
-	{"qwen3", "last_assistant", true, false,
-		"<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello!<|im_end|>\n<|im_start|>assistant\n"},
-	{"qwen3", "think", false, false,
-		"<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nQ2<|im_end|>\n<|im_start|>assistant\n<think>\nmore\n</think>\n\nA2<|im_end|>\n"},
-	{"qwen3", "think", true, false,
-		"<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nQ2<|im_end|>\n<|im_start|>assistant\n<think>\nmore\n</think>\n\nA2<|im_end|>\n<|im_start|>assistant\n"},
-	{"qwen3", "user", true, true,
-		"<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"},
-	{"qwen25", "user", false, false,
-		"<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is 2+3?<|im_end|>\n"},
-	{"qwen25", "user", true, false,
-		"<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n"},
-	{"qwen25", "sys_user", false, false,
-		"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+3?<|im_end|>\n"},
-	{"qwen25", "sys_user", true, false,
-		"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n"},
-	{"qwen25", "multi", false, false,
-		"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n5<|im_end|>\n<|im_start|>user\n And 4*4? \n<|im_end|>\n"},
-	{"qwen25", "multi", true, false,
-		"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n5<|im_end|>\n<|im_start|>user\n And 4*4? \n<|im_end|>\n<|im_start|>assistant\n"},
-	{"qwen25", "last_assistant", false, false,
-		"<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"},
-	{"qwen25", "last_assistant", true, false,
-		"<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>assistant\n"},
-	{"qwen25", "think", false, false,
-		"<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\n<think>\nstep\n</think>\n\nA1<|im_end|>\n<|im_start|>user\nQ2<|im_end|>\n<|im_start|>assistant\n<think>\nmore\n</think>\n\nA2<|im_end|>\n"},
-	{"qwen25", "think", true, false,
-		"<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\n<think>\nstep\n</think>\n\nA1<|im_end|>\n<|im_start|>user\nQ2<|im_end|>\n<|im_start|>assistant\n<think>\nmore\n</think>\n\nA2<|im_end|>\n<|im_start|>assistant\n"},
-	{"llama3", "user", false, false,
-		"<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nWhat is 2+3?<|eot_id|>"},
-	{"llama3", "user", true, false,
-		"<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nWhat is 2+3?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
-	{"llama3", "sys_user", false, false,
-		"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is 2+3?<|eot_id|>"},
-	{"llama3", "sys_user", true, false,
-		"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is 2+3?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
-	{"llama3", "multi", false, false,
-		"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is 2+3?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n5<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nAnd 4*4?<|eot_id|>"},
-	{"llama3", "multi", true, false,
-		"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is 2+3?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n5<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nAnd 4*4?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
-	{"llama3", "last_assistant", false, false,
-		"<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"},
-	{"llama3", "last_assistant", true, false,
-		"<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
-	{"llama3", "think", false, false,
-		"<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nQ1<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n<think>\nstep\n</think>\n\nA1<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nQ2<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n<think>\nmore\n</think>\n\nA2<|eot_id|>"},
-	{"llama3", "think", true, false,
-		"<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nQ1<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n<think>\nstep\n</think>\n\nA1<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nQ2<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n<think>\nmore\n</think>\n\nA2<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
-}
-
-func TestRenderChat(t *testing.T) {
-	templates := map[string]ChatTemplate{}
-	qwen3Tok := qwen3(t)
-	q3, err := qwen3Tok.ChatTemplate()
+func loadChatReference(t *testing.T, path string) chatReference {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	templates["qwen3"] = q3
-	for name, src := range map[string]string{"qwen25": qwen25Source, "llama3": llama3Source} {
-		tpl, err := ParseChatTemplate(src)
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref chatReference
+	if err := json.NewDecoder(z).Decode(&ref); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return ref
+}
+
+// referenceTemplate loads the template a reference file was rendered from:
+// a tokenizer_config.json (in testdata, or the shared data for Qwen3) or a
+// bare .jinja file with the reference's special tokens.
+func referenceTemplate(t *testing.T, ref chatReference) ChatTemplate {
+	t.Helper()
+	dir := filepath.Join("testdata", "chat")
+	var tpl ChatTemplate
+	if strings.HasSuffix(ref.Source, ".jinja") {
+		src, err := os.ReadFile(filepath.Join(dir, ref.Source))
 		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+			t.Fatal(err)
 		}
-		templates[name] = tpl
-	}
-	if templates["qwen3"].Kind != Qwen3 || templates["qwen25"].Kind != ChatML || templates["llama3"].Kind != Llama3 {
-		t.Fatalf("kinds: %v", templates)
-	}
-	if got := templates["qwen25"].DefaultSystem; got != "You are Qwen, created by Alibaba Cloud. You are a helpful assistant." {
-		t.Errorf("DefaultSystem = %q", got)
-	}
-	for _, c := range chatWant {
-		tpl := templates[c.template]
-		tpl.DisableThinking = c.noThinking
-		got, err := RenderChat(tpl, chatConversations[c.conv], c.gen)
+		if tpl, err = ParseChatTemplateFile(ref.Source, string(src)); err != nil {
+			t.Fatal(err)
+		}
+		if ref.BOS != nil {
+			tpl.BOSToken = *ref.BOS
+		}
+		if ref.EOS != nil {
+			tpl.EOSToken = *ref.EOS
+		}
+	} else {
+		path := filepath.Join(dir, ref.Source)
+		if ref.Template == "qwen3" {
+			path = shareddata.Path(t, ref.Source)
+		}
+		cfg, err := LoadConfig(path)
 		if err != nil {
-			t.Errorf("%s/%s: %v", c.template, c.conv, err)
-			continue
+			t.Fatal(err)
 		}
-		if got != c.want {
-			t.Errorf("%s/%s gen=%v nothink=%v:\n got %q\nwant %q", c.template, c.conv, c.gen, c.noThinking, got, c.want)
+		if tpl, err = cfg.ChatTemplate(); err != nil {
+			t.Fatal(err)
 		}
+	}
+	tpl.Now = func() time.Time { return pinnedDate }
+	return tpl
+}
+
+// chatEngineGaps are the reference templates the Jinja engine cannot yet
+// render, and why.
+var chatEngineGaps = map[string]string{
+	"gemma3": "gonja v2.9.1 does not parse a conditional expression inside parentheses ((a if c else b), line 22)",
+}
+
+// TestChatTemplatesMatchTransformers renders every conversation of every
+// reference file and requires transformers' exact bytes, or an error where
+// the template raised.
+func TestChatTemplatesMatchTransformers(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "chat", "*.want.json.gz"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no reference renders in testdata/chat: %v", err)
+	}
+	for _, file := range files {
+		ref := loadChatReference(t, file)
+		t.Run(ref.Template, func(t *testing.T) {
+			if gap, ok := chatEngineGaps[ref.Template]; ok {
+				t.Skipf("%s: 0/%d renders compared: %s", ref.Template, len(ref.Cases), gap)
+			}
+			tpl := referenceTemplate(t, ref)
+			agree, shown := 0, 0
+			for i, c := range ref.Cases {
+				got, err := tpl.Render(c.Messages, c.AddGenerationPrompt, c.Kwargs)
+				switch {
+				case c.Error != nil && err != nil:
+					if !strings.Contains(err.Error(), *c.Error) {
+						t.Errorf("case %d: error %q does not quote the template's %q", i, err, *c.Error)
+						continue
+					}
+					agree++
+				case c.Error == nil && err == nil && got == *c.Want:
+					agree++
+				default:
+					if shown++; shown <= 3 {
+						want := ""
+						if c.Want != nil {
+							want = *c.Want
+						}
+						t.Errorf("case %d %+v gen=%v kwargs=%v:\n got %q (err %v)\nwant %q (err %v)",
+							i, c.Messages, c.AddGenerationPrompt, c.Kwargs, got, err, want, c.Error)
+					}
+				}
+			}
+			t.Logf("%s: %d/%d renders agree with transformers", ref.Template, agree, len(ref.Cases))
+			if agree != len(ref.Cases) {
+				t.Errorf("%s: %d of %d renders differ", ref.Template, len(ref.Cases)-agree, len(ref.Cases))
+			}
+		})
 	}
 }
 
@@ -185,53 +168,116 @@ func equalInts(a, b []int) bool {
 	return true
 }
 
-func TestParseChatTemplate(t *testing.T) {
+func TestChatTemplateStopStrings(t *testing.T) {
 	for _, c := range []struct {
-		src, system string
-		kind        TemplateKind
-		err         bool
+		config string
+		want   []string
 	}{
-		{src: "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}", system: "You are a helpful assistant.", kind: ChatML},
-		{src: `{{- '<|im_start|>system\nPlease reason step by step, and put your final answer within \\boxed{}.<|im_end|>\n' }}`, system: "Please reason step by step, and put your final answer within \\boxed{}.", kind: ChatML},
-		{src: `{{- "<|im_start|>system\nIt's me.<|im_end|>\n" }}`, system: "It's me.", kind: ChatML},
-		{src: "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n'}}", kind: ChatML},
-		{src: "<|im_start|> reasoning_content", err: true},
-		{src: "<|im_start|> enable_thinking reasoning_content {{- '<|im_start|>assistant\\n<think>\\n' }}", err: true},
-		{src: "<|start_header_id|> Cutting Knowledge Date", err: true},
-		{src: "[INST] {{ message['content'] }} [/INST]", err: true},
+		{"smollm2", []string{"<|im_end|>"}},
+		{"qwen2.5", []string{"<|im_end|>"}},
+		{"llama3.1", []string{"<|eot_id|>"}},
+		{"deepseek-r1-distill-qwen", []string{"<｜end▁of▁sentence｜>"}},
 	} {
-		tpl, err := ParseChatTemplate(c.src)
-		if c.err {
-			if !errors.Is(err, ErrUnsupportedTemplate) {
-				t.Errorf("ParseChatTemplate(%q) error = %v, want ErrUnsupportedTemplate", c.src, err)
-			}
+		cfg, err := LoadConfig(filepath.Join("testdata", "chat", c.config+".tokenizer_config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tpl, err := cfg.ChatTemplate()
+		if err != nil {
+			t.Errorf("%s: %v", c.config, err)
 			continue
 		}
-		if err != nil || tpl.Kind != c.kind || tpl.DefaultSystem != c.system {
-			t.Errorf("ParseChatTemplate(%q) = %+v, %v; want kind %v system %q", c.src, tpl, err, c.kind, c.system)
+		if strings.Join(tpl.StopStrings, " ") != strings.Join(c.want, " ") {
+			t.Errorf("%s: StopStrings = %q, want %q", c.config, tpl.StopStrings, c.want)
 		}
 	}
 }
 
-func TestRenderChatErrors(t *testing.T) {
-	tpl := ChatTemplate{Kind: ChatML}
-	if _, err := RenderChat(tpl, nil, true); err == nil {
-		t.Error("no error for an empty conversation")
-	}
-	if _, err := RenderChat(tpl, []Message{{Role: "tool", Content: "x"}}, true); err == nil || !strings.Contains(err.Error(), "tool") {
-		t.Errorf("tool role: %v", err)
-	}
-	if _, err := RenderChat(ChatTemplate{}, []Message{{Role: "user"}}, true); err == nil {
-		t.Error("no error for the zero ChatTemplate")
-	}
-}
+func TestChatTemplateErrors(t *testing.T) {
+	msgs := []Message{{Role: "user", Content: "Hi"}}
 
-func TestLlama3Trim(t *testing.T) {
-	got, err := RenderChat(ChatTemplate{Kind: Llama3, BOS: "<s>"}, []Message{{Role: "user", Content: "\x1f\u00a0 hi \n"}}, false)
+	_, err := ParseChatTemplateFile("model/tokenizer_config.json: chat_template", "Hello\n{% if %}x{% endif %}\n")
+	if err == nil || !strings.Contains(err.Error(), "model/tokenizer_config.json: chat_template: ") {
+		t.Errorf("parse error = %v, want the file", err)
+	}
+	_, err = ParseChatTemplateFile("t.jinja", "Hello\n{{ (1 if true else 2) }}\n")
+	if err == nil || !strings.Contains(err.Error(), "t.jinja: line 2") {
+		t.Errorf("parse error = %v, want the file and line 2", err)
+	}
+
+	tpl, err := ParseChatTemplateFile("t.jinja", "{{ raise_exception('System role not supported') }}")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "<s><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"; got != want {
-		t.Errorf("got %q, want %q", got, want)
+	if _, err := RenderChat(tpl, msgs, true); err == nil || !strings.Contains(err.Error(), "t.jinja") || !strings.Contains(err.Error(), "System role not supported") {
+		t.Errorf("raise_exception error = %v, want the file and the message", err)
 	}
+
+	for _, c := range []struct{ name, src string }{
+		{"huge output", "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}"},
+		{"silent loop", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"},
+		{"range too long", "{{ range(1000000000) | length }}"},
+	} {
+		tpl, err := ParseChatTemplateFile("t.jinja", c.src)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		tpl.Limits = ChatLimits{MaxOutput: 1 << 20, Timeout: 5 * time.Second}
+		start := time.Now()
+		_, err = RenderChat(tpl, msgs, true)
+		if !errors.Is(err, ErrChatTemplateLimit) || !strings.Contains(err.Error(), "t.jinja") {
+			t.Errorf("%s: error = %v, want ErrChatTemplateLimit naming the file", c.name, err)
+		}
+		if d := time.Since(start); d > 6*time.Second {
+			t.Errorf("%s: took %v", c.name, d)
+		}
+	}
+
+	if _, err := ParseChatTemplate("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}"); err == nil {
+		t.Error("a recursive macro parsed")
+	}
+	if _, err := ParseChatTemplate("{% include '/etc/passwd' %}"); err == nil {
+		tpl, _ := ParseChatTemplate("{% include '/etc/passwd' %}")
+		if out, err := RenderChat(tpl, msgs, false); err == nil {
+			t.Errorf("include read a file: %q", out)
+		}
+	}
+	if _, err := RenderChat(ChatTemplate{}, msgs, false); err == nil {
+		t.Error("the zero ChatTemplate rendered")
+	}
+}
+
+func TestChatTemplateKwargsAndClock(t *testing.T) {
+	tpl, err := ParseChatTemplate(`{{ strftime_now("%d %b %Y") }}|{{ enable_thinking is defined and not enable_thinking }}|{{ messages[-1].content }}|{{ bos_token is defined }}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl.Now = func() time.Time { return pinnedDate }
+	got, err := tpl.Render([]Message{{Role: "user", Content: "Hi"}}, false, map[string]any{"enable_thinking": false})
+	if want := "26 Jul 2024|True|Hi|False"; err != nil || got != want {
+		t.Errorf("Render = %q, %v; want %q", got, err, want)
+	}
+}
+
+// FuzzRenderChat renders arbitrary template sources with arbitrary
+// messages: parsing and rendering must return, with a render or an error,
+// and never panic or hang.
+func FuzzRenderChat(f *testing.F) {
+	f.Add(chatMLSource, "user", "Hi", true)
+	f.Add("{% for m in messages[::-1] %}{{ m.content|trim }}{% if not loop.last %},{% endif %}{% endfor %}", "system", " x ", false)
+	f.Add("{% set ns = namespace(a=1) %}{% for m in messages %}{% set ns.a = ns.a + 1 %}{% endfor %}{{ ns.a }}{{ messages[-1].content.split('</think>')[-1].lstrip() }}", "assistant", "a</think>b", true)
+	f.Add("{% if messages[0]['role'] != 'user' %}{{ raise_exception('bad role') }}{% endif %}{{ strftime_now('%d %b %Y') }}{{ messages|tojson }}", "tool", "{{ }}", false)
+	f.Add("{% macro m(x) %}[{{ x }}]{% endmacro %}{% for i in range(3) %}{{ m(i) }}{% endfor %}{{ 'a' * 3 }}", "user", "", true)
+	f.Fuzz(func(t *testing.T, source, role, content string, gen bool) {
+		tpl, err := ParseChatTemplateFile("fuzz.jinja", source)
+		if err != nil {
+			return
+		}
+		tpl.Limits = ChatLimits{MaxOutput: 1 << 16, MaxRange: 10000, Timeout: 2 * time.Second}
+		tpl.Now = func() time.Time { return pinnedDate }
+		msgs := []Message{{Role: role, Content: content}, {Role: "user", Content: content}}
+		if out, err := RenderChat(tpl, msgs, gen); err == nil && len(out) > 1<<16 {
+			t.Errorf("render of %d bytes passed the %d-byte limit", len(out), 1<<16)
+		}
+	})
 }

@@ -20,6 +20,8 @@ type Config struct {
 	// chat_template when it is a string, or the entry named "default" when
 	// it is a list of named templates.
 	ChatTemplateSource string
+
+	file string // the file read, for errors
 }
 
 // LoadConfig reads a tokenizer_config.json file.
@@ -49,7 +51,7 @@ func (p parser) parseConfig(data []byte) (*Config, error) {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, p.jsonError("", err)
 	}
-	c := &Config{}
+	c := &Config{file: p.file}
 	for _, f := range []struct {
 		name string
 		raw  json.RawMessage
@@ -108,18 +110,20 @@ func (p parser) specialToken(field string, raw json.RawMessage) (string, error) 
 	return *obj.Content, nil
 }
 
-// ChatTemplate recognises the configuration's chat template with
-// [ParseChatTemplate]; a Llama-3 template gets the configured BOS token.
+// ChatTemplate parses the configuration's chat template with
+// [ParseChatTemplateFile], naming this file's chat_template in errors, and
+// gives it the configuration's BOS and EOS tokens. Its StopStrings end with
+// the EOS token.
 func (c *Config) ChatTemplate() (ChatTemplate, error) {
+	file := c.file + ": chat_template"
 	if c.ChatTemplateSource == "" {
-		return ChatTemplate{}, fmt.Errorf("tokenizer: tokenizer_config.json: chat_template: missing")
+		return ChatTemplate{}, fmt.Errorf("tokenizer: %s: missing", file)
 	}
-	t, err := ParseChatTemplate(c.ChatTemplateSource)
+	t, err := ParseChatTemplateFile(file, c.ChatTemplateSource)
 	if err != nil {
 		return t, err
 	}
-	if t.Kind == Llama3 && c.BOSToken != "" {
-		t.BOS = c.BOSToken
-	}
+	t.BOSToken, t.EOSToken = c.BOSToken, c.EOSToken
+	t.StopStrings = templateStopStrings(t.Source, c.EOSToken)
 	return t, nil
 }

@@ -36,12 +36,27 @@
 //
 // # Chat templates
 //
-// [RenderChat] renders conversations natively, without a Jinja engine, for
-// the template families rlvr supports: ChatML as used by Qwen2 and Qwen2.5
-// (with the template's default system prompt), Qwen3, and Llama-3.
-// [ParseChatTemplate] recognises the family from a tokenizer_config.json's
-// chat_template. Tools, tool calls, the tool role and reasoning_content are
-// not supported.
+// [ParseChatTemplate] parses a tokenizer_config.json chat_template (or a
+// GGUF's tokenizer.chat_template) with the Jinja engine
+// github.com/nikolalohinski/gonja/v2, chosen because it is the only
+// maintained pure-Go Jinja that parses real Hugging Face templates
+// (whitespace control, namespace, loop variables, slicing, Python string
+// methods, macros); pongo2 is Django-like and lacks most of these. It is
+// configured as transformers configures Jinja2 (trim_blocks,
+// lstrip_blocks), and this package adds what transformers adds or what
+// gonja gets wrong: raise_exception (an error naming the template's file
+// and quoting the message), strftime_now with an injectable clock, tojson
+// as json.dumps(ensure_ascii=False), Python's strip and trim, and negative
+// list indices. [RenderChat] and [ChatTemplate.Render] pass messages,
+// add_generation_prompt, bos_token, eos_token and extra kwargs such as
+// enable_thinking. Renders are bounded in output size, range() items and
+// time ([ChatLimits]); include and import cannot read files; recursive
+// macros are refused. [ChatTemplate.StopStrings] are the end-of-turn
+// strings to stop generation on. Renders are checked byte for byte against
+// transformers on Qwen3, Qwen2.5, SmolLM2, Llama 3.1 and 3.2 and
+// DeepSeek-R1-Distill-Qwen templates (testdata/chat, python/chat_ref.py);
+// Gemma 3's template does not parse yet, because gonja has no conditional
+// expression inside parentheses.
 //
 // # Small vocabularies
 //
