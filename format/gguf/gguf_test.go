@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"rlvr/internal/realmodel"
+	"rlvr/internal/shareddata"
 )
 
 // TestDequantizeBlocks decodes random blocks of all 13 types and requires
@@ -141,7 +142,7 @@ func TestDequantizeRealModels(t *testing.T) {
 // TestOllamaTinyRandom reads a GGUF v3 file written by another program
 // (ollama's test data: a tiny random Llama in F16).
 func TestOllamaTinyRandom(t *testing.T) {
-	path := sharedData(t, "ollama-llama2-tiny-random")
+	path := shareddata.Path(t, "ollama-llama2-tiny-random")
 	matches, _ := filepath.Glob(filepath.Join(path, "*.gguf"))
 	if len(matches) == 0 {
 		t.Fatalf("no .gguf in %s", path)
@@ -165,20 +166,6 @@ func TestOllamaTinyRandom(t *testing.T) {
 			}
 		}
 	}
-}
-
-// sharedData returns ../shared/data/<name> from the repository root:
-// under CI=true its absence fails the test, elsewhere it skips.
-func sharedData(t *testing.T, name string) string {
-	t.Helper()
-	p := filepath.Join("..", "..", "..", "shared", "data", name)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is missing: %v", p, err)
-		}
-		t.Skipf("%s is missing; it sits beside the repository", p)
-	}
-	return p
 }
 
 // builder writes small GGUF files for tests.

@@ -1,0 +1,161 @@
+package tokenizer_test
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/text/unicode/norm"
+
+	"rlvr/format/gguf"
+	"rlvr/format/tokenizer"
+	"rlvr/internal/realmodel"
+	"rlvr/internal/shareddata"
+)
+
+// agreementRef is python/tokenizer_ref.py's record: for each text (inline,
+// or a dataset field named by file, line and field, read in place), the
+// ids Hugging Face's tokenizers give it.
+type agreementRef struct {
+	Wrap  [2]string
+	Cases []struct {
+		Text    *string
+		Src     string
+		Wrap    bool
+		IDs     []int
+		Decoded *string
+	}
+}
+
+// TestAgreementWithHFTokenizers encodes 1,320 texts per tokenizer (GSM8K
+// and MATH500 questions and answers, the same in chat turns, and Unicode
+// edge cases) and requires Hugging Face's ids for every one, and its
+// decoding for the inline texts. SmolLM2's tokenizer is the one rlvr
+// builds from the GGUF metadata; the reference is transformers' built from
+// the same file, with the published Digits pre-tokenizer its converter drops.
+func TestAgreementWithHFTokenizers(t *testing.T) {
+	for _, name := range []string{"smollm2", "qwen3"} {
+		t.Run(name, func(t *testing.T) {
+			var tok *tokenizer.Tokenizer
+			switch name {
+			case "smollm2":
+				f, err := gguf.Open(realmodel.Path(t, realmodel.SmolLM2))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				v, err := f.Vocab()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tok, err = tokenizer.FromGGUF(v); err != nil {
+					t.Fatal(err)
+				}
+			case "qwen3":
+				var err error
+				if tok, err = tokenizer.Load(shareddata.Path(t, "tokenizers/qwen3/tokenizer.json")); err != nil {
+					t.Fatal(err)
+				}
+				tok = tok.WithNormalizer(norm.NFC.String) // Qwen's normalizer is NFC
+			}
+			ref := readAgreement(t, name)
+			lines := map[string][]string{}
+			agree := 0
+			for i, c := range ref.Cases {
+				var text string
+				if c.Text != nil {
+					text = *c.Text
+				} else {
+					text = datasetField(t, lines, c.Src)
+					if c.Wrap {
+						text = ref.Wrap[0] + text + ref.Wrap[1]
+					}
+				}
+				got := tok.EncodeWithSpecial(text, true)
+				if !slices.Equal(got, c.IDs) {
+					if agree+10 > i { // report the first few only
+						t.Errorf("case %d %q: ids %v, Hugging Face %v", i, truncateText(text), got, c.IDs)
+					}
+					continue
+				}
+				if c.Decoded != nil && tok.Decode(got) != *c.Decoded {
+					t.Errorf("case %d %q: decodes to %q, Hugging Face %q", i, truncateText(text), tok.Decode(got), *c.Decoded)
+					continue
+				}
+				agree++
+			}
+			t.Logf("%s: %d/%d texts encode to Hugging Face's ids", name, agree, len(ref.Cases))
+			if agree != len(ref.Cases) {
+				t.Errorf("%d of %d texts differ", len(ref.Cases)-agree, len(ref.Cases))
+			}
+		})
+	}
+}
+
+func readAgreement(t *testing.T, name string) *agreementRef {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "agreement", name+".json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref agreementRef
+	if err := json.NewDecoder(z).Decode(&ref); err != nil {
+		t.Fatal(err)
+	}
+	if len(ref.Cases) < 1000 {
+		t.Fatalf("%d texts; the agreement test wants at least 1,000", len(ref.Cases))
+	}
+	return &ref
+}
+
+// datasetField reads "file:line:field" of a JSONL file in the shared data.
+func datasetField(t *testing.T, cache map[string][]string, src string) string {
+	t.Helper()
+	rest, field, _ := strings.Cut(src[strings.Index(src, ":")+1:], ":")
+	file := src[:strings.Index(src, ":")]
+	line, err := strconv.Atoi(rest)
+	if err != nil {
+		t.Fatalf("source %q", src)
+	}
+	rows, ok := cache[file]
+	if !ok {
+		f, err := os.Open(shareddata.Path(t, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		s := bufio.NewScanner(f)
+		s.Buffer(nil, 1<<24)
+		for s.Scan() {
+			rows = append(rows, s.Text())
+		}
+		cache[file] = rows
+	}
+	if line < 1 || line > len(rows) {
+		t.Fatalf("%s: no line %d", file, line)
+	}
+	var row map[string]any
+	if err := json.Unmarshal([]byte(rows[line-1]), &row); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(row[field])
+}
+
+func truncateText(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
