@@ -39,7 +39,12 @@ type parityPosition struct {
 
 func readParityRef(t *testing.T, name string) *parityRef {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "parity", name+".json.gz"))
+	return readParityFile(t, filepath.Join("testdata", "parity", name+".json.gz"))
+}
+
+func readParityFile(t *testing.T, path string) *parityRef {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +133,46 @@ func TestRealModelParity(t *testing.T) {
 				t.Errorf("max |Δlogit| %.3g / %.3g exceeds %g", worstTrain, worstKV, logitTolerance)
 			}
 		})
+	}
+}
+
+// TestSavedCheckpointParity compares a checkpoint rlvr trained and saved
+// (the directory in RLVR_SAVED_CHECKPOINT) with transformers loading that
+// directory (its transformers.json.gz, written by python/ref_logits.py
+// --hf): the same ids, logits within 1e-3 and greedy continuations.
+// scripts/parity.sh trains one from each real model and runs it; without
+// the variable it is skipped.
+func TestSavedCheckpointParity(t *testing.T) {
+	dir := os.Getenv("RLVR_SAVED_CHECKPOINT")
+	if dir == "" {
+		t.Skip("RLVR_SAVED_CHECKPOINT is not set; scripts/parity.sh sets it")
+	}
+	ref := readParityFile(t, filepath.Join(dir, "transformers.json.gz"))
+	l, err := checkpoint.Open(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suppress []int32
+	if eos, ok := l.Tokenizer.EOS(); ok {
+		suppress = append(suppress, int32(eos))
+	}
+	suppress = append(suppress, l.StopTokens...)
+	var worst float64
+	for i, p := range ref.Prompts {
+		if got := encodeLike(l, p.Text, p.Prompt); !slices.Equal(got, p.Prompt) {
+			t.Errorf("prompt %d: ids %v, transformers %v", i, got, p.Prompt)
+		}
+		seq := append(slices.Clone(p.Prompt), p.Continuation...)
+		worst = max(worst, trainingForwardDelta(t, l.Model, seq, p.Positions))
+		d, same, _ := decodeDelta(t, l.Model, p.Prompt, p.Continuation, p.Positions, suppress, nil)
+		worst = max(worst, d)
+		if !same {
+			t.Errorf("prompt %d: greedy continuation differs from transformers'", i)
+		}
+	}
+	t.Logf("%s: %d prompts, max |Δlogit| %.3g against transformers loading the saved directory", dir, len(ref.Prompts), worst)
+	if worst > logitTolerance {
+		t.Errorf("max |Δlogit| %.3g exceeds %g", worst, logitTolerance)
 	}
 }
 

@@ -12,7 +12,12 @@ With --full DIR it also writes every logit (float32, position-major) to
 DIR/<model>.logits.f32 with an index DIR/<model>.logits.json, so that the
 full-vocabulary maximum |Δlogit| can be measured (not committed: hundreds of MB).
 
+With --hf DIR it loads a Hugging Face directory instead (a checkpoint rlvr
+trained and saved), writing DIR/transformers.json.gz for
+checkpoint's TestSavedCheckpointParity (run by scripts/parity.sh).
+
 Usage: python ref_logits.py [--models DIR] [--out checkpoint/testdata/parity] [--full DIR]
+       python ref_logits.py --hf DIR [--prompts N]
 """
 
 import argparse
@@ -84,20 +89,29 @@ def main():
     ap.add_argument("--out", default="checkpoint/testdata/parity")
     ap.add_argument("--full", default="")
     ap.add_argument("--only", default="")
+    ap.add_argument("--hf", default="", help="a Hugging Face directory (e.g. a checkpoint rlvr trained) instead of the GGUFs; "
+                    "its reference goes to DIR/transformers.json.gz")
+    ap.add_argument("--prompts", type=int, default=len(PLAIN) + len(CHATS))
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for name, file in MODELS.items():
+    models = {"transformers": args.hf} if args.hf else MODELS
+    for name, file in models.items():
         if args.only and name != args.only:
             continue
-        tok = AutoTokenizer.from_pretrained(args.models, gguf_file=file)
-        model = AutoModelForCausalLM.from_pretrained(args.models, gguf_file=file, dtype=torch.float32, attn_implementation="eager")
+        if args.hf:
+            out = pathlib.Path(args.hf)
+            tok = AutoTokenizer.from_pretrained(args.hf)
+            model = AutoModelForCausalLM.from_pretrained(args.hf, dtype=torch.float32, attn_implementation="eager")
+        else:
+            tok = AutoTokenizer.from_pretrained(args.models, gguf_file=file)
+            model = AutoModelForCausalLM.from_pretrained(args.models, gguf_file=file, dtype=torch.float32, attn_implementation="eager")
         model.eval()
         V = model.config.vocab_size
         rng = np.random.default_rng(1234)
-        texts = [(t, False) for t in PLAIN] + [(render(tok, c), True) for c in CHATS]
+        texts = ([(t, False) for t in PLAIN] + [(render(tok, c), True) for c in CHATS])[:args.prompts]
         prompts = []
         full_index, full_chunks = [], []
         for text, chat in texts:

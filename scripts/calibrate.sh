@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The real models' calibration (docs/models.md): greedy pass@1 and pass@8 at
+# temperature 0.6 on GSM8K test, MATH500, the world's levels asked in words
+# through the chat template, MathQA and StrategyQA, for each model, as JSON
+# under runs/calibration/. PROBLEMS (default 500) is the number of problems
+# per dataset (per world level: PROBLEMS/5); MODELS the .gguf names.
+#
+# Usage: PROBLEMS=500 scripts/calibrate.sh     (after scripts/models.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+problems=${PROBLEMS:-500}
+models=${MODELS:-"SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m"}
+cache=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}
+data=../shared/data
+out=runs/calibration
+mkdir -p "$out"
+go build -o "$out/rlvr" ./cmd/rlvr
+common=(--k 8 --temperature 0.6 --max-tokens 320 --seed 0 --json)
+for m in $models; do
+  model=$cache/models/$m.gguf
+  for task in world "gsm8k=$data/gsm8k/test.jsonl" "math500=$data/math500/test.jsonl" \
+              "mathqa=$data/mathqa/test.jsonl" "strategyqa=$data/strategyqa/dev.json"; do
+    name=${task%%=*}
+    dst=$out/$m.$name.json
+    [ -s "$dst" ] && continue
+    if [ "$task" = world ]; then
+      args=(--data world --levels 0,1,2,3,4,5,6 --problems $(( (problems + 4) / 5 )))
+    else
+      args=(--data "$task" --problems "$problems")
+    fi
+    echo "calibrate: $m on $name" >&2
+    "$out/rlvr" eval --model "$model" "${args[@]}" "${common[@]}" >"$dst.tmp" && mv "$dst.tmp" "$dst"
+  done
+done
