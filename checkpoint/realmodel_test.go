@@ -77,11 +77,17 @@ const logitTolerance = 1e-3
 //     llama.cpp's on the F32 GGUF, which may depart from it only at a near
 //     tie.
 func TestRealModelParity(t *testing.T) {
-	for _, tc := range []struct{ name, model string }{
-		{"smollm2", realmodel.SmolLM2},
-		{"gemma3", realmodel.Gemma3},
+	for _, tc := range []struct {
+		name, model string
+		missing     string // what rlvr lacks to run it, when it cannot yet
+	}{
+		{"smollm2", realmodel.SmolLM2, ""},
+		{"gemma3", realmodel.Gemma3, "the engine has no Gemma 3 architecture yet (GeGLU, 1 + w norms, sliding-window layers), and the tokenizer no SentencePiece model"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.missing != "" {
+				t.Skip(tc.missing)
+			}
 			path := realmodel.Path(t, tc.model)
 			ref := readParityRef(t, tc.name)
 			l, err := checkpoint.Open(path, "")
