@@ -1,7 +1,6 @@
 package checkpoint_test
 
 import (
-	"compress/gzip"
 	"encoding/json"
 	"math"
 	"os"
@@ -11,6 +10,7 @@ import (
 
 	"rlvr/checkpoint"
 	"rlvr/engine/model"
+	"rlvr/internal/gzjson"
 	"rlvr/internal/realmodel"
 )
 
@@ -44,19 +44,8 @@ func readParityRef(t *testing.T, name string) *parityRef {
 
 func readParityFile(t *testing.T, path string) *parityRef {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ref parityRef
-	if err := json.NewDecoder(z).Decode(&ref); err != nil {
-		t.Fatalf("%s: %v", f.Name(), err)
-	}
+	gzjson.Read(t, path, &ref)
 	return &ref
 }
 

@@ -2,7 +2,6 @@ package gguf
 
 import (
 	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"rlvr/internal/gzjson"
 	"rlvr/internal/realmodel"
 	"rlvr/internal/shareddata"
 )
@@ -23,15 +23,6 @@ import (
 // the gguf Python package's float32 values bit for bit
 // (python/gguf_dequant_ref.py --blocks).
 func TestDequantizeBlocks(t *testing.T) {
-	f, err := os.Open("testdata/blocks.json.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ref struct {
 		Cases []struct {
 			Type      Type
@@ -39,9 +30,7 @@ func TestDequantizeBlocks(t *testing.T) {
 			Raw, Want string
 		}
 	}
-	if err := json.NewDecoder(z).Decode(&ref); err != nil {
-		t.Fatal(err)
-	}
+	gzjson.Read(t, "testdata/blocks.json.gz", &ref)
 	seen := map[Type]bool{}
 	for _, c := range ref.Cases {
 		raw, _ := base64.StdEncoding.DecodeString(c.Raw)

@@ -2,7 +2,6 @@ package tokenizer_test
 
 import (
 	"bufio"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"rlvr/format/gguf"
 	"rlvr/format/tokenizer"
+	"rlvr/internal/gzjson"
 	"rlvr/internal/realmodel"
 	"rlvr/internal/shareddata"
 )
@@ -101,19 +101,8 @@ func TestAgreementWithHFTokenizers(t *testing.T) {
 
 func readAgreement(t *testing.T, name string) *agreementRef {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "agreement", name+".json.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ref agreementRef
-	if err := json.NewDecoder(z).Decode(&ref); err != nil {
-		t.Fatal(err)
-	}
+	gzjson.Read(t, filepath.Join("testdata", "agreement", name+".json.gz"), &ref)
 	if len(ref.Cases) < 1000 {
 		t.Fatalf("%d texts; the agreement test wants at least 1,000", len(ref.Cases))
 	}

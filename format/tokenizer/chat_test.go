@@ -1,8 +1,6 @@
 package tokenizer
 
 import (
-	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"rlvr/internal/gzjson"
 	"rlvr/internal/shareddata"
 )
 
@@ -34,19 +33,8 @@ type chatReference struct {
 
 func loadChatReference(t *testing.T, path string) chatReference {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ref chatReference
-	if err := json.NewDecoder(z).Decode(&ref); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
+	gzjson.Read(t, path, &ref)
 	return ref
 }
 
