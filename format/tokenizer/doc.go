@@ -2,17 +2,17 @@
 // trains, and renders their chat templates.
 //
 // The main type, [Tokenizer], reads a Hugging Face tokenizer.json that
-// describes a byte-level BPE model, the kind used by Qwen2, Qwen2.5, Qwen3
-// and Llama-3, and reproduces the Hugging Face tokenizers library's output
-// without any dependency beyond the standard library:
+// describes a byte-level BPE model, the kind used by Qwen2, Qwen2.5, Qwen3,
+// Llama-3 and SmolLM2, and reproduces the Hugging Face tokenizers library's
+// output:
 //
 //   - added tokens (such as <|im_start|>) are split off first, by
 //     leftmost-longest match, honouring their special, lstrip, rstrip,
 //     single_word and normalized flags;
 //   - the text between them is normalized (see below), split into
-//     pre-tokens by a hand-written scanner that matches the Qwen2, Llama-3
-//     or GPT-2 split regular expression exactly, mapped to bytes, and
-//     merged by BPE rank;
+//     pre-tokens (the Digits pre-tokenizer, then a hand-written scanner
+//     that matches the Qwen2, Llama-3 or GPT-2 split regular expression
+//     exactly), mapped to bytes, and merged by BPE rank;
 //   - decoding maps ids back to bytes, and bytes to a string, replacing
 //     invalid UTF-8 as the Rust library does.
 //
@@ -21,6 +21,12 @@
 // rejected by [Parse] with a [*ParseError] that names the file and the JSON
 // field. Encode never adds BOS or EOS tokens: the post_processor section is
 // ignored, and chat templates already carry the tokens they need.
+//
+// A GGUF file describes its tokenizer in metadata; [HFFilesFromGGUF] turns
+// a [GGUFVocab] of the gpt2 model into the tokenizer.json and
+// tokenizer_config.json it was converted from, and [FromGGUF] into a
+// Tokenizer, so a GGUF model and its imported directory share one
+// implementation.
 //
 // # Normalization
 //
