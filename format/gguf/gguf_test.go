@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -313,4 +314,65 @@ func FuzzRead(f *testing.F) {
 		}
 		_, _ = g.HF()
 	})
+}
+
+// TestHFConfigMatchesTransformers compares the config.json built from each
+// real model's metadata with the one transformers builds from the same
+// file (python/gguf_config_ref.py), field by field for every field rlvr
+// writes that transformers also has.
+func TestHFConfigMatchesTransformers(t *testing.T) {
+	for _, tc := range []struct{ name, model string }{{"smollm2", realmodel.SmolLM2}, {"gemma3", realmodel.Gemma3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := Open(realmodel.Path(t, tc.model))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			h, err := f.HF()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ours, theirs map[string]any
+			if err := json.Unmarshal(h.Config, &ours); err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(filepath.Join("testdata", tc.name+".config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(data, &theirs); err != nil {
+				t.Fatal(err)
+			}
+			// transformers 5 nests rope_theta in rope_parameters (per layer
+			// type for Gemma 3); rlvr writes the flat fields older
+			// transformers and other readers take.
+			if rp, ok := theirs["rope_parameters"].(map[string]any); ok {
+				if full, ok := rp["full_attention"].(map[string]any); ok {
+					theirs["rope_theta"] = full["rope_theta"]
+					theirs["rope_local_base_freq"] = rp["sliding_attention"].(map[string]any)["rope_theta"]
+				} else {
+					theirs["rope_theta"] = rp["rope_theta"]
+				}
+			}
+			compared := 0
+			for k, v := range ours {
+				want, ok := theirs[k]
+				if !ok || k == "architectures" || k == "torch_dtype" {
+					continue // transformers leaves them unset for a GGUF
+				}
+				if k == "rms_norm_eps" { // float32 metadata, widened differently
+					if math.Abs(v.(float64)-want.(float64)) > 1e-12 {
+						t.Errorf("%s = %v, transformers %v", k, v, want)
+					}
+				} else if fmt.Sprint(v) != fmt.Sprint(want) {
+					t.Errorf("%s = %v, transformers %v", k, v, want)
+				}
+				compared++
+			}
+			t.Logf("%s: %d config fields equal to transformers'", tc.name, compared)
+			if compared < 12 {
+				t.Errorf("only %d fields compared", compared)
+			}
+		})
+	}
 }
