@@ -10,6 +10,7 @@ import (
 
 	"rlvr/checkpoint"
 	"rlvr/engine/model"
+	"rlvr/format/tokenizer"
 	"rlvr/internal/gzjson"
 	"rlvr/internal/realmodel"
 )
@@ -292,4 +293,40 @@ func decodeDelta(t *testing.T, m *model.Model, prompt, cont []int32, pos []parit
 		next = cont[step : step+1]
 	}
 	return worst, same, gap
+}
+
+// TestImportedMatchesGGUF opens SmolLM2 from its GGUF and from the
+// directory rlvr import wrote (scripts/models.sh) and requires the same
+// model: bit-identical parameters, the same ids for the parity prompts,
+// the same chat render and stop tokens. The parity figures of the GGUF
+// therefore hold for the directory too.
+func TestImportedMatchesGGUF(t *testing.T) {
+	a, err := checkpoint.Open(realmodel.Path(t, realmodel.SmolLM2), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := checkpoint.Open(realmodel.Path(t, realmodel.SmolLM2Imported), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Model.Config != b.Model.Config {
+		t.Fatalf("config %+v, imported %+v", a.Model.Config, b.Model.Config)
+	}
+	if !slices.Equal(a.Model.Params, b.Model.Params) {
+		t.Fatal("the imported parameters differ from the GGUF's")
+	}
+	for _, p := range readParityRef(t, "smollm2").Prompts {
+		if x, y := a.Encode(p.Text), b.Encode(p.Text); !slices.Equal(x, y) {
+			t.Errorf("%q: ids %v from the GGUF, %v imported", p.Text, x, y)
+		}
+	}
+	msgs := []tokenizer.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "What is 7 × 8?"}}
+	x, err1 := a.Chat(msgs)
+	y, err2 := b.Chat(msgs)
+	if err1 != nil || err2 != nil || x != y {
+		t.Errorf("chat render %q (%v) from the GGUF, %q (%v) imported", x, err1, y, err2)
+	}
+	if !slices.Equal(a.StopTokens, b.StopTokens) || a.AddBOS != b.AddBOS {
+		t.Errorf("stop tokens %v / BOS %v from the GGUF, %v / %v imported", a.StopTokens, a.AddBOS, b.StopTokens, b.AddBOS)
+	}
 }
