@@ -33,6 +33,21 @@ type Config struct {
 	ExpertNames []string
 	// Batch is how many prompts go to the generator at once; 0 means 64.
 	Batch int
+	// OnSample, when set, receives every completion as it is scored, so
+	// that a run's outputs can be kept and results paired by problem.
+	OnSample func(Sample) error
+}
+
+// Sample is one scored completion of an evaluation.
+type Sample struct {
+	ID     string // the example's task.Example.ID
+	Pass   string // "greedy", "sampled" or an expert's name
+	Index  int    // the completion's index within its problem and pass
+	Prompt string `json:",omitempty"` // the prompt as sent, suffix included; set on Index 0 only
+	Gold   string // the gold answer as the dataset writes it
+	Text   string // the completion
+	Answer string // the answer read from Text ("" for none)
+	Reward float64
 }
 
 // Report is an evaluation's result.
@@ -147,7 +162,7 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 	// number of correct samples and their answers (at least one, "" for
 	// none). A pass of which the generator refuses every prompt fails:
 	// what it refuses is then more likely the request than the prompts.
-	score := func(suffix string, p sample.Params) ([]int, [][]string, error) {
+	score := func(pass, suffix string, p sample.Params) ([]int, [][]string, error) {
 		correct := make([]int, len(usable))
 		answers := make([][]string, len(usable))
 		var refusals int
@@ -187,11 +202,22 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 			}
 			for i, texts := range out {
 				e := usable[lo+i]
-				for _, t := range texts {
-					if r, _ := Reward(e, t); r > 0 {
+				for j, t := range texts {
+					r, _ := Reward(e, t)
+					if r > 0 {
 						correct[lo+i]++
 					}
-					answers[lo+i] = append(answers[lo+i], Answer(e, t))
+					a := Answer(e, t)
+					answers[lo+i] = append(answers[lo+i], a)
+					if cfg.OnSample != nil {
+						s := Sample{ID: e.ID, Pass: pass, Index: j, Gold: e.Answer, Text: t, Answer: a, Reward: r}
+						if j == 0 {
+							s.Prompt = prompts[i]
+						}
+						if err := cfg.OnSample(s); err != nil {
+							return nil, nil, err
+						}
+					}
 				}
 				if len(answers[lo+i]) == 0 {
 					answers[lo+i] = []string{""}
@@ -203,7 +229,7 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 		}
 		return correct, answers, nil
 	}
-	c, _, err := score("", greedy)
+	c, _, err := score("greedy", "", greedy)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +241,7 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 			p.Temperature = 1
 		}
 		rep.Temperature = p.Temperature
-		c, answers, err := score("", p)
+		c, answers, err := score("sampled", "", p)
 		if err != nil {
 			return nil, err
 		}
@@ -251,7 +277,11 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 		right := make([][]bool, len(cfg.Experts)) // [expert][problem]
 		votes := make([][]string, len(usable))
 		for x, suffix := range cfg.Experts {
-			c, answers, err := score(suffix, greedy)
+			name := fmt.Sprintf("E%d", x)
+			if x < len(cfg.ExpertNames) {
+				name = cfg.ExpertNames[x]
+			}
+			c, answers, err := score(name, suffix, greedy)
 			if err != nil {
 				return nil, err
 			}
@@ -259,10 +289,6 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 			for i := range c {
 				right[x][i] = c[i] > 0
 				votes[i] = append(votes[i], answers[i][0])
-			}
-			name := fmt.Sprintf("E%d", x)
-			if x < len(cfg.ExpertNames) {
-				name = cfg.ExpertNames[x]
 			}
 			rep.Experts = append(rep.Experts, ExpertResult{Name: name, Accuracy: WilsonInterval(sum(c), len(c))})
 		}

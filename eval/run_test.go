@@ -47,9 +47,28 @@ func TestRunOnScriptedExperts(t *testing.T) {
 	for i := range world.Styles {
 		experts = append(experts, world.ExpertPrompt(i))
 	}
-	rep, err := Run(context.Background(), styleGenerator{}, exs, Config{K: 4, Temperature: 1, Experts: experts, Batch: 37})
+	var samples []Sample
+	keep := func(s Sample) error { samples = append(samples, s); return nil }
+	rep, err := Run(context.Background(), styleGenerator{}, exs, Config{K: 4, Temperature: 1, Experts: experts, Batch: 37, OnSample: keep})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Every completion is reported once, and the rewards add up to the report's figures.
+	if want := len(exs) * (1 + 4 + len(experts)); len(samples) != want {
+		t.Fatalf("%d samples reported, want %d", len(samples), want)
+	}
+	rewards := map[string]float64{}
+	for _, s := range samples {
+		rewards[s.Pass] += s.Reward
+		if (s.Prompt != "") != (s.Index == 0) || s.Gold == "" || s.ID == "" {
+			t.Fatalf("sample %+v: prompt only on index 0, gold and id always", s)
+		}
+	}
+	if got := rewards["sampled"] / float64(4*len(exs)); abs(got-rep.AvgAtK) > 1e-12 {
+		t.Errorf("sampled rewards average %v, avg@4 %v", got, rep.AvgAtK)
+	}
+	if got := rewards["greedy"] / float64(len(exs)); abs(got-rep.Greedy.Mean) > 1e-12 {
+		t.Errorf("greedy rewards average %v, greedy %v", got, rep.Greedy.Mean)
 	}
 	if rep.Greedy.Mean != 1 {
 		t.Fatalf("the reference style scored %v greedy", rep.Greedy.Mean)

@@ -2,8 +2,9 @@
 # The real models' calibration (docs/models.md): greedy pass@1 and pass@8 at
 # temperature 0.6 on GSM8K test, MATH500, the world's levels asked in words
 # through the chat template, MathQA and StrategyQA, for each model, as JSON
-# under runs/calibration/. PROBLEMS (default 500) is the number of problems
-# per dataset (per world level: PROBLEMS/5); MODELS the .gguf names.
+# under runs/calibration/, with every completion beside it (.samples.jsonl).
+# PROBLEMS (default 500) is the number of problems per dataset (per world
+# level: PROBLEMS/5); MODELS the .gguf names.
 #
 # Usage: PROBLEMS=500 scripts/calibrate.sh     (after scripts/models.sh)
 set -euo pipefail
@@ -29,6 +30,6 @@ for m in $models; do
       args=(--data "$task" --problems "$problems")
     fi
     echo "calibrate: $m on $name" >&2
-    "$out/rlvr" eval --model "$model" "${args[@]}" "${common[@]}" >"$dst.tmp" && mv "$dst.tmp" "$dst"
+    "$out/rlvr" eval --model "$model" "${args[@]}" "${common[@]}" --samples "$out/$m.$name.samples.jsonl" >"$dst.tmp" && mv "$dst.tmp" "$dst"
   done
 done

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"rlvr/checkpoint"
 	client "rlvr/client/openai"
 	"rlvr/eval"
+	"rlvr/internal/atomicfile"
 	"rlvr/sample"
 	"rlvr/task"
 	"rlvr/task/world"
@@ -22,7 +24,7 @@ import (
 func evalCmd() *cobra.Command {
 	var (
 		modelPath, tokPath, endpoint, endpointModel, apiKey, data string
-		chatMode, system, suffix, consultPath                     string
+		chatMode, system, suffix, consultPath, samplesPath        string
 		levels                                                    []int
 		problems, experts, expertIdx                              int
 		cfg                                                       eval.Config
@@ -157,7 +159,22 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 			for i := range experts {
 				cfg.Experts = append(cfg.Experts, world.ExpertPrompt(i))
 			}
-			rep, err := eval.Run(cmd.Context(), gen, examples, cfg)
+			var rep *eval.Report
+			run := func() (err error) {
+				rep, err = eval.Run(cmd.Context(), gen, examples, cfg)
+				return err
+			}
+			var err error
+			if samplesPath != "" {
+				// The samples file appears whole, or not at all.
+				err = atomicfile.Write(samplesPath, func(w io.Writer) error {
+					enc := json.NewEncoder(w)
+					cfg.OnSample = func(s eval.Sample) error { return enc.Encode(s) }
+					return run()
+				})
+			} else {
+				err = run()
+			}
 			if err != nil {
 				return err
 			}
@@ -184,6 +201,7 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 	f.StringVar(&system, "system", "", "system prompt of every chat (replacing a dataset's own)")
 	f.StringVar(&suffix, "prompt-suffix", "", `text appended to every plain-text prompt (e.g. a world expert's "@E2\n")`)
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.StringVar(&samplesPath, "samples", "", "write every scored completion to this JSON Lines file (id, pass, index, gold, text, answer, reward)")
 	f.StringVar(&consultPath, "consult", "", "a training config with the consultation part: run its consultation loop at test time, every reply accepted (EAPO's expert-assisted workflow; self-collaboration with a pool of policy copies)")
 	f.BoolVar(&consultOpen, "consult-open", false, "with --consult, open every episode with each expert of the pool asked the whole question")
 	return cmd

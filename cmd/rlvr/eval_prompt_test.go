@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -251,5 +252,36 @@ func TestEvalPromptFlagsRefused(t *testing.T) {
 			[]string{"--expert -2", `--chat "maybe"`, "--expert and --system", "--problems 0"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) { refused(t, dir, tc.args, tc.want) })
+	}
+}
+
+// TestEvalSamplesFile checks that --samples writes every scored completion
+// and that their rewards give the report's greedy accuracy and avg@k.
+func TestEvalSamplesFile(t *testing.T) {
+	cliFixture(t)
+	path := filepath.Join(t.TempDir(), "samples.jsonl")
+	rep, _ := evalJSON(t, "--threads", "2", "--levels", "1", "--problems", "6", "--max-tokens", "48",
+		"--k", "3", "--temperature", "1", "--samples", path)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 6*(1+3) {
+		t.Fatalf("%d lines, want %d", len(lines), 6*4)
+	}
+	sum := map[string]float64{}
+	for _, l := range lines {
+		var s eval.Sample
+		if err := json.Unmarshal([]byte(l), &s); err != nil {
+			t.Fatalf("%v: %s", err, l)
+		}
+		sum[s.Pass] += s.Reward
+	}
+	if g := sum["greedy"] / 6; math.Abs(g-rep.Greedy.Mean) > 1e-12 {
+		t.Errorf("greedy rewards average %v, report %v", g, rep.Greedy.Mean)
+	}
+	if a := sum["sampled"] / 18; math.Abs(a-rep.AvgAtK) > 1e-12 {
+		t.Errorf("sampled rewards average %v, report avg@3 %v", a, rep.AvgAtK)
 	}
 }
