@@ -4,7 +4,8 @@
 # through the chat template, MathQA and StrategyQA, for each model, as JSON
 # under runs/calibration/, with every completion beside it (.samples.jsonl).
 # PROBLEMS (default 500) is the number of problems per dataset (per world
-# level: PROBLEMS/5); MODELS the .gguf names.
+# level: PROBLEMS/5); MODELS the .gguf names. The table (scripts/calibration)
+# goes to runs/calibration/table.md.
 #
 # Usage: PROBLEMS=500 scripts/calibrate.sh     (after scripts/models.sh)
 set -euo pipefail
@@ -33,3 +34,4 @@ for m in $models; do
     "$out/rlvr" eval --model "$model" "${args[@]}" "${common[@]}" --samples "$out/$m.$name.samples.jsonl" >"$dst.tmp" && mv "$dst.tmp" "$dst"
   done
 done
+go run ./scripts/calibration "$out"/*.samples.jsonl | tee "$out/table.md"
