@@ -390,6 +390,24 @@ func (expr *BinaryExpression) String() string {
 	return fmt.Sprintf("%s %s %s", expr.Left, expr.Operator.Token.Val, expr.Right)
 }
 
+// Conditional is a conditional expression, `Expression if Condition else
+// Alternative`, where an expression may stand; Alternative is nil when the
+// else part is left out. (Patched in for rlvr: see README.md.)
+type Conditional struct {
+	Expression  Expression
+	Condition   Expression
+	Alternative Expression
+	If          *tokens.Token
+}
+
+func (c *Conditional) Position() *tokens.Token { return c.If }
+func (c *Conditional) String() string {
+	if c.Alternative == nil {
+		return fmt.Sprintf("(%s if %s)", c.Expression, c.Condition)
+	}
+	return fmt.Sprintf("(%s if %s else %s)", c.Expression, c.Condition, c.Alternative)
+}
+
 type BinOperator struct {
 	Token *tokens.Token
 }

@@ -71,6 +71,43 @@ func (p *Parser) ParseExpression() (nodes.Expression, error) {
 	return expr, nil
 }
 
+// parseConditionalExpression parses an expression with an optional
+// `if condition [else alternative]`, as Jinja reads one wherever a
+// delimiter closes the expression: in parentheses, list and dict literals,
+// and the arguments of calls and filters. (Patched in for rlvr: see
+// README.md.)
+func (p *Parser) parseConditionalExpression() (nodes.Expression, error) {
+	expr, err := p.ParseExpression()
+	if err != nil || expr == nil {
+		return expr, err
+	}
+	for {
+		tok := p.MatchName("if")
+		if tok == nil {
+			return expr, nil
+		}
+		condition, err := p.ParseExpression()
+		if err != nil {
+			return nil, err
+		}
+		if condition == nil {
+			return nil, p.Error("Expected a condition", p.Current())
+		}
+		conditional := &nodes.Conditional{Expression: expr, Condition: condition, If: tok}
+		if p.MatchName("else") != nil {
+			alternative, err := p.parseConditionalExpression()
+			if err != nil {
+				return nil, err
+			}
+			if alternative == nil {
+				return nil, p.Error("Expected an alternative", p.Current())
+			}
+			conditional.Alternative = alternative
+		}
+		expr = conditional
+	}
+}
+
 func (p *Parser) ParseCondition() (nodes.Expression, nodes.Expression, error) {
 	var returnedCondition, returnedAlternative nodes.Expression
 	if p.MatchName("if") != nil {

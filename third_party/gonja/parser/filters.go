@@ -26,14 +26,14 @@ func (p *Parser) ParseFilter() (*nodes.FilterCall, error) {
 
 		for p.Match(tokens.Comma) != nil || p.Match(tokens.RightParenthesis) == nil {
 			// TODO: Handle multiple args and kwargs
-			v, err := p.ParseExpression()
+			v, err := p.parseConditionalExpression()
 			if err != nil {
 				return nil, err
 			}
 
 			if p.Match(tokens.Assign) != nil {
 				key := v.Position().Val
-				value, errValue := p.ParseExpression()
+				value, errValue := p.parseConditionalExpression()
 				if errValue != nil {
 					return nil, errValue
 				}

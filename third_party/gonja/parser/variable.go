@@ -114,7 +114,7 @@ func (p *Parser) parseList() (nodes.Expression, error) {
 		return &nodes.List{Location: t, Val: []nodes.Expression{}}, nil
 	}
 
-	expr, err := p.ParseExpression()
+	expr, err := p.parseConditionalExpression()
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (p *Parser) parseList() (nodes.Expression, error) {
 			// Trailing coma
 			break
 		}
-		expr, err := p.ParseExpression()
+		expr, err := p.parseConditionalExpression()
 		if err != nil {
 			return nil, err
 		}
@@ -155,7 +155,7 @@ func (p *Parser) parseTupleOrExpression() (nodes.Expression, error) {
 	if p.Match(tokens.RightParenthesis) != nil {
 		return &nodes.Tuple{Location: t, Val: []nodes.Expression{}}, nil
 	}
-	expression, err := p.ParseExpression()
+	expression, err := p.parseConditionalExpression()
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +170,7 @@ func (p *Parser) parseTupleOrExpression() (nodes.Expression, error) {
 			trailingComa = true
 			break
 		}
-		expr, err := p.ParseExpression()
+		expr, err := p.parseConditionalExpression()
 		if err != nil {
 			return nil, err
 		}
@@ -199,7 +199,7 @@ func (p *Parser) parsePair() (*nodes.Pair, error) {
 			"current": p.Current(),
 		}).Trace("parsePair")
 	}
-	key, err := p.ParseExpression()
+	key, err := p.parseConditionalExpression()
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +207,7 @@ func (p *Parser) parsePair() (*nodes.Pair, error) {
 	if p.Match(tokens.Colon) == nil {
 		return nil, p.Error("Expected \":\"", p.Current())
 	}
-	value, err := p.ParseExpression()
+	value, err := p.parseConditionalExpression()
 	if err != nil {
 		return nil, err
 	}
@@ -419,14 +419,14 @@ func (p *Parser) ParseVariableOrLiteral() (nodes.Expression, error) {
 			}
 
 			for p.Match(tokens.Comma) != nil || p.Match(tokens.RightParenthesis) == nil {
-				v, err := p.ParseExpression()
+				v, err := p.parseConditionalExpression()
 				if err != nil {
 					return nil, err
 				}
 
 				if p.Match(tokens.Assign) != nil {
 					key := v.Position().Val
-					value, errValue := p.ParseExpression()
+					value, errValue := p.parseConditionalExpression()
 					if errValue != nil {
 						return nil, errValue
 					}
