@@ -304,6 +304,7 @@ func FuzzRenderChat(f *testing.F) {
 	f.Add("{% set ns = namespace(a=1) %}{% for m in messages %}{% set ns.a = ns.a + 1 %}{% endfor %}{{ ns.a }}{{ messages[-1].content.split('</think>')[-1].lstrip() }}", "assistant", "a</think>b", true)
 	f.Add("{% if messages[0]['role'] != 'user' %}{{ raise_exception('bad role') }}{% endif %}{{ strftime_now('%d %b %Y') }}{{ messages|tojson }}", "tool", "{{ }}", false)
 	f.Add("{% macro m(x) %}[{{ x }}]{% endmacro %}{% for i in range(3) %}{{ m(i) }}{% endfor %}{{ 'a' * 3 }}", "user", "", true)
+	f.Add("{% for m in messages %}{{ '<' + m.role + '>' + (m.content|trim if loop.first else '') ~ [1 if m else 2, {'k': 'v' if loop.last}] | length }}{% endfor %}", "assistant", " x ", true)
 	f.Fuzz(func(t *testing.T, source, role, content string, gen bool) {
 		tpl, err := ParseChatTemplateFile("fuzz.jinja", source)
 		if err != nil {
