@@ -45,3 +45,5 @@ require (
 	golang.org/x/term v0.44.0 // indirect
 	google.golang.org/protobuf v1.34.2 // indirect
 )
+
+replace github.com/nikolalohinski/gonja/v2 => ./third_party/gonja

@@ -77,10 +77,8 @@ func referenceTemplate(t *testing.T, ref chatReference) ChatTemplate {
 }
 
 // chatEngineGaps are the reference templates the Jinja engine cannot yet
-// render, and why.
-var chatEngineGaps = map[string]string{
-	"gemma3": "gonja v2.9.1 does not parse a conditional expression inside parentheses ((a if c else b), line 22)",
-}
+// render, and why: none at present.
+var chatEngineGaps = map[string]string{}
 
 // TestChatTemplatesMatchTransformers renders every conversation of every
 // reference file and requires transformers' exact bytes, or an error where
@@ -125,6 +123,56 @@ func TestChatTemplatesMatchTransformers(t *testing.T) {
 				t.Errorf("%s: %d of %d renders differ", ref.Template, len(ref.Cases)-agree, len(ref.Cases))
 			}
 		})
+	}
+}
+
+// TestConditionalExpressions covers the conditional expressions that the
+// patched gonja (third_party/gonja) reads where Jinja allows them: in
+// parentheses, as Gemma 3's template writes one, in list, tuple and dict
+// literals, and in the arguments of calls and filters, with the else part
+// left out or chained. The wants are Jinja2 3.1's renders, with
+// trim_blocks and lstrip_blocks, of role="user", prefix="P\n\n",
+// loop_first=True and one user message "hi".
+func TestConditionalExpressions(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{"{{ '<start_of_turn>' + role + '\\n' + (prefix if loop_first else \"\") }}", "<start_of_turn>user\nP\n\n"},
+		{"{{ '<start_of_turn>' + role + '\\n' + (prefix if not loop_first else \"\") }}", "<start_of_turn>user\n"},
+		{"{{ ('y' if false else 'z') }}", "z"},
+		{"[{{ ('y' if false) }}]", "[]"},
+		{"{{ (1 if false else 2 if false else 3) }}", "3"},
+		{"{{ (1 if true else 2) + 1 }}", "2"},
+		{"{{ ('a' if true else 'b', 'c' if false else 'd') | join(',') }}", "a,d"},
+		{"{{ ['a' if false else 'b', 'c'] | join }}", "bc"},
+		{"{{ {'k': 'v' if true else 'w'}['k'] }}", "v"},
+		{"{{ {('k' if false else 'j'): 1} | list | first }}", "j"},
+		{"{{ range(3 if true else 5) | list | length }}", "3"},
+		{"{{ [3, 1, 2] | sort(reverse=(true if role == 'user' else false)) | join }}", "321"},
+		{"{{ [3, 1, 2] | sort(reverse=true if role == 'user' else false) | join }}", "321"},
+		{"{{ [' a ', 'b'] | join(',' if false else '|') }}", " a |b"},
+		{"{{ (' a ' | trim if true else 'b') }}", "a"},
+		{"{{ (messages[0].content if messages else '') | upper }}", "HI"},
+		{"{{ (messages[5].content if messages | length > 5 else 'none') }}", "none"},
+		{"{{ ('a' if true else 'b') ~ ('c' if false) ~ ['d' if true][0] }}", "ad"},
+		{"{{ 'a' if false else 'b' }}", "b"},
+		{"{% set x = ('p' if true else 'q') %}{{ x }}", "p"},
+		{"{% for m in [1, 2, 3] if m > 1 %}{{ m }}{% endfor %}", "23"},
+		{"{{ ((1 if true else 2) if false else (3 if false else 4)) }}", "4"},
+	} {
+		tpl, err := ParseChatTemplate(c.src)
+		if err != nil {
+			t.Errorf("%s: %v", c.src, err)
+			continue
+		}
+		got, err := tpl.Render([]Message{{Role: "user", Content: "hi"}}, false,
+			map[string]any{"role": "user", "prefix": "P\n\n", "loop_first": true})
+		if err != nil || got != c.want {
+			t.Errorf("%s: got %q, %v; want %q", c.src, got, err, c.want)
+		}
+	}
+	for _, src := range []string{"{{ (1 if) }}", "{{ (1 if true else) }}", "{{ [1 if true else 2 }}", "{{ (1 if true 2) }}"} {
+		if _, err := ParseChatTemplate(src); err == nil {
+			t.Errorf("%s parsed", src)
+		}
 	}
 }
 
@@ -188,7 +236,7 @@ func TestChatTemplateErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "model/tokenizer_config.json: chat_template: ") {
 		t.Errorf("parse error = %v, want the file", err)
 	}
-	_, err = ParseChatTemplateFile("t.jinja", "Hello\n{{ (1 if true else 2) }}\n")
+	_, err = ParseChatTemplateFile("t.jinja", "Hello\n{{ [1, 2 }}\n")
 	if err == nil || !strings.Contains(err.Error(), "t.jinja: line 2") {
 		t.Errorf("parse error = %v, want the file and line 2", err)
 	}
@@ -256,6 +304,7 @@ func FuzzRenderChat(f *testing.F) {
 	f.Add("{% set ns = namespace(a=1) %}{% for m in messages %}{% set ns.a = ns.a + 1 %}{% endfor %}{{ ns.a }}{{ messages[-1].content.split('</think>')[-1].lstrip() }}", "assistant", "a</think>b", true)
 	f.Add("{% if messages[0]['role'] != 'user' %}{{ raise_exception('bad role') }}{% endif %}{{ strftime_now('%d %b %Y') }}{{ messages|tojson }}", "tool", "{{ }}", false)
 	f.Add("{% macro m(x) %}[{{ x }}]{% endmacro %}{% for i in range(3) %}{{ m(i) }}{% endfor %}{{ 'a' * 3 }}", "user", "", true)
+	f.Add("{% for m in messages %}{{ '<' + m.role + '>' + (m.content|trim if loop.first else '') ~ [1 if m else 2, {'k': 'v' if loop.last}] | length }}{% endfor %}", "assistant", " x ", true)
 	f.Fuzz(func(t *testing.T, source, role, content string, gen bool) {
 		tpl, err := ParseChatTemplateFile("fuzz.jinja", source)
 		if err != nil {

@@ -1,6 +1,8 @@
 package tokenizer
 
-// The Jinja engine behind ChatTemplate: gonja v2, configured as transformers
+// The Jinja engine behind ChatTemplate: gonja v2 (third_party/gonja: v2.9.1
+// patched to read conditional expressions inside parentheses, literals and
+// call arguments, as Gemma 3's template needs), configured as transformers
 // configures Jinja2 (trim_blocks, lstrip_blocks, no trailing newline kept),
 // with the globals and filters transformers adds (raise_exception,
 // strftime_now, tojson) and replacements where gonja's behaviour differs

@@ -1,0 +1,6 @@
+// Package gonja implements a Jinja2-like template engine for Go.
+package gonja
+
+import (
+	_ "github.com/nikolalohinski/gonja/v2/docs"
+)
