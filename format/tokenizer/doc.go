@@ -59,10 +59,11 @@
 // time ([ChatLimits]); include and import cannot read files; recursive
 // macros are refused. [ChatTemplate.StopStrings] are the end-of-turn
 // strings to stop generation on. Renders are checked byte for byte against
-// transformers on Qwen3, Qwen2.5, SmolLM2, Llama 3.1 and 3.2 and
-// DeepSeek-R1-Distill-Qwen templates (testdata/chat, python/chat_ref.py);
-// Gemma 3's template does not parse yet, because gonja has no conditional
-// expression inside parentheses.
+// transformers on Qwen3, Qwen2.5, SmolLM2, Llama 3.1 and 3.2,
+// DeepSeek-R1-Distill-Qwen and Gemma 3 templates (testdata/chat,
+// python/chat_ref.py). gonja is vendored in third_party/gonja with one
+// patch: conditional expressions inside brackets, which Gemma 3's template
+// uses.
 //
 // # Small vocabularies
 //
