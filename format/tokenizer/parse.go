@@ -113,6 +113,12 @@ type modelJSON struct {
 	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
 	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
 	IgnoreMerges            bool            `json:"ignore_merges"`
+
+	// vocabulary and merges already decoded, by FromGGUF, which need not
+	// go through JSON; used when Vocab and Merges are absent.
+	vocab  map[string]int
+	merges [][2]string
+
 	ByteFallback            bool            `json:"byte_fallback"`
 	FuseUnk                 bool            `json:"fuse_unk"`
 	UnkToken                *string         `json:"unk_token"`
@@ -172,6 +178,10 @@ func (p parser) parse(data []byte) (*core, error) {
 	if err := json.Unmarshal(data, &top); err != nil {
 		return nil, p.jsonError("", err)
 	}
+	return p.parseTop(&top)
+}
+
+func (p parser) parseTop(top *tokenizerJSON) (*core, error) {
 	if top.Model == nil {
 		return nil, p.errorf("model", "missing")
 	}
@@ -216,12 +226,15 @@ func (p parser) parseModel(c *core, m *modelJSON) error {
 	}
 	c.ignoreMerges = m.IgnoreMerges
 	c.byteFallback, c.fuseUnk = m.ByteFallback, m.FuseUnk
-	if isNull(m.Vocab) {
-		return p.errorf("model.vocab", "missing")
-	}
-	vocab, err := p.parseVocab(m.Vocab)
-	if err != nil {
-		return err
+	vocab := m.vocab
+	if vocab == nil {
+		if isNull(m.Vocab) {
+			return p.errorf("model.vocab", "missing")
+		}
+		var err error
+		if vocab, err = p.parseVocab(m.Vocab); err != nil {
+			return err
+		}
 	}
 	c.vocab = vocab
 	maxID := -1
@@ -268,15 +281,18 @@ func (p parser) parseModel(c *core, m *modelJSON) error {
 		}
 		c.unk = int32(id)
 	}
-	if isNull(m.Merges) {
-		if len(vocab) > 256 {
-			return p.errorf("model.merges", "missing")
+	merges := m.merges
+	if merges == nil {
+		if isNull(m.Merges) {
+			if len(vocab) > 256 {
+				return p.errorf("model.merges", "missing")
+			}
+			m.Merges = json.RawMessage("[]")
 		}
-		m.Merges = json.RawMessage("[]")
-	}
-	merges, err := p.parseMerges(m.Merges)
-	if err != nil {
-		return err
+		var err error
+		if merges, err = p.parseMerges(m.Merges); err != nil {
+			return err
+		}
 	}
 	if len(merges) >= math.MaxUint32 {
 		return p.errorf("model.merges", "too many merges")
