@@ -119,9 +119,9 @@ type modelJSON struct {
 	vocab  map[string]int
 	merges [][2]string
 
-	ByteFallback            bool            `json:"byte_fallback"`
-	FuseUnk                 bool            `json:"fuse_unk"`
-	UnkToken                *string         `json:"unk_token"`
+	ByteFallback bool    `json:"byte_fallback"`
+	FuseUnk      bool    `json:"fuse_unk"`
+	UnkToken     *string `json:"unk_token"`
 }
 
 type addedTokenJSON struct {
