@@ -2,6 +2,8 @@ package tokenizer_test
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -21,32 +23,51 @@ import (
 )
 
 // agreementRef is python/tokenizer_ref.py's record: for each text (inline,
-// or a dataset field named by file, line and field, read in place), the
-// ids Hugging Face's tokenizers give it.
+// or a dataset field named by file, line and field, read in place, or a
+// question and its answer in chat turns), the ids Hugging Face's tokenizers
+// give it, and its decoding of them (inline, or as a SHA-256 prefix).
 type agreementRef struct {
 	Wrap  [2]string
+	Chat  [3]string // around a question and its answer
 	Cases []struct {
-		Text    *string
-		Src     string
-		Wrap    bool
-		IDs     []int
-		Decoded *string
+		Text          *string
+		Src           string
+		Wrap          bool
+		Chat          []string
+		IDs           []int
+		Decoded       *string
+		DecodedSHA256 string `json:"decoded_sha256"`
 	}
+	// The ids of SpecialSample with the special tokens the library adds
+	// by default.
+	SpecialSample string `json:"special_sample"`
+	SpecialIDs    []int  `json:"special_ids"`
 }
 
 // TestAgreementWithHFTokenizers encodes 1,320 texts per tokenizer (GSM8K
 // and MATH500 questions and answers, the same in chat turns, and Unicode
-// edge cases) and requires Hugging Face's ids for every one, and its
-// decoding for the inline texts. SmolLM2's tokenizer is the one rlvr
-// builds from the GGUF metadata; the reference is transformers' built from
-// the same file, with the published Digits pre-tokenizer its converter drops.
+// edge cases), 1,488 for the SentencePiece ones (with more edge cases and
+// question-answer chats), and requires Hugging Face's ids for every one,
+// and its decoding. SmolLM2's, Gemma 3's and Llama 2's tokenizers are the
+// ones rlvr builds from the GGUF metadata; the references are transformers'
+// built from the same files, for SmolLM2 with the published Digits
+// pre-tokenizer its converter drops.
 func TestAgreementWithHFTokenizers(t *testing.T) {
-	for _, name := range []string{"smollm2", "qwen3"} {
+	for _, name := range []string{"smollm2", "qwen3", "gemma3", "llama2"} {
 		t.Run(name, func(t *testing.T) {
 			var tok *tokenizer.Tokenizer
 			switch name {
-			case "smollm2":
-				f, err := gguf.Open(realmodel.Path(t, realmodel.SmolLM2))
+			case "smollm2", "gemma3", "llama2":
+				var path string
+				switch name {
+				case "smollm2":
+					path = realmodel.Path(t, realmodel.SmolLM2)
+				case "gemma3":
+					path = realmodel.Path(t, realmodel.Gemma3)
+				case "llama2":
+					path = shareddata.Path(t, "ollama-llama2-tiny-random/llama-2-tiny-random.gguf")
+				}
+				f, err := gguf.Open(path)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -55,6 +76,7 @@ func TestAgreementWithHFTokenizers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				v.Architecture = f.String("general.architecture")
 				if tok, err = tokenizer.FromGGUF(v); err != nil {
 					t.Fatal(err)
 				}
@@ -70,9 +92,12 @@ func TestAgreementWithHFTokenizers(t *testing.T) {
 			agree := 0
 			for i, c := range ref.Cases {
 				var text string
-				if c.Text != nil {
+				switch {
+				case c.Text != nil:
 					text = *c.Text
-				} else {
+				case c.Chat != nil:
+					text = ref.Chat[0] + datasetField(t, lines, c.Chat[0]) + ref.Chat[1] + datasetField(t, lines, c.Chat[1]) + ref.Chat[2]
+				default:
 					text = datasetField(t, lines, c.Src)
 					if c.Wrap {
 						text = ref.Wrap[0] + text + ref.Wrap[1]
@@ -89,7 +114,24 @@ func TestAgreementWithHFTokenizers(t *testing.T) {
 					t.Errorf("case %d %q: decodes to %q, Hugging Face %q", i, truncateText(text), tok.Decode(got), *c.Decoded)
 					continue
 				}
+				if sum := sha256.Sum256([]byte(tok.Decode(got))); c.DecodedSHA256 != "" && hex.EncodeToString(sum[:8]) != c.DecodedSHA256 {
+					t.Errorf("case %d %q: decodes to %q, not Hugging Face's decoding", i, truncateText(text), truncateText(tok.Decode(got)))
+					continue
+				}
 				agree++
+			}
+			if ref.SpecialIDs != nil {
+				var want []int
+				if bos, ok := tok.BOS(); ok && tok.AddBOS() {
+					want = append(want, bos)
+				}
+				want = append(want, tok.Encode(ref.SpecialSample)...)
+				if eos, ok := tok.EOS(); ok && tok.AddEOS() {
+					want = append(want, eos)
+				}
+				if !slices.Equal(want, ref.SpecialIDs) {
+					t.Errorf("with BOS and EOS as AddBOS and AddEOS say: %v, Hugging Face %v", want, ref.SpecialIDs)
+				}
 			}
 			t.Logf("%s: %d/%d texts encode to Hugging Face's ids", name, agree, len(ref.Cases))
 			if agree != len(ref.Cases) {
