@@ -89,10 +89,7 @@ const (
 // offset in the original text is 0).
 func (c *core) preTokenize(dst []int, s string, first bool, steps []preStep) []int {
 	if len(steps) == 0 {
-		if s == "" {
-			return dst
-		}
-		return c.encodeWord(dst, s)
+		return c.encodeCharWord(dst, s)
 	}
 	st, rest := &steps[0], steps[1:]
 	switch st.kind {
@@ -120,6 +117,89 @@ func (c *core) preTokenize(dst []int, s string, first bool, steps []preStep) []i
 		})
 	}
 	return dst
+}
+
+// metaBoundaries finds out where words may be cut before BPE without
+// changing its result. SentencePiece-style vocabularies have long words
+// (Gemma's and Llama's pre-tokenizers split nothing), which BPE merges
+// slowly and the word cache cannot hold. But a boundary between a character
+// and a following "▁" can only be crossed by a merge of a piece ending with
+// that character and a piece starting with "▁": the first merge whose
+// result spans the boundary joins there. Such merges are rare (Gemma has
+// one, of ">" and "▁</"; Llama 2 none), so a word can be cut before each
+// "▁" that follows another character than "▁" and than the last
+// characters of those merges' left pieces. A character outside the
+// vocabulary becomes byte-fallback or unknown tokens, whose last character
+// is that of their names. Cutting also requires "▁" to be a token (so that
+// no unknown token fuses across the cut) and ignore_merges to be off.
+func (c *core) metaBoundaries() {
+	if _, ok := c.vocab["▁"]; !ok || c.ignoreMerges {
+		return
+	}
+	c.metaSplit = true
+	c.metaJoins = map[rune]bool{}
+	for key := range c.merges {
+		a, b := c.tokens[key>>32], c.tokens[uint32(key)]
+		last, _ := utf8.DecodeLastRuneInString(a)
+		if last != '▁' && strings.HasPrefix(b, "▁") {
+			c.metaJoins[last] = true
+		}
+	}
+	ends := []string{">"} // of <0xXX>
+	if c.unk >= 0 {
+		ends = append(ends, c.tokens[c.unk])
+	}
+	for _, e := range ends {
+		if last, _ := utf8.DecodeLastRuneInString(e); c.metaJoins[last] {
+			c.unknownJoins = true
+		}
+	}
+}
+
+// encodeCharWord encodes a pre-token of a vocabulary that is not
+// byte-level, cut where metaBoundaries allows.
+func (c *core) encodeCharWord(dst []int, word string) []int {
+	if !c.metaSplit {
+		if word == "" {
+			return dst
+		}
+		return c.encodeWord(dst, word)
+	}
+	start := 0
+	for i := 1; i < len(word); {
+		k := strings.Index(word[i:], "▁")
+		if k < 0 {
+			break
+		}
+		p := i + k
+		i = p + len("▁")
+		r, n := utf8.DecodeLastRuneInString(word[:p])
+		if r == '▁' || c.metaJoins[r] {
+			continue
+		}
+		if c.unknownJoins {
+			if id := c.charID(word[p-n : p]); id < 0 {
+				continue
+			}
+		}
+		dst = c.encodeWord(dst, word[start:p])
+		start = p
+	}
+	if start < len(word) {
+		dst = c.encodeWord(dst, word[start:])
+	}
+	return dst
+}
+
+// charID returns the id of the token of one character, or -1.
+func (c *core) charID(ch string) int32 {
+	if len(ch) == 1 && ch[0] < utf8.RuneSelf {
+		return c.asciiID[ch[0]]
+	}
+	if id, ok := c.vocab[ch]; ok {
+		return int32(id)
+	}
+	return -1
 }
 
 // splitLiteral calls emit(i, j) for each piece s[i:j] that the Split

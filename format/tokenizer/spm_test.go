@@ -1,7 +1,9 @@
 package tokenizer
 
 import (
+	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -273,5 +275,56 @@ func TestSentencePieceParseErrors(t *testing.T) {
 				t.Errorf("error %v, want field %q and %q", err, c.field, c.msg)
 			}
 		})
+	}
+}
+
+// TestMetaBoundaries checks that cutting words before "▁" changes nothing:
+// on random text over a small alphabet, with merges that join ">" to a
+// piece starting with "▁" (as Gemma's one such merge does) and "x" to "▁"
+// through byte fallback, BPE gives the same ids on cut and uncut words.
+func TestMetaBoundaries(t *testing.T) {
+	vocab := map[string]int{"<unk>": 0}
+	for b := 0; b < 256; b++ {
+		vocab[byteTokenName(byte(b))] = len(vocab)
+	}
+	var merges [][2]string
+	for _, tok := range []string{"▁", "a", "b", ">", "<", "é"} {
+		vocab[tok] = len(vocab)
+	}
+	for _, m := range [][2]string{{"▁", "a"}, {"a", "b"}, {"▁", "▁"}, {"▁", "<"}, {">", "▁<"}, {"▁a", "b"},
+		{"b", ">"}, {"b>", "▁<"}, {"<0x78>", "▁"}, {"▁▁", "a"}, {"a", "▁"}} {
+		vocab[m[0]+m[1]] = len(vocab)
+		merges = append(merges, m)
+	}
+	doc := map[string]any{
+		"normalizer":    map[string]any{"type": "Replace", "pattern": map[string]string{"String": " "}, "content": "▁"},
+		"pre_tokenizer": nil,
+		"decoder":       map[string]any{"type": "Sequence", "decoders": []any{map[string]any{"type": "ByteFallback"}}},
+		"model":         map[string]any{"type": "BPE", "byte_fallback": true, "fuse_unk": true, "unk_token": "<unk>", "vocab": vocab, "merges": merges},
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tok.metaSplit || !tok.metaJoins['>'] || !tok.metaJoins['a'] || !tok.unknownJoins || tok.metaJoins['b'] {
+		t.Fatalf("metaSplit %v, joins %v, unknown %v", tok.metaSplit, tok.metaJoins, tok.unknownJoins)
+	}
+	alphabet := []string{"a", "b", ">", "<", " ", " ", "é", "x", "中"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		var sb strings.Builder
+		for range rng.IntN(30) {
+			sb.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		s := strings.ReplaceAll(sb.String(), " ", "▁")
+		cut := tok.encodeCharWord(nil, s)
+		whole := tok.bpe(nil, s)
+		if !slices.Equal(cut, whole) {
+			t.Fatalf("%q: cut %v, whole %v", s, cut, whole)
+		}
 	}
 }

@@ -94,6 +94,10 @@ type core struct {
 	unk          int32                // model.unk_token's id, or -1
 	pre          []preStep
 	decoders     []decStep
+	// Pieces of a word that no merge can join (see metaBoundaries).
+	metaSplit    bool
+	metaJoins    map[rune]bool // last characters of left pieces merged with "▁..."
+	unknownJoins bool          // whether byte-fallback or unknown tokens are among them
 
 	// The post-processor's single-sequence template: the special tokens it
 	// puts before and after the text.
@@ -133,6 +137,9 @@ func (c *core) finish() {
 				c.decode[id] = []byte(tok)
 			}
 		}
+	}
+	if c.charLevel {
+		c.metaBoundaries()
 	}
 	if c.ignoreMerges && !c.charLevel {
 		c.whole = make(map[string]int32, len(c.vocab))
@@ -519,32 +526,44 @@ func illFormedLen(b []byte) int {
 }
 
 // addedMatcher finds added tokens in text, leftmost-longest, as the
-// Aho-Corasick automaton of the Hugging Face library does.
+// Aho-Corasick automaton of the Hugging Face library does. It is a trie of
+// the tokens' match strings: Gemma has thousands of added tokens, most of
+// them starting with "<".
 type addedMatcher struct {
-	byFirst [256][]*addedToken // by first byte, longest first
-	first   int                // the only first byte in use, or -1
-	n       int                // number of tokens
+	root  [256]int32       // node reached from the root by a byte; 0 if none
+	edges map[uint64]int32 // node<<8 | byte -> node, below the root
+	toks  []*addedToken    // node -> the token ending there, or nil; node 0 is the root
+	first int              // the only first byte in use, or -1
+	n     int              // number of tokens
 }
 
 func newAddedMatcher(toks []*addedToken) *addedMatcher {
-	m := &addedMatcher{first: -1, n: len(toks)}
+	m := &addedMatcher{first: -1, n: len(toks), edges: map[uint64]int32{}, toks: []*addedToken{nil}}
 	used := 0
 	for _, t := range toks {
 		b := t.match[0]
-		if m.byFirst[b] == nil {
+		node := m.root[b]
+		if node == 0 {
 			used++
 			m.first = int(b)
+			node = int32(len(m.toks))
+			m.toks = append(m.toks, nil)
+			m.root[b] = node
 		}
-		m.byFirst[b] = append(m.byFirst[b], t)
-	}
-	for i := range m.byFirst {
-		l := m.byFirst[i]
-		// Longest first; among equal lengths, the lower id, for determinism.
-		for a := 1; a < len(l); a++ {
-			for b := a; b > 0 && (len(l[b].match) > len(l[b-1].match) ||
-				len(l[b].match) == len(l[b-1].match) && l[b].id < l[b-1].id); b-- {
-				l[b], l[b-1] = l[b-1], l[b]
+		for k := 1; k < len(t.match); k++ {
+			key := uint64(node)<<8 | uint64(t.match[k])
+			next, ok := m.edges[key]
+			if !ok {
+				next = int32(len(m.toks))
+				m.toks = append(m.toks, nil)
+				m.edges[key] = next
 			}
+			node = next
+		}
+		// Of two tokens with the same match string, the lower id, for
+		// determinism.
+		if prev := m.toks[node]; prev == nil || t.id < prev.id {
+			m.toks[node] = t
 		}
 	}
 	if used != 1 {
@@ -565,10 +584,23 @@ func (m *addedMatcher) find(s string, from int) (int, *addedToken) {
 			}
 			i += k
 		}
-		for _, t := range m.byFirst[s[i]] {
-			if strings.HasPrefix(s[i:], t.match) {
-				return i, t
+		node := m.root[s[i]]
+		if node == 0 {
+			continue
+		}
+		best := m.toks[node]
+		for j := i + 1; j < len(s); j++ {
+			next, ok := m.edges[uint64(node)<<8|uint64(s[j])]
+			if !ok {
+				break
 			}
+			node = next
+			if t := m.toks[node]; t != nil {
+				best = t
+			}
+		}
+		if best != nil {
+			return i, best
 		}
 	}
 	return -1, nil
