@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"cmp"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,7 +80,7 @@ func spmDocument(v GGUFVocab, fail func(field, format string, args ...any) error
 		}
 		vocab[tok] = id
 	}
-	var merges [][2]string
+	var merges any
 	switch {
 	case v.Merges != nil:
 		if merges, err = splitGGUFMerges(v.Merges, fail); err != nil {
@@ -198,12 +199,16 @@ func templateProcessing(v GGUFVocab, addBOS, addEOS bool) any {
 // characters from long to short, then in the order of the merged token's id
 // and of the pieces' ids: transformers' generate_merges, whose stable sort
 // keeps the order of equals.
-func deriveMerges(tokens []string, vocab map[string]int, score func(id int) float64) [][2]string {
+func deriveMerges(tokens []string, vocab map[string]int, score func(id int) float64) *derivedMerges {
 	type merge struct {
 		score                 float64
 		left, right           int32 // ids
 		leftChars, rightChars int32
 		merged, rank          int32 // merged id; order of the pieces within it
+	}
+	order := func(a, b merge) int {
+		return cmp.Or(-cmp.Compare(a.score, b.score), -cmp.Compare(a.leftChars, b.leftChars),
+			-cmp.Compare(a.rightChars, b.rightChars), cmp.Compare(a.merged, b.merged), cmp.Compare(a.rank, b.rank))
 	}
 	var all []merge
 	var cuts []int
@@ -235,21 +240,66 @@ func deriveMerges(tokens []string, vocab map[string]int, score func(id int) floa
 		for k := range local {
 			local[k].rank = int32(k)
 		}
-	}
-	order := func(a, b merge) int {
-		return cmp.Or(-cmp.Compare(a.score, b.score), -cmp.Compare(a.leftChars, b.leftChars),
-			-cmp.Compare(a.rightChars, b.rightChars), cmp.Compare(a.merged, b.merged), cmp.Compare(a.rank, b.rank))
+		slices.SortFunc(local, order)
 	}
 	// Scores usually fall with the id (and Gemma's ranks are ids), so the
 	// merges often come out in order already.
 	if !slices.IsSortedFunc(all, order) {
 		slices.SortFunc(all, order)
 	}
-	out := make([][2]string, len(all))
+	out := &derivedMerges{tokens: tokens, ids: make([][3]int32, len(all))}
 	for i, m := range all {
-		out[i] = [2]string{tokens[m.left], tokens[m.right]}
+		out.ids[i] = [3]int32{m.left, m.right, m.merged}
 	}
 	return out
+}
+
+// derivedMerges are merges by token id: left, right, merged. FromGGUF uses
+// the ids; in tokenizer.json they are written as pairs of tokens.
+type derivedMerges struct {
+	tokens []string
+	ids    [][3]int32
+}
+
+// pairs returns the merges as pairs of tokens.
+func (d *derivedMerges) pairs() [][2]string {
+	out := make([][2]string, len(d.ids))
+	for i, m := range d.ids {
+		out[i] = [2]string{d.tokens[m[0]], d.tokens[m[1]]}
+	}
+	return out
+}
+
+// MarshalJSON writes the merges as [["a","b"],...].
+func (d *derivedMerges) MarshalJSON() ([]byte, error) {
+	quoted := make(map[int32][]byte)
+	quote := func(id int32) ([]byte, error) {
+		q, ok := quoted[id]
+		if !ok {
+			var err error
+			if q, err = json.Marshal(d.tokens[id]); err != nil {
+				return nil, err
+			}
+			quoted[id] = q
+		}
+		return q, nil
+	}
+	b := []byte{'['}
+	for i, m := range d.ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		l, err := quote(m[0])
+		if err != nil {
+			return nil, err
+		}
+		r, err := quote(m[1])
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(append(append(b, '['), l...), ','), r...), ']')
+	}
+	return append(b, ']'), nil
 }
 
 // splitGGUFMerges reads tokenizer.ggml.merges, "a b" by rank.

@@ -18,7 +18,7 @@ func TestDeriveMerges(t *testing.T) {
 	for i, tok := range toks {
 		vocab[tok] = i
 	}
-	str := func(ms [][2]string) string { return fmt.Sprint(ms) }
+	str := func(ms *derivedMerges) string { return fmt.Sprint(ms.pairs()) }
 	got := deriveMerges(toks, vocab, func(id int) float64 { return scores[id] })
 	want := "[[ca b] [c ab] [a b] [b c] [é a] [a é] [ab c] [a bc] [▁ a] [▁a b] [▁ ab] [c a]]"
 	if str(got) != want {

@@ -188,7 +188,7 @@ func FromGGUF(v GGUFVocab) (*Tokenizer, error) {
 		return nil, err
 	}
 	model := doc["model"].(map[string]any)
-	vocab, merges := model["vocab"].(map[string]int), model["merges"].([][2]string)
+	vocab, merges := model["vocab"].(map[string]int), model["merges"]
 	delete(model, "vocab")
 	delete(model, "merges")
 	tj, err := json.Marshal(doc)
@@ -199,9 +199,15 @@ func FromGGUF(v GGUFVocab) (*Tokenizer, error) {
 	if err := json.Unmarshal(tj, &top); err != nil {
 		return nil, err
 	}
-	top.Model.vocab, top.Model.merges = vocab, merges
-	if top.Model.merges == nil {
-		top.Model.merges = [][2]string{}
+	top.Model.vocab = vocab
+	switch m := merges.(type) {
+	case [][2]string:
+		top.Model.merges = m
+		if m == nil {
+			top.Model.merges = [][2]string{}
+		}
+	case *derivedMerges:
+		top.Model.mergeIDs = m.ids
 	}
 	c, err := parser{file: "tokenizer.json"}.parseTop(&top)
 	if err != nil {

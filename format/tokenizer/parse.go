@@ -116,8 +116,9 @@ type modelJSON struct {
 
 	// vocabulary and merges already decoded, by FromGGUF, which need not
 	// go through JSON; used when Vocab and Merges are absent.
-	vocab  map[string]int
-	merges [][2]string
+	vocab    map[string]int
+	merges   [][2]string
+	mergeIDs [][3]int32 // left, right, merged
 
 	ByteFallback bool    `json:"byte_fallback"`
 	FuseUnk      bool    `json:"fuse_unk"`
@@ -280,6 +281,18 @@ func (p parser) parseModel(c *core, m *modelJSON) error {
 			return p.errorf("model.unk_token", "%q is not in model.vocab", *m.UnkToken)
 		}
 		c.unk = int32(id)
+	}
+	if m.mergeIDs != nil {
+		c.merges = make(map[uint64]uint64, len(m.mergeIDs))
+		for i, mg := range m.mergeIDs {
+			for _, id := range mg {
+				if id < 0 || int(id) >= len(c.tokens) || c.flags[id]&flagPresent == 0 {
+					return p.errorf("model.merges["+strconv.Itoa(i)+"]", "id %d is not in model.vocab", id)
+				}
+			}
+			c.merges[pairKey(mg[0], mg[1])] = uint64(i)<<32 | uint64(uint32(mg[2]))
+		}
+		return nil
 	}
 	merges := m.merges
 	if merges == nil {
