@@ -18,6 +18,9 @@ for dataset texts.
            pairs in Gemma's chat turns, and SentencePiece edge cases
   llama2:  the same for the Llama 2 vocabulary of the tiny random Llama GGUF
            in ../shared/data/ollama-llama2-tiny-random, in [INST] turns
+  llama2-legacy: llama2 with the normalizer of Llama 2's published
+           tokenizer.json (Prepend "\u2581", Replace " ") instead of Metaspace,
+           which prefixes every piece between added tokens
 
 transformers builds Gemma's tokenizer from the GGUF metadata, renaming its
 tokens of spaces and ranking merges by vocabulary position so as to match
@@ -108,7 +111,7 @@ def main():
     a = ap.parse_args()
     from tokenizers import Tokenizer
     from transformers import AutoTokenizer
-    from tokenizers import pre_tokenizers
+    from tokenizers import normalizers, pre_tokenizers
 
     def smollm():
         tok = AutoTokenizer.from_pretrained(a.models, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf").backend_tokenizer
@@ -123,14 +126,23 @@ def main():
     # Gemma 3's chat template renders a user turn and a model turn so (it
     # trims the contents, which the dataset texts here do not need).
     gemma_turns = ("<bos><start_of_turn>user\n", "<end_of_turn>\n<start_of_turn>model\n", "<end_of_turn>\n")
+    def llama2():
+        return AutoTokenizer.from_pretrained(os.path.join(a.shared, "ollama-llama2-tiny-random"),
+                                             gguf_file="llama-2-tiny-random.gguf").backend_tokenizer
+
+    def llama2_legacy():
+        tok = llama2()
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+        tok.pre_tokenizer = None
+        return tok
+
     toks = {
         "smollm2": (smollm, chatml, None),
         "qwen3": (lambda: Tokenizer.from_file(os.path.join(a.shared, "tokenizers/qwen3/tokenizer.json")), chatml, None),
         "gemma3": (lambda: AutoTokenizer.from_pretrained(a.models, gguf_file="gemma-3-270m-q4_k_m.gguf").backend_tokenizer,
                    gemma_turns[:2], gemma_turns),
-        "llama2": (lambda: AutoTokenizer.from_pretrained(os.path.join(a.shared, "ollama-llama2-tiny-random"),
-                                                         gguf_file="llama-2-tiny-random.gguf").backend_tokenizer,
-                   ("<s>[INST] ", " [/INST]"), ("<s>[INST] ", " [/INST] ", " </s>")),
+        "llama2": (llama2, ("<s>[INST] ", " [/INST]"), ("<s>[INST] ", " [/INST] ", " </s>")),
+        "llama2-legacy": (llama2_legacy, ("<s>[INST] ", " [/INST]"), ("<s>[INST] ", " [/INST] ", " </s>")),
     }
     for name, (load, wrap, chat) in toks.items():
         if a.names and name not in a.names:

@@ -51,20 +51,22 @@ type agreementRef struct {
 // and its decoding. SmolLM2's, Gemma 3's and Llama 2's tokenizers are the
 // ones rlvr builds from the GGUF metadata; the references are transformers'
 // built from the same files, for SmolLM2 with the published Digits
-// pre-tokenizer its converter drops.
+// pre-tokenizer its converter drops. llama2-legacy reads Llama 2's
+// tokenizer.json with the normalizer of the published file (Prepend and
+// Replace) in place of Metaspace.
 func TestAgreementWithHFTokenizers(t *testing.T) {
-	for _, name := range []string{"smollm2", "qwen3", "gemma3", "llama2"} {
+	for _, name := range []string{"smollm2", "qwen3", "gemma3", "llama2", "llama2-legacy"} {
 		t.Run(name, func(t *testing.T) {
 			var tok *tokenizer.Tokenizer
 			switch name {
-			case "smollm2", "gemma3", "llama2":
+			case "smollm2", "gemma3", "llama2", "llama2-legacy":
 				var path string
 				switch name {
 				case "smollm2":
 					path = realmodel.Path(t, realmodel.SmolLM2)
 				case "gemma3":
 					path = realmodel.Path(t, realmodel.Gemma3)
-				case "llama2":
+				default:
 					path = shareddata.Path(t, "ollama-llama2-tiny-random/llama-2-tiny-random.gguf")
 				}
 				f, err := gguf.Open(path)
@@ -77,7 +79,9 @@ func TestAgreementWithHFTokenizers(t *testing.T) {
 					t.Fatal(err)
 				}
 				v.Architecture = f.String("general.architecture")
-				if tok, err = tokenizer.FromGGUF(v); err != nil {
+				if name == "llama2-legacy" {
+					tok = legacyLlama2(t, v)
+				} else if tok, err = tokenizer.FromGGUF(v); err != nil {
 					t.Fatal(err)
 				}
 			case "qwen3":
@@ -139,6 +143,40 @@ func TestAgreementWithHFTokenizers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// legacyLlama2 reads the tokenizer.json HFFilesFromGGUF writes for v, with
+// the normalizer of Llama 2's published tokenizer.json in place of its
+// Metaspace pre-tokenizer.
+func legacyLlama2(t *testing.T, v tokenizer.GGUFVocab) *tokenizer.Tokenizer {
+	tj, cj, err := tokenizer.HFFilesFromGGUF(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(tj, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["normalizer"] = map[string]any{"type": "Sequence", "normalizers": []any{
+		map[string]any{"type": "Prepend", "prepend": "▁"},
+		map[string]any{"type": "Replace", "pattern": map[string]any{"String": " "}, "content": "▁"},
+	}}
+	doc["pre_tokenizer"] = nil
+	if tj, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Parse(tj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := tokenizer.ParseConfig(cj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, err = tok.WithConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
 
 func readAgreement(t *testing.T, name string) *agreementRef {
