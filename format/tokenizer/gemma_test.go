@@ -67,6 +67,11 @@ func TestFromGGUFGemma3Time(t *testing.T) {
 	if tok.VocabSize() != 262144 || !tok.AddBOS() {
 		t.Errorf("VocabSize %d, AddBOS %v", tok.VocabSize(), tok.AddBOS())
 	}
+	// Callers that do not know the architecture still get Gemma's shape.
+	v.Architecture = ""
+	if !tokenizer.GGUFShapedAsGemma(v) {
+		t.Error("Gemma 3's vocabulary without its architecture is not shaped as Gemma's")
+	}
 }
 
 // BenchmarkFromGGUFGemma3 builds Gemma 3's tokenizer from its GGUF
