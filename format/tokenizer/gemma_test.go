@@ -12,9 +12,10 @@ import (
 	"rlvr/format/gguf"
 	"rlvr/format/tokenizer"
 	"rlvr/internal/realmodel"
+	"rlvr/internal/shareddata"
 )
 
-// gemmaVocab reads Gemma 3's vocabulary from its GGUF, with the
+// gemmaVocab reads the vocabulary of a GGUF (Gemma 3's, mostly), with the
 // architecture that shapes its tokenizer.
 func gemmaVocab(t testing.TB, path string) tokenizer.GGUFVocab {
 	t.Helper()
@@ -89,7 +90,21 @@ func BenchmarkFromGGUFGemma3(b *testing.B) {
 // SentencePiece-style tokenizer, whose pre-tokenizer leaves whole lines
 // (Gemma's newlines are added tokens) to BPE.
 func BenchmarkEncodeGSM8KGemma3(b *testing.B) {
-	tok := gemma3(b)
+	benchmarkEncodeGSM8K(b, gemma3(b))
+}
+
+// BenchmarkEncodeGSM8KLlama2 is BenchmarkEncodeGSM8K for Llama 2's
+// vocabulary, from the tiny Llama GGUF in the shared data; its Metaspace
+// pre-tokenizer leaves whole texts to BPE.
+func BenchmarkEncodeGSM8KLlama2(b *testing.B) {
+	tok, err := tokenizer.FromGGUF(gemmaVocab(b, shareddata.Path(b, "ollama-llama2-tiny-random/llama-2-tiny-random.gguf")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchmarkEncodeGSM8K(b, tok)
+}
+
+func benchmarkEncodeGSM8K(b *testing.B, tok *tokenizer.Tokenizer) {
 	texts := tokenizer.GSM8KTexts(b)
 	size := 0
 	for _, s := range texts {
