@@ -7,8 +7,8 @@ import (
 
 // This file holds what SentencePiece-style BPE vocabularies (Gemma, Llama 2)
 // need beyond byte-level BPE: the normalizers, pre-tokenizers and decoders
-// of their tokenizer.json, the character-level initial symbols with byte
-// fallback, and the post-processor's BOS and EOS.
+// of their tokenizer.json, and the character-level initial symbols with
+// byte fallback.
 
 // normStep is one normalizer of a tokenizer.json normalizer section.
 type normStep struct {
@@ -22,7 +22,7 @@ const (
 	normPrepend
 )
 
-// normalize applies the normalizers to s, with nfc as the NFC function (nil
+// normalizeText applies the normalizers to s, with nfc as the NFC function (nil
 // leaves text the quick check cannot prove normalized unchanged).
 func (c *core) normalizeText(s string, nfc func(string) string) string {
 	for _, n := range c.norms {
