@@ -164,6 +164,9 @@ def main():
             # What the library adds by default around a text.
             sample = "Hello world"
             doc.update(chat=chat, special_sample=sample, special_ids=tok.encode(sample).ids)
+            # The merges transformers derives, in order: "a\0b" lines.
+            merges = json.loads(tok.to_str())["model"]["merges"]
+            doc["merges_sha256"] = hashlib.sha256("\n".join(a + "\0" + b for a, b in merges).encode()).hexdigest()
         with gzip.GzipFile(f"format/tokenizer/testdata/agreement/{name}.json.gz", "wb", mtime=0) as f:
             f.write(json.dumps(doc, ensure_ascii=False).encode())
         print(name, len(out), "texts")

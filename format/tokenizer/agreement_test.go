@@ -42,6 +42,9 @@ type agreementRef struct {
 	// by default.
 	SpecialSample string `json:"special_sample"`
 	SpecialIDs    []int  `json:"special_ids"`
+	// The SHA-256 of the merges transformers derives from the GGUF, as
+	// "a\x00b" lines.
+	MergesSHA256 string `json:"merges_sha256"`
 }
 
 // TestAgreementWithHFTokenizers encodes 1,320 texts per tokenizer (GSM8K
@@ -53,10 +56,12 @@ type agreementRef struct {
 // built from the same files, for SmolLM2 with the published Digits
 // pre-tokenizer its converter drops. llama2-legacy reads Llama 2's
 // tokenizer.json with the normalizer of the published file (Prepend and
-// Replace) in place of Metaspace.
+// Replace) in place of Metaspace. For the SentencePiece GGUFs, the merges
+// HFFilesFromGGUF derives must also be transformers', in the same order.
 func TestAgreementWithHFTokenizers(t *testing.T) {
 	for _, name := range []string{"smollm2", "qwen3", "gemma3", "llama2", "llama2-legacy"} {
 		t.Run(name, func(t *testing.T) {
+			ref := readAgreement(t, name)
 			var tok *tokenizer.Tokenizer
 			switch name {
 			case "smollm2", "gemma3", "llama2", "llama2-legacy":
@@ -79,6 +84,9 @@ func TestAgreementWithHFTokenizers(t *testing.T) {
 					t.Fatal(err)
 				}
 				v.Architecture = f.String("general.architecture")
+				if ref.MergesSHA256 != "" {
+					checkMerges(t, v, ref.MergesSHA256)
+				}
 				if name == "llama2-legacy" {
 					tok = legacyLlama2(t, v)
 				} else if tok, err = tokenizer.FromGGUF(v); err != nil {
@@ -91,7 +99,6 @@ func TestAgreementWithHFTokenizers(t *testing.T) {
 				}
 				tok = tok.WithNormalizer(norm.NFC.String) // Qwen's normalizer is NFC
 			}
-			ref := readAgreement(t, name)
 			lines := map[string][]string{}
 			agree := 0
 			for i, c := range ref.Cases {
@@ -142,6 +149,32 @@ func TestAgreementWithHFTokenizers(t *testing.T) {
 				t.Errorf("%d of %d texts differ", len(ref.Cases)-agree, len(ref.Cases))
 			}
 		})
+	}
+}
+
+// checkMerges requires the merges HFFilesFromGGUF writes for v to be
+// transformers' (whose hash is want), in the same order.
+func checkMerges(t *testing.T, v tokenizer.GGUFVocab, want string) {
+	t.Helper()
+	tj, _, err := tokenizer.HFFilesFromGGUF(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Model struct{ Merges [][2]string }
+	}
+	if err := json.Unmarshal(tj, &doc); err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	for i, m := range doc.Model.Merges {
+		if i > 0 {
+			h.Write([]byte{'\n'})
+		}
+		h.Write([]byte(m[0] + "\x00" + m[1]))
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		t.Errorf("the %d merges HFFilesFromGGUF writes are not transformers' (SHA-256 %s, want %s)", len(doc.Model.Merges), got, want)
 	}
 }
 
