@@ -22,12 +22,7 @@ func (c *core) bpe(dst []int, word string) []int {
 	}
 	var symBuf [smallWord]int32
 	var rankBuf [smallWord]uint64 // rank<<32 | merged id of (sym[i], sym[i+1])
-	syms := symBuf[:0]
-	for i := 0; i < len(word); i++ {
-		if id := c.byteID[word[i]]; id >= 0 {
-			syms = append(syms, id)
-		}
-	}
+	syms := c.symbols(symBuf[:0], word)
 	n := len(syms)
 	if n == 0 {
 		return dst
@@ -63,6 +58,21 @@ func (c *core) bpe(dst []int, word string) []int {
 	return dst
 }
 
+// symbols appends the initial symbols of word, at most one per byte: its
+// bytes' tokens for a byte-level vocabulary, and its characters' tokens with
+// byte fallback otherwise.
+func (c *core) symbols(dst []int32, word string) []int32 {
+	if c.charLevel {
+		return c.charSymbols(dst, word)
+	}
+	for i := 0; i < len(word); i++ {
+		if id := c.byteID[word[i]]; id >= 0 {
+			dst = append(dst, id)
+		}
+	}
+	return dst
+}
+
 // mergeOf returns rank<<32 | merged id for the pair (a, b), or MaxUint64 when
 // the pair does not merge.
 func (c *core) mergeOf(a, b int32) uint64 {
@@ -89,11 +99,10 @@ func (c *core) bpeLarge(dst []int, word string) []int {
 		id         int32
 		prev, next int32
 	}
-	syms := make([]symbol, 0, len(word))
-	for i := 0; i < len(word); i++ {
-		if id := c.byteID[word[i]]; id >= 0 {
-			syms = append(syms, symbol{id: id, prev: int32(len(syms)) - 1, next: int32(len(syms)) + 1})
-		}
+	ids := c.symbols(make([]int32, 0, len(word)), word)
+	syms := make([]symbol, len(ids))
+	for i, id := range ids {
+		syms[i] = symbol{id: id, prev: int32(i) - 1, next: int32(i) + 1}
 	}
 	if len(syms) == 0 {
 		return dst
@@ -216,14 +225,18 @@ func (w *wordCache) put(sh *cacheShard, word string, ids []int) {
 
 // encodeWord appends the ids of one pre-token.
 func (c *core) encodeWord(dst []int, word string) []int {
-	if len(word) == 1 {
+	if len(word) == 1 && !c.charLevel {
 		if id := c.byteID[word[0]]; id >= 0 {
 			dst = append(dst, int(id))
 		}
 		return dst
 	}
 	if c.ignoreMerges {
-		if id, ok := c.whole[word]; ok {
+		if c.charLevel {
+			if id, ok := c.vocab[word]; ok {
+				return append(dst, id)
+			}
+		} else if id, ok := c.whole[word]; ok {
 			return append(dst, int(id))
 		}
 	}

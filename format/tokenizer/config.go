@@ -16,6 +16,11 @@ type Config struct {
 	AddBOSToken bool   // add_bos_token: whether the model expects a leading BOS
 	AddEOSToken bool   // add_eos_token
 
+	// HasAddBOSToken and HasAddEOSToken say whether the file sets
+	// add_bos_token and add_eos_token; when it does not, the tokenizer.json
+	// post-processor decides ([Tokenizer.AddBOS]).
+	HasAddBOSToken, HasAddEOSToken bool
+
 	// ChatTemplateSource is the Jinja source of the default chat template:
 	// chat_template when it is a string, or the entry named "default" when
 	// it is a list of named templates.
@@ -64,10 +69,10 @@ func (p parser) parseConfig(data []byte) (*Config, error) {
 		*f.dst = s
 	}
 	if raw.AddBOS != nil {
-		c.AddBOSToken = *raw.AddBOS
+		c.AddBOSToken, c.HasAddBOSToken = *raw.AddBOS, true
 	}
 	if raw.AddEOS != nil {
-		c.AddEOSToken = *raw.AddEOS
+		c.AddEOSToken, c.HasAddEOSToken = *raw.AddEOS, true
 	}
 	if !isNull(raw.ChatTemplate) {
 		var s string

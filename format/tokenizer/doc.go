@@ -2,30 +2,44 @@
 // trains, and renders their chat templates.
 //
 // The main type, [Tokenizer], reads a Hugging Face tokenizer.json that
-// describes a byte-level BPE model, the kind used by Qwen2, Qwen2.5, Qwen3,
-// Llama-3 and SmolLM2, and reproduces the Hugging Face tokenizers library's
-// output:
+// describes a BPE model and reproduces the Hugging Face tokenizers
+// library's output. Two kinds are supported:
 //
-//   - added tokens (such as <|im_start|>) are split off first, by
-//     leftmost-longest match, honouring their special, lstrip, rstrip,
-//     single_word and normalized flags;
-//   - the text between them is normalized (see below), split into
-//     pre-tokens (the Digits pre-tokenizer, then a hand-written scanner
-//     that matches the Qwen2, Llama-3 or GPT-2 split regular expression
-//     exactly), mapped to bytes, and merged by BPE rank;
-//   - decoding maps ids back to bytes, and bytes to a string, replacing
-//     invalid UTF-8 as the Rust library does.
+//   - byte-level BPE, the kind used by Qwen2, Qwen2.5, Qwen3, Llama-3 and
+//     SmolLM2: the text is split into pre-tokens (the Digits pre-tokenizer,
+//     then a hand-written scanner that matches the Qwen2, Llama-3 or GPT-2
+//     split regular expression exactly), mapped to bytes, and merged by BPE
+//     rank; decoding maps ids back to bytes, replacing invalid UTF-8 as the
+//     Rust library does;
+//   - SentencePiece-style BPE, the kind used by Gemma and Llama 2, whose
+//     vocabulary is of characters (no ByteLevel pre-tokenizer): the
+//     normalizers Replace (" " to "▁"), Prepend and NFC, the pre-tokenizers
+//     Metaspace and Split on a String pattern (any behaviour), characters
+//     outside the vocabulary as <0xXX> byte tokens (byte_fallback) or the
+//     unknown token (fuse_unk), and the decoders Replace, ByteFallback,
+//     Fuse, Strip and Metaspace, applied to the token strings as the Rust
+//     library does.
+//
+// In both, added tokens (such as <|im_start|> or <start_of_turn>) are split
+// off first, by leftmost-longest match, honouring their special, lstrip,
+// rstrip, single_word and normalized flags (a normalized token matches its
+// normalized content in normalized text), and the text between them is
+// normalized and pre-tokenized piece by piece.
 //
 // Split patterns are recognised by their exact text; a tokenizer.json with
-// any other pattern, model type, normalizer, pre-tokenizer or decoder is
-// rejected by [Parse] with a [*ParseError] that names the file and the JSON
-// field. Encode never adds BOS or EOS tokens: the post_processor section is
-// ignored, and chat templates already carry the tokens they need.
+// any other pattern, model type, normalizer, pre-tokenizer, post-processor
+// or decoder is rejected by [Parse] with a [*ParseError] that names the file
+// and the JSON field. Encode never adds BOS or EOS tokens: chat templates
+// already carry the tokens they need. [Tokenizer.AddBOS] and
+// [Tokenizer.AddEOS] report whether the model expects them, from
+// tokenizer_config.json or else the post-processor's template.
 //
 // A GGUF file describes its tokenizer in metadata; [HFFilesFromGGUF] turns
-// a [GGUFVocab] of the gpt2 model into the tokenizer.json and
-// tokenizer_config.json it was converted from, and [FromGGUF] into a
-// Tokenizer, so a GGUF model and its imported directory share one
+// a [GGUFVocab] of the gpt2 model (byte-level) or the llama model
+// (SentencePiece, usually without merges, which are then derived from the
+// vocabulary as transformers derives them) into the tokenizer.json and
+// tokenizer_config.json transformers builds from the file, and [FromGGUF]
+// into a Tokenizer, so a GGUF model and its imported directory share one
 // implementation.
 //
 // # Normalization

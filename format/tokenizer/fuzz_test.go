@@ -1,6 +1,8 @@
 package tokenizer
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -22,6 +24,19 @@ func FuzzParse(f *testing.F) {
 	f.Add(`{"model":{"vocab":{"a":0},"merges":[["a"]]}}`)
 	f.Add(`{"added_tokens":[{"id":1,"content":"x"}],"model":null}`)
 	f.Add(`[]`)
+	// SentencePiece style.
+	for _, name := range []string{"gemma", "llama", "llama-legacy", "metaspace-split"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "spm", name+".json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(data))
+	}
+	f.Add(`{"model":{"vocab":{"<0x61>":0,"▁":1,"b":2,"▁b":3},"merges":[["▁","b"]],"byte_fallback":true,"unk_token":"b","fuse_unk":true},` +
+		`"normalizer":{"type":"Sequence","normalizers":[{"type":"Prepend","prepend":"▁"},{"type":"Replace","pattern":{"String":" "},"content":"▁"}]},` +
+		`"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"String":"b"},"behavior":"Contiguous","invert":true},{"type":"Metaspace","prepend_scheme":"first","split":true}]},` +
+		`"post_processor":{"type":"TemplateProcessing","single":[{"Sequence":{"id":"A"}},{"SpecialToken":{"id":"b"}}],"special_tokens":{"b":{"ids":[2]}}},` +
+		`"decoder":{"type":"Sequence","decoders":[{"type":"ByteFallback"},{"type":"Metaspace"},{"type":"Fuse"},{"type":"Strip","content":" ","start":1,"stop":2}]}}`)
 	f.Fuzz(func(t *testing.T, data string) {
 		tok, err := Parse([]byte(data))
 		if err != nil {
@@ -30,7 +45,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		for _, s := range []string{"", "abc hi <|eos|> [X] 123", "héllo\n\n  wörld's", "\xff\xfe"} {
+		for _, s := range []string{"", "abc hi <|eos|> [X] 123", "héllo\n\n  wörld's", "\xff\xfe", " ▁b<s>  aé中 ", "<0x61>"} {
 			ids := tok.Encode(s)
 			for _, id := range ids {
 				if id < 0 || id >= tok.VocabSize() {

@@ -18,6 +18,10 @@ type GGUFVocab struct {
 	// Model is tokenizer.ggml.model: "gpt2" (byte-level BPE with merges)
 	// or "llama" (SentencePiece BPE with scores and byte fallback).
 	Model string
+	// Architecture is general.architecture ("llama", "gemma3", ...), which
+	// shapes a "llama" vocabulary's tokenizer.json (see HFFilesFromGGUF);
+	// "" when unknown.
+	Architecture string
 	// Pre is tokenizer.ggml.pre, llama.cpp's name for the pre-tokenizer
 	// ("smollm", "llama-bpe", "qwen2", "default", ...); "" when absent.
 	Pre    string
@@ -53,58 +57,46 @@ const (
 // HFFilesFromGGUF writes the Hugging Face tokenizer.json and
 // tokenizer_config.json that describe v: the model's published tokenizer
 // as far as the metadata records it. Control and user-defined tokens
-// become added tokens; the pre-tokenizer follows tokenizer.ggml.pre
-// (llama.cpp's name for it).
+// become added tokens.
+//
+// For the gpt2 model (byte-level BPE), the pre-tokenizer follows
+// tokenizer.ggml.pre (llama.cpp's name for it). For the llama model
+// (SentencePiece BPE with byte fallback), the file is the one transformers
+// 5.x builds from the GGUF, shaped by the architecture (Gemma, Phi-3 or
+// Llama-like), with merges derived from the vocabulary when the file has
+// none; add_bos_token defaults to true, as in llama.cpp.
 func HFFilesFromGGUF(v GGUFVocab) (tokenizerJSON, tokenizerConfigJSON []byte, err error) {
-	fail := func(field, format string, args ...any) error {
-		return &ParseError{File: "GGUF metadata", Field: field, Err: fmt.Errorf(format, args...)}
-	}
-	if v.Model != "gpt2" {
-		return nil, nil, fail("tokenizer.ggml.model", "unsupported tokenizer model %q (supported: gpt2)", v.Model)
-	}
-	pre, ok := ggufPreTokenizers[v.Pre]
-	if !ok {
-		return nil, nil, fail("tokenizer.ggml.pre", "unsupported pre-tokenizer %q (supported: %s)", v.Pre, strings.Join(slices.Sorted(maps.Keys(ggufPreTokenizers)), ", "))
-	}
-	if len(v.Types) != 0 && len(v.Types) != len(v.Tokens) {
-		return nil, nil, fail("tokenizer.ggml.token_type", "%d types for %d tokens", len(v.Types), len(v.Tokens))
-	}
-	vocab := make(map[string]int, len(v.Tokens))
-	var added []map[string]any
-	for id, tok := range v.Tokens {
-		if _, dup := vocab[tok]; dup {
-			return nil, nil, fail("tokenizer.ggml.tokens", "token %q appears twice (ids %d and %d)", tok, vocab[tok], id)
-		}
-		vocab[tok] = id
-		if len(v.Types) > 0 && (v.Types[id] == GGUFTokenControl || v.Types[id] == GGUFTokenUserDefined) {
-			added = append(added, map[string]any{"id": id, "content": tok, "single_word": false, "lstrip": false,
-				"rstrip": false, "normalized": false, "special": v.Types[id] == GGUFTokenControl})
-		}
-	}
-	merges := make([][2]string, len(v.Merges))
-	for i, m := range v.Merges {
-		a, b, ok := strings.Cut(m, " ")
-		if !ok {
-			return nil, nil, fail(fmt.Sprintf("tokenizer.ggml.merges[%d]", i), "%q is not two tokens separated by a space", m)
-		}
-		merges[i] = [2]string{a, b}
-	}
-	byteLevel := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}
-	doc := map[string]any{
-		"version": "1.0", "truncation": nil, "padding": nil,
-		"added_tokens":   added,
-		"normalizer":     nil,
-		"pre_tokenizer":  pre(),
-		"post_processor": nil,
-		"decoder":        byteLevel,
-		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": nil,
-			"end_of_word_suffix": nil, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
-			"vocab": vocab, "merges": merges},
+	var doc map[string]any
+	doc, tokenizerConfigJSON, err = ggufDocument(v)
+	if err != nil {
+		return nil, nil, err
 	}
 	if tokenizerJSON, err = json.Marshal(doc); err != nil {
 		return nil, nil, err
 	}
-	cfg := map[string]any{"add_bos_token": v.AddBOS, "add_eos_token": v.AddEOS, "clean_up_tokenization_spaces": false,
+	return tokenizerJSON, tokenizerConfigJSON, nil
+}
+
+// ggufDocument returns the tokenizer.json of v as a JSON value, with the
+// vocabulary a map[string]int and the merges a [][2]string, and the
+// tokenizer_config.json.
+func ggufDocument(v GGUFVocab) (doc map[string]any, tokenizerConfigJSON []byte, err error) {
+	fail := func(field, format string, args ...any) error {
+		return &ParseError{File: "GGUF metadata", Field: field, Err: fmt.Errorf(format, args...)}
+	}
+	addBOS := v.AddBOS
+	switch v.Model {
+	case "gpt2":
+		doc, err = gpt2Document(v, fail)
+	case "llama":
+		doc, addBOS, err = spmDocument(v, fail)
+	default:
+		return nil, nil, fail("tokenizer.ggml.model", "unsupported tokenizer model %q (supported: gpt2, llama)", v.Model)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := map[string]any{"add_bos_token": addBOS, "add_eos_token": v.AddEOS, "clean_up_tokenization_spaces": false,
 		"model_max_length": 1 << 30}
 	for _, s := range []struct {
 		key string
@@ -120,7 +112,47 @@ func HFFilesFromGGUF(v GGUFVocab) (tokenizerJSON, tokenizerConfigJSON []byte, er
 	if tokenizerConfigJSON, err = json.MarshalIndent(cfg, "", "  "); err != nil {
 		return nil, nil, err
 	}
-	return tokenizerJSON, tokenizerConfigJSON, nil
+	return doc, tokenizerConfigJSON, nil
+}
+
+// gpt2Document returns the tokenizer.json of a "gpt2" vocabulary as a JSON
+// value.
+func gpt2Document(v GGUFVocab, fail func(field, format string, args ...any) error) (map[string]any, error) {
+	pre, ok := ggufPreTokenizers[v.Pre]
+	if !ok {
+		return nil, fail("tokenizer.ggml.pre", "unsupported pre-tokenizer %q (supported: %s)", v.Pre, strings.Join(slices.Sorted(maps.Keys(ggufPreTokenizers)), ", "))
+	}
+	if len(v.Types) != 0 && len(v.Types) != len(v.Tokens) {
+		return nil, fail("tokenizer.ggml.token_type", "%d types for %d tokens", len(v.Types), len(v.Tokens))
+	}
+	vocab := make(map[string]int, len(v.Tokens))
+	var added []map[string]any
+	for id, tok := range v.Tokens {
+		if _, dup := vocab[tok]; dup {
+			return nil, fail("tokenizer.ggml.tokens", "token %q appears twice (ids %d and %d)", tok, vocab[tok], id)
+		}
+		vocab[tok] = id
+		if len(v.Types) > 0 && (v.Types[id] == GGUFTokenControl || v.Types[id] == GGUFTokenUserDefined) {
+			added = append(added, map[string]any{"id": id, "content": tok, "single_word": false, "lstrip": false,
+				"rstrip": false, "normalized": false, "special": v.Types[id] == GGUFTokenControl})
+		}
+	}
+	merges, err := splitGGUFMerges(v.Merges, fail)
+	if err != nil {
+		return nil, err
+	}
+	byteLevel := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}
+	return map[string]any{
+		"version": "1.0", "truncation": nil, "padding": nil,
+		"added_tokens":   added,
+		"normalizer":     nil,
+		"pre_tokenizer":  pre(),
+		"post_processor": nil,
+		"decoder":        byteLevel,
+		"model": map[string]any{"type": "BPE", "dropout": nil, "unk_token": nil, "continuing_subword_prefix": nil,
+			"end_of_word_suffix": nil, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+			"vocab": vocab, "merges": merges},
+	}, nil
 }
 
 // ggufPreTokenizers maps llama.cpp's pre-tokenizer names to the
@@ -147,13 +179,37 @@ func splitThenBytes(pattern string) any {
 		map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false})
 }
 
-// FromGGUF builds the tokenizer v describes, with its tokenizer_config.
+// FromGGUF builds the tokenizer v describes, with its tokenizer_config:
+// the tokenizer [Parse] reads from HFFilesFromGGUF's files, built without
+// writing and reading back the vocabulary and merges.
 func FromGGUF(v GGUFVocab) (*Tokenizer, error) {
-	tj, cj, err := HFFilesFromGGUF(v)
+	doc, cj, err := ggufDocument(v)
 	if err != nil {
 		return nil, err
 	}
-	t, err := Parse(tj)
+	model := doc["model"].(map[string]any)
+	vocab, merges := model["vocab"].(map[string]int), model["merges"]
+	delete(model, "vocab")
+	delete(model, "merges")
+	tj, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	var top tokenizerJSON
+	if err := json.Unmarshal(tj, &top); err != nil {
+		return nil, err
+	}
+	top.Model.vocab = vocab
+	switch m := merges.(type) {
+	case [][2]string:
+		top.Model.merges = m
+		if m == nil {
+			top.Model.merges = [][2]string{}
+		}
+	case *derivedMerges:
+		top.Model.mergeIDs = m.ids
+	}
+	c, err := parser{file: "tokenizer.json"}.parseTop(&top)
 	if err != nil {
 		return nil, err
 	}
@@ -161,5 +217,5 @@ func FromGGUF(v GGUFVocab) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.WithConfig(cfg)
+	return newTokenizer(c).WithConfig(cfg)
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ParseError reports a problem with a tokenizer file. Its message names the
@@ -96,11 +97,12 @@ func (p parser) decode(field string, raw json.RawMessage, v any) error {
 
 // tokenizerJSON is the top level of a tokenizer.json file.
 type tokenizerJSON struct {
-	AddedTokens  json.RawMessage `json:"added_tokens"`
-	Normalizer   json.RawMessage `json:"normalizer"`
-	PreTokenizer json.RawMessage `json:"pre_tokenizer"`
-	Decoder      json.RawMessage `json:"decoder"`
-	Model        *modelJSON      `json:"model"`
+	AddedTokens   json.RawMessage `json:"added_tokens"`
+	Normalizer    json.RawMessage `json:"normalizer"`
+	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage `json:"post_processor"`
+	Decoder       json.RawMessage `json:"decoder"`
+	Model         *modelJSON      `json:"model"`
 }
 
 type modelJSON struct {
@@ -111,6 +113,16 @@ type modelJSON struct {
 	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
 	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
 	IgnoreMerges            bool            `json:"ignore_merges"`
+
+	// vocabulary and merges already decoded, by FromGGUF, which need not
+	// go through JSON; used when Vocab and Merges are absent.
+	vocab    map[string]int
+	merges   [][2]string
+	mergeIDs [][3]int32 // left, right, merged
+
+	ByteFallback bool    `json:"byte_fallback"`
+	FuseUnk      bool    `json:"fuse_unk"`
+	UnkToken     *string `json:"unk_token"`
 }
 
 type addedTokenJSON struct {
@@ -123,15 +135,32 @@ type addedTokenJSON struct {
 	Special    bool    `json:"special"`
 }
 
-// componentJSON is the common shape of normalizers, pre-tokenizers and
-// decoders: an object with a "type" member.
+// componentJSON is the common shape of normalizers, pre-tokenizers,
+// post-processors and decoders: an object with a "type" member.
 type componentJSON struct {
 	Type          string            `json:"type"`
 	Normalizers   []json.RawMessage `json:"normalizers"`
 	PreTokenizers []json.RawMessage `json:"pretokenizers"`
 	Decoders      []json.RawMessage `json:"decoders"`
+	Processors    []json.RawMessage `json:"processors"`
+	// Replace (normalizer and decoder), Strip (decoder)
+	Content json.RawMessage `json:"content"`
+	// Prepend
+	Prepend *string `json:"prepend"`
+	// Metaspace
+	Replacement   *string `json:"replacement"`
+	PrependScheme *string `json:"prepend_scheme"`
+	Split         *bool   `json:"split"`
+	// Strip
+	Start int `json:"start"`
+	Stop  int `json:"stop"`
+	// TemplateProcessing
+	Single        []json.RawMessage `json:"single"`
+	SpecialTokens map[string]struct {
+		IDs []int `json:"ids"`
+	} `json:"special_tokens"`
 	// ByteLevel
-	AddPrefixSpace bool  `json:"add_prefix_space"`
+	AddPrefixSpace *bool `json:"add_prefix_space"`
 	UseRegex       *bool `json:"use_regex"`
 	// Digits
 	IndividualDigits bool `json:"individual_digits"`
@@ -150,6 +179,10 @@ func (p parser) parse(data []byte) (*core, error) {
 	if err := json.Unmarshal(data, &top); err != nil {
 		return nil, p.jsonError("", err)
 	}
+	return p.parseTop(&top)
+}
+
+func (p parser) parseTop(top *tokenizerJSON) (*core, error) {
 	if top.Model == nil {
 		return nil, p.errorf("model", "missing")
 	}
@@ -166,10 +199,13 @@ func (p parser) parse(data []byte) (*core, error) {
 	if err := p.parsePreTokenizer(c, "pre_tokenizer", top.PreTokenizer, false); err != nil {
 		return nil, err
 	}
-	if !c.byteLevel {
-		return nil, p.errorf("pre_tokenizer", "a ByteLevel pre-tokenizer is required")
+	// Without a ByteLevel pre-tokenizer, the vocabulary is one of
+	// characters, as SentencePiece models converted to BPE have.
+	c.charLevel = !c.byteLevel
+	if err := p.parseDecoder(c, "decoder", top.Decoder); err != nil {
+		return nil, err
 	}
-	if err := p.parseDecoder("decoder", top.Decoder); err != nil {
+	if err := p.parsePostProcessor(c, "post_processor", top.PostProcessor); err != nil {
 		return nil, err
 	}
 	c.finish()
@@ -190,12 +226,16 @@ func (p parser) parseModel(c *core, m *modelJSON) error {
 		return p.errorf("model.end_of_word_suffix", "%q is not supported", *m.EndOfWordSuffix)
 	}
 	c.ignoreMerges = m.IgnoreMerges
-	if isNull(m.Vocab) {
-		return p.errorf("model.vocab", "missing")
-	}
-	vocab, err := p.parseVocab(m.Vocab)
-	if err != nil {
-		return err
+	c.byteFallback, c.fuseUnk = m.ByteFallback, m.FuseUnk
+	vocab := m.vocab
+	if vocab == nil {
+		if isNull(m.Vocab) {
+			return p.errorf("model.vocab", "missing")
+		}
+		var err error
+		if vocab, err = p.parseVocab(m.Vocab); err != nil {
+			return err
+		}
 	}
 	c.vocab = vocab
 	maxID := -1
@@ -223,16 +263,49 @@ func (p parser) parseModel(c *core, m *modelJSON) error {
 		if id, ok := vocab[string(byteToRune[i])]; ok {
 			c.byteID[i] = int32(id)
 		}
-	}
-	if isNull(m.Merges) {
-		if len(vocab) > 256 {
-			return p.errorf("model.merges", "missing")
+		c.byteToken[i] = -1
+		if id, ok := vocab[byteTokenName(byte(i))]; ok {
+			c.byteToken[i] = int32(id)
 		}
-		m.Merges = json.RawMessage("[]")
 	}
-	merges, err := p.parseMerges(m.Merges)
-	if err != nil {
-		return err
+	for i := range c.asciiID {
+		c.asciiID[i] = -1
+		if id, ok := vocab[string(rune(i))]; ok {
+			c.asciiID[i] = int32(id)
+		}
+	}
+	c.unk = -1
+	if m.UnkToken != nil && *m.UnkToken != "" {
+		id, ok := vocab[*m.UnkToken]
+		if !ok {
+			return p.errorf("model.unk_token", "%q is not in model.vocab", *m.UnkToken)
+		}
+		c.unk = int32(id)
+	}
+	if m.mergeIDs != nil {
+		c.merges = make(map[uint64]uint64, len(m.mergeIDs))
+		for i, mg := range m.mergeIDs {
+			for _, id := range mg {
+				if id < 0 || int(id) >= len(c.tokens) || c.flags[id]&flagPresent == 0 {
+					return p.errorf("model.merges["+strconv.Itoa(i)+"]", "id %d is not in model.vocab", id)
+				}
+			}
+			c.merges[pairKey(mg[0], mg[1])] = uint64(i)<<32 | uint64(uint32(mg[2]))
+		}
+		return nil
+	}
+	merges := m.merges
+	if merges == nil {
+		if isNull(m.Merges) {
+			if len(vocab) > 256 {
+				return p.errorf("model.merges", "missing")
+			}
+			m.Merges = json.RawMessage("[]")
+		}
+		var err error
+		if merges, err = p.parseMerges(m.Merges); err != nil {
+			return err
+		}
 	}
 	if len(merges) >= math.MaxUint32 {
 		return p.errorf("model.merges", "too many merges")
@@ -401,6 +474,24 @@ func (p parser) parseNormalizer(c *core, field string, raw json.RawMessage) erro
 	switch n.Type {
 	case "NFC":
 		c.nfc = true
+		c.norms = append(c.norms, normStep{kind: normNFC})
+		return nil
+	case "Replace":
+		from, err := p.stringPattern(field, n.Pattern)
+		if err != nil {
+			return err
+		}
+		to, err := p.stringMember(field+".content", n.Content)
+		if err != nil {
+			return err
+		}
+		c.norms = append(c.norms, normStep{kind: normReplace, from: from, to: to})
+		return nil
+	case "Prepend":
+		if n.Prepend == nil {
+			return p.errorf(field+".prepend", "missing")
+		}
+		c.norms = append(c.norms, normStep{kind: normPrepend, to: *n.Prepend})
 		return nil
 	case "Sequence":
 		for i, sub := range n.Normalizers {
@@ -410,7 +501,41 @@ func (p parser) parseNormalizer(c *core, field string, raw json.RawMessage) erro
 		}
 		return nil
 	}
-	return p.errorf(joinField(field, "type"), "unsupported normalizer %q (supported: NFC, Sequence)", n.Type)
+	return p.errorf(joinField(field, "type"), "unsupported normalizer %q (supported: NFC, Replace, Prepend, Sequence)", n.Type)
+}
+
+// stringMember reads a required string member.
+func (p parser) stringMember(field string, raw json.RawMessage) (string, error) {
+	if isNull(raw) {
+		return "", p.errorf(field, "missing")
+	}
+	var s string
+	if err := p.decode(field, raw, &s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+// stringPattern reads the pattern of a Replace or Split component, which
+// must be a non-empty String pattern.
+func (p parser) stringPattern(field string, raw json.RawMessage) (string, error) {
+	var pat struct {
+		Regex  *string `json:"Regex"`
+		String *string `json:"String"`
+	}
+	if isNull(raw) {
+		return "", p.errorf(field+".pattern", "missing")
+	}
+	if err := p.decode(field+".pattern", raw, &pat); err != nil {
+		return "", err
+	}
+	if pat.String == nil {
+		return "", p.errorf(field+".pattern", "only String patterns are supported here")
+	}
+	if *pat.String == "" {
+		return "", p.errorf(field+".pattern.String", "empty")
+	}
+	return *pat.String, nil
 }
 
 func (p parser) parsePreTokenizer(c *core, field string, raw json.RawMessage, nested bool) error {
@@ -436,8 +561,13 @@ func (p parser) parsePreTokenizer(c *core, field string, raw json.RawMessage, ne
 		}
 		return nil
 	case "ByteLevel":
-		if t.AddPrefixSpace {
+		if t.AddPrefixSpace != nil && *t.AddPrefixSpace {
 			return p.errorf(field+".add_prefix_space", "true is not supported")
+		}
+		for _, st := range c.pre {
+			if st.kind != preScan {
+				return p.errorf(field+".type", "ByteLevel after Metaspace or a Split on a String pattern is not supported")
+			}
 		}
 		if t.UseRegex == nil || *t.UseRegex {
 			c.splitters = append(c.splitters, splitGPT2)
@@ -445,11 +575,12 @@ func (p parser) parsePreTokenizer(c *core, field string, raw json.RawMessage, ne
 		c.byteLevel = true
 		return nil
 	case "Digits":
+		s := splitDigitRuns
 		if t.IndividualDigits {
-			c.splitters = append(c.splitters, splitDigits)
-		} else {
-			c.splitters = append(c.splitters, splitDigitRuns)
+			s = splitDigits
 		}
+		c.splitters = append(c.splitters, s)
+		c.pre = append(c.pre, preStep{kind: preScan, scan: s})
 		return nil
 	case "Split":
 		var pat struct {
@@ -459,35 +590,230 @@ func (p parser) parsePreTokenizer(c *core, field string, raw json.RawMessage, ne
 		if err := p.decode(field+".pattern", t.Pattern, &pat); err != nil {
 			return err
 		}
-		if pat.Regex == nil {
-			return p.errorf(field+".pattern", "only Regex patterns are supported")
+		behavior, ok := splitBehaviors[t.Behavior]
+		if !ok {
+			return p.errorf(field+".behavior", "unknown split behavior %q", t.Behavior)
+		}
+		switch {
+		case pat.String != nil:
+			if *pat.String == "" {
+				return p.errorf(field+".pattern.String", "empty")
+			}
+			c.pre = append(c.pre, preStep{kind: preLiteral, literal: *pat.String, behavior: behavior, invert: t.Invert})
+			return nil
+		case pat.Regex == nil:
+			return p.errorf(field+".pattern", "want a Regex or a String pattern")
 		}
 		s, ok := splitterFor(*pat.Regex)
 		if !ok {
 			return p.errorf(field+".pattern.Regex", "unsupported split pattern %q (supported: the Qwen2, Llama-3 and GPT-2 patterns)", *pat.Regex)
 		}
-		if t.Behavior != "Isolated" {
-			return p.errorf(field+".behavior", "unsupported split behavior %q (only Isolated is supported)", t.Behavior)
+		if behavior != splitIsolated {
+			return p.errorf(field+".behavior", "unsupported split behavior %q for a Regex pattern (only Isolated is supported)", t.Behavior)
 		}
 		if t.Invert {
-			return p.errorf(field+".invert", "true is not supported")
+			return p.errorf(field+".invert", "true is not supported for a Regex pattern")
 		}
 		c.splitters = append(c.splitters, s)
+		c.pre = append(c.pre, preStep{kind: preScan, scan: s})
+		return nil
+	case "Metaspace":
+		rep, scheme, err := p.metaspace(field, &t)
+		if err != nil {
+			return err
+		}
+		c.pre = append(c.pre, preStep{kind: preMetaspace, literal: rep, prepend: scheme, split: t.Split == nil || *t.Split})
 		return nil
 	}
-	return p.errorf(joinField(field, "type"), "unsupported pre-tokenizer %q (supported: ByteLevel, Digits, Split, Sequence)", t.Type)
+	return p.errorf(joinField(field, "type"), "unsupported pre-tokenizer %q (supported: ByteLevel, Digits, Split, Metaspace, Sequence)", t.Type)
 }
 
-func (p parser) parseDecoder(field string, raw json.RawMessage) error {
+// metaspace reads the replacement character and the prepend scheme of a
+// Metaspace pre-tokenizer or decoder. Files written before prepend_scheme
+// existed say add_prefix_space instead.
+func (p parser) metaspace(field string, t *componentJSON) (string, uint8, error) {
+	rep := "▁"
+	if t.Replacement != nil {
+		rep = *t.Replacement
+		if utf8.RuneCountInString(rep) != 1 {
+			return "", 0, p.errorf(field+".replacement", "%q is not one character", rep)
+		}
+	}
+	scheme := prependAlways
+	switch {
+	case t.PrependScheme != nil:
+		s, ok := prependSchemes[*t.PrependScheme]
+		if !ok {
+			return "", 0, p.errorf(field+".prepend_scheme", "unknown scheme %q (want always, first or never)", *t.PrependScheme)
+		}
+		scheme = s
+	case t.AddPrefixSpace != nil && !*t.AddPrefixSpace:
+		scheme = prependNever
+	}
+	return rep, scheme, nil
+}
+
+func (p parser) parseDecoder(c *core, field string, raw json.RawMessage) error {
 	if isNull(raw) {
-		return p.errorf(field, "missing (a ByteLevel decoder is required)")
+		if c.byteLevel {
+			return p.errorf(field, "missing (a ByteLevel decoder is required)")
+		}
+		return p.errorf(field, "missing")
 	}
 	var d componentJSON
 	if err := p.decode(field, raw, &d); err != nil {
 		return err
 	}
-	if d.Type != "ByteLevel" {
-		return p.errorf(joinField(field, "type"), "unsupported decoder %q (only ByteLevel is supported)", d.Type)
+	if c.byteLevel {
+		if d.Type != "ByteLevel" {
+			return p.errorf(joinField(field, "type"), "unsupported decoder %q (only ByteLevel is supported with a ByteLevel pre-tokenizer)", d.Type)
+		}
+		return nil
 	}
-	return nil
+	switch d.Type {
+	case "Sequence":
+		for i, sub := range d.Decoders {
+			if err := p.parseDecoder(c, field+".decoders["+strconv.Itoa(i)+"]", sub); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "Replace":
+		from, err := p.stringPattern(field, d.Pattern)
+		if err != nil {
+			return err
+		}
+		to, err := p.stringMember(field+".content", d.Content)
+		if err != nil {
+			return err
+		}
+		c.decoders = append(c.decoders, decStep{kind: decReplace, from: from, to: to})
+		return nil
+	case "ByteFallback":
+		c.decoders = append(c.decoders, decStep{kind: decByteFallback})
+		return nil
+	case "Fuse":
+		c.decoders = append(c.decoders, decStep{kind: decFuse})
+		return nil
+	case "Strip":
+		ch, err := p.stringMember(field+".content", d.Content)
+		if err != nil {
+			return err
+		}
+		if utf8.RuneCountInString(ch) != 1 {
+			return p.errorf(field+".content", "%q is not one character", ch)
+		}
+		if d.Start < 0 || d.Stop < 0 {
+			return p.errorf(field, "negative start or stop")
+		}
+		c.decoders = append(c.decoders, decStep{kind: decStrip, from: ch, start: d.Start, stop: d.Stop})
+		return nil
+	case "Metaspace":
+		rep, scheme, err := p.metaspace(field, &d)
+		if err != nil {
+			return err
+		}
+		c.decoders = append(c.decoders, decStep{kind: decMetaspace, from: rep, prepend: scheme})
+		return nil
+	case "ByteLevel":
+		return p.errorf("pre_tokenizer", "a ByteLevel pre-tokenizer is required by the ByteLevel decoder (%s)", field)
+	}
+	return p.errorf(joinField(field, "type"), "unsupported decoder %q (supported: Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence)", d.Type)
+}
+
+// parsePostProcessor records the special tokens the post-processor puts
+// around a single sequence. Encode does not add them; AddBOS and AddEOS
+// report them.
+func (p parser) parsePostProcessor(c *core, field string, raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var t componentJSON
+	if err := p.decode(field, raw, &t); err != nil {
+		return err
+	}
+	checkID := func(f string, id int) error {
+		if id < 0 || id >= len(c.tokens) || c.flags[id]&flagPresent == 0 {
+			return p.errorf(f, "id %d is not a token", id)
+		}
+		return nil
+	}
+	switch t.Type {
+	case "ByteLevel":
+		return nil // it only adjusts offsets
+	case "Sequence":
+		for i, sub := range t.Processors {
+			if err := p.parsePostProcessor(c, field+".processors["+strconv.Itoa(i)+"]", sub); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "BertProcessing", "RobertaProcessing":
+		var tp struct {
+			CLS []json.RawMessage `json:"cls"`
+			SEP []json.RawMessage `json:"sep"`
+		}
+		if err := p.decode(field, raw, &tp); err != nil {
+			return err
+		}
+		var ids [2]int
+		for k, pair := range [][]json.RawMessage{tp.CLS, tp.SEP} {
+			name := field + "." + []string{"cls", "sep"}[k]
+			if len(pair) != 2 {
+				return p.errorf(name, "want a [token, id] pair")
+			}
+			if err := p.decode(name+"[1]", pair[1], &ids[k]); err != nil {
+				return err
+			}
+			if err := checkID(name+"[1]", ids[k]); err != nil {
+				return err
+			}
+		}
+		c.postPrefix, c.postSuffix = []int{ids[0]}, []int{ids[1]}
+		return nil
+	case "TemplateProcessing":
+		var prefix, suffix []int
+		seq := false
+		for i, raw := range t.Single {
+			f := field + ".single[" + strconv.Itoa(i) + "]"
+			var item struct {
+				SpecialToken *struct {
+					ID string `json:"id"`
+				}
+				Sequence *struct {
+					ID string `json:"id"`
+				}
+			}
+			if err := p.decode(f, raw, &item); err != nil {
+				return err
+			}
+			switch {
+			case item.Sequence != nil:
+				if seq {
+					return p.errorf(f, "a second sequence in the single template")
+				}
+				seq = true
+			case item.SpecialToken != nil:
+				st, ok := t.SpecialTokens[item.SpecialToken.ID]
+				if !ok {
+					return p.errorf(f+".SpecialToken.id", "%q is not in special_tokens", item.SpecialToken.ID)
+				}
+				for _, id := range st.IDs {
+					if err := checkID(field+".special_tokens["+strconv.Quote(item.SpecialToken.ID)+"].ids", id); err != nil {
+						return err
+					}
+				}
+				if seq {
+					suffix = append(suffix, st.IDs...)
+				} else {
+					prefix = append(prefix, st.IDs...)
+				}
+			default:
+				return p.errorf(f, "want a SpecialToken or a Sequence")
+			}
+		}
+		c.postPrefix, c.postSuffix = prefix, suffix
+		return nil
+	}
+	return p.errorf(joinField(field, "type"), "unsupported post-processor %q (supported: TemplateProcessing, ByteLevel, BertProcessing, RobertaProcessing, Sequence)", t.Type)
 }

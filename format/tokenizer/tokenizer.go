@@ -52,12 +52,14 @@ const (
 	flagPresent uint8 = 1 << iota
 	flagAdded
 	flagSpecial
+	flagNormalized // an added token matched after normalization
 )
 
 // addedToken is an entry of tokenizer.json's added_tokens.
 type addedToken struct {
 	id                                  int
 	content                             string
+	match                               string // what the text must contain: content, normalized if normalized is set
 	special, lstrip, rstrip, singleWord bool
 	normalized                          bool
 }
@@ -78,17 +80,56 @@ type core struct {
 	added               map[string]*addedToken
 	rawAdded, normAdded *addedMatcher // added tokens matched before and after normalization
 	nfc, byteLevel      bool
-	splitters           []splitter
+	norms               []normStep // the normalizer, in order; NFC is also flagged by nfc
+	splitters           []splitter // the pre-tokenizer of a byte-level vocabulary
 	cache               *wordCache
+
+	// A vocabulary that is not byte-level (SentencePiece style) starts BPE
+	// from characters, and has its own pre-tokenizers and decoders.
+	charLevel    bool
+	asciiID      [utf8.RuneSelf]int32 // ASCII character -> id of its token, or -1
+	byteToken    [256]int32           // byte -> id of its <0xXX> token, or -1
+	byteFallback bool                 // model.byte_fallback
+	fuseUnk      bool                 // model.fuse_unk
+	unk          int32                // model.unk_token's id, or -1
+	pre          []preStep
+	decoders     []decStep
+	// Pieces of a word that no merge can join (see metaBoundaries).
+	metaSplit    bool
+	metaJoins    map[rune]bool // last characters of left pieces merged with "▁..."
+	unknownJoins bool          // whether byte-fallback or unknown tokens are among them
+
+	// The post-processor's single-sequence template: the special tokens it
+	// puts before and after the text.
+	postPrefix, postSuffix []int
 }
 
 // finish builds the derived tables once parsing succeeded.
 func (c *core) finish() {
+	var raw, norm []*addedToken
+	for _, t := range c.added {
+		if t.normalized {
+			// The Hugging Face library looks for the normalized content in
+			// normalized text (NFC aside: that needs WithNormalizer).
+			t.match = c.normalizeText(t.content, nil)
+			c.flags[t.id] |= flagNormalized
+			if t.match != "" {
+				norm = append(norm, t)
+			}
+		} else {
+			t.match = t.content
+			raw = append(raw, t)
+		}
+	}
+	c.rawAdded = newAddedMatcher(raw)
+	c.normAdded = newAddedMatcher(norm)
 	c.decode = make([][]byte, len(c.tokens))
 	for id, tok := range c.tokens {
 		switch {
-		case c.flags[id]&flagAdded != 0:
+		case c.flags[id]&flagAdded != 0 && !c.charLevel:
 			c.decode[id] = []byte(tok) // added tokens decode to their content
+		case c.flags[id]&flagPresent != 0 && c.charLevel:
+			c.decode[id] = c.pieceBytes(c.decodeToken(id))
 		case c.flags[id]&flagPresent != 0:
 			if b, ok := byteLevelDecode(tok); ok {
 				c.decode[id] = b
@@ -97,7 +138,10 @@ func (c *core) finish() {
 			}
 		}
 	}
-	if c.ignoreMerges {
+	if c.charLevel {
+		c.metaBoundaries()
+	}
+	if c.ignoreMerges && !c.charLevel {
 		c.whole = make(map[string]int32, len(c.vocab))
 		for tok, id := range c.vocab {
 			if b, ok := byteLevelDecode(tok); ok {
@@ -105,16 +149,6 @@ func (c *core) finish() {
 			}
 		}
 	}
-	var raw, norm []*addedToken
-	for _, t := range c.added {
-		if t.normalized {
-			norm = append(norm, t)
-		} else {
-			raw = append(raw, t)
-		}
-	}
-	c.rawAdded = newAddedMatcher(raw)
-	c.normAdded = newAddedMatcher(norm)
 }
 
 // Load reads a tokenizer from path, which is either a tokenizer.json file or
@@ -134,7 +168,7 @@ func Load(path string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tokenizer{core: c, bos: -1, eos: -1, pad: -1}
+	t := newTokenizer(c)
 	cfgPath := filepath.Join(filepath.Dir(file), "tokenizer_config.json")
 	cfg, err := LoadConfig(cfgPath)
 	missing := errors.Is(err, fs.ErrNotExist)
@@ -175,12 +209,35 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Tokenizer{core: c, bos: -1, eos: -1, pad: -1}, nil
+	return newTokenizer(c), nil
+}
+
+// newTokenizer returns a Tokenizer without a configuration, whose BOS and
+// EOS are the tokens the post-processor adds, if it adds one each.
+func newTokenizer(c *core) *Tokenizer {
+	t := &Tokenizer{core: c, pad: -1}
+	t.bos, t.eos = c.postBOS(), c.postEOS()
+	return t
+}
+
+func (c *core) postBOS() int {
+	if len(c.postPrefix) == 1 {
+		return c.postPrefix[0]
+	}
+	return -1
+}
+
+func (c *core) postEOS() int {
+	if len(c.postSuffix) == 1 {
+		return c.postSuffix[0]
+	}
+	return -1
 }
 
 // WithConfig returns a copy of t that takes its BOS, EOS and PAD tokens and
 // its chat template from cfg. It fails if cfg names a token t does not have.
-// The copy shares t's tables and cache.
+// A BOS or EOS token cfg does not name stays the one the tokenizer.json
+// post-processor adds, if any. The copy shares t's tables and cache.
 func (t *Tokenizer) WithConfig(cfg *Config) (*Tokenizer, error) {
 	return t.withConfig(cfg, "tokenizer_config.json")
 }
@@ -188,15 +245,14 @@ func (t *Tokenizer) WithConfig(cfg *Config) (*Tokenizer, error) {
 func (t *Tokenizer) withConfig(cfg *Config, file string) (*Tokenizer, error) {
 	u := *t
 	u.config = cfg
+	u.bos, u.eos, u.pad = t.postBOS(), t.postEOS(), -1
 	if cfg == nil {
-		u.bos, u.eos, u.pad = -1, -1, -1
 		return &u, nil
 	}
 	for _, s := range []struct {
 		name, tok string
 		dst       *int
 	}{{"bos_token", cfg.BOSToken, &u.bos}, {"eos_token", cfg.EOSToken, &u.eos}, {"pad_token", cfg.PADToken, &u.pad}} {
-		*s.dst = -1
 		if s.tok == "" {
 			continue
 		}
@@ -270,11 +326,34 @@ func (t *Tokenizer) IsSpecial(id int) bool {
 	return id >= 0 && id < len(t.flags) && t.flags[id]&flagSpecial != 0
 }
 
-// BOS returns the id of the configuration's bos_token, if it names one.
+// BOS returns the id of the configuration's bos_token, if it names one, or
+// else of the one token the tokenizer.json post-processor puts first.
 func (t *Tokenizer) BOS() (int, bool) { return t.bos, t.bos >= 0 }
 
-// EOS returns the id of the configuration's eos_token, if it names one.
+// EOS returns the id of the configuration's eos_token, if it names one, or
+// else of the one token the tokenizer.json post-processor puts last.
 func (t *Tokenizer) EOS() (int, bool) { return t.eos, t.eos >= 0 }
+
+// AddBOS reports whether the model expects the BOS token at the start of
+// every sequence, as the Hugging Face libraries add it by default:
+// tokenizer_config.json's add_bos_token when it is set, and otherwise
+// whether the tokenizer.json post-processor (TemplateProcessing) puts a
+// special token before the text. Encode never adds it.
+func (t *Tokenizer) AddBOS() bool {
+	if t.config != nil && t.config.HasAddBOSToken {
+		return t.config.AddBOSToken
+	}
+	return len(t.postPrefix) > 0
+}
+
+// AddEOS is like AddBOS for the EOS token at the end of every sequence
+// (add_eos_token, or a special token after the text in the template).
+func (t *Tokenizer) AddEOS() bool {
+	if t.config != nil && t.config.HasAddEOSToken {
+		return t.config.AddEOSToken
+	}
+	return len(t.postSuffix) > 0
+}
 
 // PAD returns the id of the configuration's pad_token, if it names one.
 func (t *Tokenizer) PAD() (int, bool) { return t.pad, t.pad >= 0 }
@@ -297,27 +376,33 @@ func (t *Tokenizer) EncodeWithSpecial(text string, allowSpecial bool) []int {
 // slice, as EncodeWithSpecial.
 func (t *Tokenizer) AppendEncode(dst []int, text string, allowSpecial bool) []int {
 	if len(t.added) == 0 {
-		return t.encodeNormalized(dst, text, allowSpecial)
+		return t.encodeNormalized(dst, text, allowSpecial, true)
 	}
-	return t.rawAdded.encode(dst, text, allowSpecial, func(dst []int, seg string) []int {
-		return t.encodeNormalized(dst, seg, allowSpecial)
+	return t.rawAdded.encode(dst, text, allowSpecial, func(dst []int, seg string, first bool) []int {
+		return t.encodeNormalized(dst, seg, allowSpecial, first)
 	})
 }
 
 // encodeNormalized normalizes a piece of text between raw added tokens, then
-// splits off normalized added tokens and encodes the rest.
-func (t *Tokenizer) encodeNormalized(dst []int, seg string, allowSpecial bool) []int {
-	if t.nfc && t.normalize != nil && !isNFC(seg) {
-		seg = t.normalize(seg)
+// splits off normalized added tokens and encodes the rest. first says
+// whether seg starts the text.
+func (t *Tokenizer) encodeNormalized(dst []int, seg string, allowSpecial, first bool) []int {
+	if len(t.norms) > 0 {
+		seg = t.normalizeText(seg, t.normalize)
 	}
 	if t.normAdded.empty() {
-		return t.encodePlain(dst, seg)
+		return t.encodePlain(dst, seg, first)
 	}
-	return t.normAdded.encode(dst, seg, allowSpecial, t.encodePlain)
+	return t.normAdded.encode(dst, seg, allowSpecial, func(dst []int, s string, f bool) []int {
+		return t.encodePlain(dst, s, first && f)
+	})
 }
 
 // encodePlain pre-tokenizes s and encodes each pre-token with BPE.
-func (c *core) encodePlain(dst []int, s string) []int {
+func (c *core) encodePlain(dst []int, s string, first bool) []int {
+	if c.charLevel {
+		return c.preTokenize(dst, s, first, c.pre)
+	}
 	return c.split(dst, s, c.splitters)
 }
 
@@ -344,17 +429,32 @@ func (c *core) split(dst []int, s string, splitters []splitter) []int {
 // Decode returns the text of ids, special tokens included. Ids that name no
 // token are skipped, and bytes that do not form valid UTF-8 become U+FFFD, as
 // in the Hugging Face library.
+//
+// For a vocabulary that is not byte-level, the tokenizer.json decoders
+// apply as in the Hugging Face library: a run of byte-fallback tokens that
+// is not valid UTF-8 becomes one U+FFFD per byte, and a Strip or Metaspace
+// decoder may remove the leading space of the whole text.
 func (t *Tokenizer) Decode(ids []int) string {
+	if t.charLevel {
+		return t.decodeChain(ids, false)
+	}
 	return validUTF8(t.AppendDecode(nil, ids, false))
 }
 
 // DecodeSkipSpecial is like Decode but leaves out special tokens.
 func (t *Tokenizer) DecodeSkipSpecial(ids []int) string {
+	if t.charLevel {
+		return t.decodeChain(ids, true)
+	}
 	return validUTF8(t.AppendDecode(nil, ids, true))
 }
 
 // AppendDecode appends the raw bytes of ids to dst, without replacing
-// invalid UTF-8, which lets a caller decode a stream token by token.
+// invalid UTF-8, which lets a caller decode a stream token by token. Each
+// token contributes what it decodes to on its own: for a vocabulary that is
+// not byte-level, its text with the decoders' replacements made (such as
+// "▁" to " "), and the byte a byte-fallback token stands for; decoders that
+// act on the whole text, such as Strip, do not apply.
 func (t *Tokenizer) AppendDecode(dst []byte, ids []int, skipSpecial bool) []byte {
 	for _, id := range ids {
 		if id < 0 || id >= len(t.decode) || (skipSpecial && t.flags[id]&flagSpecial != 0) {
@@ -426,32 +526,44 @@ func illFormedLen(b []byte) int {
 }
 
 // addedMatcher finds added tokens in text, leftmost-longest, as the
-// Aho-Corasick automaton of the Hugging Face library does.
+// Aho-Corasick automaton of the Hugging Face library does. It is a trie of
+// the tokens' match strings: Gemma has thousands of added tokens, most of
+// them starting with "<".
 type addedMatcher struct {
-	byFirst [256][]*addedToken // by first byte, longest first
-	first   int                // the only first byte in use, or -1
-	n       int                // number of tokens
+	root  [256]int32       // node reached from the root by a byte; 0 if none
+	edges map[uint64]int32 // node<<8 | byte -> node, below the root
+	toks  []*addedToken    // node -> the token ending there, or nil; node 0 is the root
+	first int              // the only first byte in use, or -1
+	n     int              // number of tokens
 }
 
 func newAddedMatcher(toks []*addedToken) *addedMatcher {
-	m := &addedMatcher{first: -1, n: len(toks)}
+	m := &addedMatcher{first: -1, n: len(toks), edges: map[uint64]int32{}, toks: []*addedToken{nil}}
 	used := 0
 	for _, t := range toks {
-		b := t.content[0]
-		if m.byFirst[b] == nil {
+		b := t.match[0]
+		node := m.root[b]
+		if node == 0 {
 			used++
 			m.first = int(b)
+			node = int32(len(m.toks))
+			m.toks = append(m.toks, nil)
+			m.root[b] = node
 		}
-		m.byFirst[b] = append(m.byFirst[b], t)
-	}
-	for i := range m.byFirst {
-		l := m.byFirst[i]
-		// Longest first; among equal lengths, the lower id, for determinism.
-		for a := 1; a < len(l); a++ {
-			for b := a; b > 0 && (len(l[b].content) > len(l[b-1].content) ||
-				len(l[b].content) == len(l[b-1].content) && l[b].id < l[b-1].id); b-- {
-				l[b], l[b-1] = l[b-1], l[b]
+		for k := 1; k < len(t.match); k++ {
+			key := uint64(node)<<8 | uint64(t.match[k])
+			next, ok := m.edges[key]
+			if !ok {
+				next = int32(len(m.toks))
+				m.toks = append(m.toks, nil)
+				m.edges[key] = next
 			}
+			node = next
+		}
+		// Of two tokens with the same match string, the lower id, for
+		// determinism.
+		if prev := m.toks[node]; prev == nil || t.id < prev.id {
+			m.toks[node] = t
 		}
 	}
 	if used != 1 {
@@ -472,25 +584,38 @@ func (m *addedMatcher) find(s string, from int) (int, *addedToken) {
 			}
 			i += k
 		}
-		for _, t := range m.byFirst[s[i]] {
-			if strings.HasPrefix(s[i:], t.content) {
-				return i, t
+		node := m.root[s[i]]
+		if node == 0 {
+			continue
+		}
+		best := m.toks[node]
+		for j := i + 1; j < len(s); j++ {
+			next, ok := m.edges[uint64(node)<<8|uint64(s[j])]
+			if !ok {
+				break
 			}
+			node = next
+			if t := m.toks[node]; t != nil {
+				best = t
+			}
+		}
+		if best != nil {
+			return i, best
 		}
 	}
 	return -1, nil
 }
 
 // encode splits text on added tokens and appends their ids, calling rest
-// for the text between them.
-func (m *addedMatcher) encode(dst []int, text string, allowSpecial bool, rest func([]int, string) []int) []int {
+// for the text between them, with whether that text starts text.
+func (m *addedMatcher) encode(dst []int, text string, allowSpecial bool, rest func([]int, string, bool) []int) []int {
 	start, pos := 0, 0
 	for pos < len(text) {
 		i, tok := m.find(text, pos)
 		if tok == nil {
 			break
 		}
-		end := i + len(tok.content)
+		end := i + len(tok.match)
 		pos = end
 		if tok.special && !allowSpecial {
 			continue
@@ -505,13 +630,13 @@ func (m *addedMatcher) encode(dst []int, text string, allowSpecial bool, rest fu
 			end = len(text) - len(strings.TrimLeftFunc(text[end:], unicode.IsSpace))
 		}
 		if start < i {
-			dst = rest(dst, text[start:i])
+			dst = rest(dst, text[start:i], start == 0)
 		}
 		dst = append(dst, tok.id)
 		start, pos = end, end
 	}
 	if start < len(text) {
-		dst = rest(dst, text[start:])
+		dst = rest(dst, text[start:], start == 0)
 	}
 	return dst
 }
