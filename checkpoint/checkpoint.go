@@ -51,13 +51,16 @@ type Loaded struct {
 	HFConfig *hfconfig.Config
 }
 
-// Encode turns a prompt into tokens, with BOS first when the model wants it.
+// Encode turns a prompt into tokens, with BOS first when the model wants it
+// and the text does not already start with it: a chat template that writes
+// its own BOS (Gemma's) gets one, as transformers' apply_chat_template gives.
 func (l *Loaded) Encode(text string) []int32 {
-	var out []int32
-	if bos, ok := l.Tokenizer.BOS(); ok && l.AddBOS {
-		out = append(out, int32(bos))
+	ids := tokens.Int32s(l.Tokenizer.Encode(text))
+	bos, ok := l.Tokenizer.BOS()
+	if !ok || !l.AddBOS || (len(ids) > 0 && ids[0] == int32(bos)) {
+		return ids
 	}
-	return append(out, tokens.Int32s(l.Tokenizer.Encode(text))...)
+	return append([]int32{int32(bos)}, ids...)
 }
 
 // Decode turns generated tokens into text, without special tokens.
@@ -177,9 +180,7 @@ func useTokenizer(l *Loaded, tok *tokenizer.Tokenizer) {
 		// faster and encodes and decodes identically.
 		l.Tokenizer = bt
 	}
-	if cfg := tok.Config(); cfg != nil {
-		l.AddBOS = cfg.AddBOSToken
-	}
+	l.AddBOS = tok.AddBOS()
 	if tmpl, err := tok.ChatTemplate(); err == nil {
 		l.Chat = func(msgs []tokenizer.Message) (string, error) { return tokenizer.RenderChat(tmpl, msgs, true) }
 		// Generation stops at the end of the assistant's turn: the

@@ -11,6 +11,7 @@ import (
 // token list and the special ids lie inside it.
 func (f *File) Vocab() (tokenizer.GGUFVocab, error) {
 	v := tokenizer.GGUFVocab{
+		Architecture: f.String("general.architecture"),
 		Model:        f.String("tokenizer.ggml.model"),
 		Pre:          f.String("tokenizer.ggml.pre"),
 		ChatTemplate: f.String("tokenizer.chat_template"),
