@@ -31,7 +31,8 @@ type Config struct {
 	Experts []string
 	// ExpertNames label Experts in reports; empty means E0, E1, …
 	ExpertNames []string
-	// Batch is how many prompts go to the generator at once; 0 means 64.
+	// Batch is how many sequences (prompts × samples per prompt) go to the
+	// generator at once, and so bounds its KV cache; 0 means 64.
 	Batch int
 	// OnSample, when set, receives every completion as it is scored, so
 	// that a run's outputs can be kept and results paired by problem.
@@ -167,8 +168,11 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 		answers := make([][]string, len(usable))
 		var refusals int
 		var first Failure
-		for lo := 0; lo < len(usable); lo += batch {
-			hi := min(lo+batch, len(usable))
+		// Each prompt is sampled p.N times: fewer prompts per call keep
+		// the sequences in flight, and the memory they hold, at batch.
+		perCall := max(1, batch/max(1, p.N))
+		for lo := 0; lo < len(usable); lo += perCall {
+			hi := min(lo+perCall, len(usable))
 			prompts := make([]string, 0, hi-lo)
 			for _, e := range usable[lo:hi] {
 				prompts = append(prompts, e.Prompt+suffix)

@@ -126,3 +126,28 @@ func abs(x float64) float64 {
 	}
 	return x
 }
+
+// countingGenerator records the most sequences (prompts × samples) asked
+// of it in one call.
+type countingGenerator struct {
+	styleGenerator
+	most int
+}
+
+func (g *countingGenerator) Generate(ctx context.Context, prompts []string, p sample.Params) ([][]string, error) {
+	g.most = max(g.most, len(prompts)*max(p.N, 1))
+	return g.styleGenerator.Generate(ctx, prompts, p)
+}
+
+// TestRunBatchBoundsSequences checks that Batch bounds the sequences in
+// flight, samples included, so that pass@k on long prompts fits in memory.
+func TestRunBatchBoundsSequences(t *testing.T) {
+	exs := world.Examples(3, 50, []int{2})
+	g := &countingGenerator{}
+	if _, err := Run(context.Background(), g, exs, Config{K: 8, Temperature: 1, Batch: 20}); err != nil {
+		t.Fatal(err)
+	}
+	if g.most != 20 {
+		t.Errorf("at most %d sequences per call, want 20 (2 prompts of 8 samples, or 20 greedy)", g.most)
+	}
+}
