@@ -309,7 +309,7 @@ func TestImportedMatchesGGUF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Model.Config != b.Model.Config {
+	if !a.Model.Config.Equal(b.Model.Config) {
 		t.Fatalf("config %+v, imported %+v", a.Model.Config, b.Model.Config)
 	}
 	if !slices.Equal(a.Model.Params, b.Model.Params) {

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"rlvr/engine/gemm"
@@ -35,9 +36,12 @@ type Model struct {
 	// recomputed forward counts as forward time in a Profile.
 	Recompute bool
 
-	w, g     weights   // views of Params and Grads
-	cos, sin []float32 // rotary tables (MaxSeq, hd/2)
-	act      activations
+	w, g weights // views of Params and Grads
+	// rotary tables (MaxSeq, hd/2) of the global layers and, when there
+	// are local ones, of theirs
+	cos, sin           []float32
+	cosLocal, sinLocal []float32
+	act                activations
 }
 
 // New returns a model with freshly initialized weights (deterministic for a
@@ -61,8 +65,19 @@ func NewEmpty(cfg Config) (*Model, error) {
 	ts, n := layout(cfg)
 	m := &Model{Config: cfg, Params: make([]float32, n), Grads: make([]float32, n), Tensors: ts}
 	m.w, m.g = views(cfg, ts, m.Params), views(cfg, ts, m.Grads)
-	m.cos, m.sin = nn.RoPETables(cfg.MaxSeq, cfg.HeadDim, cfg.RopeTheta)
+	m.cos, m.sin = ropeTables(cfg, false)
+	if slices.Contains(cfg.LocalLayers, true) {
+		m.cosLocal, m.sinLocal = ropeTables(cfg, true)
+	}
 	return m, nil
+}
+
+// rope returns layer l's rotary tables.
+func (m *Model) rope(l int) (cos, sin []float32) {
+	if m.Config.Local(l) {
+		return m.cosLocal, m.sinLocal
+	}
+	return m.cos, m.sin
 }
 
 // Tensor returns the parameter view and descriptor named name (a Hugging

@@ -132,12 +132,22 @@ func RMSNormBackward(dinp, dweight, dout, inp, weight, rstd []float32, N, G, C, 
 // embeddings with the given base theta, computed as Hugging Face Llama does
 // (inverse frequencies and angles in float32).
 func RoPETables(maxPos, hd int, theta float64) (cos, sin []float32) {
-	half := hd / 2
+	inv := make([]float32, hd/2)
+	for i := range inv {
+		inv[i] = float32(1 / math.Pow(theta, float64(2*i)/float64(hd)))
+	}
+	return RoPETablesFrom(maxPos, inv)
+}
+
+// RoPETablesFrom returns cos and sin, each (maxPos, len(inv)), for the
+// inverse frequencies inv: the angle of position p and pair i is p·inv[i]
+// in float32, as transformers computes it.
+func RoPETablesFrom(maxPos int, inv []float32) (cos, sin []float32) {
+	half := len(inv)
 	cos, sin = make([]float32, maxPos*half), make([]float32, maxPos*half)
-	for i := 0; i < half; i++ {
-		inv := float32(1 / math.Pow(theta, float64(2*i)/float64(hd)))
+	for i, f := range inv {
 		for p := 0; p < maxPos; p++ {
-			a := float64(float32(p) * inv)
+			a := float64(float32(p) * f)
 			cos[p*half+i], sin[p*half+i] = float32(math.Cos(a)), float32(math.Sin(a))
 		}
 	}

@@ -48,7 +48,7 @@ func TestLoadFixtureAndRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if hc2.Architecture != hc.Architecture || m2.Config != m.Config {
+		if hc2.Architecture != hc.Architecture || !m2.Config.Equal(m.Config) {
 			t.Fatalf("%s: config changed: %+v vs %+v", dtype, m2.Config, m.Config)
 		}
 		for i := range m.Params {
