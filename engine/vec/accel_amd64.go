@@ -105,12 +105,20 @@ AVX2 static inline void rl_softmax_row(float* restrict row, long valid) {
 	for (; j < valid; j++) row[j] *= inv;
 }
 
-AVX2 static void rlvr_softmax_causal(float* p, long T, long L, long past) {
+// rl_window_start is the first key a query at position q sees: 0 without
+// a window, else the first of the last `window` positions up to q.
+static inline long rl_window_start(long q, long window) {
+	if (window <= 0 || q - window + 1 < 0) return 0;
+	return q - window + 1;
+}
+
+AVX2 static void rlvr_softmax_causal(float* p, long T, long L, long past, long window) {
 	FTZ_BEGIN
 	for (long i = 0; i < T; i++) {
 		float* row = p + i * L;
-		long valid = past + i + 1;
-		rl_softmax_row(row, valid);
+		long valid = past + i + 1, start = rl_window_start(past + i, window);
+		rl_softmax_row(row + start, valid - start);
+		for (long j = 0; j < start; j++) row[j] = 0;
 		for (long j = valid; j < L; j++) row[j] = 0;
 	}
 	FTZ_END
@@ -421,18 +429,19 @@ AVX2 static void rl_mix2(float* restrict o0, float* restrict o1, const float* re
 
 AVX2 static void rlvr_decode_attention(float* out, long out_stride, const float* q, long q_stride,
 		const float* k, const float* v, long capacity, const int32_t* slot, const int32_t* n, long S,
-		long H, long KV, long hd, float scale, float* p) {
+		long H, long KV, long hd, float scale, long window, float* p) {
 	FTZ_BEGIN
 	long rep = H / KV, kvw = KV * hd;
 	int wide = hd % 8 == 0 && hd <= 128;
 	int pairs = rep == 2 && hd % 8 == 0 && hd <= 32; // both heads of a group in one pass
 	for (long s = 0; s < S; s++) {
-		long L = n[s];
+		// Only keys [start, n) are seen: the cache from start on, L long.
+		long start = rl_window_start(n[s] - 1, window), L = n[s] - start;
 		if (pairs) {
 			for (long g = 0; g < KV; g++) {
 				const float* q0 = q + s * q_stride + 2 * g * hd;
-				const float* kt = k + (slot[s] * kvw + g * hd) * capacity;
-				const float* vb = v + (slot[s] * kvw + g * hd) * capacity;
+				const float* kt = k + (slot[s] * kvw + g * hd) * capacity + start;
+				const float* vb = v + (slot[s] * kvw + g * hd) * capacity + start * hd;
 				float* o0 = out + s * out_stride + 2 * g * hd;
 				float m0, m1;
 				rl_scores2(p, p + L, q0, q0 + hd, kt, capacity, L, hd, scale, &m0, &m1);
@@ -444,8 +453,8 @@ AVX2 static void rlvr_decode_attention(float* out, long out_stride, const float*
 		for (long h = 0; h < H; h++) {
 			long g = h / rep;
 			const float* qh = q + s * q_stride + h * hd;
-			const float* kt = k + (slot[s] * kvw + g * hd) * capacity;
-			const float* vb = v + (slot[s] * kvw + g * hd) * capacity;
+			const float* kt = k + (slot[s] * kvw + g * hd) * capacity + start;
+			const float* vb = v + (slot[s] * kvw + g * hd) * capacity + start * hd;
 			float* o = out + s * out_stride + h * hd;
 			rl_scores(p, qh, kt, capacity, L, hd, scale);
 			rl_softmax_row(p, L);
@@ -475,9 +484,9 @@ var accelerated = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 func fp(s []float32) *C.float { return (*C.float)(unsafe.Pointer(unsafe.SliceData(s))) }
 
-func softmaxCausalC(p []float32, T, L, past int) {
+func softmaxCausalC(p []float32, T, L, past, window int) {
 	_ = p[T*L-1]
-	C.rlvr_softmax_causal(fp(p), C.long(T), C.long(L), C.long(past))
+	C.rlvr_softmax_causal(fp(p), C.long(T), C.long(L), C.long(past), C.long(window))
 }
 
 func swigluC(out, sig, gu []float32, N, F int) {
@@ -503,7 +512,7 @@ func expShiftSumC(dst, src []float32, shift float32) float64 {
 
 func maxC(x []float32) float32 { return float32(C.rlvr_max(fp(x), C.long(len(x)))) }
 
-func decodeAttentionC(out []float32, outStride int, q []float32, qStride int, k, v []float32, capacity int, slot, n []int32, H, KV, hd int, scale float32, scratch []float32) {
+func decodeAttentionC(out []float32, outStride int, q []float32, qStride int, k, v []float32, capacity int, slot, n []int32, H, KV, hd int, scale float32, window int, scratch []float32) {
 	S := len(slot)
 	if S == 0 {
 		return
@@ -521,5 +530,5 @@ func decodeAttentionC(out []float32, outStride int, q []float32, qStride int, k,
 	_, _, _ = out[(S-1)*outStride+H*hd-1], q[(S-1)*qStride+H*hd-1], scratch[2*maxN-1]
 	C.rlvr_decode_attention(fp(out), C.long(outStride), fp(q), C.long(qStride), fp(k), fp(v), C.long(capacity),
 		(*C.int32_t)(unsafe.Pointer(&slot[0])), (*C.int32_t)(unsafe.Pointer(&n[0])), C.long(S),
-		C.long(H), C.long(KV), C.long(hd), C.float(scale), fp(scratch))
+		C.long(H), C.long(KV), C.long(hd), C.float(scale), C.long(window), fp(scratch))
 }
