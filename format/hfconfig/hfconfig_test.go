@@ -574,3 +574,22 @@ func TestLimits(t *testing.T) {
 		t.Errorf("sizes at the limits: %v", err)
 	}
 }
+
+// TestTransformersToDict parses the configs transformers 5 builds from the
+// real models' GGUF files and writes with to_dict (format/gguf's
+// testdata, from python/gguf_config_ref.py): Gemma 3's in the
+// rope_parameters form, with architectures null.
+func TestTransformersToDict(t *testing.T) {
+	c, err := hfconfig.Load(filepath.Join("..", "gguf", "testdata", "gemma3.config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := gemma3Want()
+	want.RMSNormEps, want.TorchDType = float64(float32(1e-6)), ""
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Load() = %+v\nwant %+v", c, want)
+	}
+	if _, err := hfconfig.Load(filepath.Join("..", "gguf", "testdata", "smollm2.config.json")); err != nil {
+		t.Error(err)
+	}
+}
