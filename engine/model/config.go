@@ -49,7 +49,11 @@ type Config struct {
 	QKNorm bool
 	// RopeScaling rescales the rotary frequencies of the global layers
 	// (rope_scaling); the zero value is plain RoPE.
-	RopeScaling RopeScaling
+	//
+	// This field and those below are left out of JSON when zero, so a
+	// configuration that does not use them encodes (and hashes, as
+	// train.ConfigHash does) as before they existed.
+	RopeScaling RopeScaling `json:",omitzero"`
 
 	// Gemma3 selects Gemma 3's block (model_type gemma3_text): every
 	// RMSNorm scales by 1 + w; the token embedding is multiplied by
@@ -57,21 +61,21 @@ type Config struct {
 	// normalize the attention and MLP outputs before their residual adds,
 	// and pre_feedforward_layernorm is the MLP's input norm; the MLP is
 	// GeGLU, down(gelu_tanh(gate(x)) ⊙ up(x)). It implies QKNorm.
-	Gemma3 bool
+	Gemma3 bool `json:",omitzero"`
 	// QueryPreAttnScalar sets the attention scale to
 	// QueryPreAttnScalar^-½ (query_pre_attn_scalar); 0 means HeadDim.
-	QueryPreAttnScalar float64
+	QueryPreAttnScalar float64 `json:",omitzero"`
 	// SlidingWindow is how many positions a query of a local layer sees,
 	// itself included (sliding_window): a query at position i attends to
 	// keys j ≤ i with i − j < SlidingWindow. Only local layers read it.
-	SlidingWindow int
+	SlidingWindow int `json:",omitzero"`
 	// LocalLayers marks the layers with sliding-window attention
 	// (layer_types' "sliding_attention"); nil means none. When not nil it
 	// has one entry per layer.
-	LocalLayers []bool
+	LocalLayers []bool `json:",omitzero"`
 	// LocalRopeTheta is the RoPE base of the local layers
 	// (rope_local_base_freq), which take no RopeScaling; 0 means 10000.
-	LocalRopeTheta float64
+	LocalRopeTheta float64 `json:",omitzero"`
 }
 
 // RopeScaling is rope_scaling: how the rotary inverse frequencies

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -129,5 +130,24 @@ func TestValidateGemmaAndScaling(t *testing.T) {
 	good.RopeScaling = RopeScaling{Type: "dynamic", Factor: 2, OriginalMaxSeq: 8}
 	if err := good.Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestConfigJSONOmitsUnusedFields checks a configuration that uses none of
+// the RoPE-scaling, Gemma 3 or sliding-window fields encodes as it did
+// before they existed: trained models are found by a hash of it.
+func TestConfigJSONOmitsUnusedFields(t *testing.T) {
+	b, err := json.Marshal(Tiny(259))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"Vocab":259,"Dim":128,"Layers":4,"Heads":4,"KVHeads":4,"HeadDim":0,"Hidden":344,"MaxSeq":512,"RopeTheta":10000,"NormEps":0.00001,"TiedEmbeddings":false,"AttentionBias":false,"QKNorm":false}`
+	if string(b) != want {
+		t.Errorf("JSON %s\nwant %s", b, want)
+	}
+	g := Config{Gemma3: true, LocalLayers: []bool{true}, SlidingWindow: 4, RopeScaling: RopeScaling{Type: "linear", Factor: 2}}
+	var back Config
+	if b, err = json.Marshal(g); err != nil || json.Unmarshal(b, &back) != nil || !back.Equal(g) {
+		t.Errorf("round trip of %s: %+v", b, back)
 	}
 }
