@@ -279,6 +279,10 @@ func FuzzCheck(f *testing.F) {
 		{Vocab: 9, Dim: 8, Layers: 1, Heads: 2, Hidden: 12, MaxSeq: 8},
 		{Vocab: 9, Dim: 8, Layers: 2, Heads: 2, KVHeads: 1, Hidden: 12, MaxSeq: 8, AttentionBias: true, TiedEmbeddings: true},
 		{Vocab: 9, Dim: 8, Layers: 1, Heads: 2, HeadDim: 6, Hidden: 12, MaxSeq: 8, QKNorm: true},
+		{Vocab: 9, Dim: 8, Layers: 2, Heads: 2, KVHeads: 1, Hidden: 12, MaxSeq: 8, TiedEmbeddings: true,
+			Gemma3: true, SlidingWindow: 3, LocalLayers: []bool{true, false}, QueryPreAttnScalar: 4},
+		{Vocab: 9, Dim: 8, Layers: 1, Heads: 2, Hidden: 12, MaxSeq: 8,
+			RopeScaling: model.RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxSeq: 4}},
 	} {
 		dir := saveTiny(f, cfg, safetensors.BF16)
 		config, err := os.ReadFile(filepath.Join(dir, "config.json"))
