@@ -207,7 +207,7 @@ type layerActs struct {
 	mid       []float32 // (N, D) residual after attention
 	h2, rstd2 []float32 // (N, D), (N): MLP norm output and rstd
 	gu        []float32 // (N, 2F) gate and up projections
-	sig       []float32 // (N, F) σ(gate) (SwiGLU), or tanh(β·(g + κ·g³)) (GeGLU)
+	sig       []float32 // (N, F) σ(gate) (SwiGLU), or σ(2β·(g + κ·g³)) (GeGLU)
 	act       []float32 // (N, F) silu(gate)·up or gelu_tanh(gate)·up
 	mo, rstdM []float32 // (N, D), (N): down_proj's output and its norm's rstd (Gemma 3 only)
 }
@@ -488,7 +488,7 @@ func (m *Model) linear(out, inp, w, bias []float32, p *gemm.Panels, N, in, outF 
 // mlp is the second half of a block: next = mid + down(silu(gate(h)) ⊙
 // up(h)) with h = norm(mid), saving h, rstd, the projections gu, σ(gate)
 // and the product act. In Gemma 3 the activation is gelu_tanh (sig saves
-// its tanh) and next = mid + norm(down(…)), with down's output in mo and
+// its sigmoid) and next = mid + norm(down(…)), with down's output in mo and
 // the norm's rstd in rstdM. next may be mid itself; nil stops before the
 // down projection, leaving only what the backward reads. pk is the layer's
 // packed projections when decoding (Extend), nil when training.

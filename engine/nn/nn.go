@@ -301,47 +301,22 @@ func SwiGLUBackward(dgu, dout, gu, sig []float32, N, F int) {
 	})
 }
 
-// GeGLU's tanh approximation of GELU, as PyTorch computes
-// gelu(x, approximate="tanh"): 0.5·x·(1 + tanh(β·(x + κ·x³))).
-const (
-	geluBeta  = float32(0.7978845608028654) // √(2/π)
-	geluKappa = float32(0.044715)
-)
-
-// GeGLUForward computes out = gelu_tanh(gate) ⊙ up, where each row of gu
-// holds the F gate values then the F up values (one fused projection). It
-// saves th = tanh(β·(g + κ·g³)) (N, F) for the backward.
-func GeGLUForward(out, th, gu []float32, N, F int) {
-	// out, th (N, F), gu (N, 2F)
+// GeGLUForward computes out = gelu_tanh(gate) ⊙ up, GELU's tanh
+// approximation 0.5·g·(1 + tanh(β·(g + κ·g³))) as PyTorch's
+// gelu(approximate="tanh") defines it, where each row of gu holds the F
+// gate values then the F up values (one fused projection). It saves sig
+// = σ(2β·(g + κ·g³)) = 0.5·(1 + tanh(…)) (N, F) for the backward.
+func GeGLUForward(out, sig, gu []float32, N, F int) {
+	// out, sig (N, F), gu (N, 2F)
 	parallel.For(N, rowGrain, func(lo, hi int) {
-		for n := lo; n < hi; n++ {
-			g, u := gu[n*2*F:n*2*F+F], gu[n*2*F+F:(n+1)*2*F]
-			y, t := out[n*F:(n+1)*F], th[n*F:(n+1)*F]
-			for i, x := range g {
-				inner := geluBeta * (x + geluKappa*(x*x*x))
-				t[i] = float32(math.Tanh(float64(inner)))
-				y[i] = 0.5 * x * (1 + t[i]) * u[i]
-			}
-		}
+		vec.GeGLU(out[lo*F:hi*F], sig[lo*F:hi*F], gu[lo*2*F:hi*2*F], hi-lo, F)
 	})
 }
 
-// GeGLUBackward adds the gradients of GeGLUForward into dgu:
-//
-//	gelu'(g) = ½(1 + t) + ½·g·(1 − t²)·β·(1 + 3κ·g²)
-func GeGLUBackward(dgu, dout, gu, th []float32, N, F int) {
+// GeGLUBackward adds the gradients of GeGLUForward into dgu.
+func GeGLUBackward(dgu, dout, gu, sig []float32, N, F int) {
 	parallel.For(N, rowGrain, func(lo, hi int) {
-		for n := lo; n < hi; n++ {
-			g, u := gu[n*2*F:n*2*F+F], gu[n*2*F+F:(n+1)*2*F]
-			dg, du := dgu[n*2*F:n*2*F+F], dgu[n*2*F+F:(n+1)*2*F]
-			dy, t := dout[n*F:(n+1)*F], th[n*F:(n+1)*F]
-			for i, x := range g {
-				gelu := 0.5 * x * (1 + t[i])
-				d := 0.5*(1+t[i]) + 0.5*x*(1-t[i]*t[i])*geluBeta*(1+3*geluKappa*x*x)
-				du[i] += dy[i] * gelu
-				dg[i] += dy[i] * u[i] * d
-			}
-		}
+		vec.GeGLUBackward(dgu[lo*2*F:hi*2*F], dout[lo*F:hi*F], gu[lo*2*F:hi*2*F], sig[lo*F:hi*F], hi-lo, F)
 	})
 }
 

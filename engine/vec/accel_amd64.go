@@ -10,6 +10,10 @@ package vec
 #cgo nocallback rlvr_swiglu
 #cgo noescape rlvr_swiglu_bwd
 #cgo nocallback rlvr_swiglu_bwd
+#cgo noescape rlvr_geglu
+#cgo nocallback rlvr_geglu
+#cgo noescape rlvr_geglu_bwd
+#cgo nocallback rlvr_geglu_bwd
 #cgo noescape rlvr_exp_shift_sum
 #cgo nocallback rlvr_exp_shift_sum
 #cgo noescape rlvr_decode_attention
@@ -160,6 +164,56 @@ AVX2 static void rlvr_swiglu_bwd(float* restrict dgu, const float* restrict dout
 		for (long i = 0; i < F; i++) {
 			du[i] += dy[i] * g[i] * s[i];
 			dg[i] += dy[i] * u[i] * s[i] * (1.0f + g[i] * (1.0f - s[i]));
+		}
+	}
+	FTZ_END
+}
+
+// GELU's tanh approximation as g·σ(2β·(g + κ·g³)); see vec.GeGLU.
+#define RL_GELU_2BETA 1.5957691216057308f
+#define RL_GELU_KAPPA 0.044715f
+
+AVX2 static void rlvr_geglu(float* restrict out, float* restrict sig, const float* restrict gu, long N, long F) {
+	FTZ_BEGIN
+	const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+	const __m256 b2 = _mm256_set1_ps(RL_GELU_2BETA), k = _mm256_set1_ps(RL_GELU_KAPPA);
+	for (long n = 0; n < N; n++) {
+		const float* g = gu + n * 2 * F;
+		const float* u = g + F;
+		float* y = out + n * F;
+		float* s = sig + n * F;
+		long i = 0;
+		for (; i + 8 <= F; i += 8) {
+			__m256 x = _mm256_loadu_ps(g + i);
+			__m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+			__m256 z = _mm256_mul_ps(b2, _mm256_add_ps(x, _mm256_mul_ps(k, x3)));
+			__m256 sg = _mm256_div_ps(one, _mm256_add_ps(one, rl_exp8(_mm256_sub_ps(zero, z))));
+			_mm256_storeu_ps(s + i, sg);
+			_mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(x, sg), _mm256_loadu_ps(u + i)));
+		}
+		for (; i < F; i++) {
+			float x = g[i];
+			float sg = 1.0f / (1.0f + rl_exp(-(RL_GELU_2BETA * (x + RL_GELU_KAPPA * (x * x * x)))));
+			s[i] = sg;
+			y[i] = x * sg * u[i];
+		}
+	}
+	FTZ_END
+}
+
+AVX2 static void rlvr_geglu_bwd(float* restrict dgu, const float* restrict dout, const float* restrict gu, const float* restrict sig, long N, long F) {
+	FTZ_BEGIN
+	for (long n = 0; n < N; n++) {
+		const float* g = gu + n * 2 * F;
+		const float* u = g + F;
+		float* dg = dgu + n * 2 * F;
+		float* du = dg + F;
+		const float* dy = dout + n * F;
+		const float* s = sig + n * F;
+		for (long i = 0; i < F; i++) {
+			float x = g[i];
+			du[i] += dy[i] * x * s[i];
+			dg[i] += dy[i] * u[i] * (s[i] + x * s[i] * (1.0f - s[i]) * RL_GELU_2BETA * (1.0f + 3.0f * RL_GELU_KAPPA * x * x));
 		}
 	}
 	FTZ_END
@@ -503,6 +557,22 @@ func swigluBackwardC(dgu, dout, gu, sig []float32, N, F int) {
 	}
 	_, _, _, _ = dgu[N*2*F-1], dout[N*F-1], gu[N*2*F-1], sig[N*F-1]
 	C.rlvr_swiglu_bwd(fp(dgu), fp(dout), fp(gu), fp(sig), C.long(N), C.long(F))
+}
+
+func gegluC(out, sig, gu []float32, N, F int) {
+	if N == 0 {
+		return
+	}
+	_, _, _ = out[N*F-1], sig[N*F-1], gu[N*2*F-1]
+	C.rlvr_geglu(fp(out), fp(sig), fp(gu), C.long(N), C.long(F))
+}
+
+func gegluBackwardC(dgu, dout, gu, sig []float32, N, F int) {
+	if N == 0 {
+		return
+	}
+	_, _, _, _ = dgu[N*2*F-1], dout[N*F-1], gu[N*2*F-1], sig[N*F-1]
+	C.rlvr_geglu_bwd(fp(dgu), fp(dout), fp(gu), fp(sig), C.long(N), C.long(F))
 }
 
 func expShiftSumC(dst, src []float32, shift float32) float64 {

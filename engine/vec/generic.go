@@ -48,6 +48,30 @@ func swigluBackwardGo(dgu, dout, gu, sig []float32, N, F int) {
 	}
 }
 
+func gegluGo(out, sig, gu []float32, N, F int) {
+	for n := 0; n < N; n++ {
+		g, u := gu[n*2*F:n*2*F+F], gu[n*2*F+F:(n+1)*2*F]
+		y, sg := out[n*F:(n+1)*F], sig[n*F:(n+1)*F]
+		for i, x := range g {
+			sg[i] = sigmoid(geluTwoBeta * (x + geluKappa*(x*x*x)))
+			y[i] = x * sg[i] * u[i]
+		}
+	}
+}
+
+func gegluBackwardGo(dgu, dout, gu, sig []float32, N, F int) {
+	for n := 0; n < N; n++ {
+		g, u := gu[n*2*F:n*2*F+F], gu[n*2*F+F:(n+1)*2*F]
+		dg, du := dgu[n*2*F:n*2*F+F], dgu[n*2*F+F:(n+1)*2*F]
+		dy, sg := dout[n*F:(n+1)*F], sig[n*F:(n+1)*F]
+		for i, x := range g {
+			s := sg[i]
+			du[i] += dy[i] * x * s
+			dg[i] += dy[i] * u[i] * (s + x*s*(1-s)*geluTwoBeta*(1+3*geluKappa*x*x))
+		}
+	}
+}
+
 func expShiftSumGo(dst, src []float32, shift float32) float64 {
 	var sum float64
 	for i, v := range src {

@@ -1,5 +1,5 @@
 // Package vec holds the engine's elementwise hot loops — softmax rows,
-// SwiGLU, attention over a KV cache — in two forms: plain Go, the
+// SwiGLU and GeGLU, attention over a KV cache — in two forms: plain Go, the
 // reference, and C compiled for AVX2/FMA, used when the binary is built
 // with cgo on amd64 and the CPU has both. Go does not vectorize loops, and
 // these are where a step spends its time outside matrix products.
@@ -47,6 +47,35 @@ func SwiGLU(out, sig, gu []float32, N, F int) {
 	}
 	swigluGo(out, sig, gu, N, F)
 }
+
+// GeGLU computes out = gelu_tanh(g)⊙u for N rows of gu = [g (F) | u (F)],
+// with GELU's tanh approximation 0.5·g·(1 + tanh(z)), z = β·(g + κ·g³),
+// written as g·σ(2z); it saves sig = σ(2z) for the backward.
+func GeGLU(out, sig, gu []float32, N, F int) {
+	if accelerated {
+		gegluC(out, sig, gu, N, F)
+		return
+	}
+	gegluGo(out, sig, gu, N, F)
+}
+
+// GeGLUBackward adds dout's gradient into dgu = [dg | du] for N rows:
+// gelu'(g) = s + g·s·(1 − s)·2β·(1 + 3κ·g²) with s = σ(2z).
+func GeGLUBackward(dgu, dout, gu, sig []float32, N, F int) {
+	if accelerated {
+		gegluBackwardC(dgu, dout, gu, sig, N, F)
+		return
+	}
+	gegluBackwardGo(dgu, dout, gu, sig, N, F)
+}
+
+// GELU's tanh approximation, as PyTorch's gelu(x, approximate="tanh"):
+// β = √(2/π), κ = 0.044715; the kernels use 2β, since
+// 0.5·(1 + tanh(z)) = σ(2z).
+const (
+	geluTwoBeta = float32(2 * 0.7978845608028654)
+	geluKappa   = float32(0.044715)
+)
 
 // SwiGLUBackward adds dout's gradient into dgu = [dg | du] for N rows.
 func SwiGLUBackward(dgu, dout, gu, sig []float32, N, F int) {

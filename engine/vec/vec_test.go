@@ -53,6 +53,15 @@ func TestKernelsMatchReference(t *testing.T) {
 	swigluBackwardGo(d1, dout, gu, s1, N, F)
 	swigluBackwardC(d2, dout, gu, s1, N, F)
 	close(t, "swiglu backward", d2, d1, 1e-6)
+	// GeGLU forward and backward.
+	gegluGo(o1, s1, gu, N, F)
+	gegluC(o2, s2, gu, N, F)
+	close(t, "geglu", o2, o1, 1e-6)
+	close(t, "geglu sigmoid", s2, s1, 1e-6)
+	copy(d2, d1)
+	gegluBackwardGo(d1, dout, gu, s1, N, F)
+	gegluBackwardC(d2, dout, gu, s1, N, F)
+	close(t, "geglu backward", d2, d1, 1e-6)
 	// exp with a shift and its sum.
 	src := randn(r, 1000, 5)
 	e1, e2 := make([]float32, 1000), make([]float32, 1000)
@@ -237,6 +246,40 @@ func TestSoftmaxWindow(t *testing.T) {
 		}
 		if math.Abs(sum-1) > 1e-6 {
 			t.Fatalf("row %d sums to %v", i, sum)
+		}
+	}
+}
+
+// TestGeGLUReference checks the Go GeGLU against GELU's tanh approximation
+// computed in float64, 0.5·g·(1 + tanh(√(2/π)·(g + 0.044715·g³)))·u, and
+// its derivative in g against a central difference of that formula.
+func TestGeGLUReference(t *testing.T) {
+	g := []float32{-9, -3, -0.5, -1e-3, 0, 1e-4, 0.1, 1, 2.5, 7}
+	F := len(g)
+	gu := append(append([]float32{}, g...), make([]float32, F)...)
+	for i := range g {
+		gu[F+i] = 0.5 + float32(i)/4
+	}
+	out, sig := make([]float32, F), make([]float32, F)
+	gegluGo(out, sig, gu, 1, F)
+	gelu := func(v float64) float64 { return 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v))) }
+	dgu := make([]float32, 2*F)
+	ones := make([]float32, F)
+	for i := range ones {
+		ones[i] = 1
+	}
+	gegluBackwardGo(dgu, ones, gu, sig, 1, F)
+	for i, x := range g {
+		v, u := float64(x), float64(gu[F+i])
+		if want := gelu(v) * u; math.Abs(float64(out[i])-want) > 1e-6*(1e-3+math.Abs(want)) {
+			t.Errorf("gelu_tanh(%v)·%v = %v, want %v", x, u, out[i], want)
+		}
+		const h = 1e-4
+		if want := (gelu(v+h) - gelu(v-h)) / (2 * h) * u; math.Abs(float64(dgu[i])-want) > 1e-5*(1+math.Abs(want)) {
+			t.Errorf("d/dg at %v: %v, want %v", x, dgu[i], want)
+		}
+		if want := gelu(v); math.Abs(float64(dgu[F+i])-want) > 1e-6*(1e-3+math.Abs(want)) {
+			t.Errorf("d/du at %v: %v, want %v", x, dgu[F+i], want)
 		}
 	}
 }
