@@ -208,7 +208,7 @@ func PretrainWith(ctx context.Context, cfg PretrainConfig, opts PretrainOptions)
 		if l, err = local.Load(opts.State, cfg.AdamW); err != nil {
 			return nil, err
 		}
-		if l.Model.Config.WithDefaults() != cfg.Model.WithDefaults() {
+		if !l.Model.Config.WithDefaults().Equal(cfg.Model.WithDefaults()) {
 			return nil, fmt.Errorf("train: %s holds a stopped run of another model; remove it to start again", opts.State)
 		}
 	} else {

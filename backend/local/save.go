@@ -93,7 +93,7 @@ func (l *Learner) saveConfig() (*hfconfig.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: save: %s: %w", from, err)
 	}
-	if got, want := mc.WithDefaults(), l.Model.Config.WithDefaults(); got != want {
+	if got, want := mc.WithDefaults(), l.Model.Config.WithDefaults(); !got.Equal(want) {
 		return nil, fmt.Errorf("local: save: %s describes another model than the learner's: %+v, not %+v", from, got, want)
 	}
 	return cfg, nil

@@ -23,12 +23,21 @@ func TrainFLOPs(c Config, b Batch) float64 {
 // DecodeFLOPs counts the floating-point operations of decoding one token
 // that attends to ctx cached positions (itself included): 2 per parameter
 // of every matrix product, the output head's included, and attention's
-// score and value products, 2·ctx·hd each per head and layer.
+// score and value products, 2·ctx·hd each per head and layer (a local
+// layer reads only its window of the cache).
 func DecodeFLOPs(c Config, ctx int) float64 {
 	c = c.WithDefaults()
 	O := float64(c.Heads * c.HeadDim)
 	matmuls := 2 * matmulParams(c)
-	return matmuls + 4*float64(ctx)*O*float64(c.Layers)
+	var keys float64
+	for l := range c.Layers {
+		n := ctx
+		if w := c.window(l); w > 0 {
+			n = min(ctx, w)
+		}
+		keys += float64(n)
+	}
+	return matmuls + 4*keys*O
 }
 
 // matmulParams counts the parameters of every matrix product of c, which

@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"rlvr/engine/gemm"
@@ -137,18 +136,18 @@ func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
 		}
 	}
 	x, h, qkv := c.x[:N*D], c.h[:N*D], c.qkv[:N*Q]
-	t0 = m.tic()
-	nn.EmbeddingForward(x, b.Tokens, m.w.embed, D)
-	m.toc(OpEmbedding, false, t0)
+	m.embed(x, b.Tokens)
 	for l, w := range m.w.layers {
 		p := &c.packed[l]
-		m.attentionInput(w, p, x, h, c.rstd, qkv, nil, c.qkRstd, c.pos[:N], N)
+		m.attentionInput(l, w, p, x, h, c.rstd, qkv, nil, c.qkRstd, c.pos[:N], N)
 		t0 = m.tic()
 		m.appendKV(c, l, slots, b.Offsets)
 		m.cachedAttention(c, l, slots, b.Offsets)
 		m.toc(OpAttention, false, t0)
-		m.residual(x, x, c.attn[:N*H*hd], w.o, &p.o, N, H*hd)
-		m.mlp(w, p, x, x, h, c.rstd, c.gu[:N*2*F], c.sig[:N*F], c.act[:N*F], N)
+		// h, the norm's output, is free once projected: it takes the
+		// outputs of o_proj and down_proj that Gemma 3 normalizes.
+		m.attentionOutput(w, &p.o, x, x, c.attn[:N*H*hd], h, c.rstd, N)
+		m.mlp(w, p, x, x, h, c.rstd, c.gu[:N*2*F], c.sig[:N*F], c.act[:N*F], h, c.rstd, N)
 	}
 	// Only each sequence's last position needs logits.
 	last := c.h[:S*D]
@@ -157,7 +156,7 @@ func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
 		copy(last[s*D:(s+1)*D], x[n*D:(n+1)*D])
 	}
 	t0 = m.tic()
-	nn.RMSNormForward(last, c.rstd, last, m.w.norm, S, 1, D, D, cf.NormEps)
+	nn.RMSNormForward(last, c.rstd, last, m.w.norm, S, 1, D, D, cf.NormEps, cf.normOffset())
 	m.toc(OpRMSNorm, false, t0)
 	t0 = m.tic()
 	gemm.MulPanels(logits, cf.Vocab, last, D, S, &c.head, false)
@@ -191,14 +190,14 @@ func (m *Model) appendKV(c *Cache, l int, slots []int, offsets []int) {
 }
 
 // cachedAttention attends the new queries of layer l (in c.qkv) to every
-// cached key of their slot up to their own position, writing c.attn. It is
-// AttentionForward's computation with the keys and values read from the
-// cache.
+// cached key of their slot up to their own position (within the window on
+// a local layer), writing c.attn. It is AttentionForward's computation with
+// the keys and values read from the cache.
 func (m *Model) cachedAttention(c *Cache, l int, slots []int, offsets []int) {
 	cf := m.Config
 	H, KV, hd, Q := cf.Heads, cf.KVHeads, cf.HeadDim, cf.qkvWidth()
 	rep, kvw := H/KV, KV*hd
-	scale := float32(1 / math.Sqrt(float64(hd)))
+	scale, window := cf.attentionScale(), cf.window(l)
 	S := len(slots)
 	need, decode := 0, len(offsets)-1 == offsets[len(offsets)-1]
 	c.base, c.lens = c.base[:0], c.lens[:0]
@@ -216,7 +215,7 @@ func (m *Model) cachedAttention(c *Cache, l int, slots []int, offsets []int) {
 		// across threads by sequence.
 		parallel.Worker(S, func(w, lo, hi int) {
 			vec.DecodeAttention(c.attn[lo*H*hd:], H*hd, c.qkv[lo*Q:], Q, c.k[l], c.v[l], c.Capacity,
-				c.base[lo:hi], c.lens[lo:hi], H, KV, hd, scale, c.scores[w*need:][:need])
+				c.base[lo:hi], c.lens[lo:hi], H, KV, hd, scale, window, c.scores[w*need:][:need])
 		})
 		return
 	}
@@ -231,7 +230,7 @@ func (m *Model) cachedAttention(c *Cache, l int, slots []int, offsets []int) {
 			p := c.scores[w*need:][:T*L]
 			for h := g * rep; h < (g+1)*rep; h++ {
 				gemm.SgemmSerial(false, false, T, L, hd, scale, c.qkv[o*Q+h*hd:], Q, k, c.Capacity, 0, p, L)
-				vec.SoftmaxCausal(p, T, L, past)
+				vec.SoftmaxWindow(p, T, L, past, window)
 				gemm.SgemmSerial(false, false, T, hd, L, 1, p, L, v, hd, 0, c.attn[o*H*hd+h*hd:], H*hd)
 			}
 		}

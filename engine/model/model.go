@@ -2,7 +2,9 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"reflect"
+	"slices"
 	"time"
 
 	"rlvr/engine/gemm"
@@ -35,9 +37,12 @@ type Model struct {
 	// recomputed forward counts as forward time in a Profile.
 	Recompute bool
 
-	w, g     weights   // views of Params and Grads
-	cos, sin []float32 // rotary tables (MaxSeq, hd/2)
-	act      activations
+	w, g weights // views of Params and Grads
+	// rotary tables (MaxSeq, hd/2) of the global layers and, when there
+	// are local ones, of theirs
+	cos, sin           []float32
+	cosLocal, sinLocal []float32
+	act                activations
 }
 
 // New returns a model with freshly initialized weights (deterministic for a
@@ -61,8 +66,19 @@ func NewEmpty(cfg Config) (*Model, error) {
 	ts, n := layout(cfg)
 	m := &Model{Config: cfg, Params: make([]float32, n), Grads: make([]float32, n), Tensors: ts}
 	m.w, m.g = views(cfg, ts, m.Params), views(cfg, ts, m.Grads)
-	m.cos, m.sin = nn.RoPETables(cfg.MaxSeq, cfg.HeadDim, cfg.RopeTheta)
+	m.cos, m.sin = ropeTables(cfg, false)
+	if slices.Contains(cfg.LocalLayers, true) {
+		m.cosLocal, m.sinLocal = ropeTables(cfg, true)
+	}
 	return m, nil
+}
+
+// rope returns layer l's rotary tables.
+func (m *Model) rope(l int) (cos, sin []float32) {
+	if m.Config.Local(l) {
+		return m.cosLocal, m.sinLocal
+	}
+	return m.cos, m.sin
 }
 
 // Tensor returns the parameter view and descriptor named name (a Hugging
@@ -182,16 +198,18 @@ type activations struct {
 // layerActs is what one block's forward saves.
 type layerActs struct {
 	h1, rstd1 []float32 // (N, D), (N): attention norm output and rstd
-	qkvRaw    []float32 // (N, Q) projections before the q/k norms (Qwen3 only)
-	qkRstd    []float32 // (N, H) then (N, KV): the q/k norms' rstd (Qwen3 only)
+	qkvRaw    []float32 // (N, Q) projections before the q/k norms (QKNorm only)
+	qkRstd    []float32 // (N, H) then (N, KV): the q/k norms' rstd (QKNorm only)
 	qkv       []float32 // (N, Q) queries and keys after RoPE, values
 	probs     []float32 // (Σ H·T²) attention probabilities
 	attn      []float32 // (N, H·hd) attention output before o_proj
+	ao, rstdA []float32 // (N, D), (N): o_proj's output and its norm's rstd (Gemma 3 only)
 	mid       []float32 // (N, D) residual after attention
 	h2, rstd2 []float32 // (N, D), (N): MLP norm output and rstd
 	gu        []float32 // (N, 2F) gate and up projections
-	sig       []float32 // (N, F) σ(gate)
-	swiglu    []float32 // (N, F) silu(gate)·up
+	sig       []float32 // (N, F) σ(gate) (SwiGLU), or σ(2β·(g + κ·g³)) (GeGLU)
+	act       []float32 // (N, F) silu(gate)·up or gelu_tanh(gate)·up
+	mo, rstdM []float32 // (N, D), (N): down_proj's output and its norm's rstd (Gemma 3 only)
 }
 
 // qkvWidth is Q, the width of the fused q/k/v projection.
@@ -248,9 +266,12 @@ func newLayerActs(c Config, N, probs int) layerActs {
 	D, Q, F, Hd := c.Dim, c.qkvWidth(), c.Hidden, c.Heads*c.HeadDim
 	f := func(n int) []float32 { return make([]float32, n) }
 	la := layerActs{h1: f(N * D), rstd1: f(N), qkv: f(N * Q), probs: f(probs), attn: f(N * Hd),
-		mid: f(N * D), h2: f(N * D), rstd2: f(N), gu: f(N * 2 * F), sig: f(N * F), swiglu: f(N * F)}
+		mid: f(N * D), h2: f(N * D), rstd2: f(N), gu: f(N * 2 * F), sig: f(N * F), act: f(N * F)}
 	if c.QKNorm {
 		la.qkvRaw, la.qkRstd = f(N*Q), f(N*(c.Heads+c.KVHeads))
+	}
+	if c.Gemma3 {
+		la.ao, la.rstdA, la.mo, la.rstdM = f(N*D), f(N), f(N*D), f(N)
 	}
 	return la
 }
@@ -303,50 +324,71 @@ func (m *Model) forward(b Batch) {
 		}
 	}
 	x := a.resid[:N*D]
-	t0 = m.tic()
-	nn.EmbeddingForward(x, b.Tokens, m.w.embed, D)
-	m.toc(OpEmbedding, false, t0)
+	m.embed(x, b.Tokens)
 	for l := range c.Layers {
 		m.block(l, b, a.resid[(l+1)*a.N*D:][:N*D])
 	}
 	last := a.resid[c.Layers*a.N*D:][:N*D]
 	t0 = m.tic()
-	nn.RMSNormForward(a.normed, a.rstd, last, m.w.norm, N, 1, D, D, c.NormEps)
+	nn.RMSNormForward(a.normed, a.rstd, last, m.w.norm, N, 1, D, D, c.NormEps, c.normOffset())
 	m.toc(OpRMSNorm, false, t0)
 }
+
+// embed gathers the tokens' embeddings into x (N, D), scaled by √D in
+// Gemma 3 (in float32, as transformers rounds the scale to the weights'
+// dtype).
+func (m *Model) embed(x []float32, tokens []int32) {
+	t0 := m.tic()
+	nn.EmbeddingForward(x, tokens, m.w.embed, m.Config.Dim)
+	if m.Config.Gemma3 {
+		nn.Scale(x, m.embedScale())
+	}
+	m.toc(OpEmbedding, false, t0)
+}
+
+// embedScale is Gemma 3's embedding multiplier, √D rounded to float32.
+func (m *Model) embedScale() float32 { return float32(math.Sqrt(float64(m.Config.Dim))) }
 
 // block runs layer l's forward from the residual stream entering it into
 // next (N, D), saving its activations in a.saved(l). The backward calls it
 // with next nil to recompute what it saves, which stops before the down
-// projection.
+// projection (in Gemma 3, whose post-MLP norm saves the projection's
+// output, after it).
 func (m *Model) block(l int, b Batch, next []float32) {
 	c, a := m.Config, &m.act
 	N, D := len(b.Tokens), c.Dim
 	H, KV, hd, Q := c.Heads, c.KVHeads, c.HeadDim, c.qkvWidth()
 	w, la := m.w.layers[l], a.saved(l)
 	x := a.resid[l*a.N*D:][:N*D]
-	// mid = x + o(attention(rope(qkv(norm(x)))))
-	m.attentionInput(w, nil, x, la.h1, la.rstd1, la.qkv, la.qkvRaw, la.qkRstd, a.pos[:N], N)
+	// mid = x + o(attention(rope(qkv(norm(x))))), the o output normed in
+	// Gemma 3
+	m.attentionInput(l, w, nil, x, la.h1, la.rstd1, la.qkv, la.qkvRaw, la.qkRstd, a.pos[:N], N)
 	t0 := m.tic()
-	nn.AttentionForward(la.attn, la.probs, la.qkv[:N*Q], b.Offsets, H, KV, hd)
+	nn.AttentionForward(la.attn, la.probs, la.qkv[:N*Q], b.Offsets, H, KV, hd, c.attentionScale(), c.window(l))
 	m.toc(OpAttention, false, t0)
-	m.residual(la.mid[:N*D], x, la.attn, w.o, nil, N, H*hd)
-	// next = mid + down(silu(gate(norm(mid))) ⊙ up(norm(mid)))
-	m.mlp(w, nil, next, la.mid[:N*D], la.h2, la.rstd2, la.gu, la.sig, la.swiglu, N)
+	m.attentionOutput(w, nil, la.mid[:N*D], x, la.attn, la.ao, la.rstdA, N)
+	// next = mid + down(silu(gate(norm(mid))) ⊙ up(norm(mid))), with
+	// gelu_tanh and the down output normed in Gemma 3
+	if next == nil && c.Gemma3 {
+		next = a.dh[:N*D] // the post-MLP norm's rstd is saved; its output is not needed
+	}
+	m.mlp(w, nil, next, la.mid[:N*D], la.h2, la.rstd2, la.gu, la.sig, la.act, la.mo, la.rstdM, N)
 }
 
-// attentionInput is the first half of a block, shared by the training
-// forward and the KV-cache forward: h = norm(x), then the q/k/v
-// projections into qkv with the optional per-head q/k norms, then RoPE at
-// positions pos. raw, when not nil, keeps the projections from before the
-// q/k norms for the backward; nil applies the norms in place. pk is the
-// layer's packed projections when decoding (Extend), nil when training.
-func (m *Model) attentionInput(w layer, pk *packedLayer, x, h, rstd, qkv, raw, qkRstd []float32, pos []int32, N int) {
+// attentionInput is the first half of layer l's block, shared by the
+// training forward and the KV-cache forward: h = norm(x), then the q/k/v
+// projections into qkv with the optional per-head q/k norms, then the
+// layer's RoPE at positions pos. raw, when not nil, keeps the projections
+// from before the q/k norms for the backward; nil applies the norms in
+// place. pk is the layer's packed projections when decoding (Extend), nil
+// when training.
+func (m *Model) attentionInput(l int, w layer, pk *packedLayer, x, h, rstd, qkv, raw, qkRstd []float32, pos []int32, N int) {
 	c := m.Config
 	D, H, KV, hd, Q := c.Dim, c.Heads, c.KVHeads, c.HeadDim, c.qkvWidth()
+	off := c.normOffset()
 	qkv = qkv[:N*Q]
 	t0 := m.tic()
-	nn.RMSNormForward(h, rstd, x, w.attnNorm, N, 1, D, D, c.NormEps)
+	nn.RMSNormForward(h, rstd, x, w.attnNorm, N, 1, D, D, c.NormEps, off)
 	m.toc(OpRMSNorm, false, t0)
 	proj := qkv
 	if c.QKNorm && raw != nil {
@@ -361,13 +403,50 @@ func (m *Model) attentionInput(w layer, pk *packedLayer, x, h, rstd, qkv, raw, q
 		copy(qkv, proj) // the values pass through unchanged
 		t0 = m.tic()
 		qr, kr := splitQKRstd(qkRstd, H, KV)
-		nn.RMSNormForward(qkv, qr[:N*H], proj, w.qNorm, N, H, hd, Q, c.NormEps)
-		nn.RMSNormForward(qkv[H*hd:], kr[:N*KV], proj[H*hd:], w.kNorm, N, KV, hd, Q, c.NormEps)
+		nn.RMSNormForward(qkv, qr[:N*H], proj, w.qNorm, N, H, hd, Q, c.NormEps, off)
+		nn.RMSNormForward(qkv[H*hd:], kr[:N*KV], proj[H*hd:], w.kNorm, N, KV, hd, Q, c.NormEps, off)
 		m.toc(OpRMSNorm, false, t0)
 	}
 	t0 = m.tic()
-	nn.RoPE(qkv, N, H+KV, hd, Q, pos, m.cos, m.sin, false)
+	cos, sin := m.rope(l)
+	nn.RoPE(qkv, N, H+KV, hd, Q, pos, cos, sin, false)
 	m.toc(OpRoPE, false, t0)
+}
+
+// attentionOutput sets dst = x + o(attn), or in Gemma 3 dst = x +
+// norm(o(attn)) with o's output in ao and the norm's rstd saved. dst may
+// be x itself (then ao is overwritten by the norm). p is the packed o_proj
+// when decoding.
+func (m *Model) attentionOutput(w layer, p *gemm.Panels, dst, x, attn, ao, rstd []float32, N int) {
+	c := m.Config
+	Hd := c.Heads * c.HeadDim
+	if !c.Gemma3 {
+		m.residual(dst, x, attn, w.o, p, N, Hd)
+		return
+	}
+	m.linear(ao, attn, w.o, nil, p, N, Hd, c.Dim, false)
+	m.normedResidual(dst, x, ao, w.postAttnNorm, rstd, N)
+}
+
+// normedResidual sets dst = x + norm(y) with weight (Gemma 3's
+// sandwich norms), saving the norm's rstd. dst may be x itself; then the
+// norm's output overwrites y.
+func (m *Model) normedResidual(dst, x, y, weight, rstd []float32, N int) {
+	c := m.Config
+	D := c.Dim
+	t0 := m.tic()
+	if &dst[0] == &x[0] {
+		nn.RMSNormForward(y, rstd, y, weight, N, 1, D, D, c.NormEps, 1)
+		m.toc(OpRMSNorm, false, t0)
+		t0 = m.tic()
+		nn.Add(dst[:N*D], y[:N*D])
+	} else {
+		nn.RMSNormForward(dst, rstd, y, weight, N, 1, D, D, c.NormEps, 1)
+		m.toc(OpRMSNorm, false, t0)
+		t0 = m.tic()
+		nn.Add(dst[:N*D], x[:N*D])
+	}
+	m.toc(OpResidual, false, t0)
 }
 
 // splitQKRstd splits the q/k norms' rstd buffer, sized for some number of
@@ -408,14 +487,16 @@ func (m *Model) linear(out, inp, w, bias []float32, p *gemm.Panels, N, in, outF 
 
 // mlp is the second half of a block: next = mid + down(silu(gate(h)) ⊙
 // up(h)) with h = norm(mid), saving h, rstd, the projections gu, σ(gate)
-// and the product act. next may be mid itself; nil stops before the down
-// projection, leaving only what the backward reads. pk is the layer's
+// and the product act. In Gemma 3 the activation is gelu_tanh (sig saves
+// its sigmoid) and next = mid + norm(down(…)), with down's output in mo and
+// the norm's rstd in rstdM. next may be mid itself; nil stops before the
+// down projection, leaving only what the backward reads. pk is the layer's
 // packed projections when decoding (Extend), nil when training.
-func (m *Model) mlp(w layer, pk *packedLayer, next, mid, h, rstd, gu, sig, act []float32, N int) {
+func (m *Model) mlp(w layer, pk *packedLayer, next, mid, h, rstd, gu, sig, act, mo, rstdM []float32, N int) {
 	c := m.Config
 	D, F := c.Dim, c.Hidden
 	t0 := m.tic()
-	nn.RMSNormForward(h, rstd, mid, w.mlpNorm, N, 1, D, D, c.NormEps)
+	nn.RMSNormForward(h, rstd, mid, w.mlpNorm, N, 1, D, D, c.NormEps, c.normOffset())
 	m.toc(OpRMSNorm, false, t0)
 	var pgu, pdown *gemm.Panels
 	if pk != nil {
@@ -423,9 +504,18 @@ func (m *Model) mlp(w layer, pk *packedLayer, next, mid, h, rstd, gu, sig, act [
 	}
 	m.linear(gu, h, w.gateUp, nil, pgu, N, D, 2*F, false)
 	t0 = m.tic()
-	nn.SwiGLUForward(act, sig, gu, N, F)
+	if c.Gemma3 {
+		nn.GeGLUForward(act, sig, gu, N, F)
+	} else {
+		nn.SwiGLUForward(act, sig, gu, N, F)
+	}
 	m.toc(OpSwiGLU, false, t0)
-	if next != nil {
+	switch {
+	case next == nil:
+	case c.Gemma3:
+		m.linear(mo, act, w.down, nil, pdown, N, F, D, false)
+		m.normedResidual(next, mid, mo, w.postMLPNorm, rstdM, N)
+	default:
 		m.residual(next, mid, act, w.down, pdown, N, F)
 	}
 }
@@ -439,12 +529,13 @@ func (m *Model) backward(b Batch, dnormed []float32) {
 	N, D, F := len(b.Tokens), c.Dim, c.Hidden
 	H, KV, hd, Q := c.Heads, c.KVHeads, c.HeadDim, c.qkvWidth()
 	pos := a.pos[:N]
+	off := c.normOffset()
 	var t0 time.Time
 	dx := a.dresid[:N*D]
 	clear(dx)
 	last := a.resid[c.Layers*a.N*D:][:N*D]
 	t0 = m.tic()
-	nn.RMSNormBackward(dx, m.g.norm, dnormed, last, m.w.norm, a.rstd, N, 1, D, D)
+	nn.RMSNormBackward(dx, m.g.norm, dnormed, last, m.w.norm, a.rstd, N, 1, D, D, off)
 	m.toc(OpRMSNorm, true, t0)
 	recompute := len(a.layers) < c.Layers
 	for l := c.Layers - 1; l >= 0; l-- {
@@ -455,43 +546,50 @@ func (m *Model) backward(b Batch, dnormed []float32) {
 		x := a.resid[l*a.N*D:][:N*D]
 		// MLP block; dx is d(next) and becomes d(mid).
 		dact, dgu, dh := a.dact[:N*F], a.dgu[:N*2*F], a.dh[:N*D]
+		ddown := m.sandwichBackward(dx, dh, g.postMLPNorm, la.mo, w.postMLPNorm, la.rstdM, N)
 		clear(dact)
 		t0 = m.tic()
-		nn.MatmulBackward(dact, g.down, nil, dx, la.swiglu, w.down, N, F, D)
+		nn.MatmulBackward(dact, g.down, nil, ddown, la.act, w.down, N, F, D)
 		m.toc(OpMatmul, true, t0)
 		clear(dgu)
 		t0 = m.tic()
-		nn.SwiGLUBackward(dgu, dact, la.gu, la.sig, N, F)
+		if c.Gemma3 {
+			nn.GeGLUBackward(dgu, dact, la.gu, la.sig, N, F)
+		} else {
+			nn.SwiGLUBackward(dgu, dact, la.gu, la.sig, N, F)
+		}
 		m.toc(OpSwiGLU, true, t0)
 		clear(dh)
 		t0 = m.tic()
 		nn.MatmulBackward(dh, g.gateUp, nil, dgu, la.h2, w.gateUp, N, D, 2*F)
 		m.toc(OpMatmul, true, t0)
 		t0 = m.tic()
-		nn.RMSNormBackward(dx, g.mlpNorm, dh, la.mid, w.mlpNorm, la.rstd2, N, 1, D, D)
+		nn.RMSNormBackward(dx, g.mlpNorm, dh, la.mid, w.mlpNorm, la.rstd2, N, 1, D, D, off)
 		m.toc(OpRMSNorm, true, t0)
 		// Attention block; dx becomes d(x).
 		dattn, dqkv := a.dattn[:N*H*hd], a.dqkv[:N*Q]
+		dao := m.sandwichBackward(dx, dh, g.postAttnNorm, la.ao, w.postAttnNorm, la.rstdA, N)
 		clear(dattn)
 		t0 = m.tic()
-		nn.MatmulBackward(dattn, g.o, nil, dx, la.attn, w.o, N, H*hd, D)
+		nn.MatmulBackward(dattn, g.o, nil, dao, la.attn, w.o, N, H*hd, D)
 		m.toc(OpMatmul, true, t0)
 		clear(dqkv)
 		t0 = m.tic()
-		nn.AttentionBackward(dqkv, dattn, la.qkv, la.probs, a.scratch, b.Offsets, H, KV, hd, a.maxT)
+		nn.AttentionBackward(dqkv, dattn, la.qkv, la.probs, a.scratch, b.Offsets, H, KV, hd, a.maxT, c.attentionScale())
 		m.toc(OpAttention, true, t0)
 		t0 = m.tic()
-		nn.RoPE(dqkv, N, H+KV, hd, Q, pos, m.cos, m.sin, true)
+		cos, sin := m.rope(l)
+		nn.RoPE(dqkv, N, H+KV, hd, Q, pos, cos, sin, true)
 		m.toc(OpRoPE, true, t0)
 		if c.QKNorm {
 			raw := a.dqkvRaw[:N*Q]
 			clear(raw)
 			t0 = m.tic()
 			qr, kr := splitQKRstd(la.qkRstd, H, KV)
-			nn.RMSNormBackward(raw, g.qNorm, dqkv, la.qkvRaw, w.qNorm, qr[:N*H], N, H, hd, Q)
+			nn.RMSNormBackward(raw, g.qNorm, dqkv, la.qkvRaw, w.qNorm, qr[:N*H], N, H, hd, Q, off)
 			m.toc(OpRMSNorm, true, t0)
 			t0 = m.tic()
-			nn.RMSNormBackward(raw[H*hd:], g.kNorm, dqkv[H*hd:], la.qkvRaw[H*hd:], w.kNorm, kr[:N*KV], N, KV, hd, Q)
+			nn.RMSNormBackward(raw[H*hd:], g.kNorm, dqkv[H*hd:], la.qkvRaw[H*hd:], w.kNorm, kr[:N*KV], N, KV, hd, Q, off)
 			m.toc(OpRMSNorm, true, t0)
 			for n := 0; n < N; n++ { // values had no norm
 				copy(raw[n*Q+(H+KV)*hd:(n+1)*Q], dqkv[n*Q+(H+KV)*hd:(n+1)*Q])
@@ -503,10 +601,30 @@ func (m *Model) backward(b Batch, dnormed []float32) {
 		nn.MatmulBackward(dh, g.qkv, g.qkvBias, dqkv, la.h1, w.qkv, N, D, Q)
 		m.toc(OpMatmul, true, t0)
 		t0 = m.tic()
-		nn.RMSNormBackward(dx, g.attnNorm, dh, x, w.attnNorm, la.rstd1, N, 1, D, D)
+		nn.RMSNormBackward(dx, g.attnNorm, dh, x, w.attnNorm, la.rstd1, N, 1, D, D, off)
 		m.toc(OpRMSNorm, true, t0)
 	}
 	t0 = m.tic()
+	if c.Gemma3 {
+		nn.Scale(dx, m.embedScale()) // dx is not read again
+	}
 	nn.EmbeddingBackward(m.g.embed, dx, b.Tokens, D)
 	m.toc(OpEmbedding, true, t0)
+}
+
+// sandwichBackward returns the gradient at the output of a sublayer's last
+// projection given dx, the gradient of the residual stream after it: dx
+// itself, or in Gemma 3, where the output y went through a norm before the
+// residual add, the norm's backward written into scratch (N, D), adding
+// the norm weight's gradient into dweight.
+func (m *Model) sandwichBackward(dx, scratch, dweight, y, weight, rstd []float32, N int) []float32 {
+	if !m.Config.Gemma3 {
+		return dx
+	}
+	D := m.Config.Dim
+	clear(scratch)
+	t0 := m.tic()
+	nn.RMSNormBackward(scratch, dweight, dx, y, weight, rstd, N, 1, D, D, 1)
+	m.toc(OpRMSNorm, true, t0)
+	return scratch
 }

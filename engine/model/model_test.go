@@ -41,6 +41,14 @@ var variants = map[string]Config{
 	"llama":        {Vocab: 11, Dim: 16, Layers: 2, Heads: 4, KVHeads: 4, Hidden: 24, MaxSeq: 16, NormEps: 1e-5},
 	"qwen2-gqa":    {Vocab: 11, Dim: 16, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 24, MaxSeq: 16, NormEps: 1e-6, AttentionBias: true, TiedEmbeddings: true, RopeTheta: 1e6},
 	"qwen3-qknorm": {Vocab: 11, Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 6, Hidden: 20, MaxSeq: 16, QKNorm: true},
+	// Gemma 3 with a window shorter than the test sequences, local layers
+	// on both sides of a global one, and a scale that is not hd^-½.
+	"gemma3": {Vocab: 11, Dim: 16, Layers: 3, Heads: 2, KVHeads: 1, HeadDim: 8, Hidden: 20, MaxSeq: 16, TiedEmbeddings: true,
+		Gemma3: true, QueryPreAttnScalar: 6, SlidingWindow: 3, LocalLayers: []bool{true, false, true}, RopeTheta: 1e6, LocalRopeTheta: 100},
+	// Llama 3's RoPE bands, with an original context short enough that
+	// all three bands hold frequencies of an 8-wide head.
+	"llama3-rope": {Vocab: 11, Dim: 16, Layers: 1, Heads: 2, KVHeads: 2, Hidden: 24, MaxSeq: 16, RopeTheta: 500,
+		RopeScaling: RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxSeq: 40}},
 }
 
 func randomSeqs(r *rand.Rand, vocab int, lengths ...int) [][]int32 {

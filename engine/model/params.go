@@ -27,15 +27,17 @@ func (t Tensor) Len() int {
 // gradients). q, k and v are adjacent in the slab, so qkv is one matrix of
 // (H+2KV)·hd rows and one GEMM projects all three; gate and up likewise.
 type layer struct {
-	attnNorm []float32 // (D)
-	qkv      []float32 // ((H+2KV)·hd, D): q_proj, k_proj, v_proj
-	qkvBias  []float32 // ((H+2KV)·hd) or nil
-	qNorm    []float32 // (hd) or nil
-	kNorm    []float32 // (hd) or nil
-	o        []float32 // (D, H·hd)
-	mlpNorm  []float32 // (D)
-	gateUp   []float32 // (2F, D): gate_proj, up_proj
-	down     []float32 // (D, F)
+	attnNorm     []float32 // (D)
+	qkv          []float32 // ((H+2KV)·hd, D): q_proj, k_proj, v_proj
+	qkvBias      []float32 // ((H+2KV)·hd) or nil
+	qNorm        []float32 // (hd) or nil
+	kNorm        []float32 // (hd) or nil
+	o            []float32 // (D, H·hd)
+	postAttnNorm []float32 // (D) Gemma 3's norm of the attention output, or nil
+	mlpNorm      []float32 // (D) the MLP's input norm
+	gateUp       []float32 // (2F, D): gate_proj, up_proj
+	down         []float32 // (D, F)
+	postMLPNorm  []float32 // (D) Gemma 3's norm of the MLP output, or nil
 }
 
 // weights is the whole model's views into one slab.
@@ -73,10 +75,19 @@ func layout(c Config) ([]Tensor, int) {
 			add(p+"self_attn.k_norm.weight", false, hd)
 		}
 		add(p+"self_attn.o_proj.weight", true, D, H*hd)
+		// Llama's post_attention_layernorm is the MLP's input norm;
+		// Gemma's normalizes the attention output, and
+		// pre_feedforward_layernorm is the MLP's input norm.
 		add(p+"post_attention_layernorm.weight", false, D)
+		if c.Gemma3 {
+			add(p+"pre_feedforward_layernorm.weight", false, D)
+		}
 		add(p+"mlp.gate_proj.weight", true, F, D)
 		add(p+"mlp.up_proj.weight", true, F, D)
 		add(p+"mlp.down_proj.weight", true, D, F)
+		if c.Gemma3 {
+			add(p+"post_feedforward_layernorm.weight", false, D)
+		}
 	}
 	add("model.norm.weight", false, D)
 	if !c.TiedEmbeddings {
@@ -121,6 +132,10 @@ func views(c Config, ts []Tensor, slab []float32) weights {
 			gateUp:   span(p+"mlp.gate_proj.weight", p+"mlp.up_proj.weight"),
 			down:     byName(p + "mlp.down_proj.weight"),
 		}
+		if c.Gemma3 {
+			ly.postAttnNorm, ly.mlpNorm = ly.mlpNorm, byName(p+"pre_feedforward_layernorm.weight")
+			ly.postMLPNorm = byName(p + "post_feedforward_layernorm.weight")
+		}
 		if c.AttentionBias {
 			ly.qkvBias = span(p+"self_attn.q_proj.bias", p+"self_attn.v_proj.bias")
 		}
@@ -131,7 +146,8 @@ func views(c Config, ts []Tensor, slab []float32) weights {
 
 // initParams fills the slab as Llama-style models are initialized:
 // N(0, 0.02) matrices, residual output projections scaled down by
-// 1/√(2·layers) (GPT-2), norms at 1, biases at 0.
+// 1/√(2·layers) (GPT-2), norms at a scale of 1 (weights 1, or 0 in
+// Gemma's 1 + w), biases at 0.
 func initParams(c Config, ts []Tensor, slab []float32, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, 0x726c7672))
 	resid := 0.02 / math.Sqrt(2*float64(c.Layers))
@@ -140,7 +156,7 @@ func initParams(c Config, ts []Tensor, slab []float32, seed uint64) {
 		switch {
 		case len(t.Shape) == 1 && !isBias(t.Name):
 			for i := range v {
-				v[i] = 1
+				v[i] = 1 - c.normOffset()
 			}
 		case isBias(t.Name):
 			clear(v)

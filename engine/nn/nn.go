@@ -16,7 +16,7 @@
 //	T   one sequence's length
 //	D   model width
 //	H   query heads; KV key/value heads; hd head width
-//	F   SwiGLU hidden width
+//	F   SwiGLU/GeGLU hidden width
 //	V   vocabulary size
 //
 // A wrong shape is a programmer error inside the engine and panics (through
@@ -62,12 +62,14 @@ func EmbeddingBackward(dwte []float32, dout []float32, tokens []int32, D int) {
 	})
 }
 
-// RMSNormForward normalizes rows of C values: out = inp / rms(inp) · weight.
-// The input holds N rows of G consecutive groups of C values each, rows
-// stride apart; each group is normalized on its own (G = 1 for the
-// model's norms, G = heads for Qwen3's per-head q/k norms). It saves rstd
-// (N·G), the reciprocal RMS, for the backward.
-func RMSNormForward(out, rstd, inp, weight []float32, N, G, C, stride int, eps float32) {
+// RMSNormForward normalizes rows of C values: out = inp / rms(inp) ·
+// (offset + weight), where offset is 0 for Llama's norms and 1 for Gemma's,
+// which store w for a scale of 1 + w. The input holds N rows of G
+// consecutive groups of C values each, rows stride apart; each group is
+// normalized on its own (G = 1 for the model's norms, G = heads for the
+// per-head q/k norms). out may be inp. It saves rstd (N·G), the reciprocal
+// RMS, for the backward.
+func RMSNormForward(out, rstd, inp, weight []float32, N, G, C, stride int, eps, offset float32) {
 	// out, inp (N, stride) with G·C ≤ stride; rstd (N, G); weight (C)
 	parallel.For(N, rowGrain, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
@@ -81,21 +83,22 @@ func RMSNormForward(out, rstd, inp, weight []float32, N, G, C, stride int, eps f
 				r := float32(1 / math.Sqrt(float64(ss/float32(C)+eps)))
 				rstd[n*G+g] = r
 				for i, v := range x {
-					y[i] = v * r * weight[i]
+					y[i] = v * r * (offset + weight[i])
 				}
 			}
 		}
 	})
 }
 
-// RMSNormBackward adds the gradients of RMSNormForward into dinp and dweight.
+// RMSNormBackward adds the gradients of RMSNormForward into dinp and
+// dweight, with s = offset + w the scale:
 //
-//	dinp += r·(w⊙dout) − r³/C · x · Σ(w⊙dout⊙x)
+//	dinp += r·(s⊙dout) − r³/C · x · Σ(s⊙dout⊙x)
 //	dweight += Σ_rows dout⊙x·r
 //
 // dinp may alias nothing else; dweight is summed in row order by columns,
 // so it is the same whatever the thread count.
-func RMSNormBackward(dinp, dweight, dout, inp, weight, rstd []float32, N, G, C, stride int) {
+func RMSNormBackward(dinp, dweight, dout, inp, weight, rstd []float32, N, G, C, stride int, offset float32) {
 	parallel.For(N, rowGrain, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
 			for g := 0; g < G; g++ {
@@ -104,11 +107,11 @@ func RMSNormBackward(dinp, dweight, dout, inp, weight, rstd []float32, N, G, C, 
 				r := rstd[n*G+g]
 				var dot float32
 				for i := range x {
-					dot += weight[i] * dy[i] * x[i]
+					dot += (offset + weight[i]) * dy[i] * x[i]
 				}
 				k := r * r * r * dot / float32(C)
 				for i := range x {
-					dx[i] += r*weight[i]*dy[i] - k*x[i]
+					dx[i] += r*(offset+weight[i])*dy[i] - k*x[i]
 				}
 			}
 		}
@@ -132,12 +135,22 @@ func RMSNormBackward(dinp, dweight, dout, inp, weight, rstd []float32, N, G, C, 
 // embeddings with the given base theta, computed as Hugging Face Llama does
 // (inverse frequencies and angles in float32).
 func RoPETables(maxPos, hd int, theta float64) (cos, sin []float32) {
-	half := hd / 2
+	inv := make([]float32, hd/2)
+	for i := range inv {
+		inv[i] = float32(1 / math.Pow(theta, float64(2*i)/float64(hd)))
+	}
+	return RoPETablesFrom(maxPos, inv)
+}
+
+// RoPETablesFrom returns cos and sin, each (maxPos, len(inv)), for the
+// inverse frequencies inv: the angle of position p and pair i is p·inv[i]
+// in float32, as transformers computes it.
+func RoPETablesFrom(maxPos int, inv []float32) (cos, sin []float32) {
+	half := len(inv)
 	cos, sin = make([]float32, maxPos*half), make([]float32, maxPos*half)
-	for i := 0; i < half; i++ {
-		inv := float32(1 / math.Pow(theta, float64(2*i)/float64(hd)))
+	for i, f := range inv {
 		for p := 0; p < maxPos; p++ {
-			a := float64(float32(p) * inv)
+			a := float64(float32(p) * f)
 			cos[p*half+i], sin[p*half+i] = float32(math.Cos(a)), float32(math.Sin(a))
 		}
 	}
@@ -186,15 +199,16 @@ func AttentionProbsSize(offsets []int, H int) int {
 	return n
 }
 
-// AttentionForward is causal grouped-query attention over packed sequences.
-// qkv holds each token's H query heads, then KV key heads, then KV value
-// heads (post-RoPE); query head h reads key/value head h/(H/KV). It writes
-// out and saves the softmax probabilities att (AttentionProbsSize floats;
-// entries above the diagonal are zero) for the backward.
-func AttentionForward(out, att, qkv []float32, offsets []int, H, KV, hd int) {
+// AttentionForward is causal grouped-query attention over packed sequences:
+// softmax(scale·q·kᵀ)·v. qkv holds each token's H query heads, then KV key
+// heads, then KV value heads (post-RoPE); query head h reads key/value head
+// h/(H/KV). window, when positive, is a sliding window: the query at
+// position i sees only the keys j with i − j < window. It writes out and
+// saves the softmax probabilities att (AttentionProbsSize floats; entries
+// above the diagonal and outside the window are zero) for the backward.
+func AttentionForward(out, att, qkv []float32, offsets []int, H, KV, hd int, scale float32, window int) {
 	// out (N, H·hd), qkv (N, (H+2KV)·hd), att (Σ_s H·T_s²)
 	ld, rep := (H+2*KV)*hd, H/KV
-	scale := float32(1 / math.Sqrt(float64(hd)))
 	S := len(offsets) - 1
 	parallel.Each(S*KV, func(task int) {
 		s, g := task/KV, task%KV
@@ -205,7 +219,7 @@ func AttentionForward(out, att, qkv []float32, offsets []int, H, KV, hd int) {
 			p := att[attOffset(offsets, s, H)+h*T*T:][:T*T]
 			q := qkv[o*ld+h*hd:]
 			gemm.SgemmSerial(false, true, T, T, hd, scale, q, ld, k, ld, 0, p, T)
-			vec.SoftmaxCausal(p, T, T, 0)
+			vec.SoftmaxWindow(p, T, T, 0, window)
 			gemm.SgemmSerial(false, false, T, hd, T, 1, p, T, v, ld, 0, out[o*H*hd+h*hd:], H*hd)
 		}
 	})
@@ -221,14 +235,14 @@ func attOffset(offsets []int, s, H int) int {
 	return n
 }
 
-// AttentionBackward adds the gradients of AttentionForward into dqkv (same
-// layout as qkv). scratch holds parallel.Threads() blocks of
-// AttentionScratch(maxT) floats. Work is split by (sequence, key/value
-// head), so the heads sharing a key/value head accumulate into it in order
-// on one goroutine.
-func AttentionBackward(dqkv, dout, qkv, att, scratch []float32, offsets []int, H, KV, hd, maxT int) {
+// AttentionBackward adds the gradients of AttentionForward, which ran with
+// this scale, into dqkv (same layout as qkv). The window needs no
+// argument: att is zero outside it, and so is its gradient. scratch holds
+// parallel.Threads() blocks of AttentionScratch(maxT) floats. Work is split
+// by (sequence, key/value head), so the heads sharing a key/value head
+// accumulate into it in order on one goroutine.
+func AttentionBackward(dqkv, dout, qkv, att, scratch []float32, offsets []int, H, KV, hd, maxT int, scale float32) {
 	ld, rep := (H+2*KV)*hd, H/KV
-	scale := float32(1 / math.Sqrt(float64(hd)))
 	S := len(offsets) - 1
 	parallel.Worker(S*KV, func(w, lo, hi int) {
 		dp := scratch[w*AttentionScratch(maxT):][:AttentionScratch(maxT)]
@@ -247,7 +261,8 @@ func AttentionBackward(dqkv, dout, qkv, att, scratch []float32, offsets []int, H
 				gemm.SgemmSerial(false, true, T, T, hd, 1, do, H*hd, v, ld, 0, d, T)
 				gemm.SgemmSerial(true, false, T, hd, T, 1, p, T, do, H*hd, 1, dv, ld)
 				// dS = P ⊙ (dP − Σ_j dP⊙P), the softmax backward; masked
-				// entries have P = 0 and stay 0.
+				// entries (above the diagonal, outside the window) have
+				// P = 0 and stay 0.
 				for i := 0; i < T; i++ {
 					pr, dr := p[i*T:i*T+i+1], d[i*T:i*T+i+1]
 					var dot float32
@@ -283,6 +298,45 @@ func SwiGLUForward(out, sig, gu []float32, N, F int) {
 func SwiGLUBackward(dgu, dout, gu, sig []float32, N, F int) {
 	parallel.For(N, rowGrain, func(lo, hi int) {
 		vec.SwiGLUBackward(dgu[lo*2*F:hi*2*F], dout[lo*F:hi*F], gu[lo*2*F:hi*2*F], sig[lo*F:hi*F], hi-lo, F)
+	})
+}
+
+// GeGLUForward computes out = gelu_tanh(gate) ⊙ up, GELU's tanh
+// approximation 0.5·g·(1 + tanh(β·(g + κ·g³))) as PyTorch's
+// gelu(approximate="tanh") defines it, where each row of gu holds the F
+// gate values then the F up values (one fused projection). It saves sig
+// = σ(2β·(g + κ·g³)) = 0.5·(1 + tanh(…)) (N, F) for the backward.
+func GeGLUForward(out, sig, gu []float32, N, F int) {
+	// out, sig (N, F), gu (N, 2F)
+	parallel.For(N, rowGrain, func(lo, hi int) {
+		vec.GeGLU(out[lo*F:hi*F], sig[lo*F:hi*F], gu[lo*2*F:hi*2*F], hi-lo, F)
+	})
+}
+
+// GeGLUBackward adds the gradients of GeGLUForward into dgu.
+func GeGLUBackward(dgu, dout, gu, sig []float32, N, F int) {
+	parallel.For(N, rowGrain, func(lo, hi int) {
+		vec.GeGLUBackward(dgu[lo*2*F:hi*2*F], dout[lo*F:hi*F], gu[lo*2*F:hi*2*F], sig[lo*F:hi*F], hi-lo, F)
+	})
+}
+
+// Scale multiplies x by s in place: Gemma's embedding scale, forward and
+// backward.
+func Scale(x []float32, s float32) {
+	parallel.For(len(x), 4096, func(lo, hi int) {
+		for i := range x[lo:hi] {
+			x[lo+i] *= s
+		}
+	})
+}
+
+// Add sets dst += src elementwise: a residual connection.
+func Add(dst, src []float32) {
+	parallel.For(len(dst), 4096, func(lo, hi int) {
+		d, s := dst[lo:hi], src[lo:hi]
+		for i := range d {
+			d[i] += s[i]
+		}
 	})
 }
 

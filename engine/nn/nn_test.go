@@ -44,7 +44,10 @@ func TestEmbeddingGrad(t *testing.T) {
 
 func TestRMSNormGrad(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, tc := range []struct{ N, G, C, stride int }{{6, 1, 8, 8}, {5, 3, 4, 14}} {
+	for _, tc := range []struct {
+		N, G, C, stride int
+		offset          float32 // 1: Gemma's 1 + w
+	}{{6, 1, 8, 8, 0}, {5, 3, 4, 14, 0}, {6, 1, 8, 8, 1}, {5, 3, 4, 14, 1}} {
 		inp, w := randn(r, tc.N*tc.stride, 1), randn(r, tc.C, 1)
 		out, rstd := make([]float32, len(inp)), make([]float32, tc.N*tc.G)
 		dout := randn(r, len(inp), 1)
@@ -54,12 +57,12 @@ func TestRMSNormGrad(t *testing.T) {
 			clear(dout[n*tc.stride+tc.G*tc.C : (n+1)*tc.stride])
 		}
 		loss := func() float64 {
-			RMSNormForward(out, rstd, inp, w, tc.N, tc.G, tc.C, tc.stride, 1e-5)
+			RMSNormForward(out, rstd, inp, w, tc.N, tc.G, tc.C, tc.stride, 1e-5, tc.offset)
 			return gradcheck.Dot(dout, out)
 		}
 		loss()
 		dinp, dw := make([]float32, len(inp)), make([]float32, tc.C)
-		RMSNormBackward(dinp, dw, dout, inp, w, rstd, tc.N, tc.G, tc.C, tc.stride)
+		RMSNormBackward(dinp, dw, dout, inp, w, rstd, tc.N, tc.G, tc.C, tc.stride, tc.offset)
 		check(t, loss, "inp", inp, dinp, "weight", w, dw)
 	}
 }
@@ -107,7 +110,7 @@ func TestRoPEIsARotationAndItsInverse(t *testing.T) {
 	check(t, loss, "x", orig, grad)
 }
 
-func attentionCase(t *testing.T, offsets []int, H, KV, hd int) {
+func attentionCase(t *testing.T, offsets []int, H, KV, hd int, scale float32, window int) {
 	r := rand.New(rand.NewPCG(uint64(H), uint64(KV)))
 	N := offsets[len(offsets)-1]
 	maxT := 0
@@ -117,17 +120,47 @@ func attentionCase(t *testing.T, offsets []int, H, KV, hd int) {
 	qkv := randn(r, N*(H+2*KV)*hd, 1)
 	out, att := make([]float32, N*H*hd), make([]float32, AttentionProbsSize(offsets, H))
 	dout := randn(r, len(out), 1)
-	loss := func() float64 { AttentionForward(out, att, qkv, offsets, H, KV, hd); return gradcheck.Dot(dout, out) }
+	loss := func() float64 {
+		AttentionForward(out, att, qkv, offsets, H, KV, hd, scale, window)
+		return gradcheck.Dot(dout, out)
+	}
 	loss()
 	dqkv := make([]float32, len(qkv))
-	AttentionBackward(dqkv, dout, qkv, att, make([]float32, parallel.Threads()*AttentionScratch(maxT)), offsets, H, KV, hd, maxT)
+	AttentionBackward(dqkv, dout, qkv, att, make([]float32, parallel.Threads()*AttentionScratch(maxT)), offsets, H, KV, hd, maxT, scale)
 	check(t, loss, "qkv", qkv, dqkv)
 }
 
 func TestAttentionGrad(t *testing.T) {
-	attentionCase(t, []int{0, 5, 8, 9}, 2, 2, 4)
-	attentionCase(t, []int{0, 4, 10}, 4, 2, 4) // grouped-query
-	attentionCase(t, []int{0, 7}, 3, 1, 2)     // multi-query
+	attentionCase(t, []int{0, 5, 8, 9}, 2, 2, 4, 0.5, 0)
+	attentionCase(t, []int{0, 4, 10}, 4, 2, 4, 0.5, 0) // grouped-query
+	attentionCase(t, []int{0, 7}, 3, 1, 2, 0.7, 0)     // multi-query
+	attentionCase(t, []int{0, 7, 10}, 4, 2, 4, 0.3, 3) // a sliding window of 3
+}
+
+// TestAttentionWindow checks that a query of a windowed attention depends
+// on the keys and values in its window and on no others.
+func TestAttentionWindow(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 5))
+	H, KV, hd, window := 2, 1, 4, 3
+	offsets := []int{0, 8}
+	N, ld := 8, (H+2*KV)*hd
+	qkv := randn(r, N*ld, 1)
+	att := make([]float32, AttentionProbsSize(offsets, H))
+	out1, out2 := make([]float32, N*H*hd), make([]float32, N*H*hd)
+	AttentionForward(out1, att, qkv, offsets, H, KV, hd, 0.5, window)
+	for i := 2*ld + H*hd; i < 3*ld; i++ { // token 2's key and value
+		qkv[i] += 1
+	}
+	AttentionForward(out2, att, qkv, offsets, H, KV, hd, 0.5, window)
+	for n := 0; n < N; n++ {
+		same := true
+		for i := n * H * hd; i < (n+1)*H*hd; i++ {
+			same = same && out1[i] == out2[i]
+		}
+		if wantSame := n < 2 || n-2 >= window; same != wantSame {
+			t.Errorf("token %d: output unchanged = %v, want %v", n, same, wantSame)
+		}
+	}
 }
 
 // TestAttentionIsCausalAndPerSequence checks that changing a later token, or
@@ -139,12 +172,12 @@ func TestAttentionIsCausalAndPerSequence(t *testing.T) {
 	N, ld := 10, (H+2*KV)*hd
 	qkv := randn(r, N*ld, 1)
 	out1, att := make([]float32, N*H*hd), make([]float32, AttentionProbsSize(offsets, H))
-	AttentionForward(out1, att, qkv, offsets, H, KV, hd)
+	AttentionForward(out1, att, qkv, offsets, H, KV, hd, 0.5, 0)
 	for i := 4 * ld; i < 7*ld; i++ { // tokens 4, 5 of sequence 0 and token 0 of sequence 1
 		qkv[i] += 1
 	}
 	out2 := make([]float32, len(out1))
-	AttentionForward(out2, att, qkv, offsets, H, KV, hd)
+	AttentionForward(out2, att, qkv, offsets, H, KV, hd, 0.5, 0)
 	for n := 0; n < N; n++ {
 		same := true
 		for i := n * H * hd; i < (n+1)*H*hd; i++ {
@@ -166,6 +199,34 @@ func TestSwiGLUGrad(t *testing.T) {
 	dgu := make([]float32, len(gu))
 	SwiGLUBackward(dgu, dout, gu, sig, N, F)
 	check(t, loss, "gu", gu, dgu)
+}
+
+func TestGeGLUGrad(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 8))
+	N, F := 4, 6
+	gu := randn(r, N*2*F, 2)
+	out, th, dout := make([]float32, N*F), make([]float32, N*F), randn(r, N*F, 1)
+	loss := func() float64 { GeGLUForward(out, th, gu, N, F); return gradcheck.Dot(dout, out) }
+	loss()
+	dgu := make([]float32, len(gu))
+	GeGLUBackward(dgu, dout, gu, th, N, F)
+	check(t, loss, "gu", gu, dgu)
+}
+
+// TestGeGLUValues checks the tanh-approximated GELU against its formula in
+// float64 at a few points.
+func TestGeGLUValues(t *testing.T) {
+	g := []float32{-3, -0.5, 0, 0.1, 1, 2.5}
+	gu := append(append([]float32{}, g...), 1, 1, 1, 1, 1, 2)
+	out, th := make([]float32, 6), make([]float32, 6)
+	GeGLUForward(out, th, gu, 1, 6)
+	for i, x := range g {
+		v := float64(x)
+		want := 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v))) * float64(gu[6+i])
+		if math.Abs(float64(out[i])-want) > 1e-6*(1+math.Abs(want)) {
+			t.Errorf("gelu_tanh(%v)·%v = %v, want %v", x, gu[6+i], out[i], want)
+		}
+	}
 }
 
 func TestMatmulGrad(t *testing.T) {

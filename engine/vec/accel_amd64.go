@@ -10,6 +10,10 @@ package vec
 #cgo nocallback rlvr_swiglu
 #cgo noescape rlvr_swiglu_bwd
 #cgo nocallback rlvr_swiglu_bwd
+#cgo noescape rlvr_geglu
+#cgo nocallback rlvr_geglu
+#cgo noescape rlvr_geglu_bwd
+#cgo nocallback rlvr_geglu_bwd
 #cgo noescape rlvr_exp_shift_sum
 #cgo nocallback rlvr_exp_shift_sum
 #cgo noescape rlvr_decode_attention
@@ -105,12 +109,20 @@ AVX2 static inline void rl_softmax_row(float* restrict row, long valid) {
 	for (; j < valid; j++) row[j] *= inv;
 }
 
-AVX2 static void rlvr_softmax_causal(float* p, long T, long L, long past) {
+// rl_window_start is the first key a query at position q sees: 0 without
+// a window, else the first of the last `window` positions up to q.
+static inline long rl_window_start(long q, long window) {
+	if (window <= 0 || q - window + 1 < 0) return 0;
+	return q - window + 1;
+}
+
+AVX2 static void rlvr_softmax_causal(float* p, long T, long L, long past, long window) {
 	FTZ_BEGIN
 	for (long i = 0; i < T; i++) {
 		float* row = p + i * L;
-		long valid = past + i + 1;
-		rl_softmax_row(row, valid);
+		long valid = past + i + 1, start = rl_window_start(past + i, window);
+		rl_softmax_row(row + start, valid - start);
+		for (long j = 0; j < start; j++) row[j] = 0;
 		for (long j = valid; j < L; j++) row[j] = 0;
 	}
 	FTZ_END
@@ -152,6 +164,56 @@ AVX2 static void rlvr_swiglu_bwd(float* restrict dgu, const float* restrict dout
 		for (long i = 0; i < F; i++) {
 			du[i] += dy[i] * g[i] * s[i];
 			dg[i] += dy[i] * u[i] * s[i] * (1.0f + g[i] * (1.0f - s[i]));
+		}
+	}
+	FTZ_END
+}
+
+// GELU's tanh approximation as g·σ(2β·(g + κ·g³)); see vec.GeGLU.
+#define RL_GELU_2BETA 1.5957691216057308f
+#define RL_GELU_KAPPA 0.044715f
+
+AVX2 static void rlvr_geglu(float* restrict out, float* restrict sig, const float* restrict gu, long N, long F) {
+	FTZ_BEGIN
+	const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+	const __m256 b2 = _mm256_set1_ps(RL_GELU_2BETA), k = _mm256_set1_ps(RL_GELU_KAPPA);
+	for (long n = 0; n < N; n++) {
+		const float* g = gu + n * 2 * F;
+		const float* u = g + F;
+		float* y = out + n * F;
+		float* s = sig + n * F;
+		long i = 0;
+		for (; i + 8 <= F; i += 8) {
+			__m256 x = _mm256_loadu_ps(g + i);
+			__m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+			__m256 z = _mm256_mul_ps(b2, _mm256_add_ps(x, _mm256_mul_ps(k, x3)));
+			__m256 sg = _mm256_div_ps(one, _mm256_add_ps(one, rl_exp8(_mm256_sub_ps(zero, z))));
+			_mm256_storeu_ps(s + i, sg);
+			_mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(x, sg), _mm256_loadu_ps(u + i)));
+		}
+		for (; i < F; i++) {
+			float x = g[i];
+			float sg = 1.0f / (1.0f + rl_exp(-(RL_GELU_2BETA * (x + RL_GELU_KAPPA * (x * x * x)))));
+			s[i] = sg;
+			y[i] = x * sg * u[i];
+		}
+	}
+	FTZ_END
+}
+
+AVX2 static void rlvr_geglu_bwd(float* restrict dgu, const float* restrict dout, const float* restrict gu, const float* restrict sig, long N, long F) {
+	FTZ_BEGIN
+	for (long n = 0; n < N; n++) {
+		const float* g = gu + n * 2 * F;
+		const float* u = g + F;
+		float* dg = dgu + n * 2 * F;
+		float* du = dg + F;
+		const float* dy = dout + n * F;
+		const float* s = sig + n * F;
+		for (long i = 0; i < F; i++) {
+			float x = g[i];
+			du[i] += dy[i] * x * s[i];
+			dg[i] += dy[i] * u[i] * (s[i] + x * s[i] * (1.0f - s[i]) * RL_GELU_2BETA * (1.0f + 3.0f * RL_GELU_KAPPA * x * x));
 		}
 	}
 	FTZ_END
@@ -421,18 +483,19 @@ AVX2 static void rl_mix2(float* restrict o0, float* restrict o1, const float* re
 
 AVX2 static void rlvr_decode_attention(float* out, long out_stride, const float* q, long q_stride,
 		const float* k, const float* v, long capacity, const int32_t* slot, const int32_t* n, long S,
-		long H, long KV, long hd, float scale, float* p) {
+		long H, long KV, long hd, float scale, long window, float* p) {
 	FTZ_BEGIN
 	long rep = H / KV, kvw = KV * hd;
 	int wide = hd % 8 == 0 && hd <= 128;
 	int pairs = rep == 2 && hd % 8 == 0 && hd <= 32; // both heads of a group in one pass
 	for (long s = 0; s < S; s++) {
-		long L = n[s];
+		// Only keys [start, n) are seen: the cache from start on, L long.
+		long start = rl_window_start(n[s] - 1, window), L = n[s] - start;
 		if (pairs) {
 			for (long g = 0; g < KV; g++) {
 				const float* q0 = q + s * q_stride + 2 * g * hd;
-				const float* kt = k + (slot[s] * kvw + g * hd) * capacity;
-				const float* vb = v + (slot[s] * kvw + g * hd) * capacity;
+				const float* kt = k + (slot[s] * kvw + g * hd) * capacity + start;
+				const float* vb = v + (slot[s] * kvw + g * hd) * capacity + start * hd;
 				float* o0 = out + s * out_stride + 2 * g * hd;
 				float m0, m1;
 				rl_scores2(p, p + L, q0, q0 + hd, kt, capacity, L, hd, scale, &m0, &m1);
@@ -444,8 +507,8 @@ AVX2 static void rlvr_decode_attention(float* out, long out_stride, const float*
 		for (long h = 0; h < H; h++) {
 			long g = h / rep;
 			const float* qh = q + s * q_stride + h * hd;
-			const float* kt = k + (slot[s] * kvw + g * hd) * capacity;
-			const float* vb = v + (slot[s] * kvw + g * hd) * capacity;
+			const float* kt = k + (slot[s] * kvw + g * hd) * capacity + start;
+			const float* vb = v + (slot[s] * kvw + g * hd) * capacity + start * hd;
 			float* o = out + s * out_stride + h * hd;
 			rl_scores(p, qh, kt, capacity, L, hd, scale);
 			rl_softmax_row(p, L);
@@ -475,9 +538,9 @@ var accelerated = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 func fp(s []float32) *C.float { return (*C.float)(unsafe.Pointer(unsafe.SliceData(s))) }
 
-func softmaxCausalC(p []float32, T, L, past int) {
+func softmaxCausalC(p []float32, T, L, past, window int) {
 	_ = p[T*L-1]
-	C.rlvr_softmax_causal(fp(p), C.long(T), C.long(L), C.long(past))
+	C.rlvr_softmax_causal(fp(p), C.long(T), C.long(L), C.long(past), C.long(window))
 }
 
 func swigluC(out, sig, gu []float32, N, F int) {
@@ -496,6 +559,22 @@ func swigluBackwardC(dgu, dout, gu, sig []float32, N, F int) {
 	C.rlvr_swiglu_bwd(fp(dgu), fp(dout), fp(gu), fp(sig), C.long(N), C.long(F))
 }
 
+func gegluC(out, sig, gu []float32, N, F int) {
+	if N == 0 {
+		return
+	}
+	_, _, _ = out[N*F-1], sig[N*F-1], gu[N*2*F-1]
+	C.rlvr_geglu(fp(out), fp(sig), fp(gu), C.long(N), C.long(F))
+}
+
+func gegluBackwardC(dgu, dout, gu, sig []float32, N, F int) {
+	if N == 0 {
+		return
+	}
+	_, _, _, _ = dgu[N*2*F-1], dout[N*F-1], gu[N*2*F-1], sig[N*F-1]
+	C.rlvr_geglu_bwd(fp(dgu), fp(dout), fp(gu), fp(sig), C.long(N), C.long(F))
+}
+
 func expShiftSumC(dst, src []float32, shift float32) float64 {
 	_ = dst[len(src)-1]
 	return float64(C.rlvr_exp_shift_sum(fp(dst), fp(src), C.long(len(src)), C.float(shift)))
@@ -503,7 +582,7 @@ func expShiftSumC(dst, src []float32, shift float32) float64 {
 
 func maxC(x []float32) float32 { return float32(C.rlvr_max(fp(x), C.long(len(x)))) }
 
-func decodeAttentionC(out []float32, outStride int, q []float32, qStride int, k, v []float32, capacity int, slot, n []int32, H, KV, hd int, scale float32, scratch []float32) {
+func decodeAttentionC(out []float32, outStride int, q []float32, qStride int, k, v []float32, capacity int, slot, n []int32, H, KV, hd int, scale float32, window int, scratch []float32) {
 	S := len(slot)
 	if S == 0 {
 		return
@@ -521,5 +600,5 @@ func decodeAttentionC(out []float32, outStride int, q []float32, qStride int, k,
 	_, _, _ = out[(S-1)*outStride+H*hd-1], q[(S-1)*qStride+H*hd-1], scratch[2*maxN-1]
 	C.rlvr_decode_attention(fp(out), C.long(outStride), fp(q), C.long(qStride), fp(k), fp(v), C.long(capacity),
 		(*C.int32_t)(unsafe.Pointer(&slot[0])), (*C.int32_t)(unsafe.Pointer(&n[0])), C.long(S),
-		C.long(H), C.long(KV), C.long(hd), C.float(scale), fp(scratch))
+		C.long(H), C.long(KV), C.long(hd), C.float(scale), C.long(window), fp(scratch))
 }

@@ -1,23 +1,24 @@
 package vec
 
-func softmaxCausalGo(p []float32, T, L, past int) {
+func softmaxCausalGo(p []float32, T, L, past, window int) {
 	for i := 0; i < T; i++ {
 		row := p[i*L : (i+1)*L]
-		valid := past + i + 1
-		m := row[0]
-		for _, v := range row[1:valid] {
+		valid, start := past+i+1, windowStart(past+i, window)
+		m := row[start]
+		for _, v := range row[start+1 : valid] {
 			m = max(m, v)
 		}
 		var sum float32
-		for j := 0; j < valid; j++ {
+		for j := start; j < valid; j++ {
 			e := Exp32(row[j] - m)
 			row[j] = e
 			sum += e
 		}
 		inv := 1 / sum
-		for j := 0; j < valid; j++ {
+		for j := start; j < valid; j++ {
 			row[j] *= inv
 		}
+		clear(row[:start])
 		clear(row[valid:])
 	}
 }
@@ -47,6 +48,30 @@ func swigluBackwardGo(dgu, dout, gu, sig []float32, N, F int) {
 	}
 }
 
+func gegluGo(out, sig, gu []float32, N, F int) {
+	for n := 0; n < N; n++ {
+		g, u := gu[n*2*F:n*2*F+F], gu[n*2*F+F:(n+1)*2*F]
+		y, sg := out[n*F:(n+1)*F], sig[n*F:(n+1)*F]
+		for i, x := range g {
+			sg[i] = sigmoid(geluTwoBeta * (x + geluKappa*(x*x*x)))
+			y[i] = x * sg[i] * u[i]
+		}
+	}
+}
+
+func gegluBackwardGo(dgu, dout, gu, sig []float32, N, F int) {
+	for n := 0; n < N; n++ {
+		g, u := gu[n*2*F:n*2*F+F], gu[n*2*F+F:(n+1)*2*F]
+		dg, du := dgu[n*2*F:n*2*F+F], dgu[n*2*F+F:(n+1)*2*F]
+		dy, sg := dout[n*F:(n+1)*F], sig[n*F:(n+1)*F]
+		for i, x := range g {
+			s := sg[i]
+			du[i] += dy[i] * x * s
+			dg[i] += dy[i] * u[i] * (s + x*s*(1-s)*geluTwoBeta*(1+3*geluKappa*x*x))
+		}
+	}
+}
+
 func expShiftSumGo(dst, src []float32, shift float32) float64 {
 	var sum float64
 	for i, v := range src {
@@ -57,11 +82,13 @@ func expShiftSumGo(dst, src []float32, shift float32) float64 {
 	return sum
 }
 
-func decodeAttentionGo(out []float32, outStride int, q []float32, qStride int, k, v []float32, capacity int, slot, n []int32, H, KV, hd int, scale float32, scratch []float32) {
+func decodeAttentionGo(out []float32, outStride int, q []float32, qStride int, k, v []float32, capacity int, slot, n []int32, H, KV, hd int, scale float32, window int, scratch []float32) {
 	rep, kvw := H/KV, KV*hd
 	for s := range slot {
-		L := int(n[s])
-		kb, vb := k[int(slot[s])*kvw*capacity:], v[int(slot[s])*kvw*capacity:]
+		// Only keys [start, n) are seen: the cache from start on, L long.
+		start := windowStart(int(n[s])-1, window)
+		L := int(n[s]) - start
+		kb, vb := k[int(slot[s])*kvw*capacity+start:], v[int(slot[s])*kvw*capacity+start*hd:]
 		p := scratch[:L]
 		for h := 0; h < H; h++ {
 			g := h / rep
@@ -76,7 +103,7 @@ func decodeAttentionGo(out []float32, outStride int, q []float32, qStride int, k
 			for j := range p {
 				p[j] *= scale
 			}
-			softmaxCausalGo(p, 1, L, L-1)
+			softmaxCausalGo(p, 1, L, L-1, 0)
 			o := out[s*outStride+h*hd:][:hd]
 			clear(o)
 			for j := 0; j < L; j++ {

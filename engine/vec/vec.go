@@ -1,5 +1,5 @@
 // Package vec holds the engine's elementwise hot loops — softmax rows,
-// SwiGLU, attention over a KV cache — in two forms: plain Go, the
+// SwiGLU and GeGLU, attention over a KV cache — in two forms: plain Go, the
 // reference, and C compiled for AVX2/FMA, used when the binary is built
 // with cgo on amd64 and the CPU has both. Go does not vectorize loops, and
 // these are where a step spends its time outside matrix products.
@@ -16,12 +16,26 @@ func Accelerated() bool { return accelerated }
 // SoftmaxCausal turns each of the T rows of p (row length L, row stride
 // L) into probabilities over its first past+i+1 entries (row i attends to
 // keys 0..past+i) and zeroes the rest.
-func SoftmaxCausal(p []float32, T, L, past int) {
+func SoftmaxCausal(p []float32, T, L, past int) { SoftmaxWindow(p, T, L, past, 0) }
+
+// SoftmaxWindow is SoftmaxCausal with a sliding window: when window is
+// positive, row i attends only to the keys j with past+i − j < window, and
+// the entries before them are zeroed too.
+func SoftmaxWindow(p []float32, T, L, past, window int) {
 	if accelerated {
-		softmaxCausalC(p, T, L, past)
+		softmaxCausalC(p, T, L, past, window)
 		return
 	}
-	softmaxCausalGo(p, T, L, past)
+	softmaxCausalGo(p, T, L, past, window)
+}
+
+// windowStart is the first key a query at position q sees: 0 without a
+// window, else the first of the last window positions up to q.
+func windowStart(q, window int) int {
+	if window <= 0 {
+		return 0
+	}
+	return max(0, q-window+1)
 }
 
 // SwiGLU computes out = silu(g)⊙u and sig = σ(g) for N rows of gu =
@@ -33,6 +47,35 @@ func SwiGLU(out, sig, gu []float32, N, F int) {
 	}
 	swigluGo(out, sig, gu, N, F)
 }
+
+// GeGLU computes out = gelu_tanh(g)⊙u for N rows of gu = [g (F) | u (F)],
+// with GELU's tanh approximation 0.5·g·(1 + tanh(z)), z = β·(g + κ·g³),
+// written as g·σ(2z); it saves sig = σ(2z) for the backward.
+func GeGLU(out, sig, gu []float32, N, F int) {
+	if accelerated {
+		gegluC(out, sig, gu, N, F)
+		return
+	}
+	gegluGo(out, sig, gu, N, F)
+}
+
+// GeGLUBackward adds dout's gradient into dgu = [dg | du] for N rows:
+// gelu'(g) = s + g·s·(1 − s)·2β·(1 + 3κ·g²) with s = σ(2z).
+func GeGLUBackward(dgu, dout, gu, sig []float32, N, F int) {
+	if accelerated {
+		gegluBackwardC(dgu, dout, gu, sig, N, F)
+		return
+	}
+	gegluBackwardGo(dgu, dout, gu, sig, N, F)
+}
+
+// GELU's tanh approximation, as PyTorch's gelu(x, approximate="tanh"):
+// β = √(2/π), κ = 0.044715; the kernels use 2β, since
+// 0.5·(1 + tanh(z)) = σ(2z).
+const (
+	geluTwoBeta = float32(2 * 0.7978845608028654)
+	geluKappa   = float32(0.044715)
+)
 
 // SwiGLUBackward adds dout's gradient into dgu = [dg | du] for N rows.
 func SwiGLUBackward(dgu, dout, gu, sig []float32, N, F int) {
@@ -91,14 +134,16 @@ func SearchCumulative(p []float32, u float64) int {
 
 // DecodeAttention attends one new query per sequence to its cached keys
 // and values. q holds S rows (stride qStride) of H heads of hd values;
-// sequence s uses cache slot slot[s] and its first n[s] positions, head h
-// the key/value head h/(H/KV). Keys are stored transposed per slot, (KV,
-// hd, capacity); values per slot as (KV, capacity, hd). out gets S rows
-// (stride outStride) of H·hd values. scratch holds at least 2·max(n) floats.
-func DecodeAttention(out []float32, outStride int, q []float32, qStride int, k, v []float32, capacity int, slot, n []int32, H, KV, hd int, scale float32, scratch []float32) {
+// sequence s uses cache slot slot[s] and its first n[s] positions (the
+// last of them the query's own), or with a positive window only the last
+// window of those; head h reads the key/value head h/(H/KV). Keys are
+// stored transposed per slot, (KV, hd, capacity); values per slot as (KV,
+// capacity, hd). out gets S rows (stride outStride) of H·hd values.
+// scratch holds at least 2·max(n) floats.
+func DecodeAttention(out []float32, outStride int, q []float32, qStride int, k, v []float32, capacity int, slot, n []int32, H, KV, hd int, scale float32, window int, scratch []float32) {
 	if accelerated {
-		decodeAttentionC(out, outStride, q, qStride, k, v, capacity, slot, n, H, KV, hd, scale, scratch)
+		decodeAttentionC(out, outStride, q, qStride, k, v, capacity, slot, n, H, KV, hd, scale, window, scratch)
 		return
 	}
-	decodeAttentionGo(out, outStride, q, qStride, k, v, capacity, slot, n, H, KV, hd, scale, scratch)
+	decodeAttentionGo(out, outStride, q, qStride, k, v, capacity, slot, n, H, KV, hd, scale, window, scratch)
 }

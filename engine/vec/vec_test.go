@@ -30,13 +30,15 @@ func TestKernelsMatchReference(t *testing.T) {
 		t.Skip("no AVX2 C kernels on this build or CPU; the Go reference is what runs")
 	}
 	r := rand.New(rand.NewPCG(1, 1))
-	// Softmax over causal rows with a past.
+	// Softmax over causal rows with a past, without and with a window.
 	T, L, past := 5, 13, 8
-	p := randn(r, T*L, 3)
-	want := append([]float32(nil), p...)
-	softmaxCausalGo(want, T, L, past)
-	softmaxCausalC(p, T, L, past)
-	close(t, "softmax", p, want, 1e-6)
+	for _, window := range []int{0, 3, 9, 20} {
+		p := randn(r, T*L, 3)
+		want := append([]float32(nil), p...)
+		softmaxCausalGo(want, T, L, past, window)
+		softmaxCausalC(p, T, L, past, window)
+		close(t, "softmax", p, want, 1e-6)
+	}
 	// SwiGLU forward and backward.
 	N, F := 3, 37
 	gu := randn(r, N*2*F, 4)
@@ -51,6 +53,15 @@ func TestKernelsMatchReference(t *testing.T) {
 	swigluBackwardGo(d1, dout, gu, s1, N, F)
 	swigluBackwardC(d2, dout, gu, s1, N, F)
 	close(t, "swiglu backward", d2, d1, 1e-6)
+	// GeGLU forward and backward.
+	gegluGo(o1, s1, gu, N, F)
+	gegluC(o2, s2, gu, N, F)
+	close(t, "geglu", o2, o1, 1e-6)
+	close(t, "geglu sigmoid", s2, s1, 1e-6)
+	copy(d2, d1)
+	gegluBackwardGo(d1, dout, gu, s1, N, F)
+	gegluBackwardC(d2, dout, gu, s1, N, F)
+	close(t, "geglu backward", d2, d1, 1e-6)
 	// exp with a shift and its sum.
 	src := randn(r, 1000, 5)
 	e1, e2 := make([]float32, 1000), make([]float32, 1000)
@@ -64,29 +75,42 @@ func TestKernelsMatchReference(t *testing.T) {
 	H, KV, S, capacity := 4, 2, 3, 80
 	slot, n := []int32{2, 0, 1}, []int32{7, 1, 75} // 75: the 32-key blocks, an 8-key block and a tail
 	for _, hd := range []int{8, 16, 24, 32, 64, 6} {
-		k, v := randn(r, 3*capacity*KV*hd, 1), randn(r, 3*capacity*KV*hd, 1)
-		q := randn(r, S*(H+2)*hd, 1)
-		a1, a2 := make([]float32, S*H*hd), make([]float32, S*H*hd)
-		decodeAttentionGo(a1, H*hd, q, (H+2)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, make([]float32, 150))
-		decodeAttentionC(a2, H*hd, q, (H+2)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, make([]float32, 150))
-		close(t, "decode attention", a2, a1, 1e-5)
+		for _, window := range []int{0, 5, 40} {
+			k, v := randn(r, 3*capacity*KV*hd, 1), randn(r, 3*capacity*KV*hd, 1)
+			q := randn(r, S*(H+2)*hd, 1)
+			a1, a2 := make([]float32, S*H*hd), make([]float32, S*H*hd)
+			decodeAttentionGo(a1, H*hd, q, (H+2)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, window, make([]float32, 150))
+			decodeAttentionC(a2, H*hd, q, (H+2)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, window, make([]float32, 150))
+			close(t, "decode attention", a2, a1, 1e-5)
+		}
 	}
 }
 
 // TestDecodeAttentionReference checks decode attention against a direct
-// float64 computation of softmax(q·Kᵀ·scale)·V on a transposed key cache.
+// float64 computation of softmax(q·Kᵀ·scale)·V on a transposed key cache,
+// over all 5 cached positions and over a window of the last 3.
 func TestDecodeAttentionReference(t *testing.T) {
+	for _, window := range []int{0, 3} {
+		decodeAttentionReference(t, window)
+	}
+}
+
+func decodeAttentionReference(t *testing.T, window int) {
 	r := rand.New(rand.NewPCG(2, 2))
 	H, KV, hd, capacity := 2, 1, 4, 8
 	k, v := randn(r, 2*capacity*KV*hd, 1), randn(r, 2*capacity*KV*hd, 1)
 	q := randn(r, H*hd, 1)
 	out := make([]float32, H*hd)
-	DecodeAttention(out, H*hd, q, H*hd, k, v, capacity, []int32{1}, []int32{5}, H, KV, hd, 0.5, make([]float32, 10))
+	DecodeAttention(out, H*hd, q, H*hd, k, v, capacity, []int32{1}, []int32{5}, H, KV, hd, 0.5, window, make([]float32, 10))
 	kt, vb := k[capacity*hd:], v[capacity*hd:] // slot 1
+	first := 0
+	if window > 0 {
+		first = 5 - window
+	}
 	for h := 0; h < H; h++ {
 		var w [5]float64
 		var z float64
-		for j := 0; j < 5; j++ {
+		for j := first; j < 5; j++ {
 			var d float64
 			for i := 0; i < hd; i++ {
 				d += float64(q[h*hd+i]) * float64(kt[i*capacity+j])
@@ -96,7 +120,7 @@ func TestDecodeAttentionReference(t *testing.T) {
 		}
 		for i := 0; i < hd; i++ {
 			var o float64
-			for j := 0; j < 5; j++ {
+			for j := first; j < 5; j++ {
 				o += w[j] / z * float64(vb[j*hd+i]) // KV = 1: slot 1's rows
 			}
 			if math.Abs(o-float64(out[h*hd+i])) > 1e-5 {
@@ -139,7 +163,7 @@ func BenchmarkDecodeAttention(b *testing.B) {
 	}
 	scratch := make([]float32, 2*capacity)
 	for b.Loop() {
-		DecodeAttention(out, H*hd, q, (H+2*KV)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, scratch)
+		DecodeAttention(out, H*hd, q, (H+2*KV)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, 0, scratch)
 	}
 }
 
@@ -199,5 +223,63 @@ func TestSearchCumulative(t *testing.T) {
 	}
 	if got := SearchCumulative(p, total*1.01); got != last {
 		t.Fatalf("u past the total: %d, want the last index with mass %d", got, last)
+	}
+}
+
+// TestSoftmaxWindow checks which keys a windowed row attends to: row i of
+// a block with past positions before it sees keys j with past+i − j <
+// window, and its probabilities there sum to one.
+func TestSoftmaxWindow(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	T, L, past, window := 4, 9, 5, 3
+	p := randn(r, T*L, 2)
+	SoftmaxWindow(p, T, L, past, window)
+	for i := 0; i < T; i++ {
+		var sum float64
+		for j := 0; j < L; j++ {
+			q := past + i
+			seen := j <= q && q-j < window
+			if v := p[i*L+j]; (v != 0) != seen {
+				t.Fatalf("row %d key %d: probability %v, seen %v", i, j, v, seen)
+			}
+			sum += float64(p[i*L+j])
+		}
+		if math.Abs(sum-1) > 1e-6 {
+			t.Fatalf("row %d sums to %v", i, sum)
+		}
+	}
+}
+
+// TestGeGLUReference checks the Go GeGLU against GELU's tanh approximation
+// computed in float64, 0.5·g·(1 + tanh(√(2/π)·(g + 0.044715·g³)))·u, and
+// its derivative in g against a central difference of that formula.
+func TestGeGLUReference(t *testing.T) {
+	g := []float32{-9, -3, -0.5, -1e-3, 0, 1e-4, 0.1, 1, 2.5, 7}
+	F := len(g)
+	gu := append(append([]float32{}, g...), make([]float32, F)...)
+	for i := range g {
+		gu[F+i] = 0.5 + float32(i)/4
+	}
+	out, sig := make([]float32, F), make([]float32, F)
+	gegluGo(out, sig, gu, 1, F)
+	gelu := func(v float64) float64 { return 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v))) }
+	dgu := make([]float32, 2*F)
+	ones := make([]float32, F)
+	for i := range ones {
+		ones[i] = 1
+	}
+	gegluBackwardGo(dgu, ones, gu, sig, 1, F)
+	for i, x := range g {
+		v, u := float64(x), float64(gu[F+i])
+		if want := gelu(v) * u; math.Abs(float64(out[i])-want) > 1e-6*(1e-3+math.Abs(want)) {
+			t.Errorf("gelu_tanh(%v)·%v = %v, want %v", x, u, out[i], want)
+		}
+		const h = 1e-4
+		if want := (gelu(v+h) - gelu(v-h)) / (2 * h) * u; math.Abs(float64(dgu[i])-want) > 1e-5*(1+math.Abs(want)) {
+			t.Errorf("d/dg at %v: %v, want %v", x, dgu[i], want)
+		}
+		if want := gelu(v); math.Abs(float64(dgu[F+i])-want) > 1e-6*(1e-3+math.Abs(want)) {
+			t.Errorf("d/du at %v: %v, want %v", x, dgu[F+i], want)
+		}
 	}
 }

@@ -22,32 +22,78 @@ func ModelConfig(c *hfconfig.Config) (model.Config, error) {
 	if c.OProjBias() {
 		return model.Config{}, fmt.Errorf("hf: attention_bias with an o_proj bias (%s) is not supported", c.Architecture)
 	}
-	return model.Config{
+	m := model.Config{
 		Vocab: c.VocabSize, Dim: c.HiddenSize, Layers: c.NumHiddenLayers, Heads: c.NumAttentionHeads,
 		KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim, Hidden: c.IntermediateSize,
 		MaxSeq: c.MaxPositionEmbeddings, RopeTheta: c.RopeTheta, NormEps: float32(c.RMSNormEps),
 		TiedEmbeddings: c.TieWordEmbeddings, AttentionBias: c.QKVBias(), QKNorm: c.QKNorm(),
-	}, nil
+	}
+	if s := c.RopeScaling; s != nil {
+		m.RopeScaling = model.RopeScaling{Type: s.Type, Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
+			HighFreqFactor: s.HighFreqFactor, OriginalMaxSeq: s.OriginalMaxPositionEmbeddings}
+		if s.Type == "dynamic" {
+			// transformers rescales dynamic RoPE past max_position_embeddings,
+			// the engine's limit on a sequence.
+			m.RopeScaling.OriginalMaxSeq = c.MaxPositionEmbeddings
+		}
+	}
+	if c.IsGemma3() {
+		m.Gemma3, m.QueryPreAttnScalar = true, c.QueryPreAttnScalar
+		m.SlidingWindow, m.LocalRopeTheta = c.SlidingWindow, c.RopeLocalBaseFreq
+		m.LocalLayers = make([]bool, len(c.LayerTypes))
+		for i, t := range c.LayerTypes {
+			m.LocalLayers[i] = t == hfconfig.SlidingAttention
+		}
+	}
+	return m, nil
 }
 
-// Config returns the config.json describing an engine configuration: Qwen3
-// when it has q/k norms, Qwen2 when it has q/k/v biases, Llama otherwise.
+// Config returns the config.json describing an engine configuration:
+// Gemma 3 for Gemma3, Qwen3 when it has q/k norms, Qwen2 when it has q/k/v
+// biases, Llama otherwise. A non-Gemma configuration with local layers or
+// a query_pre_attn_scalar has no config.json: hfconfig refuses to write it.
 func Config(m model.Config, bos, eos []int) *hfconfig.Config {
 	m = m.WithDefaults()
 	arch := hfconfig.Llama
 	switch {
+	case m.Gemma3:
+		arch = hfconfig.Gemma3
 	case m.QKNorm:
 		arch = hfconfig.Qwen3
 	case m.AttentionBias:
 		arch = hfconfig.Qwen2
 	}
-	return &hfconfig.Config{
+	c := &hfconfig.Config{
 		Architecture: arch, HiddenSize: m.Dim, IntermediateSize: m.Hidden, NumHiddenLayers: m.Layers,
 		NumAttentionHeads: m.Heads, NumKeyValueHeads: m.KVHeads, HeadDim: m.HeadDim, VocabSize: m.Vocab,
 		MaxPositionEmbeddings: m.MaxSeq, RMSNormEps: float64(m.NormEps), RopeTheta: m.RopeTheta,
 		TieWordEmbeddings: m.TiedEmbeddings, AttentionBias: m.AttentionBias && arch != hfconfig.Qwen2,
 		BOSTokenIDs: bos, EOSTokenIDs: eos, TorchDType: "float32",
 	}
+	if s := m.RopeScaling; s.Type != "" {
+		c.RopeScaling = &hfconfig.RopeScaling{Type: s.Type, Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
+			HighFreqFactor: s.HighFreqFactor}
+		if s.Type == "llama3" {
+			c.RopeScaling.OriginalMaxPositionEmbeddings = s.OriginalMaxSeq
+		}
+	}
+	if m.Gemma3 || len(m.LocalLayers) > 0 {
+		c.SlidingWindow, c.RopeLocalBaseFreq = m.SlidingWindow, m.LocalRopeTheta
+		c.LayerTypes = make([]string, m.Layers)
+		for l := range c.LayerTypes {
+			c.LayerTypes[l] = hfconfig.FullAttention
+			if m.Local(l) {
+				c.LayerTypes[l] = hfconfig.SlidingAttention
+			}
+		}
+	}
+	if m.Gemma3 || m.QueryPreAttnScalar != 0 {
+		c.QueryPreAttnScalar = m.QueryPreAttnScalar
+		if c.QueryPreAttnScalar == 0 {
+			c.QueryPreAttnScalar = float64(m.HeadDim)
+		}
+	}
+	return c
 }
 
 // Load reads a checkpoint directory into a new model. Before allocating

@@ -48,7 +48,7 @@ func TestLoadFixtureAndRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if hc2.Architecture != hc.Architecture || m2.Config != m.Config {
+		if hc2.Architecture != hc.Architecture || !m2.Config.Equal(m.Config) {
 			t.Fatalf("%s: config changed: %+v vs %+v", dtype, m2.Config, m.Config)
 		}
 		for i := range m.Params {
@@ -279,6 +279,10 @@ func FuzzCheck(f *testing.F) {
 		{Vocab: 9, Dim: 8, Layers: 1, Heads: 2, Hidden: 12, MaxSeq: 8},
 		{Vocab: 9, Dim: 8, Layers: 2, Heads: 2, KVHeads: 1, Hidden: 12, MaxSeq: 8, AttentionBias: true, TiedEmbeddings: true},
 		{Vocab: 9, Dim: 8, Layers: 1, Heads: 2, HeadDim: 6, Hidden: 12, MaxSeq: 8, QKNorm: true},
+		{Vocab: 9, Dim: 8, Layers: 2, Heads: 2, KVHeads: 1, Hidden: 12, MaxSeq: 8, TiedEmbeddings: true,
+			Gemma3: true, SlidingWindow: 3, LocalLayers: []bool{true, false}, QueryPreAttnScalar: 4},
+		{Vocab: 9, Dim: 8, Layers: 1, Heads: 2, Hidden: 12, MaxSeq: 8,
+			RopeScaling: model.RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxSeq: 4}},
 	} {
 		dir := saveTiny(f, cfg, safetensors.BF16)
 		config, err := os.ReadFile(filepath.Join(dir, "config.json"))
@@ -323,4 +327,61 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("Check accepted what Fill refuses: %v", err)
 		}
 	})
+}
+
+// TestGemma3AndScaledRoPERoundTrip saves a random Gemma 3 model (local and
+// global layers, scaled global RoPE) and a Llama with each RoPE scaling,
+// and checks the directory loads back as the same configuration with the
+// same weights, under Gemma 3's tensor names.
+func TestGemma3AndScaledRoPERoundTrip(t *testing.T) {
+	gemma := model.Config{Vocab: 40, Dim: 16, Layers: 3, Heads: 2, KVHeads: 1, HeadDim: 8, Hidden: 24, MaxSeq: 64,
+		RopeTheta: 1e6, NormEps: 1e-6, TiedEmbeddings: true, Gemma3: true, QueryPreAttnScalar: 8, SlidingWindow: 4,
+		LocalLayers: []bool{true, false, true}, LocalRopeTheta: 10000,
+		RopeScaling: model.RopeScaling{Type: "linear", Factor: 8}}
+	llama := model.Config{Vocab: 40, Dim: 16, Layers: 1, Heads: 2, KVHeads: 2, Hidden: 24, MaxSeq: 64, RopeTheta: 500000, NormEps: 1e-5}
+	cfgs := map[string]model.Config{"gemma3": gemma}
+	for _, s := range []model.RopeScaling{
+		{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxSeq: 32},
+		{Type: "linear", Factor: 2},
+		{Type: "dynamic", Factor: 2, OriginalMaxSeq: 64},
+	} {
+		c := llama
+		c.RopeScaling = s
+		cfgs["llama/"+s.Type] = c
+	}
+	for name, cfg := range cfgs {
+		t.Run(name, func(t *testing.T) {
+			m, err := model.New(cfg, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), "ckpt")
+			if err := Save(dir, m, nil, safetensors.F32); err != nil {
+				t.Fatal(err)
+			}
+			m2, hc, err := Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !m2.Config.Equal(m.Config) {
+				t.Fatalf("config %+v, saved %+v", m2.Config, m.Config)
+			}
+			if cfg.Gemma3 != (hc.Architecture == hfconfig.Gemma3) {
+				t.Errorf("architecture %s", hc.Architecture)
+			}
+			for i := range m.Params {
+				if m.Params[i] != m2.Params[i] {
+					t.Fatalf("parameter %d differs", i)
+				}
+			}
+			if cfg.Gemma3 {
+				for _, name := range []string{"model.layers.2.pre_feedforward_layernorm.weight", "model.layers.2.post_feedforward_layernorm.weight",
+					"model.layers.0.post_attention_layernorm.weight", "model.layers.1.self_attn.q_norm.weight", "model.layers.1.self_attn.k_norm.weight"} {
+					if _, _, ok := m2.Tensor(name); !ok {
+						t.Errorf("no tensor %s", name)
+					}
+				}
+			}
+		})
+	}
 }

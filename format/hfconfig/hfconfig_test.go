@@ -69,6 +69,187 @@ const qwen3Config = `{
   "vocab_size": 151936
 }`
 
+// gemma3Config is shaped like Gemma 3 270M's config.json, as transformers
+// 4.55 wrote it.
+const gemma3Config = `{
+  "_sliding_window_pattern": 6,
+  "architectures": ["Gemma3ForCausalLM"],
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "attn_logit_softcapping": null,
+  "bos_token_id": 2,
+  "eos_token_id": 1,
+  "final_logit_softcapping": null,
+  "head_dim": 256,
+  "hidden_activation": "gelu_pytorch_tanh",
+  "hidden_size": 640,
+  "initializer_range": 0.02,
+  "intermediate_size": 2048,
+  "layer_types": [
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "full_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "sliding_attention",
+    "full_attention"
+  ],
+  "max_position_embeddings": 32768,
+  "model_type": "gemma3_text",
+  "num_attention_heads": 4,
+  "num_hidden_layers": 18,
+  "num_key_value_heads": 1,
+  "pad_token_id": 0,
+  "query_pre_attn_scalar": 256,
+  "rms_norm_eps": 1e-06,
+  "rope_local_base_freq": 10000.0,
+  "rope_scaling": null,
+  "rope_theta": 1000000.0,
+  "sliding_window": 512,
+  "torch_dtype": "bfloat16",
+  "transformers_version": "4.55.0.dev0",
+  "use_bidirectional_attention": false,
+  "use_cache": true,
+  "vocab_size": 262144
+}`
+
+// gemma3Want is what gemma3Config parses to.
+func gemma3Want() *hfconfig.Config {
+	types := make([]string, 18)
+	for i := range types {
+		types[i] = hfconfig.SlidingAttention
+		if i%6 == 5 {
+			types[i] = hfconfig.FullAttention
+		}
+	}
+	return &hfconfig.Config{
+		Architecture: hfconfig.Gemma3, ModelType: "gemma3_text",
+		HiddenSize: 640, IntermediateSize: 2048, NumHiddenLayers: 18, NumAttentionHeads: 4, NumKeyValueHeads: 1,
+		HeadDim: 256, VocabSize: 262144, MaxPositionEmbeddings: 32768, RMSNormEps: 1e-6, RopeTheta: 1e6,
+		TieWordEmbeddings: true, BOSTokenIDs: []int{2}, EOSTokenIDs: []int{1}, TorchDType: "bfloat16",
+		LayerTypes: types, SlidingWindow: 512, RopeLocalBaseFreq: 10000, QueryPreAttnScalar: 256,
+	}
+}
+
+// TestGemma3 reads Gemma 3 270M's config.json in transformers 4's form,
+// in the form transformers 5's Gemma3TextConfig.to_dict writes
+// (rope_parameters per layer type, no rope_theta), and with layer_types
+// left to sliding_window_pattern; all three are the same model, and it
+// writes back unchanged.
+func TestGemma3(t *testing.T) {
+	c, err := hfconfig.Parse("gemma3/config.json", []byte(gemma3Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := gemma3Want(); !reflect.DeepEqual(c, want) {
+		t.Errorf("Parse() = %+v\nwant %+v", c, want)
+	}
+	if !c.IsGemma3() || !c.QKNorm() || c.QKVBias() || c.OProjBias() {
+		t.Errorf("IsGemma3 %v QKNorm %v QKVBias %v OProjBias %v", c.IsGemma3(), c.QKNorm(), c.QKVBias(), c.OProjBias())
+	}
+	out := roundTrip(t, c)
+	for _, key := range []string{`"rope_local_base_freq": 10000.0`, `"query_pre_attn_scalar": 256,`, `"hidden_activation": "gelu_pytorch_tanh"`, `"final_logit_softcapping": null`} {
+		if !strings.Contains(string(out), key) {
+			t.Errorf("written config.json lacks %s:\n%s", key, out)
+		}
+	}
+	v5 := strings.Replace(gemma3Config, `"rope_local_base_freq": 10000.0,
+  "rope_scaling": null,
+  "rope_theta": 1000000.0,`, `"rope_parameters": {
+    "full_attention": {"rope_theta": 1000000.0, "rope_type": "default"},
+    "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}
+  },`, 1)
+	if v5 == gemma3Config {
+		t.Fatal("the transformers 5 form was not made")
+	}
+	c5, err := hfconfig.Parse("gemma3-v5/config.json", []byte(v5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c5, c) {
+		t.Errorf("transformers 5's form: %+v\nwant %+v", c5, c)
+	}
+	i, j := strings.Index(gemma3Config, `"layer_types"`), strings.Index(gemma3Config, `"max_position_embeddings"`)
+	noTypes := gemma3Config[:i] + gemma3Config[j:]
+	c6, err := hfconfig.Parse("gemma3-pattern/config.json", []byte(noTypes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c6, c) {
+		t.Errorf("layer_types from the default pattern: %+v\nwant %+v", c6.LayerTypes, c.LayerTypes)
+	}
+}
+
+// TestGemma3Defaults checks transformers' Gemma3TextConfig defaults for
+// absent fields, sliding_window_pattern, and the RoPE forms' precedence:
+// rope_scaling adds to the full-attention dict, a base in a dict wins over
+// rope_theta.
+func TestGemma3Defaults(t *testing.T) {
+	c, err := hfconfig.Parse("min.json", []byte(`{"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128,
+		"num_hidden_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 32, "sliding_window_pattern": 2,
+		"rope_theta": 5.0, "rope_parameters": {"full_attention": {"rope_theta": 7.0}},
+		"rope_scaling": {"rope_type": "linear", "factor": 8.0}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &hfconfig.Config{
+		Architecture: hfconfig.Gemma3, ModelType: "gemma3_text",
+		HiddenSize: 64, IntermediateSize: 128, NumHiddenLayers: 4, NumAttentionHeads: 2, NumKeyValueHeads: 1,
+		HeadDim: 256, VocabSize: 32, MaxPositionEmbeddings: 131072, RMSNormEps: 1e-6, RopeTheta: 7,
+		RopeScaling:       &hfconfig.RopeScaling{Type: "linear", Factor: 8},
+		TieWordEmbeddings: true, BOSTokenIDs: []int{2}, EOSTokenIDs: []int{1},
+		LayerTypes:    []string{hfconfig.SlidingAttention, hfconfig.FullAttention, hfconfig.SlidingAttention, hfconfig.FullAttention},
+		SlidingWindow: 4096, RopeLocalBaseFreq: 10000, QueryPreAttnScalar: 256,
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Parse() = %+v\nwant %+v", c, want)
+	}
+	roundTrip(t, c)
+}
+
+// TestRopeScaling reads each supported RoPE scaling in both forms,
+// rope_scaling and transformers 5's rope_parameters, and writes it back.
+func TestRopeScaling(t *testing.T) {
+	const base = `"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 32, "max_position_embeddings": 4096`
+	for _, tc := range []struct {
+		name, json string
+		theta      float64
+		want       *hfconfig.RopeScaling
+	}{
+		{"llama3", `"rope_theta": 500000.0, "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"}`,
+			500000, &hfconfig.RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 8192}},
+		{"llama3 in rope_parameters", `"rope_parameters": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_theta": 500000.0, "rope_type": "llama3"}`,
+			500000, &hfconfig.RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 8192}},
+		{"llama3 original length defaults", `"rope_scaling": {"factor": 2.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "rope_type": "llama3"}`,
+			10000, &hfconfig.RopeScaling{Type: "llama3", Factor: 2, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 4096}},
+		{"linear legacy type", `"rope_scaling": {"type": "linear", "factor": 2.0}`, 10000, &hfconfig.RopeScaling{Type: "linear", Factor: 2}},
+		{"dynamic", `"rope_parameters": {"rope_type": "dynamic", "factor": 4.0, "rope_theta": 10000.0}`, 10000, &hfconfig.RopeScaling{Type: "dynamic", Factor: 4}},
+		{"default", `"rope_parameters": {"rope_type": "default", "rope_theta": 3.0}`, 3, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := hfconfig.Parse("config.json", []byte("{"+base+", "+tc.json+"}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.RopeTheta != tc.theta || !reflect.DeepEqual(c.RopeScaling, tc.want) {
+				t.Errorf("rope_theta %v, scaling %+v; want %v, %+v", c.RopeTheta, c.RopeScaling, tc.theta, tc.want)
+			}
+			roundTrip(t, c)
+		})
+	}
+}
+
 func TestFixture(t *testing.T) {
 	path := shareddata.Path(t, "verl-arith-llama/config.json")
 	c, err := hfconfig.Load(path)
@@ -228,9 +409,26 @@ func TestMalformed(t *testing.T) {
 		{"unknown model_type", `{"model_type": "gpt2"}`, []string{"model_type: unsupported model type \"gpt2\""}},
 		{"model_type mismatch", `{` + base + `, "num_attention_heads": 4, "model_type": "qwen2"}`, []string{"model_type: \"qwen2\" does not match architecture LlamaForCausalLM"}},
 		{"no architecture", `{"hidden_size": 64}`, []string{"neither architectures nor model_type"}},
-		{"rope_scaling", `{` + base + `, "num_attention_heads": 4, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}`, []string{"rope_scaling: RoPE scaling (llama3) is not supported yet"}},
-		{"rope_scaling legacy", `{` + base + `, "num_attention_heads": 4, "rope_scaling": {"type": "linear", "factor": 2.0}}`, []string{"rope_scaling: RoPE scaling (linear) is not supported yet"}},
-		{"rope_parameters", `{` + base + `, "num_attention_heads": 4, "rope_parameters": {"rope_type": "yarn"}}`, []string{"rope_parameters: RoPE type \"yarn\" is not supported yet"}},
+		{"rope_scaling llama3 incomplete", `{` + base + `, "num_attention_heads": 4, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}`, []string{"rope_scaling: llama3 RoPE needs low_freq_factor"}},
+		{"rope_scaling without factor", `{` + base + `, "num_attention_heads": 4, "rope_scaling": {"type": "linear"}}`, []string{"rope_scaling: linear RoPE needs factor"}},
+		{"rope_scaling yarn", `{` + base + `, "num_attention_heads": 4, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}`, []string{"rope_scaling: RoPE type \"yarn\" is not supported (default, linear, dynamic, llama3)"}},
+		{"rope_scaling bands", `{` + base + `, "num_attention_heads": 4, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4, "high_freq_factor": 1}}`, []string{"rope_scaling: high_freq_factor 1 must exceed low_freq_factor 4"}},
+		{"rope_scaling zero factor", `{` + base + `, "num_attention_heads": 4, "rope_scaling": {"rope_type": "dynamic", "factor": 0}}`, []string{"rope_scaling: factor must be positive"}},
+		{"rope_parameters", `{` + base + `, "num_attention_heads": 4, "rope_parameters": {"rope_type": "yarn"}}`, []string{"rope_parameters: RoPE type \"yarn\" is not supported"}},
+		{"partial rotary", `{` + base + `, "num_attention_heads": 4, "rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}}`, []string{"rope_parameters: partial_rotary_factor 0.5 is not supported"}},
+		{"multimodal gemma3", `{"model_type": "gemma3", "text_config": {}}`, []string{"model_type: the multimodal Gemma 3", "text_config (model_type gemma3_text, Gemma3ForCausalLM)"}},
+		{"multimodal gemma3 architecture", `{"architectures": ["Gemma3ForConditionalGeneration"]}`, []string{"architectures: the multimodal Gemma 3"}},
+		{"gemma softcapping", strings.Replace(gemma3Config, `"final_logit_softcapping": null`, `"final_logit_softcapping": 30.0`, 1), []string{"final_logit_softcapping: logit soft-capping (30.0) is not supported"}},
+		{"gemma attention softcapping", strings.Replace(gemma3Config, `"attn_logit_softcapping": null`, `"attn_logit_softcapping": 50`, 1), []string{"attn_logit_softcapping: logit soft-capping"}},
+		{"gemma bidirectional", strings.Replace(gemma3Config, `"use_bidirectional_attention": false`, `"use_bidirectional_attention": true`, 1), []string{"use_bidirectional_attention: bidirectional attention is not supported"}},
+		{"gemma activation", strings.Replace(gemma3Config, `"gelu_pytorch_tanh"`, `"gelu"`, 1), []string{"hidden_activation: \"gelu\" is not supported (only gelu_pytorch_tanh)"}},
+		{"gemma layer type", strings.Replace(gemma3Config, `"full_attention"`, `"chunked_attention"`, 1), []string{"layer_types: layer 5 is \"chunked_attention\""}},
+		{"gemma layer count", strings.Replace(gemma3Config, `"num_hidden_layers": 18`, `"num_hidden_layers": 17`, 1), []string{"layer_types: 18 entries for num_hidden_layers 17"}},
+		{"gemma null window", strings.Replace(gemma3Config, `"sliding_window": 512`, `"sliding_window": null`, 1), []string{"sliding_window: must be positive with sliding_attention layers, got 0"}},
+		{"gemma window type", strings.Replace(gemma3Config, `"sliding_window": 512`, `"sliding_window": "512"`, 1), []string{"sliding_window: want a number of positions"}},
+		{"gemma local scaling", strings.Replace(gemma3Config, `"rope_scaling": null,`, `"rope_parameters": {"sliding_attention": {"rope_type": "linear", "factor": 2.0}},`, 1), []string{"rope_parameters.sliding_attention: RoPE type \"linear\" on sliding-window layers is not supported"}},
+		{"gemma flat rope_parameters", strings.Replace(gemma3Config, `"rope_scaling": null,`, `"rope_parameters": {"rope_type": "default", "rope_theta": 10.0},`, 1), []string{"rope_parameters: want a dict per layer type (full_attention, sliding_attention), got key"}},
+		{"gemma pattern", `{"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 32, "sliding_window_pattern": 0}`, []string{"sliding_window_pattern: must be positive"}},
 		{"hidden_act", `{` + base + `, "num_attention_heads": 4, "hidden_act": "gelu"}`, []string{"hidden_act: \"gelu\" is not supported"}},
 		{"mlp_bias", `{` + base + `, "num_attention_heads": 4, "mlp_bias": true}`, []string{"mlp_bias: MLP biases are not supported"}},
 		{"sliding window", strings.Replace(qwen2Config, `"use_sliding_window": false`, `"use_sliding_window": true`, 1), []string{"use_sliding_window: sliding-window attention is not supported"}},
@@ -281,6 +479,21 @@ func TestWriteErrors(t *testing.T) {
 		t.Errorf("Write(two BOS ids) error = %v", err)
 	}
 	bad = *c
+	bad.SlidingWindow = 8
+	if err := hfconfig.Write(path, &bad); err == nil || !strings.Contains(err.Error(), "sliding_window: is a Gemma 3 field") {
+		t.Errorf("Write(Qwen3 with a sliding window) error = %v", err)
+	}
+	bad = *c
+	bad.RopeScaling = &hfconfig.RopeScaling{Type: "yarn", Factor: 2}
+	if err := hfconfig.Write(path, &bad); err == nil || !strings.Contains(err.Error(), `rope_scaling: RoPE type "yarn" is not supported`) {
+		t.Errorf("Write(yarn) error = %v", err)
+	}
+	g := gemma3Want()
+	g.LayerTypes = g.LayerTypes[1:]
+	if err := hfconfig.Write(path, g); err == nil || !strings.Contains(err.Error(), "layer_types: 17 entries for num_hidden_layers 18") {
+		t.Errorf("Write(Gemma 3 short of a layer type) error = %v", err)
+	}
+	bad = *c
 	bad.Architecture = "GPT2LMHeadModel"
 	if _, err := hfconfig.Marshal(&bad); err == nil || !strings.Contains(err.Error(), "architectures") {
 		t.Errorf("Marshal(unknown architecture) error = %v", err)
@@ -300,6 +513,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"model_type": "qwen3", "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 2, "rope_parameters": {"rope_theta": 3}, "eos_token_id": []}`))
 	f.Add([]byte(`{"architectures": ["LlamaForCausalLM"], "rope_scaling": {"type": "linear"}}`))
 	f.Add([]byte(`{"eos_token_id": [1, 2.5]}`))
+	f.Add([]byte(gemma3Config))
+	f.Add([]byte(`{"model_type": "gemma3_text", "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 3, "num_attention_heads": 2, "vocab_size": 2, "sliding_window_pattern": 2, "rope_parameters": {"full_attention": {"rope_type": "llama3", "factor": 2, "low_freq_factor": 1, "high_freq_factor": 2}}}`))
+	f.Add([]byte(`{"model_type": "llama", "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "vocab_size": 2, "rope_scaling": {"type": "dynamic", "factor": 2}}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := hfconfig.Parse("fuzz.json", data)
@@ -356,5 +572,24 @@ func TestLimits(t *testing.T) {
 	atLimit := `{"model_type": "llama", "hidden_size": 65536, "intermediate_size": 262144, "num_hidden_layers": 1024, "num_attention_heads": 1024, "vocab_size": 4194304, "max_position_embeddings": 2048}`
 	if _, err := hfconfig.Parse("config.json", []byte(atLimit)); err != nil {
 		t.Errorf("sizes at the limits: %v", err)
+	}
+}
+
+// TestTransformersToDict parses the configs transformers 5 builds from the
+// real models' GGUF files and writes with to_dict (format/gguf's
+// testdata, from python/gguf_config_ref.py): Gemma 3's in the
+// rope_parameters form, with architectures null.
+func TestTransformersToDict(t *testing.T) {
+	c, err := hfconfig.Load(filepath.Join("..", "gguf", "testdata", "gemma3.config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := gemma3Want()
+	want.RMSNormEps, want.TorchDType = float64(float32(1e-6)), ""
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Load() = %+v\nwant %+v", c, want)
+	}
+	if _, err := hfconfig.Load(filepath.Join("..", "gguf", "testdata", "smollm2.config.json")); err != nil {
+		t.Error(err)
 	}
 }

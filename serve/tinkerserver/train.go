@@ -535,7 +535,7 @@ func (s *Server) load(m *trainModel, dir, path string, optimizer bool) error {
 	if err != nil {
 		return serverErr("reading %s: %v", path, err)
 	}
-	if got, want := mc.WithDefaults(), l.Model.Config.WithDefaults(); got != want {
+	if got, want := mc.WithDefaults(), l.Model.Config.WithDefaults(); !got.Equal(want) {
 		return userErr("the weights at %s are of another model than model %s's base %s: %+v, not %+v", path, m.id, m.base.name, got, want)
 	}
 	if optimizer {
