@@ -108,7 +108,7 @@ var endOfTurn = []string{"<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end▁o
 // generation_config.json whose eos_token_id lists EOS and the end-of-turn
 // token.
 func ggufTokenizerFiles(hc *hfconfig.Config, v tokenizer.GGUFVocab) (map[string][]byte, error) {
-	if v.ChatTemplate == "" && hc.Architecture == "gemma3_text" {
+	if v.ChatTemplate == "" && hc.IsGemma3() {
 		v.ChatTemplate = gemma3ChatTemplate
 	}
 	tj, cj, err := tokenizer.HFFilesFromGGUF(v)

