@@ -31,7 +31,7 @@ scripts/llamacpp.sh >/dev/null
 # A checkpoint trained from the GGUF (two SFT steps on GSM8K), saved, and
 # loaded back by transformers.
 go build -o runs/parity/rlvr ./cmd/rlvr
-for m in SmolLM2-135M-Instruct.Q4_1; do
+for m in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
   out=runs/parity/$m-sft
   runs/parity/rlvr sft --model "$cache/models/$m.gguf" --data gsm8k --train-file ../shared/data/gsm8k/train.jsonl \
     --steps 2 --prompts 2 --eval-problems 4 --eval-every 100 --checkpoint-every 100 --warmup 0 --lr 1e-5 \
