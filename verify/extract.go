@@ -305,6 +305,14 @@ func lastNumber(text string) (string, bool) {
 		if start > 0 && text[start-1] == '.' {
 			start-- // .5
 		}
+		if label(text, start) {
+			i = start - 1
+			continue
+		}
+		if h, ok := clockHour(text, start, end); ok {
+			return h, true
+		}
+		start = spacedThousands(text, start, end)
 		num := text[start:end]
 		num = fixSeparators(num)
 		// A LaTeX fraction \frac{a}{b} ending here.
@@ -332,6 +340,79 @@ func lastNumber(text string) (string, bool) {
 		i = start - 1
 	}
 	return "", false
+}
+
+// label reports whether the number starting at text[start] is part of a
+// name rather than a quantity: glued to the word before it ("vitamin D3",
+// "mp3", "H2O"; a LaTeX command such as "\sqrt2" is not a word) or after a
+// number sign ("horse #12").
+func label(text string, start int) bool {
+	if start == 0 {
+		return false
+	}
+	if text[start-1] == '#' {
+		return true
+	}
+	w := start
+	for w > 0 && isLetter(text[w-1]) {
+		w--
+	}
+	if w == start {
+		return false
+	}
+	return w == 0 || text[w-1] != '\\' && !isDigit(text[w-1])
+}
+
+// clockHour reads a clock time "h:mm" ending at text[end]: the last number
+// is the time, not its minutes. A time on the hour, "2:00 pm", is its hour,
+// "2"; another is returned whole, "2:30", and equals no number.
+func clockHour(text string, start, end int) (string, bool) {
+	if end-start != 2 || start < 2 || text[start-1] != ':' || !isDigit(text[start-2]) {
+		return "", false
+	}
+	h := start - 2
+	if h > 0 && isDigit(text[h-1]) {
+		h--
+	}
+	if h > 0 && (isDigit(text[h-1]) || text[h-1] == ':' || text[h-1] == '.') {
+		return "", false // 123:45, 1:02:03, 1.5:30
+	}
+	if text[start:end] == "00" {
+		return text[h : start-1], true
+	}
+	return text[h:end], true
+}
+
+// spacedThousands extends the number text[start:end] to the left over
+// thousands groups separated by single spaces, "118 000" or "5 650 000",
+// and returns its new start: the number must begin with a group of exactly
+// three digits, and only a group of 1 to 3 digits that no other digit or
+// separator precedes can lead it.
+func spacedThousands(text string, start, end int) int {
+	for {
+		g := start
+		for g < end && isDigit(text[g]) {
+			g++
+		}
+		if g-start != 3 || g < end && text[g] == ',' {
+			return start
+		}
+		if start < 2 || text[start-1] != ' ' || !isDigit(text[start-2]) {
+			return start
+		}
+		p := start - 1
+		for p > 0 && isDigit(text[p-1]) {
+			p--
+		}
+		n := start - 1 - p
+		if n > 3 || p > 0 && (text[p-1] == '.' || text[p-1] == ',') {
+			return start
+		}
+		start = p
+		if n < 3 { // a shorter group leads the number
+			return start
+		}
+	}
 }
 
 // fixSeparators keeps a number's commas only when they are valid thousands

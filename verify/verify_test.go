@@ -44,6 +44,22 @@ func TestExtract(t *testing.T) {
 		{"last number latex fraction", `so $x = -\frac{3}{4}$`, `-\frac{3}{4}`, RuleLastNumber},
 		{"binary minus", "x-5", "5", RuleLastNumber},
 		{"decimal point", "about .5 of it", ".5", RuleLastNumber},
+		// Found comparing with Math-Verify (docs/peers.md): thousands
+		// separated by spaces, clock times, numbers that are names.
+		{"spaced thousands", "so he paid $400 000 - $282 000 = $118 000.", "118 000", RuleLastNumber},
+		{"spaced thousands groups", "650 000/2 = 5 325 000 cars each", "5 325 000", RuleLastNumber},
+		{"spaced thousands decimal", "each pays 3 400.50 a year", "3 400.50", RuleLastNumber},
+		{"spaced not thousands", "rows 1234 567", "567", RuleLastNumber},
+		{"spaced list", "pick 1 2", "2", RuleLastNumber},
+		{"clock on the hour", "so the latest she can start is 5-3 = 2:00 pm", "2", RuleLastNumber},
+		{"clock 24h", "18:00 minus 8 hours is 10:00", "10", RuleLastNumber},
+		{"clock time", "she leaves at 2:30 pm", "2:30", RuleLastNumber},
+		{"ratio", "the ratio is 3:4", "4", RuleLastNumber},
+		{"glued to a word", "180/30=6 bottles of vitamin D3.", "6", RuleLastNumber},
+		{"glued to a word lower", "3000 - 50 = 2950 songs on her mp3 player", "2950", RuleLastNumber},
+		{"number sign", "16 people think horse #12 will win", "16", RuleLastNumber},
+		{"latex command digit", `so $x = \sqrt2$`, "2", RuleLastNumber},
+		{"exponent", "about 1e5", "5", RuleLastNumber},
 		{"none", "no numbers here", "", RuleNone},
 		{"empty", "", "", RuleNone},
 	}
