@@ -20,6 +20,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -262,21 +264,32 @@ type MVVerdict struct {
 }
 
 // Judged is a disagreement judged by hand: which verdict is right and why
-// (verify/testdata/mathverify.jsonl). Text may be omitted for cases that are
-// only classified; verify's TestMathVerifyJudged checks those with Text.
+// (verify/testdata/mathverify.jsonl). A judgment holds for the text whose
+// hash is SHA; a pair whose text has changed since counts as not judged.
+// Text, the pair's text or its tail, is kept for a few dozen cases, which
+// verify's TestMathVerifyJudged checks; the others are only classified.
 type Judged struct {
 	Set     string `json:"set"`
 	ID      string `json:"id"`
 	Gold    string `json:"gold"`
-	Text    string `json:"text,omitempty"`
-	Correct int    `json:"correct"` // the right verdict, 1 accept or 0 reject
+	SHA     string `json:"sha"`            // TextHash of the pair's whole text
+	Text    string `json:"text,omitempty"` // the text, or its tail
+	Correct int    `json:"correct"`        // the right verdict: 1 accept, 0 reject
 	Class   string `json:"class"`
 	Note    string `json:"note,omitempty"`
+}
+
+// TextHash identifies a pair's text in a judgment: the first 12 hex digits
+// of its SHA-256.
+func TextHash(text string) string {
+	h := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(h[:6])
 }
 
 // Disagreement is a pair the verifiers judge differently.
 type Disagreement struct {
 	Set, ID, Gold    string
+	SHA              string
 	Rlvr, MV         int
 	RlvrAnswer       string
 	MVGold, MVAnswer string
@@ -356,8 +369,13 @@ func compareCmd(args []string) error {
 			continue
 		}
 		d := Disagreement{Set: p.Set, ID: p.ID, Gold: p.Gold, Rlvr: p.Rlvr, MV: v.MV, RlvrAnswer: p.RlvrAnswer,
-			MVGold: v.GoldParsed, MVAnswer: v.PredParsed, Text: p.Text}
-		if j, ok := judge[p.Set+"\x00"+p.ID]; ok {
+			MVGold: v.GoldParsed, MVAnswer: v.PredParsed, Text: p.Text, SHA: TextHash(p.Text)}
+		j, ok := judge[p.Set+"\x00"+p.ID]
+		if ok && j.SHA != TextHash(p.Text) {
+			fmt.Fprintf(os.Stderr, "mathverify: %s %s: the text has changed since it was judged\n", p.Set, p.ID)
+			ok = false
+		}
+		if ok {
 			c := j.Correct
 			d.Class, d.Correct, d.Note = j.Class, &c, j.Note
 			n := classes[j.Class]
