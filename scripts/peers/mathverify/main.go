@@ -75,6 +75,9 @@ type Pair struct {
 	// reads from Text.
 	Rlvr       int    `json:"rlvr"`
 	RlvrAnswer string `json:"rlvr_answer"`
+	// Recorded is a sample's reward as the calibration run recorded it,
+	// which differs from Rlvr when verify has changed since.
+	Recorded *int `json:"recorded,omitempty"`
 }
 
 // A source is a file of examples and how its pairs are made.
@@ -158,8 +161,9 @@ func pairsCmd(args []string) error {
 					skipped++
 					continue
 				}
+				rec := int(s.Reward)
 				pairs = append(pairs, Pair{Set: "SmolLM2 " + name, ID: fmt.Sprintf("%s/%s/%d", s.ID, s.Pass, s.Index),
-					Gold: s.Gold, Text: s.Text, Kind: "sample"})
+					Gold: s.Gold, Text: s.Text, Kind: "sample", Recorded: &rec})
 				exs = append(exs, e)
 			}
 		}
@@ -175,8 +179,15 @@ func pairsCmd(args []string) error {
 		repeats++
 	}
 	secs := time.Since(start).Seconds()
+	changed := 0
 	for i := range pairs {
 		pairs[i].RlvrAnswer, _ = verify.Extract(pairs[i].Text)
+		if r := pairs[i].Recorded; r != nil && *r != pairs[i].Rlvr {
+			changed++
+		}
+	}
+	if changed > 0 {
+		fmt.Fprintf(os.Stderr, "mathverify: %d samples' rewards differ from those the calibration run recorded (verify has changed since)\n", changed)
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
