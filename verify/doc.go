@@ -15,7 +15,10 @@
 //  2. \boxed{…}, \fbox{…} or \framebox{…}, with nested braces; a box left
 //     unclosed (a truncated response) is ignored;
 //  3. "the answer is …", "answer: …", "answer = …", "answer should be …"
-//     (up to the end of the sentence or of the $…$ math that follows);
+//     (up to the end of the sentence or of the $…$ math that follows); a
+//     phrase followed by a sentence of five words or more and no digit
+//     ("the final answer is given as a number after ####") states no answer
+//     and is skipped;
 //  4. the last number (integer, decimal, 1,000- or 1 000-style, a/b or
 //     \frac{a}{b}), which [ExtractWith] can switch off. A number glued to
 //     a word ("vitamin D3", "mp3") or after "#" ("horse #12") is a name and

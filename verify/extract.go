@@ -231,11 +231,18 @@ func extractPhrase(text string) (string, bool) {
 	locs := answerPhrase.FindAllStringIndex(text, -1)
 	for i := len(locs) - 1; i >= 0 && i >= len(locs)-maxCandidates; i-- {
 		rest := text[locs[i][1]:]
-		if a := phraseAnswer(rest); a != "" {
+		if a := phraseAnswer(rest); a != "" && !prose(a) {
 			return a, true
 		}
 	}
 	return "", false
+}
+
+// prose reports whether what follows "the answer is" is a sentence rather
+// than an answer: five words or more and no digit, as in "the final answer
+// is given as a number after ####". The phrase then states no answer.
+func prose(a string) bool {
+	return !strings.ContainsAny(a, "0123456789") && len(strings.Fields(a)) >= 5
 }
 
 // phraseAnswer cuts the answer out of the text that follows "answer is".

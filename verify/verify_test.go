@@ -60,6 +60,9 @@ func TestExtract(t *testing.T) {
 		{"number sign", "16 people think horse #12 will win", "16", RuleLastNumber},
 		{"latex command digit", `so $x = \sqrt2$`, "2", RuleLastNumber},
 		{"exponent", "about 1e5", "5", RuleLastNumber},
+		{"phrase prose", "So, 63 + 97 = 160.\nThe final answer is given as a number after \"####\".", "160", RuleLastNumber},
+		{"phrase prose earlier phrase", "The answer is 7. Note that the answer is the sum of the numbers.", "7", RuleAnswerPhrase},
+		{"phrase words", "The answer is the blue one.", "the blue one", RuleAnswerPhrase},
 		{"none", "no numbers here", "", RuleNone},
 		{"empty", "", "", RuleNone},
 	}
