@@ -40,6 +40,9 @@
 //
 //   - a leading "x =", "x \in", "f(x) =" or "(x, y) =" is dropped (the
 //     variable is remembered, see below);
+//   - a worked equation whose sides are constants but the last, "1440 /
+//     1440 = 1" or "3 + 4 \approx 7.0", is its last side (so "400 + 36 =
+//     76" is 76, not 436);
 //   - "a \cup b" is a union, \begin{pmatrix}…\end{pmatrix} a matrix,
 //     "(a, b)" or "[a, b)" a tuple or interval, "\{a, b\}" a set, and
 //     "a, b" (or "a; b", "a and b") a list; "(a)" is just a;

@@ -184,6 +184,14 @@ func TestEqual(t *testing.T) {
 		{`x \in [-2,7]`, "[-2,7]", true},
 		{"(x, y) = (1, 2)", "(1,2)", true},
 		{"y = 2x + 3", "2x+3", true},
+		// A worked equation is its result (found comparing with Math-Verify).
+		{"1440 / 1440 = 1", "1", true},
+		{`50 \times 8 + 36 = 436`, "436", true},
+		{"400 + 36 = 76", "436", false},
+		{"x = 400 + 36 = 436", "436", true},
+		{`\frac{1}{3} \approx 0.333`, "0.333", true},
+		{"x^2 + y^2 = 25", "25", false},
+		{"2x = 4", "4", false},
 		{"x^3+3x-6", "3x + x^3 - 6", true},
 		{"(a+5)(b+2)", "ab + 2a + 5b + 10", false}, // "ab" is a word, not a*b
 		{"(a+5)(b+2)", "(b+2)(a+5)", true},
