@@ -152,7 +152,10 @@ func pairsCmd(args []string) error {
 		for _, name := range sampleSets {
 			path := filepath.Join(*samples, sampleModel+"."+name+".samples.jsonl")
 			ss, err := readSamples(path)
-			if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				fmt.Fprintf(os.Stderr, "mathverify: %s is missing; its samples are left out\n", path)
+				continue
+			} else if err != nil {
 				return err
 			}
 			for _, s := range ss {
