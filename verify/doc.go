@@ -16,11 +16,13 @@
 //     unclosed (a truncated response) is ignored;
 //  3. "the answer is …", "answer: …", "answer = …", "answer should be …"
 //     (up to the end of the sentence or of the $…$ math that follows); a
-//     phrase followed by a sentence of five words or more and no digit
-//     ("the final answer is given as a number after ####") states no answer
-//     and is skipped;
-//  4. the last number (integer, decimal, 1,000- or 1 000-style, a/b or
-//     \frac{a}{b}), which [ExtractWith] can switch off. A number glued to
+//     phrase followed by words and no digit, five words or more or the
+//     word "answer" ("the final answer is given as a number after ####",
+//     "this answer is the correct answer"), states no answer and is
+//     skipped;
+//  4. the last number (integer, decimal, 1,000- or 1 000-style, a/b,
+//     \frac{a}{b} or \cfrac{a}{b}, \sqrt{n} or 2\sqrt{n}, with a trailing
+//     % kept), which [ExtractWith] can switch off. A number glued to
 //     a word ("vitamin D3", "mp3") or after "#" ("horse #12") is a name and
 //     is skipped; a clock time is one number, its hour when on the hour
 //     ("2:00 pm" is 2, "2:30" stays "2:30").

@@ -239,10 +239,23 @@ func extractPhrase(text string) (string, bool) {
 }
 
 // prose reports whether what follows "the answer is" is a sentence rather
-// than an answer: five words or more and no digit, as in "the final answer
-// is given as a number after ####". The phrase then states no answer.
+// than an answer: no digit, and five words or more ("the final answer is
+// given as a number after ####") or the word "answer" itself ("this answer
+// is the correct answer"). The phrase then states no answer.
 func prose(a string) bool {
-	return !strings.ContainsAny(a, "0123456789") && len(strings.Fields(a)) >= 5
+	if strings.ContainsAny(a, "0123456789") {
+		return false
+	}
+	words := strings.Fields(a)
+	if len(words) >= 5 {
+		return true
+	}
+	for _, w := range words {
+		if strings.EqualFold(strings.Trim(w, `.,;:!?"'*`), "answer") {
+			return true // "this answer is the correct answer"
+		}
+	}
+	return false
 }
 
 // phraseAnswer cuts the answer out of the text that follows "answer is".
@@ -290,11 +303,12 @@ var connectives = []string{" because ", " since ", ", which ", ", as ", ", so ",
 
 var fillers = []string{"therefore", "thus", "hence", "then", "so", "simply", "just", "exactly", "approximately", "about"}
 
-var fracNumber = regexp.MustCompile(`^-?\\[dt]?frac\{\d+\}\{\d+\}`)
+var fracNumber = regexp.MustCompile(`^-?\\[dtc]?frac\{\d+\}\{\d+\}`)
 
 // lastNumber returns the last number of the text: an integer, a decimal, a
-// number with thousands separators, a fraction a/b or \frac{a}{b}, with its
-// sign.
+// number with thousands separators, a fraction a/b or \frac{a}{b} (\dfrac,
+// \tfrac, \cfrac), a root \sqrt{n} with its coefficient, with its sign and
+// its percent sign.
 func lastNumber(text string) (string, bool) {
 	i := len(text) - 1
 	for i >= 0 {
@@ -319,14 +333,28 @@ func lastNumber(text string) (string, bool) {
 		if h, ok := clockHour(text, start, end); ok {
 			return h, true
 		}
+		// A square root \sqrt{n}, with its coefficient: "2\sqrt{3}".
+		if end < len(text) && text[end] == '}' && strings.HasSuffix(text[:start], `\sqrt{`) {
+			s := start - len(`\sqrt{`)
+			for s > 0 && isDigit(text[s-1]) {
+				s--
+			}
+			if s > 0 && text[s-1] == '-' {
+				s--
+			}
+			return text[s : end+1], true
+		}
 		start = spacedThousands(text, start, end)
 		num := text[start:end]
 		num = fixSeparators(num)
+		if strings.HasPrefix(text[end:], "%") || strings.HasPrefix(text[end:], `\%`) {
+			num += text[end : end+strings.IndexByte(text[end:], '%')+1] // "25%": a percentage
+		}
 		// A LaTeX fraction \frac{a}{b} ending here.
 		if b := strings.LastIndex(text[max(0, start-40):start], `frac{`); b >= 0 {
 			b += max(0, start-40)
 			s := b - 1
-			for s > 0 && (text[s] == 'd' || text[s] == 't') {
+			for s > 0 && (text[s] == 'd' || text[s] == 't' || text[s] == 'c') {
 				s--
 			}
 			if s >= 0 && text[s] == '\\' {

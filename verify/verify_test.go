@@ -63,6 +63,12 @@ func TestExtract(t *testing.T) {
 		{"phrase prose", "So, 63 + 97 = 160.\nThe final answer is given as a number after \"####\".", "160", RuleLastNumber},
 		{"phrase prose earlier phrase", "The answer is 7. Note that the answer is the sum of the numbers.", "7", RuleAnswerPhrase},
 		{"phrase words", "The answer is the blue one.", "the blue one", RuleAnswerPhrase},
+		{"phrase about the answer", "The answer is $\\textbf{(B)}$\n\nThis answer is the correct answer.", `\textbf{(B)}`, RuleAnswerPhrase},
+		{"last number percent", "which is 25%.", "25%", RuleLastNumber},
+		{"last number latex percent", `so $40\%$ of them`, `40\%`, RuleLastNumber},
+		{"last number cfrac", `we have $b = 1 + \cfrac{1}{3}.$`, `\cfrac{1}{3}`, RuleLastNumber},
+		{"last number sqrt", `which results in $\sqrt{53}$. Done`, `\sqrt{53}`, RuleLastNumber},
+		{"last number sqrt coefficient", `so the side is $-2\sqrt{3}$`, `-2\sqrt{3}`, RuleLastNumber},
 		{"none", "no numbers here", "", RuleNone},
 		{"empty", "", "", RuleNone},
 	}
