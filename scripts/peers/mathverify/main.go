@@ -291,6 +291,7 @@ type Judged struct {
 	Correct int    `json:"correct"`        // the right verdict: 1 accept, 0 reject
 	Class   string `json:"class"`
 	Note    string `json:"note,omitempty"`
+	Open    bool   `json:"open,omitempty"` // rlvr is wrong and not fixed yet
 }
 
 // TextHash identifies a pair's text in a judgment: the first 12 hex digits
