@@ -302,6 +302,30 @@ func stripVarPrefix(s string) (rest, name string) {
 	return s, name
 }
 
+// lastSide returns the result of a worked equation, "1440/1440 = 1" or
+// "3 + 4 \approx 7.0": the last side, when every side before it is a
+// constant expression. Any other s is returned as it is, so that an
+// equation in variables ("x^2 + y^2 = 25") stays whole.
+func lastSide(s string) string {
+	if !strings.Contains(s, "=") && !strings.Contains(s, `\approx`) {
+		return s
+	}
+	var sides []string
+	for _, p := range splitTop(s, "=") {
+		sides = append(sides, splitTop(p, `\approx`)...)
+	}
+	last := strings.TrimSpace(sides[len(sides)-1])
+	if len(sides) < 2 || last == "" {
+		return s
+	}
+	for _, p := range sides[:len(sides)-1] {
+		if p = strings.TrimSpace(p); p == "" || !isConstant(p) {
+			return s
+		}
+	}
+	return last
+}
+
 var matrixEnvs = []string{"pmatrix", "bmatrix", "Bmatrix", "vmatrix", "Vmatrix", "smallmatrix", "matrix", "array"}
 
 // parseMatrix parses \begin{pmatrix} a & b \\ c & d \end{pmatrix}.
@@ -353,6 +377,7 @@ func parseValue(s string, depth int, budget *int, pm bool) *value {
 	name := ""
 	if len(splitTop(s, ",")) == 1 {
 		s, name = stripVarPrefix(s)
+		s = lastSide(s)
 	}
 	v := parseBody(strings.TrimSpace(s), depth, budget, pm)
 	if v.kind == 's' && v.name == "" {

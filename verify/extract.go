@@ -231,11 +231,31 @@ func extractPhrase(text string) (string, bool) {
 	locs := answerPhrase.FindAllStringIndex(text, -1)
 	for i := len(locs) - 1; i >= 0 && i >= len(locs)-maxCandidates; i-- {
 		rest := text[locs[i][1]:]
-		if a := phraseAnswer(rest); a != "" {
+		if a := phraseAnswer(rest); a != "" && !prose(a) {
 			return a, true
 		}
 	}
 	return "", false
+}
+
+// prose reports whether what follows "the answer is" is a sentence rather
+// than an answer: no digit, and five words or more ("the final answer is
+// given as a number after ####") or the word "answer" itself ("this answer
+// is the correct answer"). The phrase then states no answer.
+func prose(a string) bool {
+	if strings.ContainsAny(a, "0123456789") {
+		return false
+	}
+	words := strings.Fields(a)
+	if len(words) >= 5 {
+		return true
+	}
+	for _, w := range words {
+		if strings.EqualFold(strings.Trim(w, `.,;:!?"'*`), "answer") {
+			return true // "this answer is the correct answer"
+		}
+	}
+	return false
 }
 
 // phraseAnswer cuts the answer out of the text that follows "answer is".
@@ -283,11 +303,12 @@ var connectives = []string{" because ", " since ", ", which ", ", as ", ", so ",
 
 var fillers = []string{"therefore", "thus", "hence", "then", "so", "simply", "just", "exactly", "approximately", "about"}
 
-var fracNumber = regexp.MustCompile(`^-?\\[dt]?frac\{\d+\}\{\d+\}`)
+var fracNumber = regexp.MustCompile(`^-?\\[dtc]?frac\{\d+\}\{\d+\}`)
 
 // lastNumber returns the last number of the text: an integer, a decimal, a
-// number with thousands separators, a fraction a/b or \frac{a}{b}, with its
-// sign.
+// number with thousands separators, a fraction a/b or \frac{a}{b} (\dfrac,
+// \tfrac, \cfrac), a root \sqrt{n} with its coefficient, with its sign and
+// its percent sign.
 func lastNumber(text string) (string, bool) {
 	i := len(text) - 1
 	for i >= 0 {
@@ -305,13 +326,35 @@ func lastNumber(text string) (string, bool) {
 		if start > 0 && text[start-1] == '.' {
 			start-- // .5
 		}
+		if label(text, start) {
+			i = start - 1
+			continue
+		}
+		if h, ok := clockHour(text, start, end); ok {
+			return h, true
+		}
+		// A square root \sqrt{n}, with its coefficient: "2\sqrt{3}".
+		if end < len(text) && text[end] == '}' && strings.HasSuffix(text[:start], `\sqrt{`) {
+			s := start - len(`\sqrt{`)
+			for s > 0 && isDigit(text[s-1]) {
+				s--
+			}
+			if s > 0 && text[s-1] == '-' {
+				s--
+			}
+			return text[s : end+1], true
+		}
+		start = spacedThousands(text, start, end)
 		num := text[start:end]
 		num = fixSeparators(num)
+		if strings.HasPrefix(text[end:], "%") || strings.HasPrefix(text[end:], `\%`) {
+			num += text[end : end+strings.IndexByte(text[end:], '%')+1] // "25%": a percentage
+		}
 		// A LaTeX fraction \frac{a}{b} ending here.
 		if b := strings.LastIndex(text[max(0, start-40):start], `frac{`); b >= 0 {
 			b += max(0, start-40)
 			s := b - 1
-			for s > 0 && (text[s] == 'd' || text[s] == 't') {
+			for s > 0 && (text[s] == 'd' || text[s] == 't' || text[s] == 'c') {
 				s--
 			}
 			if s >= 0 && text[s] == '\\' {
@@ -332,6 +375,79 @@ func lastNumber(text string) (string, bool) {
 		i = start - 1
 	}
 	return "", false
+}
+
+// label reports whether the number starting at text[start] is part of a
+// name rather than a quantity: glued to the word before it ("vitamin D3",
+// "mp3", "H2O"; a LaTeX command such as "\sqrt2" is not a word) or after a
+// number sign ("horse #12").
+func label(text string, start int) bool {
+	if start == 0 {
+		return false
+	}
+	if text[start-1] == '#' {
+		return true
+	}
+	w := start
+	for w > 0 && isLetter(text[w-1]) {
+		w--
+	}
+	if w == start {
+		return false
+	}
+	return w == 0 || text[w-1] != '\\' && !isDigit(text[w-1])
+}
+
+// clockHour reads a clock time "h:mm" ending at text[end]: the last number
+// is the time, not its minutes. A time on the hour, "2:00 pm", is its hour,
+// "2"; another is returned whole, "2:30", and equals no number.
+func clockHour(text string, start, end int) (string, bool) {
+	if end-start != 2 || start < 2 || text[start-1] != ':' || !isDigit(text[start-2]) {
+		return "", false
+	}
+	h := start - 2
+	if h > 0 && isDigit(text[h-1]) {
+		h--
+	}
+	if h > 0 && (isDigit(text[h-1]) || text[h-1] == ':' || text[h-1] == '.') {
+		return "", false // 123:45, 1:02:03, 1.5:30
+	}
+	if text[start:end] == "00" {
+		return text[h : start-1], true
+	}
+	return text[h:end], true
+}
+
+// spacedThousands extends the number text[start:end] to the left over
+// thousands groups separated by single spaces, "118 000" or "5 650 000",
+// and returns its new start: the number must begin with a group of exactly
+// three digits, and only a group of 1 to 3 digits that no other digit or
+// separator precedes can lead it.
+func spacedThousands(text string, start, end int) int {
+	for {
+		g := start
+		for g < end && isDigit(text[g]) {
+			g++
+		}
+		if g-start != 3 || g < end && text[g] == ',' {
+			return start
+		}
+		if start < 2 || text[start-1] != ' ' || !isDigit(text[start-2]) {
+			return start
+		}
+		p := start - 1
+		for p > 0 && isDigit(text[p-1]) {
+			p--
+		}
+		n := start - 1 - p
+		if n > 3 || p > 0 && (text[p-1] == '.' || text[p-1] == ',') {
+			return start
+		}
+		start = p
+		if n < 3 { // a shorter group leads the number
+			return start
+		}
+	}
 }
 
 // fixSeparators keeps a number's commas only when they are valid thousands

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# rlvr side by side with its peers, measured on this machine; the results
+# go to runs/peers/<section>/ and their tables into docs/peers.md.
+#
+# Usage: scripts/peers.sh [SECTION...]      (default: every section)
+#
+# Sections:
+#   mathverify  rlvr's verify (eval.Reward) against Hugging Face's
+#               Math-Verify on every dataset's gold answer and reference
+#               solution, and on the calibration run's SmolLM2 samples.
+#
+# A section is a function below named after it, added to `sections`; it sets
+# up what it needs and writes only under runs/peers/<section>/ and its own
+# blocks of docs/peers.md.
+#
+# Environment: DATA, the shared data (default ../shared/data); SAMPLES, the
+# folder of scripts/calibrate.sh's *.samples.jsonl (default runs/calibration;
+# empty to leave the samples out); RLVR_CACHE, the cache holding the peers'
+# Python environment, $RLVR_CACHE/peers (default ~/.cache/rlvr).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cache=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}
+data=${DATA:-../shared/data}
+samples=${SAMPLES-runs/calibration}
+sections=(mathverify)
+
+# peers_python sets up python/peers-requirements.txt in its own virtual
+# environment, $cache/peers, and prints its python's path. Idempotent: a venv
+# whose installed requirements match is reused.
+peers_python() {
+  local venv=$cache/peers req=python/peers-requirements.txt
+  local stamp=$venv/.requirements.sha256 want
+  want=$(sha256sum "$req" | cut -d' ' -f1)
+  if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    echo "$venv/bin/python"
+    return
+  fi
+  local py=${PYTHON:-python3}
+  command -v "$py" >/dev/null || { echo "peers: $py not found; install Python 3.10+" >&2; exit 1; }
+  echo "peers: installing $req into $venv (once)..." >&2
+  mkdir -p "$cache"
+  "$py" -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$req" >&2
+  echo "$want" >"$stamp"
+  echo "$venv/bin/python"
+}
+
+mathverify() {
+  local out=runs/peers/mathverify py
+  py=$(peers_python)
+  mkdir -p "$out"
+  go build -o "$out/mathverify" ./scripts/peers/mathverify
+  if [ -n "$samples" ] && ! compgen -G "$samples/SmolLM2-135M-Instruct.Q4_1.*.samples.jsonl" >/dev/null; then
+    echo "peers: no SmolLM2 samples in $samples: run scripts/calibrate.sh first, or set SAMPLES= to leave them out" >&2
+    exit 1
+  fi
+  "$out/mathverify" pairs -data "$data" -samples "$samples" -out "$out"
+  "$py" python/mathverify_ref.py "$out"
+  "$out/mathverify" compare -dir "$out" -judged verify/testdata/mathverify.jsonl -doc docs/peers.md
+}
+
+run=("$@")
+[ ${#run[@]} -gt 0 ] || run=("${sections[@]}")
+for s in "${run[@]}"; do
+  [[ " ${sections[*]} " == *" $s "* ]] || { echo "peers: unknown section $s (known: ${sections[*]})" >&2; exit 2; }
+  echo "peers: $s" >&2
+  "$s"
+done
