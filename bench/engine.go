@@ -67,7 +67,7 @@ func (s *Step) Run() error {
 	if _, err := s.Model.ForwardBackward(s.Batch, s.Targets, backend.Loss{NLL: 1}, nil, nil); err != nil {
 		return err
 	}
-	return s.Opt.Step(s.Model.Params, s.Model.Grads, 1e-4)
+	return s.Opt.Step(s.Model.Params, s.Model.Gradients(), 1e-4)
 }
 
 // FLOPs is the step's floating-point work (see model.TrainFLOPs).
@@ -251,7 +251,7 @@ func Engine(cfg model.Config, o EngineOptions) (*EngineReport, error) {
 			return nil, err
 		}
 		t1 := time.Now()
-		if err := st.Opt.Step(st.Model.Params, st.Model.Grads, 1e-4); err != nil {
+		if err := st.Opt.Step(st.Model.Params, st.Model.Gradients(), 1e-4); err != nil {
 			return nil, err
 		}
 		optTime += time.Since(t1)

@@ -157,7 +157,7 @@ func (l *Learner) OptimStep(ctx context.Context, p backend.OptimParams) (backend
 	if err := ctx.Err(); err != nil {
 		return backend.StepResult{}, err
 	}
-	g := l.Model.Grads
+	g := l.Model.Gradients()
 	norm := optim.GradNorm(g)
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
 		// Step finds and names the first non-finite gradient and refuses.

@@ -102,6 +102,7 @@ func (m *Model) ForwardBackward(b Batch, t Targets, loss backend.Loss, teacher *
 	if err := loss.Validate(); err != nil {
 		return backend.Metrics{}, err
 	}
+	m.Gradients()
 	if err := m.Validate(b); err != nil {
 		return backend.Metrics{}, err
 	}

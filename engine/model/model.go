@@ -17,7 +17,8 @@ import (
 type Model struct {
 	Config Config
 	// Params and Grads are the slabs; Tensors names their views (the same
-	// offsets in both).
+	// offsets in both). Grads is nil until the first ForwardBackward (or
+	// Gradients): a model that only samples never holds it.
 	Params, Grads []float32
 	Tensors       []Tensor
 
@@ -64,8 +65,8 @@ func NewEmpty(cfg Config) (*Model, error) {
 	}
 	cfg = cfg.WithDefaults()
 	ts, n := layout(cfg)
-	m := &Model{Config: cfg, Params: make([]float32, n), Grads: make([]float32, n), Tensors: ts}
-	m.w, m.g = views(cfg, ts, m.Params), views(cfg, ts, m.Grads)
+	m := &Model{Config: cfg, Params: make([]float32, n), Tensors: ts}
+	m.w = views(cfg, ts, m.Params)
 	m.cos, m.sin = ropeTables(cfg, false)
 	if slices.Contains(cfg.LocalLayers, true) {
 		m.cosLocal, m.sinLocal = ropeTables(cfg, true)
@@ -97,6 +98,15 @@ func (m *Model) NumParams() int { return len(m.Params) }
 
 // ZeroGrad clears the accumulated gradients.
 func (m *Model) ZeroGrad() { clear(m.Grads) }
+
+// Gradients returns the gradient slab, allocating it (zero) on first use.
+func (m *Model) Gradients() []float32 {
+	if m.Grads == nil {
+		m.Grads = make([]float32, len(m.Params))
+		m.g = views(m.Config, m.Tensors, m.Grads)
+	}
+	return m.Grads
+}
 
 // Batch is a packed batch: sequence s is Tokens[Offsets[s]:Offsets[s+1]].
 type Batch struct {

@@ -409,3 +409,29 @@ func TestImportanceIsUnclipped(t *testing.T) {
 		t.Fatalf("loss %v (clipped %d low, %d high), want %v unclipped", met.Loss, met.ClipLow, met.ClipHigh, want)
 	}
 }
+
+// TestGradientsOnlyWhenTraining checks that a model that only scores
+// tokens holds no gradient slab (a sampler's memory is its weights), and
+// that the first ForwardBackward gives it one of the parameters' size.
+func TestGradientsOnlyWhenTraining(t *testing.T) {
+	cfg := variants["llama"]
+	m, err := New(cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(4, 4))
+	b := Pack(randomSeqs(r, cfg.Vocab, 6, 3))
+	targets := make([]int32, len(b.Tokens))
+	if err := m.Logprobs(b, targets, make([]float32, len(b.Tokens)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if m.Grads != nil {
+		t.Fatalf("scoring allocated %d gradients", len(m.Grads))
+	}
+	if _, err := m.ForwardBackward(b, fullTargets(r, cfg.Vocab, len(b.Tokens)), backend.Loss{NLL: 1}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Grads) != m.NumParams() {
+		t.Fatalf("%d gradients after a backward, want %d", len(m.Grads), m.NumParams())
+	}
+}
