@@ -9,9 +9,9 @@ import (
 
 type SyntaxError struct {
 	Message string
-	Raw      string
-	Line     int
-	Column   int
+	Raw     string
+	Line    int
+	Column  int
 }
 
 func (e *SyntaxError) Error() string {
