@@ -161,20 +161,17 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 				cfg.Experts = append(cfg.Experts, world.ExpertPrompt(i))
 			}
 			var rep *eval.Report
-			run := func() (err error) {
-				rep, err = eval.Run(cmd.Context(), gen, examples, cfg)
-				return err
-			}
 			var err error
-			if samplesPath != "" {
+			if samplesPath == "" {
+				rep, err = eval.Run(cmd.Context(), gen, examples, cfg)
+			} else {
 				// The samples file appears whole, or not at all.
-				err = atomicfile.Write(samplesPath, func(w io.Writer) error {
+				err = atomicfile.Write(samplesPath, func(w io.Writer) (err error) {
 					enc := json.NewEncoder(w)
 					cfg.OnSample = func(s eval.Sample) error { return enc.Encode(s) }
-					return run()
+					rep, err = eval.Run(cmd.Context(), gen, examples, cfg)
+					return err
 				})
-			} else {
-				err = run()
 			}
 			if err != nil {
 				return err
