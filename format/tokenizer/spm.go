@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -322,26 +323,12 @@ func parseByteToken(tok string) (byte, bool) {
 	if len(tok) != 6 || tok[:3] != "<0x" || tok[5] != '>' {
 		return 0, false
 	}
-	hexVal := func(c byte) (byte, bool) {
-		switch {
-		case '0' <= c && c <= '9':
-			return c - '0', true
-		case 'a' <= c && c <= 'f':
-			return c - 'a' + 10, true
-		case 'A' <= c && c <= 'F':
-			return c - 'A' + 10, true
-		}
-		return 0, false
+	digits := tok[3:5]
+	if digits[0] == '+' {
+		digits = digits[1:]
 	}
-	lo, ok := hexVal(tok[4])
-	if !ok {
-		return 0, false
-	}
-	if tok[3] == '+' {
-		return lo, true
-	}
-	hi, ok := hexVal(tok[3])
-	return hi<<4 | lo, ok
+	v, err := strconv.ParseUint(digits, 16, 8)
+	return byte(v), err == nil
 }
 
 // decStep is one decoder of a tokenizer that is not byte-level. Decoders
