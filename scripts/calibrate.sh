@@ -4,11 +4,16 @@
 # through the chat template, MathQA and StrategyQA, for each model, as JSON
 # under runs/calibration/, with every completion beside it (.samples.jsonl).
 # PROBLEMS (default 500) is the number of problems per dataset (per world
-# level: PROBLEMS/5); MODELS the .gguf names; TASKS the tasks. The table
-# (scripts/calibration) goes to runs/calibration/table.md. SmolLM2 is asked
-# through its chat template; the Gemma 3 270M file is the pretrained base
-# model (general.name "Gemma 3 270m", no chat template; transformers too
-# answers its chat renders with noise), so it gets plain-text prompts.
+# level: PROBLEMS/5); MODELS the .gguf names; TASKS the tasks. Each
+# evaluation runs in parts of PART problems (default 100; per world level
+# PART/5), rlvr eval --skip, written as MODEL.TASK.FROM-TO: a rerun
+# continues from the parts on disk, and the parts together are the one
+# run's draw. The table (scripts/calibration) goes to
+# runs/calibration/table.md. SmolLM2 is asked through its chat template;
+# the Gemma 3 270M file is the pretrained base model (general.name "Gemma 3
+# 270m", no chat template; transformers too answers its chat renders with
+# noise), so it gets plain-text prompts: the dataset's question, and the
+# world's question in words (--world-words).
 #
 # Usage: PROBLEMS=500 scripts/calibrate.sh     (after scripts/models.sh)
 set -euo pipefail
@@ -19,29 +24,43 @@ cache=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}
 data=../shared/data
 out=runs/calibration
 mkdir -p "$out"
-tasks=${TASKS:-"world gsm8k math500 mathqa strategyqa"}
+tasks=${TASKS:-"gsm8k math500 world mathqa strategyqa"}
 declare -A files=([gsm8k]=gsm8k/test.jsonl [math500]=math500/test.jsonl [mathqa]=mathqa/test.jsonl
                   [strategyqa]=strategyqa/dev.json)
+declare -A sizes=([gsm8k]=1319 [math500]=500 [mathqa]=1000 [strategyqa]=229)
 bin=$out/rlvr.$$
 go build -o "$bin" ./cmd/rlvr
 trap 'rm -f "$bin"' EXIT
 common=(--k 8 --temperature 0.6 --max-tokens 320 --seed 0 --json)
-for m in $models; do
-  model=$cache/models/$m.gguf
-  chat=auto
-  case $m in gemma-3-270m*) chat=off ;; esac
-  for name in $tasks; do
-    task=$name
-    [ "$name" = world ] || task=$name=$data/${files[$name]}
-    dst=$out/$m.$name.json
-    [ -s "$dst" ] && continue
-    if [ "$task" = world ]; then
-      args=(--data world --levels 0,1,2,3,4,5,6 --problems $(( (problems + 4) / 5 )))
+part=${PART:-100}
+for name in $tasks; do
+  for m in $models; do
+    model=$cache/models/$m.gguf
+    flags=(--chat auto)
+    case $m in gemma-3-270m*) flags=(--chat off) ;; esac
+    if [ "$name" = world ]; then
+      total=$(( (problems + 4) / 5 )) step=$(( (part + 4) / 5 ))
+      args=(--data world --levels 0,1,2,3,4,5,6)
+      [ "${flags[1]}" = off ] && args+=(--world-words)
     else
-      args=(--data "$task" --problems "$problems")
+      total=$(( problems < sizes[$name] ? problems : sizes[$name] )) step=$part
+      args=(--data "$name=$data/${files[$name]}")
     fi
-    echo "calibrate: $m on $name" >&2
-    "$bin" eval --model "$model" --chat "$chat" "${args[@]}" "${common[@]}" --samples "$out/$m.$name.samples.jsonl" >"$dst.tmp" && mv "$dst.tmp" "$dst"
+    from=0
+    while [ "$from" -lt "$total" ]; do
+      # A part on disk, whatever its size, is kept and continued from.
+      have=$(ls "$out/$m.$name.$from-"*.json 2>/dev/null | head -1 || true)
+      if [ -n "$have" ]; then
+        from=${have##*.$from-} from=${from%.json}
+        continue
+      fi
+      to=$(( from + step < total ? from + step : total ))
+      dst=$out/$m.$name.$from-$to
+      echo "calibrate: $m on $name, problems $from to $to" >&2
+      "$bin" eval --model "$model" "${flags[@]}" "${args[@]}" --skip "$from" --problems $(( to - from )) "${common[@]}" \
+        --samples "$dst.samples.jsonl" >"$dst.json.tmp" && mv "$dst.json.tmp" "$dst.json"
+      from=$to
+    done
   done
 done
 go run ./scripts/calibration "$out"/*.samples.jsonl | tee "$out/table.md"

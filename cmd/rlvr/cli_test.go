@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"context"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -161,6 +163,7 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"eval", "--problems", "9223372036854775807"}, []string{"--problems 9223372036854775807"}},
 		{[]string{"eval", "--problems", "500000"}, []string{"--problems 500000 per level × 7 levels"}},
 		{[]string{"eval", "--k", "-1"}, []string{"--k -1"}},
+		{[]string{"eval", "--skip", "-1"}, []string{"--skip -1"}},
 		{[]string{"eval", "--k", "1000000"}, []string{"--k 1000000"}},
 		{[]string{"eval", "--experts", "-1"}, []string{"--experts -1"}},
 		{[]string{"eval", "--experts", "99"}, []string{"--experts 99"}},
@@ -387,4 +390,71 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestEvalSkipJoinsParts checks that an evaluation run in parts with
+// --skip draws the problems and the samples of one whole run, on the
+// world and on a dataset file.
+func TestEvalSkipJoinsParts(t *testing.T) {
+	cliFixture(t)
+	var lines []string
+	for i := range 6 {
+		lines = append(lines, fmt.Sprintf(`{"question": "%d+%d?", "answer": "%d+%d=%d\n#### %d"}`, i, i, i, i, 2*i, 2*i))
+	}
+	if err := os.WriteFile("gsm8k.jsonl", []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, data := range [][]string{{"--data", "world", "--levels", "0,2"}, {"--data", "gsm8k=gsm8k.jsonl"}} {
+		run := func(out string, extra ...string) []string {
+			args := append([]string{"eval", "--model", "model", "--k", "3", "--temperature", "0.8", "--max-tokens", "6",
+				"--batch", "4", "--seed", "7", "--samples", out}, data...)
+			if _, stderr, err := execute(t, t.Context(), append(args, extra...)...); err != nil {
+				t.Fatalf("rlvr %s: %v\n%s", strings.Join(append(args, extra...), " "), err, stderr)
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Split(strings.TrimSpace(string(b)), "\n")
+			slices.Sort(got)
+			return got
+		}
+		whole := run("whole.jsonl", "--problems", "4")
+		parts := append(run("a.jsonl", "--problems", "1"), run("b.jsonl", "--problems", "3", "--skip", "1")...)
+		slices.Sort(parts)
+		if len(whole) == 0 || !slices.Equal(whole, parts) {
+			t.Errorf("%s: the parts' %d samples differ from the whole run's %d", data[1], len(parts), len(whole))
+		}
+		if slices.Equal(run("first.jsonl", "--problems", "3"), run("later.jsonl", "--problems", "3", "--skip", "1")) {
+			t.Errorf("%s: --skip 1 gave the samples of --skip 0", data[1])
+		}
+	}
+	_, _, err := execute(t, t.Context(), "eval", "--model", "model", "--data", "gsm8k=gsm8k.jsonl", "--skip", "6", "--problems", "1")
+	if err == nil || !strings.Contains(err.Error(), "--skip 6: gsm8k.jsonl has 6 problems") {
+		t.Errorf("--skip past the end: %v", err)
+	}
+	_, _, err = execute(t, t.Context(), "eval", "--model", "model", "--data", "gsm8k=gsm8k.jsonl", "--world-words")
+	if err == nil || !strings.Contains(err.Error(), "--world-words is for --data world") {
+		t.Errorf("--world-words on a dataset: %v", err)
+	}
+	// A base model is asked the world in words in plain text.
+	m, err := model.New(model.Config{Vocab: tokenizer.NewByteTokenizer().VocabSize(), Dim: 16, Layers: 1, Heads: 2, Hidden: 32, MaxSeq: 256}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hf.Save("long", m, nil, safetensors.F32); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := execute(t, t.Context(), "eval", "--model", "long", "--levels", "1", "--problems", "1", "--max-tokens", "4",
+		"--world-words", "--samples", "words.jsonl"); err != nil {
+		t.Fatalf("--world-words: %v\n%s", err, stderr)
+	}
+	b, err := os.ReadFile("words.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct{ Prompt string }
+	if err := json.Unmarshal(bytes.SplitN(b, []byte("\n"), 2)[0], &s); err != nil || !strings.HasPrefix(s.Prompt, "Calculate ") {
+		t.Errorf("--world-words prompt %q (%v), want the question in words", s.Prompt, err)
+	}
 }

@@ -25,8 +25,9 @@ func evalCmd() *cobra.Command {
 	var (
 		modelPath, tokPath, endpoint, endpointModel, apiKey, data string
 		chatMode, system, suffix, consultPath, samplesPath        string
+		worldWords                                                bool
 		levels                                                    []int
-		problems, experts, expertIdx                              int
+		problems, skip, experts, expertIdx                        int
 		cfg                                                       eval.Config
 		asJSON, consultOpen                                       bool
 	)
@@ -89,8 +90,12 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 				}
 			}
 			c.intIn("problems", problems, 1, maxProblems)
+			c.intIn("skip", skip, 0, maxProblems)
+			if worldWords && data != "world" {
+				c.add("world-words", "is for --data world")
+			}
 			if data == "world" {
-				c.worldTotal(levels, problems)
+				c.worldTotal(levels, problems+skip)
 			}
 			c.intIn("k", cfg.K, 0, maxSamples)
 			checkSampling(&c, sample.Params{Temperature: cfg.Temperature, TopP: cfg.TopP}, "the --k samples are drawn at it; greedy pass@1 is always scored")
@@ -116,14 +121,22 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 			var examples []task.Example
 			if data == "world" {
 				// A chat model is asked in words; plain text keeps the world's own format.
-				examples = world.ChatExamples(cfg.Seed+1000, problems*len(levels), levels)
+				examples = world.ChatExamples(cfg.Seed+1000, (skip+problems)*len(levels), levels)[skip*len(levels):]
+				if worldWords {
+					for i := range examples {
+						examples[i].Prompt = examples[i].Messages[0].Content + "\n"
+					}
+				}
 			} else {
 				all, err := task.Load(name, path)
 				if err != nil {
 					return err
 				}
 				task.Shuffle(all, cfg.Seed)
-				examples = all[:min(problems, len(all))]
+				if skip >= len(all) {
+					return fmt.Errorf("--skip %d: %s has %d problems", skip, path, len(all))
+				}
+				examples = all[skip:min(skip+problems, len(all))]
 			}
 			var gen eval.Generator
 			if endpoint != "" {
@@ -188,6 +201,8 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 	f.StringVar(&data, "data", "world", "world, or NAME=PATH of a dataset file")
 	f.IntSliceVar(&levels, "levels", []int{0, 1, 2, 3, 4, 5, 6}, "world levels (with --data world)")
 	f.IntVar(&problems, "problems", 200, "problems per world level, or in all for a dataset")
+	f.BoolVar(&worldWords, "world-words", false, "ask the world's problems in words in plain text too (a chat always is), as a base model is asked")
+	f.IntVar(&skip, "skip", 0, "skip the first problems of the seeded draw (per world level), to run a long evaluation in parts: the parts draw the problems and the samples one whole run would")
 	f.IntVar(&cfg.K, "k", 0, "samples per problem for pass@k, avg@k, maj@k and variance (0: greedy only)")
 	f.Float32Var(&cfg.Temperature, "temperature", 1, "temperature of the k samples")
 	f.Float32Var(&cfg.TopP, "top-p", 1, "nucleus mass of the k samples")

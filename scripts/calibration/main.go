@@ -1,10 +1,10 @@
 // Command calibration prints the real models' calibration table from the
 // completions rlvr eval --samples keeps (scripts/calibrate.sh): one
-// markdown row per MODEL.TASK.samples.jsonl file given, with greedy
-// accuracy and pass@k as proportions of problems (95% Wilson intervals),
-// avg@k with its Student-t interval over problems, and the share of
-// problems with a signal for GRPO (some but not all of the k samples
-// right).
+// markdown row per MODEL.TASK, pooling the parts MODEL.TASK.FROM-TO of a
+// run in parts, with greedy accuracy and pass@k as proportions of
+// problems (95% Wilson intervals), avg@k with its Student-t interval over
+// problems, and the share of problems with a signal for GRPO (some but
+// not all of the k samples right).
 //
 //	go run ./scripts/calibration runs/calibration/*.samples.jsonl
 package main
@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"rlvr/eval"
@@ -22,13 +23,30 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: calibration MODEL.TASK.samples.jsonl...")
+		fmt.Fprintln(os.Stderr, "usage: calibration MODEL.TASK[.FROM-TO].samples.jsonl...")
 		os.Exit(2)
 	}
 	fmt.Println("| model | task | problems | greedy | k | pass@k | avg@k | problems with signal |")
 	fmt.Println("| --- | --- | ---: | --- | ---: | --- | --- | ---: |")
+	rows := map[string][]problem{}
+	var order []string
 	for _, path := range os.Args[1:] {
-		if err := row(path); err != nil {
+		key, err := rowKey(path)
+		if err == nil {
+			var ps []problem
+			ps, err = read(path)
+			if _, seen := rows[key]; !seen {
+				order = append(order, key)
+			}
+			rows[key] = append(rows[key], ps...)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "calibration:", err)
+			os.Exit(1)
+		}
+	}
+	for _, key := range order {
+		if err := printRow(key, rows[key]); err != nil {
 			fmt.Fprintln(os.Stderr, "calibration:", err)
 			os.Exit(1)
 		}
@@ -37,41 +55,62 @@ func main() {
 
 // problem is what one problem's completions scored.
 type problem struct {
+	id             string
 	greedy         bool
 	sampled, right int
 }
 
-func row(path string) error {
+// rowKey is the MODEL.TASK a samples file belongs to: the parts of one
+// evaluation run with --skip (named MODEL.TASK.FROM-TO) share a row.
+func rowKey(path string) (string, error) {
 	name := strings.TrimSuffix(filepath.Base(path), ".samples.jsonl")
-	dot := strings.LastIndex(name, ".")
-	if dot < 0 {
-		return fmt.Errorf("%s: want MODEL.TASK.samples.jsonl", path)
+	if dot := strings.LastIndex(name, "."); dot >= 0 {
+		from, to, ok := strings.Cut(name[dot+1:], "-")
+		if _, err := strconv.Atoi(from); err == nil && ok {
+			if _, err := strconv.Atoi(to); err == nil {
+				name = name[:dot]
+			}
+		}
 	}
-	model, task := name[:dot], name[dot+1:]
+	if !strings.Contains(name, ".") {
+		return "", fmt.Errorf("%s: want MODEL.TASK[.FROM-TO].samples.jsonl", path)
+	}
+	return name, nil
+}
+
+// read returns the problems of one samples file in their order. Problems
+// are told apart by position, not ID: a file lists every problem's greedy
+// completion, then each problem's k samples from index 0, in one order
+// (two world problems may ask the same question).
+func read(path string) ([]problem, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
-	byID := map[string]*problem{}
-	var order []string
+	var ps []problem
+	next := 0 // the problem the next sampled index 0 starts
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<24)
 	for line := 1; sc.Scan(); line++ {
 		var s eval.Sample
 		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
-			return fmt.Errorf("%s:%d: %v", path, line, err)
-		}
-		p := byID[s.ID]
-		if p == nil {
-			p = &problem{}
-			byID[s.ID] = p
-			order = append(order, s.ID)
+			return nil, fmt.Errorf("%s:%d: %v", path, line, err)
 		}
 		switch s.Pass {
 		case "greedy":
-			p.greedy = s.Reward > 0
+			if next > 0 {
+				return nil, fmt.Errorf("%s:%d: a greedy completion after the samples", path, line)
+			}
+			ps = append(ps, problem{id: s.ID, greedy: s.Reward > 0})
 		case "sampled":
+			if s.Index == 0 {
+				next++
+			}
+			if next == 0 || next > len(ps) || ps[next-1].id != s.ID {
+				return nil, fmt.Errorf("%s:%d: sample of %s out of the greedy pass's order", path, line, s.ID)
+			}
+			p := &ps[next-1]
 			p.sampled++
 			if s.Reward > 0 {
 				p.right++
@@ -79,18 +118,23 @@ func row(path string) error {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %v", path, err)
 	}
+	return ps, nil
+}
+
+func printRow(key string, ps []problem) error {
+	dot := strings.LastIndex(key, ".")
+	model, task := key[:dot], key[dot+1:]
 	var greedy, pass, signal int
 	var avg []float64
 	k := 0
-	for _, id := range order {
-		p := byID[id]
+	for _, p := range ps {
 		if k == 0 {
 			k = p.sampled
 		}
 		if p.sampled != k {
-			return fmt.Errorf("%s: problem %s has %d samples, others %d", path, id, p.sampled, k)
+			return fmt.Errorf("%s: problem %s has %d samples, others %d", key, p.id, p.sampled, k)
 		}
 		if p.greedy {
 			greedy++
@@ -103,7 +147,10 @@ func row(path string) error {
 		}
 		avg = append(avg, float64(p.right)/float64(k))
 	}
-	n := len(order)
+	n := len(ps)
+	if n == 0 {
+		return fmt.Errorf("%s: no problems", key)
+	}
 	fmt.Printf("| %s | %s | %d | %s | %d | %s | %s | %d%% |\n", model, task, n,
 		percent(eval.WilsonInterval(greedy, n)), k, percent(eval.WilsonInterval(pass, n)),
 		percent(eval.MeanInterval(avg)), (100*signal+n/2)/n)
