@@ -150,13 +150,19 @@ func pairsCmd(args []string) error {
 	}
 	if *samples != "" {
 		for _, name := range sampleSets {
-			path := filepath.Join(*samples, sampleModel+"."+name+".samples.jsonl")
-			ss, err := readSamples(path)
-			if errors.Is(err, os.ErrNotExist) {
-				fmt.Fprintf(os.Stderr, "mathverify: %s is missing; its samples are left out\n", path)
+			// The calibration writes a run in parts, MODEL.TASK.FROM-TO.
+			paths, _ := filepath.Glob(filepath.Join(*samples, sampleModel+"."+name+".*samples.jsonl"))
+			if len(paths) == 0 {
+				fmt.Fprintf(os.Stderr, "mathverify: no %s.%s samples in %s; they are left out\n", sampleModel, name, *samples)
 				continue
-			} else if err != nil {
-				return err
+			}
+			var ss []eval.Sample
+			for _, path := range paths {
+				part, err := readSamples(path)
+				if err != nil {
+					return err
+				}
+				ss = append(ss, part...)
 			}
 			for _, s := range ss {
 				e := task.Example{ID: s.ID, Answer: s.Gold, Kind: task.Math}
