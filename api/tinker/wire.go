@@ -234,10 +234,13 @@ type CreateModelRequest struct {
 	Type       string     `json:"type,omitempty"` // "create_model"
 }
 
-// CreateModelResponse names the model.
+// CreateModelResponse names the model. A server that makes the model
+// in a future (SkyRL) names the future too; the future's result is
+// again a CreateModelResponse, without RequestID.
 type CreateModelResponse struct {
-	ModelID string `json:"model_id"`
-	Type    string `json:"type,omitempty"`
+	ModelID   string `json:"model_id"`
+	RequestID string `json:"request_id,omitempty"`
+	Type      string `json:"type,omitempty"`
 }
 
 // CreateSessionRequest opens a session.

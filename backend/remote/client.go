@@ -237,11 +237,7 @@ func (c *Client) post(ctx context.Context, call, path string, body []byte, out a
 // is submitted again, once: with the same seq_id a recording server
 // answers with the call it already ran.
 func (c *Client) Call(ctx context.Context, call, path string, req, out any) error {
-	deadline := c.Deadline
-	if deadline <= 0 {
-		deadline = 30 * time.Minute
-	}
-	ctx, cancel := context.WithTimeout(ctx, deadline)
+	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
 	body, err := encode(call, req)
 	if err != nil {
@@ -262,6 +258,25 @@ func (c *Client) Call(ctx context.Context, call, path string, req, out any) erro
 		}
 		return err
 	}
+}
+
+// withDeadline bounds one call by Deadline.
+func (c *Client) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline := c.Deadline
+	if deadline <= 0 {
+		deadline = 30 * time.Minute
+	}
+	return context.WithTimeout(ctx, deadline)
+}
+
+// Await waits for the future id of a call answered at once (Post) and
+// decodes its result into out, within Deadline: SkyRL answers
+// create_model with a model_id and a request_id whose future fails when
+// the model cannot be made.
+func (c *Client) Await(ctx context.Context, call, id string, out any) error {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	return c.wait(ctx, call, id, out)
 }
 
 // wait polls retrieve_future until the result, a failure, or the

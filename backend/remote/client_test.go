@@ -33,6 +33,10 @@ type fakeServer struct {
 	// poll-th poll.
 	result func(path string, req map[string]any, poll int) (int, string)
 
+	// modelInFuture makes create_model answer with a request_id, as
+	// SkyRL does, whose result is result(PathCreateModel, …).
+	modelInFuture bool
+
 	calls    []recorded
 	polls    map[string]int
 	futures  map[string]recorded
@@ -68,7 +72,12 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case tinker.PathCreateSession:
 		answer(200, `{"session_id":"s1","type":"create_session"}`)
 	case tinker.PathCreateModel:
-		answer(200, `{"model_id":"m1","type":"create_model"}`)
+		if !f.modelInFuture {
+			answer(200, `{"model_id":"m1","type":"create_model"}`)
+			return
+		}
+		f.futures["cm"] = recorded{r.URL.Path, body}
+		answer(200, `{"model_id":"m1","base_model":"base","status":"created","request_id":"cm"}`)
 	case tinker.PathHeartbeat:
 		answer(200, `{"type":"session_heartbeat"}`)
 	case tinker.PathRetrieveFuture:
@@ -300,4 +309,45 @@ func TestNoOptimizerStepAfterFailedForwardBackward(t *testing.T) {
 
 func nllDatum() backend.Datum {
 	return backend.Datum{Tokens: []int32{1, 2, 3}, Targets: []int32{2, 3, 4}, Weights: []float32{0, 1, 1}}
+}
+
+// TestOpenWaitsForTheModel: SkyRL makes the model in the future its
+// create_model names, and fails it for a LoRA rank outside its range
+// (rank 0 among them: its JAX backend trains LoRA adapters only). Open
+// fails with the server's reason, before any rollout.
+func TestOpenWaitsForTheModel(t *testing.T) {
+	for _, tc := range []struct {
+		rank int
+		want string // "" for success
+	}{{32, ""}, {0, "LoRA rank 0 must be between 1 and 32"}} {
+		f, srv := newFake(t)
+		f.modelInFuture = true
+		f.result = func(path string, req map[string]any, poll int) (int, string) {
+			if path != tinker.PathCreateModel {
+				return normal(path, req, poll)
+			}
+			cfg, _ := req["lora_config"].(map[string]any)
+			if rank, _ := cfg["rank"].(float64); rank < 1 || rank > 32 {
+				return 400, fmt.Sprintf(`{"detail":"LoRA rank %v must be between 1 and 32"}`, rank)
+			}
+			if poll == 0 {
+				return 200, `{"type":"try_again","request_id":"cm","queue_state":"active"}`
+			}
+			return 200, `{"model_id":"m1","base_model":"base","lora_config":{"rank":32,"alpha":32.0,"seed":3}}`
+		}
+		m, err := Open(context.Background(), Config{Client: Client{BaseURL: srv.URL, Backoff: time.Millisecond},
+			BaseModel: "base", LoraRank: tc.rank, Reduction: DatumMean, Adam: adam()})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("rank %d: %v", tc.rank, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), "create_model") || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("rank %d: error %v, want create_model's %q", tc.rank, err, tc.want)
+		}
+		if err == nil {
+			m.Close()
+			if f.polls["cm"] != 2 {
+				t.Errorf("rank %d: create_model's future polled %d times, want 2", tc.rank, f.polls["cm"])
+			}
+		}
+	}
 }

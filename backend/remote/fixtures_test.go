@@ -67,6 +67,7 @@ func keys(t *testing.T, b []byte) []string {
 // as the server's own fixture test holds it to them.
 func TestClientSpeaksTheFixtures(t *testing.T) {
 	results := map[string]string{
+		tinker.PathCreateModel:     "create_model.result.json",
 		tinker.PathForwardBackward: "forward_backward.result.json",
 		tinker.PathOptimStep:       "optim_step.result.json",
 		tinker.PathSaveWeights:     "save_weights.result.json",
@@ -98,6 +99,7 @@ func TestClientSpeaksTheFixtures(t *testing.T) {
 		case tinker.PathCreateSession:
 			w.Write(fixture(t, "create_session.response.json"))
 		case tinker.PathCreateModel:
+			last = r.URL.Path
 			w.Write(fixture(t, "create_model.response.json"))
 		case tinker.PathRetrieveFuture:
 			w.Write(fixture(t, results[last]))

@@ -102,6 +102,16 @@ func Open(ctx context.Context, cfg Config) (*Model, error) {
 		return nil, &CallError{Call: "create_model", Message: "the server answered without a model_id"}
 	}
 	m.id = cm.ModelID
+	if cm.RequestID != "" {
+		// The model is made in that future (SkyRL's LoRA adapter): wait
+		// for it, so that a model the server cannot make — a rank out of
+		// its range — fails here, naming why, and not at the first call on
+		// the model, after the first rollouts sampled from the base model.
+		var made tinker.CreateModelResponse
+		if err := m.cfg.Client.Await(ctx, "create_model", cm.RequestID, &made); err != nil {
+			return nil, err
+		}
+	}
 	m.startHeartbeat()
 	return m, nil
 }
