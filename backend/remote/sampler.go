@@ -173,14 +173,21 @@ func (r *Reference) one(ctx context.Context, d *backend.Datum) ([]float32, error
 	if err := r.Client.Call(ctx, "asample", tinker.PathSample, req, &res); err != nil {
 		return nil, err
 	}
-	if len(res.PromptLogprobs) != len(seq) {
+	// The Tinker SDK's prompt_logprobs has one entry per prompt token, the
+	// first null (nothing predicts it); SkyRL tx 0.3.0 leaves that one out.
+	first := 1
+	switch len(res.PromptLogprobs) {
+	case len(seq):
+	case len(seq) - 1:
+		first = 0
+	default:
 		return nil, &CallError{Call: "asample", Message: fmt.Sprintf("%d prompt logprobs for a prompt of %d tokens", len(res.PromptLogprobs), len(seq))}
 	}
 	lp := make([]float32, d.Len())
 	for j := range lp {
-		v := res.PromptLogprobs[j+1]
+		v := res.PromptLogprobs[first+j]
 		if v == nil || *v > 0 || *v != *v {
-			return nil, &CallError{Call: "asample", Message: fmt.Sprintf("prompt_logprobs[%d] is not a logprob", j+1)}
+			return nil, &CallError{Call: "asample", Message: fmt.Sprintf("prompt_logprobs[%d] is not a logprob", first+j)}
 		}
 		lp[j] = float32(*v)
 	}
