@@ -36,8 +36,9 @@ type BackendConfig struct {
 	// BaseModel is the server's name of the model (e.g. Qwen/Qwen3-8B);
 	// default the model directory's name.
 	BaseModel string `yaml:"base_model,omitempty"`
-	// LoraRank is the LoRA rank trained; 0 trains every parameter
-	// (SkyRL tx; hosted Tinker needs a rank).
+	// LoraRank is the LoRA rank trained; 0 trains every parameter (rlvr
+	// serve --tinker). SkyRL tx's JAX backend and hosted Tinker train LoRA
+	// adapters only, of rank 1 to 32 by default.
 	LoraRank int `yaml:"lora_rank,omitempty"`
 	// Reduction is how the server reduces a loss: "sum" (hosted Tinker,
 	// rlvr serve --tinker; the default) or "datum-mean" (SkyRL tx's JAX
@@ -86,8 +87,13 @@ func (c *RLConfig) resolveBackend(add func(format string, args ...any)) {
 	if b.APIKeyEnv == "" {
 		b.APIKeyEnv = "TINKER_API_KEY"
 	}
-	if b.LoraRank < 0 {
+	switch {
+	case b.LoraRank < 0:
 		add("backend.lora_rank = %d is negative", b.LoraRank)
+	case b.LoraRank == 0 && b.Reduction == string(remote.DatumMean):
+		// SkyRL tx's JAX backend, the one that reduces by datum, trains
+		// LoRA adapters only; it refuses rank 0 when the model is created.
+		add("backend.lora_rank = 0 trains every parameter, which SkyRL tx's JAX backend (reduction %s) does not: give a LoRA rank from 1 to the server's max_lora_rank (32 unless its --backend-config says otherwise)", remote.DatumMean)
 	}
 	if b.Retries < 0 {
 		add("backend.retries = %d is negative", b.Retries)

@@ -27,6 +27,15 @@ func TestTinkerBackendRefusesLocalOnlyTerms(t *testing.T) {
 	if err := ok.Resolve(); err != nil || ok.Backend.Reduction != "sum" || ok.Backend.APIKeyEnv != "TINKER_API_KEY" {
 		t.Fatalf("defaults: %+v, %v", ok.Backend, err)
 	}
+	skyrl := DefaultRL()
+	skyrl.Backend = &BackendConfig{Kind: BackendTinker, URL: "http://127.0.0.1:8000", Reduction: "datum-mean"}
+	if err := skyrl.Resolve(); err == nil || !strings.Contains(err.Error(), "backend.lora_rank = 0") || !strings.Contains(err.Error(), "SkyRL tx's JAX backend") {
+		t.Errorf("datum-mean with lora_rank 0: %v", err)
+	}
+	skyrl.Backend.LoraRank = 32
+	if err := skyrl.Resolve(); err != nil {
+		t.Errorf("datum-mean with lora_rank 32: %v", err)
+	}
 	bad := DefaultRL()
 	bad.Backend = &BackendConfig{Kind: "gpu"}
 	if err := bad.Resolve(); err == nil || !strings.Contains(err.Error(), `backend.kind "gpu"`) {

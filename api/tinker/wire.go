@@ -215,8 +215,9 @@ type OptimStepResponse struct {
 	Metrics map[string]float64 `json:"metrics,omitempty"`
 }
 
-// LoraConfig asks for a LoRA adapter of Rank; SkyRL trains every
-// parameter when Rank is 0.
+// LoraConfig asks for a LoRA adapter of Rank; rlvr serve --tinker trains
+// every parameter when Rank is 0, SkyRL tx's JAX backend refuses it (its
+// ranks are 1 to its max_lora_rank, and its alpha is always 32).
 type LoraConfig struct {
 	Rank         int    `json:"rank"`
 	Seed         *int64 `json:"seed,omitempty"`

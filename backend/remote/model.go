@@ -25,7 +25,8 @@ type Config struct {
 	// name such as Qwen/Qwen3-8B on SkyRL tx and hosted Tinker).
 	BaseModel string
 	// LoraRank is the LoRA adapter's rank; 0 trains every parameter
-	// (SkyRL tx; hosted Tinker trains LoRA adapters only).
+	// (rlvr serve --tinker; SkyRL tx's JAX backend and hosted Tinker
+	// train LoRA adapters only).
 	LoraRank int
 	// Reduction is how the server reduces a loss over tokens and datums.
 	Reduction Reduction
