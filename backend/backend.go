@@ -385,7 +385,9 @@ type OptimParams struct {
 
 // StepResult reports an optimizer step.
 type StepResult struct {
-	GradNorm float64 // the global norm before clipping
+	// GradNorm is the global norm before clipping; NaN when the backend
+	// does not report it (SkyRL tx's optim_step returns no metrics).
+	GradNorm float64
 }
 
 // Logprober scores sequences under fixed weights: a frozen reference

@@ -361,6 +361,15 @@ func (l *loop) step(ctx context.Context, step int) (method.Metrics, error) {
 	return m, nil
 }
 
+// setGradNorm logs an optimizer step's gradient norm under key, unless
+// the backend did not report one: a remote run on SkyRL tx logs none
+// rather than a norm of 0.
+func setGradNorm(m method.Metrics, key string, sr backend.StepResult) {
+	if !math.IsNaN(sr.GradNorm) {
+		m.Set(key, sr.GradNorm)
+	}
+}
+
 // learn trains a batch. The terms that share the update are summed into
 // one gradient per mini-batch — each term aggregated over its own share of
 // the mini-batch, accumulated over micro-batches — and one optimizer step
@@ -436,7 +445,7 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 				if err != nil {
 					return err
 				}
-				m.Set("grad_norm", sr.GradNorm)
+				setGradNorm(m, "grad_norm", sr)
 				m.Set("lr", lr)
 				l.optSteps++
 			}
@@ -453,7 +462,7 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 		if err != nil {
 			return err
 		}
-		m.Set("grad_norm/"+term.Name, sr.GradNorm)
+		setGradNorm(m, "grad_norm/"+term.Name, sr)
 	}
 	if met.Tokens > 0 {
 		n := float64(met.Tokens)

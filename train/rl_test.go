@@ -328,8 +328,9 @@ func TestResumeRestoresMethodStateAndSchedule(t *testing.T) {
 
 // recordingLearner is a learner that records the calls the loop makes.
 type recordingLearner struct {
-	calls []string
-	lrs   []float32
+	calls    []string
+	lrs      []float32
+	gradNorm float64 // what each optimizer step reports
 }
 
 func (r *recordingLearner) ForwardBackward(_ context.Context, batch []backend.Datum, loss backend.Loss) (backend.Result, error) {
@@ -346,7 +347,7 @@ func (r *recordingLearner) Logprobs(context.Context, []backend.Datum) ([][]float
 func (r *recordingLearner) OptimStep(_ context.Context, p backend.OptimParams) (backend.StepResult, error) {
 	r.calls = append(r.calls, "step")
 	r.lrs = append(r.lrs, p.LearningRate)
-	return backend.StepResult{}, nil
+	return backend.StepResult{GradNorm: r.gradNorm}, nil
 }
 func (r *recordingLearner) Save(context.Context, string) error { return nil }
 
@@ -395,6 +396,28 @@ func TestTermsShareOneGradient(t *testing.T) {
 	}
 	if len(rec2.calls) != 0 || m["skipped_update"] != 1 {
 		t.Fatalf("an empty batch made calls %v (skipped %v)", rec2.calls, m["skipped_update"])
+	}
+}
+
+// TestUnreportedGradNormIsNotLogged: a backend that reports no gradient
+// norm (NaN; SkyRL tx) leaves grad_norm out of the step's metrics, where
+// a norm of 0 would claim the step had no gradient; a reported one is
+// logged.
+func TestUnreportedGradNormIsNotLogged(t *testing.T) {
+	term := method.Term{Name: "pg", Loss: backend.Loss{NLL: 1}, Aggregation: backend.TokenMean,
+		Data: []backend.Datum{{Tokens: []int32{1, 2}, Targets: []int32{2, 3}, Weights: []float32{1, 1}}}}
+	cfg := DefaultRL()
+	cfg.Warmup = 0
+	for _, norm := range []float64{math.NaN(), 0.5} {
+		l := &loop{cfg: &cfg, pol: &policy{learner: &recordingLearner{gradNorm: norm}}, sched: scheduleOf(&cfg)}
+		m := method.Metrics{}
+		if err := l.learn(context.Background(), &method.Batch{Terms: []method.Term{term}}, m); err != nil {
+			t.Fatal(err)
+		}
+		got, logged := m["grad_norm"]
+		if logged != !math.IsNaN(norm) || logged && got != norm {
+			t.Errorf("reported norm %v: metrics %v", norm, m)
+		}
 	}
 }
 

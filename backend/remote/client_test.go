@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -348,6 +349,31 @@ func TestOpenWaitsForTheModel(t *testing.T) {
 			if f.polls["cm"] != 2 {
 				t.Errorf("rank %d: create_model's future polled %d times, want 2", tc.rank, f.polls["cm"])
 			}
+		}
+	}
+}
+
+// TestOptimStepWithoutGradNorm: SkyRL tx answers optim_step with no
+// metrics; the step's gradient norm is then unknown (NaN), not 0.
+func TestOptimStepWithoutGradNorm(t *testing.T) {
+	for _, tc := range []struct {
+		answer string
+		want   float64
+	}{{`{"metrics":null}`, math.NaN()}, {`{}`, math.NaN()}, {`{"metrics":{"grad_norm":0}}`, 0}} {
+		f, srv := newFake(t)
+		f.result = func(path string, req map[string]any, poll int) (int, string) {
+			if path == tinker.PathOptimStep {
+				return 200, tc.answer
+			}
+			return normal(path, req, poll)
+		}
+		m := openFake(t, srv, DatumMean)
+		sr, err := m.OptimStep(context.Background(), backend.OptimParams{LearningRate: 1e-5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.IsNaN(tc.want) != math.IsNaN(sr.GradNorm) || !math.IsNaN(tc.want) && sr.GradNorm != tc.want {
+			t.Errorf("answer %s: grad norm %v, want %v", tc.answer, sr.GradNorm, tc.want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -195,7 +196,11 @@ func (m *Model) OptimStep(ctx context.Context, p backend.OptimParams) (backend.S
 	m.mu.Lock()
 	m.stale, m.steps = true, m.steps+1
 	m.mu.Unlock()
-	return backend.StepResult{GradNorm: out.Metrics["grad_norm"]}, nil
+	norm, ok := out.Metrics["grad_norm"]
+	if !ok {
+		norm = math.NaN()
+	}
+	return backend.StepResult{GradNorm: norm}, nil
 }
 
 // remoteState is what a checkpoint directory of a remote run holds
