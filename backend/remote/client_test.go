@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -375,5 +376,26 @@ func TestOptimStepWithoutGradNorm(t *testing.T) {
 		if math.IsNaN(tc.want) != math.IsNaN(sr.GradNorm) || !math.IsNaN(tc.want) && sr.GradNorm != tc.want {
 			t.Errorf("answer %s: grad norm %v, want %v", tc.answer, sr.GradNorm, tc.want)
 		}
+	}
+}
+
+// TestSaveNamesWhatSkyRLAccepts: SkyRL refuses a save_weights path
+// outside [a-zA-Z0-9_-]+ (HTTP 422); a checkpoint directory with other
+// characters is saved under a name with '-' for each.
+func TestSaveNamesWhatSkyRLAccepts(t *testing.T) {
+	f, srv := newFake(t)
+	f.result = normal
+	m := openFake(t, srv, DatumMean)
+	if err := m.Save(context.Background(), filepath.Join(t.TempDir(), "ckpt-000003.v2 é.tmp")); err != nil {
+		t.Fatal(err)
+	}
+	var path any
+	for _, c := range f.calls {
+		if c.Path == tinker.PathSaveWeights {
+			path = c.Body["path"]
+		}
+	}
+	if path != "ckpt-000003-v2--" {
+		t.Errorf("saved under %q, want %q", path, "ckpt-000003-v2--")
 	}
 }

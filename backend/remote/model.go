@@ -217,15 +217,16 @@ type remoteState struct {
 const StateFile = "remote.json"
 
 // Save implements backend.Learner: save_weights on the server, under the
-// directory's name, and remote.json in dir naming the saved state. The
-// weights stay on the server.
+// directory's name in the characters SkyRL accepts in one (letters,
+// digits, '-' and '_'; others become '-'), and remote.json in dir naming
+// the saved state. The weights stay on the server.
 func (m *Model) Save(ctx context.Context, dir string) error {
 	if m.pending {
 		return fmt.Errorf("remote: save: gradients are accumulated but not applied")
 	}
 	name := strings.TrimSuffix(filepath.Base(dir), ".tmp")
 	name = strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
 			return r
 		}
 		return '-'
