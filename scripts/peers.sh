@@ -8,6 +8,10 @@
 #   mathverify  rlvr's verify (eval.Reward) against Hugging Face's
 #               Math-Verify on every dataset's gold answer and reference
 #               solution, and on the calibration run's SmolLM2 samples.
+#   skyrl       GRPO steps on SkyRL tx (the open-source Tinker server,
+#               serving SmolLM2 on loopback) against the same steps on
+#               rlvr's engine; the logprobs of what SkyRL sampled, scored
+#               by both; and a run whose server is killed, then resumed.
 #
 # A section is a function below named after it, added to `sections`; it sets
 # up what it needs and writes only under runs/peers/<section>/ and its own
@@ -16,13 +20,15 @@
 # Environment: DATA, the shared data (default ../shared/data); SAMPLES, the
 # folder of scripts/calibrate.sh's *.samples.jsonl (default runs/calibration;
 # empty to leave the samples out); RLVR_CACHE, the cache holding the peers'
-# Python environment, $RLVR_CACHE/peers (default ~/.cache/rlvr).
+# Python environment, $RLVR_CACHE/peers (default ~/.cache/rlvr), and the
+# models of scripts/models.sh; SKYRL_PORT, the loopback port SkyRL tx
+# serves on (default 8123).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}
 data=${DATA:-../shared/data}
 samples=${SAMPLES-runs/calibration}
-sections=(mathverify)
+sections=(mathverify skyrl)
 
 # peers_python sets up python/peers-requirements.txt in its own virtual
 # environment, $cache/peers, and prints its python's path. Idempotent: a venv
@@ -57,6 +63,90 @@ mathverify() {
   "$out/mathverify" pairs -data "$data" -samples "$samples" -out "$out"
   "$py" python/mathverify_ref.py "$out"
   "$out/mathverify" compare -dir "$out" -judged verify/testdata/mathverify.jsonl -doc docs/peers.md
+}
+
+skyrl() {
+  local out=runs/peers/skyrl py server= trainer engine
+  local model=$cache/models/SmolLM2-135M-Instruct.Q4_1 port=${SKYRL_PORT:-8123}
+  [ -f "$model/model.safetensors" ] || { echo "peers: no $model: run scripts/models.sh first" >&2; exit 1; }
+  py=$(peers_python)
+  rm -rf "$out/state" "$out/run-local" "$out/run-skyrl" "$out/server.log"
+  mkdir -p "$out/bin" "$out/state"
+  go build -o "$out/rlvr" ./cmd/rlvr
+  go build -o "$out/skyrl" ./scripts/peers/skyrl
+  # SkyRL tx's API server starts its engine with "uv run [options] -m
+  # MODULE ARGS", as in its own source tree; this runs the module in the
+  # peers environment instead.
+  printf '#!/bin/sh\nwhile [ $# -gt 0 ] && [ "$1" != -m ]; do shift; done\nexec %s "$@"\n' "$py" >"$out/bin/uv"
+  chmod +x "$out/bin/uv"
+  # The same GRPO steps on both: MathQA, where SmolLM2 is right about 18%
+  # of the time, so groups of mixed rewards carry a gradient. SkyRL tx's
+  # JAX backend trains LoRA only (rank 1 to 32, alpha 32) and clips no
+  # gradient, so neither run clips.
+  cat >"$out/local.yaml" <<YAML
+algorithm: grpo
+model: $model
+data: {name: mathqa, train: $data/mathqa/test.jsonl, test: $data/mathqa/test.jsonl}
+chat: {template: "on"}
+seed: 1
+steps: 3
+prompts_per_step: 4
+group_size: 4
+max_tokens: 64
+temperature: 1.0
+lr: 1.0e-5
+warmup: 0
+grad_clip: 0
+eval_every: 0
+eval_problems: 4
+checkpoint_every: 1
+keep_last: 3
+YAML
+  { cat "$out/local.yaml"
+    printf 'backend: {kind: tinker, url: "http://127.0.0.1:%s", base_model: %s, lora_rank: 32, reduction: datum-mean}\n' "$port" "$model"
+  } >"$out/skyrl.yaml"
+  skyrl_serve
+  "$out/skyrl" logprobs -model "$model" -url "http://127.0.0.1:$port" -data "mathqa=$data/mathqa/test.jsonl" -out "$out"
+  "$out/rlvr" train --config "$out/local.yaml" --run "$out/run-local"
+  # A server failure between steps: SkyRL's engine is killed once the
+  # first checkpoint is written (its API server exits with it). The run
+  # must stop with an error, and --resume on a restarted server, over
+  # the same database and checkpoint store, finishes it.
+  "$out/rlvr" train --config "$out/skyrl.yaml" --run "$out/run-skyrl" &
+  trainer=$!
+  until [ -d "$out/run-skyrl/ckpt-000001" ] || ! kill -0 "$trainer" 2>/dev/null; do sleep 1; done
+  engine=$(ps --ppid "$server" -o pid= | head -1)
+  [ -z "$engine" ] || kill -9 $engine
+  if wait "$trainer"; then
+    echo "peers: the SkyRL run finished although its server was killed" >&2
+    exit 1
+  fi
+  wait "$server" || true
+  skyrl_serve
+  "$out/rlvr" train --config "$out/skyrl.yaml" --run "$out/run-skyrl" --resume
+  kill "$server"
+  wait "$server" || true
+  "$out/skyrl" compare -dir "$out" -doc docs/peers.md
+}
+
+# skyrl_serve starts SkyRL tx's API server (and through it its engine)
+# on loopback over $out/state, kept across restarts as a cluster keeps
+# its database and checkpoint store, and waits until it answers. XLA's
+# constant folding is off: it folds the weights into the sampler and
+# compiles for tens of minutes on a CPU. Without micro-batches and
+# gradient checkpointing, a backward over 16 sequences of 256 tokens
+# takes SkyRL's engine past 20 GB.
+skyrl_serve() {
+  PATH=$PWD/$out/bin:$PATH XLA_FLAGS=--xla_disable_hlo_passes=constant_folding \
+    "$py" -m tx.tinker.api --host 127.0.0.1 --port "$port" --base-model "$model" \
+    --database-url "sqlite:///$PWD/$out/state/tinker.db" --checkpoints-base "$PWD/$out/state/checkpoints" \
+    --backend-config '{"max_lora_rank": 32, "max_lora_adapters": 2, "train_micro_batch_size": 4, "sample_max_num_sequences": 16, "gradient_checkpointing": true}' \
+    >>"$out/server.log" 2>&1 &
+  server=$!
+  until curl -sf "http://127.0.0.1:$port/api/v1/healthz" >/dev/null; do
+    kill -0 "$server" 2>/dev/null || { echo "peers: SkyRL tx did not start: see $out/server.log" >&2; exit 1; }
+    sleep 1
+  done
 }
 
 run=("$@")
