@@ -192,7 +192,8 @@ func remoteConfig(base string, c *RLConfig) remote.Config {
 	if name == "" {
 		name = filepath.Base(filepath.Clean(base))
 	}
-	return remote.Config{Client: cl, BaseModel: name, LoraRank: b.LoraRank, Reduction: remote.Reduction(b.Reduction), Adam: c.AdamW}
+	return remote.Config{Client: cl, BaseModel: name, LoraRank: b.LoraRank,
+		LoraSeed: int64(c.Seed), Reduction: remote.Reduction(b.Reduction), Adam: c.AdamW}
 }
 
 // openReference opens the frozen starting model of a KL term: on the

@@ -316,7 +316,8 @@ func nllDatum() backend.Datum {
 // TestOpenWaitsForTheModel: SkyRL makes the model in the future its
 // create_model names, and fails it for a LoRA rank outside its range
 // (rank 0 among them: its JAX backend trains LoRA adapters only). Open
-// fails with the server's reason, before any rollout.
+// fails with the server's reason, before any rollout. The adapter's
+// initialization is seeded (SkyRL draws a seed at random otherwise).
 func TestOpenWaitsForTheModel(t *testing.T) {
 	for _, tc := range []struct {
 		rank int
@@ -329,6 +330,9 @@ func TestOpenWaitsForTheModel(t *testing.T) {
 				return normal(path, req, poll)
 			}
 			cfg, _ := req["lora_config"].(map[string]any)
+			if seed, _ := cfg["seed"].(float64); seed != 7 {
+				t.Errorf("rank %d: lora_config %v, want the run's seed 7", tc.rank, cfg)
+			}
 			if rank, _ := cfg["rank"].(float64); rank < 1 || rank > 32 {
 				return 400, fmt.Sprintf(`{"detail":"LoRA rank %v must be between 1 and 32"}`, rank)
 			}
@@ -338,7 +342,7 @@ func TestOpenWaitsForTheModel(t *testing.T) {
 			return 200, `{"model_id":"m1","base_model":"base","lora_config":{"rank":32,"alpha":32.0,"seed":3}}`
 		}
 		m, err := Open(context.Background(), Config{Client: Client{BaseURL: srv.URL, Backoff: time.Millisecond},
-			BaseModel: "base", LoraRank: tc.rank, Reduction: DatumMean, Adam: adam()})
+			BaseModel: "base", LoraRank: tc.rank, LoraSeed: 7, Reduction: DatumMean, Adam: adam()})
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("rank %d: %v", tc.rank, err)

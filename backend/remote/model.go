@@ -29,6 +29,9 @@ type Config struct {
 	// (rlvr serve --tinker; SkyRL tx's JAX backend and hosted Tinker
 	// train LoRA adapters only).
 	LoraRank int
+	// LoraSeed seeds the adapter's initialization: without one SkyRL draws
+	// a seed at random, and a run is not reproduced.
+	LoraSeed int64
 	// Reduction is how the server reduces a loss over tokens and datums.
 	Reduction Reduction
 	// Adam holds the betas, eps and weight decay sent with every
@@ -96,7 +99,7 @@ func Open(ctx context.Context, cfg Config) (*Model, error) {
 	}
 	m.session = s.SessionID
 	var cm tinker.CreateModelResponse
-	req := tinker.CreateModelRequest{SessionID: m.session, ModelSeqID: 0, BaseModel: cfg.BaseModel, LoraConfig: tinker.LoraConfig{Rank: cfg.LoraRank}, Type: "create_model"}
+	req := tinker.CreateModelRequest{SessionID: m.session, ModelSeqID: 0, BaseModel: cfg.BaseModel, LoraConfig: tinker.LoraConfig{Rank: cfg.LoraRank, Seed: &cfg.LoraSeed}, Type: "create_model"}
 	if err := m.cfg.Client.Post(ctx, "create_model", tinker.PathCreateModel, req, &cm); err != nil {
 		return nil, err
 	}
