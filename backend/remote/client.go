@@ -9,9 +9,11 @@
 // long-polling retrieve_future. Transport failures that may pass (a reset
 // or refused connection, a timeout), 5xx and 429 answers are retried with
 // jittered exponential backoff, or after the server's Retry-After, up to
-// a bound; a 408 from retrieve_future polls again. A submission carries the model's next
-// seq_id, so a server that records (model_id, seq_id), as SkyRL does,
-// never runs a retried call twice. Every error names the call.
+// a bound; a 408 from retrieve_future polls again. A submission carries
+// the model's next seq_id, so a server that records (model_id, seq_id)
+// never runs a retried call twice; SkyRL tx 0.3.0 does not record it, and
+// there a submission whose answer was lost after the server took it (a
+// reset connection) runs twice when retried. Every error names the call.
 package remote
 
 import (
