@@ -135,12 +135,14 @@ YAML
 # constant folding is off: it folds the weights into the sampler and
 # compiles for tens of minutes on a CPU. Without micro-batches and
 # gradient checkpointing, a backward over 16 sequences of 256 tokens
-# takes SkyRL's engine past 20 GB.
+# takes SkyRL's engine past 20 GB. Adapter slot 0 is the base model's,
+# and a model stays loaded until its session expires (5 minutes after
+# its client leaves): 4 slots hold logprobs' model and the run's.
 skyrl_serve() {
   PATH=$PWD/$out/bin:$PATH XLA_FLAGS=--xla_disable_hlo_passes=constant_folding \
     "$py" -m tx.tinker.api --host 127.0.0.1 --port "$port" --base-model "$model" \
     --database-url "sqlite:///$PWD/$out/state/tinker.db" --checkpoints-base "$PWD/$out/state/checkpoints" \
-    --backend-config '{"max_lora_rank": 32, "max_lora_adapters": 2, "train_micro_batch_size": 4, "sample_max_num_sequences": 16, "gradient_checkpointing": true}' \
+    --backend-config '{"max_lora_rank": 32, "max_lora_adapters": 4, "train_micro_batch_size": 4, "sample_max_num_sequences": 16, "gradient_checkpointing": true}' \
     >>"$out/server.log" 2>&1 &
   server=$!
   until curl -sf "http://127.0.0.1:$port/api/v1/healthz" >/dev/null; do

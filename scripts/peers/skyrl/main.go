@@ -304,7 +304,7 @@ func stepsTable(local, skyrl []map[string]float64) string {
 func logprobsTable(lp Logprobs) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d sequences, %d sampled tokens, from %d prompts.\n\n", lp.Sequences, lp.Tokens, lp.Prompts)
-	b.WriteString("| scorings compared | mean |a − b| | max |a − b| | mean a − b | max |Σ over a sequence| |\n| --- | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| a − b | mean abs(a − b) | max abs(a − b) | mean a − b | max abs(Σ a − b) over a sequence |\n| --- | ---: | ---: | ---: | ---: |\n")
 	for _, r := range []struct {
 		name string
 		g    Gap
