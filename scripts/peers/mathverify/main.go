@@ -35,6 +35,7 @@ import (
 
 	"rlvr/eval"
 	"rlvr/internal/atomicfile"
+	"rlvr/scripts/peers/docblock"
 	"rlvr/task"
 	"rlvr/verify"
 )
@@ -455,7 +456,7 @@ func compareCmd(args []string) error {
 	if *doc == "" {
 		return nil
 	}
-	return replaceBlocks(*doc, map[string]string{"mathverify-table": table, "mathverify-classes": ctable, "mathverify-timing": timing})
+	return docblock.Replace(*doc, map[string]string{"mathverify-table": table, "mathverify-classes": ctable, "mathverify-timing": timing})
 }
 
 func readJSON(path string, v any) error {
@@ -507,24 +508,4 @@ func classTable(classes map[string][2]int) string {
 		fmt.Fprintf(&b, "| %s | %d | %d | %d |\n", c, n[0], n[1], n[0]-n[1])
 	}
 	return b.String()
-}
-
-// replaceBlocks replaces the text between "<!-- begin NAME -->" and
-// "<!-- end NAME -->" lines of a Markdown file for each NAME in blocks.
-func replaceBlocks(path string, blocks map[string]string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	s := string(data)
-	for name, text := range blocks {
-		begin, end := "<!-- begin "+name+" -->\n", "<!-- end "+name+" -->"
-		i := strings.Index(s, begin)
-		j := strings.Index(s, end)
-		if i < 0 || j < i {
-			return fmt.Errorf("%s: no %q … %q block", path, strings.TrimSpace(begin), end)
-		}
-		s = s[:i+len(begin)] + text + s[j:]
-	}
-	return atomicfile.WriteBytes(path, []byte(s))
 }
