@@ -5,6 +5,10 @@
 # Usage: scripts/peers.sh [SECTION...]      (default: every section)
 #
 # Sections:
+#   rollouts    rlvr's sampler against transformers' generate and llama.cpp
+#               (F32 and Q8_0) on SmolLM2 at 1, 8 and 64 streams; ROUNDS
+#               rounds (default 3). Needs scripts/models.sh; sets up
+#               scripts/pyref.sh and scripts/llamacpp.sh.
 #   mathverify  rlvr's verify (eval.Reward) against Hugging Face's
 #               Math-Verify on every dataset's gold answer and reference
 #               solution, and on the calibration run's SmolLM2 samples.
@@ -22,7 +26,7 @@ cd "$(dirname "$0")/.."
 cache=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}
 data=${DATA:-../shared/data}
 samples=${SAMPLES-runs/calibration}
-sections=(mathverify)
+sections=(rollouts mathverify)
 
 # peers_python sets up python/peers-requirements.txt in its own virtual
 # environment, $cache/peers, and prints its python's path. Idempotent: a venv
@@ -43,6 +47,18 @@ peers_python() {
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$req" >&2
   echo "$want" >"$stamp"
   echo "$venv/bin/python"
+}
+
+rollouts() {
+  local out=runs/peers/rollouts py bin m=SmolLM2-135M-Instruct
+  py=$(scripts/pyref.sh)
+  bin=$(scripts/llamacpp.sh)
+  mkdir -p "$out"
+  go build -o "$out/rlvr" ./cmd/rlvr
+  go run ./scripts/peers/rollouts -rlvr "$out/rlvr" -model "$cache/models/$m.Q4_1.gguf" \
+    -hf "$cache/models/$m.Q4_1" -python "$py" -llama "$bin" \
+    -f32 "$cache/llamacpp/$m.Q4_1.F32.gguf" -q8 "$cache/llamacpp/$m.Q8_0.gguf" \
+    -rounds "${ROUNDS:-3}" -out "$out" -doc docs/peers.md
 }
 
 mathverify() {
