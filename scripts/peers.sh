@@ -9,6 +9,8 @@
 #               (F32 and Q8_0) on SmolLM2 at 1, 8 and 64 streams; ROUNDS
 #               rounds (default 3). Needs scripts/models.sh; sets up
 #               scripts/pyref.sh and scripts/llamacpp.sh.
+#   learner     rlvr's training step against PyTorch's (transformers'
+#               LlamaForCausalLM) on SmolLM2, 8 × 256 tokens; ROUNDS rounds.
 #   mathverify  rlvr's verify (eval.Reward) against Hugging Face's
 #               Math-Verify on every dataset's gold answer and reference
 #               solution, and on the calibration run's SmolLM2 samples.
@@ -26,7 +28,7 @@ cd "$(dirname "$0")/.."
 cache=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}
 data=${DATA:-../shared/data}
 samples=${SAMPLES-runs/calibration}
-sections=(rollouts mathverify)
+sections=(rollouts learner mathverify)
 
 # peers_python sets up python/peers-requirements.txt in its own virtual
 # environment, $cache/peers, and prints its python's path. Idempotent: a venv
@@ -55,10 +57,19 @@ rollouts() {
   bin=$(scripts/llamacpp.sh)
   mkdir -p "$out"
   go build -o "$out/rlvr" ./cmd/rlvr
-  go run ./scripts/peers/rollouts -rlvr "$out/rlvr" -model "$cache/models/$m.Q4_1.gguf" \
+  go run ./scripts/peers/speed rollouts -rlvr "$out/rlvr" -model "$cache/models/$m.Q4_1.gguf" \
     -hf "$cache/models/$m.Q4_1" -python "$py" -llama "$bin" \
     -f32 "$cache/llamacpp/$m.Q4_1.F32.gguf" -q8 "$cache/llamacpp/$m.Q8_0.gguf" \
     -rounds "${ROUNDS:-3}" -out "$out" -doc docs/peers.md
+}
+
+learner() {
+  local out=runs/peers/learner py
+  py=$(scripts/pyref.sh)
+  mkdir -p "$out"
+  go build -o "$out/rlvr" ./cmd/rlvr
+  go run ./scripts/peers/speed learner -rlvr "$out/rlvr" -hf "$cache/models/SmolLM2-135M-Instruct.Q4_1" \
+    -python "$py" -rounds "${ROUNDS:-3}" -out "$out" -doc docs/peers.md
 }
 
 mathverify() {

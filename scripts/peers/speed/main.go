@@ -1,18 +1,25 @@
-// Command rollouts times rlvr's sampler against transformers' generate and
-// llama.cpp (llama-batched-bench, on an F32 and a Q8_0 GGUF) on one model,
-// each continuing a one-token prompt to the same number of tokens in 1, 8
-// and 64 streams (scripts/peers.sh rollouts, docs/peers.md). The engines run
-// in turn, the order rotated each round, so that each pair is measured in
-// the same minutes; each engine's figure is its median over the rounds, and
-// each ratio's range over the rounds is given beside it.
+// Command speed times rlvr's engine against its peers on one real model
+// (scripts/peers.sh rollouts and learner, docs/peers.md):
 //
-//	go run ./scripts/peers/rollouts -rlvr BIN -model M.gguf -hf DIR -python PY \
+//   - rollouts: rlvr's sampler against transformers' generate and llama.cpp
+//     (llama-batched-bench, on an F32 and a Q8_0 GGUF), each continuing a
+//     one-token prompt to the same number of tokens in 1, 8 and 64 streams;
+//   - learner: rlvr's training step (forward, backward, AdamW) against
+//     PyTorch's on transformers' implementation of the model.
+//
+// The engines run in turn, the order rotated each round, so that each pair
+// is measured in the same minutes; each engine's figure is its median over
+// the rounds, and each ratio's range over the rounds is given beside it.
+//
+//	go run ./scripts/peers/speed rollouts -rlvr BIN -model M.gguf -hf DIR -python PY \
 //	    -llama BINDIR -f32 F32.gguf -q8 Q8_0.gguf -out runs/peers/rollouts -doc docs/peers.md
+//	go run ./scripts/peers/speed learner -rlvr BIN -hf DIR -python PY -out runs/peers/learner -doc docs/peers.md
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -55,29 +62,43 @@ type engine struct {
 }
 
 func main() {
+	if len(os.Args) < 2 || (os.Args[1] != "rollouts" && os.Args[1] != "learner") {
+		fmt.Fprintln(os.Stderr, "usage: speed rollouts|learner [flags]")
+		os.Exit(2)
+	}
+	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	var (
-		rlvrBin  = flag.String("rlvr", "", "the rlvr binary")
-		model    = flag.String("model", "", "the model as rlvr samples it (.gguf or Hugging Face directory)")
-		hfDir    = flag.String("hf", "", "the model's Hugging Face directory, for transformers")
-		python   = flag.String("python", "", "a python with torch and transformers")
-		llama    = flag.String("llama", "", "llama.cpp's bin directory (llama-batched-bench)")
-		f32      = flag.String("f32", "", "the model as an F32 GGUF, for llama.cpp")
-		q8       = flag.String("q8", "", "the model as a Q8_0 GGUF, for llama.cpp")
-		streamsF = flag.String("streams", "1,8,64", "stream counts")
-		tokens   = flag.Int("tokens", 128, "new tokens per stream")
-		rounds   = flag.Int("rounds", 3, "rounds of every engine")
-		threads  = flag.Int("threads", 2, "threads of every engine")
-		out      = flag.String("out", "runs/peers/rollouts", "output folder")
-		doc      = flag.String("doc", "", "a Markdown file whose rollouts-table block to replace (none when empty)")
+		rlvrBin  = fs.String("rlvr", "", "the rlvr binary")
+		model    = fs.String("model", "", "rollouts: the model as rlvr samples it (.gguf or Hugging Face directory)")
+		hfDir    = fs.String("hf", "", "the model's Hugging Face directory, for transformers")
+		python   = fs.String("python", "", "a python with torch and transformers")
+		llama    = fs.String("llama", "", "rollouts: llama.cpp's bin directory (llama-batched-bench)")
+		f32      = fs.String("f32", "", "rollouts: the model as an F32 GGUF, for llama.cpp")
+		q8       = fs.String("q8", "", "rollouts: the model as a Q8_0 GGUF, for llama.cpp")
+		streamsF = fs.String("streams", "1,8,64", "rollouts: stream counts")
+		tokens   = fs.Int("tokens", 128, "rollouts: new tokens per stream")
+		batch    = fs.Int("batch", 8, "learner: sequences per step")
+		seq      = fs.Int("seq", 256, "learner: tokens per sequence")
+		steps    = fs.Int("steps", 3, "learner: timed steps per round (after one warm-up step)")
+		rounds   = fs.Int("rounds", 3, "rounds of every engine")
+		threads  = fs.Int("threads", 2, "threads of every engine")
+		out      = fs.String("out", "runs/peers/"+os.Args[1], "output folder")
+		doc      = fs.String("doc", "", "a Markdown file whose "+os.Args[1]+"-table block to replace (none when empty)")
 	)
-	flag.Parse()
-	if err := mainErr(*rlvrBin, *model, *hfDir, *python, *llama, *f32, *q8, *streamsF, *tokens, *rounds, *threads, *out, *doc); err != nil {
-		fmt.Fprintln(os.Stderr, "rollouts:", err)
+	fs.Parse(os.Args[2:])
+	var err error
+	if os.Args[1] == "rollouts" {
+		err = rollouts(*rlvrBin, *model, *hfDir, *python, *llama, *f32, *q8, *streamsF, *tokens, *rounds, *threads, *out, *doc)
+	} else {
+		err = learner(*rlvrBin, *hfDir, *python, *batch, *seq, *steps, *rounds, *threads, *out, *doc)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "speed %s: %v\n", os.Args[1], err)
 		os.Exit(1)
 	}
 }
 
-func mainErr(rlvrBin, model, hfDir, python, llama, f32, q8, streamsF string, tokens, rounds, threads int, out, doc string) error {
+func rollouts(rlvrBin, model, hfDir, python, llama, f32, q8, streamsF string, tokens, rounds, threads int, out, doc string) error {
 	var streams []int
 	for _, s := range strings.Split(streamsF, ",") {
 		n, err := strconv.Atoi(s)
@@ -140,6 +161,16 @@ func mainErr(rlvrBin, model, hfDir, python, llama, f32, q8, streamsF string, tok
 			}
 		}
 	}
+	names := make([]string, len(engines))
+	for i, e := range engines {
+		names[i] = e.name
+	}
+	return write(all, render(all, names, streams, rss, peak, flops, tokens, rounds, threads), out, doc, "rollouts-table")
+}
+
+// write keeps the measurements and the table under out, and puts the
+// table into doc's block.
+func write[M any](all []M, table, out, doc, block string) error {
 	var lines bytes.Buffer
 	enc := json.NewEncoder(&lines)
 	for _, m := range all {
@@ -150,11 +181,6 @@ func mainErr(rlvrBin, model, hfDir, python, llama, f32, q8, streamsF string, tok
 	if err := atomicfile.WriteBytes(filepath.Join(out, "measurements.jsonl"), lines.Bytes()); err != nil {
 		return err
 	}
-	names := make([]string, len(engines))
-	for i, e := range engines {
-		names[i] = e.name
-	}
-	table := render(all, names, streams, rss, peak, flops, tokens, rounds, threads)
 	fmt.Print(table)
 	if err := atomicfile.WriteBytes(filepath.Join(out, "table.md"), []byte(table)); err != nil {
 		return err
@@ -162,7 +188,7 @@ func mainErr(rlvrBin, model, hfDir, python, llama, f32, q8, streamsF string, tok
 	if doc == "" {
 		return nil
 	}
-	return docblock.Replace(doc, map[string]string{"rollouts-table": table})
+	return docblock.Replace(doc, map[string]string{block: table})
 }
 
 // runRlvr runs rlvr bench sample, which reports tokens/s, FLOP/s and its
@@ -268,15 +294,6 @@ func output(cmd *exec.Cmd) ([]byte, int64, error) {
 }
 
 func render(all []measurement, engines []string, streams []int, rss map[string]int64, peak float64, flops map[int]float64, tokens, rounds, threads int) string {
-	median := func(v []float64) float64 {
-		s := slices.Clone(v)
-		slices.Sort(s)
-		if n := len(s); n%2 == 1 {
-			return s[n/2]
-		} else {
-			return (s[n/2-1] + s[n/2]) / 2
-		}
-	}
 	// tps[engine][streams] lists tokens/s by round.
 	tps := map[string]map[int][]float64{}
 	for _, m := range all {
@@ -319,6 +336,16 @@ func render(all []measurement, engines []string, streams []int, rss map[string]i
 	return b.String()
 }
 
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
 func thousands(v float64) string {
 	s := strconv.Itoa(int(v + 0.5))
 	for i := len(s) - 3; i > 0; i -= 3 {
@@ -340,4 +367,134 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+// step is one engine's training step in one round.
+type step struct {
+	Engine       string
+	Round        int
+	Seconds      float64 // median over the round's steps
+	TokensPerSec float64
+	RSSBytes     int64
+}
+
+// learner times rlvr's training step on the model's shape (random
+// weights: the speed does not depend on their values) against PyTorch's
+// on transformers' implementation of the model itself.
+func learner(rlvrBin, hfDir, python string, batch, seq, steps, rounds, threads int, out, doc string) error {
+	cfgBytes, err := os.ReadFile(filepath.Join(hfDir, "config.json"))
+	if err != nil {
+		return err
+	}
+	var hc struct {
+		Layers  int  `json:"num_hidden_layers"`
+		Dim     int  `json:"hidden_size"`
+		Heads   int  `json:"num_attention_heads"`
+		KVHeads int  `json:"num_key_value_heads"`
+		FFN     int  `json:"intermediate_size"`
+		Vocab   int  `json:"vocab_size"`
+		Tied    bool `json:"tie_word_embeddings"`
+	}
+	if err := json.Unmarshal(cfgBytes, &hc); err != nil {
+		return fmt.Errorf("%s/config.json: %v", hfDir, err)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	env := append(os.Environ(), fmt.Sprintf("OMP_NUM_THREADS=%d", threads))
+	itoa := strconv.Itoa
+	var peak, gflopsPerStep float64
+	var ops string
+	engines := []struct {
+		name string
+		run  func() (step, error)
+	}{
+		{"rlvr", func() (step, error) {
+			args := []string{"--threads", itoa(threads), "bench", "engine", "--layers", itoa(hc.Layers), "--dim", itoa(hc.Dim),
+				"--heads", itoa(hc.Heads), "--kv-heads", itoa(hc.KVHeads), "--ffn", itoa(hc.FFN), "--vocab", itoa(hc.Vocab),
+				"--seq", itoa(seq), "--batch", itoa(batch), "--reps", itoa(steps), "--gemm=false", "--json"}
+			if hc.Tied {
+				args = append(args, "--tied")
+			}
+			cmd := exec.Command(rlvrBin, args...)
+			cmd.Env = env
+			outb, _, err := output(cmd)
+			if err != nil {
+				return step{}, err
+			}
+			var rep bench.EngineReport
+			if err := json.Unmarshal(outb, &rep); err != nil {
+				return step{}, fmt.Errorf("rlvr bench engine's JSON: %v", err)
+			}
+			peak, gflopsPerStep = rep.Peak.GFLOPS, rep.GFLOPS*rep.StepMs/1e3
+			ops = opsLine(rep.Ops)
+			return step{Seconds: rep.StepMs / 1e3, TokensPerSec: rep.TokensPerSec, RSSBytes: rep.PeakRSSBytes}, nil
+		}},
+		{"PyTorch", func() (step, error) {
+			cmd := exec.Command(python, "python/learner_bench_torch.py", "--model", hfDir, "--batch", itoa(batch),
+				"--seq", itoa(seq), "--reps", itoa(steps), "--threads", itoa(threads))
+			cmd.Env = env
+			outb, rss, err := output(cmd)
+			if err != nil {
+				return step{}, err
+			}
+			var x struct {
+				Median     float64 `json:"step_s_median"`
+				TokensPerS float64 `json:"tokens_per_s"`
+			}
+			if err := json.Unmarshal(bytes.TrimSpace(outb), &x); err != nil {
+				return step{}, fmt.Errorf("learner_bench_torch.py's JSON: %v", err)
+			}
+			return step{Seconds: x.Median, TokensPerSec: x.TokensPerS, RSSBytes: rss}, nil
+		}},
+	}
+	var all []step
+	for r := range rounds {
+		for i := range engines {
+			e := engines[(r+i)%len(engines)]
+			t0 := time.Now()
+			got, err := e.run()
+			if err != nil {
+				return fmt.Errorf("%s: %w", e.name, err)
+			}
+			fmt.Fprintf(os.Stderr, "learner: round %d, %s: %.0f s\n", r+1, e.name, time.Since(t0).Seconds())
+			got.Engine, got.Round = e.name, r
+			all = append(all, got)
+		}
+	}
+	secs := map[string][]float64{}
+	rss := map[string]int64{}
+	for _, s := range all {
+		secs[s.Engine] = append(secs[s.Engine], s.Seconds)
+		rss[s.Engine] = max(rss[s.Engine], s.RSSBytes)
+	}
+	var ratios []float64
+	for r := range rounds {
+		ratios = append(ratios, secs["rlvr"][r]/secs["PyTorch"][r])
+	}
+	rl, pt := median(secs["rlvr"]), median(secs["PyTorch"])
+	tokens := float64(batch * seq)
+	var b strings.Builder
+	fmt.Fprintf(&b, "A training step of %d sequences × %d tokens (forward, backward, AdamW over every parameter), %d threads, "+
+		"median of %d rounds of %d steps; the machine's measured peak is %.0f GFLOP/s.\n\n", batch, seq, threads, rounds, steps, peak)
+	b.WriteString("| | rlvr | PyTorch | rlvr / PyTorch |\n| --- | ---: | ---: | ---: |\n")
+	fmt.Fprintf(&b, "| step | %.2f s | %.2f s | ×%.2f [%.2f, %.2f] |\n", rl, pt, rl/pt, slices.Min(ratios), slices.Max(ratios))
+	fmt.Fprintf(&b, "| tokens/s | %s | %s | |\n", thousands(tokens/rl), thousands(tokens/pt))
+	fmt.Fprintf(&b, "| share of peak | %.0f%% | %.0f%% | |\n", 100*gflopsPerStep/rl/peak, 100*gflopsPerStep/pt/peak)
+	fmt.Fprintf(&b, "| peak resident memory | %d MiB | %d MiB | ×%.2f |\n", rss["rlvr"]>>20, rss["PyTorch"]>>20,
+		float64(rss["rlvr"])/float64(rss["PyTorch"]))
+	fmt.Fprintf(&b, "\nrlvr's step by op: %s.\n", ops)
+	return write(all, b.String(), out, doc, "learner-table")
+}
+
+// opsLine names the ops taking the most of a step's time, with their
+// shares.
+func opsLine(ops []bench.OpTime) string {
+	sorted := slices.Clone(ops)
+	slices.SortFunc(sorted, func(a, b bench.OpTime) int { return cmp.Compare(b.Share, a.Share) })
+	var parts []string
+	for _, o := range sorted[:min(5, len(sorted))] {
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", o.Op, 100*o.Share))
+	}
+	return strings.Join(parts, ", ")
 }
