@@ -115,6 +115,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"rlvr/api/tinker"
 	"rlvr/checkpoint"
 	"rlvr/engine/model"
@@ -238,8 +240,10 @@ type Server struct {
 	sessions map[string]*session
 	models   map[string]*trainModel
 	futures  map[string]*future
-	lastID   int64 // the last request_id issued
-	sampling samplingQueue
+	// samplingSessions are every session's sampling sessions, by id.
+	samplingSessions map[string]*samplingSession
+	lastID           int64 // the last request_id issued
+	sampling         samplingQueue
 
 	// hook, when set, runs on a worker before each call (tests block
 	// workers with it).
@@ -285,6 +289,8 @@ func New(cfg Config) (*Server, error) {
 		sessions: map[string]*session{},
 		models:   map[string]*trainModel{},
 		futures:  map[string]*future{},
+
+		samplingSessions: map[string]*samplingSession{},
 	}
 	if cfg.APIKey != "" {
 		k := secret.NewKey(cfg.APIKey)
@@ -381,8 +387,12 @@ func (s *Server) routes() http.Handler {
 		tinker.PathSaveWeights:     {http.MethodPost, true, s.saveWeights},
 		tinker.PathSaveForSampler:  {http.MethodPost, true, s.saveForSampler},
 		tinker.PathLoadWeights:     {http.MethodPost, true, s.loadWeights},
+		tinker.PathGetInfo:         {http.MethodPost, true, s.getInfo},
 		tinker.PathSample:          {http.MethodPost, true, s.asample},
 		tinker.PathRetrieveFuture:  {http.MethodPost, true, s.retrieveFuture},
+
+		tinker.PathCreateSamplingSession: {http.MethodPost, true, s.createSamplingSession},
+		tinker.PathSamplers:              {http.MethodGet, true, s.getSampler},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -394,7 +404,11 @@ func (s *Server) routes() http.Handler {
 				writeDetail(w, http.StatusInternalServerError, "internal error")
 			}
 		}()
-		rt, ok := routes[r.URL.Path]
+		path := r.URL.Path
+		if strings.HasPrefix(path, tinker.PathSamplers) {
+			path = tinker.PathSamplers // samplers/<id>
+		}
+		rt, ok := routes[path]
 		// An unknown path needs the key too: an unauthenticated client
 		// learns nothing of the paths.
 		if (!ok || rt.auth) && !s.authorized(r) {
@@ -475,24 +489,83 @@ func writeRaw(w http.ResponseWriter, status int, b []byte) {
 }
 
 // decode reads a request body as JSON into v, with the size limit, and
-// returns the body.
+// returns the body. Only forward_backward reads the SDK's protobuf form
+// (forwardBackward); any other call refuses it by name, and reads any
+// other type as JSON, as curl's default form type carries JSON too.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, call string, v any) ([]byte, error) {
-	// The SDK's protobuf bodies are refused by name; any other type is
-	// read as JSON, as curl's default form type carries JSON too.
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err == nil && (strings.Contains(mt, "protobuf") || mt == "application/octet-stream") {
-			return nil, errorf(http.StatusUnsupportedMediaType, "%s: the body is %s; this server reads JSON only", call, mt)
-		}
+	if protobufBody(r) {
+		mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		return nil, errorf(http.StatusUnsupportedMediaType, "%s: the body is %s; this call reads JSON only (forward_backward also reads %s)", call, mt, tinker.ContentTypeProtobuf)
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	var tooBig *http.MaxBytesError
+	b, err := s.readBody(w, r, call)
+	if err != nil {
+		return nil, err
+	}
+	return b, decodeJSON(b, call, v)
+}
+
+// protobufBody reports whether the request's body is declared protobuf.
+func protobufBody(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (strings.Contains(mt, "protobuf") || mt == "application/octet-stream")
+}
+
+// readBody reads a request body within Config.MaxBodyBytes, decompressing
+// it first when its Content-Encoding is zstd (the SDK compresses
+// forward_backward when client/config asks it to); the limit bounds the
+// decompressed body too, so a small body cannot expand without bound.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, call string) ([]byte, error) {
+	limit := s.cfg.MaxBodyBytes
+	tooBig := func() error {
+		return errorf(http.StatusRequestEntityTooLarge, "%s: the body is larger than the server's limit of %d bytes", call, limit)
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var maxErr *http.MaxBytesError
 	switch {
-	case errors.As(err, &tooBig):
-		return nil, errorf(http.StatusRequestEntityTooLarge, "%s: the body is larger than the server's limit of %d bytes", call, s.cfg.MaxBodyBytes)
+	case errors.As(err, &maxErr):
+		return nil, tooBig()
 	case err != nil:
 		return nil, errorf(http.StatusBadRequest, "%s: reading the body: %v", call, err)
 	}
-	return b, decodeJSON(b, call, v)
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+		return b, nil
+	case tinker.EncodingZstd:
+		out, err := unzstd(b, limit)
+		switch {
+		case errors.Is(err, errTooLarge):
+			return nil, tooBig()
+		case err != nil:
+			return nil, errorf(http.StatusBadRequest, "%s: the body is not valid zstd (Content-Encoding: zstd): %v", call, err)
+		}
+		return out, nil
+	default:
+		return nil, errorf(http.StatusUnsupportedMediaType, "%s: Content-Encoding %q is not read (zstd or none)", call, enc)
+	}
+}
+
+// errTooLarge is a decompressed body beyond the limit.
+var errTooLarge = errors.New("the decompressed body is too large")
+
+// unzstd decompresses one zstd body of at most limit bytes.
+func unzstd(b []byte, limit int64) ([]byte, error) {
+	dec, err := zstd.NewReader(bytes.NewReader(b), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)), zstd.WithDecoderMaxWindow(uint64(max(limit, zstd.MinWindowSize))))
+	if err != nil {
+		return nil, err
+	}
+	defer dec.Close()
+	out, err := io.ReadAll(io.LimitReader(dec, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(out)) > limit {
+		return nil, errTooLarge
+	}
+	return out, nil
 }
 
 // decodeJSON decodes one JSON value into v, naming what is wrong.
@@ -543,9 +616,11 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) clientConfig(w http.ResponseWriter, r *http.Request) {
-	// The SDK's handshake; the body, if any, is not read.
+	// The SDK's handshake; the body (its version) is not read. The flags
+	// it reads are answered as this server behaves: API-key auth, and
+	// forward_backward bodies zstd compressed, which readBody undoes.
 	io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	writeJSON(w, http.StatusOK, map[string]bool{"pjwt_auth_enabled": false})
+	writeJSON(w, http.StatusOK, map[string]bool{"pjwt_auth_enabled": false, "proto_compress_fwdbwd": true})
 }
 
 // maxMessageBytes bounds a failed call's message: many name what the
