@@ -21,7 +21,6 @@ Everything measured goes to OUT/sdk_loop.json.
 
 import argparse
 import json
-import math
 import os
 import sys
 import time

@@ -559,6 +559,9 @@ func unzstd(b []byte, limit int64) ([]byte, error) {
 	}
 	defer dec.Close()
 	out, err := io.ReadAll(io.LimitReader(dec, limit+1))
+	if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
+		return nil, errTooLarge
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -303,7 +303,7 @@ func (s *Server) createModel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	res := tinker.CreateModelResponse{ModelID: m.id, Type: "create_model"}
+	res := tinker.CreateModelResponse{ModelID: m.id}
 	s.mu.Lock()
 	f := s.newFutureLocked()
 	s.mu.Unlock()
