@@ -16,7 +16,8 @@ sampled tokens against the sampler's, run forward_backward with
 cross_entropy, importance_sampling, ppo, cispo and dro, step, save the
 weights for the sampler, sample from the saved weights and check again.
 Last, two calls the server cannot honour, to see what the SDK raises.
-Everything measured goes to OUT/sdk_loop.json.
+Everything measured goes to OUT/sdk_loop.json; with --doc, its tables are
+written between the tinker markers of that file (docs/peers.md).
 """
 
 import argparse
@@ -189,6 +190,52 @@ def refusals(training, tok):
     return out
 
 
+def tables(result):
+    """The markdown tables of docs/peers.md's Tinker SDK section."""
+    sft = result["supervised"]
+    lines = [
+        f"SDK {result['sdk_version']}, model {result['model']}; supervised: {sft['examples']} chat answers "
+        f"({sft['target_tokens']:.0f} target tokens), cross_entropy + optim_step at lr {sft['lr']:g}.",
+        "",
+        "| step | loss per target token | grad norm | seconds |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    for s in sft["steps"]:
+        lines.append(f"| {s['step']} | {s['loss_per_token']:.4f} | {s['grad_norm']:.1f} | {s['seconds']:.1f} |")
+    rl_ = result["rl"]
+    lines += [
+        "",
+        f"RL: \"{rl_['question']}\", {rl_['group']} samples per step at temperature 1, lr {rl_['lr']:g}; "
+        "loss:sum of each forward_backward (all on the same data, before the step), and the largest "
+        "|learner − sampler| logprob gap on the sampled tokens, before the step (current weights) and "
+        "after it (samples from the weights saved for the sampler).",
+        "",
+        "| step | mean reward | cross_entropy | importance_sampling | ppo | cispo | dro | Σ A over tokens | gap before | gap saved weights | seconds |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for s in rl_["steps"]:
+        l = s["losses"]
+        mean = sum(s["rewards"]) / len(s["rewards"])
+        lines.append(
+            f"| {s['step']} | {mean:.3f} | {l['cross_entropy']:.3f} | {l['importance_sampling']:.4f} | {l['ppo']:.4f} "
+            f"| {l['cispo']:.4f} | {l['dro']:.4f} | {s['sum_advantage_tokens']:.4f} | {s['max_logprob_gap_before_step']:.1e} "
+            f"| {s['max_logprob_gap_saved_weights']:.1e} | {s['seconds']:.1f} |"
+        )
+    lines += ["", "| refused call | what the SDK raised |", "| --- | --- |"]
+    for name, what in result["refusals"].items():
+        lines.append(f"| {name} | {what.split(' for self.request_id')[0]} |")
+    return "\n".join(lines)
+
+
+def write_doc(path, text):
+    begin, end = "<!-- begin tinker-table -->", "<!-- end tinker-table -->"
+    with open(path) as f:
+        doc = f.read()
+    i, j = doc.index(begin) + len(begin), doc.index(end)
+    with open(path, "w") as f:
+        f.write(doc[:i] + "\n" + text + "\n" + doc[j:])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--base-url", required=True)
@@ -199,6 +246,7 @@ def main():
     ap.add_argument("--sft-steps", type=int, default=5)
     ap.add_argument("--rl-steps", type=int, default=2)
     ap.add_argument("--group", type=int, default=4)
+    ap.add_argument("--doc", help="rewrite the tinker tables of this file (docs/peers.md)")
     args = ap.parse_args()
 
     tok = AutoTokenizer.from_pretrained(os.path.expanduser(args.tokenizer))
@@ -215,6 +263,8 @@ def main():
     ok = result["supervised"]["decreasing"] and all(
         s["max_logprob_gap_before_step"] < 1e-3 and s["max_logprob_gap_saved_weights"] < 1e-3 for s in result["rl"]["steps"]
     )
+    if args.doc:
+        write_doc(args.doc, tables(result))
     print(json.dumps({"sdk_version": result["sdk_version"], "ok": ok}))
     sys.exit(0 if ok else 1)
 

@@ -1,10 +1,13 @@
 // Package tinker is the Tinker training API on the wire: the JSON bodies of
 // the calls a remote backend makes to a Tinker-compatible service, as
 // SkyRL tx (skyrl/tinker/api.py) and the Tinker SDK's JSON form
-// (tinker/types) define them. backend/remote is the client that speaks it
-// and serve/tinkerserver a server over the local engine; both are held to
-// the wire fixtures in testdata. Paths are under /api/v1; the API key
-// travels in X-API-Key.
+// (tinker/types) define them, and the official SDK's protobuf form of
+// forward_backward and of its results (proto.go, over the generated
+// package tinkerpb), converted to and from the same types. backend/remote
+// is the client that speaks the JSON form and serve/tinkerserver a server
+// over the local engine that speaks both; they are held to the wire
+// fixtures in testdata. Paths are under /api/v1; the API key travels in
+// X-API-Key.
 //
 // A training or sampling call returns a Future; its result is fetched with
 // retrieve_future, which answers with the result, a "try_again" (poll

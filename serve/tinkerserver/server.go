@@ -1,25 +1,42 @@
-// Package tinkerserver serves the Tinker training API (the JSON bodies of
-// package api/tinker) over rlvr's own CPU engine, so that a Tinker client
-// — rlvr's remote backend among them — can be run over real HTTP against
-// numbers known exactly: every forward, gradient, optimizer step and
-// sample is computed by backend/local's Learner and sample.Sampler, as an
-// in-process run computes it. It is what `rlvr serve --tinker` runs, and
-// follows SkyRL tx's server (skyrl/tinker/api.py) and hosted Tinker on the
-// subset rlvr uses.
+// Package tinkerserver serves the Tinker training API over rlvr's own CPU
+// engine, so that a Tinker client — rlvr's remote backend, or the official
+// Tinker SDK — can be run over real HTTP against numbers known exactly:
+// every forward, gradient, optimizer step and sample is computed by
+// backend/local's Learner and sample.Sampler, as an in-process run
+// computes it. It is what `rlvr serve --tinker` runs, and follows SkyRL
+// tx's server (skyrl/tinker/api.py) and hosted Tinker on the subset rlvr
+// and the SDK use.
 //
 // # Calls
 //
 // GET healthz, GET get_server_capabilities, POST client/config,
-// create_session, session_heartbeat and create_model answer at once.
+// create_session, session_heartbeat, create_model, get_info,
+// create_sampling_session and GET samplers/<id> answer at once.
 // forward, forward_backward, optim_step, save_weights,
 // save_weights_for_sampler, load_weights and asample answer at once with
 // a future, {"request_id", "model_id"}, and run in the background; POST
 // retrieve_future long-polls for the result (up to Config.PollTimeout,
-// then 408 {"detail": "Timeout waiting for result"}: poll again). Each
-// model has one worker that runs its calls in arrival order; a call that
-// repeats a (model_id, seq_id) already recorded answers with the
+// then 408 {"detail": "Timeout waiting for result"}: poll again).
+// create_model's answer is also a future, already settled, for the SDK.
+// Each model has one worker that runs its calls in arrival order; a call
+// that repeats a (model_id, seq_id) already recorded answers with the
 // recorded call's request_id and does not run again (a client's retry),
 // and one that reuses it for another request gets 409.
+//
+// # Two wire forms
+//
+// Bodies are JSON (package api/tinker), as rlvr's client and SkyRL's send
+// them, except the official SDK's forward_backward: protobuf
+// (Content-Type application/x-protobuf, schema in api/tinker/tinkerpb),
+// zstd compressed (Content-Encoding: zstd) since client/config answers
+// proto_compress_fwdbwd, with forward_only marking a forward call.
+// retrieve_future answers forward(_backward) and sample results in
+// protobuf to a client that accepts application/x-protobuf (the SDK reads
+// them no other way), in JSON otherwise; failures are always JSON. The SDK
+// samples through sampling sessions — names for a base model or a sampler
+// copy, made by create_sampling_session or by an unnamed
+// save_weights_for_sampler with sampling_session_seq_id — and reads one
+// sample_sequence_ids entry per sample from asample's future.
 //
 // Sampling runs on one worker for the whole server, which passes the
 // requests queued for the same weights to one sample.Sampler.Sample call;
@@ -37,37 +54,43 @@
 //
 // A problem with the HTTP request itself is an HTTP error with a body
 // {"detail": message}, and no call runs: 400 for a body that is not JSON
-// of the call's shape, a missing identifier, an unsupported feature or a
-// value beyond one of the server's limits (Config.MaxDatums and the
+// (or, for forward_backward, protobuf or zstd) of the call's shape — the
+// detail names the field —, a missing identifier, an unsupported feature
+// or a value beyond one of the server's limits (Config.MaxDatums and the
 // others; the detail names the field and the limit); 401 for a missing or
 // wrong API key; 404 for an unknown session, model, base model, sampler
-// weights or future; 409 for a reused seq_id; 410 for an expired session
-// (or a model of one) and for a future whose result is no longer kept;
-// 413 for a body over Config.MaxBodyBytes; 415 for a body that is not
-// JSON (the SDK's protobuf encoding is not read); 429 when too many calls
-// wait already; 503 once the server is closing.
+// weights, sampling session or future; 409 for a reused seq_id or
+// sampling_session_seq_id; 410 for an expired session (or a model of one)
+// and for a future whose result is no longer kept; 413 for a body over
+// Config.MaxBodyBytes, compressed or not; 415 for a protobuf body to any
+// other call, or a Content-Encoding other than zstd; 429 when too many
+// calls wait already; 503 once the server is closing.
 //
 // Every problem with what a call asks for — the loss function and its
 // config, a datum's inputs (lengths, token ids, values), AdamW's
 // settings, the sampling parameters and prompt, the name or path of
 // saved weights — fails the call: retrieve_future answers 200 with
 // {"error": message, "category": "user"}, the message naming the datum
-// index and the field. A failure of the engine itself (a non-finite loss
-// or gradient) has category "server".
+// index and the field (the SDK raises it as RequestFailedError). A
+// failure of the engine itself (a non-finite loss or gradient) has
+// category "server".
 //
 // # Losses
 //
 // loss_fn is cross_entropy (−w·logp), importance_sampling (−w·ρ·A, with
-// ρ = exp(logp − sampler logp)) or ppo (−w·min(ρA, clip(ρ, low, high)·A),
-// loss_fn_config clip_low_threshold 0.8 and clip_high_threshold 1.2 by
-// default, 0 < low ≤ 1 ≤ high). loss_fn_inputs are target_tokens, and
-// for the two policy losses logprobs and advantages; weights, 1 when
-// absent, multiply every term (SkyRL's loss mask). The loss is REDUCED
-// BY SUM over every token of every datum, as hosted Tinker does, with no
-// normalisation by length or by the number of datums (SkyRL tx instead
-// divides each datum's loss by its weight sum and averages over datums).
-// A call's result holds, per datum, the learner's logprobs of the targets
-// and the per-token loss (elementwise_loss), and metrics {"loss:sum"}.
+// ρ = exp(logp − sampler logp)), ppo (−w·min(ρA, clip(ρ, low, high)·A)),
+// cispo (−w·sg(clip(ρ, low, high))·A·logp) or dro (−w·(A·logp −
+// β/2·(logp − sampler logp)²)); ppo and cispo take loss_fn_config
+// clip_low_threshold 0.8 and clip_high_threshold 1.2 by default, 0 < low
+// ≤ 1 ≤ high, and dro requires beta ≥ 0. loss_fn_inputs are
+// target_tokens, and for the policy losses logprobs and advantages;
+// weights, 1 when absent, multiply every term (SkyRL's loss mask). The
+// loss is REDUCED BY SUM over every token of every datum, as hosted Tinker
+// does, with no normalisation by length or by the number of datums (SkyRL
+// tx instead divides each datum's loss by its weight sum and averages over
+// datums). A call's result holds, per datum, the learner's logprobs of the
+// targets and the per-token loss (elementwise_loss), and metrics
+// {"loss:sum"}.
 //
 // # Weights
 //
@@ -84,16 +107,18 @@
 // # Sessions
 //
 // A session that has had no heartbeat (session_heartbeat, or its
-// creation) for Config.SessionTTL expires with its models: their weights
-// are freed, their queued calls fail, and later calls naming the session
-// or its models get 410 "session … expired".
+// creation) for Config.SessionTTL expires with its models and sampling
+// sessions: their weights are freed, their queued calls fail, and later
+// calls naming the session or its models get 410 "session … expired".
 //
 // # Not supported
 //
-// LoRA adapters, the SDK's protobuf bodies and results, sampling
-// sessions, topk_prompt_logprobs, image chunks, the loss functions
-// cispo, dro, gspo, dppo and ppo_critic, unload_model, get_info,
-// weights_info, and the training-run and checkpoint listings.
+// LoRA adapters, the losses gspo, stable_reinforce and server-side custom
+// losses (and dppo, ppo_critic), inflight sampler saves, sparse tensors,
+// image and audio chunks, top-k logprobs, prompt_logprobs_last_n,
+// target_prompt_logprobs, prompt_alt_tokens_k, record_stability_info,
+// telemetry, unload_model, weights_info, and the training-run and
+// checkpoint listings. Each is refused by name.
 package tinkerserver
 
 import (
