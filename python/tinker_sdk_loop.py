@@ -128,7 +128,7 @@ def supervised(training, tok, steps, lr):
 
 def rl(service, training, tok, steps, group, lr):
     prompt = chat_prompt(tok, RL_QUESTION)
-    sampler = training.save_weights_and_get_sampling_client()
+    sampler = training.save_weights_and_get_sampling_client().result()
     log = []
     for step in range(steps):
         t0 = time.time()
@@ -153,7 +153,7 @@ def rl(service, training, tok, steps, group, lr):
             losses[fn] = fb.metrics["loss:sum"]
         opt = training.optim_step(types.AdamParams(learning_rate=lr)).result()
         saved = training.save_weights_for_sampler(name=f"rl-step-{step}").result()
-        sampler = service.create_sampling_client(model_path=saved.path)
+        sampler = service.create_sampling_client(model_path=saved.path).result()
         after, _ = sample_group(sampler, prompt, group, seed=2000 + step)
         after_data = [rl_datum(p, toks, lps, 0.0) for p, toks, lps in after]
         gap_after = learner_gap(training, after_data, after)
@@ -252,9 +252,9 @@ def main():
     tok = AutoTokenizer.from_pretrained(os.path.expanduser(args.tokenizer))
     service = tinker.ServiceClient(base_url=args.base_url, api_key=args.api_key)
     result = {"sdk_version": tinker.__version__, "model": args.model}
-    training = service.create_lora_training_client(base_model=args.model, rank=0)
+    training = service.create_lora_training_client(base_model=args.model, rank=0).result()
     result["supervised"] = supervised(training, tok, args.sft_steps, lr=1e-5)
-    training = service.create_lora_training_client(base_model=args.model, rank=0)
+    training = service.create_lora_training_client(base_model=args.model, rank=0).result()
     result["rl"] = rl(service, training, tok, args.rl_steps, args.group, lr=1e-5)
     result["refusals"] = refusals(training, tok)
     os.makedirs(args.out, exist_ok=True)

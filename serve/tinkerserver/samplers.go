@@ -1,6 +1,7 @@
 package tinkerserver
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -135,7 +136,8 @@ func (s *Server) getSampler(w http.ResponseWriter, r *http.Request) {
 
 // statusOf is the HTTP status of an *httpError, else 500.
 func statusOf(err error) int {
-	if he, ok := err.(*httpError); ok {
+	var he *httpError
+	if errors.As(err, &he) {
 		return he.status
 	}
 	return http.StatusInternalServerError
