@@ -449,7 +449,7 @@ func (s *Server) routes() http.Handler {
 			writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed: "+r.URL.Path+" takes "+rt.method)
 			return
 		}
-		s.log.Debug("tinkerserver: request", "path", r.URL.Path, "remote", r.RemoteAddr)
+		s.log.Debug("tinkerserver: request", "path", r.URL.Path, "remote", r.RemoteAddr, "type", r.Header.Get("Content-Type"), "encoding", r.Header.Get("Content-Encoding"), "accept", r.Header.Get("Accept"))
 		rt.serve(w, r)
 	})
 }
