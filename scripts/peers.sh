@@ -14,6 +14,9 @@
 #   mathverify  rlvr's verify (eval.Reward) against Hugging Face's
 #               Math-Verify on every dataset's gold answer and reference
 #               solution, and on the calibration run's SmolLM2 samples.
+#   tinker      the official Tinker SDK (python/tinker_sdk_loop.py) against
+#               rlvr serve --tinker over SmolLM2-135M-Instruct: a supervised
+#               loop and an RL loop with every built-in loss.
 #
 # A section is a function below named after it, added to `sections`; it sets
 # up what it needs and writes only under runs/peers/<section>/ and its own
@@ -22,13 +25,16 @@
 # Environment: DATA, the shared data (default ../shared/data); SAMPLES, the
 # folder of scripts/calibrate.sh's *.samples.jsonl (default runs/calibration;
 # empty to leave the samples out); RLVR_CACHE, the cache holding the peers'
-# Python environment, $RLVR_CACHE/peers (default ~/.cache/rlvr).
+# Python environment, $RLVR_CACHE/peers (default ~/.cache/rlvr); TINKER_MODEL,
+# the Hugging Face directory `rlvr serve --tinker` trains (default the cache's
+# SmolLM2-135M-Instruct.Q4_1, as scripts/models.sh imports it); TINKER_PORT
+# (default 8765).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}
 data=${DATA:-../shared/data}
 samples=${SAMPLES-runs/calibration}
-sections=(rollouts learner mathverify)
+sections=(rollouts learner tinker mathverify)
 
 # peers_python sets up python/peers-requirements.txt in its own virtual
 # environment, $cache/peers, and prints its python's path. Idempotent: a venv
@@ -84,6 +90,34 @@ mathverify() {
   "$out/mathverify" pairs -data "$data" -samples "$samples" -out "$out"
   "$py" python/mathverify_ref.py "$out"
   "$out/mathverify" compare -dir "$out" -judged verify/testdata/mathverify.jsonl -doc docs/peers.md
+}
+
+tinker() {
+  local out=runs/peers/tinker py
+  local model=${TINKER_MODEL:-$cache/models/SmolLM2-135M-Instruct.Q4_1} port=${TINKER_PORT:-8765}
+  # The SDK insists on keys that start with tml-.
+  local key=tml-rlvr-peers
+  py=$(peers_python)
+  [ -f "$model/config.json" ] || { echo "peers: no model at $model: run scripts/models.sh (or set TINKER_MODEL)" >&2; exit 1; }
+  mkdir -p "$out"
+  rm -rf "$out/state"
+  go build -o "$out/rlvr" ./cmd/rlvr
+  RLVR_SERVE_TOKEN=$key "$out/rlvr" serve --tinker --model "$model" --name SmolLM2-135M-Instruct \
+    --addr "127.0.0.1:$port" --state "$out/state" --verbose >"$out/server.log" 2>&1 &
+  local server=$!
+  local up=
+  for _ in $(seq 60); do
+    if curl -fsS "http://127.0.0.1:$port/api/v1/healthz" >/dev/null 2>&1; then up=1; break; fi
+    kill -0 "$server" 2>/dev/null || break
+    sleep 1
+  done
+  [ -n "$up" ] || { kill "$server" 2>/dev/null; echo "peers: rlvr serve --tinker did not start (see $out/server.log)" >&2; exit 1; }
+  local rc=0
+  TINKER_API_KEY=$key "$py" python/tinker_sdk_loop.py --base-url "http://127.0.0.1:$port" \
+    --model SmolLM2-135M-Instruct --tokenizer "$model" --out "$out" --doc docs/peers.md || rc=$?
+  kill "$server"
+  wait "$server" 2>/dev/null || true
+  return "$rc"
 }
 
 run=("$@")
