@@ -222,6 +222,23 @@ func runTransformers(python, dir string, token int, streams []int, tokens, threa
 	cmd := exec.Command(python, "python/rollout_bench_transformers.py", "--model", dir, "--token", strconv.Itoa(token),
 		"--streams", joinInts(streams), "--max-new", strconv.Itoa(tokens), "--threads", strconv.Itoa(threads))
 	cmd.Env = env
+	return measureLines(cmd, func(line []byte) (measurement, error) {
+		var x struct {
+			Streams    int     `json:"streams"`
+			Tokens     int     `json:"tokens"`
+			Seconds    float64 `json:"seconds"`
+			TokensPerS float64 `json:"tokens_per_s"`
+		}
+		if err := json.Unmarshal(line, &x); err != nil {
+			return measurement{}, fmt.Errorf("transformers' line %q: %v", line, err)
+		}
+		return measurement{Streams: x.Streams, Tokens: x.Tokens, Seconds: x.Seconds, TokensPerSec: x.TokensPerS}, nil
+	})
+}
+
+// measureLines runs cmd and reads a measurement from each line of its
+// output; lines that give no stream count are not measurements.
+func measureLines(cmd *exec.Cmd, parse func([]byte) (measurement, error)) (run, error) {
 	outb, rss, err := output(cmd)
 	if err != nil {
 		return run{}, err
@@ -229,17 +246,12 @@ func runTransformers(python, dir string, token int, streams []int, tokens, threa
 	r := run{rss: rss}
 	sc := bufio.NewScanner(bytes.NewReader(outb))
 	for sc.Scan() {
-		var x struct {
-			Streams    int     `json:"streams"`
-			Tokens     int     `json:"tokens"`
-			Seconds    float64 `json:"seconds"`
-			TokensPerS float64 `json:"tokens_per_s"`
+		m, err := parse(sc.Bytes())
+		if err != nil {
+			return run{}, err
 		}
-		if err := json.Unmarshal(sc.Bytes(), &x); err != nil {
-			return run{}, fmt.Errorf("transformers' line %q: %v", sc.Text(), err)
-		}
-		if x.Streams > 0 {
-			r.results = append(r.results, measurement{Streams: x.Streams, Tokens: x.Tokens, Seconds: x.Seconds, TokensPerSec: x.TokensPerS})
+		if m.Streams > 0 {
+			r.results = append(r.results, m)
 		}
 	}
 	return r, nil
@@ -254,23 +266,20 @@ func runLlama(bin, gguf string, streams []int, tokens, threads int, env []string
 	cmd := exec.Command(bin, "-m", gguf, "-c", strconv.Itoa(ctx), "-b", "2048", "-ub", "512", "-npp", "1",
 		"-ntg", strconv.Itoa(tokens), "-npl", joinInts(streams), "-t", strconv.Itoa(threads), "--output-format", "jsonl")
 	cmd.Env = env
-	outb, rss, err := output(cmd)
-	if err != nil {
-		return run{}, err
-	}
-	r := run{rss: rss}
-	sc := bufio.NewScanner(bytes.NewReader(outb))
-	for sc.Scan() {
+	r, err := measureLines(cmd, func(line []byte) (measurement, error) {
 		var x struct {
 			PL      int     `json:"pl"`
 			TG      int     `json:"tg"`
 			TTG     float64 `json:"t_tg"`
 			SpeedTG float64 `json:"speed_tg"`
 		}
-		if json.Unmarshal(sc.Bytes(), &x) != nil || x.PL == 0 {
-			continue // llama.cpp's other output
+		if json.Unmarshal(line, &x) != nil {
+			return measurement{}, nil // llama.cpp's other output
 		}
-		r.results = append(r.results, measurement{Streams: x.PL, Tokens: x.PL * x.TG, Seconds: x.TTG, TokensPerSec: x.SpeedTG})
+		return measurement{Streams: x.PL, Tokens: x.PL * x.TG, Seconds: x.TTG, TokensPerSec: x.SpeedTG}, nil
+	})
+	if err != nil {
+		return run{}, err
 	}
 	if len(r.results) != len(streams) {
 		return run{}, fmt.Errorf("llama-batched-bench printed %d results for %d stream counts", len(r.results), len(streams))
