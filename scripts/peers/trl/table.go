@@ -131,8 +131,8 @@ func rolloutTokensPerSec(answers int) func(report.Step) (float64, bool) {
 
 func timingTable(s *settings, byKey map[string][]finished) string {
 	var b strings.Builder
-	b.WriteString("| loss | trainer | runs | step s | rollout s | verify s | learn s | rollout tokens/s | peak RSS MiB |\n")
-	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| loss | trainer | runs | steps without signal | step s | rollout s | verify s | learn s | rollout tokens/s | peak RSS MiB |\n")
+	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, loss := range s.Losses {
 		var row [2][6]float64
 		for ei, engine := range engines {
@@ -148,14 +148,39 @@ func timingTable(s *settings, byKey map[string][]finished) string {
 			row[ei] = [6]float64{medianOf(runs, metric("step_s")), medianOf(runs, metric("time_rollout_s")), medianOf(runs, metric("time_verify_s")),
 				medianOf(runs, metric("time_learn_s")), medianOf(runs, rolloutTokensPerSec(s.PromptsPerStep*s.Group)), rss[len(rss)-1]}
 			r := row[ei]
-			fmt.Fprintf(&b, "| %s | %s | %d | %.2f | %.2f | %.3f | %.2f | %.0f | %.0f |\n", loss, trainerName(engine), len(runs), r[0], r[1], r[2], r[3], r[4], r[5])
+			fmt.Fprintf(&b, "| %s | %s | %d | %d of %d | %.2f | %.2f | %.3f | %.2f | %.0f | %.0f |\n", loss, trainerName(engine), len(runs), noSignal(runs), steps(runs),
+				r[0], r[1], r[2], r[3], r[4], r[5])
 		}
 		if len(byKey["rlvr/"+loss]) > 0 && len(byKey["trl/"+loss]) > 0 {
-			fmt.Fprintf(&b, "| %s | rlvr / TRL |  | %s | %s | %s | %s | %s | %s |\n", loss,
+			fmt.Fprintf(&b, "| %s | rlvr / TRL |  |  | %s | %s | %s | %s | %s | %s |\n", loss,
 				ratio(row[0][0], row[1][0]), ratio(row[0][1], row[1][1]), ratio(row[0][2], row[1][2]), ratio(row[0][3], row[1][3]), ratio(row[0][4], row[1][4]), ratio(row[0][5], row[1][5]))
 		}
 	}
 	return b.String()
+}
+
+// noSignal counts the steps whose groups were all right or all wrong:
+// rlvr then skips the update (skipped_update), TRL still runs forward and
+// backward on a zero loss.
+func noSignal(runs []finished) int {
+	n := 0
+	for _, f := range runs {
+		for _, st := range f.run.Steps {
+			rewardStd, _ := st.Value("reward_std")
+			if v, ok := st.Value("skipped_update"); ok && v == 1 || f.rec.Engine == "trl" && rewardStd == 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func steps(runs []finished) int {
+	n := 0
+	for _, f := range runs {
+		n += len(f.run.Steps)
+	}
+	return n
 }
 
 func trainerName(engine string) string {
