@@ -17,6 +17,14 @@
 #   tinker      the official Tinker SDK (python/tinker_sdk_loop.py) against
 #               rlvr serve --tinker over SmolLM2-135M-Instruct: a supervised
 #               loop and an RL loop with every built-in loss.
+#   trl         TRL's GRPOTrainer against `rlvr train` on GSM8K with SmolLM2,
+#               at equal settings, for grpo, dr_grpo and dapo: STEPS steps
+#               (default 20) of PROMPTS questions (8) × G answers (8), up to
+#               MAX_TOKENS tokens (256), for each of SEEDS (1,2,3); held-out
+#               accuracy on EVAL_PROBLEMS GSM8K test problems (200) up to
+#               EVAL_MAX_TOKENS tokens (256). OUT (runs/peers/trl) and DOC
+#               (docs/peers.md) move its output. Needs scripts/models.sh;
+#               sets up its own Python environment.
 #
 # A section is a function below named after it, added to `sections`; it sets
 # up what it needs and writes only under runs/peers/<section>/ and its own
@@ -34,7 +42,7 @@ cd "$(dirname "$0")/.."
 cache=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}
 data=${DATA:-../shared/data}
 samples=${SAMPLES-runs/calibration}
-sections=(rollouts learner tinker mathverify)
+sections=(rollouts learner tinker mathverify trl)
 
 # peers_python sets up python/peers-requirements.txt in its own virtual
 # environment, $cache/peers, and prints its python's path. Idempotent: a venv
@@ -50,6 +58,26 @@ peers_python() {
   local py=${PYTHON:-python3}
   command -v "$py" >/dev/null || { echo "peers: $py not found; install Python 3.10+" >&2; exit 1; }
   echo "peers: installing $req into $venv (once)..." >&2
+  mkdir -p "$cache"
+  "$py" -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$req" >&2
+  echo "$want" >"$stamp"
+  echo "$venv/bin/python"
+}
+
+# trl_python is peers_python for TRL: python/trl-requirements.txt in
+# $cache/trl, apart from the other peers (it pins its own torch).
+trl_python() {
+  local venv=$cache/trl req=python/trl-requirements.txt
+  local stamp=$venv/.requirements.sha256 want
+  want=$(sha256sum "$req" | cut -d' ' -f1)
+  if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    echo "$venv/bin/python"
+    return
+  fi
+  local py=${PYTHON:-python3}
+  command -v "$py" >/dev/null || { echo "peers: $py not found; install Python 3.10+" >&2; exit 1; }
+  echo "peers: installing $req into $venv (once; torch is a few GB)..." >&2
   mkdir -p "$cache"
   "$py" -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$req" >&2
@@ -118,6 +146,18 @@ tinker() {
   kill "$server"
   wait "$server" 2>/dev/null || true
   return "$rc"
+}
+
+trl() {
+  local out=${OUT:-runs/peers/trl} py m=$cache/models/SmolLM2-135M-Instruct.Q4_1
+  [ -d "$m" ] || { echo "peers: no $m: run scripts/models.sh first" >&2; exit 1; }
+  py=$(trl_python)
+  mkdir -p "$out"
+  go build -o "$out/rlvr" ./cmd/rlvr
+  go build -o "$out/trl" ./scripts/peers/trl
+  nice -n "${NICE:-5}" "$out/trl" run -rlvr "$out/rlvr" -python "$py" -model "$m" -data "$data" -out "$out" -doc "${DOC:-docs/peers.md}" \
+    -steps "${STEPS:-20}" -prompts "${PROMPTS:-8}" -group "${G:-8}" -max-tokens "${MAX_TOKENS:-256}" \
+    -seeds "${SEEDS:-1,2,3}" -eval-problems "${EVAL_PROBLEMS:-200}" -eval-max-tokens "${EVAL_MAX_TOKENS:-256}" -lr "${LR:-1e-6}"
 }
 
 run=("$@")

@@ -126,6 +126,13 @@ type DataConfig struct {
 	// Test is the held-out file; "" holds out EvalProblems examples of
 	// Train, which training then never draws.
 	Test string `yaml:"test,omitempty"`
+	// Order is how a dataset's training examples are drawn: "shuffle" (the
+	// default, "": each epoch a fresh order seeded by the run's seed) or
+	// "file" (the file's own order, every epoch), so that another trainer
+	// given the same file draws the same questions at every step. With
+	// "file", the held-out examples come from data.test: holding them out
+	// of the training file would reorder it.
+	Order string `yaml:"order,omitempty"`
 	// Levels are the world's difficulty levels (0 to 6); default the
 	// hardest, 6.
 	Levels []int `yaml:"levels,omitempty"`
@@ -156,6 +163,12 @@ type DataConfig struct {
 	// accepted) or "all".
 	DMEAnswers string `yaml:"dme_answers,omitempty"`
 }
+
+// The orders a dataset's training examples are drawn in (DataConfig.Order).
+const (
+	OrderShuffle = "shuffle"
+	OrderFile    = "file"
+)
 
 // FieldsConfig names the fields of a generic dataset (JSON keys or Parquet
 // columns; dotted paths reach into objects). Empty fields take the
@@ -709,10 +722,23 @@ func (c *RLConfig) resolveData(add func(string, ...any)) {
 	default:
 		add("data.dme_answers %q is not correct or all", d.DMEAnswers)
 	}
+	switch d.Order {
+	case "":
+		d.Order = OrderShuffle
+	case OrderShuffle, OrderFile:
+	default:
+		add("data.order %q is not %s or %s", d.Order, OrderShuffle, OrderFile)
+	}
+	if d.Order == OrderFile && !d.IsWorld() && d.Test == "" {
+		add("data.order file needs data.test: holding the held-out examples out of data.train would reorder it")
+	}
 	if d.IsWorld() {
 		d.Name = "world"
 		if d.Train != "" || d.Test != "" || d.Fields != nil {
 			add("data: the world generates its problems; train, test and fields are for datasets")
+		}
+		if d.Order == OrderFile {
+			add("data.order file is for a dataset's file; the world generates its problems in a seeded order")
 		}
 		if len(d.Levels) == 0 {
 			d.Levels = []int{6}
