@@ -172,8 +172,8 @@ func TestGSM8KWithAChatModel(t *testing.T) {
 		t.Fatalf("rendered prompt %q, %v", text, err)
 	}
 	expert, _ := r.Text(task.Example{Prompt: "What is 2+2?"}, method.Variant{System: "You are Expert 2, please provide an answer to the above question."})
-	if !strings.Contains(expert, "You are Expert 2") || strings.Contains(expert, "Solve the problem") {
-		t.Fatalf("an expert prompt replaces the system prompt: %q", expert)
+	if !strings.HasPrefix(expert, "<|im_start|>system\nSolve the problem; end with #### and the answer.\n\nYou are Expert 2") {
+		t.Fatalf("an expert prompt is not the system prompt, then the expert's persona: %q", expert)
 	}
 	// A resumed run continues from it.
 	cfg.Steps = 3
