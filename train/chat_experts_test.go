@@ -105,10 +105,10 @@ func TestChatExpertsEvaluated(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, ok := e.Experts["E2"]; len(e.Experts) != 2 || !ok || e.ExpertMajority == nil {
-			t.Fatalf("%s evaluation without each expert and their majority vote: %s", e.Split, line)
+			t.Errorf("%s evaluation without each expert and their majority vote: %s", e.Split, line)
 		}
 		if e.Split == "test" && (e.BestExpert == "" || e.Delta == nil) {
-			t.Fatalf("test evaluation without the best expert and the vote's difference to it: %s", line)
+			t.Errorf("test evaluation without the best expert and the vote's difference to it: %s", line)
 		}
 		splits = append(splits, e.Split)
 	}
@@ -125,7 +125,7 @@ func TestChatExpertsEvaluated(t *testing.T) {
 		if text := l.Tokenizer.Decode(tokens.Ints(p)); strings.Contains(text, persona) {
 			underE2++
 			if !strings.Contains(text, chatSystem("Answer after ####.\n\n"+persona)) {
-				t.Fatalf("a rollout prompt under E2 lacks the run's system prompt, then the persona:\n%q", text)
+				t.Errorf("a rollout prompt under E2 lacks the run's system prompt, then the persona:\n%q", text)
 			}
 		}
 	}
@@ -178,17 +178,17 @@ func TestChatExpertsEvaluationPrompts(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(experts) != 2 || m.ExpertMajority == nil || *m.ExpertMajority != experts["E2"].Mean || experts["E2"].Mean == 0 {
-		t.Fatalf("experts %v, majority %v", experts, m.ExpertMajority)
+		t.Errorf("experts %v, majority %v", experts, m.ExpertMajority)
 	}
 	var askedE0, askedE2 bool
 	for _, p := range f.prompts {
 		if !strings.Contains(p, "<|im_start|>system\nAnswer after ####.") {
-			t.Fatalf("an evaluation prompt without the run's system prompt first:\n%q", p)
+			t.Errorf("an evaluation prompt without the run's system prompt first:\n%q", p)
 		}
 		askedE0 = askedE0 || strings.Contains(p, chatSystem("Answer after ####.\n\nYou are Expert 0, please provide an answer to the above question."))
 		askedE2 = askedE2 || strings.Contains(p, chatSystem("Answer after ####.\n\nYou are Expert 2, please provide an answer to the above question."))
 	}
 	if !askedE0 || !askedE2 {
-		t.Fatalf("E0 asked %v, E2 asked %v, in %q", askedE0, askedE2, f.prompts)
+		t.Errorf("E0 and E2 asked under the run's system prompt, then the persona: %v, %v, in %q", askedE0, askedE2, f.prompts)
 	}
 }
