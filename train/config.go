@@ -189,8 +189,9 @@ type ChatConfig struct {
 	// "on" (required: a model without one is an error) or "off" (plain
 	// text prompts).
 	Template string `yaml:"template"`
-	// System is the system prompt of every chat prompt ("" sends none);
-	// a part's own prompt (an expert's) replaces it.
+	// System is the system prompt of every chat prompt ("" sends none,
+	// or the example's own); an expert's persona follows it in the same
+	// system message, never replacing it (eval.SystemPrompt).
 	System string `yaml:"system,omitempty"`
 }
 
@@ -200,8 +201,9 @@ type ExpertPromptsConfig struct {
 	// Experts are the expert indices i asked (default 1, 2, 3; 0 is the
 	// dataset's own reference style).
 	Experts []int `yaml:"experts"`
-	// System is a chat model's expert system prompt, with {i} standing for
-	// the index (default: the paper's wording).
+	// System is a chat model's expert persona, with {i} standing for the
+	// index (default: the paper's wording), written after chat.system in
+	// the system message.
 	System string `yaml:"system"`
 	// Suffix follows a plain-text prompt, with {i} for the index (default
 	// the world's "@E{i}\n").
