@@ -79,6 +79,15 @@ type RLConfig struct {
 	// PolicyLoss is "clipped" (PPO's surrogate, the default) or
 	// "reinforce_positive" (REINFORCE on max(A, 0), MEML-GRPO's eq. 6).
 	PolicyLoss string `yaml:"policy_loss"`
+	// AdvantageNorm is what each group's r − mean(r) is divided by:
+	// "group_std" (the std of the group's rewards; grpo's and dapo's
+	// default), "none" (dr-grpo's and reinforce++'s, and MEML-GRPO's eq. 5)
+	// or "correctness_std" (the std of the group's verdicts, nothing when
+	// they agree, so that reward shaping keeps its size relative to a right
+	// answer; the default when consultation is in parts and the algorithm
+	// would divide by the group's std). Unset takes these defaults; rft
+	// and sft have no advantages to divide.
+	AdvantageNorm method.AdvantageNorm `yaml:"advantage_norm,omitempty"`
 
 	// Guidance parts.
 
@@ -334,12 +343,13 @@ var Presets = map[string]func(*RLConfig){
 		c.OverlongPenalty = &OverlongPenaltyConfig{}
 	},
 	// MEML-GRPO (RIEL): three expert prompts with G samples each,
-	// advantages per expert, REINFORCE on max(A, 0), mutual learning from
+	// advantages per expert as eq. 5 has them (r − the expert's group
+	// mean, undivided), REINFORCE on max(A, 0), mutual learning from
 	// the best expert to the worst, and the hard-example SFT buffer (K 6 of
 	// G 8, B 64, its own learning rate 1e-5). The paper trains RL at 1e-6
 	// on 1-1.5B models; the tiny world model takes the run's lr.
 	"meml-grpo": func(c *RLConfig) {
-		c.Algorithm, c.PolicyLoss = method.GRPO, "reinforce_positive"
+		c.Algorithm, c.PolicyLoss, c.AdvantageNorm = method.GRPO, "reinforce_positive", method.NormNone
 		c.Parts = []string{PartExpertPrompts, PartMutualLearning, PartHardBuffer}
 		c.ExpertPrompts = &ExpertPromptsConfig{Experts: []int{1, 2, 3}}
 		c.MutualLearning, c.HardBuffer = &MutualLearningConfig{}, &HardBufferConfig{}
@@ -532,6 +542,7 @@ func (c *RLConfig) Resolve() error {
 			c.ClipHigh = fam.ClipHigh
 		}
 	}
+	c.resolveAdvantageNorm(add)
 	// Upper bounds far beyond any real run, so that a typo fails here
 	// rather than as an allocation of terabytes.
 	for _, f := range []struct {
@@ -614,6 +625,35 @@ func (c *RLConfig) Resolve() error {
 		return fmt.Errorf("train config: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// resolveAdvantageNorm fills the algorithm's advantage normalization
+// unless the config sets one. With consultation, a division by the
+// group's std would make the consult penalty alone decide the sign and
+// size of every advantage in the groups whose answers are all right or
+// all wrong (most of them on a sparse task), so the verdicts' std divides
+// instead (docs/eapo.md).
+func (c *RLConfig) resolveAdvantageNorm(add func(string, ...any)) {
+	if c.Algorithm == method.RFT || c.Algorithm == method.SFT {
+		if c.AdvantageNorm != "" {
+			add("advantage_norm %q: %s trains without advantages", c.AdvantageNorm, c.Algorithm)
+		}
+		return
+	}
+	if c.AdvantageNorm != "" {
+		if !slices.Contains(method.AdvantageNorms, c.AdvantageNorm) {
+			add("advantage_norm %q is not one of %v", c.AdvantageNorm, method.AdvantageNorms)
+		}
+		return
+	}
+	fam, err := method.NewFamily(c.Algorithm, c.MaxTokens)
+	if err != nil {
+		return // the algorithm's own error is reported
+	}
+	c.AdvantageNorm = fam.Norm
+	if c.AdvantageNorm == method.NormGroupStd && slices.Contains(c.Parts, PartConsultation) {
+		c.AdvantageNorm = method.NormCorrectnessStd
+	}
 }
 
 func (c *RLConfig) resolveConsultation(add func(string, ...any)) {
