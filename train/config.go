@@ -241,11 +241,23 @@ type MutualLearningConfig struct {
 
 // HardBufferConfig is MEML-GRPO's hard-example SFT buffer.
 type HardBufferConfig struct {
-	K        int     `yaml:"k"`        // more than K wrong of G adds (Q, P_i) with probability K/G; 0 means 6
-	Capacity int     `yaml:"capacity"` // B; 0 means 64
-	LR       float64 `yaml:"lr"`       // the SFT update's own learning rate; 0 means 1e-5
-	Weight   float32 `yaml:"weight"`   // λ2; 0 means 1
+	K        int `yaml:"k"`        // more than K wrong of G adds (Q, P_i) with probability K/G; 0 means 6
+	Capacity int `yaml:"capacity"` // B; 0 means 64
+	// Update is how a full buffer trains: "joint" (the default, eq. 11's
+	// one objective: its NLL, times weight, joins the step's gradient and
+	// optimizer step at the run's lr) or "separate" (an optimizer step of
+	// its own at lr after the step's, with AdamW moments and a step count
+	// of its own; the local backend only). docs/meml-grpo.md compares them.
+	Update string  `yaml:"update"`
+	LR     float64 `yaml:"lr"`     // the separate update's learning rate; 0 means 1e-5
+	Weight float32 `yaml:"weight"` // λ2; 0 means 1
 }
+
+// The updates of the hard-example buffer (HardBufferConfig.Update).
+const (
+	BufferJoint    = "joint"
+	BufferSeparate = "separate"
+)
 
 // ConsultationConfig is EAPO's expert consultation: rollouts become
 // multi-turn episodes in which the policy may consult a pool of expert
@@ -346,8 +358,8 @@ var Presets = map[string]func(*RLConfig){
 	// advantages per expert as eq. 5 has them (r − the expert's group
 	// mean, undivided), REINFORCE on max(A, 0), mutual learning from
 	// the best expert to the worst, and the hard-example SFT buffer (K 6 of
-	// G 8, B 64, its own learning rate 1e-5). The paper trains RL at 1e-6
-	// on 1-1.5B models; the tiny world model takes the run's lr.
+	// G 8, B 64) in the step's one gradient (eq. 11). The paper trains RL
+	// at 1e-6 on 1-1.5B models; the tiny world model takes the run's lr.
 	"meml-grpo": func(c *RLConfig) {
 		c.Algorithm, c.PolicyLoss, c.AdvantageNorm = method.GRPO, "reinforce_positive", method.NormNone
 		c.Parts = []string{PartExpertPrompts, PartMutualLearning, PartHardBuffer}
@@ -479,8 +491,21 @@ func (c *RLConfig) Resolve() error {
 		if h.Capacity == 0 {
 			h.Capacity = 64
 		}
-		if h.LR == 0 {
+		switch h.Update {
+		case "":
+			h.Update = BufferJoint
+		case BufferJoint, BufferSeparate:
+		default:
+			add("hard_buffer.update %q is not %s or %s", h.Update, BufferJoint, BufferSeparate)
+		}
+		switch {
+		case h.Update == BufferJoint && h.LR != 0:
+			add("hard_buffer.lr = %v is the separate update's; the joint update trains at the run's lr", h.LR)
+		case h.Update == BufferSeparate && h.LR == 0:
 			h.LR = 1e-5
+		}
+		if h.Update == BufferSeparate && c.Backend.remote() {
+			add("hard_buffer.update separate needs an optimizer state of its own, which a remote backend does not keep; use joint")
 		}
 		if h.Weight == 0 {
 			h.Weight = 1
@@ -607,7 +632,7 @@ func (c *RLConfig) Resolve() error {
 		reals = append(reals, real{"mutual_learning.weight", float64(m.Weight), false})
 	}
 	if h := c.HardBuffer; h != nil {
-		reals = append(reals, real{"hard_buffer.lr", h.LR, false}, real{"hard_buffer.weight", float64(h.Weight), false})
+		reals = append(reals, real{"hard_buffer.lr", h.LR, h.Update != BufferSeparate}, real{"hard_buffer.weight", float64(h.Weight), false})
 	}
 	if m := c.MetaExperience; m != nil {
 		reals = append(reals, real{"meta_experience.weight", float64(m.Weight), false}, real{"meta_experience.temperature", float64(m.Temperature), false})
