@@ -413,6 +413,13 @@ type OptimParams struct {
 	LearningRate float32
 	// GradClipNorm clips the global gradient norm; 0 disables clipping.
 	GradClipNorm float32
+	// State names the optimizer state the step updates: "" is the
+	// learner's own; any other name has AdamW moments and a step count of
+	// its own, fresh at its first step, so that a loss trained at a
+	// learning rate of its own (MEML-GRPO's hard-example SFT) neither
+	// reads nor moves the shared update's moments. A learner without named
+	// states refuses a step that names one.
+	State string
 }
 
 // StepResult reports an optimizer step.

@@ -154,9 +154,10 @@ type Term struct {
 	Aggregation backend.Aggregation
 	Norm        float32 // Dr.GRPO's constant, for seq-mean-token-sum-norm
 	// LR, when positive, trains this term in an optimizer step of its own
-	// at this learning rate, after the step's shared updates (MEML-GRPO's
-	// hard-example SFT at 1e-5 against 1e-6 for RL). 0 joins the shared
-	// gradient.
+	// at this learning rate, after the step's shared updates, with AdamW
+	// moments and a step count of its own (backend.OptimParams.State, named
+	// after the term), so the two objectives do not mix their moments. 0
+	// joins the shared gradient.
 	LR float64
 }
 

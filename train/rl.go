@@ -448,7 +448,7 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 		if err := pass(term, term.Data, true); err != nil {
 			return err
 		}
-		sr, err := l.pol.learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(term.LR), GradClipNorm: cfg.GradClip})
+		sr, err := l.pol.learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(term.LR), GradClipNorm: cfg.GradClip, State: term.Name})
 		if err != nil {
 			return err
 		}

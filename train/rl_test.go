@@ -328,8 +328,9 @@ func TestResumeRestoresMethodStateAndSchedule(t *testing.T) {
 
 // recordingLearner is a learner that records the calls the loop makes.
 type recordingLearner struct {
-	calls []string
-	lrs   []float32
+	calls  []string
+	lrs    []float32
+	states []string // each optimizer step's backend.OptimParams.State
 }
 
 func (r *recordingLearner) ForwardBackward(_ context.Context, batch []backend.Datum, loss backend.Loss) (backend.Result, error) {
@@ -346,6 +347,7 @@ func (r *recordingLearner) Logprobs(context.Context, []backend.Datum) ([][]float
 func (r *recordingLearner) OptimStep(_ context.Context, p backend.OptimParams) (backend.StepResult, error) {
 	r.calls = append(r.calls, "step")
 	r.lrs = append(r.lrs, p.LearningRate)
+	r.states = append(r.states, p.State)
 	return backend.StepResult{}, nil
 }
 func (r *recordingLearner) Save(context.Context, string) error { return nil }
