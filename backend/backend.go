@@ -99,6 +99,14 @@ const (
 	// Importance is the unclipped importance-sampling surrogate −ρA, with
 	// ρ as in ClippedPG (Tinker's importance_sampling loss).
 	Importance PolicyGradient = "importance"
+	// CISPO is −sg(clip(ρ, 1−ε_low, 1+ε_high))·A·logp: REINFORCE weighed by
+	// the clipped ratio, which is not differentiated, so a clipped token
+	// still has a gradient (MiniMax-M1's CISPO; Tinker's cispo loss).
+	CISPO PolicyGradient = "cispo"
+	// DRO is −(A·logp − β/2·(logp − sampler logp)²): REINFORCE with a
+	// quadratic penalty on the log-ratio, β = Loss.DROBeta (Richemond et
+	// al. 2024; Tinker's dro loss).
+	DRO PolicyGradient = "dro"
 )
 
 // KLEstimator names an estimator of KL(π ‖ π_ref) from one sample, with
@@ -136,9 +144,10 @@ func (e KLEstimator) Estimate(d float64) (k, dk float64) {
 type Loss struct {
 	NLL            float32        // weight of the negative log-likelihood (SFT, RFT, MEL)
 	PolicyGradient PolicyGradient // which policy-gradient term, if any
-	// ClipLow and ClipHigh are ε_low and ε_high of ClippedPG (GRPO: 0.2,
-	// 0.2; DAPO's clip-higher: 0.2, 0.28).
+	// ClipLow and ClipHigh are ε_low and ε_high of ClippedPG and CISPO
+	// (GRPO: 0.2, 0.2; DAPO's clip-higher: 0.2, 0.28).
 	ClipLow, ClipHigh float32
+	DROBeta           float32     // β of DRO's quadratic penalty
 	RefKL             float32     // β of the KL to the reference (needs RefLogprobs)
 	RefKLEstimator    KLEstimator // how that KL is estimated
 	// TeacherKL weighs the exact full-vocabulary KL(teacher ‖ policy) at the
@@ -153,7 +162,11 @@ func (l *Loss) Validate() error {
 	var errs []string
 	switch l.PolicyGradient {
 	case NoPolicyGradient, Reinforce, Importance:
-	case ClippedPG:
+	case DRO:
+		if !(l.DROBeta >= 0) || math.IsInf(float64(l.DROBeta), 0) {
+			errs = append(errs, fmt.Sprintf("DRO beta %v must be finite and not negative", l.DROBeta))
+		}
+	case ClippedPG, CISPO:
 		// A bound of exactly 1 (ε = 0) is allowed: Tinker's ppo accepts
 		// clip thresholds of 1.
 		if !(l.ClipLow >= 0 && l.ClipLow < 1) {
@@ -163,7 +176,7 @@ func (l *Loss) Validate() error {
 			errs = append(errs, fmt.Sprintf("clip high %v must be finite and not negative", l.ClipHigh))
 		}
 	default:
-		errs = append(errs, fmt.Sprintf("unknown policy gradient %q (want %q, %q or %q)", l.PolicyGradient, ClippedPG, Importance, Reinforce))
+		errs = append(errs, fmt.Sprintf("unknown policy gradient %q (want %q, %q, %q, %q or %q)", l.PolicyGradient, ClippedPG, Importance, Reinforce, CISPO, DRO))
 	}
 	if l.RefKL != 0 {
 		switch l.RefKLEstimator {
@@ -262,6 +275,24 @@ func (l *Loss) LogpTerms(logp float64, in TokenInputs) TokenTerms {
 			t.Loss -= w * ratio * adv
 			t.DLogp -= w * adv * ratio
 		}
+	case CISPO:
+		adv := in.Advantage
+		ratio := math.Exp(math.Max(-MaxLogRatio, math.Min(MaxLogRatio, logp-in.SamplerLogp)))
+		lo, hi := 1-float64(l.ClipLow), 1+float64(l.ClipHigh)
+		coef := ratio
+		switch {
+		case ratio > hi:
+			coef, t.Clip = hi, 1
+		case ratio < lo:
+			coef, t.Clip = lo, -1
+		}
+		t.Loss -= w * coef * adv * logp
+		t.DLogp -= w * coef * adv
+	case DRO:
+		d := logp - in.SamplerLogp
+		beta := float64(l.DROBeta)
+		t.Loss -= w * (in.Advantage*logp - beta/2*d*d)
+		t.DLogp -= w * (in.Advantage - beta*d)
 	case Reinforce:
 		t.Loss -= w * in.Advantage * logp
 		t.DLogp -= w * in.Advantage
@@ -278,7 +309,8 @@ func (l *Loss) LogpTerms(logp float64, in TokenInputs) TokenTerms {
 // Inert reports whether a position adds nothing to the loss's gradient
 // whatever the model's distribution there: its weight is zero, or the
 // loss's only term is a policy gradient and its advantage is zero (GRPO's
-// groups of equal rewards). teacher says whether a teacher distribution is
+// groups of equal rewards) — not DRO's, whose penalty has a gradient
+// wherever the log-ratio is not zero. teacher says whether a teacher distribution is
 // aligned with the position. An inert position still has a logprob and
 // metrics; a learner may skip only its backward.
 func (l *Loss) Inert(in TokenInputs, teacher bool) bool {
@@ -286,7 +318,7 @@ func (l *Loss) Inert(in TokenInputs, teacher bool) bool {
 		return true
 	}
 	return l.NLL == 0 && l.RefKL == 0 && l.Entropy == 0 && (l.TeacherKL == 0 || !teacher) &&
-		(l.PolicyGradient == NoPolicyGradient || in.Advantage == 0)
+		(l.PolicyGradient == NoPolicyGradient || in.Advantage == 0 && (l.PolicyGradient != DRO || l.DROBeta == 0))
 }
 
 // InertDatum reports whether every position of d is inert (Inert), its
@@ -325,7 +357,7 @@ func (l *Loss) CheckDatum(d *Datum) error {
 
 // Needs reports which per-token inputs the loss reads.
 func (l *Loss) Needs() (advantages, samplerLogprobs, refLogprobs bool) {
-	ratio := l.PolicyGradient == ClippedPG || l.PolicyGradient == Importance
+	ratio := l.PolicyGradient == ClippedPG || l.PolicyGradient == Importance || l.PolicyGradient == CISPO || l.PolicyGradient == DRO
 	return l.PolicyGradient != NoPolicyGradient, ratio, l.RefKL != 0
 }
 
@@ -381,6 +413,13 @@ type OptimParams struct {
 	LearningRate float32
 	// GradClipNorm clips the global gradient norm; 0 disables clipping.
 	GradClipNorm float32
+	// State names the optimizer state the step updates: "" is the
+	// learner's own; any other name has AdamW moments and a step count of
+	// its own, fresh at its first step, so that a loss trained at a
+	// learning rate of its own (MEML-GRPO's hard-example SFT) neither
+	// reads nor moves the shared update's moments. A learner without named
+	// states refuses a step that names one.
+	State string
 }
 
 // StepResult reports an optimizer step.

@@ -74,6 +74,8 @@ func TestLossNeeds(t *testing.T) {
 		{Loss{PolicyGradient: Reinforce}, true, false, false},
 		{Loss{PolicyGradient: ClippedPG, ClipLow: 0.2, ClipHigh: 0.2}, true, true, false},
 		{Loss{PolicyGradient: Importance, RefKL: 0.1, RefKLEstimator: K3}, true, true, true},
+		{Loss{PolicyGradient: CISPO, ClipLow: 0.2, ClipHigh: 0.2}, true, true, false},
+		{Loss{PolicyGradient: DRO, DROBeta: 0.05}, true, true, false},
 	} {
 		if err := tc.loss.Validate(); err != nil {
 			t.Errorf("%+v: %v", tc.loss, err)
@@ -116,5 +118,57 @@ func TestInertPositions(t *testing.T) {
 		if got := tc.loss.Inert(TokenInputs{Weight: float64(tc.w), Advantage: float64(tc.adv)}, tc.teacher); got != tc.inert {
 			t.Errorf("%s: inert %v, want %v", tc.name, got, tc.inert)
 		}
+	}
+}
+
+// TestCISPOAndDROTerms checks the two losses against Tinker's documented
+// definitions at one position: CISPO's loss −clip(ρ)·A·logp with the
+// clipped ratio held constant in the gradient, and DRO's
+// −(A·logp − β/2·(logp − q)²), whose derivative finite differences check.
+func TestCISPOAndDROTerms(t *testing.T) {
+	const w, adv, q = 0.5, 1.5, -2.0
+	in := TokenInputs{Weight: w, Advantage: adv, SamplerLogp: q}
+	cispo := Loss{PolicyGradient: CISPO, ClipLow: 0.25, ClipHigh: 0.25}
+	for _, tc := range []struct {
+		logp, coef float64
+		clip       int8
+	}{
+		{q, 1, 0}, // ρ = 1
+		{q + 0.1, math.Exp(0.1), 0},
+		{q + 1, 1.25, 1},  // ρ = e, clipped at 1 + ε_high
+		{q - 1, 0.75, -1}, // ρ = 1/e, clipped at 1 − ε_low
+	} {
+		got := cispo.LogpTerms(tc.logp, in)
+		if want := -w * tc.coef * adv * tc.logp; math.Abs(got.Loss-want) > 1e-12 {
+			t.Errorf("cispo at logp %v: loss %v, want %v", tc.logp, got.Loss, want)
+		}
+		// A clipped token still has REINFORCE's gradient, scaled.
+		if want := -w * tc.coef * adv; math.Abs(got.DLogp-want) > 1e-12 || got.Clip != tc.clip {
+			t.Errorf("cispo at logp %v: dloss/dlogp %v (clip %d), want %v (clip %d)", tc.logp, got.DLogp, got.Clip, want, tc.clip)
+		}
+	}
+
+	dro := Loss{PolicyGradient: DRO, DROBeta: 0.25}
+	for _, logp := range []float64{q, q + 0.7, q - 1.3} {
+		got := dro.LogpTerms(logp, in)
+		d := logp - q
+		if want := -w * (adv*logp - 0.125*d*d); math.Abs(got.Loss-want) > 1e-12 {
+			t.Errorf("dro at logp %v: loss %v, want %v", logp, got.Loss, want)
+		}
+		const h = 1e-6
+		fd := (dro.LogpTerms(logp+h, in).Loss - dro.LogpTerms(logp-h, in).Loss) / (2 * h)
+		if math.Abs(got.DLogp-fd) > 1e-6 {
+			t.Errorf("dro at logp %v: dloss/dlogp %v, finite differences %v", logp, got.DLogp, fd)
+		}
+	}
+	// DRO's penalty pulls toward the sampler even with no advantage.
+	if dro.Inert(TokenInputs{Weight: 1, SamplerLogp: q}, false) || !cispo.Inert(TokenInputs{Weight: 1, SamplerLogp: q}, false) {
+		t.Error("a zero advantage: DRO's position must not be inert, CISPO's must")
+	}
+	if err := (&Loss{PolicyGradient: DRO, DROBeta: -1}).Validate(); err == nil || !strings.Contains(err.Error(), "DRO beta -1") {
+		t.Errorf("negative beta: %v", err)
+	}
+	if err := (&Loss{PolicyGradient: CISPO, ClipLow: 1.5}).Validate(); err == nil || !strings.Contains(err.Error(), "clip low 1.5") {
+		t.Errorf("cispo clip low 1.5: %v", err)
 	}
 }

@@ -107,7 +107,7 @@ func TestRunSkipsLongPrompts(t *testing.T) {
 		{"one long", []string{short, long, short}, eval.Config{MaxTokens: 8}, []int{2}},
 		{"longer than the context", []string{short, short, strings.Repeat("x", 100), short}, eval.Config{MaxTokens: 8, Batch: 2}, []int{3}},
 		{"long with the answer's room", []string{short, strings.Repeat("x", 50)}, eval.Config{MaxTokens: 16}, []int{2}},
-		{"long with an expert suffix", []string{strings.Repeat("x", 40), short}, eval.Config{MaxTokens: 8, Experts: []string{strings.Repeat("@", 20)}}, []int{1}},
+		{"long with an expert suffix", []string{strings.Repeat("x", 40), short}, eval.Config{MaxTokens: 8, Experts: []eval.Expert{{Suffix: strings.Repeat("@", 20)}}}, []int{1}},
 		{"sampled", []string{long, short, long}, eval.Config{MaxTokens: 8, K: 2}, []int{1, 3}},
 	}
 	for _, tt := range tests {
@@ -228,7 +228,7 @@ func TestRunGeneratorErrors(t *testing.T) {
 		wantErr string
 	}{
 		{"refused", stubGenerator{refuse: map[string]bool{"b": true}}, eval.Config{Batch: 3}, []string{"2"}, 0.75, ""},
-		{"refused with experts", stubGenerator{refuse: map[string]bool{"d@E1": true, "a": true}}, eval.Config{K: 2, Experts: []string{"@E0", "@E1"}},
+		{"refused with experts", stubGenerator{refuse: map[string]bool{"d@E1": true, "a": true}}, eval.Config{K: 2, Experts: []eval.Expert{{Suffix: "@E0"}, {Suffix: "@E1"}}},
 			[]string{"1", "4"}, 0.75, ""},
 		{"every prompt refused", stubGenerator{refuse: map[string]bool{"a": true, "b": true, "c": true, "d": true}}, eval.Config{Batch: 2},
 			nil, 0, "eval: the generator refused every prompt (first " + path + ":1: 400 too long)"},

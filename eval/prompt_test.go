@@ -20,7 +20,8 @@ import (
 
 // TestChatPrompt renders examples through a recording chat template: a
 // system prompt goes first and replaces the example's own; without one,
-// the example's own stays; an example without messages is one user
+// the example's own stays; an expert's persona (and a grant) follow
+// either in one system message; an example without messages is one user
 // message holding its prompt.
 func TestChatPrompt(t *testing.T) {
 	var got []tokenizer.Message
@@ -31,16 +32,23 @@ func TestChatPrompt(t *testing.T) {
 		name   string
 		e      task.Example
 		system string
+		more   []string
 		want   []tokenizer.Message
 	}{
-		{"system replaces the example's", own, "S", []tokenizer.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "q"}}},
-		{"the example's own stays", own, "", []tokenizer.Message{{Role: "system", Content: "own"}, {Role: "user", Content: "q"}}},
-		{"plain prompt with system", plain, "S", []tokenizer.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "Q:1+1\n"}}},
-		{"plain prompt alone", plain, "", []tokenizer.Message{{Role: "user", Content: "Q:1+1\n"}}},
+		{"system replaces the example's", own, "S", nil, []tokenizer.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "q"}}},
+		{"the example's own stays", own, "", nil, []tokenizer.Message{{Role: "system", Content: "own"}, {Role: "user", Content: "q"}}},
+		{"plain prompt with system", plain, "S", nil, []tokenizer.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "Q:1+1\n"}}},
+		{"plain prompt alone", plain, "", nil, []tokenizer.Message{{Role: "user", Content: "Q:1+1\n"}}},
+		{"persona after system", plain, "S", []string{"You are Expert 1.", "", "You may consult."},
+			[]tokenizer.Message{{Role: "system", Content: "S\n\nYou are Expert 1.\n\nYou may consult."}, {Role: "user", Content: "Q:1+1\n"}}},
+		{"persona after the example's own", own, "", []string{"You are Expert 1."},
+			[]tokenizer.Message{{Role: "system", Content: "own\n\nYou are Expert 1."}, {Role: "user", Content: "q"}}},
+		{"persona alone", plain, "", []string{"You are Expert 1."},
+			[]tokenizer.Message{{Role: "system", Content: "You are Expert 1."}, {Role: "user", Content: "Q:1+1\n"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got = nil
-			text, err := eval.ChatPrompt(chat, tc.e, tc.system)
+			text, err := eval.ChatPrompt(chat, tc.e, tc.system, tc.more...)
 			if err != nil || text != "rendered" {
 				t.Fatalf("%q, %v", text, err)
 			}

@@ -25,18 +25,30 @@ type Config struct {
 	MaxTokens   int     // per completion; 0 means 256
 	Stop        []string
 	Seed        uint64
-	// Experts are expert-prompt suffixes appended to each prompt
-	// (MEML-GRPO's P_i); each is evaluated greedily, with the error-overlap
-	// table across them and their majority vote.
-	Experts []string
-	// ExpertNames label Experts in reports; empty means E0, E1, …
-	ExpertNames []string
+	// Experts are expert prompts (MEML-GRPO's P_i); each is evaluated
+	// greedily, with the error-overlap table across them and their
+	// majority vote.
+	Experts []Expert
 	// Batch is how many sequences (prompts × samples per prompt) go to the
 	// generator at once, and so bounds its KV cache; 0 means 64.
 	Batch int
 	// OnSample, when set, receives every completion as it is scored, so
 	// that a run's outputs can be kept and results paired by problem.
 	OnSample func(Sample) error
+}
+
+// Expert is one expert prompt of an evaluation: every problem is also
+// answered greedily under it.
+type Expert struct {
+	Name string // in reports; "" means E0, E1, … by its position
+	// Suffix follows each example's prompt, as the world's "@E1\n" follows
+	// a plain-text prompt.
+	Suffix string
+	// Prompts, when set, are the prompts under this expert in place of the
+	// suffixed ones, one per example given to Run and in its order: a chat
+	// model's expert prompt is a system message inside its chat template,
+	// which no suffix can add.
+	Prompts []string
 }
 
 // Sample is one scored completion of an evaluation.
@@ -57,7 +69,7 @@ type Report struct {
 	Problems int
 	Skipped  int // examples whose gold answer could not be read
 	// SkippedLong counts the examples skipped because a prompt of theirs
-	// (with an expert suffix, if any) does not fit the model's context
+	// (under an expert prompt, if any) does not fit the model's context
 	// with room for MaxTokens, and LongSources names them (see
 	// task.Example.Where). Only a PromptFitter generator is asked.
 	SkippedLong int
@@ -121,13 +133,32 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 	if len(examples) == 0 {
 		return rep, errors.New("eval: no examples")
 	}
+	names := make([]string, len(cfg.Experts))
+	for x, ex := range cfg.Experts {
+		names[x] = ex.Name
+		if names[x] == "" {
+			names[x] = fmt.Sprintf("E%d", x)
+		}
+		if ex.Prompts != nil && len(ex.Prompts) != len(examples) {
+			return rep, fmt.Errorf("eval: expert %s has %d prompts for %d examples", names[x], len(ex.Prompts), len(examples))
+		}
+	}
 	var usable []task.Example
-	for _, e := range examples {
+	var index []int // usable[i] is examples[index[i]]
+	for i, e := range examples {
 		if _, ok := Reward(e, ""); ok {
 			usable = append(usable, e)
+			index = append(index, i)
 		} else {
 			rep.Skipped++
 		}
+	}
+	// expertPrompt is usable example i's prompt under expert x.
+	expertPrompt := func(x, i int) string {
+		if ps := cfg.Experts[x].Prompts; ps != nil {
+			return ps[index[i]]
+		}
+		return usable[i].Prompt + cfg.Experts[x].Suffix
 	}
 	if len(usable) == 0 {
 		return rep, fmt.Errorf("eval: no example has a readable gold answer (%d skipped)", rep.Skipped)
@@ -141,16 +172,21 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 		maxTokens = 256
 	}
 	if f, ok := gen.(PromptFitter); ok {
-		fit := usable[:0]
-		for _, e := range usable {
-			if fitsAll(f, e.Prompt, cfg.Experts, maxTokens) {
-				fit = append(fit, e)
+		var fit []task.Example
+		var fitIndex []int
+		for i, e := range usable {
+			fits := f.Fits(e.Prompt, maxTokens)
+			for x := range cfg.Experts {
+				fits = fits && f.Fits(expertPrompt(x, i), maxTokens)
+			}
+			if fits {
+				fit, fitIndex = append(fit, e), append(fitIndex, index[i])
 			} else {
 				rep.SkippedLong++
 				rep.LongSources = append(rep.LongSources, e.Where())
 			}
 		}
-		usable = fit
+		usable, index = fit, fitIndex
 		if len(usable) == 0 {
 			return rep, fmt.Errorf("eval: no example's prompt fits the model's context with room for %d tokens (%d skipped, such as %s)",
 				maxTokens, rep.SkippedLong, rep.LongSources[0])
@@ -159,11 +195,13 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 	rep.Problems = len(usable)
 	failed := make([]bool, len(usable))
 	greedy := sample.Params{MaxTokens: maxTokens, Stop: cfg.Stop, Seed: cfg.Seed}
-	// score runs prompts (one suffix for all) and returns, per problem, the
-	// number of correct samples and their answers (at least one, "" for
-	// none). A pass of which the generator refuses every prompt fails:
-	// what it refuses is then more likely the request than the prompts.
-	score := func(pass, suffix string, p sample.Params) ([]int, [][]string, error) {
+	plain := func(i int) string { return usable[i].Prompt }
+	// score runs the prompts of the usable examples (prompt(i) is example
+	// i's) and returns, per problem, the number of correct samples and
+	// their answers (at least one, "" for none). A pass of which the
+	// generator refuses every prompt fails: what it refuses is then more
+	// likely the request than the prompts.
+	score := func(pass string, prompt func(i int) string, p sample.Params) ([]int, [][]string, error) {
 		correct := make([]int, len(usable))
 		answers := make([][]string, len(usable))
 		var refusals int
@@ -174,8 +212,8 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 		for lo := 0; lo < len(usable); lo += perCall {
 			hi := min(lo+perCall, len(usable))
 			prompts := make([]string, 0, hi-lo)
-			for _, e := range usable[lo:hi] {
-				prompts = append(prompts, e.Prompt+suffix)
+			for i := lo; i < hi; i++ {
+				prompts = append(prompts, prompt(i))
 			}
 			out, err := gen.Generate(ctx, prompts, p)
 			var refused *RefusedError
@@ -233,7 +271,7 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 		}
 		return correct, answers, nil
 	}
-	c, _, err := score("greedy", "", greedy)
+	c, _, err := score("greedy", plain, greedy)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +283,7 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 			p.Temperature = 1
 		}
 		rep.Temperature = p.Temperature
-		c, answers, err := score("sampled", "", p)
+		c, answers, err := score("sampled", plain, p)
 		if err != nil {
 			return nil, err
 		}
@@ -280,12 +318,8 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 	if len(cfg.Experts) > 0 {
 		right := make([][]bool, len(cfg.Experts)) // [expert][problem]
 		votes := make([][]string, len(usable))
-		for x, suffix := range cfg.Experts {
-			name := fmt.Sprintf("E%d", x)
-			if x < len(cfg.ExpertNames) {
-				name = cfg.ExpertNames[x]
-			}
-			c, answers, err := score(name, suffix, greedy)
+		for x, name := range names {
+			c, answers, err := score(name, func(i int) string { return expertPrompt(x, i) }, greedy)
 			if err != nil {
 				return nil, err
 			}
@@ -309,20 +343,6 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 		rep.ExpertMajority = &w
 	}
 	return rep, nil
-}
-
-// fitsAll reports whether prompt fits f's context with each suffix (the
-// plain prompt included), with room for maxTokens.
-func fitsAll(f PromptFitter, prompt string, suffixes []string, maxTokens int) bool {
-	if !f.Fits(prompt, maxTokens) {
-		return false
-	}
-	for _, s := range suffixes {
-		if !f.Fits(prompt+s, maxTokens) {
-			return false
-		}
-	}
-	return true
 }
 
 // majorityText turns a voted answer back into a response the verifier

@@ -2,6 +2,8 @@ package eval
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -43,9 +45,9 @@ func (styleGenerator) Generate(_ context.Context, prompts []string, p sample.Par
 func TestRunOnScriptedExperts(t *testing.T) {
 	problems := world.Mix(3, 300, []int{3, 4, 5})
 	exs := world.Examples(3, 300, []int{3, 4, 5}) // the same problems
-	var experts []string
+	var experts []Expert
 	for i := range world.Styles {
-		experts = append(experts, world.ExpertPrompt(i))
+		experts = append(experts, Expert{Suffix: world.ExpertPrompt(i)})
 	}
 	var samples []Sample
 	keep := func(s Sample) error { samples = append(samples, s); return nil }
@@ -149,5 +151,42 @@ func TestRunBatchBoundsSequences(t *testing.T) {
 	}
 	if g.most != 20 {
 		t.Errorf("at most %d sequences per call, want 20 (2 prompts of 8 samples, or 20 greedy)", g.most)
+	}
+}
+
+// TestRunExpertPrompts gives each expert its prompts whole, as a chat
+// model's are, and checks they score what the same prompts as suffixes
+// do, example by example past one whose gold answer cannot be read; and
+// that a list of prompts of the wrong length is an error naming the
+// expert.
+func TestRunExpertPrompts(t *testing.T) {
+	exs := world.Examples(3, 40, []int{3, 4})
+	exs[5].Answer = "" // skipped: the prompts after it must stay with their examples
+	var bySuffix, whole []Expert
+	for i := range world.Styles {
+		bySuffix = append(bySuffix, Expert{Suffix: world.ExpertPrompt(i)})
+		x := Expert{Name: fmt.Sprintf("E%d", i)}
+		for _, e := range exs {
+			x.Prompts = append(x.Prompts, e.Prompt+world.ExpertPrompt(i))
+		}
+		whole = append(whole, x)
+	}
+	want, err := Run(context.Background(), styleGenerator{}, exs, Config{Experts: bySuffix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Run(context.Background(), styleGenerator{}, exs, Config{Experts: whole})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Skipped != 1 || !reflect.DeepEqual(got.Experts, want.Experts) || !reflect.DeepEqual(got.Overlap, want.Overlap) ||
+		*got.ExpertMajority != *want.ExpertMajority || got.Experts[1].Accuracy.Mean == 1 {
+		t.Fatalf("whole prompts: %+v %+v %v\nsuffixes: %+v %+v %v", got.Experts, got.Overlap, *got.ExpertMajority,
+			want.Experts, want.Overlap, *want.ExpertMajority)
+	}
+	whole[2].Prompts = whole[2].Prompts[1:]
+	if _, err := Run(context.Background(), styleGenerator{}, exs, Config{Experts: whole}); err == nil ||
+		err.Error() != "eval: expert E2 has 39 prompts for 40 examples" {
+		t.Fatalf("short prompt list: %v", err)
 	}
 }

@@ -35,8 +35,32 @@ type Stats struct {
 	Trained              int // trajectories with a non-zero training signal
 }
 
+// AdvantageNorm says what a group's centered rewards r − mean(r) are
+// divided by.
+type AdvantageNorm string
+
+const (
+	// NormNone divides by nothing: Dr.GRPO, REINFORCE++ before its batch
+	// normalization, and MEML-GRPO's eq. 5.
+	NormNone AdvantageNorm = "none"
+	// NormGroupStd divides by the standard deviation of the group's
+	// rewards (GRPO, DAPO).
+	NormGroupStd AdvantageNorm = "group_std"
+	// NormCorrectnessStd divides by the standard deviation of the group's
+	// verdicts, and a group whose verdicts all agree by nothing: a reward
+	// shaping term (EAPO's consult penalty) then keeps its size relative
+	// to a right answer's 1, where the group's own std would blow a 0.05
+	// penalty up to a full-strength advantage in groups all right or all
+	// wrong.
+	NormCorrectnessStd AdvantageNorm = "correctness_std"
+)
+
+// AdvantageNorms lists the advantage normalizations.
+var AdvantageNorms = []AdvantageNorm{NormNone, NormGroupStd, NormCorrectnessStd}
+
 // Family is GRPO and its variants, which differ only in how advantages
-// are computed and which loss and aggregation apply:
+// are computed and which loss and aggregation apply (the defaults of
+// NewFamily):
 //
 //	grpo         A = (r − mean)/std per group; clipped ratio; seq-mean-token-mean
 //	dr-grpo      A = r − mean (no std); clipped ratio; seq-mean-token-sum-norm
@@ -46,9 +70,10 @@ type Stats struct {
 //	             clipped ratio; token-mean
 //	rft          NLL on the verified-correct samples; token-mean
 //
-// Groups are whatever the rollout made: one per question, or one per
-// question and expert prompt (MEML-GRPO), so advantages are always taken
-// inside a group.
+// Norm overrides the algorithm's division (MEML-GRPO is grpo with
+// NormNone, eq. 5). Groups are whatever the rollout made: one per
+// question, or one per question and expert prompt (MEML-GRPO), so
+// advantages are always taken inside a group.
 type Family struct {
 	Algorithm         Algorithm
 	ClipLow, ClipHigh float32
@@ -60,6 +85,8 @@ type Family struct {
 	RefKL          float32
 	RefKLEstimator backend.KLEstimator
 	Entropy        float32
+	// Norm is what a group's centered rewards are divided by.
+	Norm AdvantageNorm
 	// Eps keeps the std division finite for near-uniform groups.
 	Eps float64
 	// PositiveReinforce replaces the clipped surrogate by REINFORCE on
@@ -70,11 +97,13 @@ type Family struct {
 
 // NewFamily returns the algorithm's published defaults.
 func NewFamily(a Algorithm, maxTokens int) (*Family, error) {
-	f := &Family{Algorithm: a, ClipLow: 0.2, ClipHigh: 0.2, MaxTokens: maxTokens, Eps: 1e-4, RefKLEstimator: backend.K3}
+	f := &Family{Algorithm: a, ClipLow: 0.2, ClipHigh: 0.2, MaxTokens: maxTokens, Norm: NormNone, Eps: 1e-4, RefKLEstimator: backend.K3}
 	switch a {
-	case GRPO, DrGRPO, ReinforcePP, RFT:
+	case DrGRPO, ReinforcePP, RFT:
+	case GRPO:
+		f.Norm = NormGroupStd
 	case DAPO:
-		f.ClipHigh = 0.28
+		f.ClipHigh, f.Norm = 0.28, NormGroupStd
 	default:
 		return nil, fmt.Errorf("method: %q is not an RL objective (want one of %v)", a, []Algorithm{GRPO, DrGRPO, DAPO, ReinforcePP, RFT})
 	}
@@ -116,8 +145,12 @@ func (f *Family) Build(groups []Scored) ([]Term, Stats, error) {
 		return []Term{{Name: "rft", Data: data, Loss: backend.Loss{NLL: 1, Entropy: f.Entropy}, Aggregation: backend.TokenMean}}, st, nil
 	}
 	var adv [][]float64
-	for _, g := range groups {
-		adv = append(adv, GroupAdvantages(g.Rewards, f.Algorithm == GRPO || f.Algorithm == DAPO, f.Eps))
+	for gi := range groups {
+		a, err := f.advantages(&groups[gi])
+		if err != nil {
+			return nil, st, err
+		}
+		adv = append(adv, a)
 	}
 	if f.Algorithm == ReinforcePP {
 		var flat []float64
@@ -158,4 +191,32 @@ func (f *Family) Build(groups []Scored) ([]Term, Stats, error) {
 		t.Aggregation = backend.TokenMean
 	}
 	return []Term{t}, st, nil
+}
+
+// advantages are one group's advantages before any batch normalization.
+func (f *Family) advantages(g *Scored) ([]float64, error) {
+	switch f.Norm {
+	case NormNone:
+		return GroupAdvantages(g.Rewards, false, 0), nil
+	case NormGroupStd:
+		return GroupAdvantages(g.Rewards, true, f.Eps), nil
+	case NormCorrectnessStd:
+		if len(g.Correct) != len(g.Rewards) {
+			return nil, fmt.Errorf("method: a group has %d verdicts for %d rewards", len(g.Correct), len(g.Rewards))
+		}
+		verdicts := make([]float64, len(g.Correct))
+		for i, c := range g.Correct {
+			if c {
+				verdicts[i] = 1
+			}
+		}
+		a := GroupAdvantages(g.Rewards, false, 0)
+		if sd := StdDev(verdicts); sd > 0 {
+			for i := range a {
+				a[i] /= sd + f.Eps
+			}
+		}
+		return a, nil
+	}
+	return nil, fmt.Errorf("method: advantage normalization %q is not one of %v", f.Norm, AdvantageNorms)
 }

@@ -138,16 +138,18 @@ func anyTrue(v []bool) bool {
 // HardBuffer is MEML-GRPO's hard-example accumulation: when an expert
 // answers more than K of its G samples wrong, (Q, P_i) → the reference
 // solution joins the buffer with probability K/G; when the buffer holds
-// Capacity examples, one SFT update over all of them runs at its own
-// learning rate, and the buffer is emptied. The buffer survives
-// checkpoints.
+// Capacity examples, they all train by NLL in that step, and the buffer
+// is emptied. The buffer survives checkpoints.
 type HardBuffer struct {
-	K        int     // paper: 6 of G = 8
-	Capacity int     // B; paper: 64
-	LR       float64 // the SFT update's learning rate; paper: 1e-5 (RL: 1e-6)
-	Weight   float32 // λ2
-	Entries  []HardExample
-	Passes   int // SFT updates run so far
+	K        int // paper: 6 of G = 8
+	Capacity int // B; paper: 64
+	// LR 0 adds the buffer's term to the step's one gradient (eq. 11: one
+	// objective); positive, the term takes an optimizer step of its own at
+	// this rate, with optimizer state of its own (Term.LR).
+	LR      float64
+	Weight  float32 // λ2
+	Entries []HardExample
+	Passes  int // SFT updates run so far
 }
 
 // HardExample is one buffered (question, expert prompt).

@@ -37,7 +37,9 @@ import (
 // within a group, so under several prompt variants (expert prompts) a pair
 // never mixes two prompts; the replay asks the question under the plain
 // prompt. With multi-turn episodes (consultation), a trajectory is shown
-// as it happened, expert replies included.
+// as it happened, expert replies included, but the reflection request and
+// the replay are single-turn: no consult action in them is ever answered,
+// so their prompts do not grant one.
 type MetaExperience struct {
 	Format reflection.Format
 	// Pairs bounds the pairs drawn per group; 0 takes every pair, up to
@@ -53,6 +55,10 @@ type MetaExperience struct {
 	// evaluation (and kept in the state so a resumed run shows the same).
 	last *metaExample
 }
+
+// singleTurn is the variant of MEL's own prompts, the reflection request
+// and the replay: the plain prompt, without the consult grant.
+var singleTurn = Variant{SingleTurn: true}
 
 // metaExample is one validated meta-experience with what produced it.
 type metaExample struct {
@@ -124,7 +130,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 	prompts = prompts[:0]
 	for _, mp := range parsed {
 		e := withQuestion(mp.group.Example, me.Format.Replay(mp.group.Example.Prompt, mp.experience))
-		pr, err := env.prompt(e, Variant{})
+		pr, err := env.prompt(e, singleTurn)
 		if err != nil {
 			return nil, err
 		} else if pr == nil {
@@ -221,7 +227,7 @@ func (me *MetaExperience) pairs(env *Env, groups []Scored) ([]metaPair, error) {
 		for _, k := range picks {
 			c, w := shown[pos[k/len(neg)]], shown[neg[k%len(neg)]]
 			req := task.Example{ID: g.Example.ID + "/reflection", Prompt: me.Format.Request(g.Example.Prompt, c, w)}
-			pr, err := env.prompt(req, Variant{})
+			pr, err := env.prompt(req, singleTurn)
 			if err != nil {
 				return nil, err
 			} else if pr == nil {

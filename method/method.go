@@ -50,9 +50,14 @@ type Exhibit struct {
 // the plain prompt (the zero Variant).
 type Variant struct {
 	Name string // label in metrics, e.g. "E1"; "" for the plain prompt
-	// System is the system prompt of a chat model ("" keeps the run's
-	// default); Suffix follows a plain-text prompt (the world's "@E1\n").
+	// System follows the run's system prompt in a chat model's (an
+	// expert's persona; "" adds nothing); Suffix follows a plain-text
+	// prompt (the world's "@E1\n").
 	System, Suffix string
+	// SingleTurn marks a prompt whose answer is never an episode, such as
+	// MEL's reflection and replay: it goes without the grant of the
+	// consult action, which no one would answer.
+	SingleTurn bool
 }
 
 // VariantKey is the task.Example.Meta key naming the one variant an
@@ -63,8 +68,8 @@ const VariantKey = "variant"
 // Renderer turns examples and text into the policy's tokens and back.
 type Renderer interface {
 	// Prompt renders an example under a variant: through the chat template
-	// (with the variant's or the run's system prompt) when the model has
-	// one, as plain text with the variant's suffix otherwise. It fails with
+	// (with the run's system prompt, then the variant's) when the model
+	// has one, as plain text with the variant's suffix otherwise. It fails with
 	// an error wrapping ErrPromptTooLong when no room is left to answer.
 	Prompt(e task.Example, v Variant) ([]int32, error)
 	// Response is a reference answer as the policy should write it: the
@@ -149,9 +154,10 @@ type Term struct {
 	Aggregation backend.Aggregation
 	Norm        float32 // Dr.GRPO's constant, for seq-mean-token-sum-norm
 	// LR, when positive, trains this term in an optimizer step of its own
-	// at this learning rate, after the step's shared updates (MEML-GRPO's
-	// hard-example SFT at 1e-5 against 1e-6 for RL). 0 joins the shared
-	// gradient.
+	// at this learning rate, after the step's shared updates, with AdamW
+	// moments and a step count of its own (backend.OptimParams.State, named
+	// after the term), so the two objectives do not mix their moments. 0
+	// joins the shared gradient.
 	LR float64
 }
 

@@ -2,6 +2,7 @@ package method
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"rlvr/backend"
@@ -122,5 +123,19 @@ func TestPositiveReinforce(t *testing.T) {
 	}
 	if err := terms[0].Loss.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAdvantageNormErrors: a group without its verdicts under
+// correctness_std, or an unknown normalization, is an error, not a panic.
+func TestAdvantageNormErrors(t *testing.T) {
+	f, _ := NewFamily(DAPO, 64)
+	f.Norm = NormCorrectnessStd
+	if _, _, err := f.Build([]Scored{group(1, 0)}); err == nil || !strings.Contains(err.Error(), "0 verdicts for 2 rewards") {
+		t.Errorf("missing verdicts: %v", err)
+	}
+	f.Norm = "zscore"
+	if _, _, err := f.Build([]Scored{group(1, 0)}); err == nil || !strings.Contains(err.Error(), `"zscore"`) {
+		t.Errorf("unknown normalization: %v", err)
 	}
 }

@@ -16,8 +16,9 @@ import (
 // RL is the GRPO core with the guidance parts a run enabled: each question
 // is asked under every prompt variant, G trajectories per variant come from
 // the rollout, the verifier scores what the policy wrote, shapers adjust the
-// rewards, an optional filter resamples groups without signal, and the
-// objective and the extra terms make the batch. Every part is optional
+// rewards, an optional filter resamples groups without signal, the
+// objective makes the batch of the groups kept and the extra terms add
+// theirs from every group sampled. Every part is optional
 // except the objective; parts compose in one run.
 type RL struct {
 	Objective Objective
@@ -48,7 +49,12 @@ type Shaper interface {
 	Shape(ctx context.Context, env *Env, groups []Scored) error
 }
 
-// Extra adds loss terms built from the step's scored groups.
+// Extra adds loss terms built from the step's scored groups: every group
+// the step sampled, those DAPO's filter kept out of the policy-gradient
+// batch included. An all-wrong group is what the hard-example buffer is
+// for, and mutual learning pairs a question's experts whatever their
+// variance; a part that wants only mixed groups (MEL's contrastive pairs)
+// picks them itself.
 type Extra interface {
 	Terms(ctx context.Context, env *Env, groups []Scored) ([]Term, error)
 }
@@ -121,7 +127,7 @@ func (r *RL) Step(ctx context.Context, env *Env, examples []task.Example) (*Batc
 	}
 	env.Metrics.Set("trained_frac", float64(st.Trained)/math.Max(1, float64(countTrajectories(kept))))
 	for _, x := range r.Extras {
-		more, err := x.Terms(ctx, env, kept)
+		more, err := x.Terms(ctx, env, all)
 		if err != nil {
 			return nil, err
 		}

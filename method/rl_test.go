@@ -305,3 +305,49 @@ func adv(d backend.Datum) float32 {
 	}
 	return 0
 }
+
+// TestExtrasSeeTheGroupsDynamicSamplingDrops: DAPO's filter keeps groups
+// all wrong out of the policy-gradient batch, but the hard-example buffer
+// still buffers them and mutual learning still pairs a question's expert
+// whose answers were all wrong with the expert that got one right.
+func TestExtrasSeeTheGroupsDynamicSamplingDrops(t *testing.T) {
+	ro := &scriptedRollout{
+		// Under E1 the first answer of question "a" is right; every other
+		// answer is wrong.
+		policy: func(p string, k int) string {
+			if strings.HasPrefix(p, "Q:a\n") && strings.HasSuffix(p, "@E1\n") && k == 0 {
+				return "####1"
+			}
+			return "####0"
+		},
+		env: func(string, int) string { return "" },
+	}
+	buffer := &HardBuffer{K: 3, Capacity: 100, LR: 1e-5, Weight: 1}
+	r := &RL{Objective: mustFamily(t, DAPO), GroupSize: 4, Rollout: ro, Filter: &DynamicSampling{MaxRounds: 0},
+		Variants: []Variant{e1, e2}, Extras: []Extra{&MutualLearning{Weight: 1}, buffer}}
+	env := testEnv(nil)
+	env.Seed = 1
+	exs := []task.Example{ex("a", "1")}
+	for i := range 6 {
+		exs = append(exs, task.Example{ID: fmt.Sprint(i), Prompt: fmt.Sprintf("Q:%d\n", i), Answer: "1", Solution: "1"})
+	}
+	b, err := r.Step(context.Background(), env, exs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, term := range b.Terms {
+		names = append(names, term.Name)
+		if term.Name == "pg" && len(term.Data) != 4 {
+			t.Errorf("the policy-gradient batch has %d answers, want E1's 4 on question a", len(term.Data))
+		}
+	}
+	if !slices.Contains(names, "mutual") || env.Metrics["mutual/pair/E1>E2"] != 1 {
+		t.Errorf("terms %v, metrics %v: E1 should teach E2 on question a", names, env.Metrics)
+	}
+	// Twelve all-wrong groups with a reference solution (six questions,
+	// two experts), each buffered with probability 3/4.
+	if len(buffer.Entries) < 4 || env.Metrics["buffer/added"] != float64(len(buffer.Entries)) {
+		t.Errorf("the buffer holds %d entries (metrics %v), want most of the 12 all-wrong groups", len(buffer.Entries), env.Metrics)
+	}
+}

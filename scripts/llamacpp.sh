@@ -3,7 +3,8 @@
 # parity is checked against, from its public source, into
 # $RLVR_CACHE/llamacpp (default ~/.cache/rlvr/llamacpp), and writes F32 GGUF
 # copies of the real models beside them (llama-quantize --allow-requantize),
-# so that llama.cpp and rlvr run the same float32 weights.
+# so that llama.cpp and rlvr run the same float32 weights, and a Q8_0 of
+# SmolLM2 for the rollout comparison.
 #
 # The source is the llama.cpp tree vendored in the llama-cpp-python sdist on
 # PyPI (pinned by version and sha256): the machines reach PyPI but not
@@ -53,8 +54,10 @@ PY
   rm -rf "$src.tmp" && mv "$tmp"/llama_cpp_python-*/vendor/llama.cpp "$src.tmp" && mv "$src.tmp" "$src"
 fi
 
-targets=(llama-completion llama-tokenize llama-quantize)
-if [ ! -x "$bin/llama-completion" ] || [ ! -x "$bin/llama-quantize" ] || [ ! -x "$bin/llama-tokenize" ]; then
+targets=(llama-completion llama-tokenize llama-quantize llama-batched-bench)
+missing=0
+for t in "${targets[@]}"; do [ -x "$bin/$t" ] || missing=1; done
+if [ "$missing" = 1 ]; then
   echo "llamacpp: building ${targets[*]} (a few minutes)" >&2
   cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
     -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >&2
@@ -76,4 +79,9 @@ for m in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
     "$bin/llama-quantize" --allow-requantize "$in" "$out.tmp" F32 >&2 && mv "$out.tmp" "$out"
   fi
 done
+# The Q8_0 users would run, for the rollout comparison (scripts/peers.sh).
+q8=$root/SmolLM2-135M-Instruct.Q8_0.gguf
+if [ ! -f "$q8" ]; then
+  "$bin/llama-quantize" "$root/SmolLM2-135M-Instruct.Q4_1.F32.gguf" "$q8.tmp" Q8_0 >&2 && mv "$q8.tmp" "$q8"
+fi
 echo "$bin"

@@ -5,9 +5,26 @@
 # Usage: scripts/peers.sh [SECTION...]      (default: every section)
 #
 # Sections:
+#   rollouts    rlvr's sampler against transformers' generate and llama.cpp
+#               (F32 and Q8_0) on SmolLM2 at 1, 8 and 64 streams; ROUNDS
+#               rounds (default 3). Needs scripts/models.sh; sets up
+#               scripts/pyref.sh and scripts/llamacpp.sh.
+#   learner     rlvr's training step against PyTorch's (transformers'
+#               LlamaForCausalLM) on SmolLM2, 8 × 256 tokens; ROUNDS rounds.
 #   mathverify  rlvr's verify (eval.Reward) against Hugging Face's
 #               Math-Verify on every dataset's gold answer and reference
 #               solution, and on the calibration run's SmolLM2 samples.
+#   tinker      the official Tinker SDK (python/tinker_sdk_loop.py) against
+#               rlvr serve --tinker over SmolLM2-135M-Instruct: a supervised
+#               loop and an RL loop with every built-in loss.
+#   trl         TRL's GRPOTrainer against `rlvr train` on GSM8K with SmolLM2,
+#               at equal settings, for grpo, dr_grpo and dapo: STEPS steps
+#               (default 20) of PROMPTS questions (8) × G answers (8), up to
+#               MAX_TOKENS tokens (256), for each of SEEDS (1,2,3); held-out
+#               accuracy on EVAL_PROBLEMS GSM8K test problems (200) up to
+#               EVAL_MAX_TOKENS tokens (256). OUT (runs/peers/trl) and DOC
+#               (docs/peers.md) move its output. Needs scripts/models.sh;
+#               sets up its own Python environment.
 #   skyrl       GRPO steps on SkyRL tx (the open-source Tinker server,
 #               serving SmolLM2 on loopback) against the same steps on
 #               rlvr's engine; the logprobs of what SkyRL sampled, scored
@@ -20,15 +37,17 @@
 # Environment: DATA, the shared data (default ../shared/data); SAMPLES, the
 # folder of scripts/calibrate.sh's *.samples.jsonl (default runs/calibration;
 # empty to leave the samples out); RLVR_CACHE, the cache holding the peers'
-# Python environment, $RLVR_CACHE/peers (default ~/.cache/rlvr), and the
-# models of scripts/models.sh; SKYRL_PORT, the loopback port SkyRL tx
-# serves on (default 8123).
+# Python environment, $RLVR_CACHE/peers (default ~/.cache/rlvr); TINKER_MODEL,
+# the Hugging Face directory `rlvr serve --tinker` trains (default the cache's
+# SmolLM2-135M-Instruct.Q4_1, as scripts/models.sh imports it); TINKER_PORT
+# (default 8765); SKYRL_PORT, the loopback port SkyRL tx serves on (default
+# 8123).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}
 data=${DATA:-../shared/data}
 samples=${SAMPLES-runs/calibration}
-sections=(mathverify skyrl)
+sections=(rollouts learner tinker skyrl mathverify trl)
 
 # peers_python sets up python/peers-requirements.txt in its own virtual
 # environment, $cache/peers, and prints its python's path. Idempotent: a venv
@@ -51,6 +70,47 @@ peers_python() {
   echo "$venv/bin/python"
 }
 
+# trl_python is peers_python for TRL: python/trl-requirements.txt in
+# $cache/trl, apart from the other peers (it pins its own torch).
+trl_python() {
+  local venv=$cache/trl req=python/trl-requirements.txt
+  local stamp=$venv/.requirements.sha256 want
+  want=$(sha256sum "$req" | cut -d' ' -f1)
+  if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    echo "$venv/bin/python"
+    return
+  fi
+  local py=${PYTHON:-python3}
+  command -v "$py" >/dev/null || { echo "peers: $py not found; install Python 3.10+" >&2; exit 1; }
+  echo "peers: installing $req into $venv (once; torch is a few GB)..." >&2
+  mkdir -p "$cache"
+  "$py" -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$req" >&2
+  echo "$want" >"$stamp"
+  echo "$venv/bin/python"
+}
+
+rollouts() {
+  local out=runs/peers/rollouts py bin m=SmolLM2-135M-Instruct
+  py=$(scripts/pyref.sh)
+  bin=$(scripts/llamacpp.sh)
+  mkdir -p "$out"
+  go build -o "$out/rlvr" ./cmd/rlvr
+  go run ./scripts/peers/speed rollouts -rlvr "$out/rlvr" -model "$cache/models/$m.Q4_1.gguf" \
+    -hf "$cache/models/$m.Q4_1" -python "$py" -llama "$bin" \
+    -f32 "$cache/llamacpp/$m.Q4_1.F32.gguf" -q8 "$cache/llamacpp/$m.Q8_0.gguf" \
+    -rounds "${ROUNDS:-3}" -out "$out" -doc docs/peers.md
+}
+
+learner() {
+  local out=runs/peers/learner py
+  py=$(scripts/pyref.sh)
+  mkdir -p "$out"
+  go build -o "$out/rlvr" ./cmd/rlvr
+  go run ./scripts/peers/speed learner -rlvr "$out/rlvr" -hf "$cache/models/SmolLM2-135M-Instruct.Q4_1" \
+    -python "$py" -rounds "${ROUNDS:-3}" -out "$out" -doc docs/peers.md
+}
+
 mathverify() {
   local out=runs/peers/mathverify py
   py=$(peers_python)
@@ -63,6 +123,46 @@ mathverify() {
   "$out/mathverify" pairs -data "$data" -samples "$samples" -out "$out"
   "$py" python/mathverify_ref.py "$out"
   "$out/mathverify" compare -dir "$out" -judged verify/testdata/mathverify.jsonl -doc docs/peers.md
+}
+
+tinker() {
+  local out=runs/peers/tinker py
+  local model=${TINKER_MODEL:-$cache/models/SmolLM2-135M-Instruct.Q4_1} port=${TINKER_PORT:-8765}
+  # The SDK insists on keys that start with tml-.
+  local key=tml-rlvr-peers
+  py=$(peers_python)
+  [ -f "$model/config.json" ] || { echo "peers: no model at $model: run scripts/models.sh (or set TINKER_MODEL)" >&2; exit 1; }
+  mkdir -p "$out"
+  rm -rf "$out/state"
+  go build -o "$out/rlvr" ./cmd/rlvr
+  RLVR_SERVE_TOKEN=$key "$out/rlvr" serve --tinker --model "$model" --name SmolLM2-135M-Instruct \
+    --addr "127.0.0.1:$port" --state "$out/state" --verbose >"$out/server.log" 2>&1 &
+  local server=$!
+  local up=
+  for _ in $(seq 60); do
+    if curl -fsS "http://127.0.0.1:$port/api/v1/healthz" >/dev/null 2>&1; then up=1; break; fi
+    kill -0 "$server" 2>/dev/null || break
+    sleep 1
+  done
+  [ -n "$up" ] || { kill "$server" 2>/dev/null; echo "peers: rlvr serve --tinker did not start (see $out/server.log)" >&2; exit 1; }
+  local rc=0
+  TINKER_API_KEY=$key "$py" python/tinker_sdk_loop.py --base-url "http://127.0.0.1:$port" \
+    --model SmolLM2-135M-Instruct --tokenizer "$model" --out "$out" --doc docs/peers.md || rc=$?
+  kill "$server"
+  wait "$server" 2>/dev/null || true
+  return "$rc"
+}
+
+trl() {
+  local out=${OUT:-runs/peers/trl} py m=$cache/models/SmolLM2-135M-Instruct.Q4_1
+  [ -d "$m" ] || { echo "peers: no $m: run scripts/models.sh first" >&2; exit 1; }
+  py=$(trl_python)
+  mkdir -p "$out"
+  go build -o "$out/rlvr" ./cmd/rlvr
+  go build -o "$out/trl" ./scripts/peers/trl
+  nice -n "${NICE:-5}" "$out/trl" run -rlvr "$out/rlvr" -python "$py" -model "$m" -data "$data" -out "$out" -doc "${DOC:-docs/peers.md}" \
+    -steps "${STEPS:-20}" -prompts "${PROMPTS:-8}" -group "${G:-8}" -max-tokens "${MAX_TOKENS:-256}" \
+    -seeds "${SEEDS:-1,2,3}" -eval-problems "${EVAL_PROBLEMS:-200}" -eval-max-tokens "${EVAL_MAX_TOKENS:-256}" -lr "${LR:-1e-6}"
 }
 
 skyrl() {

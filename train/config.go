@@ -79,6 +79,15 @@ type RLConfig struct {
 	// PolicyLoss is "clipped" (PPO's surrogate, the default) or
 	// "reinforce_positive" (REINFORCE on max(A, 0), MEML-GRPO's eq. 6).
 	PolicyLoss string `yaml:"policy_loss"`
+	// AdvantageNorm is what each group's r − mean(r) is divided by:
+	// "group_std" (the std of the group's rewards; grpo's and dapo's
+	// default), "none" (dr-grpo's and reinforce++'s, and MEML-GRPO's eq. 5)
+	// or "correctness_std" (the std of the group's verdicts, nothing when
+	// they agree, so that reward shaping keeps its size relative to a right
+	// answer; the default when consultation is in parts and the algorithm
+	// would divide by the group's std). Unset takes these defaults; rft
+	// and sft have no advantages to divide.
+	AdvantageNorm method.AdvantageNorm `yaml:"advantage_norm,omitempty"`
 
 	// Guidance parts.
 
@@ -126,6 +135,13 @@ type DataConfig struct {
 	// Test is the held-out file; "" holds out EvalProblems examples of
 	// Train, which training then never draws.
 	Test string `yaml:"test,omitempty"`
+	// Order is how a dataset's training examples are drawn: "shuffle" (the
+	// default, "": each epoch a fresh order seeded by the run's seed) or
+	// "file" (the file's own order, every epoch), so that another trainer
+	// given the same file draws the same questions at every step. With
+	// "file", the held-out examples come from data.test: holding them out
+	// of the training file would reorder it.
+	Order string `yaml:"order,omitempty"`
 	// Levels are the world's difficulty levels (0 to 6); default the
 	// hardest, 6.
 	Levels []int `yaml:"levels,omitempty"`
@@ -157,6 +173,12 @@ type DataConfig struct {
 	DMEAnswers string `yaml:"dme_answers,omitempty"`
 }
 
+// The orders a dataset's training examples are drawn in (DataConfig.Order).
+const (
+	OrderShuffle = "shuffle"
+	OrderFile    = "file"
+)
+
 // FieldsConfig names the fields of a generic dataset (JSON keys or Parquet
 // columns; dotted paths reach into objects). Empty fields take the
 // defaults of task.Columns.
@@ -176,8 +198,9 @@ type ChatConfig struct {
 	// "on" (required: a model without one is an error) or "off" (plain
 	// text prompts).
 	Template string `yaml:"template"`
-	// System is the system prompt of every chat prompt ("" sends none);
-	// a part's own prompt (an expert's) replaces it.
+	// System is the system prompt of every chat prompt ("" sends none,
+	// or the example's own); an expert's persona follows it in the same
+	// system message, never replacing it (eval.SystemPrompt).
 	System string `yaml:"system,omitempty"`
 }
 
@@ -187,8 +210,9 @@ type ExpertPromptsConfig struct {
 	// Experts are the expert indices i asked (default 1, 2, 3; 0 is the
 	// dataset's own reference style).
 	Experts []int `yaml:"experts"`
-	// System is a chat model's expert system prompt, with {i} standing for
-	// the index (default: the paper's wording).
+	// System is a chat model's expert persona, with {i} standing for the
+	// index (default: the paper's wording), written after chat.system in
+	// the system message.
 	System string `yaml:"system"`
 	// Suffix follows a plain-text prompt, with {i} for the index (default
 	// the world's "@E{i}\n").
@@ -219,11 +243,23 @@ type MutualLearningConfig struct {
 
 // HardBufferConfig is MEML-GRPO's hard-example SFT buffer.
 type HardBufferConfig struct {
-	K        int     `yaml:"k"`        // more than K wrong of G adds (Q, P_i) with probability K/G; 0 means 6
-	Capacity int     `yaml:"capacity"` // B; 0 means 64
-	LR       float64 `yaml:"lr"`       // the SFT update's own learning rate; 0 means 1e-5
-	Weight   float32 `yaml:"weight"`   // λ2; 0 means 1
+	K        int `yaml:"k"`        // more than K wrong of G adds (Q, P_i) with probability K/G; 0 means 6
+	Capacity int `yaml:"capacity"` // B; 0 means 64
+	// Update is how a full buffer trains: "joint" (the default, eq. 11's
+	// one objective: its NLL, times weight, joins the step's gradient and
+	// optimizer step at the run's lr) or "separate" (an optimizer step of
+	// its own at lr after the step's, with AdamW moments and a step count
+	// of its own; the local backend only). docs/meml-grpo.md compares them.
+	Update string  `yaml:"update"`
+	LR     float64 `yaml:"lr"`     // the separate update's learning rate; 0 means 1e-5
+	Weight float32 `yaml:"weight"` // λ2; 0 means 1
 }
+
+// The updates of the hard-example buffer (HardBufferConfig.Update).
+const (
+	BufferJoint    = "joint"
+	BufferSeparate = "separate"
+)
 
 // ConsultationConfig is EAPO's expert consultation: rollouts become
 // multi-turn episodes in which the policy may consult a pool of expert
@@ -321,12 +357,13 @@ var Presets = map[string]func(*RLConfig){
 		c.OverlongPenalty = &OverlongPenaltyConfig{}
 	},
 	// MEML-GRPO (RIEL): three expert prompts with G samples each,
-	// advantages per expert, REINFORCE on max(A, 0), mutual learning from
+	// advantages per expert as eq. 5 has them (r − the expert's group
+	// mean, undivided), REINFORCE on max(A, 0), mutual learning from
 	// the best expert to the worst, and the hard-example SFT buffer (K 6 of
-	// G 8, B 64, its own learning rate 1e-5). The paper trains RL at 1e-6
-	// on 1-1.5B models; the tiny world model takes the run's lr.
+	// G 8, B 64) in the step's one gradient (eq. 11). The paper trains RL
+	// at 1e-6 on 1-1.5B models; the tiny world model takes the run's lr.
 	"meml-grpo": func(c *RLConfig) {
-		c.Algorithm, c.PolicyLoss = method.GRPO, "reinforce_positive"
+		c.Algorithm, c.PolicyLoss, c.AdvantageNorm = method.GRPO, "reinforce_positive", method.NormNone
 		c.Parts = []string{PartExpertPrompts, PartMutualLearning, PartHardBuffer}
 		c.ExpertPrompts = &ExpertPromptsConfig{Experts: []int{1, 2, 3}}
 		c.MutualLearning, c.HardBuffer = &MutualLearningConfig{}, &HardBufferConfig{}
@@ -456,8 +493,21 @@ func (c *RLConfig) Resolve() error {
 		if h.Capacity == 0 {
 			h.Capacity = 64
 		}
-		if h.LR == 0 {
+		switch h.Update {
+		case "":
+			h.Update = BufferJoint
+		case BufferJoint, BufferSeparate:
+		default:
+			add("hard_buffer.update %q is not %s or %s", h.Update, BufferJoint, BufferSeparate)
+		}
+		switch {
+		case h.Update == BufferJoint && h.LR != 0:
+			add("hard_buffer.lr = %v is the separate update's; the joint update trains at the run's lr", h.LR)
+		case h.Update == BufferSeparate && h.LR == 0:
 			h.LR = 1e-5
+		}
+		if h.Update == BufferSeparate && c.Backend.remote() {
+			add("hard_buffer.update separate needs an optimizer state of its own, which a remote backend does not keep; use joint")
 		}
 		if h.Weight == 0 {
 			h.Weight = 1
@@ -519,6 +569,7 @@ func (c *RLConfig) Resolve() error {
 			c.ClipHigh = fam.ClipHigh
 		}
 	}
+	c.resolveAdvantageNorm(add)
 	// Upper bounds far beyond any real run, so that a typo fails here
 	// rather than as an allocation of terabytes.
 	for _, f := range []struct {
@@ -583,7 +634,7 @@ func (c *RLConfig) Resolve() error {
 		reals = append(reals, real{"mutual_learning.weight", float64(m.Weight), false})
 	}
 	if h := c.HardBuffer; h != nil {
-		reals = append(reals, real{"hard_buffer.lr", h.LR, false}, real{"hard_buffer.weight", float64(h.Weight), false})
+		reals = append(reals, real{"hard_buffer.lr", h.LR, h.Update != BufferSeparate}, real{"hard_buffer.weight", float64(h.Weight), false})
 	}
 	if m := c.MetaExperience; m != nil {
 		reals = append(reals, real{"meta_experience.weight", float64(m.Weight), false}, real{"meta_experience.temperature", float64(m.Temperature), false})
@@ -601,6 +652,35 @@ func (c *RLConfig) Resolve() error {
 		return fmt.Errorf("train config: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// resolveAdvantageNorm fills the algorithm's advantage normalization
+// unless the config sets one. With consultation, a division by the
+// group's std would make the consult penalty alone decide the sign and
+// size of every advantage in the groups whose answers are all right or
+// all wrong (most of them on a sparse task), so the verdicts' std divides
+// instead (docs/eapo.md).
+func (c *RLConfig) resolveAdvantageNorm(add func(string, ...any)) {
+	if c.Algorithm == method.RFT || c.Algorithm == method.SFT {
+		if c.AdvantageNorm != "" {
+			add("advantage_norm %q: %s trains without advantages", c.AdvantageNorm, c.Algorithm)
+		}
+		return
+	}
+	if c.AdvantageNorm != "" {
+		if !slices.Contains(method.AdvantageNorms, c.AdvantageNorm) {
+			add("advantage_norm %q is not one of %v", c.AdvantageNorm, method.AdvantageNorms)
+		}
+		return
+	}
+	fam, err := method.NewFamily(c.Algorithm, c.MaxTokens)
+	if err != nil {
+		return // the algorithm's own error is reported
+	}
+	c.AdvantageNorm = fam.Norm
+	if c.AdvantageNorm == method.NormGroupStd && slices.Contains(c.Parts, PartConsultation) {
+		c.AdvantageNorm = method.NormCorrectnessStd
+	}
 }
 
 func (c *RLConfig) resolveConsultation(add func(string, ...any)) {
@@ -709,10 +789,23 @@ func (c *RLConfig) resolveData(add func(string, ...any)) {
 	default:
 		add("data.dme_answers %q is not correct or all", d.DMEAnswers)
 	}
+	switch d.Order {
+	case "":
+		d.Order = OrderShuffle
+	case OrderShuffle, OrderFile:
+	default:
+		add("data.order %q is not %s or %s", d.Order, OrderShuffle, OrderFile)
+	}
+	if d.Order == OrderFile && !d.IsWorld() && d.Test == "" {
+		add("data.order file needs data.test: holding the held-out examples out of data.train would reorder it")
+	}
 	if d.IsWorld() {
 		d.Name = "world"
 		if d.Train != "" || d.Test != "" || d.Fields != nil {
 			add("data: the world generates its problems; train, test and fields are for datasets")
+		}
+		if d.Order == OrderFile {
+			add("data.order file is for a dataset's file; the world generates its problems in a seeded order")
 		}
 		if len(d.Levels) == 0 {
 			d.Levels = []int{6}

@@ -28,6 +28,9 @@ type source struct {
 	epoch  int                     // the epoch order holds
 	order  []task.Example
 	chunk  int // the world chunk cached in order
+	// inFileOrder draws a dataset's pool as it is, every epoch, instead
+	// of shuffling each epoch (DataConfig.Order "file").
+	inFileOrder bool
 }
 
 // worldChunk is how many world problems are generated at a time.
@@ -65,6 +68,9 @@ func (s *source) at(i int) (task.Example, error) {
 		return task.Example{}, fmt.Errorf("train: no training example left")
 	}
 	e := i / len(s.pool)
+	if s.inFileOrder {
+		return s.pool[i%len(s.pool)], nil
+	}
 	if s.order == nil || s.epoch != e {
 		s.order = append(s.order[:0], s.pool...)
 		task.Shuffle(s.order, s.seed+uint64(e)*1_000_003)
@@ -232,7 +238,7 @@ func loadData(c *RLConfig, r *renderer) (*source, heldOut, DataSummary, error) {
 		return nil, held, sum, fmt.Errorf("train: %s: no usable held-out example", d.Test)
 	}
 	sum.Train, sum.HeldOut, sum.Test = len(pool), len(held.Val), len(held.Test)
-	return &source{pool: pool, seed: c.Seed}, held, sum, nil
+	return &source{pool: pool, seed: c.Seed, inFileOrder: d.Order == OrderFile}, held, sum, nil
 }
 
 // dmeExamples turns a D_ME file into SFT examples: one per kept answer,

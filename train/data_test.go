@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -171,8 +172,8 @@ func TestGSM8KWithAChatModel(t *testing.T) {
 		t.Fatalf("rendered prompt %q, %v", text, err)
 	}
 	expert, _ := r.Text(task.Example{Prompt: "What is 2+2?"}, method.Variant{System: "You are Expert 2, please provide an answer to the above question."})
-	if !strings.Contains(expert, "You are Expert 2") || strings.Contains(expert, "Solve the problem") {
-		t.Fatalf("an expert prompt replaces the system prompt: %q", expert)
+	if !strings.HasPrefix(expert, "<|im_start|>system\nSolve the problem; end with #### and the answer.\n\nYou are Expert 2") {
+		t.Fatalf("an expert prompt is not the system prompt, then the expert's persona: %q", expert)
 	}
 	// A resumed run continues from it.
 	cfg.Steps = 3
@@ -227,5 +228,70 @@ func TestDatasetFieldsAndErrors(t *testing.T) {
 	os.WriteFile(path, []byte(lines[0]+"\n"+`{"q": "What?", "work": "no gold"}`+"\n"), 0o644)
 	if _, _, _, err := loadData(&cfg, r); err == nil || !strings.Contains(err.Error(), "mine.jsonl:2") || !strings.Contains(err.Error(), `"gold"`) {
 		t.Fatalf("missing field: %v", err)
+	}
+}
+
+// TestDataOrderFile: with data.order file, every epoch draws the training
+// file as written; the held-out examples must then come from data.test,
+// and the world, which has no file, refuses the order.
+func TestDataOrderFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, n int) string {
+		var lines []string
+		for i := range n {
+			lines = append(lines, fmt.Sprintf(`{"question": "What is %d+1?", "answer": "#### %d"}`, i, i+1))
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	l, err := checkpoint.Open(tinyWorldModel(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := newRenderer(l, ChatConfig{Template: "auto"}, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultRL()
+	cfg.Data = DataConfig{Name: "gsm8k", Train: write("train.jsonl", 5), Test: write("test.jsonl", 3), Order: OrderFile}
+	cfg.EvalProblems = 2
+	if err := cfg.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	src, _, _, err := loadData(&cfg, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drawn, err := src.next(12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range drawn {
+		if want := fmt.Sprintf("What is %d+1?", i%5); e.Prompt != want {
+			t.Fatalf("draw %d is %q, want %q: the file's order, epoch after epoch", i, e.Prompt, want)
+		}
+	}
+
+	shuffled := cfg
+	shuffled.Data.Order = ""
+	if err := shuffled.Resolve(); err != nil || shuffled.Data.Order != OrderShuffle {
+		t.Fatalf("default order %q (%v), want %s", shuffled.Data.Order, err, OrderShuffle)
+	}
+	for _, c := range []struct {
+		data DataConfig
+		want string
+	}{
+		{DataConfig{Name: "gsm8k", Train: cfg.Data.Train, Order: OrderFile}, "data.order file needs data.test"},
+		{DataConfig{Name: "world", Order: OrderFile}, "data.order file is for a dataset"},
+		{DataConfig{Name: "gsm8k", Train: cfg.Data.Train, Order: "sorted"}, `data.order "sorted" is not shuffle or file`},
+	} {
+		bad := DefaultRL()
+		bad.Data = c.data
+		if err := bad.Resolve(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("data %+v: error %v, want one containing %q", c.data, err, c.want)
+		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"rlvr/checkpoint"
+	"rlvr/consult"
 	"rlvr/eval"
 	"rlvr/internal/tokens"
 	"rlvr/method"
@@ -185,5 +187,80 @@ func TestThreeMethodsCompose(t *testing.T) {
 	}
 	if validated == 0 || lossMEL == 0 {
 		t.Fatalf("no meta-experience trained in %d steps: %v", len(ms), ms)
+	}
+}
+
+// TestMetaExperienceWithoutConsultGrant: in a run with consultation and
+// meta-experience together (world-meml-eapo-mel.yaml, with a chat model),
+// the rollouts' prompts grant the consult action, while MEL's reflection
+// request and replay, single-turn passes in which no consult action is
+// ever answered, go without it, under the run's system prompt.
+func TestMetaExperienceWithoutConsultGrant(t *testing.T) {
+	cfg, err := LoadRLConfig("../configs/world-meml-eapo-mel.yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const maxLen = 8192
+	cfg.Model, cfg.Chat = byteChatModel(t, maxLen), ChatConfig{Template: "on", System: "Answer after ####."}
+	cfg.Consultation.System = consult.ChatTrainingPrompt
+	if err := cfg.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := checkpoint.Open(cfg.Model, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := newRenderer(l, cfg.Chat, maxLen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.grant = consultGrant(cfg.Consultation) // as a run with consultation sets it
+	pool, stop, err := consult.Open(cfg.Consultation.Experts, cfg.Model, cfg.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	m, err := NewMethod(&cfg, Setup{MaxLen: maxLen, Chat: true, Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var me *method.MetaExperience
+	for _, x := range m.(*method.RL).Extras {
+		if x, ok := x.(*method.MetaExperience); ok {
+			me = x
+		}
+	}
+	q := task.Example{ID: "q", Prompt: "What is 12+7?", Answer: "19"}
+	prompt, err := r.Prompt(q, expertVariants(&cfg)[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := func(ids []int32) string { return l.Tokenizer.Decode(tokens.Ints(ids)) }
+	if !strings.Contains(raw(prompt), r.grant) {
+		t.Fatalf("the rollout prompt does not grant the consult action: %q", raw(prompt))
+	}
+	g := method.Scored{Example: q, Group: rollout.Group{Prompt: prompt}}
+	for _, text := range []string{"12+7=19\n#### 19", "12+7=18\n#### 18"} {
+		toks := append(r.Encode(text), l.StopTokens...)
+		g.Trajectories = append(g.Trajectories, rollout.Trajectory{Prompt: prompt, Tokens: toks, Policy: make([]bool, len(toks)),
+			Logprobs: make([]float32, len(toks)), Text: r.Decode(toks), PolicyText: text})
+		g.Correct = append(g.Correct, strings.HasSuffix(text, "19"))
+	}
+	reply := "1. Failure Resolution Path\n- Failure Point: 12+7 was added as 18.\n2. Analysis of Success Factors\n- Counted on.\n" +
+		"3. First-Person Reflective Summary\nI rushed.\n4. Subject Heuristics\n- [Sums]: When adding, I must recount.\n"
+	pol := &chatPolicy{r: r, turns: []string{reply, "The sum is 19.\n#### 19"}}
+	env := &method.Env{Policy: pol, Render: r, Metrics: method.Metrics{}, Sampling: sample.Params{MaxTokens: 100, Temperature: 1, StopTokens: l.StopTokens},
+		Reward: func(e task.Example, response string) (float64, bool) { return eval.Reward(e, response) }}
+	if _, err := me.Terms(context.Background(), env, []method.Scored{g}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pol.prompts) != 2 || env.Metrics["mel/validated"] != 1 {
+		t.Fatalf("%d passes, metrics %v", len(pol.prompts), env.Metrics)
+	}
+	for i, pass := range []string{"reflection request", "replay"} {
+		text := raw(pol.prompts[i])
+		if strings.Contains(text, r.grant) || strings.Contains(text, "<consult>") || !strings.Contains(text, "<|im_start|>system\nAnswer after ####.<|im_end|>") {
+			t.Errorf("the %s carries the consult grant, or lacks the run's system prompt:\n%q", pass, text)
+		}
 	}
 }

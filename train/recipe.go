@@ -27,6 +27,9 @@ func NewMethod(c *RLConfig, setup Setup) (method.Method, error) {
 	fam.ClipLow, fam.ClipHigh = c.ClipLow, c.ClipHigh
 	fam.RefKLEstimator, fam.Entropy = c.KLEstimator, c.Entropy
 	fam.PositiveReinforce = c.PolicyLoss == "reinforce_positive"
+	if c.AdvantageNorm != "" {
+		fam.Norm = c.AdvantageNorm
+	}
 	if !c.KLInReward {
 		fam.RefKL = c.KL
 	}

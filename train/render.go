@@ -14,13 +14,20 @@ import (
 
 // renderer turns examples into a model's prompts (method.Renderer): through
 // its chat template with the run's system prompt, or as plain text.
+//
+// A chat's system message is the run's system prompt (chat.system, or the
+// example's own without one), then a variant's (an expert's persona), then
+// in prompts that open an episode the consult grant: each kept whole, so
+// that an expert prompt never drops the answer format the run asks for
+// (eval.SystemPrompt says why in this order).
 type renderer struct {
 	l      *checkpoint.Loaded
 	chat   bool
 	system string
 	maxLen int // the model's context
-	// grant is added to a chat's system prompt in training prompts, not in
-	// evaluation ones (EAPO's consult action).
+	// grant is added to a chat's system prompt in training prompts that
+	// open an episode (EAPO's consult action), not in evaluation ones nor
+	// in single-turn ones (method.Variant.SingleTurn).
 	grant string
 }
 
@@ -58,22 +65,17 @@ func (r *renderer) text(e task.Example, v method.Variant, grant string) (string,
 	if !r.chat {
 		return e.Prompt + v.Suffix, nil
 	}
-	system := r.system
-	if v.System != "" {
-		system = v.System
-	}
-	if grant != "" {
-		if system != "" {
-			system += "\n\n"
-		}
-		system += grant
-	}
-	return eval.ChatPrompt(r.l.Chat, e, system)
+	return eval.ChatPrompt(r.l.Chat, e, r.system, v.System, grant)
 }
 
-// Prompt implements method.Renderer: the training prompt.
+// Prompt implements method.Renderer: the training prompt, which grants the
+// consult action unless v is single-turn.
 func (r *renderer) Prompt(e task.Example, v method.Variant) ([]int32, error) {
-	s, err := r.text(e, v, r.grant)
+	grant := r.grant
+	if v.SingleTurn {
+		grant = ""
+	}
+	s, err := r.text(e, v, grant)
 	if err != nil {
 		return nil, err
 	}

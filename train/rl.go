@@ -47,8 +47,7 @@ type EvalMetrics struct {
 	GreedyHigh float64 `json:"greedy_high"`
 	// Experts is each expert prompt's greedy accuracy when the run asks
 	// under expert prompts (MEML-GRPO's inference per expert); and
-	// ExpertMajority the accuracy of their majority vote, for prompts
-	// without a chat template.
+	// ExpertMajority the accuracy of their majority vote.
 	Experts        map[string]float64 `json:"experts,omitempty"`
 	ExpertMajority *float64           `json:"expert_majority,omitempty"`
 	// On the test split: its size; the expert best on the final
@@ -458,7 +457,7 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 		if err := pass(term, term.Data, true); err != nil {
 			return err
 		}
-		sr, err := l.pol.learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(term.LR), GradClipNorm: cfg.GradClip})
+		sr, err := l.pol.learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(term.LR), GradClipNorm: cfg.GradClip, State: term.Name})
 		if err != nil {
 			return err
 		}
@@ -570,12 +569,26 @@ func bestExpert(variants []method.Variant, acc map[string]eval.Interval) string 
 }
 
 // score is greedy accuracy on examples under the plain prompt and under
-// each expert prompt (with their majority vote, for prompts without a
-// chat template), and with sampled, the eval_samples answers' statistics.
+// each expert prompt, with the experts' majority vote, and with sampled,
+// the eval_samples answers' statistics. Every prompt is rendered as in
+// training: an expert's is a suffix of plain text, or in a chat its
+// persona after the run's system prompt.
 func (l *loop) score(ctx context.Context, examples []task.Example, sampled bool) (EvalMetrics, map[string]eval.Interval, error) {
 	var m EvalMetrics
+	variants := expertVariants(l.cfg)
+	ecfg := eval.Config{MaxTokens: l.cfg.MaxTokens, Experts: make([]eval.Expert, len(variants))}
+	for x, v := range variants {
+		ecfg.Experts[x] = eval.Expert{Name: v.Name, Prompts: make([]string, len(examples))}
+	}
 	prompted := make([]task.Example, len(examples))
 	for i, e := range examples {
+		for x, v := range variants {
+			text, err := l.render.Text(e, v)
+			if err != nil {
+				return m, nil, err
+			}
+			ecfg.Experts[x].Prompts[i] = text
+		}
 		text, err := l.render.Text(e, method.Variant{})
 		if err != nil {
 			return m, nil, err
@@ -583,18 +596,10 @@ func (l *loop) score(ctx context.Context, examples []task.Example, sampled bool)
 		e.Prompt = text
 		prompted[i] = e
 	}
-	gen := eval.NewSampled(l.pol.sampler, l.pol.text)
-	ecfg := eval.Config{MaxTokens: l.cfg.MaxTokens}
-	variants := expertVariants(l.cfg)
-	if !l.render.chat {
-		for _, v := range variants {
-			ecfg.Experts, ecfg.ExpertNames = append(ecfg.Experts, v.Suffix), append(ecfg.ExpertNames, v.Name)
-		}
-	}
 	if n := l.cfg.EvalSamples; sampled && n > 0 {
 		ecfg.K, ecfg.PassK, ecfg.Temperature, ecfg.Seed = n, []int{n}, l.cfg.EvalTemperature, l.cfg.Seed
 	}
-	rep, err := eval.Run(ctx, gen, prompted, ecfg)
+	rep, err := eval.Run(ctx, eval.NewSampled(l.pol.sampler, l.pol.text), prompted, ecfg)
 	if err != nil {
 		return m, nil, err
 	}
@@ -608,32 +613,12 @@ func (l *loop) score(ctx context.Context, examples []task.Example, sampled bool)
 		return m, nil, nil
 	}
 	experts := map[string]eval.Interval{}
+	m.Experts = map[string]float64{}
 	for _, x := range rep.Experts {
 		experts[x.Name] = x.Accuracy
+		m.Experts[x.Name] = x.Accuracy.Mean
 	}
-	if rep.ExpertMajority != nil {
-		m.ExpertMajority = &rep.ExpertMajority.Mean
-	}
-	if l.render.chat {
-		// A chat model's expert prompt is its system prompt: one
-		// evaluation per expert.
-		for _, v := range variants {
-			for i, e := range examples {
-				if prompted[i].Prompt, err = l.render.Text(e, v); err != nil {
-					return m, nil, err
-				}
-			}
-			r, err := eval.Run(ctx, gen, prompted, eval.Config{MaxTokens: l.cfg.MaxTokens})
-			if err != nil {
-				return m, nil, err
-			}
-			experts[v.Name] = r.Greedy
-		}
-	}
-	m.Experts = map[string]float64{}
-	for name, acc := range experts {
-		m.Experts[name] = acc.Mean
-	}
+	m.ExpertMajority = &rep.ExpertMajority.Mean
 	return m, experts, nil
 }
 

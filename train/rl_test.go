@@ -330,7 +330,8 @@ func TestResumeRestoresMethodStateAndSchedule(t *testing.T) {
 type recordingLearner struct {
 	calls    []string
 	lrs      []float32
-	gradNorm float64 // what each optimizer step reports
+	states   []string // each optimizer step's backend.OptimParams.State
+	gradNorm float64  // what each optimizer step reports
 }
 
 func (r *recordingLearner) ForwardBackward(_ context.Context, batch []backend.Datum, loss backend.Loss) (backend.Result, error) {
@@ -347,6 +348,7 @@ func (r *recordingLearner) Logprobs(context.Context, []backend.Datum) ([][]float
 func (r *recordingLearner) OptimStep(_ context.Context, p backend.OptimParams) (backend.StepResult, error) {
 	r.calls = append(r.calls, "step")
 	r.lrs = append(r.lrs, p.LearningRate)
+	r.states = append(r.states, p.State)
 	return backend.StepResult{GradNorm: r.gradNorm}, nil
 }
 func (r *recordingLearner) Save(context.Context, string) error { return nil }

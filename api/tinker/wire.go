@@ -1,10 +1,13 @@
 // Package tinker is the Tinker training API on the wire: the JSON bodies of
 // the calls a remote backend makes to a Tinker-compatible service, as
 // SkyRL tx (skyrl/tinker/api.py) and the Tinker SDK's JSON form
-// (tinker/types) define them. backend/remote is the client that speaks it
-// and serve/tinkerserver a server over the local engine; both are held to
-// the wire fixtures in testdata. Paths are under /api/v1; the API key
-// travels in X-API-Key.
+// (tinker/types) define them, and the official SDK's protobuf form of
+// forward_backward and of its results (proto.go, over the generated
+// package tinkerpb), converted to and from the same types. backend/remote
+// is the client that speaks the JSON form and serve/tinkerserver a server
+// over the local engine that speaks both; they are held to the wire
+// fixtures in testdata. Paths are under /api/v1; the API key travels in
+// X-API-Key.
 //
 // A training or sampling call returns a Future; its result is fetched with
 // retrieve_future, which answers with the result, a "try_again" (poll
@@ -32,9 +35,14 @@ const (
 	PathSaveWeights     = "/api/v1/save_weights"
 	PathSaveForSampler  = "/api/v1/save_weights_for_sampler"
 	PathLoadWeights     = "/api/v1/load_weights"
+	PathGetInfo         = "/api/v1/get_info"
 	PathSample          = "/api/v1/asample"
 	PathRetrieveFuture  = "/api/v1/retrieve_future"
-	HeaderAPIKey        = "X-API-Key"
+	// The SDK's sampling sessions: create one for some weights, read what
+	// it samples (GET PathSamplers + its id), and name it in asample.
+	PathCreateSamplingSession = "/api/v1/create_sampling_session"
+	PathSamplers              = "/api/v1/samplers/"
+	HeaderAPIKey              = "X-API-Key"
 )
 
 // Tensor dtypes.
@@ -155,8 +163,11 @@ const (
 	CrossEntropy       = "cross_entropy"
 	ImportanceSampling = "importance_sampling"
 	PPO                = "ppo"
-	ClipLowThreshold   = "clip_low_threshold"  // ppo: the ratio's lower bound, 1 − ε_low
-	ClipHighThreshold  = "clip_high_threshold" // ppo: the ratio's upper bound, 1 + ε_high
+	CISPO              = "cispo"
+	DRO                = "dro"
+	ClipLowThreshold   = "clip_low_threshold"  // ppo, cispo: the ratio's lower bound, 1 − ε_low
+	ClipHighThreshold  = "clip_high_threshold" // ppo, cispo: the ratio's upper bound, 1 + ε_high
+	Beta               = "beta"                // dro: the weight of the quadratic penalty
 )
 
 // ForwardBackwardInput is the data and loss of a forward(-backward) call.
@@ -235,13 +246,14 @@ type CreateModelRequest struct {
 	Type       string     `json:"type,omitempty"` // "create_model"
 }
 
-// CreateModelResponse names the model. A server that makes the model
-// in a future (SkyRL) names the future too; the future's result is
-// again a CreateModelResponse, without RequestID.
+// CreateModelResponse names the model. The SDK reads create_model's
+// answer as a future (RequestID) whose result is this response again;
+// SkyRL tx names such a future too; rlvr's client waits for it, so a
+// model the server cannot make fails at once.
 type CreateModelResponse struct {
 	ModelID   string `json:"model_id"`
-	RequestID string `json:"request_id,omitempty"`
 	Type      string `json:"type,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // CreateSessionRequest opens a session.
@@ -358,6 +370,9 @@ type SampleResponse struct {
 type Future struct {
 	RequestID string `json:"request_id"`
 	ModelID   string `json:"model_id,omitempty"`
+	// SampleSequenceIDs are a sample call's: one id per sample, in the
+	// order of the result's sequences (the SDK requires them).
+	SampleSequenceIDs []string `json:"sample_sequence_ids,omitempty"`
 }
 
 // RetrieveFutureRequest asks for a future's result.

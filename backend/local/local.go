@@ -30,20 +30,47 @@ type Learner struct {
 
 	sourceFiles map[string][]byte // Source's tokenizer files; nil until read
 	sourceRead  string            // the Source they were read from
+
+	named map[string]*optim.AdamW // backend.OptimParams.State's states; nil until one steps
 }
 
 // NewLearner wraps m with an AdamW optimizer. Weight decay applies to the
 // matrices, not to norms and biases.
 func NewLearner(m *model.Model, cfg optim.AdamWConfig) (*Learner, error) {
-	segs := make([]optim.Segment, len(m.Tensors))
-	for i, t := range m.Tensors {
-		segs[i] = optim.Segment{Name: t.Name, Offset: t.Offset, Len: t.Len(), Decay: t.Decay}
-	}
-	opt, err := optim.NewAdamW(cfg, m.NumParams(), segs)
+	opt, err := newAdamW(m, cfg)
 	if err != nil {
 		return nil, err
 	}
 	return &Learner{Model: m, Opt: opt}, nil
+}
+
+func newAdamW(m *model.Model, cfg optim.AdamWConfig) (*optim.AdamW, error) {
+	segs := make([]optim.Segment, len(m.Tensors))
+	for i, t := range m.Tensors {
+		segs[i] = optim.Segment{Name: t.Name, Offset: t.Offset, Len: t.Len(), Decay: t.Decay}
+	}
+	return optim.NewAdamW(cfg, m.NumParams(), segs)
+}
+
+// optimizer is the AdamW state a step names (backend.OptimParams.State):
+// Opt for "", a state of its own otherwise, made fresh with Opt's
+// settings the first time.
+func (l *Learner) optimizer(name string) (*optim.AdamW, error) {
+	if name == "" {
+		return l.Opt, nil
+	}
+	if a, ok := l.named[name]; ok {
+		return a, nil
+	}
+	a, err := newAdamW(l.Model, l.Opt.Config())
+	if err != nil {
+		return nil, fmt.Errorf("local: optimizer state %q: %w", name, err)
+	}
+	if l.named == nil {
+		l.named = map[string]*optim.AdamW{}
+	}
+	l.named[name] = a
+	return a, nil
 }
 
 // pack turns datums into the engine's packed batch and targets, and the
@@ -151,17 +178,21 @@ func split(v []float32, offsets []int) [][]float32 {
 }
 
 // OptimStep implements backend.Learner: it clips the global gradient norm,
-// applies AdamW and clears the gradients. A NaN or Inf gradient is reported
+// applies AdamW with the state p.State names and clears the gradients. A NaN or Inf gradient is reported
 // with the tensor and index where it sits; no weight changes.
 func (l *Learner) OptimStep(ctx context.Context, p backend.OptimParams) (backend.StepResult, error) {
 	if err := ctx.Err(); err != nil {
+		return backend.StepResult{}, err
+	}
+	opt, err := l.optimizer(p.State)
+	if err != nil {
 		return backend.StepResult{}, err
 	}
 	g := l.Model.Gradients()
 	norm := optim.GradNorm(g)
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
 		// Step finds and names the first non-finite gradient and refuses.
-		err := l.Opt.Step(l.Model.Params, g, p.LearningRate)
+		err := opt.Step(l.Model.Params, g, p.LearningRate)
 		return backend.StepResult{GradNorm: norm}, fmt.Errorf("local: optimizer step refused: %w", err)
 	}
 	if p.GradClipNorm > 0 && norm > float64(p.GradClipNorm) {
@@ -170,7 +201,7 @@ func (l *Learner) OptimStep(ctx context.Context, p backend.OptimParams) (backend
 			g[i] *= scale
 		}
 	}
-	if err := l.Opt.Step(l.Model.Params, g, p.LearningRate); err != nil {
+	if err := opt.Step(l.Model.Params, g, p.LearningRate); err != nil {
 		return backend.StepResult{GradNorm: norm}, fmt.Errorf("local: %w", err)
 	}
 	return backend.StepResult{GradNorm: norm}, nil

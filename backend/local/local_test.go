@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -160,6 +161,61 @@ func TestSaveLoadContinuesExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	train(resumed, 3)
+	for i := range m1.Params {
+		if math.Float32bits(m1.Params[i]) != math.Float32bits(resumed.Model.Params[i]) {
+			t.Fatalf("parameter %d: %v straight, %v resumed", i, m1.Params[i], resumed.Model.Params[i])
+		}
+	}
+}
+
+// TestNamedOptimizerState: a step that names a state of its own neither
+// reads nor moves the shared AdamW moments and step count, and a run that
+// alternates the two continues exactly across a save and load.
+func TestNamedOptimizerState(t *testing.T) {
+	seqs := sft([][]int32{{1, 2, 3, 4, 5}, {5, 4, 3, 2, 1}})
+	train := func(l *Learner, steps int) {
+		for i := range steps {
+			if _, err := l.ForwardBackward(ctx, seqs, backend.Loss{NLL: 1}); err != nil {
+				t.Fatal(err)
+			}
+			p := backend.OptimParams{LearningRate: 1e-2}
+			if i%2 == 1 {
+				p.State, p.LearningRate = "sft", 3e-2
+			}
+			if _, err := l.OptimStep(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	m0, _ := model.New(tinyConfig(6), 3)
+	l, _ := NewLearner(m0, optim.DefaultAdamW())
+	train(l, 1)
+	m, v, step := l.Opt.State()
+	m, v = slices.Clone(m), slices.Clone(v)
+	train(l, 2) // a shared step then a named one: only the shared one moves Opt
+	m2, v2, step2 := l.Opt.State()
+	if step2 != step+1 || slices.Equal(m, m2) || slices.Equal(v, v2) {
+		t.Fatalf("shared step count %d → %d", step, step2)
+	}
+	if _, _, named := l.named["sft"].State(); named != 1 {
+		t.Fatalf("the named state took %d steps, want 1", named)
+	}
+
+	m1, _ := model.New(tinyConfig(6), 3)
+	straight, _ := NewLearner(m1, optim.DefaultAdamW())
+	train(straight, 6)
+	mb, _ := model.New(tinyConfig(6), 3)
+	first, _ := NewLearner(mb, optim.DefaultAdamW())
+	train(first, 4)
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	if err := first.Save(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	resumed, err := Load(dir, optim.DefaultAdamW())
+	if err != nil {
+		t.Fatal(err)
+	}
+	train(resumed, 2)
 	for i := range m1.Params {
 		if math.Float32bits(m1.Params[i]) != math.Float32bits(resumed.Model.Params[i]) {
 			t.Fatalf("parameter %d: %v straight, %v resumed", i, m1.Params[i], resumed.Model.Params[i])

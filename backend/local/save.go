@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"rlvr/backend"
 	"rlvr/checkpoint"
@@ -46,8 +49,20 @@ func (l *Learner) Save(ctx context.Context, dir string) error {
 	m, v, step := l.Opt.State()
 	ts := []safetensors.Tensor{{Name: "adamw.m", Shape: []int{len(m)}, Data: m}, {Name: "adamw.v", Shape: []int{len(v)}, Data: v}}
 	meta := map[string]string{"format": "rlvr-adamw", "step": strconv.FormatInt(step, 10)}
+	// Each named state (backend.OptimParams.State) beside the shared one:
+	// its step under "state.<name>", its moments as adamw.<name>.m and .v.
+	for _, name := range slices.Sorted(maps.Keys(l.named)) {
+		m, v, step := l.named[name].State()
+		ts = append(ts, safetensors.Tensor{Name: "adamw." + name + ".m", Shape: []int{len(m)}, Data: m},
+			safetensors.Tensor{Name: "adamw." + name + ".v", Shape: []int{len(v)}, Data: v})
+		meta[namedStatePrefix+name] = strconv.FormatInt(step, 10)
+	}
 	return safetensors.Write(filepath.Join(dir, OptimizerFile), ts, meta, safetensors.F32)
 }
+
+// namedStatePrefix marks a named optimizer state's step in the optimizer
+// file's metadata.
+const namedStatePrefix = "state."
 
 // writeSourceFiles writes Source's tokenizer files into dir, reading them
 // the first time.
@@ -139,6 +154,25 @@ func (l *Learner) LoadOptimizer(dir string) error {
 	}
 	if err := l.Opt.SetState(mom, vel, step); err != nil {
 		return fmt.Errorf("local: %s: %w", path, err)
+	}
+	l.named = nil // the file's named states replace any this learner had
+	for key, value := range f.Metadata() {
+		name, ok := strings.CutPrefix(key, namedStatePrefix)
+		if !ok {
+			continue
+		}
+		mom, _, err1 := f.Float32("adamw." + name + ".m")
+		vel, _, err2 := f.Float32("adamw." + name + ".v")
+		step, err3 := strconv.ParseInt(value, 10, 64)
+		opt, err4 := l.optimizer(name)
+		for _, e := range []error{err1, err2, err3, err4} {
+			if e != nil {
+				return fmt.Errorf("local: %s: optimizer state %q: %w", path, name, e)
+			}
+		}
+		if err := opt.SetState(mom, vel, step); err != nil {
+			return fmt.Errorf("local: %s: optimizer state %q: %w", path, name, err)
+		}
 	}
 	return nil
 }

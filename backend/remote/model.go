@@ -182,6 +182,9 @@ func (m *Model) OptimStep(ctx context.Context, p backend.OptimParams) (backend.S
 	if m.broken != nil {
 		return backend.StepResult{}, fmt.Errorf("remote: optimizer step refused: the server holds partial gradients after a failed forward_backward (%v); resume from the last checkpoint", m.broken)
 	}
+	if p.State != "" {
+		return backend.StepResult{}, fmt.Errorf("remote: optimizer state %q: a Tinker-compatible service keeps one optimizer state per model", p.State)
+	}
 	a := m.cfg.Adam
 	var out tinker.OptimStepResponse
 	err := m.call(ctx, "optim_step", tinker.PathOptimStep, func(seq *int64) any {

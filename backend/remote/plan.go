@@ -173,8 +173,16 @@ func (m *Model) passes(ctx context.Context, batch []backend.Datum, loss *backend
 				"weights": tinker.Floats(weights), "advantages": tinker.Floats(adv), "logprobs": tinker.Floats(d.SamplerLogprobs)})
 		}
 		fn, cfg := tinker.ImportanceSampling, map[string]float64(nil)
-		if loss.PolicyGradient == backend.ClippedPG {
-			fn, cfg = tinker.PPO, map[string]float64{tinker.ClipLowThreshold: 1 - float64(loss.ClipLow), tinker.ClipHighThreshold: 1 + float64(loss.ClipHigh)}
+		clip := map[string]float64{tinker.ClipLowThreshold: 1 - float64(loss.ClipLow), tinker.ClipHighThreshold: 1 + float64(loss.ClipHigh)}
+		switch loss.PolicyGradient {
+		case backend.ClippedPG:
+			fn, cfg = tinker.PPO, clip
+		case backend.CISPO:
+			fn, cfg = tinker.CISPO, clip
+		case backend.DRO:
+			// Tinker's dro weighs its penalty by no weight, so the
+			// weights folded into the advantages here would not reach it.
+			return nil, fmt.Errorf("remote: the DRO term is not sent to a remote learner")
 		}
 		var err error
 		if lp, err = m.forwardBackward(ctx, tinker.PathForwardBackward, fn, cfg, data, batch); err != nil {

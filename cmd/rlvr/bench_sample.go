@@ -16,7 +16,7 @@ import (
 func benchSampleCmd() *cobra.Command {
 	var (
 		stories, runC string
-		models        []string
+		models, paths []string
 		streams       []int
 		maxTokens     int
 		reps          int
@@ -39,13 +39,16 @@ learner's on the same sequences. Models: llama2.c's stories260K (real
 weights), and with random weights the built-in world's d128 model, the engine
 benchmark's 4-layer d256 Llama and a 2-layer slice of Qwen2.5-0.5B at full
 width (d 896, 14 heads, 2 KV heads, SwiGLU 4864, vocabulary 151,936).
+--model measures a real model (a Hugging Face directory or a .gguf, computed
+in float32) from its BOS token, every stream to --max-tokens.
 
 --run-c times llama2.c's run.c (built from its repository: gcc -O3 -o run
 run.c -lm) on stories260K in the same run, and reports rlvr's ratio to it.
 bench/torch_decode_bench.py is the PyTorch reference on the same shapes.`,
 		Example: `  rlvr bench sample
   rlvr bench sample --models llama-4L-d256 --streams 64 --max-tokens 256
-  rlvr bench sample --models stories260K --run-c ../llama2.c/run`,
+  rlvr bench sample --models stories260K --run-c ../llama2.c/run
+  rlvr bench sample --model ~/.cache/rlvr/models/SmolLM2-135M-Instruct.Q4_1.gguf --streams 1,8,64`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
@@ -54,6 +57,12 @@ bench/torch_decode_bench.py is the PyTorch reference on the same shapes.`,
 			c.floatIn("peak", peak, 0, math.Inf(1), false)
 			for _, n := range streams {
 				c.intIn("streams", n, 1, 1<<12)
+			}
+			for _, p := range paths {
+				c.model("model", p)
+			}
+			if len(paths) > 0 && !cmd.Flags().Changed("models") {
+				models = nil // only the models named by path
 			}
 			for _, m := range models {
 				if !slices.Contains(names, m) {
@@ -97,6 +106,20 @@ bench/torch_decode_bench.py is the PyTorch reference on the same shapes.`,
 					return err
 				}
 			}
+			for _, p := range paths {
+				rep.StartModel()
+				l, err := openModel(p, "")
+				if err != nil {
+					return err
+				}
+				// A one-token prompt, as llama.cpp's llama-batched-bench -npp 1
+				// gives: the BOS token, or token 0 for a model without one.
+				bos, _ := l.Tokenizer.BOS()
+				n := min(maxTokens, l.Model.Config.MaxSeq-1)
+				if err := bench.Sample(cmd.Context(), l.Name, l.Model, int32(bos), streams, n, reps, rep); err != nil {
+					return err
+				}
+			}
 			if runC != "" {
 				tok := filepath.Join(filepath.Dir(stories), "tok512.bin")
 				v, err := bench.RunC(cmd.Context(), runC, stories, tok, maxTokens+1, reps) // the BOS prompt, then maxTokens
@@ -110,6 +133,7 @@ bench/torch_decode_bench.py is the PyTorch reference on the same shapes.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&stories, "stories", "../shared/data/stories260K/stories260K.bin", "llama2.c stories260K checkpoint (tok512.bin beside it)")
+	f.StringSliceVar(&paths, "model", nil, "a model with its weights (Hugging Face directory or .gguf), measured alone unless --models is given too; no stop token ends its streams")
 	f.StringSliceVar(&models, "models", names, "models to measure: "+strings.Join(names, ", "))
 	f.IntSliceVar(&streams, "streams", []int{1, 8, 64, 128}, "stream counts, each one batch")
 	f.IntVar(&maxTokens, "max-tokens", 128, "tokens generated per stream (stories260K: at most its context)")

@@ -39,7 +39,7 @@ world or a dataset: greedy pass@1 with a 95% interval; with --k, pass@k (unbiase
 estimator), avg@k, maj@k and the per-problem variance at --temperature; with
 --experts N, each expert prompt's greedy accuracy, the error-overlap table
 (errors, errors another expert gets right, errors shared by all) and the
-experts' majority vote.
+experts' majority vote (MEML-GRPO's Table 6), for plain text and chats alike.
 
 A model with a chat template is prompted through it (--chat auto), with the
 --system prompt when given; --chat off sends plain text, and --chat on
@@ -57,10 +57,13 @@ self-collaboration.
 
 MEML-GRPO trains one model behind several expert prompts and uses it under
 the best one. --expert I evaluates a model under expert I's prompt: the
-world's suffix "@EI\n" after plain text, and in a chat the system prompt
-"` + strings.ReplaceAll(train.PaperExpertSystem, "{i}", "I") + `"`,
+world's suffix "@EI\n" after plain text, and in a chat the persona
+"` + strings.ReplaceAll(train.PaperExpertSystem, "{i}", "I") + `"
+after the --system prompt, in one system message, as training writes them.`,
 		Example: `  rlvr eval --levels 0,3,5 --k 8 --experts 4
   rlvr eval --expert 2 --model runs/meml/ckpt-000100
+  rlvr eval --data gsm8k=../shared/data/gsm8k/test.jsonl --model runs/qwen-meml/ckpt-000100 --experts 4 \
+      --system 'Solve the problem; end with #### and the answer.'
   rlvr eval --prompt-suffix '@E2\n' --levels 6
   rlvr eval --levels 5,6 --consult configs/world-eapo.yaml --consult-open
   rlvr eval --data gsm8k=../shared/data/gsm8k/test.jsonl --model runs/qwen-meml/ckpt-000100 --expert 3
@@ -150,13 +153,14 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 				gen = &eval.Remote{Client: client.New(client.Config{BaseURL: endpoint, Model: endpointModel, APIKey: apiKey}),
 					Chat: chat, System: system}
 				examples = withSuffix(examples, suffix)
+				cfg.Experts = suffixExperts(experts)
 			} else {
 				l, err := openModel(modelPath, tokPath)
 				if err != nil {
 					return err
 				}
 				raw := examples
-				if examples, err = localPrompts(cmd.ErrOrStderr(), l, examples, chatMode, expertIdx, system, suffix, experts); err != nil {
+				if examples, cfg.Experts, err = localPrompts(cmd.ErrOrStderr(), l, examples, chatMode, expertIdx, system, suffix, experts); err != nil {
 					return err
 				}
 				gen = eval.NewLocal(l)
@@ -169,9 +173,6 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 					defer cg.summary(cmd.ErrOrStderr())
 					gen = cg
 				}
-			}
-			for i := range experts {
-				cfg.Experts = append(cfg.Experts, world.ExpertPrompt(i))
 			}
 			var rep *eval.Report
 			var err error
@@ -209,8 +210,8 @@ world's suffix "@EI\n" after plain text, and in a chat the system prompt
 	f.IntVar(&cfg.MaxTokens, "max-tokens", 256, "tokens per completion")
 	f.IntVar(&cfg.Batch, "batch", 64, "sequences generated at once (prompts × samples), which bounds the KV cache's memory")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed for sampling and problem selection")
-	f.IntVar(&experts, "experts", 0, fmt.Sprintf("evaluate the world's expert prompts @E0..@E<n-1> (at most %d; plain-text prompts only)", len(world.Styles)))
-	f.IntVar(&expertIdx, "expert", 0, `evaluate under expert I's prompt: the suffix "@EI\n" on plain text, the paper's system prompt in a chat`)
+	f.IntVar(&experts, "experts", 0, fmt.Sprintf("evaluate expert prompts E0..E<n-1> and their majority vote: the suffix \"@Ei\\n\" on plain text, the paper's persona after --system in a chat (at most %d)", len(world.Styles)))
+	f.IntVar(&expertIdx, "expert", 0, `evaluate under expert I's prompt: the suffix "@EI\n" on plain text, the paper's persona after --system in a chat`)
 	f.StringVar(&chatMode, "chat", "auto", "auto (the model's chat template when it has one), on (required) or off (plain-text prompts); an --endpoint is sent chats only with on")
 	f.StringVar(&system, "system", "", "system prompt of every chat (replacing a dataset's own)")
 	f.StringVar(&suffix, "prompt-suffix", "", `text appended to every plain-text prompt (e.g. a world expert's "@E2\n")`)
@@ -231,7 +232,7 @@ func checkPrompting(c *flagCheck, cmd *cobra.Command, chatMode string, endpoint 
 	default:
 		c.add("chat", "%q: want auto, on or off", chatMode)
 	}
-	expert = checkExpert(c, cmd, expert, "system", "prompt-suffix", "experts")
+	expert = checkExpert(c, cmd, expert, "prompt-suffix", "experts")
 	switch {
 	case chatMode == "off" && f.Changed("system"):
 		c.add("system", "is the system prompt of a chat, and --chat off sends plain text")
@@ -242,8 +243,8 @@ func checkPrompting(c *flagCheck, cmd *cobra.Command, chatMode string, endpoint 
 		if f.Changed("prompt-suffix") {
 			c.add("prompt-suffix", "is for plain-text prompts, not --chat on: give a chat's expert prompt with --system")
 		}
-		if experts > 0 {
-			c.add("experts", "%d: the world's expert prompts are suffixes of plain-text prompts, not --chat on: give one --expert I at a time", experts)
+		if experts > 0 && endpoint {
+			c.add("experts", "%d: an --endpoint's chats carry one system prompt: give one --expert I at a time", experts)
 		}
 	}
 	return expert
@@ -252,34 +253,65 @@ func checkPrompting(c *flagCheck, cmd *cobra.Command, chatMode string, endpoint 
 // localPrompts prompts examples as the flags say for the local model l,
 // and says how to w: through its chat template with the system prompt, or
 // as plain text followed by the suffix. expert is --expert's I, or
-// negative when it is not given.
-func localPrompts(w io.Writer, l *checkpoint.Loaded, examples []task.Example, chatMode string, expert int, system, suffix string, experts int) ([]task.Example, error) {
+// negative when it is not given; the first experts expert prompts are
+// returned for eval.Config.Experts: in a chat, each the prompts under its
+// persona after the system prompt, as training renders them.
+func localPrompts(w io.Writer, l *checkpoint.Loaded, examples []task.Example, chatMode string, expert int, system, suffix string, experts int) ([]task.Example, []eval.Expert, error) {
 	chat := chatMode == "on" || chatMode == "auto" && l.Chat != nil
 	switch {
 	case chatMode == "on" && l.Chat == nil:
-		return nil, fmt.Errorf("--chat on: model %s has no chat template (tokenizer_config.json chat_template)", l.Name)
+		return nil, nil, fmt.Errorf("--chat on: model %s has no chat template (tokenizer_config.json chat_template)", l.Name)
 	case chat && suffix != "":
-		return nil, fmt.Errorf("--prompt-suffix: model %s is prompted through its chat template; give its expert prompt with --system, or send plain text with --chat off", l.Name)
+		return nil, nil, fmt.Errorf("--prompt-suffix: model %s is prompted through its chat template; give its expert prompt with --expert I, or send plain text with --chat off", l.Name)
 	case !chat && system != "":
-		return nil, fmt.Errorf("--system: model %s has no chat template; give its expert prompt with --prompt-suffix", l.Name)
-	case chat && experts > 0:
-		return nil, fmt.Errorf("--experts: model %s is prompted through its chat template, and the world's expert prompts are suffixes of plain text; give one --expert I at a time, or send plain text with --chat off", l.Name)
+		return nil, nil, fmt.Errorf("--system: model %s has no chat template; give its expert prompt with --prompt-suffix", l.Name)
 	}
-	system, suffix = expertPrompt(expert, chat, system, suffix)
-	describePrompts(w, l.Name, chat, system, suffix)
 	if !chat {
-		return withSuffix(examples, suffix), nil
+		system, suffix = expertPrompt(expert, false, system, suffix)
+		describePrompts(w, l.Name, false, system, suffix)
+		return withSuffix(examples, suffix), suffixExperts(experts), nil
+	}
+	persona := expertPersona(expert)
+	describePrompts(w, l.Name, true, eval.SystemPrompt(system, persona), "")
+	render := func(persona string) ([]string, error) {
+		out := make([]string, len(examples))
+		for i, e := range examples {
+			text, err := eval.ChatPrompt(l.Chat, e, system, persona)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", e.Where(), err)
+			}
+			out[i] = text
+		}
+		return out, nil
+	}
+	texts, err := render(persona)
+	if err != nil {
+		return nil, nil, err
 	}
 	out := make([]task.Example, len(examples))
 	for i, e := range examples {
-		text, err := eval.ChatPrompt(l.Chat, e, system)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", e.Where(), err)
-		}
-		e.Prompt = text
+		e.Prompt = texts[i]
 		out[i] = e
 	}
-	return out, nil
+	var xs []eval.Expert
+	for x := range experts {
+		prompts, err := render(expertPersona(x))
+		if err != nil {
+			return nil, nil, err
+		}
+		xs = append(xs, eval.Expert{Name: fmt.Sprintf("E%d", x), Prompts: prompts})
+	}
+	return out, xs, nil
+}
+
+// suffixExperts are the world's first n expert prompts, suffixes of plain
+// text.
+func suffixExperts(n int) []eval.Expert {
+	var xs []eval.Expert
+	for x := range n {
+		xs = append(xs, eval.Expert{Name: fmt.Sprintf("E%d", x), Suffix: world.ExpertPrompt(x)})
+	}
+	return xs
 }
 
 // checkExpert checks --expert I, when given, against the flags that would
@@ -298,18 +330,27 @@ func checkExpert(c *flagCheck, cmd *cobra.Command, expert int, others ...string)
 	return expert
 }
 
-// expertPrompt returns the system prompt and suffix of expert I (none when
-// expert is negative): the paper's system prompt in a chat, the world's
-// suffix on plain text.
+// expertPrompt returns the system prompt and suffix of expert I (those
+// given when expert is negative): in a chat, the paper's persona after the
+// system prompt; on plain text, the world's suffix.
 func expertPrompt(expert int, chat bool, system, suffix string) (string, string) {
 	switch {
 	case expert < 0:
 		return system, suffix
 	case chat:
-		return strings.ReplaceAll(train.PaperExpertSystem, "{i}", strconv.Itoa(expert)), suffix
+		return eval.SystemPrompt(system, expertPersona(expert)), suffix
 	default:
 		return system, world.ExpertPrompt(expert)
 	}
+}
+
+// expertPersona is MEML-GRPO's persona of expert I in a chat, "" when
+// expert is negative.
+func expertPersona(expert int) string {
+	if expert < 0 {
+		return ""
+	}
+	return strings.ReplaceAll(train.PaperExpertSystem, "{i}", strconv.Itoa(expert))
 }
 
 // withSuffix appends suffix to every example's prompt.

@@ -14,7 +14,7 @@ import (
 
 	"rlvr/checkpoint"
 	"rlvr/eval"
-	"rlvr/format/tokenizer"
+	"rlvr/internal/modeltest"
 	"rlvr/task/world"
 )
 
@@ -86,6 +86,8 @@ func TestEvalPromptsAtEndpoint(t *testing.T) {
 		{"suffix", []string{"--prompt-suffix", `Answer:\n`}, func(q string) string { return q + "Answer:\n" }, `followed by "Answer:\n"`},
 		// The world experts' chat template joins the messages, one per line.
 		{"expert in a chat", []string{"--chat", "on", "--expert", "3"}, func(q string) string { return expertSystem + "\n" + q }, "with chats, system prompt"},
+		{"system, then the expert, in a chat", []string{"--chat", "on", "--system", "Be brief.", "--expert", "3"},
+			func(q string) string { return "Be brief.\n\n" + expertSystem + "\n" + q }, "with chats, system prompt"},
 		{"system in a chat", []string{"--chat", "on", "--system", `Be brief.\nShow work.`}, func(q string) string { return "Be brief.\nShow work.\n" + q }, "with chats"},
 		{"chat without system", []string{"--chat", "on"}, func(q string) string { return q }, "with chats, no system prompt"},
 	} {
@@ -110,36 +112,14 @@ func TestEvalPromptsAtEndpoint(t *testing.T) {
 	}
 }
 
-// chatByteModel writes a small random Llama model over the byte tokenizer
-// with a ChatML chat template and a context of maxSeq tokens.
-func chatByteModel(t *testing.T, dir string, maxSeq int) {
-	t.Helper()
-	tokDir := t.TempDir()
-	if err := tokenizer.WriteByteTokenizer(tokDir); err != nil {
-		t.Fatal(err)
-	}
-	const chatML = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-	if err := os.WriteFile(filepath.Join(tokDir, tokenizer.ChatTemplateFile), []byte(chatML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	shape, err := checkpoint.LookupShape("llama-tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	shape.Dim, shape.Heads, shape.KVHeads, shape.Layers, shape.Hidden, shape.MaxSeq = 16, 2, 1, 1, 32, maxSeq
-	if _, err := checkpoint.InitRandom(checkpoint.InitOptions{Tokenizer: tokDir, Shape: shape, Seed: 1, Out: dir}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestEvalChatModel evaluates a local model with a chat template: its
-// prompts go through the template with the system prompt (or the expert's)
-// unless --chat off, and flags that do not fit how it is prompted are
+// prompts go through the template with the system prompt and the expert's
+// persona unless --chat off, and flags that do not fit how it is prompted are
 // refused naming the flag.
 func TestEvalChatModel(t *testing.T) {
 	dir := cliFixture(t)
 	const maxSeq, maxTokens = 208, 8
-	chatByteModel(t, "chat", maxSeq)
+	modeltest.ByteChat(t, "chat", maxSeq)
 	l, err := checkpoint.Open("chat", "")
 	if err != nil {
 		t.Fatal(err)
@@ -161,13 +141,14 @@ func TestEvalChatModel(t *testing.T) {
 		want           string
 	}{
 		{"expert in the template", "auto", 2, "", "", "<|im_start|>system\n" + expertSystem + "<|im_end|>\n<|im_start|>user\n" + words + "<|im_end|>\n<|im_start|>assistant\n"},
+		{"system, then the expert, in the template", "auto", 2, "Be brief.", "", "<|im_start|>system\nBe brief.\n\n" + expertSystem + "<|im_end|>\n<|im_start|>user\n" + words + "<|im_end|>\n<|im_start|>assistant\n"},
 		{"system in the template", "on", -1, "Be brief.", "", "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n" + words + "<|im_end|>\n<|im_start|>assistant\n"},
 		{"template alone", "auto", -1, "", "", "<|im_start|>user\n" + words + "<|im_end|>\n<|im_start|>assistant\n"},
 		{"expert as plain text", "off", 2, "", "", q + "@E2\n"},
 		{"suffix as plain text", "off", -1, "", "A:", q + "A:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := localPrompts(io.Discard, l, examples, tc.chat, tc.expert, tc.system, tc.suffix, 0)
+			got, _, err := localPrompts(io.Discard, l, examples, tc.chat, tc.expert, tc.system, tc.suffix, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,8 +164,8 @@ func TestEvalChatModel(t *testing.T) {
 	// Through the command: the expert's system prompt makes every prompt
 	// too long for the model's context, while the plain prompt with its
 	// suffix, and a short system prompt, fit.
-	expertChat, _ := localPrompts(io.Discard, l, examples, "auto", 2, "", "", 0)
-	shortChat, _ := localPrompts(io.Discard, l, examples, "auto", -1, "Be brief.", "", 0)
+	expertChat, _, _ := localPrompts(io.Discard, l, examples, "auto", 2, "", "", 0)
+	shortChat, _, _ := localPrompts(io.Discard, l, examples, "auto", -1, "Be brief.", "", 0)
 	for _, e := range examples {
 		if n := len(l.Encode(e.Prompt + "@E2\n")); n+maxTokens > maxSeq {
 			t.Fatalf("a plain prompt of %d tokens leaves no room for %d tokens in %d", n, maxTokens, maxSeq)
@@ -221,7 +202,6 @@ func TestEvalChatModel(t *testing.T) {
 		want string
 	}{
 		{[]string{"--model", "chat", "--prompt-suffix", "A:"}, "--prompt-suffix: model chat is prompted through its chat template"},
-		{[]string{"--model", "chat", "--experts", "2"}, "--experts: model chat is prompted through its chat template"},
 		{[]string{"--model", "model", "--chat", "on"}, "--chat on: model model has no chat template"},
 		{[]string{"--model", "model", "--system", "S"}, "--system: model model has no chat template"},
 	} {
@@ -241,15 +221,14 @@ func TestEvalPromptFlagsRefused(t *testing.T) {
 	}{
 		{[]string{"eval", "--expert", "-1"}, []string{"--expert -1: must not be negative"}},
 		{[]string{"eval", "--chat", "yes"}, []string{`--chat "yes": want auto, on or off`}},
-		{[]string{"eval", "--expert", "1", "--system", "S"}, []string{"--expert and --system are both given"}},
 		{[]string{"eval", "--expert", "1", "--prompt-suffix", "@E1"}, []string{"--expert and --prompt-suffix are both given"}},
 		{[]string{"eval", "--expert", "1", "--experts", "4"}, []string{"--expert and --experts are both given"}},
 		{[]string{"eval", "--chat", "off", "--system", "S"}, []string{"--system is the system prompt of a chat, and --chat off sends plain text"}},
 		{[]string{"eval", "--chat", "on", "--prompt-suffix", "@E1"}, []string{"--prompt-suffix is for plain-text prompts, not --chat on"}},
-		{[]string{"eval", "--chat", "on", "--experts", "2"}, []string{"--experts 2: the world's expert prompts are suffixes of plain-text prompts"}},
+		{[]string{"eval", "--endpoint", "http://127.0.0.1:1/v1", "--chat", "on", "--experts", "2"}, []string{"--experts 2: an --endpoint's chats carry one system prompt"}},
 		{[]string{"eval", "--endpoint", "http://127.0.0.1:1/v1", "--system", "S"}, []string{"--system needs --chat on with --endpoint"}},
 		{[]string{"eval", "--expert", "-2", "--chat", "maybe", "--system", "S", "--problems", "0"},
-			[]string{"--expert -2", `--chat "maybe"`, "--expert and --system", "--problems 0"}},
+			[]string{"--expert -2", `--chat "maybe"`, "--problems 0"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) { refused(t, dir, tc.args, tc.want) })
 	}
@@ -283,5 +262,45 @@ func TestEvalSamplesFile(t *testing.T) {
 	}
 	if a := sum["sampled"] / 18; math.Abs(a-rep.AvgAtK) > 1e-12 {
 		t.Errorf("sampled rewards average %v, report avg@3 %v", a, rep.AvgAtK)
+	}
+}
+
+// TestEvalExpertsChatModel evaluates a chat model under several expert
+// prompts at once, as MEML-GRPO's inference does (Table 6): each expert's
+// greedy accuracy, the error overlap and the majority vote, each expert
+// asked with the --system prompt and then its persona in the system
+// message.
+func TestEvalExpertsChatModel(t *testing.T) {
+	cliFixture(t)
+	modeltest.ByteChat(t, "chat", 512)
+	samples := filepath.Join(t.TempDir(), "samples.jsonl")
+	rep, stderr := evalJSON(t, "--model", "chat", "--levels", "0", "--problems", "3", "--max-tokens", "8",
+		"--experts", "3", "--system", "Answer after ####.", "--samples", samples)
+	if len(rep.Experts) != 3 || rep.Experts[2].Name != "E2" || rep.Overlap == nil || len(rep.Overlap.Rows) != 3 || rep.ExpertMajority == nil {
+		t.Fatalf("experts %+v, overlap %+v, majority %v", rep.Experts, rep.Overlap, rep.ExpertMajority)
+	}
+	if !strings.Contains(stderr, `with chats, system prompt "Answer after ####."`) {
+		t.Errorf("stderr %q", stderr)
+	}
+	b, err := os.ReadFile(samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := world.ChatExamples(1000, 3, []int{0})[0].Chat()[0].Content // eval's draw for --seed 0
+	prompts := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var s eval.Sample
+		if err := json.Unmarshal([]byte(line), &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Prompt != "" && strings.Contains(s.Prompt, words) {
+			prompts[s.Pass] = s.Prompt
+		}
+	}
+	for pass, system := range map[string]string{"greedy": "Answer after ####.",
+		"E1": "Answer after ####.\n\nYou are Expert 1, please provide an answer to the above question."} {
+		if want := "<|im_start|>system\n" + system + "<|im_end|>\n<|im_start|>user\n" + words + "<|im_end|>\n<|im_start|>assistant\n"; prompts[pass] != want {
+			t.Errorf("%s prompt %q, want %q", pass, prompts[pass], want)
+		}
 	}
 }

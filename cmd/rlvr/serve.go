@@ -112,7 +112,7 @@ weights saved by save_weights go under --state.`,
 			if w := cfg.BatchWindow; w < 0 || w > maxBatchWindow {
 				c.add("batch-window", "%v: must be in [0, %v]", w, maxBatchWindow)
 			}
-			expertIndex = checkExpert(&c, cmd, expertIndex, "system", "prompt-suffix")
+			expertIndex = checkExpert(&c, cmd, expertIndex, "prompt-suffix")
 			if err := c.err(); err != nil {
 				return err
 			}
@@ -182,7 +182,7 @@ weights saved by save_weights go under --state.`,
 	f.BoolVar(&worldExperts, "world-experts", false, "serve the built-in world's scripted experts as models E0 (reference) to E3")
 	f.StringVar(&system, "system", "", "system prompt put before every chat that has none (e.g. the expert prompt a model was trained under)")
 	f.StringVar(&suffix, "prompt-suffix", "", `text appended to every completion prompt (e.g. a world expert's "@E2\n")`)
-	f.IntVar(&expertIndex, "expert", 0, "serve under expert I's prompt, the one a model trained by MEML-GRPO is used under: the paper's system prompt for a chat model, @E<I> after a world prompt")
+	f.IntVar(&expertIndex, "expert", 0, "serve under expert I's prompt, the one a model trained by MEML-GRPO is used under: the paper's persona after --system for a chat model, @E<I> after a world prompt")
 	f.BoolVar(&tinkerMode, "tinker", false, "answer the Tinker training API (/api/v1) over --model instead of the OpenAI API")
 	f.StringVar(&stateDir, "state", "", "with --tinker: the directory save_weights writes to (default: a new directory under the system's temporary directory)")
 	f.DurationVar(&pollTimeout, "poll-timeout", 0, "with --tinker: how long retrieve_future waits for a result before answering 408 (0: 30s)")

@@ -92,6 +92,7 @@ func TestModelGradients(t *testing.T) {
 		"clipped-pg":     {PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.28, RefKL: 0.3, RefKLEstimator: backend.K2},
 		"reinforce+k1":   {PolicyGradient: backend.Reinforce, RefKL: 0.2, RefKLEstimator: backend.K1},
 		"importance":     {PolicyGradient: backend.Importance},
+		"dro":            {PolicyGradient: backend.DRO, DROBeta: 0.5},
 	}
 	for name, cfg := range variants {
 		for lname, loss := range losses {
@@ -407,6 +408,50 @@ func TestImportanceIsUnclipped(t *testing.T) {
 	}
 	if math.Abs(met.Loss-want) > 1e-5*math.Max(1, math.Abs(want)) || met.ClipLow != 0 || met.ClipHigh != 0 {
 		t.Fatalf("loss %v (clipped %d low, %d high), want %v unclipped", met.Loss, met.ClipLow, met.ClipHigh, want)
+	}
+}
+
+// TestCISPOGradient checks CISPO, whose gradient is by definition not the
+// loss's (the clipped ratio is held constant): its loss and gradient must
+// be REINFORCE's with each advantage scaled by clip(ρ, 1−ε_low, 1+ε_high),
+// with ratios inside and outside the clip range.
+func TestCISPOGradient(t *testing.T) {
+	cfg := variants["qwen3-qknorm"]
+	r := rand.New(rand.NewPCG(5, 9))
+	m, _ := New(cfg, 4)
+	b := Pack(randomSeqs(r, cfg.Vocab, 3, 6))
+	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
+	lp := make([]float32, len(b.Tokens))
+	if err := m.Logprobs(b, tg.Targets, lp, nil); err != nil {
+		t.Fatal(err)
+	}
+	scaled := tg
+	scaled.Advantages = make([]float32, len(tg.Advantages))
+	for n := range lp {
+		tg.SamplerLogprobs[n] = lp[n] - []float32{0, 1, -1, 0.1}[n%4] // ρ of 1, e, 1/e, e^0.1
+		ratio := math.Exp(float64(lp[n] - tg.SamplerLogprobs[n]))
+		scaled.Advantages[n] = tg.Advantages[n] * float32(math.Max(0.8, math.Min(1.2, ratio)))
+	}
+	m.ZeroGrad()
+	got, err := m.ForwardBackward(b, tg, backend.Loss{PolicyGradient: backend.CISPO, ClipLow: 0.2, ClipHigh: 0.2}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grads := append([]float32(nil), m.Grads...)
+	m.ZeroGrad()
+	want, err := m.ForwardBackward(b, scaled, backend.Loss{PolicyGradient: backend.Reinforce}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(got.Loss-want.Loss) > 1e-5*math.Max(1, math.Abs(want.Loss)) || got.ClipLow == 0 || got.ClipHigh == 0 {
+		t.Fatalf("loss %v (clipped %d low, %d high), want REINFORCE's %v and clipping both ways", got.Loss, got.ClipLow, got.ClipHigh, want.Loss)
+	}
+	worst := 0.0
+	for i, g := range grads {
+		worst = math.Max(worst, math.Abs(float64(g-m.Grads[i])))
+	}
+	if worst > 1e-5 {
+		t.Fatalf("gradients differ from REINFORCE's on clip-scaled advantages by up to %g", worst)
 	}
 }
 

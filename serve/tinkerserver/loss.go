@@ -2,6 +2,8 @@ package tinkerserver
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -25,35 +27,77 @@ const (
 	keyAdvantages = "advantages"
 )
 
-// parseLoss reads loss_fn and loss_fn_config.
-func parseLoss(fn string, cfg map[string]float64) (lossSpec, error) {
+// lossNames are the loss functions served, in the order errors list them.
+var lossNames = []string{tinker.CrossEntropy, tinker.ImportanceSampling, tinker.PPO, tinker.CISPO, tinker.DRO}
+
+// unsupportedLosses are the SDK's other loss functions, with why they are
+// refused.
+var unsupportedLosses = map[string]string{
+	"gspo":             "its sequence-level ratio needs sequence_ratio_mask, which this server does not read",
+	"stable_reinforce": "it needs the stability information a sampler records with record_stability_info, which this server does not record",
+	"custom":           "server-side custom losses are not supported; use forward_backward_custom, which runs the loss on the client",
+}
+
+// parseLoss reads loss_fn and its config: loss_fn_config's numbers, and
+// the text values only the protobuf form's loss_fn_config_v2 carries
+// (none of these losses takes one).
+//
+// ppo and cispo take clip_low_threshold (default 0.8, in (0, 1]) and
+// clip_high_threshold (default 1.2, at least 1) — Tinker documents these
+// defaults for ppo, and cispo takes the same; dro takes beta, required,
+// since Tinker documents no default for it.
+func parseLoss(fn string, cfg map[string]float64, text map[string]string) (lossSpec, error) {
 	spec := lossSpec{fn: fn}
 	allowed := []string{}
+	clip := func() (lo, hi float32, err error) {
+		allowed = []string{tinker.ClipHighThreshold, tinker.ClipLowThreshold}
+		l, h := 0.8, 1.2
+		if v, ok := cfg[tinker.ClipLowThreshold]; ok {
+			l = v
+		}
+		if v, ok := cfg[tinker.ClipHighThreshold]; ok {
+			h = v
+		}
+		if !(l > 0 && l <= 1) {
+			return 0, 0, userErr("loss_fn_config.%s is %v, want in (0, 1]", tinker.ClipLowThreshold, l)
+		}
+		if !(h >= 1 && h <= 1e6) {
+			return 0, 0, userErr("loss_fn_config.%s is %v, want at least 1 (and finite)", tinker.ClipHighThreshold, h)
+		}
+		return float32(1 - l), float32(h - 1), nil
+	}
 	switch fn {
 	case tinker.CrossEntropy:
 		spec.loss = backend.Loss{NLL: 1}
 	case tinker.ImportanceSampling:
 		spec.loss = backend.Loss{PolicyGradient: backend.Importance}
-	case tinker.PPO:
-		allowed = []string{tinker.ClipHighThreshold, tinker.ClipLowThreshold}
-		lo, hi := 0.8, 1.2
-		if v, ok := cfg[tinker.ClipLowThreshold]; ok {
-			lo = v
+	case tinker.PPO, tinker.CISPO:
+		lo, hi, err := clip()
+		if err != nil {
+			return spec, err
 		}
-		if v, ok := cfg[tinker.ClipHighThreshold]; ok {
-			hi = v
+		pg := backend.ClippedPG
+		if fn == tinker.CISPO {
+			pg = backend.CISPO
 		}
-		if !(lo > 0 && lo <= 1) {
-			return spec, userErr("loss_fn_config.%s is %v, want in (0, 1]", tinker.ClipLowThreshold, lo)
+		spec.loss = backend.Loss{PolicyGradient: pg, ClipLow: lo, ClipHigh: hi}
+	case tinker.DRO:
+		allowed = []string{tinker.Beta}
+		beta, ok := cfg[tinker.Beta]
+		switch {
+		case !ok:
+			return spec, userErr("loss_fn_config.%s is missing: loss_fn %s needs it (the penalty's weight, e.g. 0.05)", tinker.Beta, fn)
+		case !(beta >= 0 && beta <= math.MaxFloat32):
+			return spec, userErr("loss_fn_config.%s is %v, want finite and not negative", tinker.Beta, beta)
 		}
-		if !(hi >= 1 && hi <= 1e6) {
-			return spec, userErr("loss_fn_config.%s is %v, want at least 1 (and finite)", tinker.ClipHighThreshold, hi)
-		}
-		spec.loss = backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: float32(1 - lo), ClipHigh: float32(hi - 1)}
+		spec.loss = backend.Loss{PolicyGradient: backend.DRO, DROBeta: float32(beta)}
 	case "":
-		return spec, userErr("loss_fn is missing (want %s, %s or %s)", tinker.CrossEntropy, tinker.ImportanceSampling, tinker.PPO)
+		return spec, userErr("loss_fn is missing (want %s)", strings.Join(lossNames, ", "))
 	default:
-		return spec, userErr("loss_fn %q is not supported here (want %s, %s or %s)", fn, tinker.CrossEntropy, tinker.ImportanceSampling, tinker.PPO)
+		if why, ok := unsupportedLosses[fn]; ok {
+			return spec, userErr("loss_fn %s is not supported here: %s (supported: %s)", fn, why, strings.Join(lossNames, ", "))
+		}
+		return spec, userErr("loss_fn %q is not supported here (want %s)", fn, strings.Join(lossNames, ", "))
 	}
 	var unknown []string
 	for k := range cfg {
@@ -67,6 +111,10 @@ func parseLoss(fn string, cfg map[string]float64) (lossSpec, error) {
 			return spec, userErr("loss_fn_config: loss_fn %s takes no config, got %s", fn, strings.Join(unknown, ", "))
 		}
 		return spec, userErr("loss_fn_config: loss_fn %s does not take %s (it takes %s)", fn, strings.Join(unknown, ", "), strings.Join(allowed, ", "))
+	}
+	if len(text) > 0 {
+		keys := slices.Sorted(maps.Keys(text))
+		return spec, userErr("loss_fn_config_v2: %s is text (%q); loss_fn %s takes numbers only", keys[0], shorten(text[keys[0]], 64), fn)
 	}
 	return spec, nil
 }

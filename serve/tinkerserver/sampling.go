@@ -46,6 +46,12 @@ type sampleRequest struct {
 	PromptLogprobs     *bool             `json:"prompt_logprobs"`
 	TopKPromptLogprobs int               `json:"topk_prompt_logprobs"`
 	SamplingSessionID  string            `json:"sampling_session_id"`
+	// The SDK's options this server does not offer, refused when set.
+	TopKSampleLogprobs   int             `json:"topk_sample_logprobs"`
+	PromptLogprobsLastN  *int            `json:"prompt_logprobs_last_n"`
+	PromptAltTokensK     int             `json:"prompt_alt_tokens_k"`
+	TargetPromptLogprobs json.RawMessage `json:"target_prompt_logprobs"`
+	RecordStabilityInfo  bool            `json:"record_stability_info"`
 }
 
 type samplingParams struct {
@@ -62,6 +68,20 @@ func (s *Server) asample(w http.ResponseWriter, r *http.Request) {
 	if _, err := s.decode(w, r, "asample", &req); err != nil {
 		writeError(w, err)
 		return
+	}
+	if req.SamplingSessionID != "" {
+		// The sampling session names the weights.
+		ss, err := s.samplingSessionByID(req.SamplingSessionID)
+		if err != nil {
+			writeError(w, fmt.Errorf("asample: %w", err))
+			return
+		}
+		if req.ModelPath == "" && req.BaseModel == "" {
+			req.ModelPath = ss.modelPath
+			if ss.modelPath == "" {
+				req.BaseModel = ss.baseModel
+			}
+		}
 	}
 	if err := s.checkSample(&req); err != nil {
 		writeError(w, err)
@@ -95,17 +115,33 @@ func (s *Server) asample(w http.ResponseWriter, r *http.Request) {
 		default:
 		}
 	}
-	writeJSON(w, http.StatusOK, tinker.Future{RequestID: f.id, ModelID: modelID})
+	n := 1
+	if req.NumSamples != nil && *req.NumSamples > 0 {
+		n = *req.NumSamples
+	}
+	ids := make([]string, n)
+	for k := range ids {
+		ids[k] = fmt.Sprintf("seq_%s_%d", f.id, k) // request ids are unique, so these are
+	}
+	writeJSON(w, http.StatusOK, tinker.Future{RequestID: f.id, ModelID: modelID, SampleSequenceIDs: ids})
 }
 
 // checkSample refuses what this server does not do and what is beyond
 // its limits.
 func (s *Server) checkSample(req *sampleRequest) error {
 	switch {
-	case req.SamplingSessionID != "":
-		return errorf(http.StatusBadRequest, "asample: sampling sessions are not supported; name model_path or base_model")
 	case req.TopKPromptLogprobs != 0:
 		return errorf(http.StatusBadRequest, "asample: topk_prompt_logprobs is not supported")
+	case req.TopKSampleLogprobs != 0:
+		return errorf(http.StatusBadRequest, "asample: topk_sample_logprobs is not supported")
+	case req.PromptLogprobsLastN != nil:
+		return errorf(http.StatusBadRequest, "asample: prompt_logprobs_last_n is not supported (ask for every prompt logprob)")
+	case req.PromptAltTokensK != 0:
+		return errorf(http.StatusBadRequest, "asample: prompt_alt_tokens_k is not supported")
+	case len(req.TargetPromptLogprobs) > 0 && string(req.TargetPromptLogprobs) != "null":
+		return errorf(http.StatusBadRequest, "asample: target_prompt_logprobs is not supported")
+	case req.RecordStabilityInfo:
+		return errorf(http.StatusBadRequest, "asample: record_stability_info is not supported (this server records no stability information; the stable_reinforce loss is not offered)")
 	case (req.ModelPath == "") == (req.BaseModel == ""):
 		return errorf(http.StatusBadRequest, "asample: name exactly one of model_path and base_model")
 	case req.NumSamples != nil && *req.NumSamples > s.cfg.MaxSamples:

@@ -1,25 +1,42 @@
-// Package tinkerserver serves the Tinker training API (the JSON bodies of
-// package api/tinker) over rlvr's own CPU engine, so that a Tinker client
-// — rlvr's remote backend among them — can be run over real HTTP against
-// numbers known exactly: every forward, gradient, optimizer step and
-// sample is computed by backend/local's Learner and sample.Sampler, as an
-// in-process run computes it. It is what `rlvr serve --tinker` runs, and
-// follows SkyRL tx's server (skyrl/tinker/api.py) and hosted Tinker on the
-// subset rlvr uses.
+// Package tinkerserver serves the Tinker training API over rlvr's own CPU
+// engine, so that a Tinker client — rlvr's remote backend, or the official
+// Tinker SDK — can be run over real HTTP against numbers known exactly:
+// every forward, gradient, optimizer step and sample is computed by
+// backend/local's Learner and sample.Sampler, as an in-process run
+// computes it. It is what `rlvr serve --tinker` runs, and follows SkyRL
+// tx's server (skyrl/tinker/api.py) and hosted Tinker on the subset rlvr
+// and the SDK use.
 //
 // # Calls
 //
 // GET healthz, GET get_server_capabilities, POST client/config,
-// create_session, session_heartbeat and create_model answer at once.
+// create_session, session_heartbeat, create_model, get_info,
+// create_sampling_session and GET samplers/<id> answer at once.
 // forward, forward_backward, optim_step, save_weights,
 // save_weights_for_sampler, load_weights and asample answer at once with
 // a future, {"request_id", "model_id"}, and run in the background; POST
 // retrieve_future long-polls for the result (up to Config.PollTimeout,
-// then 408 {"detail": "Timeout waiting for result"}: poll again). Each
-// model has one worker that runs its calls in arrival order; a call that
-// repeats a (model_id, seq_id) already recorded answers with the
+// then 408 {"detail": "Timeout waiting for result"}: poll again).
+// create_model's answer is also a future, already settled, for the SDK.
+// Each model has one worker that runs its calls in arrival order; a call
+// that repeats a (model_id, seq_id) already recorded answers with the
 // recorded call's request_id and does not run again (a client's retry),
 // and one that reuses it for another request gets 409.
+//
+// # Two wire forms
+//
+// Bodies are JSON (package api/tinker), as rlvr's client and SkyRL's send
+// them, except the official SDK's forward_backward: protobuf
+// (Content-Type application/x-protobuf, schema in api/tinker/tinkerpb),
+// zstd compressed (Content-Encoding: zstd) since client/config answers
+// proto_compress_fwdbwd, with forward_only marking a forward call.
+// retrieve_future answers forward(_backward) and sample results in
+// protobuf to a client that accepts application/x-protobuf (the SDK reads
+// them no other way), in JSON otherwise; failures are always JSON. The SDK
+// samples through sampling sessions — names for a base model or a sampler
+// copy, made by create_sampling_session or by an unnamed
+// save_weights_for_sampler with sampling_session_seq_id — and reads one
+// sample_sequence_ids entry per sample from asample's future.
 //
 // Sampling runs on one worker for the whole server, which passes the
 // requests queued for the same weights to one sample.Sampler.Sample call;
@@ -37,37 +54,43 @@
 //
 // A problem with the HTTP request itself is an HTTP error with a body
 // {"detail": message}, and no call runs: 400 for a body that is not JSON
-// of the call's shape, a missing identifier, an unsupported feature or a
-// value beyond one of the server's limits (Config.MaxDatums and the
+// (or, for forward_backward, protobuf or zstd) of the call's shape — the
+// detail names the field —, a missing identifier, an unsupported feature
+// or a value beyond one of the server's limits (Config.MaxDatums and the
 // others; the detail names the field and the limit); 401 for a missing or
 // wrong API key; 404 for an unknown session, model, base model, sampler
-// weights or future; 409 for a reused seq_id; 410 for an expired session
-// (or a model of one) and for a future whose result is no longer kept;
-// 413 for a body over Config.MaxBodyBytes; 415 for a body that is not
-// JSON (the SDK's protobuf encoding is not read); 429 when too many calls
-// wait already; 503 once the server is closing.
+// weights, sampling session or future; 409 for a reused seq_id or
+// sampling_session_seq_id; 410 for an expired session (or a model of one)
+// and for a future whose result is no longer kept; 413 for a body over
+// Config.MaxBodyBytes, compressed or not; 415 for a protobuf body to any
+// other call, or a Content-Encoding other than zstd; 429 when too many
+// calls wait already; 503 once the server is closing.
 //
 // Every problem with what a call asks for — the loss function and its
 // config, a datum's inputs (lengths, token ids, values), AdamW's
 // settings, the sampling parameters and prompt, the name or path of
 // saved weights — fails the call: retrieve_future answers 200 with
 // {"error": message, "category": "user"}, the message naming the datum
-// index and the field. A failure of the engine itself (a non-finite loss
-// or gradient) has category "server".
+// index and the field (the SDK raises it as RequestFailedError). A
+// failure of the engine itself (a non-finite loss or gradient) has
+// category "server".
 //
 // # Losses
 //
 // loss_fn is cross_entropy (−w·logp), importance_sampling (−w·ρ·A, with
-// ρ = exp(logp − sampler logp)) or ppo (−w·min(ρA, clip(ρ, low, high)·A),
-// loss_fn_config clip_low_threshold 0.8 and clip_high_threshold 1.2 by
-// default, 0 < low ≤ 1 ≤ high). loss_fn_inputs are target_tokens, and
-// for the two policy losses logprobs and advantages; weights, 1 when
-// absent, multiply every term (SkyRL's loss mask). The loss is REDUCED
-// BY SUM over every token of every datum, as hosted Tinker does, with no
-// normalisation by length or by the number of datums (SkyRL tx instead
-// divides each datum's loss by its weight sum and averages over datums).
-// A call's result holds, per datum, the learner's logprobs of the targets
-// and the per-token loss (elementwise_loss), and metrics {"loss:sum"}.
+// ρ = exp(logp − sampler logp)), ppo (−w·min(ρA, clip(ρ, low, high)·A)),
+// cispo (−w·sg(clip(ρ, low, high))·A·logp) or dro (−w·(A·logp −
+// β/2·(logp − sampler logp)²)); ppo and cispo take loss_fn_config
+// clip_low_threshold 0.8 and clip_high_threshold 1.2 by default, 0 < low
+// ≤ 1 ≤ high, and dro requires beta ≥ 0. loss_fn_inputs are
+// target_tokens, and for the policy losses logprobs and advantages;
+// weights, 1 when absent, multiply every term (SkyRL's loss mask). The
+// loss is REDUCED BY SUM over every token of every datum, as hosted Tinker
+// does, with no normalisation by length or by the number of datums (SkyRL
+// tx instead divides each datum's loss by its weight sum and averages over
+// datums). A call's result holds, per datum, the learner's logprobs of the
+// targets and the per-token loss (elementwise_loss), and metrics
+// {"loss:sum"}.
 //
 // # Weights
 //
@@ -84,16 +107,18 @@
 // # Sessions
 //
 // A session that has had no heartbeat (session_heartbeat, or its
-// creation) for Config.SessionTTL expires with its models: their weights
-// are freed, their queued calls fail, and later calls naming the session
-// or its models get 410 "session … expired".
+// creation) for Config.SessionTTL expires with its models and sampling
+// sessions: their weights are freed, their queued calls fail, and later
+// calls naming the session or its models get 410 "session … expired".
 //
 // # Not supported
 //
-// LoRA adapters, the SDK's protobuf bodies and results, sampling
-// sessions, topk_prompt_logprobs, image chunks, the loss functions
-// cispo, dro, gspo, dppo and ppo_critic, unload_model, get_info,
-// weights_info, and the training-run and checkpoint listings.
+// LoRA adapters, the losses gspo, stable_reinforce and server-side custom
+// losses (and dppo, ppo_critic), inflight sampler saves, sparse tensors,
+// image and audio chunks, top-k logprobs, prompt_logprobs_last_n,
+// target_prompt_logprobs, prompt_alt_tokens_k, record_stability_info,
+// telemetry, unload_model, weights_info, and the training-run and
+// checkpoint listings. Each is refused by name.
 package tinkerserver
 
 import (
@@ -114,6 +139,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"rlvr/api/tinker"
 	"rlvr/checkpoint"
@@ -238,8 +265,10 @@ type Server struct {
 	sessions map[string]*session
 	models   map[string]*trainModel
 	futures  map[string]*future
-	lastID   int64 // the last request_id issued
-	sampling samplingQueue
+	// samplingSessions are every session's sampling sessions, by id.
+	samplingSessions map[string]*samplingSession
+	lastID           int64 // the last request_id issued
+	sampling         samplingQueue
 
 	// hook, when set, runs on a worker before each call (tests block
 	// workers with it).
@@ -285,6 +314,8 @@ func New(cfg Config) (*Server, error) {
 		sessions: map[string]*session{},
 		models:   map[string]*trainModel{},
 		futures:  map[string]*future{},
+
+		samplingSessions: map[string]*samplingSession{},
 	}
 	if cfg.APIKey != "" {
 		k := secret.NewKey(cfg.APIKey)
@@ -381,8 +412,12 @@ func (s *Server) routes() http.Handler {
 		tinker.PathSaveWeights:     {http.MethodPost, true, s.saveWeights},
 		tinker.PathSaveForSampler:  {http.MethodPost, true, s.saveForSampler},
 		tinker.PathLoadWeights:     {http.MethodPost, true, s.loadWeights},
+		tinker.PathGetInfo:         {http.MethodPost, true, s.getInfo},
 		tinker.PathSample:          {http.MethodPost, true, s.asample},
 		tinker.PathRetrieveFuture:  {http.MethodPost, true, s.retrieveFuture},
+
+		tinker.PathCreateSamplingSession: {http.MethodPost, true, s.createSamplingSession},
+		tinker.PathSamplers:              {http.MethodGet, true, s.getSampler},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -394,7 +429,11 @@ func (s *Server) routes() http.Handler {
 				writeDetail(w, http.StatusInternalServerError, "internal error")
 			}
 		}()
-		rt, ok := routes[r.URL.Path]
+		path := r.URL.Path
+		if strings.HasPrefix(path, tinker.PathSamplers) {
+			path = tinker.PathSamplers // samplers/<id>
+		}
+		rt, ok := routes[path]
 		// An unknown path needs the key too: an unauthenticated client
 		// learns nothing of the paths.
 		if (!ok || rt.auth) && !s.authorized(r) {
@@ -410,7 +449,7 @@ func (s *Server) routes() http.Handler {
 			writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed: "+r.URL.Path+" takes "+rt.method)
 			return
 		}
-		s.log.Debug("tinkerserver: request", "path", r.URL.Path, "remote", r.RemoteAddr)
+		s.log.Debug("tinkerserver: request", "path", r.URL.Path, "remote", r.RemoteAddr, "type", r.Header.Get("Content-Type"), "encoding", r.Header.Get("Content-Encoding"), "accept", r.Header.Get("Accept"))
 		rt.serve(w, r)
 	})
 }
@@ -475,24 +514,86 @@ func writeRaw(w http.ResponseWriter, status int, b []byte) {
 }
 
 // decode reads a request body as JSON into v, with the size limit, and
-// returns the body.
+// returns the body. Only forward_backward reads the SDK's protobuf form
+// (forwardBackward); any other call refuses it by name, and reads any
+// other type as JSON, as curl's default form type carries JSON too.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, call string, v any) ([]byte, error) {
-	// The SDK's protobuf bodies are refused by name; any other type is
-	// read as JSON, as curl's default form type carries JSON too.
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err == nil && (strings.Contains(mt, "protobuf") || mt == "application/octet-stream") {
-			return nil, errorf(http.StatusUnsupportedMediaType, "%s: the body is %s; this server reads JSON only", call, mt)
-		}
+	if protobufBody(r) {
+		mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		return nil, errorf(http.StatusUnsupportedMediaType, "%s: the body is %s; this call reads JSON only (forward_backward also reads %s)", call, mt, tinker.ContentTypeProtobuf)
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	var tooBig *http.MaxBytesError
+	b, err := s.readBody(w, r, call)
+	if err != nil {
+		return nil, err
+	}
+	return b, decodeJSON(b, call, v)
+}
+
+// protobufBody reports whether the request's body is declared protobuf.
+func protobufBody(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (strings.Contains(mt, "protobuf") || mt == "application/octet-stream")
+}
+
+// readBody reads a request body within Config.MaxBodyBytes, decompressing
+// it first when its Content-Encoding is zstd (the SDK compresses
+// forward_backward when client/config asks it to); the limit bounds the
+// decompressed body too, so a small body cannot expand without bound.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, call string) ([]byte, error) {
+	limit := s.cfg.MaxBodyBytes
+	tooBig := func() error {
+		return errorf(http.StatusRequestEntityTooLarge, "%s: the body is larger than the server's limit of %d bytes", call, limit)
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var maxErr *http.MaxBytesError
 	switch {
-	case errors.As(err, &tooBig):
-		return nil, errorf(http.StatusRequestEntityTooLarge, "%s: the body is larger than the server's limit of %d bytes", call, s.cfg.MaxBodyBytes)
+	case errors.As(err, &maxErr):
+		return nil, tooBig()
 	case err != nil:
 		return nil, errorf(http.StatusBadRequest, "%s: reading the body: %v", call, err)
 	}
-	return b, decodeJSON(b, call, v)
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+		return b, nil
+	case tinker.EncodingZstd:
+		out, err := unzstd(b, limit)
+		switch {
+		case errors.Is(err, errTooLarge):
+			return nil, tooBig()
+		case err != nil:
+			return nil, errorf(http.StatusBadRequest, "%s: the body is not valid zstd (Content-Encoding: zstd): %v", call, err)
+		}
+		return out, nil
+	default:
+		return nil, errorf(http.StatusUnsupportedMediaType, "%s: Content-Encoding %q is not read (zstd or none)", call, enc)
+	}
+}
+
+// errTooLarge is a decompressed body beyond the limit.
+var errTooLarge = errors.New("the decompressed body is too large")
+
+// unzstd decompresses one zstd body of at most limit bytes.
+func unzstd(b []byte, limit int64) ([]byte, error) {
+	dec, err := zstd.NewReader(bytes.NewReader(b), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)), zstd.WithDecoderMaxWindow(uint64(max(limit, zstd.MinWindowSize))))
+	if err != nil {
+		return nil, err
+	}
+	defer dec.Close()
+	out, err := io.ReadAll(io.LimitReader(dec, limit+1))
+	if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
+		return nil, errTooLarge
+	}
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(out)) > limit {
+		return nil, errTooLarge
+	}
+	return out, nil
 }
 
 // decodeJSON decodes one JSON value into v, naming what is wrong.
@@ -543,9 +644,11 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) clientConfig(w http.ResponseWriter, r *http.Request) {
-	// The SDK's handshake; the body, if any, is not read.
+	// The SDK's handshake; the body (its version) is not read. The flags
+	// it reads are answered as this server behaves: API-key auth, and
+	// forward_backward bodies zstd compressed, which readBody undoes.
 	io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	writeJSON(w, http.StatusOK, map[string]bool{"pjwt_auth_enabled": false})
+	writeJSON(w, http.StatusOK, map[string]bool{"pjwt_auth_enabled": false, "proto_compress_fwdbwd": true})
 }
 
 // maxMessageBytes bounds a failed call's message: many name what the

@@ -317,11 +317,16 @@ func TestMalformedRequests(t *testing.T) {
 		{"POST", tinker.PathSample, `null`, nil, 400, "name exactly one of model_path and base_model"},
 		{"POST", tinker.PathForwardBackward, `{}`, nil, 400, "model_id is missing"},
 		{"POST", tinker.PathForwardBackward, `{"model_id": "model_nothing"}`, nil, 404, "model model_nothing not found"},
-		{"POST", tinker.PathForwardBackward, "\x0a\x03abc", []string{"Content-Type", "application/x-protobuf"}, 415, "JSON only"},
+		{"POST", tinker.PathForwardBackward, "\x0a\x05abc", []string{"Content-Type", "application/x-protobuf"}, 400, "not a ForwardBackwardRequest"},
+		{"POST", tinker.PathOptimStep, "\x0a\x03abc", []string{"Content-Type", "application/x-protobuf"}, 415, "reads JSON only"},
+		{"POST", tinker.PathForwardBackward, "\x28\xb5\x2f\xfd junk", []string{"Content-Type", "application/x-protobuf", "Content-Encoding", "zstd"}, 400, "not valid zstd"},
+		{"POST", tinker.PathForwardBackward, `{}`, []string{"Content-Encoding", "br"}, 415, `Content-Encoding "br" is not read`},
 		{"GET", tinker.PathForwardBackward, ``, nil, 405, "takes POST"},
 		{"POST", tinker.PathHealthz, ``, nil, 405, "takes GET"},
 		{"POST", "/api/v1/unload_model", `{}`, nil, 404, "Not Found"},
-		{"POST", tinker.PathSample, `{"base_model": "tiny", "sampling_session_id": "s", "prompt": {"chunks": []}, "sampling_params": {}}`, nil, 400, "sampling sessions are not supported"},
+		{"POST", tinker.PathSample, `{"sampling_session_id": "s", "prompt": {"chunks": []}, "sampling_params": {}}`, nil, 404, "sampling session s not found"},
+		{"POST", tinker.PathSample, `{"base_model": "tiny", "record_stability_info": true, "prompt": {"chunks": []}, "sampling_params": {}}`, nil, 400, "record_stability_info is not supported"},
+		{"GET", tinker.PathSamplers + "sampler_none", ``, nil, 404, "sampling session sampler_none not found"},
 		{"POST", tinker.PathSample, `{"base_model": "tiny", "topk_prompt_logprobs": 5, "prompt": {"chunks": []}, "sampling_params": {}}`, nil, 400, "topk_prompt_logprobs is not supported"},
 	} {
 		status, b := h.do(tc.method, tc.path, tc.body, tc.header...)

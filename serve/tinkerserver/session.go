@@ -5,7 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"mime"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -24,6 +27,8 @@ type session struct {
 	expired time.Time // when it expired; zero while it lives
 	// models by model_seq_id, so a retried create_model finds its model.
 	models map[int64]*trainModel
+	// samplers are its sampling sessions by sampling_session_seq_id.
+	samplers map[int64]*samplingSession
 }
 
 // tombstoneTTL is how long an expired session and its models are
@@ -35,6 +40,7 @@ type future struct {
 	id        string
 	done      chan struct{} // closed once body is set
 	body      []byte        // the result, or a RequestFailed
+	proto     []byte        // the result in the SDK's protobuf form, for the results that have one
 	finished  time.Time
 	retrieved time.Time // the first time it was retrieved
 }
@@ -55,14 +61,28 @@ func (s *Server) newFutureLocked() *future {
 	return f
 }
 
-// finish records a call's result.
+// finish records a call's result, in JSON and, for forward(_backward)
+// and sample results, in the SDK's protobuf form too: which one
+// retrieve_future sends depends on what the client accepts.
 func (s *Server) finish(f *future, v any) {
 	b, err := json.Marshal(v)
+	var pb []byte
+	if err == nil {
+		switch r := v.(type) {
+		case *tinker.ForwardBackwardOutput:
+			pb, err = tinker.ForwardBackwardOutputProto(r)
+		case tinker.SampleResponse:
+			pb, err = tinker.SampleResponseProto(&r)
+		}
+	}
 	if err != nil {
-		b = failureBody(serverErr("encoding the result: %v", err))
+		b, pb = failureBody(serverErr("encoding the result: %v", err)), nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if f.body == nil { // a future keeps its first outcome
+		f.proto = pb
+	}
 	s.settleLocked(f, b)
 }
 
@@ -213,6 +233,9 @@ func (s *Server) sweep(now time.Time) {
 			for _, m := range sess.models {
 				delete(s.models, m.id)
 			}
+			for _, ss := range sess.samplers {
+				delete(s.samplingSessions, ss.id)
+			}
 			delete(s.sessions, id)
 		}
 	}
@@ -280,7 +303,53 @@ func (s *Server) createModel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, tinker.CreateModelResponse{ModelID: m.id})
+	res := tinker.CreateModelResponse{ModelID: m.id}
+	s.mu.Lock()
+	f := s.newFutureLocked()
+	s.mu.Unlock()
+	s.finish(f, res)
+	res.RequestID = f.id
+	writeJSON(w, http.StatusOK, res)
+}
+
+// modelInfo is get_info's answer: what the SDK's training client reads of
+// its model. tokenizer_id is the base model's local directory when it is
+// one, so that the SDK's get_tokenizer loads it on this machine.
+type modelInfo struct {
+	Type      string    `json:"type"`
+	ModelID   string    `json:"model_id"`
+	ModelName string    `json:"model_name"`
+	IsLoRA    bool      `json:"is_lora"`
+	LoRARank  int       `json:"lora_rank"`
+	ModelData modelData `json:"model_data"`
+}
+
+type modelData struct {
+	ModelName   string `json:"model_name"`
+	TokenizerID string `json:"tokenizer_id"`
+}
+
+func (s *Server) getInfo(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ModelID string `json:"model_id"`
+	}
+	if _, err := s.decode(w, r, "get_info", &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.mu.Lock()
+	m, err := s.modelLocked(req.ModelID, time.Now())
+	s.mu.Unlock()
+	if err != nil {
+		writeError(w, fmt.Errorf("get_info: %w", err))
+		return
+	}
+	tokenizer := m.base.name
+	if fi, err := os.Stat(s.cfg.Models[m.base.name]); err == nil && fi.IsDir() {
+		tokenizer = s.cfg.Models[m.base.name]
+	}
+	writeJSON(w, http.StatusOK, modelInfo{Type: "get_info", ModelID: m.id, ModelName: m.base.name,
+		ModelData: modelData{ModelName: m.base.name, TokenizerID: tokenizer}})
 }
 
 // newModel creates the model req asks for, or finds the one a retry of
@@ -393,7 +462,29 @@ func (s *Server) retrieveFuture(w http.ResponseWriter, r *http.Request) {
 	if f.retrieved.IsZero() {
 		f.retrieved = time.Now()
 	}
-	body := f.body
+	body, pb := f.body, f.proto
 	s.mu.Unlock()
+	// The SDK asks for protobuf where it reads it (forward_backward and
+	// sample results) and rejects JSON there; a failure stays JSON, which
+	// it reads as such.
+	if pb != nil && acceptsProtobuf(r) {
+		w.Header().Set("Content-Type", tinker.ContentTypeProtobuf)
+		w.WriteHeader(http.StatusOK)
+		w.Write(pb)
+		return
+	}
 	writeRaw(w, http.StatusOK, body)
+}
+
+// acceptsProtobuf reports whether the request's Accept header names the
+// protobuf media type.
+func acceptsProtobuf(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(v, ",") {
+			if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == tinker.ContentTypeProtobuf {
+				return true
+			}
+		}
+	}
+	return false
 }

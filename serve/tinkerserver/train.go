@@ -170,14 +170,15 @@ func (s *Server) submit(w http.ResponseWriter, kind, modelID string, seqID *int6
 }
 
 // forwardCall is the part of forward and forward_backward that is the
-// same.
-func (s *Server) forwardCall(w http.ResponseWriter, kind, modelID string, seqID *int64, body []byte, in *tinker.ForwardBackwardInput, grad bool) {
+// same. textConfig holds the loss_fn_config values that are text (only
+// the protobuf form carries them); no loss here takes one.
+func (s *Server) forwardCall(w http.ResponseWriter, kind, modelID string, seqID *int64, body []byte, in *tinker.ForwardBackwardInput, textConfig map[string]string, grad bool) {
 	if err := s.checkDataLimits(kind, in); err != nil {
 		writeError(w, err)
 		return
 	}
 	s.submit(w, kind, modelID, seqID, body, func(m *trainModel) (func() (any, error), error) {
-		spec, err := parseLoss(in.LossFn, in.LossFnConfig)
+		spec, err := parseLoss(in.LossFn, in.LossFnConfig, textConfig)
 		if err != nil {
 			return nil, err
 		}
@@ -209,14 +210,36 @@ func (s *Server) checkDataLimits(kind string, in *tinker.ForwardBackwardInput) e
 	return nil
 }
 
+// forwardBackward reads forward_backward in either form: JSON (rlvr's
+// client, SkyRL's) or the SDK's protobuf, possibly zstd compressed, whose
+// forward_only flag makes it the forward call.
 func (s *Server) forwardBackward(w http.ResponseWriter, r *http.Request) {
-	var req tinker.ForwardBackwardRequest
-	body, err := s.decode(w, r, "forward_backward", &req)
+	const kind = "forward_backward"
+	if !protobufBody(r) {
+		var req tinker.ForwardBackwardRequest
+		body, err := s.decode(w, r, kind, &req)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		s.forwardCall(w, kind, req.ModelID, req.SeqID, body, &req.Input, nil, true)
+		return
+	}
+	body, err := s.readBody(w, r, kind)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	s.forwardCall(w, "forward_backward", req.ModelID, req.SeqID, body, &req.Input, true)
+	pb, err := tinker.DecodeForwardBackwardProto(body)
+	if err != nil {
+		writeError(w, errorf(http.StatusBadRequest, "%s: %v", kind, err))
+		return
+	}
+	if pb.ForwardOnly {
+		s.forwardCall(w, "forward", pb.Request.ModelID, pb.Request.SeqID, body, &pb.Request.Input, pb.LossFnConfig, false)
+		return
+	}
+	s.forwardCall(w, kind, pb.Request.ModelID, pb.Request.SeqID, body, &pb.Request.Input, pb.LossFnConfig, true)
 }
 
 func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
@@ -226,7 +249,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.forwardCall(w, "forward", req.ModelID, req.SeqID, body, &req.Input, false)
+	s.forwardCall(w, "forward", req.ModelID, req.SeqID, body, &req.Input, nil, false)
 }
 
 // forwardBackward accumulates the loss's gradients and returns the
@@ -451,8 +474,17 @@ func (s *Server) save(m *trainModel, name string) (any, error) {
 	return tinker.SaveWeightsResponse{Path: path, Type: "save_weights"}, nil
 }
 
+// saveForSamplerRequest is save_weights_for_sampler's body with the SDK's
+// fields: an unnamed save (no path) may ask for a sampling session of the
+// copy, numbered sampling_session_seq_id, answered with its id.
+type saveForSamplerRequest struct {
+	tinker.SaveWeightsForSamplerRequest
+	SamplingSessionSeqID *int64 `json:"sampling_session_seq_id"`
+	Kind                 string `json:"kind"`
+}
+
 func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
-	var req tinker.SaveWeightsForSamplerRequest
+	var req saveForSamplerRequest
 	body, err := s.decode(w, r, "save_weights_for_sampler", &req)
 	if err != nil {
 		writeError(w, err)
@@ -463,6 +495,9 @@ func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
 			if err := checkName("path", req.Path); err != nil {
 				return nil, err
 			}
+		}
+		if req.Kind != "" && req.Kind != "snapshot" {
+			return nil, userErr("kind %q is not supported: this server saves snapshots only (fixed weights)", req.Kind)
 		}
 		return func() (any, error) {
 			// The copy is taken here, in the model's call order, so it
@@ -489,9 +524,24 @@ func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
 				clear(m.samplers[:n]) // so that the dropped copies are freed
 				m.samplers = m.samplers[n:]
 			}
-			return tinker.SaveWeightsResponse{Path: path, Type: "save_weights_for_sampler"}, nil
+			res := saveForSamplerResponse{SaveWeightsResponse: tinker.SaveWeightsResponse{Path: path, Type: "save_weights_for_sampler"}}
+			if req.SamplingSessionSeqID != nil {
+				ss, err := s.samplingSessionLocked(m.sess, *req.SamplingSessionSeqID, m.base.name, path)
+				if err != nil {
+					return nil, userErr("%v", err)
+				}
+				res.SamplingSessionID = ss.id
+			}
+			return res, nil
 		}, nil
 	})
+}
+
+// saveForSamplerResponse is save_weights_for_sampler's result, with the
+// sampling session made for the copy when one was asked for.
+type saveForSamplerResponse struct {
+	tinker.SaveWeightsResponse
+	SamplingSessionID string `json:"sampling_session_id,omitempty"`
 }
 
 func (s *Server) loadWeights(w http.ResponseWriter, r *http.Request) {

@@ -254,7 +254,9 @@ func TestLossValidation(t *testing.T) {
 			d.LossFnInputs["weights"] = w
 		},
 			[]string{"data[1]", `loss_fn_inputs.weights: dtype "bfloat16"`}},
-		{"unknown loss", "cispo", nil, nil, []string{`loss_fn "cispo" is not supported`}},
+		{"unknown loss", "dpo", nil, nil, []string{`loss_fn "dpo" is not supported`}},
+		{"unsupported loss", "gspo", nil, nil, []string{`loss_fn gspo is not supported here: its sequence-level ratio needs sequence_ratio_mask`}},
+		{"dro needs beta", "dro", nil, nil, []string{`loss_fn_config.beta is missing`}},
 		{"no loss", "", nil, nil, []string{"loss_fn is missing"}},
 		{"config for cross_entropy", tinker.CrossEntropy, map[string]float64{"clip_low_threshold": 0.8}, nil,
 			[]string{"loss_fn_config", "cross_entropy takes no config", "clip_low_threshold"}},

@@ -35,7 +35,7 @@ import (
 
 	"rlvr/eval"
 	"rlvr/internal/atomicfile"
-	"rlvr/internal/mdblock"
+	"rlvr/scripts/peers/docblock"
 	"rlvr/task"
 	"rlvr/verify"
 )
@@ -456,7 +456,7 @@ func compareCmd(args []string) error {
 	if *doc == "" {
 		return nil
 	}
-	return mdblock.Replace(*doc, map[string]string{"mathverify-table": table, "mathverify-classes": ctable, "mathverify-timing": timing})
+	return docblock.Replace(*doc, map[string]string{"mathverify-table": table, "mathverify-classes": ctable, "mathverify-timing": timing})
 }
 
 func readJSON(path string, v any) error {

@@ -29,9 +29,9 @@ import (
 	"rlvr/checkpoint"
 	"rlvr/engine/optim"
 	"rlvr/internal/atomicfile"
-	"rlvr/internal/mdblock"
 	"rlvr/method"
 	"rlvr/sample"
+	"rlvr/scripts/peers/docblock"
 	"rlvr/task"
 	"rlvr/train"
 )
@@ -251,7 +251,7 @@ func compareCmd(args []string) error {
 	if err := json.Unmarshal(b, &lp); err != nil {
 		return fmt.Errorf("logprobs.json: %w", err)
 	}
-	return mdblock.Replace(*doc, map[string]string{"skyrl-steps": stepsTable(local, skyrl), "skyrl-logprobs": logprobsTable(lp)})
+	return docblock.Replace(*doc, map[string]string{"skyrl-steps": stepsTable(local, skyrl), "skyrl-logprobs": logprobsTable(lp)})
 }
 
 // readMetrics reads a run's metrics.jsonl, one map per step.

@@ -1,7 +1,8 @@
-// Package mdblock rewrites the generated parts of a Markdown file: the
-// text between a "<!-- begin NAME -->" line and its "<!-- end NAME -->",
-// which scripts fill with measured tables.
-package mdblock
+// Package docblock rewrites the generated parts of the Markdown pages the
+// peer comparisons (scripts/peers.sh) write their tables into: the text
+// between a "<!-- begin NAME -->" line and its "<!-- end NAME -->", so
+// that the prose around the tables is written by hand and kept.
+package docblock
 
 import (
 	"fmt"
@@ -11,9 +12,8 @@ import (
 	"rlvr/internal/atomicfile"
 )
 
-// Replace replaces the text of each named block of the file at path with
-// blocks[NAME] (which should end in a newline), atomically; a block
-// missing from the file is an error naming it, and nothing is written.
+// Replace replaces the text of each named block of the Markdown file at
+// path, and fails, changing nothing, when a block is missing.
 func Replace(path string, blocks map[string]string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {

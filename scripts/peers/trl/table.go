@@ -1,0 +1,414 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"rlvr/eval"
+	"rlvr/internal/atomicfile"
+	"rlvr/report"
+	"rlvr/scripts/peers/docblock"
+)
+
+func tableCmd(args []string) error {
+	fs := flag.NewFlagSet("table", flag.ExitOnError)
+	out := fs.String("out", "runs/peers/trl", "the folder run wrote")
+	doc := fs.String("doc", "docs/peers.md", "the page whose trl blocks are rewritten")
+	fs.Parse(args)
+	return table(*out, *doc)
+}
+
+// finished is a run with its record and its per-step metrics.
+type finished struct {
+	rec runRecord
+	run *report.Run
+}
+
+// table writes the trl blocks of doc, reward.svg and report/ from the runs
+// under out.
+func table(out, doc string) error {
+	var s settings
+	if err := readJSON(filepath.Join(out, "settings.json"), &s); err != nil {
+		return err
+	}
+	recs, _ := filepath.Glob(filepath.Join(out, "runs", "*", "run.json"))
+	if len(recs) == 0 {
+		return fmt.Errorf("%s: no finished run", out)
+	}
+	byKey := map[string][]finished{} // engine/loss → runs, by seed
+	var all []*report.Run
+	for _, path := range recs {
+		var f finished
+		if err := readJSON(path, &f.rec); err != nil {
+			return err
+		}
+		r, err := report.Load(filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		f.run = r
+		all = append(all, r)
+		k := f.rec.Engine + "/" + f.rec.Loss
+		byKey[k] = append(byKey[k], f)
+	}
+	for _, fs := range byKey {
+		slices.SortFunc(fs, func(a, b finished) int { return a.rec.Seed - b.rec.Seed })
+	}
+	start, err := greedyByID(filepath.Join(out, "start.samples.jsonl"))
+	if err != nil {
+		return err
+	}
+	timing, acc, reward := timingTable(&s, byKey), accuracyTable(&s, byKey, start), rewardTable(&s, byKey)
+	if err := rewardPlot(filepath.Join(out, "reward.svg"), &s, byKey); err != nil {
+		return err
+	}
+	if err := report.Render(filepath.Join(out, "report"), all...); err != nil {
+		return err
+	}
+	return docblock.Replace(doc, map[string]string{"trl-timing": timing, "trl-accuracy": acc, "trl-reward": reward})
+}
+
+// medianOf is the median of a metric over the steps of runs, the first
+// step (warm-up) left out when there are others.
+func medianOf(runs []finished, value func(report.Step) (float64, bool)) float64 {
+	var xs []float64
+	for _, f := range runs {
+		for i, st := range f.run.Steps {
+			if i == 0 && len(f.run.Steps) > 1 {
+				continue
+			}
+			if v, ok := value(st); ok && !math.IsNaN(v) {
+				xs = append(xs, v)
+			}
+		}
+	}
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(xs)
+	if n := len(xs); n%2 == 0 {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return xs[len(xs)/2]
+}
+
+func metric(key string) func(report.Step) (float64, bool) {
+	return func(st report.Step) (float64, bool) { return st.Value(key) }
+}
+
+// rolloutTokensPerSec is the tokens a step generated over its rollout time:
+// TRL counts them (tokens_generated); rlvr's are its mean response length
+// times the answers of a step.
+func rolloutTokensPerSec(answers int) func(report.Step) (float64, bool) {
+	return func(st report.Step) (float64, bool) {
+		t, ok := st.Value("time_rollout_s")
+		if !ok || t <= 0 {
+			return 0, false
+		}
+		if n, ok := st.Value("tokens_generated"); ok {
+			return n / t, true
+		}
+		l, ok := st.Value("response_len_mean")
+		return l * float64(answers) / t, ok
+	}
+}
+
+func timingTable(s *settings, byKey map[string][]finished) string {
+	var b strings.Builder
+	b.WriteString("| loss | trainer | runs | steps without signal | step s | rollout s | verify s | learn s | rollout tokens/s | peak RSS MiB |\n")
+	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, loss := range s.Losses {
+		var row [2][6]float64
+		for ei, engine := range engines {
+			runs := byKey[engine+"/"+loss]
+			if len(runs) == 0 {
+				continue
+			}
+			var rss []float64
+			for _, f := range runs {
+				rss = append(rss, float64(f.rec.PeakRSS)/(1<<20))
+			}
+			slices.Sort(rss)
+			row[ei] = [6]float64{medianOf(runs, metric("step_s")), medianOf(runs, metric("time_rollout_s")), medianOf(runs, metric("time_verify_s")),
+				medianOf(runs, metric("time_learn_s")), medianOf(runs, rolloutTokensPerSec(s.PromptsPerStep*s.Group)), rss[len(rss)-1]}
+			r := row[ei]
+			fmt.Fprintf(&b, "| %s | %s | %d | %d of %d | %.2f | %.2f | %.3f | %.2f | %.0f | %.0f |\n", loss, trainerName(engine), len(runs), noSignal(runs), steps(runs),
+				r[0], r[1], r[2], r[3], r[4], r[5])
+		}
+		if len(byKey["rlvr/"+loss]) > 0 && len(byKey["trl/"+loss]) > 0 {
+			fmt.Fprintf(&b, "| %s | rlvr / TRL |  |  | %s | %s | %s | %s | %s | %s |\n", loss,
+				ratio(row[0][0], row[1][0]), ratio(row[0][1], row[1][1]), ratio(row[0][2], row[1][2]), ratio(row[0][3], row[1][3]), ratio(row[0][4], row[1][4]), ratio(row[0][5], row[1][5]))
+		}
+	}
+	return b.String()
+}
+
+// noSignal counts the steps whose groups were all right or all wrong:
+// rlvr then skips the update (skipped_update), TRL still runs forward and
+// backward on a zero loss.
+func noSignal(runs []finished) int {
+	n := 0
+	for _, f := range runs {
+		for _, st := range f.run.Steps {
+			rewardStd, _ := st.Value("reward_std")
+			if v, ok := st.Value("skipped_update"); ok && v == 1 || f.rec.Engine == "trl" && rewardStd == 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func steps(runs []finished) int {
+	n := 0
+	for _, f := range runs {
+		n += len(f.run.Steps)
+	}
+	return n
+}
+
+func trainerName(engine string) string {
+	if engine == "trl" {
+		return "TRL"
+	}
+	return engine
+}
+
+func ratio(a, b float64) string {
+	if b == 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+// accuracyTable is each trainer's held-out greedy accuracy before and
+// after, pooled over seeds (every seed's run scored on the same problems),
+// with the problems that changed from the starting model's answer.
+func accuracyTable(s *settings, byKey map[string][]finished, start map[string]bool) string {
+	startRight := 0
+	for _, ok := range start {
+		if ok {
+			startRight++
+		}
+	}
+	w := eval.WilsonInterval(startRight, len(start))
+	var b strings.Builder
+	fmt.Fprintf(&b, "Starting model: %s on %d problems.\n\n", pct(w), len(start))
+	b.WriteString("| loss | trainer | runs | held-out after (95% Wilson, pooled over seeds) | wrong → right | right → wrong |\n")
+	b.WriteString("| --- | --- | ---: | --- | ---: | ---: |\n")
+	for _, loss := range s.Losses {
+		for _, engine := range engines {
+			runs := byKey[engine+"/"+loss]
+			if len(runs) == 0 {
+				continue
+			}
+			right, n, gained, lost := 0, 0, 0, 0
+			for _, f := range runs {
+				end, err := greedyByID(f.rec.EvalFile)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "trl: %v\n", err)
+					continue
+				}
+				for id, ok := range end {
+					n++
+					if ok {
+						right++
+					}
+					switch before, seen := start[id]; {
+					case seen && ok && !before:
+						gained++
+					case seen && !ok && before:
+						lost++
+					}
+				}
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d |\n", loss, trainerName(engine), len(runs), pct(eval.WilsonInterval(right, n)), gained, lost)
+		}
+	}
+	return b.String()
+}
+
+func pct(w eval.Interval) string {
+	return fmt.Sprintf("%.1f%% [%.1f, %.1f]", 100*w.Mean, 100*w.Low, 100*w.High)
+}
+
+// rewardCurve is a trainer's mean rollout reward per step with its 95%
+// interval over seeds.
+func rewardCurve(runs []finished, steps int) []eval.Interval {
+	out := make([]eval.Interval, steps)
+	for i := range steps {
+		var xs []float64
+		for _, f := range runs {
+			if i < len(f.run.Steps) {
+				if v, ok := f.run.Steps[i].Value("reward_mean"); ok {
+					xs = append(xs, v)
+				}
+			}
+		}
+		out[i] = eval.MeanInterval(xs)
+	}
+	return out
+}
+
+func rewardTable(s *settings, byKey map[string][]finished) string {
+	var b strings.Builder
+	b.WriteString("| step |")
+	var cols [][]eval.Interval
+	for _, loss := range s.Losses {
+		for _, engine := range engines {
+			fmt.Fprintf(&b, " %s %s |", loss, trainerName(engine))
+			cols = append(cols, rewardCurve(byKey[engine+"/"+loss], s.Steps))
+		}
+	}
+	b.WriteString("\n| ---: |" + strings.Repeat(" ---: |", len(cols)) + "\n")
+	for i := range s.Steps {
+		fmt.Fprintf(&b, "| %d |", i+1)
+		for _, c := range cols {
+			switch v := c[i]; {
+			case math.IsNaN(v.Mean):
+				b.WriteString(" - |")
+			case math.IsNaN(v.Low):
+				fmt.Fprintf(&b, " %.3f |", v.Mean)
+			default:
+				fmt.Fprintf(&b, " %.3f ± %.3f |", v.Mean, (v.High-v.Low)/2)
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// rewardPlot draws, per loss type, both trainers' mean reward per step with
+// its 95% band over seeds.
+func rewardPlot(path string, s *settings, byKey map[string][]finished) error {
+	colors := map[string]color.NRGBA{"rlvr": {0x4c, 0x78, 0xa8, 0xff}, "trl": {0xe4, 0x57, 0x56, 0xff}}
+	var row []*plot.Plot
+	for _, loss := range s.Losses {
+		p := plot.New()
+		p.Title.Text = loss
+		p.X.Label.Text = "step"
+		p.Y.Label.Text = "mean reward"
+		for _, engine := range engines {
+			curve := rewardCurve(byKey[engine+"/"+loss], s.Steps)
+			var line, lo, hi plotter.XYs
+			for i, v := range curve {
+				if math.IsNaN(v.Mean) {
+					continue
+				}
+				line = append(line, plotter.XY{X: float64(i + 1), Y: v.Mean})
+				if !math.IsNaN(v.Low) {
+					lo = append(lo, plotter.XY{X: float64(i + 1), Y: v.Low})
+					hi = append(hi, plotter.XY{X: float64(i + 1), Y: v.High})
+				}
+			}
+			if len(line) == 0 {
+				continue
+			}
+			c := colors[engine]
+			if len(lo) > 1 {
+				band := append(slices.Clone(lo), reversed(hi)...)
+				poly, err := plotter.NewPolygon(band)
+				if err != nil {
+					return err
+				}
+				poly.Color = color.NRGBA{c.R, c.G, c.B, 0x40}
+				poly.LineStyle.Width = 0
+				p.Add(poly)
+			}
+			l, err := plotter.NewLine(line)
+			if err != nil {
+				return err
+			}
+			l.Color, l.Width = c, vg.Points(1.5)
+			p.Add(l)
+			p.Legend.Add(trainerName(engine), l)
+		}
+		p.Legend.Top = true
+		row = append(row, p)
+	}
+	const w, h = 4 * vg.Inch, 3 * vg.Inch
+	img := vgsvg.New(w*vg.Length(len(row)), h)
+	canvases := plot.Align([][]*plot.Plot{row}, draw.Tiles{Rows: 1, Cols: len(row)}, draw.New(img))
+	for i, p := range row {
+		p.Draw(canvases[0][i])
+	}
+	var buf bytes.Buffer
+	if _, err := img.WriteTo(&buf); err != nil {
+		return err
+	}
+	return atomicfile.WriteBytes(path, buf.Bytes())
+}
+
+func reversed(xys plotter.XYs) plotter.XYs {
+	out := slices.Clone(xys)
+	slices.Reverse(out)
+	return out
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteBytes(path, append(b, '\n'))
+}
+
+func readJSONL[T any](path string) ([]T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []T
+	dec := json.NewDecoder(bufio.NewReader(f))
+	for {
+		var x T
+		if err := dec.Decode(&x); err == io.EOF {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, x)
+	}
+}
+
+func writeJSONL[T any](path string, xs []T) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		enc := json.NewEncoder(bw)
+		enc.SetEscapeHTML(false)
+		for _, x := range xs {
+			if err := enc.Encode(x); err != nil {
+				return err
+			}
+		}
+		return bw.Flush()
+	})
+}

@@ -1,0 +1,165 @@
+package train
+
+import (
+	"context"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"rlvr/backend"
+	"rlvr/consult"
+	"rlvr/method"
+	"rlvr/task"
+)
+
+// bytesRender renders text as its bytes.
+type bytesRender struct{}
+
+func (bytesRender) Prompt(e task.Example, v method.Variant) ([]int32, error) {
+	return bytesRender{}.Encode(e.Prompt + v.Suffix), nil
+}
+func (bytesRender) Response(text string) []int32         { return bytesRender{}.Encode(text) }
+func (bytesRender) EnvTurn(text string) ([]int32, error) { return bytesRender{}.Encode(text), nil }
+func (bytesRender) Encode(text string) []int32 {
+	out := make([]int32, len(text))
+	for i := range len(text) {
+		out[i] = int32(text[i])
+	}
+	return out
+}
+func (bytesRender) Decode(ids []int32) string {
+	b := make([]byte, len(ids))
+	for i, id := range ids {
+		b[i] = byte(id)
+	}
+	return string(b)
+}
+
+// hardBufferTerm builds the method a config describes and returns the SFT
+// term its hard-example buffer trains once an all-wrong group fills it
+// (capacity 1).
+func hardBufferTerm(t *testing.T, c RLConfig) method.Term {
+	t.Helper()
+	if err := c.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMethod(&c, Setup{MaxLen: 512, Pool: &consult.Pool{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf *method.HardBuffer
+	for _, x := range m.(*method.RL).Extras {
+		if h, ok := x.(*method.HardBuffer); ok {
+			buf = h
+		}
+	}
+	if buf == nil {
+		t.Fatal("no hard-example buffer")
+	}
+	// Two wrong answers of two are more than K = 1: buffered with
+	// probability 1/2, so some seed fills the buffer.
+	buf.K, buf.Capacity = 1, 1
+	g := scoredGroup([]bool{false, false}, nil)
+	g.Example.Solution = "1+1=2"
+	for seed := range uint64(64) {
+		env := &method.Env{Render: bytesRender{}, Seed: seed, Metrics: method.Metrics{}}
+		terms, err := buf.Terms(context.Background(), env, []method.Scored{g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(terms) == 1 {
+			return terms[0]
+		}
+	}
+	t.Fatal("the buffer never filled")
+	return method.Term{}
+}
+
+// TestHardBufferJoinsTheOneGradient: MEML-GRPO's eq. 11 is one objective,
+// L_GRPO + λ1·L_KL + λ2·L_SFT: in the preset and the shipped configs the
+// buffer's SFT term joins the step's shared gradient, and the step takes
+// one optimizer step, not a second one on the shared AdamW moments.
+func TestHardBufferJoinsTheOneGradient(t *testing.T) {
+	preset := DefaultRL()
+	if err := preset.ApplyPreset("meml-grpo"); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]RLConfig{"preset": preset}
+	for _, f := range []string{"world-meml-grpo.yaml", "world-meml-grpo-hsft.yaml", "world-sparse-meml-grpo.yaml", "world-meml-eapo-mel.yaml"} {
+		c, err := LoadRLConfig(filepath.Join("..", "configs", f), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases[f] = c
+	}
+	for name, c := range cases {
+		buffer := hardBufferTerm(t, c)
+		pg := method.Term{Name: "pg", Loss: backend.Loss{PolicyGradient: backend.Reinforce}, Aggregation: backend.TokenMean,
+			Data: []backend.Datum{{Tokens: []int32{1, 2}, Targets: []int32{2, 3}, Weights: []float32{1, 1},
+				Advantages: []float32{1, 1}, SamplerLogprobs: []float32{-1, -1}}}}
+		rec := &recordingLearner{}
+		l := &loop{cfg: &c, pol: &policy{learner: rec}, sched: scheduleOf(&c)}
+		if err := l.learn(context.Background(), &method.Batch{Terms: []method.Term{pg, buffer}}, method.Metrics{}); err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"pg", "nll", "step"}; !reflect.DeepEqual(rec.calls, want) {
+			t.Errorf("%s: learner calls %v, want %v: one gradient, one optimizer step", name, rec.calls, want)
+		}
+	}
+}
+
+// TestHardBufferSeparateUpdate: update: separate trains the buffer in an
+// optimizer step of its own, at its own rate, on optimizer state of its
+// own.
+func TestHardBufferSeparateUpdate(t *testing.T) {
+	c, err := LoadRLConfig(filepath.Join("..", "configs", "world-meml-grpo-hsft.yaml"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.HardBuffer.Update, c.HardBuffer.LR = BufferSeparate, 1e-4
+	buffer := hardBufferTerm(t, c)
+	pg := method.Term{Name: "pg", Loss: backend.Loss{PolicyGradient: backend.Reinforce}, Aggregation: backend.TokenMean,
+		Data: []backend.Datum{{Tokens: []int32{1, 2}, Targets: []int32{2, 3}, Weights: []float32{1, 1},
+			Advantages: []float32{1, 1}, SamplerLogprobs: []float32{-1, -1}}}}
+	rec := &recordingLearner{}
+	l := &loop{cfg: &c, pol: &policy{learner: rec}, sched: scheduleOf(&c)}
+	if err := l.learn(context.Background(), &method.Batch{Terms: []method.Term{pg, buffer}}, method.Metrics{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"pg", "step", "nll", "step"}; !reflect.DeepEqual(rec.calls, want) ||
+		!reflect.DeepEqual(rec.states, []string{"", buffer.Name}) || rec.lrs[1] != 1e-4 {
+		t.Errorf("learner calls %v, states %q, rates %v", rec.calls, rec.states, rec.lrs)
+	}
+}
+
+func TestHardBufferConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		set  func(*RLConfig)
+		want string
+	}{
+		{func(c *RLConfig) { c.HardBuffer.LR = 1e-4 }, "hard_buffer.lr = 0.0001 is the separate update's"},
+		{func(c *RLConfig) { c.HardBuffer.Update = "later" }, `hard_buffer.update "later" is not joint or separate`},
+		{func(c *RLConfig) {
+			c.HardBuffer.Update = BufferSeparate
+			c.Backend = &BackendConfig{Kind: BackendTinker}
+		}, "hard_buffer.update separate needs an optimizer state of its own"},
+	} {
+		c := DefaultRL()
+		if err := c.ApplyPreset("meml-grpo"); err != nil {
+			t.Fatal(err)
+		}
+		tc.set(&c)
+		if err := c.Resolve(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+	}
+	c := DefaultRL()
+	if err := c.ApplyPreset("meml-grpo"); err != nil {
+		t.Fatal(err)
+	}
+	c.HardBuffer.Update = BufferSeparate
+	if err := c.Resolve(); err != nil || c.HardBuffer.LR != 1e-5 {
+		t.Errorf("separate: lr %v, %v", c.HardBuffer.LR, err)
+	}
+}
