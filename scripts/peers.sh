@@ -49,11 +49,11 @@ data=${DATA:-../shared/data}
 samples=${SAMPLES-runs/calibration}
 sections=(rollouts learner tinker skyrl mathverify trl)
 
-# peers_python sets up python/peers-requirements.txt in its own virtual
-# environment, $cache/peers, and prints its python's path. Idempotent: a venv
-# whose installed requirements match is reused.
-peers_python() {
-  local venv=$cache/peers req=python/peers-requirements.txt
+# venv_python NAME REQUIREMENTS sets up the pinned requirements file in its
+# own virtual environment, $cache/NAME, and prints its python's path.
+# Idempotent: a venv whose installed requirements match is reused.
+venv_python() {
+  local venv=$cache/$1 req=$2
   local stamp=$venv/.requirements.sha256 want
   want=$(sha256sum "$req" | cut -d' ' -f1)
   if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
@@ -70,25 +70,9 @@ peers_python() {
   echo "$venv/bin/python"
 }
 
-# trl_python is peers_python for TRL: python/trl-requirements.txt in
-# $cache/trl, apart from the other peers (it pins its own torch).
-trl_python() {
-  local venv=$cache/trl req=python/trl-requirements.txt
-  local stamp=$venv/.requirements.sha256 want
-  want=$(sha256sum "$req" | cut -d' ' -f1)
-  if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
-    echo "$venv/bin/python"
-    return
-  fi
-  local py=${PYTHON:-python3}
-  command -v "$py" >/dev/null || { echo "peers: $py not found; install Python 3.10+" >&2; exit 1; }
-  echo "peers: installing $req into $venv (once; torch is a few GB)..." >&2
-  mkdir -p "$cache"
-  "$py" -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r "$req" >&2
-  echo "$want" >"$stamp"
-  echo "$venv/bin/python"
-}
+# The peers' environment, and TRL's apart from it (it pins its own torch).
+peers_python() { venv_python peers python/peers-requirements.txt; }
+trl_python() { venv_python trl python/trl-requirements.txt; }
 
 rollouts() {
   local out=runs/peers/rollouts py bin m=SmolLM2-135M-Instruct

@@ -18,7 +18,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -26,7 +25,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,6 +33,7 @@ import (
 
 	"rlvr/eval"
 	"rlvr/internal/atomicfile"
+	"rlvr/internal/jsonl"
 	"rlvr/scripts/peers/docblock"
 	"rlvr/task"
 	"rlvr/verify"
@@ -159,7 +158,7 @@ func pairsCmd(args []string) error {
 			}
 			var ss []eval.Sample
 			for _, path := range paths {
-				part, err := readSamples(path)
+				part, err := jsonl.Read[eval.Sample](path)
 				if err != nil {
 					return err
 				}
@@ -202,47 +201,13 @@ func pairsCmd(args []string) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	if err := writeJSONL(filepath.Join(*out, "pairs.jsonl"), pairs); err != nil {
+	if err := jsonl.Write(filepath.Join(*out, "pairs.jsonl"), pairs); err != nil {
 		return err
 	}
 	t := Timing{Pairs: len(pairs), Seconds: secs / float64(repeats), Repeats: repeats, NotAppl: skipped, Verifier: "rlvr"}
 	t.PerSec = float64(t.Pairs) / t.Seconds
 	fmt.Fprintf(os.Stderr, "mathverify: %d pairs (%d not applicable), rlvr %.0f verdicts/s\n", len(pairs), skipped, t.PerSec)
 	return writeJSON(filepath.Join(*out, "rlvr.json"), t)
-}
-
-// readSamples reads an eval --samples file.
-func readSamples(path string) ([]eval.Sample, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []eval.Sample
-	dec := json.NewDecoder(bufio.NewReader(f))
-	for {
-		var s eval.Sample
-		if err := dec.Decode(&s); err == io.EOF {
-			return out, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		out = append(out, s)
-	}
-}
-
-func writeJSONL[T any](path string, xs []T) error {
-	return atomicfile.Write(path, func(w io.Writer) error {
-		bw := bufio.NewWriter(w)
-		enc := json.NewEncoder(bw)
-		enc.SetEscapeHTML(false)
-		for _, x := range xs {
-			if err := enc.Encode(x); err != nil {
-				return err
-			}
-		}
-		return bw.Flush()
-	})
 }
 
 func writeJSON(path string, v any) error {
@@ -254,24 +219,6 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return atomicfile.WriteBytes(path, b.Bytes())
-}
-
-func readJSONL[T any](path string) ([]T, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var out []T
-	dec := json.NewDecoder(bytes.NewReader(data))
-	for {
-		var x T
-		if err := dec.Decode(&x); err == io.EOF {
-			return out, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		out = append(out, x)
-	}
 }
 
 // MVVerdict is Math-Verify's verdict on a pair (python/mathverify_ref.py).
@@ -338,15 +285,15 @@ func compareCmd(args []string) error {
 	judgedPath := fs.String("judged", "verify/testdata/mathverify.jsonl", "the judged disagreements")
 	doc := fs.String("doc", "", "a Markdown file whose generated tables to replace (none when empty)")
 	fs.Parse(args)
-	pairs, err := readJSONL[Pair](filepath.Join(*dir, "pairs.jsonl"))
+	pairs, err := jsonl.Read[Pair](filepath.Join(*dir, "pairs.jsonl"))
 	if err != nil {
 		return err
 	}
-	mvs, err := readJSONL[MVVerdict](filepath.Join(*dir, "mathverify.jsonl"))
+	mvs, err := jsonl.Read[MVVerdict](filepath.Join(*dir, "mathverify.jsonl"))
 	if err != nil {
 		return err
 	}
-	judged, err := readJSONL[Judged](*judgedPath)
+	judged, err := jsonl.Read[Judged](*judgedPath)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"rlvr/checkpoint"
 	"rlvr/eval"
+	"rlvr/internal/jsonl"
 	"rlvr/method"
 	"rlvr/task"
 	"rlvr/train"
@@ -218,10 +219,10 @@ func writePrompts(s *settings, trainFile, dir string, seed int) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := writeJSONL(filepath.Join(dir, "train.jsonl"), lines); err != nil {
+	if err := jsonl.Write(filepath.Join(dir, "train.jsonl"), lines); err != nil {
 		return err
 	}
-	return writeJSONL(filepath.Join(dir, "prompts.jsonl"), prompts)
+	return jsonl.Write(filepath.Join(dir, "prompts.jsonl"), prompts)
 }
 
 // rlvrConfig is the `rlvr train` config equal to TRL's settings for one
@@ -362,7 +363,7 @@ func greedyScore(path string) (correct, problems int, err error) {
 
 // greedyByID reads whether each problem's greedy answer was right.
 func greedyByID(path string) (map[string]bool, error) {
-	samples, err := readJSONL[eval.Sample](path)
+	samples, err := jsonl.Read[eval.Sample](path)
 	if err != nil {
 		return nil, err
 	}

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"image/color"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -378,37 +376,4 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return atomicfile.WriteBytes(path, append(b, '\n'))
-}
-
-func readJSONL[T any](path string) ([]T, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []T
-	dec := json.NewDecoder(bufio.NewReader(f))
-	for {
-		var x T
-		if err := dec.Decode(&x); err == io.EOF {
-			return out, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		out = append(out, x)
-	}
-}
-
-func writeJSONL[T any](path string, xs []T) error {
-	return atomicfile.Write(path, func(w io.Writer) error {
-		bw := bufio.NewWriter(w)
-		enc := json.NewEncoder(bw)
-		enc.SetEscapeHTML(false)
-		for _, x := range xs {
-			if err := enc.Encode(x); err != nil {
-				return err
-			}
-		}
-		return bw.Flush()
-	})
 }

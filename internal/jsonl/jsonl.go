@@ -1,0 +1,50 @@
+// Package jsonl reads and writes JSON Lines files of one record type: the
+// form rlvr's evaluation samples and the peer comparisons' measurements
+// are kept in.
+package jsonl
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"rlvr/internal/atomicfile"
+)
+
+// Read decodes every record of the file at path; an error names the file.
+func Read[T any](path string) ([]T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []T
+	dec := json.NewDecoder(bufio.NewReader(f))
+	for {
+		var x T
+		if err := dec.Decode(&x); err == io.EOF {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: record %d: %w", path, len(out)+1, err)
+		}
+		out = append(out, x)
+	}
+}
+
+// Write writes xs to path, one record a line, HTML characters unescaped;
+// the file appears whole or not at all.
+func Write[T any](path string, xs []T) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		enc := json.NewEncoder(bw)
+		enc.SetEscapeHTML(false)
+		for _, x := range xs {
+			if err := enc.Encode(x); err != nil {
+				return err
+			}
+		}
+		return bw.Flush()
+	})
+}

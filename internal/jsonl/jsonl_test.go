@@ -1,0 +1,36 @@
+package jsonl
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+type record struct {
+	Name string
+	N    int
+}
+
+func TestWriteRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.jsonl")
+	in := []record{{"a<b", 1}, {"c", 2}}
+	if err := Write(path, in); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if string(b) != "{\"Name\":\"a<b\",\"N\":1}\n{\"Name\":\"c\",\"N\":2}\n" {
+		t.Errorf("file %q", b)
+	}
+	out, err := Read[record](path)
+	if err != nil || !slices.Equal(in, out) {
+		t.Errorf("read %v, %v; want %v", out, err, in)
+	}
+	if err := os.WriteFile(path, []byte("{\"N\":1}\n{\"N\":\"x\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read[record](path); err == nil || !strings.Contains(err.Error(), "record 2") {
+		t.Errorf("a bad second record: %v", err)
+	}
+}
