@@ -5,9 +5,11 @@
 package eval
 
 import (
-	"gonum.org/v1/gonum/stat/distuv"
+	"fmt"
 	"math"
 	"sort"
+
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // PassAtK is the unbiased estimator of pass@k from n samples of which c are
@@ -71,6 +73,13 @@ func Majority(answers []string) (string, int) {
 type Interval struct {
 	Mean, Low, High float64
 	N               int
+}
+
+// Percent writes the interval as a person reads it, "12.5% [8.6, 17.8]",
+// its bounds clipped to [0%, 100%] (a Student-t interval of a proportion
+// can reach past them).
+func (iv Interval) Percent() string {
+	return fmt.Sprintf("%.1f%% [%.1f, %.1f]", 100*iv.Mean, 100*max(iv.Low, 0), 100*min(iv.High, 1))
 }
 
 // WilsonInterval is the 95% Wilson score interval of a proportion of

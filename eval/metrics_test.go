@@ -79,3 +79,18 @@ func TestTQuantile(t *testing.T) {
 }
 
 func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
+
+func TestIntervalPercent(t *testing.T) {
+	for _, tc := range []struct {
+		iv   Interval
+		want string
+	}{
+		{WilsonInterval(25, 200), "12.5% [8.6, 17.8]"},
+		{Interval{Mean: 0.01, Low: -0.02, High: 0.04}, "1.0% [0.0, 4.0]"},
+		{Interval{Mean: 0.99, Low: 0.97, High: 1.03}, "99.0% [97.0, 100.0]"},
+	} {
+		if got := tc.iv.Percent(); got != tc.want {
+			t.Errorf("%+v.Percent() = %q, want %q", tc.iv, got, tc.want)
+		}
+	}
+}

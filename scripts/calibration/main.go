@@ -152,11 +152,7 @@ func printRow(key string, ps []problem) error {
 		return fmt.Errorf("%s: no problems", key)
 	}
 	fmt.Printf("| %s | %s | %d | %s | %d | %s | %s | %d%% |\n", model, task, n,
-		percent(eval.WilsonInterval(greedy, n)), k, percent(eval.WilsonInterval(pass, n)),
-		percent(eval.MeanInterval(avg)), (100*signal+n/2)/n)
+		eval.WilsonInterval(greedy, n).Percent(), k, eval.WilsonInterval(pass, n).Percent(),
+		eval.MeanInterval(avg).Percent(), (100*signal+n/2)/n)
 	return nil
-}
-
-func percent(iv eval.Interval) string {
-	return fmt.Sprintf("%.1f%% [%.1f, %.1f]", 100*iv.Mean, 100*max(iv.Low, 0), 100*min(iv.High, 1))
 }

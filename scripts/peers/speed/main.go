@@ -35,6 +35,7 @@ import (
 	"rlvr/bench"
 	"rlvr/format/tokenizer"
 	"rlvr/internal/atomicfile"
+	"rlvr/internal/jsonl"
 	"rlvr/scripts/peers/docblock"
 )
 
@@ -171,14 +172,7 @@ func rollouts(rlvrBin, model, hfDir, python, llama, f32, q8, streamsF string, to
 // write keeps the measurements and the table under out, and puts the
 // table into doc's block.
 func write[M any](all []M, table, out, doc, block string) error {
-	var lines bytes.Buffer
-	enc := json.NewEncoder(&lines)
-	for _, m := range all {
-		if err := enc.Encode(m); err != nil {
-			return err
-		}
-	}
-	if err := atomicfile.WriteBytes(filepath.Join(out, "measurements.jsonl"), lines.Bytes()); err != nil {
+	if err := jsonl.Write(filepath.Join(out, "measurements.jsonl"), all); err != nil {
 		return err
 	}
 	fmt.Print(table)

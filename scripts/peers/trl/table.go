@@ -207,7 +207,7 @@ func accuracyTable(s *settings, byKey map[string][]finished, start map[string]bo
 	}
 	w := eval.WilsonInterval(startRight, len(start))
 	var b strings.Builder
-	fmt.Fprintf(&b, "Starting model: %s on %d problems.\n\n", pct(w), len(start))
+	fmt.Fprintf(&b, "Starting model: %s on %d problems.\n\n", w.Percent(), len(start))
 	b.WriteString("| loss | trainer | runs | held-out after (95% Wilson, pooled over seeds) | wrong → right | right → wrong |\n")
 	b.WriteString("| --- | --- | ---: | --- | ---: | ---: |\n")
 	for _, loss := range s.Losses {
@@ -236,14 +236,10 @@ func accuracyTable(s *settings, byKey map[string][]finished, start map[string]bo
 					}
 				}
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d |\n", loss, trainerName(engine), len(runs), pct(eval.WilsonInterval(right, n)), gained, lost)
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d |\n", loss, trainerName(engine), len(runs), eval.WilsonInterval(right, n).Percent(), gained, lost)
 		}
 	}
 	return b.String()
-}
-
-func pct(w eval.Interval) string {
-	return fmt.Sprintf("%.1f%% [%.1f, %.1f]", 100*w.Mean, 100*w.Low, 100*w.High)
 }
 
 // rewardCurve is a trainer's mean rollout reward per step with its 95%
