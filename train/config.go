@@ -493,13 +493,7 @@ func (c *RLConfig) Resolve() error {
 		if h.Capacity == 0 {
 			h.Capacity = 64
 		}
-		switch h.Update {
-		case "":
-			h.Update = BufferJoint
-		case BufferJoint, BufferSeparate:
-		default:
-			add("hard_buffer.update %q is not %s or %s", h.Update, BufferJoint, BufferSeparate)
-		}
+		oneOf(add, "hard_buffer.update", &h.Update, BufferJoint, BufferSeparate)
 		switch {
 		case h.Update == BufferJoint && h.LR != 0:
 			add("hard_buffer.lr = %v is the separate update's; the joint update trains at the run's lr", h.LR)
@@ -605,20 +599,8 @@ func (c *RLConfig) Resolve() error {
 	if enabled(PartConsultation) {
 		c.resolveConsultation(add)
 	}
-	switch c.PolicyLoss {
-	case "":
-		c.PolicyLoss = "clipped"
-	case "clipped", "reinforce_positive":
-	default:
-		add("policy_loss %q is not clipped or reinforce_positive", c.PolicyLoss)
-	}
-	switch c.Chat.Template {
-	case "":
-		c.Chat.Template = "auto"
-	case "auto", "on", "off":
-	default:
-		add("chat.template %q is not auto, on or off", c.Chat.Template)
-	}
+	oneOf(add, "policy_loss", &c.PolicyLoss, "clipped", "reinforce_positive")
+	oneOf(add, "chat.template", &c.Chat.Template, "auto", "on", "off")
 	c.resolveBackend(add)
 	if c.KL != 0 && !slices.Contains([]backend.KLEstimator{backend.K1, backend.K2, backend.K3}, c.KLEstimator) {
 		add("kl_estimator %q is not k1, k2 or k3", c.KLEstimator)
@@ -753,6 +735,23 @@ func (c *RLConfig) resolveConsultation(add func(string, ...any)) {
 	}
 }
 
+// oneOf resolves the setting field, *v, that takes one of options: unset,
+// it takes the first (the default); another value is an error naming them.
+func oneOf(add func(string, ...any), field string, v *string, options ...string) {
+	if *v == "" {
+		*v = options[0]
+		return
+	}
+	if slices.Contains(options, *v) {
+		return
+	}
+	list := options[len(options)-1]
+	if len(options) > 1 {
+		list = strings.Join(options[:len(options)-1], ", ") + " or " + list
+	}
+	add("%s %q is not %s", field, *v, list)
+}
+
 func (c *RLConfig) resolveData(add func(string, ...any)) {
 	d := &c.Data
 	if f := d.WarmupFraction; math.IsNaN(f) || f < 0 || f >= 1 {
@@ -789,13 +788,7 @@ func (c *RLConfig) resolveData(add func(string, ...any)) {
 	default:
 		add("data.dme_answers %q is not correct or all", d.DMEAnswers)
 	}
-	switch d.Order {
-	case "":
-		d.Order = OrderShuffle
-	case OrderShuffle, OrderFile:
-	default:
-		add("data.order %q is not %s or %s", d.Order, OrderShuffle, OrderFile)
-	}
+	oneOf(add, "data.order", &d.Order, OrderShuffle, OrderFile)
 	if d.Order == OrderFile && !d.IsWorld() && d.Test == "" {
 		add("data.order file needs data.test: holding the held-out examples out of data.train would reorder it")
 	}
