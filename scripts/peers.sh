@@ -19,8 +19,9 @@
 #               loop and an RL loop with every built-in loss.
 #   trl         TRL's GRPOTrainer against `rlvr train` on GSM8K with SmolLM2,
 #               at equal settings, for grpo, dr_grpo and dapo: STEPS steps
-#               (default 20) of PROMPTS questions (8) × G answers (8), up to
-#               MAX_TOKENS tokens (256), for each of SEEDS (1,2,3); held-out
+#               (default 10) of PROMPTS questions (4) × G answers (8), up to
+#               MAX_TOKENS tokens (128), at learning rate LR (1e-5), for
+#               each of SEEDS (1,2,3); held-out
 #               accuracy on EVAL_PROBLEMS GSM8K test problems (200) up to
 #               EVAL_MAX_TOKENS tokens (256). OUT (runs/peers/trl) and DOC
 #               (docs/peers.md) move its output. Needs scripts/models.sh;
@@ -145,8 +146,8 @@ trl() {
   go build -o "$out/rlvr" ./cmd/rlvr
   go build -o "$out/trl" ./scripts/peers/trl
   nice -n "${NICE:-5}" "$out/trl" run -rlvr "$out/rlvr" -python "$py" -model "$m" -data "$data" -out "$out" -doc "${DOC:-docs/peers.md}" \
-    -steps "${STEPS:-20}" -prompts "${PROMPTS:-8}" -group "${G:-8}" -max-tokens "${MAX_TOKENS:-256}" \
-    -seeds "${SEEDS:-1,2,3}" -eval-problems "${EVAL_PROBLEMS:-200}" -eval-max-tokens "${EVAL_MAX_TOKENS:-256}" -lr "${LR:-1e-6}"
+    -steps "${STEPS:-10}" -prompts "${PROMPTS:-4}" -group "${G:-8}" -max-tokens "${MAX_TOKENS:-128}" \
+    -seeds "${SEEDS:-1,2,3}" -eval-problems "${EVAL_PROBLEMS:-200}" -eval-max-tokens "${EVAL_MAX_TOKENS:-256}" -lr "${LR:-1e-5}"
 }
 
 skyrl() {
