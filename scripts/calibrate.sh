@@ -3,8 +3,9 @@
 # temperature 0.6 on GSM8K test, MATH500, the world's levels asked in words
 # through the chat template, MathQA and StrategyQA, for each model, as JSON
 # under runs/calibration/, with every completion beside it (.samples.jsonl).
-# PROBLEMS (default 500) is the number of problems per dataset (per world
-# level: PROBLEMS/5); MODELS the .gguf names; TASKS the tasks. Each
+# PROBLEMS (default 500) is the number of problems of GSM8K and MATH500 (per
+# world level: PROBLEMS/5), EASY_PROBLEMS (default 200) that of the easier
+# tasks, MathQA and StrategyQA; MODELS the .gguf names; TASKS the tasks. Each
 # evaluation runs in parts of PART problems (default 100; per world level
 # PART/5), rlvr eval --skip, written as MODEL.TASK.FROM-TO: a rerun
 # continues from the parts on disk, and the parts together are the one
@@ -19,6 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 problems=${PROBLEMS:-500}
+easy=${EASY_PROBLEMS:-200}
 models=${MODELS:-"SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m"}
 cache=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}
 data=../shared/data
@@ -43,7 +45,9 @@ for name in $tasks; do
       args=(--data world --levels 0,1,2,3,4,5,6)
       [ "${flags[1]}" = off ] && args+=(--world-words)
     else
-      total=$(( problems < sizes[$name] ? problems : sizes[$name] )) step=$part
+      total=$problems
+      case $name in mathqa|strategyqa) total=$easy ;; esac
+      total=$(( total < sizes[$name] ? total : sizes[$name] )) step=$part
       args=(--data "$name=$data/${files[$name]}")
     fi
     from=0
