@@ -145,6 +145,10 @@ type DataConfig struct {
 	// Levels are the world's difficulty levels (0 to 6); default the
 	// hardest, 6.
 	Levels []int `yaml:"levels,omitempty"`
+	// World is the world version (1, the default, or 2: see
+	// world.Version2), whose pretrained model a run without a model
+	// starts from. The questions are the same in every version.
+	World int `yaml:"world,omitempty"`
 	// Fields name the question/answer/solution fields of a file that is not
 	// one of the named datasets; set, they override a named dataset's
 	// reader.
@@ -803,6 +807,15 @@ func (c *RLConfig) resolveData(add func(string, ...any)) {
 		if len(d.Levels) == 0 {
 			d.Levels = []int{6}
 		}
+		if d.World == 0 {
+			d.World = 1
+		}
+		if !slices.Contains(world.Versions, d.World) {
+			add("data.world: no world version %d (%v)", d.World, world.Versions)
+		}
+		if c.Model != "" && d.World != 1 {
+			add("data.world %d names the model a run starts from, but model is %q", d.World, c.Model)
+		}
 		if c.EvalProblems == 0 {
 			add("eval_problems = 0: the world's held-out evaluation needs problems")
 		}
@@ -813,8 +826,8 @@ func (c *RLConfig) resolveData(add func(string, ...any)) {
 		}
 		return
 	}
-	if len(d.Levels) > 0 {
-		add("data.levels are world levels, but data.name is %q", d.Name)
+	if len(d.Levels) > 0 || d.World != 0 {
+		add("data.levels and data.world are the world's, but data.name is %q", d.Name)
 	}
 	if d.Fields == nil && !slices.Contains(task.Names(), d.Name) {
 		add("data.name %q is not world or one of %v (or give data.fields to read any file)", d.Name, task.Names())

@@ -124,7 +124,10 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	base := cfg.Model
 	if base == "" {
 		var err error
-		if base, err = WorldModel(ctx); err != nil {
+		if pc, err := WorldPretrain(cfg.Data.World); err == nil && !exists(PretrainedPath(pc)) && cfg.Data.World != 1 {
+			logf("pretraining world version %d's model first (about 15 minutes on two cores; `rlvr pretrain --world %d` does it alone)", cfg.Data.World, cfg.Data.World)
+		}
+		if base, err = WorldModel(ctx, cfg.Data.World); err != nil {
 			return err
 		}
 	}

@@ -2,14 +2,33 @@ package train
 
 import (
 	"context"
+	"fmt"
 	"os"
+
+	"rlvr/task/world"
 )
 
-// WorldModel returns the directory of the built-in world's model, the
-// starting point of every run that names no model, making it available in
-// the cache first when it is not there yet (see EnsurePretrained).
-func WorldModel(ctx context.Context) (string, error) {
+// WorldPretrain is the pretraining of a world version's model:
+// DefaultPretrain (version 1) on that version's corpus.
+func WorldPretrain(version int) (PretrainConfig, error) {
 	cfg := DefaultPretrain()
+	c, ok := world.CorpusVersion(version, cfg.Corpus.Levels)
+	if !ok {
+		return PretrainConfig{}, fmt.Errorf("train: no world version %d (%v)", version, world.Versions)
+	}
+	cfg.Corpus = c
+	return cfg, nil
+}
+
+// WorldModel returns the directory of a world version's model, the
+// starting point of every run that names no model, making it available in
+// the cache first when it is not there yet (see EnsurePretrained): version
+// 1's comes with rlvr, version 2's is pretrained on first use.
+func WorldModel(ctx context.Context, version int) (string, error) {
+	cfg, err := WorldPretrain(version)
+	if err != nil {
+		return "", err
+	}
 	if dir := PretrainedPath(cfg); exists(dir) {
 		return dir, nil
 	}

@@ -27,7 +27,7 @@ func evalCmd() *cobra.Command {
 		chatMode, system, suffix, consultPath, samplesPath        string
 		worldWords                                                bool
 		levels                                                    []int
-		problems, skip, experts, expertIdx                        int
+		problems, skip, experts, expertIdx, worldVersion          int
 		cfg                                                       eval.Config
 		asJSON, consultOpen                                       bool
 	)
@@ -72,6 +72,15 @@ after the --system prompt, in one system message, as training writes them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
+			if cmd.Flags().Changed("world") {
+				if p := worldModelPath(worldVersion); p == "" {
+					c.add("world", "%d: no such world version (%v)", worldVersion, world.Versions)
+				} else if cmd.Flags().Changed("model") || endpoint != "" {
+					c.add("world", "names the model, as --model or --endpoint do: give one of them")
+				} else {
+					modelPath = p
+				}
+			}
 			if endpoint != "" {
 				c.url("endpoint", endpoint)
 			} else {
@@ -195,6 +204,7 @@ after the --system prompt, in one system message, as training writes them.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&modelPath, "model", defaultModel(), "local model: Hugging Face directory, .gguf file or llama2.c .bin file")
+	f.IntVar(&worldVersion, "world", 1, "the world version whose pretrained model to score, instead of --model (docs/world.md)")
 	f.StringVar(&tokPath, "tokenizer", "", "tokenizer file (default: beside the model)")
 	f.StringVar(&endpoint, "endpoint", "", "OpenAI-compatible base URL (e.g. http://localhost:8000/v1) instead of a local model")
 	f.StringVar(&endpointModel, "endpoint-model", "", "model name at the endpoint")

@@ -109,11 +109,11 @@ func (c *flagCheck) dir(flag, path string) {
 }
 
 // model checks that path names a model checkpoint.Open can read: a
-// directory with a config.json, a .gguf file or a llama2.c .bin file. The default
-// model, not yet installed, is left to openModel, which explains how to
-// get it.
+// directory with a config.json, a .gguf file or a llama2.c .bin file. A
+// world model not yet in the cache is left to openModel, which installs it
+// or explains how to get it.
 func (c *flagCheck) model(flag, path string) {
-	if path == defaultModel() {
+	if worldVersionOf(path) != 0 {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			return
 		}

@@ -16,6 +16,7 @@ import (
 
 	"rlvr/checkpoint"
 	"rlvr/engine/parallel"
+	"rlvr/task/world"
 	"rlvr/train"
 )
 
@@ -95,16 +96,51 @@ func rootCmd() *cobra.Command {
 
 // defaultModel is the built-in world's model that rlvr pretrain caches with
 // its default settings.
-func defaultModel() string { return train.PretrainedPath(train.DefaultPretrain()) }
+func defaultModel() string { return worldModelPath(1) }
 
-// openModel opens a model, explaining how to get the default one when it is
-// missing.
-func openModel(path, tokenizerPath string) (*checkpoint.Loaded, error) {
-	if _, err := os.Stat(path); err != nil && path == defaultModel() {
-		// The default model comes with rlvr: install it into the cache.
-		if _, err := train.WorldModel(context.Background()); err != nil {
-			return nil, err
+// worldModelPath is the cache directory of a world version's model ("" for
+// no such version).
+func worldModelPath(version int) string {
+	cfg, err := train.WorldPretrain(version)
+	if err != nil {
+		return ""
+	}
+	return train.PretrainedPath(cfg)
+}
+
+// worldVersionOf is the world version whose model path is, or 0.
+func worldVersionOf(path string) int {
+	for _, v := range world.Versions {
+		if path == worldModelPath(v) {
+			return v
 		}
+	}
+	return 0
+}
+
+// ensureWorldModel makes the world model at path available when it is one
+// and is missing: version 1's comes with rlvr and installs at once; a later
+// version's must be pretrained first, which this says how to do rather
+// than start a long run unasked.
+func ensureWorldModel(ctx context.Context, path string) error {
+	v := worldVersionOf(path)
+	if v == 0 {
+		return nil
+	}
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	if v != 1 {
+		return fmt.Errorf("world version %d's model is not pretrained yet: run `rlvr pretrain --world %d` (about 15 minutes on two cores)", v, v)
+	}
+	_, err := train.WorldModel(ctx, v)
+	return err
+}
+
+// openModel opens a model, installing the default one when it is missing.
+func openModel(path, tokenizerPath string) (*checkpoint.Loaded, error) {
+	if err := ensureWorldModel(context.Background(), path); err != nil {
+		return nil, err
 	}
 	return checkpoint.Open(path, tokenizerPath)
 }

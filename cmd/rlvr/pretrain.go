@@ -7,11 +7,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"rlvr/engine/gemm"
+	"rlvr/task/world"
 	"rlvr/train"
 )
 
 func pretrainCmd() *cobra.Command {
 	cfg := train.DefaultPretrain()
+	version := 1
 	cmd := &cobra.Command{
 		Use:   "pretrain",
 		Short: "Train a tiny model from scratch on the built-in arithmetic world",
@@ -22,13 +24,20 @@ Face checkpoint (config.json + model.safetensors). Without --out the model is
 cached under a hash of its configuration (see rlvr's cache directory, or
 $RLVR_CACHE), and later commands start from it; a second run with the same
 settings finds it there and only prints its scores. The default settings' model
-is kept in the repository and installs at once.
+is kept in the repository and installs at once. --world 2 trains on world
+version 2's corpus, in which the policy has a habit of slipping that only its
+context corrects (docs/world.md).
 
 SIGINT or SIGTERM ends the run after the step under way with a checkpoint (in
 --out, or beside the cache entry); the same command then continues it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
+			if corpus, ok := world.CorpusVersion(version, cfg.Corpus.Levels); ok {
+				cfg.Corpus = corpus
+			} else {
+				c.add("world", "%d: no such world version (%v)", version, world.Versions)
+			}
 			c.intIn("steps", cfg.Steps, 1, maxPretrainSteps)
 			c.intIn("batch-tokens", cfg.BatchTokens, 1, maxBatchTokens)
 			c.floatIn("lr", cfg.Schedule.PeakLR, 0, 1, true)
@@ -94,6 +103,7 @@ SIGINT or SIGTERM ends the run after the step under way with a checkpoint (in
 	f.Lookup("warmup").DefValue = fmt.Sprintf("%d, or a tenth of --steps when fewer", cfg.Schedule.WarmupSteps)
 	f.IntVar(&cfg.EvalProblems, "eval", cfg.EvalProblems, "held-out problems per level")
 	f.StringVar(&cfg.Out, "out", "", "checkpoint directory (default: the cache)")
+	f.IntVar(&version, "world", version, "world version whose corpus to train on (1, or 2: docs/world.md)")
 	return cmd
 }
 

@@ -17,7 +17,6 @@ import (
 	"rlvr/format/tokenizer"
 	"rlvr/serve"
 	"rlvr/serve/tinkerserver"
-	"rlvr/train"
 )
 
 // underPrompt serves m under a fixed expert prompt: system goes first in
@@ -203,13 +202,8 @@ func printTokenSource(cmd *cobra.Command, token, what string) {
 // command's context ends.
 func serveTinker(cmd *cobra.Command, modelPath, name string, cfg serve.Config, stateDir string, pollTimeout time.Duration) error {
 	out := cmd.ErrOrStderr()
-	if modelPath == defaultModel() {
-		// The default model comes with rlvr: install it into the cache.
-		if _, err := os.Stat(modelPath); err != nil {
-			if _, err := train.WorldModel(cmd.Context()); err != nil {
-				return err
-			}
-		}
+	if err := ensureWorldModel(cmd.Context(), modelPath); err != nil {
+		return err
 	}
 	if name == "" {
 		name = checkpoint.Name(modelPath)

@@ -54,9 +54,19 @@ func ParseQuestion(q string) (Problem, error) {
 		v, err := strconv.ParseInt(expr[i:j], 10, 64)
 		return v, j, err
 	}
-	v, i, err := num(0)
+	// The first operand may be negative: an accumulator that went below
+	// zero after a slip, asked about as one step (version 2's queries).
+	neg := strings.HasPrefix(expr, "-")
+	start := 0
+	if neg {
+		start = 1
+	}
+	v, i, err := num(start)
 	if err != nil {
 		return Problem{}, err
+	}
+	if neg {
+		v = -v
 	}
 	p.First, p.Answer = v, v
 	for i < len(expr) {

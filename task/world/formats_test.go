@@ -93,3 +93,17 @@ func FuzzParsers(f *testing.F) {
 		}
 	})
 }
+
+// TestParseQuestionNegativeFirst reads a step whose accumulator went below
+// zero after a slip, as version 2's policy asks it.
+func TestParseQuestionNegativeFirst(t *testing.T) {
+	p, err := ParseQuestion("-57+542")
+	if err != nil || p.First != -57 || p.Answer != 485 {
+		t.Fatalf("got %+v, %v", p, err)
+	}
+	for _, bad := range []string{"--57+1", "-", "-+3", "5+-3"} {
+		if _, err := ParseQuestion(bad); err == nil {
+			t.Errorf("%q read without error", bad)
+		}
+	}
+}

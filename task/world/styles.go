@@ -30,30 +30,49 @@ var Styles = []Style{
 		slip: func(int, int64, byte, int64) (int64, bool) { return 0, false }},
 	{Name: "spaced", Slip: "drops the carry into the hundreds when both the units and the tens carry",
 		line: func(a int64, op byte, b, r int64) string { return fmt.Sprintf("%d %c %d = %d", a, op, b, r) },
-		slip: func(style int, a int64, op byte, b int64) (int64, bool) {
-			if op != '+' || (a%10+b%10) < 10 || (a/10%10+b/10%10+1) < 10 || !coin(style, a, op, b) {
-				return 0, false
-			}
-			return a + b - 100, true
-		}},
+		slip: slipsOn('+')},
 	{Name: "arrow", Slip: "subtracts the units the wrong way round instead of borrowing",
 		line: func(a int64, op byte, b, r int64) string { return fmt.Sprintf("%d%c%d -> %d", a, op, b, r) },
-		slip: func(style int, a int64, op byte, b int64) (int64, bool) {
-			if op != '-' || a%10 >= b%10 || !coin(style, a, op, b) {
-				return 0, false
-			}
-			return (a - a%10) - (b - b%10) + (b%10 - a%10), true
-		}},
+		slip: slipsOn('-')},
 	{Name: "worded", Slip: "is ten short on products by 7, 8 or 9 of two-digit numbers",
 		line: func(a int64, op byte, b, r int64) string {
 			return fmt.Sprintf("%d %s %d is %d", a, map[byte]string{'+': "plus", '-': "minus", '*': "times"}[op], b, r)
 		},
-		slip: func(style int, a int64, op byte, b int64) (int64, bool) {
-			if op != '*' || b < 7 || a < 10 || !coin(style, a, op, b) {
-				return 0, false
-			}
-			return a*b - 10, true
-		}},
+		slip: slipsOn('*')},
+}
+
+// SlipKind is a kind of step on which solutions go wrong, one per
+// operator: which steps are prone to it, and the wrong result written.
+type SlipKind struct {
+	Prone func(a, b int64) bool
+	Wrong func(a, b int64) int64
+}
+
+// SlipKinds are the world's three kinds of slip, keyed by operator: the
+// scripted styles' mistakes (each style makes one kind, on half of the
+// prone steps) and, in world version 2, the policy's habit (Habit).
+var SlipKinds = map[byte]SlipKind{
+	// A dropped carry into the hundreds when both units and tens carry.
+	'+': {Prone: func(a, b int64) bool { return a%10+b%10 >= 10 && a/10%10+b/10%10+1 >= 10 },
+		Wrong: func(a, b int64) int64 { return a + b - 100 }},
+	// Units subtracted the wrong way round instead of borrowing.
+	'-': {Prone: func(a, b int64) bool { return a%10 < b%10 },
+		Wrong: func(a, b int64) int64 { return (a - a%10) - (b - b%10) + (b%10 - a%10) }},
+	// Ten short on a product of a two-digit number by 7, 8 or 9.
+	'*': {Prone: func(a, b int64) bool { return b >= 7 && a >= 10 },
+		Wrong: func(a, b int64) int64 { return a*b - 10 }},
+}
+
+// slipsOn is the slip of a style that makes op's kind of mistake on half
+// of the prone steps.
+func slipsOn(op byte) func(style int, a int64, o byte, b int64) (int64, bool) {
+	k := SlipKinds[op]
+	return func(style int, a int64, o byte, b int64) (int64, bool) {
+		if o != op || !k.Prone(a, b) || !coin(style, a, o, b) {
+			return 0, false
+		}
+		return k.Wrong(a, b), true
+	}
 }
 
 // coin is a fair, deterministic coin per style and step.
