@@ -61,18 +61,18 @@ type consultTotals struct {
 
 // The names of a trajectory's consultation counts (rollout.Trajectory.Env).
 const (
-	envCalls     = "calls"      // consult actions
-	envQueries   = "queries"    // queries in them
-	envAsked     = "asked"      // queries put to an expert
-	envAccepted  = "accepted"   // replies written into the history
+	EnvCalls     = "calls"      // consult actions
+	EnvQueries   = "queries"    // queries in them
+	EnvAsked     = "asked"      // queries put to an expert
+	EnvAccepted  = "accepted"   // replies written into the history
 	envDeclined  = "declined"   // not asked: the draw was at least p(t)
 	envOverLimit = "over_limit" // beyond MaxQueries
-	envMalformed = "malformed"  // actions that did not parse
+	EnvMalformed = "malformed"  // actions that did not parse
 	envLatency   = "latency_s"  // summed over asked queries
 	// Consult actions the turn or token budget left unanswered, counted
 	// by the rollout: actions all the same (they cost the penalty).
 	envUnanswered = rollout.EnvUnanswered
-	envFail       = "fail/" // + a kind: asked, but no usable reply
+	EnvFail       = "fail/" // + a kind: asked, but no usable reply
 )
 
 // FailUnreadable is a reply that came but holds no usable answer.
@@ -87,7 +87,7 @@ var ConsultFailureKinds = append(slices.Clone(collect.FailureKinds), FailUnreada
 
 // consultActions counts an episode's consult actions: those answered and
 // the one the budget left unanswered.
-func consultActions(t *rollout.Trajectory) float64 { return t.Env[envCalls] + t.Env[envUnanswered] }
+func consultActions(t *rollout.Trajectory) float64 { return t.Env[EnvCalls] + t.Env[envUnanswered] }
 
 // TurnBudget is T(t) at a step.
 func (c *Consultation) TurnBudget(step int) int {
@@ -168,15 +168,15 @@ func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollo
 	var asks []consult.Ask
 	var slots []slot
 	for i, call := range calls {
-		counts := map[string]float64{envCalls: 1}
+		counts := map[string]float64{EnvCalls: 1}
 		out[i].Env = counts
 		qs, err := c.Format.Parse(call.Text)
 		if err != nil {
-			counts[envMalformed]++
+			counts[EnvMalformed]++
 			out[i].Done = true
 			continue
 		}
-		counts[envQueries] = float64(len(qs))
+		counts[EnvQueries] = float64(len(qs))
 		// One stream of draws per call: the same step, episode and turn
 		// draw the same acceptances, whatever else the step holds.
 		rng := rand.New(rand.NewPCG(e.seed^0x636f6e73756c74, uint64(call.Episode)<<16|uint64(call.Turn)))
@@ -193,7 +193,7 @@ func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollo
 			}
 			m, err := c.Pool.Resolve(q, len(asks))
 			if err != nil {
-				counts[envFail+FailUnknownExpert]++
+				counts[EnvFail+FailUnknownExpert]++
 				continue
 			}
 			replies[i][j].Expert = c.Pool.Members[m].Name
@@ -211,19 +211,19 @@ func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollo
 		for k, a := range answers {
 			s := slots[k]
 			counts := out[s.call].Env
-			counts[envAsked]++
+			counts[EnvAsked]++
 			counts[envLatency] += a.Latency.Seconds()
 			if a.Failure != "" {
-				counts[envFail+a.Failure]++
+				counts[EnvFail+a.Failure]++
 				continue
 			}
 			ans, ok := c.Format.Answer(a.Text)
 			if !ok {
-				counts[envFail+FailUnreadable]++
+				counts[EnvFail+FailUnreadable]++
 				continue
 			}
 			replies[s.call][s.query].Answer, replies[s.call][s.query].OK = ans, true
-			counts[envAccepted]++
+			counts[EnvAccepted]++
 		}
 	}
 	for i := range calls {
@@ -254,9 +254,9 @@ func (c *Consultation) Shape(_ context.Context, env *Env, groups []Scored) error
 			g.Rewards[i] -= c.Penalty * actions
 			episodes++
 			calls += actions
-			queries += t.Env[envQueries]
-			asked += t.Env[envAsked]
-			accepted += t.Env[envAccepted]
+			queries += t.Env[EnvQueries]
+			asked += t.Env[EnvAsked]
+			accepted += t.Env[EnvAccepted]
 			latency += t.Env[envLatency]
 			turns += float64(t.Turns)
 			did := 0
@@ -269,7 +269,7 @@ func (c *Consultation) Shape(_ context.Context, env *Env, groups []Scored) error
 				right[did]++
 			}
 			for k, v := range t.Env {
-				if strings.HasPrefix(k, envFail) || k == envDeclined || k == envOverLimit || k == envMalformed || k == envUnanswered {
+				if strings.HasPrefix(k, EnvFail) || k == envDeclined || k == envOverLimit || k == EnvMalformed || k == envUnanswered {
 					sums[k] += v
 				}
 			}
@@ -292,10 +292,10 @@ func (c *Consultation) Shape(_ context.Context, env *Env, groups []Scored) error
 	}
 	m.Set("consult/declined", sums[envDeclined])
 	m.Set("consult/over_limit", sums[envOverLimit])
-	m.Set("consult/malformed", sums[envMalformed])
+	m.Set("consult/malformed", sums[EnvMalformed])
 	m.Set("consult/unanswered", sums[envUnanswered])
 	for _, k := range ConsultFailureKinds {
-		m.Set("consult/fail/"+k, sums[envFail+k])
+		m.Set("consult/fail/"+k, sums[EnvFail+k])
 	}
 	if n[1] > 0 {
 		m.Set("consult/accuracy_with", right[1]/n[1])

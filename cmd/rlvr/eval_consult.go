@@ -114,10 +114,10 @@ func (g *consultGenerator) Generate(ctx context.Context, prompts []string, p sam
 		for _, t := range gr.Trajectories {
 			out[i] = append(out[i], t.PolicyText)
 			g.episodes++
-			if t.Env["calls"] > 0 || g.open {
+			if t.Env[method.EnvCalls] > 0 || g.open {
 				g.consulted++
 			}
-			g.asked += int(t.Env["asked"])
+			g.asked += int(t.Env[method.EnvAsked])
 			for k, v := range t.Env {
 				if strings.HasPrefix(k, "fail/") {
 					g.fails += int(v)

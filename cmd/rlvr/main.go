@@ -90,7 +90,7 @@ func rootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().IntVar(&threads, "threads", 0, "goroutines the engine splits work across (0: one per CPU)")
 	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof reads it)")
-	root.AddCommand(pretrainCmd(), sftCmd(), importCmd(), trainCmd(), generateCmd(), serveCmd(), evalCmd(), reportCmd(), benchCmd(), initModelCmd(), expertsCmd())
+	root.AddCommand(pretrainCmd(), sftCmd(), importCmd(), trainCmd(), generateCmd(), serveCmd(), evalCmd(), probeCmd(), reportCmd(), benchCmd(), initModelCmd(), expertsCmd())
 	return root
 }
 

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestAcceptedReplies reads replies out of episodes as the consultation
+// loop writes them: right ones, a wrong one, one that did not come, and a
+// line that only looks like a consultation.
+func TestAcceptedReplies(t *testing.T) {
+	for _, tc := range []struct {
+		text     string
+		accepted int
+		allRight bool
+	}{
+		{"12+7=19\n?E1:19*8?\n!E1:152\n19*8=152\n####152\n", 1, true},
+		{"?E1:19*8;E3:19*8?\n!E1:152\n!E3:142\n19*8=142\n####142\n", 2, false},
+		{"?E2:57-29?\n!E2:-\n57-29=28\n####28\n", 0, true},
+		{"?E2:-57+542?\n!E2:485\n####485\n", 1, true},
+		{"12+7=19\n####19\n", 0, true},
+		{"?E1:19*8?\n", 0, true}, // the budget ended the episode unanswered
+	} {
+		n, right := acceptedReplies(tc.text)
+		if n != tc.accepted || right != tc.allRight {
+			t.Errorf("%q: %d accepted, all right %v; want %d, %v", tc.text, n, right, tc.accepted, tc.allRight)
+		}
+	}
+}
+
+// TestProbeWorldModel probes the world's model on a few problems and
+// checks the report's counts agree with each other and with the flags.
+func TestProbeWorldModel(t *testing.T) {
+	configs, err := filepath.Abs(filepath.Join("..", "..", "configs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliFixture(t)
+	out := filepath.Join(t.TempDir(), "probe.json")
+	stdout, stderr, err := execute(t, context.Background(), "probe", "--threads", "1", "--levels", "4", "--problems", "16",
+		"--k", "4", "--max-tokens", "96", "--consult", filepath.Join(configs, "world-eapo.yaml"), "--out", out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if !strings.Contains(stdout, "| queries readable ≥ 95% |") {
+		t.Errorf("no preconditions table:\n%s", stdout)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep probeReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Greedy.N != 16 || rep.Sampled.N != 64 || rep.ZeroVariance.N != 16 || rep.Episodes != 64 {
+		t.Errorf("counts: greedy %d, sampled %d, groups %d, episodes %d", rep.Greedy.N, rep.Sampled.N, rep.ZeroVariance.N, rep.Episodes)
+	}
+	if mixed := 16 - int(rep.ZeroVariance.Mean*16+0.5); rep.Pairs != mixed || rep.Parsed > rep.Pairs || rep.Validated > rep.Parsed {
+		t.Errorf("%d groups with right and wrong answers, but %d pairs, %d parsed, %d validated", mixed, rep.Pairs, rep.Parsed, rep.Validated)
+	}
+	if rep.Readable.N != rep.Queries || rep.Consulting.N != rep.Episodes {
+		t.Errorf("readable over %d of %d queries; consulting over %d of %d episodes", rep.Readable.N, rep.Queries, rep.Consulting.N, rep.Episodes)
+	}
+}
