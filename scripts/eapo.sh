@@ -27,8 +27,8 @@ rows=(eapo self-rl eapo-fixed eapo-slow eapo-fast eapo-homogeneous eapo-meaningl
 for row in "${rows[@]}"; do
   for seed in $seeds; do
     case $row in
-      eapo-distill) echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed" ;; # its own steps: SFT
-      *) echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps" ;;
+      eapo-distill) echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed $from_world $test_flags" ;; # its own steps: SFT
+      *) echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps $from_world $test_flags" ;;
     esac
   done
 done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
@@ -45,7 +45,7 @@ for wf in alone expert-assisted self-collaboration; do
     expert-assisted) flags=(--consult configs/world-eapo.yaml --consult-open) ;;
     self-collaboration) flags=(--consult configs/world-eapo-homogeneous.yaml --consult-open) ;;
   esac
-  bin/rlvr eval --levels 5,6 --problems 100 --seed 2999001 --k 8 --json "${flags[@]}" >"$out/workflow-$wf.json" 2>"$out/workflow-$wf.log"
+  bin/rlvr eval --levels 5,6 --problems 100 --seed 2999001 --k 8 --json --world "$world" "${flags[@]}" >"$out/workflow-$wf.json" 2>"$out/workflow-$wf.log"
 done
 
 dirs=()

@@ -1,15 +1,28 @@
 # Sourced by the experiment scripts (scripts/meml-grpo.sh, scripts/eapo.sh)
 # from the repository's root, with $out set to the experiment's directory:
-# what they share. It reads JOBS, SEEDS and STEPS into $jobs, $seeds and
-# $steps, builds bin/rlvr, installs the world model, and runs every
-# training run on one core.
+# what they share. It reads JOBS (2), SEEDS ("1 2 3 4 5"), STEPS (200),
+# WORLD (the world version, 1) and TEST_PROBLEMS (per level, 500) into
+# $jobs, $seeds, $steps, $world and $tests, moves $out to $out-worldN for
+# a later world version, builds bin/rlvr, installs or pretrains the world
+# model, and runs every training run on one core.
 
 jobs=${JOBS:-2}
-seeds=${SEEDS:-"1 2 3"}
+seeds=${SEEDS:-"1 2 3 4 5"}
 steps=${STEPS:-200}
+world=${WORLD:-1}
+tests=${TEST_PROBLEMS:-500}
+if [ "$world" != 1 ]; then
+  out=$out-world$world
+fi
+# The flags of every run that starts from the world model, and of every
+# RL run: the world version, and the test problems per level.
+from_world="--world $world"
+test_flags="--test-problems $tests"
 mkdir -p "$out"
 go build -o bin/rlvr ./cmd/rlvr
-bin/rlvr pretrain >/dev/null # the world model; installed from the repository, no training
+# The world model: version 1's installs from the repository; a later
+# version's is pretrained once (about 15 minutes) and cached.
+bin/rlvr pretrain --world "$world" >/dev/null
 export GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1
 
 # run CONFIG RUN [FLAGS...]: one training run of bin/rlvr, skipped when it

@@ -22,7 +22,7 @@ for base in "${bases[@]}"; do rows+=("sparse-$base" "mel-$base"); done
 rows+=(sparse-meml-grpo sparse-eapo meml-eapo-mel)
 for row in "${rows[@]}"; do
   for seed in $seeds; do
-    echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps"
+    echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps $from_world $test_flags"
   done
 done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
 

@@ -32,7 +32,7 @@ bin/rlvr experts analyze "$dme" >"$out/table1.txt"
 # Stage 2: warm-up SFT.
 for seed in $seeds; do
   for sft in expert0-sft moe-sft; do
-    echo "configs/world-$sft.yaml $out/$sft-seed$seed --seed $seed --out $out/$sft-seed$seed-model"
+    echo "configs/world-$sft.yaml $out/$sft-seed$seed --seed $seed --out $out/$sft-seed$seed-model $from_world $test_flags"
   done
 done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
 
@@ -43,7 +43,7 @@ for row in meml-grpo moe-sft-grpo expert0-sft-grpo meml-grpo-hsft meml-grpo-iml 
       expert0-*) base=expert0-sft ;;
       *) base=moe-sft ;;
     esac
-    echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps --model $out/$base-seed$seed-model"
+    echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps --model $out/$base-seed$seed-model $test_flags"
   done
 done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
 

@@ -406,10 +406,11 @@ func mean(xs []float64) float64 {
 	return s / float64(len(xs))
 }
 
-
 // print writes the report as the preconditions table of docs/world.md.
 func (r probeReport) print(w io.Writer) {
-	pp := func(iv eval.Interval) string { return fmt.Sprintf("%+.1f pp [%+.1f, %+.1f] (n=%d)", 100*iv.Mean, 100*iv.Low, 100*iv.High, iv.N) }
+	pp := func(iv eval.Interval) string {
+		return fmt.Sprintf("%+.1f pp [%+.1f, %+.1f] (n=%d)", 100*iv.Mean, 100*iv.Low, 100*iv.High, iv.N)
+	}
 	fmt.Fprintf(w, "model %s, levels %v, %d problems, %d samples at T=%g, seed %d\n\n", r.Model, r.Levels, r.Problems, r.K, r.Temperature, r.Seed)
 	fmt.Fprintf(w, "| precondition | measured | holds |\n| --- | --- | --- |\n")
 	fmt.Fprintf(w, "| greedy accuracy < 20%% | %s | %v |\n", r.Greedy.Percent(), r.Greedy.Mean < 0.2)

@@ -27,6 +27,7 @@ func bindRLFlags(f *pflag.FlagSet, c *train.RLConfig) {
 	f.StringVar(&c.Data.Train, "train-file", c.Data.Train, "the dataset's training file (JSONL, JSON or Parquet)")
 	f.StringVar(&c.Data.Test, "test-file", c.Data.Test, "the held-out file (default: hold out --eval-problems training examples)")
 	f.IntSliceVar(&c.Data.Levels, "levels", c.Data.Levels, "world levels of the training problems (default 6, the hardest)")
+	f.IntVar(&c.Data.World, "world", c.Data.World, "world version whose model a run without --model starts from (1 or 2: docs/world.md)")
 	f.StringVar(&c.Chat.Template, "chat", c.Chat.Template, "chat template: auto, on or off")
 	f.StringVar(&c.Chat.System, "system", c.Chat.System, "system prompt of chat prompts")
 	f.StringSliceVar(&c.Parts, "parts", c.Parts, fmt.Sprintf("guidance parts to run, from %v", train.Parts))
@@ -47,6 +48,7 @@ func bindRLFlags(f *pflag.FlagSet, c *train.RLConfig) {
 	f.IntVar(&c.MiniBatches, "mini-batches", c.MiniBatches, "optimizer steps per epoch")
 	f.IntVar(&c.EvalEvery, "eval-every", c.EvalEvery, "steps between held-out evaluations")
 	f.IntVar(&c.EvalProblems, "eval-problems", c.EvalProblems, "held-out problems (per level on the world)")
+	f.IntVar(&c.TestProblems, "test-problems", c.TestProblems, "test problems scored at the end (per level on the world)")
 	f.IntVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "steps between checkpoints")
 	f.IntVar(&c.KeepLast, "keep-last", c.KeepLast, "checkpoints kept")
 }
