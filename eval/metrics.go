@@ -124,6 +124,20 @@ func MeanInterval(xs []float64) Interval {
 	return iv
 }
 
+// MinDetectable is the minimum detectable effect of a paired comparison
+// summarized by MeanInterval: the smallest true mean difference that a
+// two-sided t-test at the 5% level finds with 80% power, at the spread of
+// the differences observed, (t(0.975, n−1) + t(0.80, n−1))·s/√n. It is NaN
+// below three differences, where the spread says too little.
+func MinDetectable(iv Interval) float64 {
+	if iv.N < 3 || !(iv.High >= iv.Mean) {
+		return math.NaN()
+	}
+	t975 := tQuantile(0.975, iv.N-1)
+	se := (iv.High - iv.Mean) / t975
+	return (t975 + tQuantile(0.80, iv.N-1)) * se
+}
+
 // tQuantile is the p quantile of Student's t distribution with df degrees
 // of freedom, from the inverse of the regularized incomplete beta function.
 func tQuantile(p float64, df int) float64 {

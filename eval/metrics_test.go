@@ -94,3 +94,18 @@ func TestIntervalPercent(t *testing.T) {
 		}
 	}
 }
+
+// TestMinDetectable checks the minimum detectable effect against Student-t
+// table values: t(0.975, 4) = 2.776445 and t(0.80, 4) = 0.940965.
+func TestMinDetectable(t *testing.T) {
+	xs := []float64{0.01, 0.03, 0.02, 0.05, 0.04} // s = 0.0158114, s/√5 = 0.00707107
+	want := (2.776445 + 0.940965) * 0.00707107
+	if got := MinDetectable(MeanInterval(xs)); math.Abs(got-want) > 1e-6 {
+		t.Errorf("MDE %v, want %v", got, want)
+	}
+	for _, few := range [][]float64{nil, {0.1}, {0.1, 0.2}} {
+		if got := MinDetectable(MeanInterval(few)); !math.IsNaN(got) {
+			t.Errorf("MDE of %v: %v, want NaN", few, got)
+		}
+	}
+}

@@ -95,8 +95,11 @@ type Eval struct {
 	// Variance is the mean per-problem variance of the k samples' rewards.
 	Variance float64
 
-	// Problems is how many problems were evaluated, 0 when absent.
-	Problems int
+	// Problems is how many problems were evaluated, 0 when absent, and
+	// ProblemSet their fingerprint ("" when absent): runs with the same
+	// fingerprint were scored on the same problems.
+	Problems   int
+	ProblemSet string
 	// Experts maps each expert prompt's name ("E1") to the greedy accuracy
 	// under it; nil for a run without expert prompts.
 	Experts map[string]float64
@@ -479,6 +482,7 @@ type evalRecord struct {
 	Before     *evalRecord         `json:"before"`
 
 	Problems       *float64            `json:"problems"`
+	ProblemSet     *string             `json:"problem_set"`
 	Experts        map[string]*float64 `json:"experts"`
 	ExpertMajority *float64            `json:"expert_majority"`
 	BestExpert     *string             `json:"best_expert"`
@@ -531,6 +535,9 @@ func (rec *evalRecord) eval() (Eval, error) {
 	}
 	if rec.Split != nil {
 		e.Split = *rec.Split
+	}
+	if rec.ProblemSet != nil {
+		e.ProblemSet = *rec.ProblemSet
 	}
 	if rec.BestExpert != nil {
 		e.BestExpert = *rec.BestExpert

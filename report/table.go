@@ -376,6 +376,10 @@ type Difference struct {
 	// accuracy and pass@k at the largest k, over the paired seeds whose
 	// runs both have them (NaN when none do).
 	AvgAtK, PassAtK eval.Interval
+	// MDE is the smallest true difference that the paired t-test detects
+	// at the 5% level with 80% power, at the spread of these pairs
+	// (eval.MinDetectable); NaN below three pairs.
+	MDE float64
 	// Seeds lists the paired seeds, in the row's order.
 	Seeds []string
 	// LeftOut says, for each run of either row that has no partner, why:
@@ -389,6 +393,7 @@ type Difference struct {
 func Paired(row, base Row) Difference {
 	type entry struct {
 		acc, avg, pass float64
+		problems       string // the test problems' fingerprint
 		ok             bool
 		count          int
 	}
@@ -409,7 +414,7 @@ func Paired(row, base Row) Difference {
 			}
 			e.count++
 			f, ok := run.Final()
-			e.acc, e.ok = f.Acc, ok
+			e.acc, e.ok, e.problems = f.Acc, ok, f.Eval.ProblemSet
 			e.avg = f.Eval.AvgAtK
 			_, e.pass = largestPassAtK(f.Eval.PassAtK)
 		}
@@ -432,6 +437,10 @@ func Paired(row, base Row) Difference {
 			d.LeftOut = append(d.LeftOut, fmt.Sprintf("seed %s (no evaluation in %s)", seed, row.Name))
 		case !b.ok:
 			d.LeftOut = append(d.LeftOut, fmt.Sprintf("seed %s (no evaluation in %s)", seed, base.Name))
+		case a.problems != "" && b.problems != "" && a.problems != b.problems:
+			// Paired by problem as well as by seed: a pair scored on
+			// different problems would measure the problems.
+			d.LeftOut = append(d.LeftOut, fmt.Sprintf("seed %s (other test problems in %s)", seed, base.Name))
 		default:
 			d.Seeds = append(d.Seeds, seed)
 			diffs = append(diffs, a.acc-b.acc)
@@ -449,6 +458,7 @@ func Paired(row, base Row) Difference {
 	}
 	d.Interval = eval.MeanInterval(diffs)
 	d.AvgAtK, d.PassAtK = eval.MeanInterval(avgs), eval.MeanInterval(passes)
+	d.MDE = eval.MinDetectable(d.Interval)
 	return d
 }
 
@@ -640,7 +650,13 @@ func newGrid(rows []Row, base int) grid {
 				return ppInterval(of(diffs[i]))
 			})
 		}
-		cols = append(cols, delta("Δ", false, func(d Difference) eval.Interval { return d.Interval }),
+		mde := col("MDE", true, true, func(i int, _ Summary) string {
+			if i == base || math.IsNaN(diffs[i].MDE) {
+				return dash
+			}
+			return fmt.Sprintf("%.1f pp", 100*diffs[i].MDE)
+		})
+		cols = append(cols, delta("Δ", false, func(d Difference) eval.Interval { return d.Interval }), mde,
 			delta("Δ sampled mean", true, func(d Difference) eval.Interval { return d.AvgAtK }),
 			delta("Δ pass@k", true, func(d Difference) eval.Interval { return d.PassAtK }))
 	}
@@ -666,7 +682,10 @@ func newGrid(rows []Row, base int) grid {
 		legend += "; pooled: every seed's test problems together [95% Wilson interval] (problems)"
 	}
 	if base >= 0 {
-		legend += fmt.Sprintf("; Δ: mean over seeds of (row − %s) on the same seed [95%% paired t-interval]", rows[base].Name)
+		legend += fmt.Sprintf("; Δ: mean over seeds of (row − %s) on the same seed and the same test problems [95%% paired t-interval]", rows[base].Name)
+		if slices.Contains(g.Header, "MDE") {
+			legend += "; MDE: the smallest Δ that test detects at 80% power, at the spread of the paired seeds"
+		}
 	}
 	g.Notes = append(g.Notes, legend+".")
 	for _, s := range sums {

@@ -216,12 +216,12 @@ func TestTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `| row | seeds | steps | test accuracy | pooled | E0 / E1 / E2 | MV | MV − best | best expert | before | zero-var | rollout acc, first → last 10 steps | s/step | Δ vs grpo |
-| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |
-| grpo | 3 | 20 | 12.0% [7.0, 17.0] | 12.0% [9.6, 14.8] (600) | — | — | — | — | 7.0% | 40.0% | 5.5% → 15.5% | 2.00 | (baseline) |
-| meml | 3 | 20 | 18.0% [11.4, 24.6] | 18.0% [15.1, 21.3] (600) | 12.0 / 17.0 / 16.3 | 17.3% | −0.7 pp [−4.5, +3.1] | E2, E1, E1 | 8.0% | 20.0% | 25.5% → 35.5% | 4.00 | +6.0 pp [+3.5, +8.5] |
+	want := `| row | seeds | steps | test accuracy | pooled | E0 / E1 / E2 | MV | MV − best | best expert | before | zero-var | rollout acc, first → last 10 steps | s/step | Δ vs grpo | MDE |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |
+| grpo | 3 | 20 | 12.0% [7.0, 17.0] | 12.0% [9.6, 14.8] (600) | — | — | — | — | 7.0% | 40.0% | 5.5% → 15.5% | 2.00 | (baseline) | — |
+| meml | 3 | 20 | 18.0% [11.4, 24.6] | 18.0% [15.1, 21.3] (600) | 12.0 / 17.0 / 16.3 | 17.3% | −0.7 pp [−4.5, +3.1] | E2, E1, E1 | 8.0% | 20.0% | 25.5% → 35.5% | 4.00 | +6.0 pp [+3.5, +8.5] | 3.1 pp |
 
-Accuracy: mean over seeds [95% t-interval over seeds]; pooled: every seed's test problems together [95% Wilson interval] (problems); Δ: mean over seeds of (row − grpo) on the same seed [95% paired t-interval].
+Accuracy: mean over seeds [95% t-interval over seeds]; pooled: every seed's test problems together [95% Wilson interval] (problems); Δ: mean over seeds of (row − grpo) on the same seed and the same test problems [95% paired t-interval]; MDE: the smallest Δ that test detects at 80% power, at the spread of the paired seeds.
 `
 	if got != want {
 		t.Errorf("table:\n%s\nwant:\n%s", got, want)
@@ -325,11 +325,29 @@ func TestPairedLeftOut(t *testing.T) {
 	}
 }
 
+// TestPairedByProblem leaves out a seed whose two runs were scored on
+// different test problems, and pairs runs whose problems agree or are not
+// recorded (older runs).
+func TestPairedByProblem(t *testing.T) {
+	withEval := func(name, seed string, acc float64, problems string) *Run {
+		return &Run{Name: name, Seed: seed, Evals: []Eval{{Step: 1, Split: "test", Greedy: acc, Best: math.NaN(), Delta: math.NaN(), ProblemSet: problems}}}
+	}
+	row := Row{Name: "a", Runs: []*Run{withEval("a1", "1", 0.5, "abc"), withEval("a2", "2", 0.6, "def"), withEval("a3", "3", 0.7, "")}}
+	base := Row{Name: "b", Runs: []*Run{withEval("b1", "1", 0.25, "abc"), withEval("b2", "2", 0.4, "xyz"), withEval("b3", "3", 0.5, "ghi")}}
+	d := Paired(row, base)
+	if fmt.Sprint(d.Seeds) != "[1 3]" || fmt.Sprint(d.LeftOut) != "[seed 2 (other test problems in b)]" {
+		t.Errorf("paired %v, left out %v", d.Seeds, d.LeftOut)
+	}
+	if !math.IsNaN(d.MDE) {
+		t.Errorf("MDE %v from two pairs, want NaN", d.MDE)
+	}
+}
+
 func TestLoadExpertEvals(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, EvalFile), strings.Join([]string{
 		`{"step":0,"split":"val","greedy":0.07,"greedy_low":0.04,"greedy_high":0.11,"experts":{"E0":0.07,"E1":0.09,"E2":null},"expert_majority":0.08}`,
-		`{"step":200,"split":"test","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14,"problems":200,"experts":{"E0":0.1,"E1":0.12,"E2":0.08},"expert_majority":0.11,"best_expert":"E1","best":0.12,"best_low":0.08,"best_high":0.17,"delta":-0.01}`,
+		`{"step":200,"split":"test","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14,"problems":200,"problem_set":"0a1b2c3d4e5f","experts":{"E0":0.1,"E1":0.12,"E2":0.08},"expert_majority":0.11,"best_expert":"E1","best":0.12,"best_low":0.08,"best_high":0.17,"delta":-0.01}`,
 		`{"step":200,"split":"val","greedy":0.1}`,
 	}, "\n")+"\n")
 	r := load(t, dir)
@@ -337,7 +355,7 @@ func TestLoadExpertEvals(t *testing.T) {
 	if fmt.Sprint(v.Experts) != "map[E0:0.07 E1:0.09]" || v.ExpertMajority != 0.08 || v.BestExpert != "" || !math.IsNaN(v.Best) || v.Problems != 0 {
 		t.Errorf("val line %+v", v)
 	}
-	if test.Problems != 200 || test.BestExpert != "E1" || test.Best != 0.12 || test.BestLow != 0.08 || test.BestHigh != 0.17 ||
+	if test.Problems != 200 || test.ProblemSet != "0a1b2c3d4e5f" || test.BestExpert != "E1" || test.Best != 0.12 || test.BestLow != 0.08 || test.BestHigh != 0.17 ||
 		test.Delta != -0.01 || test.ExpertMajority != 0.11 || len(test.Experts) != 3 || test.Split != "test" {
 		t.Errorf("test line %+v", test)
 	}
@@ -423,12 +441,12 @@ func ExampleTable() {
 	}
 	fmt.Print(table)
 	// Output:
-	// | row | seeds | steps | test accuracy | pooled | before | Δ vs grpo |
-	// | --- | ---: | ---: | ---: | ---: | ---: | ---: |
-	// | grpo | 3 | 100 | 7.0% [4.5, 9.5] | 7.0% [4.6, 10.5] (300) | 5.0% | (baseline) |
-	// | dapo | 3 | 100 | 9.7% [6.8, 12.5] | 9.7% [6.8, 13.5] (300) | 5.0% | +2.7 pp [+1.2, +4.1] |
+	// | row | seeds | steps | test accuracy | pooled | before | Δ vs grpo | MDE |
+	// | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+	// | grpo | 3 | 100 | 7.0% [4.5, 9.5] | 7.0% [4.6, 10.5] (300) | 5.0% | (baseline) | — |
+	// | dapo | 3 | 100 | 9.7% [6.8, 12.5] | 9.7% [6.8, 13.5] (300) | 5.0% | +2.7 pp [+1.2, +4.1] | 1.8 pp |
 	//
-	// Accuracy: mean over seeds [95% t-interval over seeds]; pooled: every seed's test problems together [95% Wilson interval] (problems); Δ: mean over seeds of (row − grpo) on the same seed [95% paired t-interval].
+	// Accuracy: mean over seeds [95% t-interval over seeds]; pooled: every seed's test problems together [95% Wilson interval] (problems); Δ: mean over seeds of (row − grpo) on the same seed and the same test problems [95% paired t-interval]; MDE: the smallest Δ that test detects at 80% power, at the spread of the paired seeds.
 }
 
 // TestTableMEL: the pass@k column and MEL's yield, summed over steps and

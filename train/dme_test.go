@@ -254,6 +254,9 @@ func TestMEFRunReportsBestExpertOnTest(t *testing.T) {
 		t.Fatalf("eval.jsonl %+v", lines)
 	}
 	val, test := lines[1], lines[2]
+	if len(test.ProblemSet) != 12 {
+		t.Errorf("test line's problem set %q, want a 12-digit fingerprint", test.ProblemSet)
+	}
 	if len(test.Experts) != 3 || test.Problems != 6 || test.BestExpert == "" || test.Best == nil || test.ExpertMajority == nil || test.Delta == nil {
 		t.Fatalf("test line %+v", test)
 	}

@@ -2,8 +2,11 @@ package train
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -53,7 +56,10 @@ type EvalMetrics struct {
 	// On the test split: its size; the expert best on the final
 	// validation evaluation, its test accuracy with a 95% interval, and
 	// Delta, the majority vote's accuracy minus it (MEML-GRPO's Table 6).
-	Problems   int      `json:"problems,omitempty"`
+	Problems int `json:"problems,omitempty"`
+	// ProblemSet fingerprints the test problems (their IDs, in order), so
+	// that runs compared problem by problem are known to share them.
+	ProblemSet string   `json:"problem_set,omitempty"`
 	BestExpert string   `json:"best_expert,omitempty"`
 	Best       *float64 `json:"best,omitempty"`
 	BestLow    *float64 `json:"best_low,omitempty"`
@@ -547,7 +553,7 @@ func (l *loop) evaluate(ctx context.Context, step int) error {
 	if err != nil {
 		return err
 	}
-	test.Step, test.Split, test.Problems = step, "test", len(l.held.Test)
+	test.Step, test.Split, test.Problems, test.ProblemSet = step, "test", len(l.held.Test), problemSet(l.held.Test)
 	if best := bestExpert(expertVariants(l.cfg), valExperts); best != "" {
 		b := testExperts[best]
 		test.BestExpert, test.Best, test.BestLow, test.BestHigh = best, &b.Mean, &b.Low, &b.High
@@ -557,6 +563,16 @@ func (l *loop) evaluate(ctx context.Context, step int) error {
 		}
 	}
 	return appendJSONL(path, test)
+}
+
+// problemSet is the fingerprint of a list of problems: the first 12 hex
+// digits of the SHA-256 of their IDs, one per line.
+func problemSet(examples []task.Example) string {
+	h := sha256.New()
+	for _, e := range examples {
+		io.WriteString(h, e.ID+"\n")
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
 // bestExpert is the variant with the highest accuracy, the first of them
