@@ -91,13 +91,19 @@ type Setup struct {
 }
 
 // consultGrant is the system prompt text granting a chat policy the
-// consult action.
+// consult action: consultation.system, or for a chat model on the world,
+// whose config sets no default (the world's own policy needs none),
+// consult.ChatTrainingPrompt as on a dataset.
 func consultGrant(k *ConsultationConfig) string {
 	var names []string
 	for _, e := range k.Experts {
 		names = append(names, e.Name)
 	}
-	return strings.NewReplacer("{k}", fmt.Sprint(k.MaxQueries), "{experts}", strings.Join(names, ", ")).Replace(k.System)
+	system := k.System
+	if system == "" {
+		system = consult.ChatTrainingPrompt
+	}
+	return strings.NewReplacer("{k}", fmt.Sprint(k.MaxQueries), "{experts}", strings.Join(names, ", ")).Replace(system)
 }
 
 // expertVariants are the expert prompts of the expert_prompts part, or nil.
