@@ -164,23 +164,7 @@ func (c *Corpus) consult() Document {
 	p := c.problem()
 	k := 1 + c.r.IntN(len(p.Ops)) // ask about the first k operations
 	sub := p.Prefix(k)
-	qs := []Query{{Expert: 1 + c.r.IntN(len(Styles)-1), Question: sub.Question}}
-	if c.r.IntN(3) == 0 { // sometimes a second opinion
-		qs = append(qs, Query{Expert: 1 + c.r.IntN(len(Styles)-1), Question: sub.Question})
-	}
-	var replies []Reply
-	from, have := int64(0), false
-	for _, q := range qs {
-		if c.r.Float64() < c.cfg.Unavailable {
-			replies = append(replies, Reply{Expert: q.Expert})
-			continue
-		}
-		_, ans := Solve(sub, q.Expert)
-		replies = append(replies, Reply{Expert: q.Expert, Answer: strconv.FormatInt(ans, 10), OK: true})
-		if !have {
-			from, have = ans, true
-		}
-	}
+	qs, replies, from, have := c.ask(sub)
 	// Continue from the first reply, or solve from scratch without one.
 	rest := Problem{First: p.First, Ops: p.Ops}
 	if have {
@@ -194,6 +178,28 @@ func (c *Corpus) consult() Document {
 	}
 	return Document{Kind: "consult", Spans: []Span{
 		{p.Prompt(), false}, {FormatConsult(qs), true}, {FormatReplies(replies), false}, {sol, true}}}
+}
+
+// ask draws a consultation about sub: one expert among E1–E3, sometimes a
+// second opinion, and their replies, each missing with probability
+// Unavailable. first is the first reply that came, when have.
+func (c *Corpus) ask(sub Problem) (qs []Query, replies []Reply, first int64, have bool) {
+	qs = []Query{{Expert: 1 + c.r.IntN(len(Styles)-1), Question: sub.Question}}
+	if c.r.IntN(3) == 0 { // sometimes a second opinion
+		qs = append(qs, Query{Expert: 1 + c.r.IntN(len(Styles)-1), Question: sub.Question})
+	}
+	for _, q := range qs {
+		if c.r.Float64() < c.cfg.Unavailable {
+			replies = append(replies, Reply{Expert: q.Expert})
+			continue
+		}
+		_, ans := Solve(sub, q.Expert)
+		replies = append(replies, Reply{Expert: q.Expert, Answer: strconv.FormatInt(ans, 10), OK: true})
+		if !have {
+			first, have = ans, true
+		}
+	}
+	return qs, replies, first, have
 }
 
 // slipped finds a problem some style gets wrong and returns it with the
@@ -356,27 +362,12 @@ func (c *Corpus) consult2() Document {
 		if asked[i] {
 			q := Problem{First: acc, Ops: []Step{st}}
 			q.Question = strconv.FormatInt(acc, 10) + string(st.Op) + strconv.FormatInt(st.Arg, 10)
-			qs := []Query{{Expert: 1 + c.r.IntN(len(Styles)-1), Question: q.Question}}
-			if c.r.IntN(3) == 0 {
-				qs = append(qs, Query{Expert: 1 + c.r.IntN(len(Styles)-1), Question: q.Question})
-			}
+			qs, replies, reply, have := c.ask(q)
 			b.WriteString(FormatConsult(qs))
 			spans = append(spans, Span{b.String(), true})
 			b.Reset()
-			var replies []Reply
-			have := false
-			for _, qu := range qs {
-				if c.r.Float64() < c.cfg.Unavailable {
-					replies = append(replies, Reply{Expert: qu.Expert})
-					continue
-				}
-				_, ans := Solve(q, qu.Expert)
-				replies = append(replies, Reply{Expert: qu.Expert, Answer: strconv.FormatInt(ans, 10), OK: true})
-				if !have {
-					r, have = ans, true
-				}
-			}
 			spans = append(spans, Span{FormatReplies(replies), false})
+			r = reply
 			if !have {
 				r = c.habitStep(0, acc, st, 0)
 			}
