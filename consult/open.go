@@ -12,6 +12,7 @@ import (
 	client "rlvr/client/openai"
 	"rlvr/expert"
 	"rlvr/expert/collect"
+	"rlvr/internal/httpurl"
 	"rlvr/sample"
 	"rlvr/serve"
 	"rlvr/task/world"
@@ -75,7 +76,7 @@ func (e *ExpertConfig) Check(field string, i int, chatPolicy bool) error {
 	if set != 1 {
 		add("set exactly one of url, world, reply, model and policy (%d set)", set)
 	}
-	if e.URL != "" && !strings.HasPrefix(e.URL, "http://") && !strings.HasPrefix(e.URL, "https://") {
+	if e.URL != "" && !httpurl.Valid(e.URL) {
 		add("url %q is not http(s)://…", e.URL)
 	}
 	if e.World != nil && (*e.World < 1 || *e.World >= len(world.Styles)) {

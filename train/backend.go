@@ -3,7 +3,6 @@ package train
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"rlvr/backend/local"
 	"rlvr/backend/remote"
 	"rlvr/checkpoint"
+	"rlvr/internal/httpurl"
 	"rlvr/rollout"
 )
 
@@ -75,7 +75,7 @@ func (c *RLConfig) resolveBackend(add func(format string, args ...any)) {
 		add("backend.kind %q is not %s or %s", b.Kind, BackendLocal, BackendTinker)
 		return
 	}
-	if u, err := url.Parse(b.URL); b.URL == "" || err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+	if !httpurl.Valid(b.URL) {
 		add("backend.url %q is not an http(s) address", b.URL)
 	}
 	if b.Reduction == "" {

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"math"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rlvr/internal/httpurl"
 	"rlvr/sample"
 	"rlvr/task/world"
 )
@@ -249,8 +249,7 @@ func (c *flagCheck) addr(flag, addr string) {
 
 // url checks an http or https base URL.
 func (c *flagCheck) url(flag, s string) {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if !httpurl.Valid(s) {
 		c.add(flag, "%q: want an http:// or https:// URL", s)
 	}
 }

@@ -4,18 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"net/http"
 	"sync"
-	"syscall"
 	"time"
 
 	api "rlvr/api/openai"
 	client "rlvr/client/openai"
 	"rlvr/eval"
 	"rlvr/format/tokenizer"
+	"rlvr/internal/httpretry"
 	"rlvr/sample"
 	"rlvr/task"
 )
@@ -267,10 +266,8 @@ func Classify(err error) string {
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		return FailTimeout
 	}
-	for _, e := range []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE, io.EOF, io.ErrUnexpectedEOF} {
-		if errors.Is(err, e) {
-			return FailConnection
-		}
+	if httpretry.ConnectionLost(err) {
+		return FailConnection
 	}
 	if _, ok := errors.AsType[*net.OpError](err); ok {
 		return FailConnection

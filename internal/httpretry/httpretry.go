@@ -25,13 +25,22 @@ func Transient(err error) bool {
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		return true
 	}
+	if ConnectionLost(err) {
+		return true
+	}
+	oe, ok := errors.AsType[*net.OpError](err)
+	return ok && oe.Op == "dial"
+}
+
+// ConnectionLost reports whether err is a refused, reset or aborted
+// connection, a broken pipe, or a connection closed early.
+func ConnectionLost(err error) bool {
 	for _, e := range []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE, io.EOF, io.ErrUnexpectedEOF} {
 		if errors.Is(err, e) {
 			return true
 		}
 	}
-	oe, ok := errors.AsType[*net.OpError](err)
-	return ok && oe.Op == "dial"
+	return false
 }
 
 // Backoff is the sleep before retry n (1 for the first): what the server
