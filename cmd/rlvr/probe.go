@@ -148,6 +148,24 @@ which MEL and EAPO can work:
 	return cmd
 }
 
+// probeChunk is how many prompts are sampled at once: the KV caches of
+// their streams are what a probe holds in memory.
+var probeChunk = 64
+
+// generateChunks samples prompts probeChunk at a time. A prompt's samples
+// depend only on it and the seed, not on the batch it is in.
+func generateChunks(ctx context.Context, gen eval.Generator, prompts []string, p sample.Params) ([][]string, error) {
+	out := make([][]string, 0, len(prompts))
+	for i := 0; i < len(prompts); i += probeChunk {
+		got, err := gen.Generate(ctx, prompts[i:min(i+probeChunk, len(prompts))], p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
 // rewards scores each problem's answers.
 func rewards(examples []task.Example, answers [][]string) [][]bool {
 	out := make([][]bool, len(answers))
@@ -178,7 +196,7 @@ func probeAlone(ctx context.Context, progress io.Writer, l *checkpoint.Loaded, e
 		prompts[i] = e.Prompt
 	}
 	fmt.Fprintf(progress, "probe: the policy alone, greedy and %d samples of %d problems\n", p.N, len(examples))
-	greedy, err := gen.Generate(ctx, prompts, sample.Params{MaxTokens: p.MaxTokens, N: 1})
+	greedy, err := generateChunks(ctx, gen, prompts, sample.Params{MaxTokens: p.MaxTokens, N: 1})
 	if err != nil {
 		return err
 	}
@@ -187,7 +205,7 @@ func probeAlone(ctx context.Context, progress io.Writer, l *checkpoint.Loaded, e
 		right += countTrue(r)
 	}
 	rep.Greedy = eval.WilsonInterval(right, len(examples))
-	answers, err := gen.Generate(ctx, prompts, p)
+	answers, err := generateChunks(ctx, gen, prompts, p)
 	if err != nil {
 		return err
 	}
@@ -229,7 +247,7 @@ func probeAlone(ctx context.Context, progress io.Writer, l *checkpoint.Loaded, e
 	}
 	one := p
 	one.N, one.Seed = 1, p.Seed+1
-	replies, err := gen.Generate(ctx, requests, one)
+	replies, err := generateChunks(ctx, gen, requests, one)
 	if err != nil {
 		return err
 	}
@@ -251,13 +269,13 @@ func probeAlone(ctx context.Context, progress io.Writer, l *checkpoint.Loaded, e
 	// without it, drawn apart from it so that validation selects Ms, not
 	// the answers measured.
 	one.Seed = p.Seed + 2
-	validation, err := gen.Generate(ctx, replays, one)
+	validation, err := generateChunks(ctx, gen, replays, one)
 	if err != nil {
 		return err
 	}
 	fresh := p
 	fresh.Seed = p.Seed + 3
-	with, err := gen.Generate(ctx, replays, fresh)
+	with, err := generateChunks(ctx, gen, replays, fresh)
 	if err != nil {
 		return err
 	}
@@ -265,7 +283,7 @@ func probeAlone(ctx context.Context, progress io.Writer, l *checkpoint.Loaded, e
 	for j, e := range replayed {
 		plain[j] = e.Prompt
 	}
-	without, err := gen.Generate(ctx, plain, fresh)
+	without, err := generateChunks(ctx, gen, plain, fresh)
 	if err != nil {
 		return err
 	}
@@ -306,9 +324,13 @@ func probeConsultation(ctx context.Context, progress io.Writer, consultPath, mod
 	}
 	p.StopTokens = append(append([]int32(nil), p.StopTokens...), l.StopTokens...)
 	p.Seed += 4
-	groups, _, err := cg.c.Episodes(ctx, cg.sampler, cg.render, toks, p.N, p, 0)
-	if err != nil {
-		return err
+	var groups []rollout.Group
+	for i := 0; i < len(toks); i += probeChunk {
+		g, _, err := cg.c.Episodes(ctx, cg.sampler, cg.render, toks[i:min(i+probeChunk, len(toks))], p.N, p, 0)
+		if err != nil {
+			return err
+		}
+		groups = append(groups, g...)
 	}
 	var consulted, readable, right, rightN, wrong, wrongN, none, noneN int
 	var gain []float64

@@ -40,6 +40,10 @@ func TestProbeWorldModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	cliFixture(t)
+	// Chunks smaller than the problems, so that the counts below also
+	// check that the chunks join up.
+	defer func(n int) { probeChunk = n }(probeChunk)
+	probeChunk = 5
 	out := filepath.Join(t.TempDir(), "probe.json")
 	stdout, stderr, err := execute(t, context.Background(), "probe", "--threads", "1", "--levels", "4", "--problems", "16",
 		"--k", "4", "--max-tokens", "96", "--consult", filepath.Join(configs, "world-eapo.yaml"), "--out", out)
