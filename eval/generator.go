@@ -106,7 +106,7 @@ func (g *Local) Generate(ctx context.Context, prompts []string, p sample.Params)
 	reqs := make([]sample.Request, len(prompts))
 	for i, text := range prompts {
 		reqs[i] = sample.Request{Prompt: g.Model.Encode(text), Params: p}
-		reqs[i].Params.Seed = p.Seed + uint64(i)*1_000_003 // distinct per prompt, fixed per run
+		reqs[i].Params.Seed = sample.PromptSeed(p.Seed, i)
 	}
 	out, err := g.sampler.Sample(ctx, reqs)
 	if err != nil {
@@ -147,7 +147,7 @@ func (g *Remote) Generate(ctx context.Context, prompts []string, p sample.Params
 	for i, text := range prompts {
 		go func() {
 			n, temp, maxTok := max(p.N, 1), float64(p.Temperature), p.MaxTokens
-			seed := int64(p.Seed) + int64(i)*1_000_003
+			seed := int64(sample.PromptSeed(p.Seed, i))
 			req := &api.CompletionRequest{Prompt: api.Prompt{Texts: []string{text}}, N: &n, Temperature: &temp, Seed: &seed, Stop: p.Stop}
 			if maxTok > 0 {
 				req.MaxTokens = &maxTok

@@ -24,7 +24,10 @@ type Config struct {
 	TopP        float32 // nucleus mass for the K samples; 0 keeps all
 	MaxTokens   int     // per completion; 0 means 256
 	Stop        []string
-	Seed        uint64
+	// Seed is the sampling seed: the i-th example scored (those skipped
+	// as unreadable or too long not counted) is sampled with
+	// sample.PromptSeed(Seed, i), however the examples are batched.
+	Seed uint64
 	// Experts are expert prompts (MEML-GRPO's P_i); each is evaluated
 	// greedily, with the error-overlap table across them and their
 	// majority vote.
@@ -215,7 +218,9 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 			for i := lo; i < hi; i++ {
 				prompts = append(prompts, prompt(i))
 			}
-			out, err := gen.Generate(ctx, prompts, p)
+			call := p
+			call.Seed = sample.PromptSeed(p.Seed, lo)
+			out, err := gen.Generate(ctx, prompts, call)
 			var refused *RefusedError
 			switch {
 			case errors.As(err, &refused):

@@ -70,7 +70,7 @@ func SampleGroups(ctx context.Context, s Sampler, dec Decoder, prompts [][]int32
 	for i, pr := range prompts {
 		reqs[i] = sample.Request{Prompt: pr, Params: p}
 		reqs[i].Params.N = g
-		reqs[i].Params.Seed = p.Seed + uint64(i)*1_000_003
+		reqs[i].Params.Seed = sample.PromptSeed(p.Seed, i)
 	}
 	out, err := s.Sample(ctx, reqs)
 	if err != nil {
@@ -162,7 +162,7 @@ func Episodes(ctx context.Context, s Sampler, dec Decoder, env Environment, prom
 		for k := range groups[i].Trajectories {
 			t := &groups[i].Trajectories[k]
 			t.Prompt, t.Env = pr, map[string]float64{}
-			live = append(live, episode{t: t, id: len(live), seed: p.Seed + uint64(i)*1_000_003 + uint64(k)*7919})
+			live = append(live, episode{t: t, id: len(live), seed: sample.PromptSeed(p.Seed, i) + uint64(k)*7919})
 		}
 	}
 	for turn := 0; turn < maxTurns && len(live) > 0; turn++ {

@@ -37,6 +37,13 @@ type Params struct {
 	Seed        uint64 // sampling seed; the same seed gives the same samples
 }
 
+// PromptSeed is the sampling seed of the prompt at index i of a batch
+// sampled with seed: distinct per prompt, fixed per run. A caller that
+// splits prompts into several batches seeds the batch whose first prompt
+// is the first-th of all with PromptSeed(seed, first), so that a prompt's
+// samples depend on its index among all prompts, not on the split.
+func PromptSeed(seed uint64, i int) uint64 { return seed + uint64(i)*1_000_003 }
+
 // Validate reports every out-of-range field at once.
 func (p *Params) Validate() error {
 	var errs []string

@@ -407,7 +407,7 @@ func TestEvalSkipJoinsParts(t *testing.T) {
 	for _, data := range [][]string{{"--data", "world", "--levels", "0,2"}, {"--data", "gsm8k=gsm8k.jsonl"}} {
 		run := func(out string, extra ...string) []string {
 			args := append([]string{"eval", "--model", "model", "--k", "3", "--temperature", "0.8", "--max-tokens", "6",
-				"--batch", "4", "--seed", "7", "--samples", out}, data...)
+				"--batch", "6", "--seed", "7", "--samples", out}, data...)
 			if _, stderr, err := execute(t, t.Context(), append(args, extra...)...); err != nil {
 				t.Fatalf("rlvr %s: %v\n%s", strings.Join(append(args, extra...), " "), err, stderr)
 			}

@@ -150,6 +150,12 @@ after the --system prompt, in one system message, as training writes them.`,
 				}
 				examples = all[skip:min(skip+problems, len(all))]
 			}
+			// Sampled as the same problems are in one run without --skip.
+			first := skip
+			if data == "world" {
+				first *= len(levels)
+			}
+			cfg.Seed = sample.PromptSeed(cfg.Seed, first)
 			var gen eval.Generator
 			if endpoint != "" {
 				chat := chatMode == "on"

@@ -152,12 +152,14 @@ which MEL and EAPO can work:
 // their streams are what a probe holds in memory.
 var probeChunk = 64
 
-// generateChunks samples prompts probeChunk at a time. A prompt's samples
-// depend only on it and the seed, not on the batch it is in.
+// generateChunks samples prompts probeChunk at a time, each chunk seeded
+// as one call for all of them would be (sample.PromptSeed).
 func generateChunks(ctx context.Context, gen eval.Generator, prompts []string, p sample.Params) ([][]string, error) {
 	out := make([][]string, 0, len(prompts))
 	for i := 0; i < len(prompts); i += probeChunk {
-		got, err := gen.Generate(ctx, prompts[i:min(i+probeChunk, len(prompts))], p)
+		call := p
+		call.Seed = sample.PromptSeed(p.Seed, i)
+		got, err := gen.Generate(ctx, prompts[i:min(i+probeChunk, len(prompts))], call)
 		if err != nil {
 			return nil, err
 		}
