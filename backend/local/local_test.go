@@ -146,12 +146,20 @@ func TestSaveLoadContinuesExactly(t *testing.T) {
 			}
 		}
 	}
+	checkResumeExact(t, train, 6, 3)
+}
+
+// checkResumeExact trains one learner steps steps straight, and another
+// saveAt steps, saved, loaded and trained the rest, and checks that both
+// end with the same parameters bit for bit.
+func checkResumeExact(t *testing.T, train func(*Learner, int), steps, saveAt int) {
+	t.Helper()
 	m1, _ := model.New(tinyConfig(6), 3)
 	straight, _ := NewLearner(m1, optim.DefaultAdamW())
-	train(straight, 6)
+	train(straight, steps)
 	m2, _ := model.New(tinyConfig(6), 3)
 	first, _ := NewLearner(m2, optim.DefaultAdamW())
-	train(first, 3)
+	train(first, saveAt)
 	dir := filepath.Join(t.TempDir(), "ckpt")
 	if err := first.Save(ctx, dir); err != nil {
 		t.Fatal(err)
@@ -160,7 +168,7 @@ func TestSaveLoadContinuesExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	train(resumed, 3)
+	train(resumed, steps-saveAt)
 	for i := range m1.Params {
 		if math.Float32bits(m1.Params[i]) != math.Float32bits(resumed.Model.Params[i]) {
 			t.Fatalf("parameter %d: %v straight, %v resumed", i, m1.Params[i], resumed.Model.Params[i])
@@ -201,26 +209,7 @@ func TestNamedOptimizerState(t *testing.T) {
 		t.Fatalf("the named state took %d steps, want 1", named)
 	}
 
-	m1, _ := model.New(tinyConfig(6), 3)
-	straight, _ := NewLearner(m1, optim.DefaultAdamW())
-	train(straight, 6)
-	mb, _ := model.New(tinyConfig(6), 3)
-	first, _ := NewLearner(mb, optim.DefaultAdamW())
-	train(first, 4)
-	dir := filepath.Join(t.TempDir(), "ckpt")
-	if err := first.Save(ctx, dir); err != nil {
-		t.Fatal(err)
-	}
-	resumed, err := Load(dir, optim.DefaultAdamW())
-	if err != nil {
-		t.Fatal(err)
-	}
-	train(resumed, 2)
-	for i := range m1.Params {
-		if math.Float32bits(m1.Params[i]) != math.Float32bits(resumed.Model.Params[i]) {
-			t.Fatalf("parameter %d: %v straight, %v resumed", i, m1.Params[i], resumed.Model.Params[i])
-		}
-	}
+	checkResumeExact(t, train, 6, 4)
 }
 
 // TestNonFiniteGradientRefused checks the optimizer names the tensor and
