@@ -334,10 +334,11 @@ func probeConsultation(ctx context.Context, progress io.Writer, consultPath, mod
 		}
 		groups = append(groups, g...)
 	}
-	var consulted, readable, right, rightN, wrong, wrongN, none, noneN int
+	var consulted, readable int
+	var right, wrong, none tally // episodes by their accepted replies
 	var gain []float64
 	for i, g := range groups {
-		var rAcc, nAcc []float64
+		var groupRight, groupNone tally
 		for _, t := range g.Trajectories {
 			rep.Episodes++
 			r, _ := eval.Reward(examples[i], t.PolicyText)
@@ -350,38 +351,29 @@ func probeConsultation(ctx context.Context, progress io.Writer, consultPath, mod
 			rep.Queries += asked + int(t.Env[method.EnvMalformed])
 			readable += asked - int(t.Env[method.EnvFail+method.FailUnreadable])
 			if calls == 0 {
-				none++
-				nAcc = append(nAcc, b2f(ok))
-				if ok {
-					noneN++
-				}
+				none.add(ok)
+				groupNone.add(ok)
 				continue
 			}
 			consulted++
 			accepted, allRight := acceptedReplies(t.Text)
 			switch {
 			case accepted > 0 && allRight:
-				right++
-				rAcc = append(rAcc, b2f(ok))
-				if ok {
-					rightN++
-				}
+				right.add(ok)
+				groupRight.add(ok)
 			case accepted > 0:
-				wrong++
-				if ok {
-					wrongN++
-				}
+				wrong.add(ok)
 			}
 		}
-		if len(rAcc) > 0 && len(nAcc) > 0 {
-			gain = append(gain, mean(rAcc)-mean(nAcc))
+		if groupRight.n > 0 && groupNone.n > 0 {
+			gain = append(gain, groupRight.rate()-groupNone.rate())
 		}
 	}
 	rep.Consulting = eval.WilsonInterval(consulted, rep.Episodes)
 	rep.Readable = eval.WilsonInterval(readable, rep.Queries)
-	rep.RightReply = eval.WilsonInterval(rightN, right)
-	rep.WrongReply = eval.WilsonInterval(wrongN, wrong)
-	rep.NoConsultation = eval.WilsonInterval(noneN, none)
+	rep.RightReply = eval.WilsonInterval(right.ok, right.n)
+	rep.WrongReply = eval.WilsonInterval(wrong.ok, wrong.n)
+	rep.NoConsultation = eval.WilsonInterval(none.ok, none.n)
 	rep.RightReplyGain, rep.RightReplyPairs = eval.MeanInterval(gain), len(gain)
 	return nil
 }
@@ -415,20 +407,17 @@ func acceptedReplies(text string) (accepted int, allRight bool) {
 	return accepted, allRight
 }
 
-func b2f(b bool) float64 {
-	if b {
-		return 1
+// tally counts episodes and the right ones among them.
+type tally struct{ n, ok int }
+
+func (t *tally) add(ok bool) {
+	t.n++
+	if ok {
+		t.ok++
 	}
-	return 0
 }
 
-func mean(xs []float64) float64 {
-	var s float64
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
-}
+func (t tally) rate() float64 { return float64(t.ok) / float64(t.n) }
 
 // print writes the report as the preconditions table of docs/world.md.
 func (r probeReport) print(w io.Writer) {
