@@ -1,7 +1,12 @@
 package configs_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -87,7 +92,48 @@ func TestRecipesRun(t *testing.T) {
 			if err != nil || strings.Count(string(b), "\n") != 2 {
 				t.Fatalf("metrics %q, %v", b, err)
 			}
+			if dir := os.Getenv("RLVR_RECIPE_METRICS"); dir != "" {
+				writeUntimed(t, run, filepath.Join(dir, strings.TrimSuffix(f, ".yaml")))
+			}
 		})
+	}
+}
+
+// writeUntimed writes the run's metrics and eval lines to dst.jsonl without
+// the keys that measure time, so that two trees can be compared seed for
+// seed: RLVR_RECIPE_METRICS=DIR go test ./configs -run TestRecipesRun, once
+// per tree, then diff the two directories (scripts/recipes-diff.sh).
+func writeUntimed(t *testing.T, run, dst string) {
+	var out bytes.Buffer
+	for _, name := range []string{"metrics.jsonl", "eval.jsonl"} {
+		b, err := os.ReadFile(filepath.Join(run, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(b)) {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			for k := range rec {
+				if strings.HasPrefix(k, "time_") || strings.HasSuffix(k, "_s") || strings.HasSuffix(k, "per_sec") {
+					delete(rec, k)
+				}
+			}
+			j, err := json.Marshal(rec) // keys sorted
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&out, "%s %s\n", name, j)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst+".jsonl", out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

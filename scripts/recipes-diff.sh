@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Seed-for-seed comparison of every recipe in configs/ between a revision
+# and the working tree: configs' TestRecipesRun runs each recipe for two
+# steps on a tiny model in both trees and writes its metrics and eval lines
+# without timings; the two directories must be identical. Both runs use the
+# same GOMAXPROCS, since the engine's reductions split by thread.
+#
+# Usage: scripts/recipes-diff.sh REV   (REV at or after the commit that
+# added RLVR_RECIPE_METRICS to configs_test.go)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rev=${1:?usage: scripts/recipes-diff.sh REV}
+tmp=$(mktemp -d)
+trap 'git worktree remove --force "$tmp/tree" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+git worktree add --detach "$tmp/tree" "$rev" >/dev/null
+# The recipes' data paths are relative to the repository, ../shared beside it.
+ln -s "$(realpath ../shared)" "$tmp/shared"
+export GOMAXPROCS=${GOMAXPROCS:-2}
+(cd "$tmp/tree" && RLVR_RECIPE_METRICS="$tmp/before" go test ./configs -run TestRecipesRun -count=1 >/dev/null)
+RLVR_RECIPE_METRICS="$tmp/after" go test ./configs -run TestRecipesRun -count=1 >/dev/null
+n=$(ls "$tmp/before" | wc -l)
+if diff -r "$tmp/before" "$tmp/after"; then
+  echo "recipes-diff: $n recipes, metrics identical seed for seed between $rev and the working tree"
+else
+  echo "recipes-diff: metrics differ between $rev and the working tree" >&2
+  exit 1
+fi
