@@ -58,25 +58,17 @@ const (
 // AdvantageNorms lists the advantage normalizations.
 var AdvantageNorms = []AdvantageNorm{NormNone, NormGroupStd, NormCorrectnessStd}
 
-// Family is GRPO and its variants, which differ only in how advantages
-// are computed and which loss and aggregation apply (the defaults of
-// NewFamily):
-//
-//	grpo         A = (r − mean)/std per group; clipped ratio; seq-mean-token-mean
-//	dr-grpo      A = r − mean (no std); clipped ratio; seq-mean-token-sum-norm
-//	dapo         as grpo, clip-higher (ε_high 0.28), token-mean (its dynamic
-//	             sampling and overlong penalty are parts of the RL method)
-//	reinforce++  A = r − group mean, then normalized over the whole batch;
-//	             clipped ratio; token-mean
-//	rft          NLL on the verified-correct samples; token-mean
-//
-// Norm overrides the algorithm's division (MEML-GRPO is grpo with
-// NormNone, eq. 5). Groups are whatever the rollout made: one per
-// question, or one per question and expert prompt (MEML-GRPO), so
-// advantages are always taken inside a group.
+// Family is GRPO and its variants. They differ only in the row of
+// Members they take: how a group's advantages are computed, which
+// aggregation sums the loss, and the upper clip bound. Norm overrides the
+// row's division (MEML-GRPO is grpo with NormNone, eq. 5). Groups are
+// whatever the rollout made: one per question, or one per question and
+// expert prompt (MEML-GRPO), so advantages are always taken inside a
+// group.
 type Family struct {
-	Algorithm         Algorithm
-	ClipLow, ClipHigh float32
+	Algorithm Algorithm
+	Member
+	ClipLow float32
 	// MaxTokens is Dr.GRPO's normalizer: the generation budget.
 	MaxTokens int
 	// RefKL and RefKLEstimator add a KL penalty to a frozen reference in
@@ -85,8 +77,6 @@ type Family struct {
 	RefKL          float32
 	RefKLEstimator backend.KLEstimator
 	Entropy        float32
-	// Norm is what a group's centered rewards are divided by.
-	Norm AdvantageNorm
 	// Eps keeps the std division finite for near-uniform groups.
 	Eps float64
 	// PositiveReinforce replaces the clipped surrogate by REINFORCE on
@@ -95,19 +85,45 @@ type Family struct {
 	PositiveReinforce bool
 }
 
+// Member is what sets one algorithm of the family apart.
+type Member struct {
+	// Norm is what a group's centered rewards are divided by.
+	Norm AdvantageNorm
+	// BatchNorm normalizes the advantages over the whole batch after
+	// they are centered in their group (REINFORCE++).
+	BatchNorm bool
+	// Rejection trains NLL on the verified answers instead of a policy
+	// gradient (RFT): no advantages.
+	Rejection   bool
+	Aggregation backend.Aggregation
+	// ClipHigh is the upper clip bound ε_high (the lower is 0.2 for all).
+	ClipHigh float32
+}
+
+// Members are the family's published defaults, one row per algorithm
+// (DAPO's dynamic sampling and overlong penalty are parts of the RL
+// method, not of its objective):
+//
+//	grpo         A = (r − mean)/std per group; seq-mean-token-mean
+//	dr-grpo      A = r − mean (no std); seq-mean-token-sum-norm (÷ max_tokens)
+//	dapo         as grpo, clip-higher (ε_high 0.28), token-mean
+//	reinforce++  A = r − group mean, then normalized over the batch; token-mean
+//	rft          NLL on the verified-correct samples; token-mean
+var Members = map[Algorithm]Member{
+	GRPO:        {Norm: NormGroupStd, Aggregation: backend.SeqMeanTokenMean, ClipHigh: 0.2},
+	DrGRPO:      {Norm: NormNone, Aggregation: backend.SeqMeanTokenSumNorm, ClipHigh: 0.2},
+	DAPO:        {Norm: NormGroupStd, Aggregation: backend.TokenMean, ClipHigh: 0.28},
+	ReinforcePP: {Norm: NormNone, BatchNorm: true, Aggregation: backend.TokenMean, ClipHigh: 0.2},
+	RFT:         {Norm: NormNone, Rejection: true, Aggregation: backend.TokenMean, ClipHigh: 0.2},
+}
+
 // NewFamily returns the algorithm's published defaults.
 func NewFamily(a Algorithm, maxTokens int) (*Family, error) {
-	f := &Family{Algorithm: a, ClipLow: 0.2, ClipHigh: 0.2, MaxTokens: maxTokens, Norm: NormNone, Eps: 1e-4, RefKLEstimator: backend.K3}
-	switch a {
-	case DrGRPO, ReinforcePP, RFT:
-	case GRPO:
-		f.Norm = NormGroupStd
-	case DAPO:
-		f.ClipHigh, f.Norm = 0.28, NormGroupStd
-	default:
+	m, ok := Members[a]
+	if !ok {
 		return nil, fmt.Errorf("method: %q is not an RL objective (want one of %v)", a, []Algorithm{GRPO, DrGRPO, DAPO, ReinforcePP, RFT})
 	}
-	return f, nil
+	return &Family{Algorithm: a, Member: m, ClipLow: 0.2, MaxTokens: maxTokens, Eps: 1e-4, RefKLEstimator: backend.K3}, nil
 }
 
 // Terms implements Objective. With no trajectory carrying a signal (every
@@ -132,7 +148,7 @@ func (f *Family) Build(groups []Scored) ([]Term, Stats, error) {
 			st.ZeroVariance++
 		}
 	}
-	if f.Algorithm == RFT {
+	if f.Rejection {
 		var data []backend.Datum
 		for _, g := range groups {
 			for i := range g.Trajectories {
@@ -142,7 +158,7 @@ func (f *Family) Build(groups []Scored) ([]Term, Stats, error) {
 			}
 		}
 		st.Trained = len(data)
-		return []Term{{Name: "rft", Data: data, Loss: backend.Loss{NLL: 1, Entropy: f.Entropy}, Aggregation: backend.TokenMean}}, st, nil
+		return []Term{{Name: "rft", Data: data, Loss: backend.Loss{NLL: 1, Entropy: f.Entropy}, Aggregation: f.Aggregation}}, st, nil
 	}
 	var adv [][]float64
 	for gi := range groups {
@@ -152,7 +168,7 @@ func (f *Family) Build(groups []Scored) ([]Term, Stats, error) {
 		}
 		adv = append(adv, a)
 	}
-	if f.Algorithm == ReinforcePP {
+	if f.BatchNorm {
 		var flat []float64
 		for _, a := range adv {
 			flat = append(flat, a...)
@@ -181,14 +197,9 @@ func (f *Family) Build(groups []Scored) ([]Term, Stats, error) {
 	if f.PositiveReinforce {
 		loss.PolicyGradient, loss.ClipLow, loss.ClipHigh = backend.Reinforce, 0, 0
 	}
-	t := Term{Name: "pg", Data: data, Loss: loss}
-	switch f.Algorithm {
-	case GRPO:
-		t.Aggregation = backend.SeqMeanTokenMean
-	case DrGRPO:
-		t.Aggregation, t.Norm = backend.SeqMeanTokenSumNorm, float32(f.MaxTokens)
-	default:
-		t.Aggregation = backend.TokenMean
+	t := Term{Name: "pg", Data: data, Loss: loss, Aggregation: f.Aggregation}
+	if f.Aggregation == backend.SeqMeanTokenSumNorm {
+		t.Norm = float32(f.MaxTokens)
 	}
 	return []Term{t}, st, nil
 }

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 rev=${1:?usage: scripts/recipes-diff.sh REV}
 tmp=$(mktemp -d)
 trap 'git worktree remove --force "$tmp/tree" 2>/dev/null || true; rm -rf "$tmp"' EXIT
-git worktree add --detach "$tmp/tree" "$rev" >/dev/null
+git worktree add --quiet --detach "$tmp/tree" "$rev"
 # The recipes' data paths are relative to the repository, ../shared beside it.
 ln -s "$(realpath ../shared)" "$tmp/shared"
 export GOMAXPROCS=${GOMAXPROCS:-2}
