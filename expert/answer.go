@@ -1,4 +1,4 @@
-package collect
+package expert
 
 import (
 	"context"
@@ -18,6 +18,34 @@ import (
 	"rlvr/sample"
 	"rlvr/task"
 )
+
+// How an expert is asked.
+const (
+	// APICompletion sends the question as a plain completion prompt
+	// (POST /v1/completions, or a local model's continuation).
+	APICompletion = "completion"
+	// APIChat sends the question as a chat (POST /v1/chat/completions,
+	// or a local model's chat template).
+	APIChat = "chat"
+)
+
+// The kinds of failure: an expert gave no usable answer. Whoever asked
+// records the failure and goes on.
+const (
+	FailTimeout     = "timeout"      // no answer in time: an attempt's timeout, the answer's deadline, a 408 or 504
+	FailConnection  = "connection"   // connection refused, reset or closed early
+	FailRateLimited = "rate-limited" // 429 after every retry
+	FailServer      = "server-error" // 5xx after every retry
+	FailRefused     = "refused"      // another 4xx, or a prompt too long for a local model
+	FailMalformed   = "malformed"    // a response body that is not the API's JSON
+	FailEmpty       = "empty"        // an answer with no text
+	FailNoSolution  = "no-solution"  // D_ME's Expert0 on a question without a reference solution
+	FailOther       = "error"        // anything else, such as a local model's error
+)
+
+// FailureKinds lists every kind of failure, in the order summaries and
+// metrics name them.
+var FailureKinds = []string{FailTimeout, FailConnection, FailRateLimited, FailServer, FailRefused, FailMalformed, FailEmpty, FailNoSolution, FailOther}
 
 // Request is one question put to an expert, in the form of the expert's
 // API: Prompt for a completion, Messages for a chat. Exactly one is set.

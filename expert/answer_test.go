@@ -1,4 +1,4 @@
-package collect
+package expert
 
 import (
 	"context"
@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	client "rlvr/client/openai"
 	"rlvr/eval"
@@ -158,5 +161,29 @@ func TestClassify(t *testing.T) {
 		if got := Classify(tc.err); got != tc.want {
 			t.Errorf("Classify(%v) = %s, want %s", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestEndpointDeadline: an endpoint that never answers costs an answer its
+// deadline, not the client's longer attempt timeout, and is a timeout.
+func TestEndpointDeadline(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // then the server sees the client go
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	defer ts.Close()
+	cl := client.New(client.Config{BaseURL: ts.URL + "/v1", Timeout: time.Minute})
+	e := &Endpoint{Client: cl, Deadline: 200 * time.Millisecond}
+	start := time.Now()
+	var got error
+	e.Answer(context.Background(), []Request{{Prompt: "Q:1+1\n"}}, func(i int, text string, err error) { got = err })
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("took %v", el)
+	}
+	if Classify(got) != FailTimeout || !strings.Contains(got.Error(), "deadline of an answer") {
+		t.Errorf("error %v (%s)", got, Classify(got))
 	}
 }
