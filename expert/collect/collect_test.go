@@ -465,3 +465,30 @@ func TestPrompts(t *testing.T) {
 		t.Errorf("ChatMessages with a system message: %+v (example now %+v)", got, e.Messages)
 	}
 }
+
+// TestPoolExperts numbers a pool's members from 1 and renders each one's
+// prompt, keeping how each is asked and what answers.
+func TestPoolExperts(t *testing.T) {
+	ans := answerFunc(func(expert.Request) (string, error) { return "", nil })
+	pool := &expert.Pool{Members: []expert.Member{
+		{Name: "E1", API: expert.APICompletion, Model: "E1", Answerer: ans},
+		{Name: "qwen", API: expert.APIChat, Model: "Qwen/Qwen3-8B", Answerer: ans},
+	}}
+	got := PoolExperts(pool, "You are Expert {i} ({name}).")
+	want := []Expert{
+		{Name: "E1", Index: 1, Prompt: "You are Expert 1 (E1).", API: expert.APICompletion, Model: "E1"},
+		{Name: "qwen", Index: 2, Prompt: "You are Expert 2 (qwen).", API: expert.APIChat, Model: "Qwen/Qwen3-8B"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d experts", len(got))
+	}
+	for i := range got {
+		if got[i].Answerer == nil {
+			t.Errorf("expert %d has no Answerer", i+1)
+		}
+		got[i].Answerer = nil
+		if got[i] != want[i] {
+			t.Errorf("expert %d: %+v, want %+v", i+1, got[i], want[i])
+		}
+	}
+}
