@@ -61,6 +61,27 @@ func WorldPool() []Config {
 	return out
 }
 
+// CheckAll checks a list of experts named field: each one (Check, with
+// chat choosing the default API), and that no two share a name, so that
+// a consult action or a D_ME line names one expert.
+func CheckAll(field string, experts []Config, chat bool) error {
+	var errs []string
+	names := map[string]bool{}
+	for i := range experts {
+		if err := experts[i].Check(field, i, chat); err != nil {
+			errs = append(errs, err.Error())
+		}
+		if name := experts[i].Name; names[name] {
+			errs = append(errs, fmt.Sprintf("%s[%d]: the name %s is given twice", field, i, name))
+		}
+		names[experts[i].Name] = true
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
 // Check reports, for the expert at position i of a list named field,
 // everything wrong with it, filling the defaults; chat chooses the default
 // API. Checking again changes nothing.

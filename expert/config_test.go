@@ -112,3 +112,20 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckAll(t *testing.T) {
+	one := 1
+	experts := []Config{{World: &one}, {Name: "E1", Reply: "x"}, {Reply: "y", API: "x"}}
+	err := CheckAll("consultation.experts", experts, false)
+	for _, want := range []string{"consultation.experts[1]: the name E1 is given twice", `consultation.experts[2]: api "x"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckAll: %v, want it to say %q", err, want)
+		}
+	}
+	if experts[2].Name != "E3" {
+		t.Errorf("defaults not filled: %+v", experts[2])
+	}
+	if err := CheckAll("experts", WorldPool(), false); err != nil {
+		t.Errorf("the world's pool: %v", err)
+	}
+}

@@ -683,18 +683,11 @@ func (c *RLConfig) resolveConsultation(add func(string, ...any)) {
 		}
 		k.Experts = expert.WorldPool()
 	}
-	names := map[string]bool{}
-	for i := range k.Experts {
-		// On a dataset (chat-schema questions), experts are asked through
-		// the chat API unless the config says otherwise; on the world
-		// ("Q:…" lines), through completions.
-		if err := k.Experts[i].Check("consultation.experts", i, !c.Data.IsWorld()); err != nil {
-			add("%v", err)
-		}
-		if names[k.Experts[i].Name] {
-			add("consultation.experts[%d]: the name %s is given twice", i, k.Experts[i].Name)
-		}
-		names[k.Experts[i].Name] = true
+	// On a dataset (chat-schema questions), experts are asked through the
+	// chat API unless the config says otherwise; on the world ("Q:…"
+	// lines), through completions.
+	if err := expert.CheckAll("consultation.experts", k.Experts, !c.Data.IsWorld()); err != nil {
+		add("%v", err)
 	}
 	if k.MaxQueries == 0 {
 		k.MaxQueries = 3

@@ -291,11 +291,8 @@ func (o *collectFlags) check(flags *pflag.FlagSet) ([]expert.Config, error) {
 				e.APIKey, e.APIKeyEnv = "", apiKeyEnv
 			}
 		}
-		if err := e.Check("--expert", i, !isWorld); err != nil {
-			c.problems = append(c.problems, err.Error())
-		}
 	}
-	return experts, c.err()
+	return experts, expert.CheckAll("--expert", experts, !isWorld)
 }
 
 // examples are the questions the flags ask for.
@@ -329,7 +326,6 @@ func parseExpertFlags(c *flagCheck, specs []string) []expert.Config {
 		return nil
 	}
 	var out []expert.Config
-	names := map[string]bool{}
 	for _, s := range specs {
 		name, target, ok := strings.Cut(s, "=")
 		switch {
@@ -342,11 +338,7 @@ func parseExpertFlags(c *flagCheck, specs []string) []expert.Config {
 		case name == collect.ReferenceName:
 			c.add("expert", "%q: %q names Expert0, the dataset's reference solution", s, name)
 			continue
-		case names[name]:
-			c.add("expert", "%q: the name %s is given twice", s, name)
-			continue
 		}
-		names[name] = true
 		e := expert.Config{Name: name}
 		if strings.Contains(target, "://") {
 			e.URL, e.RemoteModel, _ = strings.Cut(target, "#")
