@@ -218,8 +218,8 @@ type ExpertPromptsConfig struct {
 	// index and {name} for E<i> (expert.RenderPrompt; default: the
 	// paper's wording), written after chat.system in the system message.
 	System string `yaml:"system"`
-	// Suffix follows a plain-text prompt, with {i} for the index (default
-	// the world's "@E{i}\n").
+	// Suffix follows a plain-text prompt, with {i} and {name} as in
+	// System (default the world's "@E{i}\n").
 	Suffix string `yaml:"suffix"`
 }
 

@@ -216,7 +216,7 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 		if render.chat {
 			render.grant = consultGrant(k)
 		}
-		if pool, err = expert.Open(k.Experts, expert.Options{Policy: base, Seed: cfg.Seed}); err != nil {
+		if pool, err = expert.Open(k.Experts, expert.Options{Policy: base, Seed: cfg.Seed, Warn: func(msg string) { logf("consultation: %s", msg) }}); err != nil {
 			return err
 		}
 		defer pool.Close()

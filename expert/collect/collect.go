@@ -1,9 +1,9 @@
 // Package collect builds MEML-GRPO's multi-expert dataset D_ME (section
 // 3.1 of the paper): it asks N experts (package expert's answerers, such
-// as a Pool's members) for an answer to every question of a dataset, verifies
-// each answer, and keeps one line per (question, expert), Expert0 being
-// the dataset's own reference solution. It also tabulates a D_ME file as
-// the paper's Table 1 (see Analyze).
+// as the members of a pool) for an answer to every question of a
+// dataset, verifies each answer, and keeps one line per (question,
+// expert), Expert0 being the dataset's own reference solution. It also
+// tabulates a D_ME file as the paper's Table 1 (see Analyze).
 //
 // Collection is resumable: every answer is appended to a cache file, one
 // synced JSON line at a time, keyed by question id and expert name, and a
