@@ -100,15 +100,16 @@ func TestConfigErrors(t *testing.T) {
 				"consult.experts[7]: world 4", `consult.experts[7]: api "x"`}},
 	} {
 		e := tt.e
-		err := e.Check("consult.experts", tt.i, false)
-		if err == nil {
-			t.Errorf("Check(%+v): no error", tt.e)
-			continue
-		}
-		for _, w := range tt.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("Check(%+v) = %q, want it to say %q", tt.e, err, w)
-			}
+		saysAll(t, "Check", e.Check("consult.experts", tt.i, false), tt.want...)
+	}
+}
+
+// saysAll fails the test unless err says each of want.
+func saysAll(t *testing.T, call string, err error, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: %v, want it to say %q", call, err, w)
 		}
 	}
 }
@@ -116,12 +117,8 @@ func TestConfigErrors(t *testing.T) {
 func TestCheckAll(t *testing.T) {
 	one := 1
 	experts := []Config{{World: &one}, {Name: "E1", Reply: "x"}, {Reply: "y", API: "x"}}
-	err := CheckAll("consultation.experts", experts, false)
-	for _, want := range []string{"consultation.experts[1]: the name E1 is given twice", `consultation.experts[2]: api "x"`} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("CheckAll: %v, want it to say %q", err, want)
-		}
-	}
+	saysAll(t, "CheckAll", CheckAll("consultation.experts", experts, false),
+		"consultation.experts[1]: the name E1 is given twice", `consultation.experts[2]: api "x"`)
 	if experts[2].Name != "E3" {
 		t.Errorf("defaults not filled: %+v", experts[2])
 	}
