@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"rlvr/consult"
 	"rlvr/engine/model"
+	"rlvr/expert"
 	"rlvr/format/hf"
 	"rlvr/format/safetensors"
 	"rlvr/format/tokenizer"
@@ -60,7 +60,7 @@ func TestRecipesRun(t *testing.T) {
 				// homogeneous pool is.
 				for i := range k.Experts {
 					if k.Experts[i].URL != "" {
-						k.Experts[i] = consult.ExpertConfig{Name: k.Experts[i].Name, Policy: true, API: k.Experts[i].API, MaxTokens: 8}
+						k.Experts[i] = expert.Config{Name: k.Experts[i].Name, Policy: true, API: k.Experts[i].API, MaxTokens: 8}
 					}
 				}
 			}

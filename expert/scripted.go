@@ -1,7 +1,3 @@
-// Package expert holds the built-in world's expert models: the scripted
-// solution styles, and experts with a fixed reply, served like any model
-// over the OpenAI API. The code that asks experts is in expert/collect
-// (MEML-GRPO's D_ME) and consult (EAPO's consultations).
 package expert
 
 import (

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"rlvr/consult"
-	"rlvr/expert/collect"
+	"rlvr/expert"
 	"rlvr/rollout"
 	"rlvr/sample"
 )
@@ -37,7 +37,7 @@ import (
 // first would have.
 type Consultation struct {
 	Format consult.Format
-	Pool   *consult.Pool
+	Pool   *expert.Pool
 	// Accept is p(t), the probability that an expert's reply is written
 	// into the history; Turns is the turn budget T(t), rounded, at least 1.
 	Accept, Turns consult.Schedule
@@ -83,7 +83,7 @@ const FailUnknownExpert = "unknown_expert"
 
 // ConsultFailureKinds lists the kinds of consultation failure, in the
 // order metrics name them.
-var ConsultFailureKinds = append(slices.Clone(collect.FailureKinds), FailUnreadable, FailUnknownExpert)
+var ConsultFailureKinds = append(slices.Clone(expert.FailureKinds), FailUnreadable, FailUnknownExpert)
 
 // consultActions counts an episode's consult actions: those answered and
 // the one the budget left unanswered.
@@ -165,7 +165,7 @@ func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollo
 	replies := make([][]consult.Reply, len(calls))
 	// slot locates an asked query's reply.
 	type slot struct{ call, query int }
-	var asks []consult.Ask
+	var asks []expert.Ask
 	var slots []slot
 	for i, call := range calls {
 		counts := map[string]float64{EnvCalls: 1}
@@ -191,13 +191,13 @@ func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollo
 				counts[envDeclined]++
 				continue
 			}
-			m, err := c.Pool.Resolve(q, len(asks))
+			m, err := c.Pool.Resolve(q.Expert, len(asks))
 			if err != nil {
 				counts[EnvFail+FailUnknownExpert]++
 				continue
 			}
 			replies[i][j].Expert = c.Pool.Members[m].Name
-			asks = append(asks, consult.Ask{Member: m, Question: c.Format.Question(q)})
+			asks = append(asks, expert.Ask{Member: m, Question: c.Format.Question(q)})
 			slots = append(slots, slot{i, j})
 		}
 	}

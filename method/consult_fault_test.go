@@ -9,7 +9,6 @@ import (
 
 	"rlvr/consult"
 	"rlvr/expert"
-	"rlvr/expert/collect"
 	"rlvr/serve"
 	"rlvr/serve/servetest"
 	"rlvr/task"
@@ -24,18 +23,18 @@ import (
 func TestConsultationSurvivesFaultyExperts(t *testing.T) {
 	// The kind of failure each fault is seen as, without retries.
 	seenAs := map[string]string{
-		servetest.FaultTimeout: collect.FailTimeout, servetest.FaultConnection: collect.FailConnection,
-		servetest.FaultServer: collect.FailServer, servetest.FaultRateLimited: collect.FailRateLimited,
-		servetest.FaultMalformed: collect.FailMalformed, servetest.FaultEmpty: collect.FailEmpty,
-		servetest.FaultEndless: collect.FailTimeout,
+		servetest.FaultTimeout: expert.FailTimeout, servetest.FaultConnection: expert.FailConnection,
+		servetest.FaultServer: expert.FailServer, servetest.FaultRateLimited: expert.FailRateLimited,
+		servetest.FaultMalformed: expert.FailMalformed, servetest.FaultEmpty: expert.FailEmpty,
+		servetest.FaultEndless: expert.FailTimeout,
 	}
 	before := runtime.NumGoroutine()
 	t.Run("steps", func(t *testing.T) {
 		faults := &servetest.Faults{Rate: 0.3, PerCall: true, Seed: 5, Hold: 30 * time.Second}
 		base := servetest.StartFaults(t, faults, serve.Config{}, expert.WorldModels()...)
-		var experts []consult.ExpertConfig
+		var experts []expert.Config
 		for i := range 3 {
-			e := consult.ExpertConfig{Name: fmt.Sprintf("E%d", i+1), URL: base, Retries: -1,
+			e := expert.Config{Name: fmt.Sprintf("E%d", i+1), URL: base, Retries: -1,
 				// Far above a healthy call's time even on a loaded machine, far
 				// below the server's 30 s hold.
 				Timeout: 2 * time.Second, Deadline: 3 * time.Second, Concurrency: 16}
@@ -44,11 +43,11 @@ func TestConsultationSurvivesFaultyExperts(t *testing.T) {
 			}
 			experts = append(experts, e)
 		}
-		pool, stop, err := consult.Open(experts, "", 1)
+		pool, err := expert.Open(experts, expert.Options{Seed: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer stop()
+		defer pool.Close()
 		c := &Consultation{Format: consult.World{}, Pool: pool, Accept: consult.Schedule{Kind: consult.Constant, Start: 1},
 			Turns: consult.Schedule{Kind: consult.Constant, Start: 2}, RunSteps: 2, MaxQueries: 3, MaxTokens: 200}
 		r := &RL{Objective: mustFamily(t, DAPO), GroupSize: 4, Rollout: c, Shapers: []Shaper{c}}

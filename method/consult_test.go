@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"rlvr/consult"
-	"rlvr/expert/collect"
+	"rlvr/expert"
 	"rlvr/sample"
 	"rlvr/task"
 )
@@ -72,7 +72,7 @@ type answerFunc struct {
 	f     func(q string) (string, error)
 }
 
-func (a *answerFunc) Answer(_ context.Context, reqs []collect.Request, done func(int, string, error)) {
+func (a *answerFunc) Answer(_ context.Context, reqs []expert.Request, done func(int, string, error)) {
 	for i, r := range reqs {
 		a.mu.Lock()
 		a.asked++
@@ -85,9 +85,9 @@ func (a *answerFunc) Answer(_ context.Context, reqs []collect.Request, done func
 // consultation is a Consultation of the world's format with experts E1
 // and E2 answering "####7", accepting with a constant p.
 func consultation(p float64, experts ...*answerFunc) *Consultation {
-	pool := &consult.Pool{}
+	pool := &expert.Pool{}
 	for i, a := range experts {
-		pool.Members = append(pool.Members, consult.Member{Name: fmt.Sprintf("E%d", i+1), Answerer: a})
+		pool.Members = append(pool.Members, expert.Member{Name: fmt.Sprintf("E%d", i+1), Answerer: a})
 	}
 	return &Consultation{Format: consult.World{}, Pool: pool, Accept: consult.Schedule{Kind: consult.Constant, Start: p},
 		Turns: consult.Schedule{Kind: consult.Constant, Start: 3}, RunSteps: 10, MaxQueries: 3, Penalty: 0.1, MaxTokens: 200}
@@ -249,7 +249,7 @@ func TestConsultationBudgets(t *testing.T) {
 // nothing usable costs the policy its reply, not the step, and each
 // failure is counted by kind.
 func TestConsultationFailuresAreReplies(t *testing.T) {
-	failing := &answerFunc{f: func(string) (string, error) { return "", fmt.Errorf("down: %w", collect.ErrRefused) }}
+	failing := &answerFunc{f: func(string) (string, error) { return "", fmt.Errorf("down: %w", expert.ErrRefused) }}
 	// A reply that quotes numbers but gives no answer is no answer.
 	garbage := &answerFunc{f: func(string) (string, error) { return "I cannot read the question \"Q:(12+7\".", nil }}
 	c := consultation(1, failing, garbage)
@@ -259,7 +259,7 @@ func TestConsultationFailuresAreReplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := env.Metrics
-	if m["consult/fail/"+collect.FailRefused] != 4 || m["consult/fail/"+FailUnreadable] != 4 || m["consult/acceptance_rate"] != 0 || m["accuracy"] != 0 {
+	if m["consult/fail/"+expert.FailRefused] != 4 || m["consult/fail/"+FailUnreadable] != 4 || m["consult/acceptance_rate"] != 0 || m["accuracy"] != 0 {
 		t.Fatalf("metrics %v", m)
 	}
 }

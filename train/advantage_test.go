@@ -4,10 +4,10 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"rlvr/expert"
 	"strings"
 	"testing"
 
-	"rlvr/consult"
 	"rlvr/method"
 	"rlvr/rollout"
 	"rlvr/task"
@@ -38,7 +38,7 @@ func trainedAdvantages(t *testing.T, c RLConfig, groups []method.Scored) []float
 	if err := c.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewMethod(&c, Setup{MaxLen: 512, Pool: &consult.Pool{}})
+	m, err := NewMethod(&c, Setup{MaxLen: 512, Pool: &expert.Pool{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"rlvr/backend"
 	"rlvr/consult"
 	"rlvr/engine/optim"
-	"rlvr/expert/collect"
+	"rlvr/expert"
 	"rlvr/method"
 	"rlvr/task"
 	"rlvr/task/world"
@@ -215,11 +215,11 @@ type ExpertPromptsConfig struct {
 	// dataset's own reference style).
 	Experts []int `yaml:"experts"`
 	// System is a chat model's expert persona, with {i} standing for the
-	// index (default: the paper's wording), written after chat.system in
-	// the system message.
+	// index and {name} for E<i> (expert.RenderPrompt; default: the
+	// paper's wording), written after chat.system in the system message.
 	System string `yaml:"system"`
-	// Suffix follows a plain-text prompt, with {i} for the index (default
-	// the world's "@E{i}\n").
+	// Suffix follows a plain-text prompt, with {i} and {name} as in
+	// System (default the world's "@E{i}\n").
 	Suffix string `yaml:"suffix"`
 }
 
@@ -273,7 +273,7 @@ const (
 // the policy answers alone.
 type ConsultationConfig struct {
 	// Experts are the pool; default the world's scripted experts E1-E3.
-	Experts []consult.ExpertConfig `yaml:"experts,omitempty"`
+	Experts []expert.Config `yaml:"experts,omitempty"`
 	// MaxQueries is k, the queries of one action that are considered
 	// (the rest are unavailable); 0 means 3.
 	MaxQueries int `yaml:"max_queries,omitempty"`
@@ -338,7 +338,7 @@ var Parts = []string{PartExpertPrompts, PartDynamicSampling, PartOverlongPenalty
 
 // PaperExpertSystem is MEML-GRPO's expert prompt P_i, the one its
 // experts' answers are collected under.
-const PaperExpertSystem = collect.DefaultPrompt
+const PaperExpertSystem = expert.DefaultPrompt
 
 // DefaultRL is GRPO on the world's hardest level from the built-in world
 // model: 16 questions × 8 samples per step.
@@ -441,7 +441,7 @@ func (c *RLConfig) Resolve() error {
 			e.System = PaperExpertSystem
 		}
 		if e.Suffix == "" {
-			e.Suffix = "@E{i}\n"
+			e.Suffix = expert.WorldPrompt
 		}
 		for _, i := range e.Experts {
 			if i < 0 {
@@ -681,22 +681,13 @@ func (c *RLConfig) resolveConsultation(add func(string, ...any)) {
 		if !c.Data.IsWorld() {
 			add("consultation.experts: give the pool (url, model, world or reply for each expert)")
 		}
-		for s := 1; s < len(world.Styles); s++ {
-			k.Experts = append(k.Experts, consult.ExpertConfig{Name: fmt.Sprintf("E%d", s), World: &s})
-		}
+		k.Experts = expert.WorldPool()
 	}
-	names := map[string]bool{}
-	for i := range k.Experts {
-		// On a dataset (chat-schema questions), experts are asked through
-		// the chat API unless the config says otherwise; on the world
-		// ("Q:…" lines), through completions.
-		if err := k.Experts[i].Check("consultation.experts", i, !c.Data.IsWorld()); err != nil {
-			add("%v", err)
-		}
-		if names[k.Experts[i].Name] {
-			add("consultation.experts[%d]: the name %s is given twice", i, k.Experts[i].Name)
-		}
-		names[k.Experts[i].Name] = true
+	// On a dataset (chat-schema questions), experts are asked through the
+	// chat API unless the config says otherwise; on the world ("Q:…"
+	// lines), through completions.
+	if err := expert.CheckAll("consultation.experts", k.Experts, !c.Data.IsWorld()); err != nil {
+		add("%v", err)
 	}
 	if k.MaxQueries == 0 {
 		k.MaxQueries = 3

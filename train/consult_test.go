@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"rlvr/expert"
 	"strings"
 	"testing"
 
@@ -83,15 +84,15 @@ func TestConsultationChatEpisode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	experts := []consult.ExpertConfig{{Name: "E1", Reply: "The answer is 19."}}
+	experts := []expert.Config{{Name: "E1", Reply: "The answer is 19."}}
 	if err := experts[0].Check("experts", 0, true); err != nil {
 		t.Fatal(err)
 	}
-	pool, stop, err := consult.Open(experts, "", 1)
+	pool, err := expert.Open(experts, expert.Options{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
+	defer pool.Close()
 	c := &method.Consultation{Format: consult.Chat{}, Pool: pool, Accept: consult.Schedule{Kind: consult.Constant, Start: 1},
 		Turns: consult.Schedule{Kind: consult.Constant, Start: 2}, RunSteps: 1, MaxQueries: 3, MaxTokens: 400}
 	prompt, err := r.Prompt(task.Example{ID: "q", Prompt: "What is 12+7?"}, method.Variant{})

@@ -4,11 +4,11 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
+	"rlvr/expert"
 	"strings"
 	"testing"
 
 	"rlvr/backend"
-	"rlvr/consult"
 	"rlvr/method"
 	"rlvr/task"
 )
@@ -44,7 +44,7 @@ func hardBufferTerm(t *testing.T, c RLConfig) method.Term {
 	if err := c.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewMethod(&c, Setup{MaxLen: 512, Pool: &consult.Pool{}})
+	m, err := NewMethod(&c, Setup{MaxLen: 512, Pool: &expert.Pool{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"rlvr/expert"
 	"strings"
 	"testing"
 
@@ -215,11 +216,11 @@ func TestMetaExperienceWithoutConsultGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.grant = consultGrant(cfg.Consultation) // as a run with consultation sets it
-	pool, stop, err := consult.Open(cfg.Consultation.Experts, cfg.Model, cfg.Seed)
+	pool, err := expert.Open(cfg.Consultation.Experts, expert.Options{Policy: cfg.Model, Seed: cfg.Seed})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
+	defer pool.Close()
 	m, err := NewMethod(&cfg, Setup{MaxLen: maxLen, Chat: true, Pool: pool})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"rlvr/consult"
+	"rlvr/expert"
 	"rlvr/method"
 	"rlvr/reflection"
 )
@@ -71,7 +72,7 @@ func NewMethod(c *RLConfig, setup Setup) (method.Method, error) {
 // NewConsultation is the consultation part of a resolved config, asking
 // pool in the chat schema for a chat model and in the world's line format
 // otherwise.
-func NewConsultation(c *RLConfig, chat bool, pool *consult.Pool) *method.Consultation {
+func NewConsultation(c *RLConfig, chat bool, pool *expert.Pool) *method.Consultation {
 	k := c.Consultation
 	var format consult.Format = consult.World{}
 	if chat {
@@ -87,7 +88,7 @@ func NewConsultation(c *RLConfig, chat bool, pool *consult.Pool) *method.Consult
 type Setup struct {
 	MaxLen int
 	Chat   bool
-	Pool   *consult.Pool
+	Pool   *expert.Pool
 }
 
 // consultGrant is the system prompt text granting a chat policy the
@@ -113,10 +114,10 @@ func expertVariants(c *RLConfig) []method.Variant {
 	}
 	var out []method.Variant
 	for _, i := range c.ExpertPrompts.Experts {
-		idx := fmt.Sprint(i)
-		out = append(out, method.Variant{Name: "E" + idx,
-			System: strings.ReplaceAll(c.ExpertPrompts.System, "{i}", idx),
-			Suffix: strings.ReplaceAll(c.ExpertPrompts.Suffix, "{i}", idx)})
+		name := fmt.Sprintf("E%d", i)
+		out = append(out, method.Variant{Name: name,
+			System: expert.RenderPrompt(c.ExpertPrompts.System, i, name),
+			Suffix: expert.RenderPrompt(c.ExpertPrompts.Suffix, i, name)})
 	}
 	return out
 }

@@ -22,9 +22,9 @@ import (
 	"rlvr/backend"
 	"rlvr/backend/local"
 	"rlvr/backend/remote"
-	"rlvr/consult"
 	"rlvr/engine/optim"
 	"rlvr/eval"
+	"rlvr/expert"
 	"rlvr/internal/atomicfile"
 	"rlvr/method"
 	"rlvr/rollout"
@@ -208,7 +208,7 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	if err := claimRunDir(runDir, &cfg, resume, opts.Overwrite); err != nil {
 		return err
 	}
-	var pool *consult.Pool
+	var pool *expert.Pool
 	if k := cfg.Consultation; slices.Contains(cfg.Parts, PartConsultation) {
 		if k.MaxTokens >= pol.maxLen {
 			return fmt.Errorf("train config: consultation.max_tokens = %d leaves no room for a prompt in the model's context of %d", k.MaxTokens, pol.maxLen)
@@ -216,11 +216,10 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 		if render.chat {
 			render.grant = consultGrant(k)
 		}
-		var stop func()
-		if pool, stop, err = consult.Open(k.Experts, base, cfg.Seed); err != nil {
+		if pool, err = expert.Open(k.Experts, expert.Options{Policy: base, Seed: cfg.Seed, Warn: func(msg string) { logf("consultation: %s", msg) }}); err != nil {
 			return err
 		}
-		defer stop()
+		defer pool.Close()
 	}
 	meth := opts.Method
 	if meth == nil {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,6 +13,7 @@ import (
 	"rlvr/checkpoint"
 	client "rlvr/client/openai"
 	"rlvr/eval"
+	"rlvr/expert"
 	"rlvr/internal/atomicfile"
 	"rlvr/sample"
 	"rlvr/task"
@@ -56,9 +56,9 @@ the expert-assisted workflow, a pool of copies of the model (policy: true)
 self-collaboration.
 
 MEML-GRPO trains one model behind several expert prompts and uses it under
-the best one. --expert I evaluates a model under expert I's prompt: the
-world's suffix "@EI\n" after plain text, and in a chat the persona
-"` + strings.ReplaceAll(train.PaperExpertSystem, "{i}", "I") + `"
+the best one. --expert I evaluates a model under expert I's prompt; for
+--expert 2, the world's suffix "@E2\n" after plain text, and in a chat the
+persona "` + expert.RenderPrompt(train.PaperExpertSystem, 2, "E2") + `"
 after the --system prompt, in one system message, as training writes them.`,
 		Example: `  rlvr eval --levels 0,3,5 --k 8 --experts 4
   rlvr eval --expert 2 --model runs/meml/ckpt-000100
@@ -360,13 +360,13 @@ func expertPrompt(expert int, chat bool, system, suffix string) (string, string)
 	}
 }
 
-// expertPersona is MEML-GRPO's persona of expert I in a chat, "" when
-// expert is negative.
-func expertPersona(expert int) string {
-	if expert < 0 {
+// expertPersona is MEML-GRPO's persona of expert i in a chat, "" when i
+// is negative.
+func expertPersona(i int) string {
+	if i < 0 {
 		return ""
 	}
-	return strings.ReplaceAll(train.PaperExpertSystem, "{i}", strconv.Itoa(expert))
+	return expert.RenderPrompt(train.PaperExpertSystem, i, fmt.Sprintf("E%d", i))
 }
 
 // withSuffix appends suffix to every example's prompt.

@@ -10,6 +10,7 @@ import (
 
 	"rlvr/checkpoint"
 	"rlvr/consult"
+	"rlvr/expert"
 	"rlvr/method"
 	"rlvr/rollout"
 	"rlvr/sample"
@@ -41,7 +42,7 @@ type consultGenerator struct {
 
 // newConsultGenerator reads the consultation part of the training config
 // at path and opens its pool for the model l (at modelPath: a policy
-// expert is a copy of it). The caller stops the pool.
+// expert is a copy of it). The caller closes the pool.
 func newConsultGenerator(path, modelPath string, l *checkpoint.Loaded, open bool, examples []task.Example, prompted []task.Example) (*consultGenerator, func(), error) {
 	cfg, err := train.LoadRLConfig(path, "")
 	if err != nil {
@@ -57,7 +58,7 @@ func newConsultGenerator(path, modelPath string, l *checkpoint.Loaded, open bool
 	if err != nil {
 		return nil, nil, err
 	}
-	pool, stop, err := consult.Open(cfg.Consultation.Experts, modelPath, cfg.Seed)
+	pool, err := expert.Open(cfg.Consultation.Experts, expert.Options{Policy: modelPath, Seed: cfg.Seed})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -72,7 +73,7 @@ func newConsultGenerator(path, modelPath string, l *checkpoint.Loaded, open bool
 			g.questions[prompted[i].Prompt] = world.QuestionText(e.Prompt)
 		}
 	}
-	return g, stop, nil
+	return g, pool.Close, nil
 }
 
 // Generate implements eval.Generator.

@@ -4,10 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,13 +13,11 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
-	client "rlvr/client/openai"
-	"rlvr/eval"
 	"rlvr/expert"
 	"rlvr/expert/collect"
 	"rlvr/sample"
-	"rlvr/serve"
 	"rlvr/task"
 	"rlvr/task/world"
 )
@@ -50,17 +45,7 @@ func expertsCmd() *cobra.Command {
 }
 
 func expertsCollectCmd() *cobra.Command {
-	var (
-		data, dataFile, api, prompt, out, cachePath, apiKey string
-		levels                                              []int
-		specs, stop                                         []string
-		problems, concurrency, retries, maxTokens, batch    int
-		seed                                                uint64
-		temperature                                         float32
-		timeout, deadline                                   time.Duration
-		retryFailures, asJSON                               bool
-		warmup                                              float64
-	)
+	var o collectFlags
 	cmd := &cobra.Command{
 		Use:   "collect",
 		Short: "Ask experts for an answer to every question: MEML-GRPO's D_ME",
@@ -73,18 +58,20 @@ when the expert gave no usable answer. Expert0 is the dataset's own reference
 solution, verified like the others.
 
 An expert is an OpenAI-compatible endpoint, --expert NAME=URL[#MODEL] (rlvr
-serve, vLLM, SGLang, llama.cpp, Ollama, OpenAI), or a local model,
---expert NAME=PATH (a Hugging Face directory, .gguf file or llama2.c .bin file). Experts
-are numbered 1, 2, … in the order given; expert i's prompt P_i is --prompt with
-{i} (and {name}) filled in. With --api completion the expert continues the
-question followed by P_i; with --api chat, P_i is the system message and the
-question the user's (a local model without a chat template gets the
-completion). Without --expert, on the built-in world, the world's scripted
-experts E1-E3 are served on loopback in this process and asked over HTTP.
+serve, vLLM, SGLang, llama.cpp, Ollama, OpenAI; MODEL defaults to NAME), or a
+local model, --expert NAME=PATH (a Hugging Face directory, .gguf file or
+llama2.c .bin file), as a training config's consultation.experts gives them.
+Experts are numbered 1, 2, … in the order given; expert i's prompt P_i is
+--prompt with {i} (and {name}) filled in. With --api completion the expert
+continues the question followed by P_i; with --api chat, P_i is the system
+message and the question the user's (a local model without a chat template
+gets the completion). Without --expert, on the built-in world, the world's
+scripted experts E1-E3 are served on loopback in this process and asked over
+HTTP.
 
 Requests have a per-attempt --timeout and an overall --deadline per answer,
 are retried (--retries) with backoff on 429, 5xx, timeouts and dropped
-connections, and at most --concurrency are in flight per endpoint. A failed
+connections, and at most --concurrency are in flight per expert. A failed
 answer is recorded with its kind (timeout, connection, rate-limited,
 server-error, refused, malformed, empty) and collection goes on.
 
@@ -100,176 +87,56 @@ data.warmup_fraction 0.2 and data.part warmup trains on (a question's side
 depends only on its text, so the split agrees across files).`,
 		Example: `  rlvr experts collect --out dme.jsonl
   rlvr serve --world-experts &
-  rlvr experts collect --expert E1=http://127.0.0.1:8000/v1#E1 --expert E2=http://127.0.0.1:8000/v1#E2 --out dme.jsonl
+  rlvr experts collect --expert E1=http://127.0.0.1:8000/v1 --expert E2=http://127.0.0.1:8000/v1 --out dme.jsonl
   rlvr experts collect --data gsm8k --data-file ../shared/data/gsm8k/train.jsonl \
       --expert r1=http://gpu1:8000/v1#deepseek-r1 --expert qwen=runs/qwen-sft --out gsm8k-dme.jsonl
   rlvr experts analyze dme.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			flags := cmd.Flags()
-			isWorld := data == "world"
-			var c flagCheck
-			switch {
-			case isWorld:
-				if flags.Changed("data-file") {
-					c.add("data-file", "is for a dataset, not --data world")
-				}
-				c.worldLevels(levels)
-			case !slices.Contains(task.Names(), data):
-				c.add("data", "%q: want world or one of %s", data, strings.Join(task.Names(), ", "))
-			default:
-				if dataFile == "" {
-					c.add("data-file", "is required with --data %s", data)
-				} else {
-					c.file("data-file", dataFile)
-				}
-				if flags.Changed("levels") {
-					c.add("levels", "is for --data world")
-				}
-			}
-			if math.IsNaN(warmup) || warmup < 0 || warmup >= 1 {
-				c.add("warmup-fraction", "%v: must be in [0, 1)", warmup)
-			}
-			if isWorld || flags.Changed("problems") {
-				c.intIn("problems", problems, 1, maxProblems)
-			}
-			if isWorld {
-				c.worldTotal(levels, problems)
-			}
-			switch {
-			case api == "" && isWorld:
-				api = collect.APICompletion
-			case api == "":
-				api = collect.APIChat
-			case api != collect.APICompletion && api != collect.APIChat:
-				c.add("api", "%q: want %s or %s", api, collect.APICompletion, collect.APIChat)
-			}
-			if prompt == "" && !flags.Changed("prompt") {
-				prompt = collect.DefaultPrompt
-				if isWorld {
-					prompt = `@E{i}\n`
-				}
-			}
-			prompt = withNewlines(prompt)
-			if !strings.Contains(prompt, "{i}") && !strings.Contains(prompt, "{name}") {
-				c.add("prompt", "%q has neither {i} nor {name}: every expert would get the same prompt", prompt)
-			}
-			parsed := parseExpertFlags(&c, specs)
-			c.intIn("concurrency", concurrency, 1, maxConcurrency)
-			c.intIn("retries", retries, 0, maxRetries)
-			c.intIn("max-tokens", maxTokens, 1, maxNewTokens)
-			c.intIn("batch", batch, 1, maxSamples)
-			if timeout <= 0 || timeout > maxDeadline {
-				c.add("timeout", "%v: must be in (0, %v]", timeout, maxDeadline)
-			}
-			if deadline <= 0 || deadline > maxDeadline {
-				c.add("deadline", "%v: must be in (0, %v]", deadline, maxDeadline)
-			}
-			checkSampling(&c, sample.Params{Temperature: temperature, TopP: 1, Stop: stop}, "")
-			c.outFile("out", out)
-			if cachePath == "" && !flags.Changed("cache") {
-				cachePath = out + ".cache"
-			}
-			c.outFile("cache", cachePath)
-			if out != "" && cachePath != "" && filepath.Clean(out) == filepath.Clean(cachePath) {
-				c.add("cache", "%s is --out too: the cache and D_ME must be different files", cachePath)
-			}
-			if len(parsed) == 0 && !isWorld {
-				c.add("expert", "is required with --data %s (NAME=URL[#MODEL] or NAME=PATH)", data)
-			}
-			if err := c.err(); err != nil {
+			experts, err := o.check(cmd.Flags())
+			if err != nil {
 				return err
 			}
-			if !flags.Changed("api-key") {
-				apiKey = os.Getenv(apiKeyEnv)
+			examples, err := o.examples(cmd.Flags())
+			if err != nil {
+				return err
 			}
-
-			var examples []task.Example
-			switch {
-			case isWorld && warmup > 0:
-				examples = warmupWorld(seed, problems, levels, warmup)
-			case isWorld:
-				examples = world.Examples(seed, problems*len(levels), levels)
-			default:
-				all, err := task.Load(data, dataFile)
-				if err != nil {
-					return err
-				}
-				if warmup > 0 {
-					all = slices.DeleteFunc(all, func(e task.Example) bool { return !task.InWarmup(e, warmup) })
-				}
-				examples = all
-				if flags.Changed("problems") {
-					examples = all[:min(problems, len(all))]
-				}
+			stderr := cmd.ErrOrStderr()
+			if len(o.experts) == 0 {
+				fmt.Fprintf(stderr, "no --expert: asking the world's scripted experts E1-E%d, served on loopback\n", len(experts))
 			}
-			if len(parsed) == 0 {
-				base, stopServer, err := serve.Loopback(serve.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, expert.WorldModels()...)
-				if err != nil {
-					return err
-				}
-				defer stopServer()
-				for s := 1; s < len(world.Styles); s++ {
-					name := fmt.Sprintf("E%d", s)
-					parsed = append(parsed, expertFlag{name: name, url: base, model: name})
-				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "no --expert: asking the world's scripted experts E1-E%d, served on %s\n", len(world.Styles)-1, base)
-			}
-			params := sample.Params{MaxTokens: maxTokens, Temperature: temperature, Stop: stop, Seed: seed}
-			clients := map[string]*client.Client{}
-			cfg := collect.Config{
-				ReferencePrompt: collect.RenderPrompt(prompt, 0, collect.ReferenceName),
-				Cache:           cachePath,
-				RetryFailures:   retryFailures,
-				Warn:            func(msg string) { fmt.Fprintln(cmd.ErrOrStderr(), "rlvr: warning:", msg) },
-			}
-			for i, p := range parsed {
-				ex := collect.Expert{Name: p.name, Index: i + 1, API: api}
-				ex.Prompt = collect.RenderPrompt(prompt, ex.Index, ex.Name)
-				if p.url != "" {
-					cl := clients[p.url]
-					if cl == nil {
-						tries := retries
-						if tries == 0 {
-							tries = -1 // the client's "none"
-						}
-						cl = client.New(client.Config{BaseURL: p.url, APIKey: apiKey, Timeout: timeout, MaxRetries: tries, MaxConcurrent: concurrency})
-						clients[p.url] = cl
+			for _, e := range experts {
+				if e.Model != "" {
+					if err := ensureWorldModel(cmd.Context(), e.Model); err != nil {
+						return fmt.Errorf("--expert %s: %w", e.Name, err)
 					}
-					ex.Model = p.model
-					ex.Answerer = &collect.Endpoint{Client: cl, Model: p.model, Params: params, Concurrency: concurrency, Deadline: deadline}
-				} else {
-					l, err := openModel(p.path, "")
-					if err != nil {
-						return fmt.Errorf("--expert %s: %w", p.name, err)
-					}
-					ex.Model = p.path
-					b := &collect.Batched{Gen: eval.NewLocal(l), Params: params, Batch: batch}
-					if api == collect.APIChat {
-						if l.Chat != nil {
-							b.Chat = l.Chat
-						} else {
-							ex.API = collect.APICompletion
-							fmt.Fprintf(cmd.ErrOrStderr(), "expert %s: %s has no chat template; it continues the question followed by its prompt\n", p.name, p.path)
-						}
-					}
-					ex.Answerer = b
 				}
-				cfg.Experts = append(cfg.Experts, ex)
 			}
+			pool, err := expert.Open(experts, expert.Options{Seed: o.seed, Batch: o.batch, Warn: func(msg string) { fmt.Fprintln(stderr, msg) }})
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
 			var bar *progressbar.ProgressBar
-			cfg.Start = func(cached, pending int) {
-				if cached > 0 {
-					fmt.Fprintf(cmd.ErrOrStderr(), "%s holds %d answers; asking for %d more\n", cachePath, cached, pending)
-				}
-				if pending > 0 {
-					bar = newBar(cmd, pending)
-				}
-			}
-			cfg.Progress = func(collect.Record) {
-				if bar != nil {
-					bar.Add(1)
-				}
+			cfg := collect.Config{
+				Experts:         collect.PoolExperts(pool, o.prompt),
+				ReferencePrompt: expert.RenderPrompt(o.prompt, 0, collect.ReferenceName),
+				Cache:           o.cache,
+				RetryFailures:   o.retryFailures,
+				Warn:            func(msg string) { fmt.Fprintln(stderr, "rlvr: warning:", msg) },
+				Start: func(cached, pending int) {
+					if cached > 0 {
+						fmt.Fprintf(stderr, "%s holds %d answers; asking for %d more\n", o.cache, cached, pending)
+					}
+					if pending > 0 {
+						bar = newBar(cmd, pending)
+					}
+				},
+				Progress: func(collect.Record) {
+					if bar != nil {
+						bar.Add(1)
+					}
+				},
 			}
 			res, err := collect.Collect(cmd.Context(), examples, cfg)
 			if bar != nil {
@@ -281,61 +148,184 @@ depends only on its text, so the split agrees across files).`,
 				}
 				return err
 			}
-			if err := collect.WriteDME(out, res.Records); err != nil {
+			if err := collect.WriteDME(o.out, res.Records); err != nil {
 				return err
 			}
-			if asJSON {
+			if o.json {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				return enc.Encode(res.Summary)
 			}
 			fmt.Fprint(cmd.OutOrStdout(), res.Summary.Table())
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %d lines of D_ME to %s\n", len(res.Records), out)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %d lines of D_ME to %s\n", len(res.Records), o.out)
 			return nil
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&data, "data", "world", "world, or a dataset: "+strings.Join(task.Names(), ", "))
-	f.StringVar(&dataFile, "data-file", "", "the dataset's file (JSONL, JSON or Parquet)")
-	f.IntSliceVar(&levels, "levels", []int{3, 4, 5, 6}, "world levels (with --data world)")
-	f.IntVar(&problems, "problems", 100, "questions per level of the world; for a dataset, its first N (unset: all of them)")
-	f.Uint64Var(&seed, "seed", 0, "seed of the world's questions and of sampling")
-	f.Float64Var(&warmup, "warmup-fraction", 0, "ask only the questions of the warm-up side of training's split (data.warmup_fraction; 0: every question)")
-	f.StringArrayVar(&specs, "expert", nil, "an expert: NAME=URL[#MODEL] for an OpenAI-compatible endpoint, NAME=PATH for a local model (repeatable; numbered 1, 2, … in order)")
-	f.StringVar(&api, "api", "", "how experts are asked: completion or chat (default: completion for the world, chat for a dataset)")
-	f.StringVar(&prompt, "prompt", "", `expert prompt P_i, {i} the expert's index and {name} its name, \n a newline (default: @E{i}\n for the world, "`+collect.DefaultPrompt+`" for a dataset)`)
-	f.StringVar(&out, "out", "dme.jsonl", "D_ME output file (JSON Lines)")
-	f.StringVar(&cachePath, "cache", "", "cache of answers collected so far (default: --out with .cache appended)")
-	f.IntVar(&concurrency, "concurrency", 8, "requests in flight per endpoint")
-	f.DurationVar(&timeout, "timeout", 2*time.Minute, "time limit of one attempt of a request")
-	f.IntVar(&retries, "retries", 2, "retries of a request after a 429, 5xx, timeout or dropped connection")
-	f.DurationVar(&deadline, "deadline", 10*time.Minute, "time limit of one answer, retries included")
-	f.IntVar(&maxTokens, "max-tokens", 2048, "tokens per answer")
-	f.Float32Var(&temperature, "temperature", 0, "sampling temperature (0: greedy)")
-	f.StringArrayVar(&stop, "stop", nil, "stop string (repeatable)")
-	f.IntVar(&batch, "batch", 16, "prompts a local model answers at once")
-	f.StringVar(&apiKey, "api-key", "", "bearer token for the endpoints (default: $"+apiKeyEnv+", which keeps it out of the process list)")
-	f.BoolVar(&retryFailures, "retry-failures", true, "ask again for the answers the cache holds as failures")
-	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	o.bind(cmd.Flags())
 	return cmd
 }
 
-// expertFlag is one parsed --expert.
-type expertFlag struct {
-	name       string
-	url, model string // an endpoint
-	path       string // a local model
+// collectFlags are experts collect's flags.
+type collectFlags struct {
+	data, dataFile, api, prompt, out, cache, apiKey  string
+	levels                                           []int
+	experts, stop                                    []string
+	problems, concurrency, retries, maxTokens, batch int
+	seed                                             uint64
+	temperature                                      float32
+	timeout, deadline                                time.Duration
+	retryFailures, json                              bool
+	warmup                                           float64
+}
+
+func (o *collectFlags) bind(f *pflag.FlagSet) {
+	f.StringVar(&o.data, "data", "world", "world, or a dataset: "+strings.Join(task.Names(), ", "))
+	f.StringVar(&o.dataFile, "data-file", "", "the dataset's file (JSONL, JSON or Parquet)")
+	f.IntSliceVar(&o.levels, "levels", []int{3, 4, 5, 6}, "world levels (with --data world)")
+	f.IntVar(&o.problems, "problems", 100, "questions per level of the world; for a dataset, its first N (unset: all of them)")
+	f.Uint64Var(&o.seed, "seed", 0, "seed of the world's questions and of sampling")
+	f.Float64Var(&o.warmup, "warmup-fraction", 0, "ask only the questions of the warm-up side of training's split (data.warmup_fraction; 0: every question)")
+	f.StringArrayVar(&o.experts, "expert", nil, "an expert: NAME=URL[#MODEL] for an OpenAI-compatible endpoint, NAME=PATH for a local model (repeatable; numbered 1, 2, … in order)")
+	f.StringVar(&o.api, "api", "", "how experts are asked: completion or chat (default: completion for the world, chat for a dataset)")
+	f.StringVar(&o.prompt, "prompt", "", `expert prompt P_i, {i} the expert's index and {name} its name, \n a newline (default: @E{i}\n for the world, "`+expert.DefaultPrompt+`" for a dataset)`)
+	f.StringVar(&o.out, "out", "dme.jsonl", "D_ME output file (JSON Lines)")
+	f.StringVar(&o.cache, "cache", "", "cache of answers collected so far (default: --out with .cache appended)")
+	f.IntVar(&o.concurrency, "concurrency", 8, "requests in flight per expert")
+	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "time limit of one attempt of a request")
+	f.IntVar(&o.retries, "retries", 2, "retries of a request after a 429, 5xx, timeout or dropped connection")
+	f.DurationVar(&o.deadline, "deadline", 10*time.Minute, "time limit of one answer, retries included")
+	f.IntVar(&o.maxTokens, "max-tokens", 2048, "tokens per answer")
+	f.Float32Var(&o.temperature, "temperature", 0, "sampling temperature (0: greedy)")
+	f.StringArrayVar(&o.stop, "stop", nil, "stop string (repeatable)")
+	f.IntVar(&o.batch, "batch", 16, "prompts a local model answers at once")
+	f.StringVar(&o.apiKey, "api-key", "", "bearer token for the endpoints (default: $"+apiKeyEnv+", which keeps it out of the process list)")
+	f.BoolVar(&o.retryFailures, "retry-failures", true, "ask again for the answers the cache holds as failures")
+	f.BoolVar(&o.json, "json", false, "print the summary as JSON")
+}
+
+// check reports every problem with the flags at once, fills the defaults
+// that depend on other flags, and returns the experts to ask, checked:
+// the --expert flags, or on the world without any, its scripted experts.
+func (o *collectFlags) check(flags *pflag.FlagSet) ([]expert.Config, error) {
+	isWorld := o.data == "world"
+	var c flagCheck
+	switch {
+	case isWorld:
+		if flags.Changed("data-file") {
+			c.add("data-file", "is for a dataset, not --data world")
+		}
+		c.worldLevels(o.levels)
+	case !slices.Contains(task.Names(), o.data):
+		c.add("data", "%q: want world or one of %s", o.data, strings.Join(task.Names(), ", "))
+	default:
+		if o.dataFile == "" {
+			c.add("data-file", "is required with --data %s", o.data)
+		} else {
+			c.file("data-file", o.dataFile)
+		}
+		if flags.Changed("levels") {
+			c.add("levels", "is for --data world")
+		}
+	}
+	if math.IsNaN(o.warmup) || o.warmup < 0 || o.warmup >= 1 {
+		c.add("warmup-fraction", "%v: must be in [0, 1)", o.warmup)
+	}
+	if isWorld || flags.Changed("problems") {
+		c.intIn("problems", o.problems, 1, maxProblems)
+	}
+	if isWorld {
+		c.worldTotal(o.levels, o.problems)
+	}
+	if o.api != "" && o.api != expert.APICompletion && o.api != expert.APIChat {
+		c.add("api", "%q: want %s or %s", o.api, expert.APICompletion, expert.APIChat)
+	}
+	if o.prompt == "" && !flags.Changed("prompt") {
+		o.prompt = expert.DefaultPrompt
+		if isWorld {
+			o.prompt = expert.WorldPrompt
+		}
+	}
+	o.prompt = withNewlines(o.prompt)
+	if !strings.Contains(o.prompt, "{i}") && !strings.Contains(o.prompt, "{name}") {
+		c.add("prompt", "%q has neither {i} nor {name}: every expert would get the same prompt", o.prompt)
+	}
+	experts := parseExpertFlags(&c, o.experts)
+	c.intIn("concurrency", o.concurrency, 1, maxConcurrency)
+	c.intIn("retries", o.retries, 0, maxRetries)
+	c.intIn("max-tokens", o.maxTokens, 1, maxNewTokens)
+	c.intIn("batch", o.batch, 1, maxSamples)
+	if o.timeout <= 0 || o.timeout > maxDeadline {
+		c.add("timeout", "%v: must be in (0, %v]", o.timeout, maxDeadline)
+	}
+	if o.deadline <= 0 || o.deadline > maxDeadline {
+		c.add("deadline", "%v: must be in (0, %v]", o.deadline, maxDeadline)
+	}
+	checkSampling(&c, sample.Params{Temperature: o.temperature, TopP: 1, Stop: o.stop}, "")
+	c.outFile("out", o.out)
+	if o.cache == "" && !flags.Changed("cache") {
+		o.cache = o.out + ".cache"
+	}
+	c.outFile("cache", o.cache)
+	if o.out != "" && o.cache != "" && filepath.Clean(o.out) == filepath.Clean(o.cache) {
+		c.add("cache", "%s is --out too: the cache and D_ME must be different files", o.cache)
+	}
+	if len(experts) == 0 && !isWorld {
+		c.add("expert", "is required with --data %s (NAME=URL[#MODEL] or NAME=PATH)", o.data)
+	}
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	if len(experts) == 0 {
+		experts = expert.WorldPool()
+	}
+	retries := o.retries
+	if retries == 0 {
+		retries = -1 // expert.Config's "none"
+	}
+	for i := range experts {
+		e := &experts[i]
+		e.API, e.Concurrency, e.Timeout, e.Retries, e.Deadline = o.api, o.concurrency, o.timeout, retries, o.deadline
+		e.MaxTokens, e.Temperature, e.Stop = o.maxTokens, o.temperature, o.stop
+		if e.URL != "" {
+			if e.APIKey = o.apiKey; !flags.Changed("api-key") {
+				e.APIKey, e.APIKeyEnv = "", apiKeyEnv
+			}
+		}
+	}
+	return experts, expert.CheckAll("--expert", experts, !isWorld)
+}
+
+// examples are the questions the flags ask for.
+func (o *collectFlags) examples(flags *pflag.FlagSet) ([]task.Example, error) {
+	switch {
+	case o.data == "world" && o.warmup > 0:
+		return warmupWorld(o.seed, o.problems, o.levels, o.warmup), nil
+	case o.data == "world":
+		return world.Examples(o.seed, o.problems*len(o.levels), o.levels), nil
+	}
+	all, err := task.Load(o.data, o.dataFile)
+	if err != nil {
+		return nil, err
+	}
+	if o.warmup > 0 {
+		all = slices.DeleteFunc(all, func(e task.Example) bool { return !task.InWarmup(e, o.warmup) })
+	}
+	if flags.Changed("problems") {
+		all = all[:min(o.problems, len(all))]
+	}
+	return all, nil
 }
 
 // parseExpertFlags reads --expert values, NAME=URL[#MODEL] or NAME=PATH,
-// recording every problem in c.
-func parseExpertFlags(c *flagCheck, specs []string) []expertFlag {
+// as experts' configs, recording every problem in c. A target with a
+// scheme (://) is a URL, checked as one, so that a mistyped URL is not
+// taken for a path.
+func parseExpertFlags(c *flagCheck, specs []string) []expert.Config {
 	if len(specs) > maxExperts {
 		c.add("expert", "given %d times: at most %d experts", len(specs), maxExperts)
 		return nil
 	}
-	var out []expertFlag
-	names := map[string]bool{}
+	var out []expert.Config
 	for _, s := range specs {
 		name, target, ok := strings.Cut(s, "=")
 		switch {
@@ -348,17 +338,13 @@ func parseExpertFlags(c *flagCheck, specs []string) []expertFlag {
 		case name == collect.ReferenceName:
 			c.add("expert", "%q: %q names Expert0, the dataset's reference solution", s, name)
 			continue
-		case names[name]:
-			c.add("expert", "%q: the name %s is given twice", s, name)
-			continue
 		}
-		names[name] = true
-		e := expertFlag{name: name}
-		if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
-			e.url, e.model, _ = strings.Cut(target, "#")
-			c.url("expert", e.url)
+		e := expert.Config{Name: name}
+		if strings.Contains(target, "://") {
+			e.URL, e.RemoteModel, _ = strings.Cut(target, "#")
+			c.url("expert", e.URL)
 		} else {
-			e.path = target
+			e.Model = target
 			c.model("expert", target)
 		}
 		out = append(out, e)

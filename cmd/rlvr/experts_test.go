@@ -204,8 +204,8 @@ func TestExpertsCollectLocalModel(t *testing.T) {
 		if r.Reference {
 			continue
 		}
-		if r.Name != "tiny" || r.Model != "model" || r.API != collect.APICompletion || r.Prompt != "@E1\n" ||
-			(r.Failure != "" && r.Failure != collect.FailEmpty) {
+		if r.Name != "tiny" || r.Model != "model" || r.API != expert.APICompletion || r.Prompt != "@E1\n" ||
+			(r.Failure != "" && r.Failure != expert.FailEmpty) {
 			t.Errorf("%+v", r)
 		}
 	}

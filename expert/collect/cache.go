@@ -61,7 +61,7 @@ func openCache(path string, warn func(string)) (*cache, map[key]Record, error) {
 			cut = &l
 			return nil
 		case err != nil:
-			return recordError(path, l.n, err)
+			return lineError(path, l.n, err)
 		}
 		got[keyOf(rec)] = rec
 		good, unended = l.end, !l.complete

@@ -1,15 +1,15 @@
 // Package collect builds MEML-GRPO's multi-expert dataset D_ME (section
-// 3.1 of the paper): it asks N experts — OpenAI-compatible endpoints or
-// local models — for an answer to every question of a dataset, verifies
-// each answer, and keeps one line per (question, expert), Expert0 being
-// the dataset's own reference solution. It also tabulates a D_ME file as
-// the paper's Table 1 (see Analyze).
+// 3.1 of the paper): it asks N experts (package expert's answerers, such
+// as the members of a pool) for an answer to every question of a
+// dataset, verifies each answer, and keeps one line per (question,
+// expert), Expert0 being the dataset's own reference solution. It also
+// tabulates a D_ME file as the paper's Table 1 (see Analyze).
 //
 // Collection is resumable: every answer is appended to a cache file, one
 // synced JSON line at a time, keyed by question id and expert name, and a
 // collection started again asks only for the answers the cache lacks.
 // Experts fail — time out, answer 5xx, return garbage or nothing — and
-// each failure is recorded with its kind (see FailureKinds) while
+// each failure is recorded with its kind (see expert.FailureKinds) while
 // collection goes on.
 //
 // A D_ME line is a Record in JSON; ParseRecord and ReadDME read them
@@ -26,21 +26,12 @@ import (
 	"time"
 
 	"rlvr/eval"
+	"rlvr/expert"
 	"rlvr/task"
 )
 
-// DefaultPrompt is the paper's expert prompt P_i, with {i} for the
-// expert's index.
-const DefaultPrompt = "You are Expert {i}, please provide an answer to the above question."
-
 // ReferenceName names Expert0, the dataset's reference solution.
 const ReferenceName = "reference"
-
-// RenderPrompt returns an expert prompt template with {i} replaced by the
-// expert's index and {name} by its name.
-func RenderPrompt(template string, i int, name string) string {
-	return strings.NewReplacer("{i}", fmt.Sprint(i), "{name}", name).Replace(template)
-}
 
 // Concat is MEML-GRPO's Concat(Q, P): the question, then the expert
 // prompt, on a line of its own.
@@ -67,15 +58,27 @@ func ChatMessages(e task.Example, prompt string) []task.Message {
 type Expert struct {
 	Name  string // unique; not ReferenceName
 	Index int    // i, at least 1; Expert0 is the reference
-	// Prompt is the expert prompt P_i (see RenderPrompt).
+	// Prompt is the expert prompt P_i (see expert.RenderPrompt).
 	Prompt string
-	// API is APICompletion (the Answerer gets Concat(question, Prompt))
-	// or APIChat (it gets ChatMessages(question, Prompt)).
+	// API is expert.APICompletion (the Answerer gets Concat(question,
+	// Prompt)) or expert.APIChat (it gets ChatMessages(question, Prompt)).
 	API string
 	// Model names what answers, for the record: an endpoint's model, a
 	// checkpoint's path.
 	Model    string
-	Answerer Answerer
+	Answerer expert.Answerer
+}
+
+// PoolExperts are the members of pool as a collection's experts, numbered
+// 1, 2, … in order, expert i prompted with template's P_i
+// (expert.RenderPrompt).
+func PoolExperts(pool *expert.Pool, template string) []Expert {
+	out := make([]Expert, len(pool.Members))
+	for k, m := range pool.Members {
+		i := k + 1
+		out[k] = Expert{Name: m.Name, Index: i, Prompt: expert.RenderPrompt(template, i, m.Name), API: m.API, Model: m.Model, Answerer: m.Answerer}
+	}
+	return out
 }
 
 // Config is a collection.
@@ -190,7 +193,7 @@ func Collect(ctx context.Context, examples []task.Example, cfg Config) (*Result,
 	got := map[key]Record{}
 	type job struct {
 		q   int // index in qs
-		req Request
+		req expert.Request
 	}
 	jobs := make([][]job, len(experts))
 	for x, ex := range experts {
@@ -213,9 +216,9 @@ func Collect(ctx context.Context, examples []task.Example, cfg Config) (*Result,
 				sum.Cached++
 				continue
 			}
-			r := Request{Prompt: Concat(q.Prompt, ex.Prompt)}
-			if ex.API == APIChat {
-				r = Request{Messages: ChatMessages(q, ex.Prompt)}
+			r := expert.Request{Prompt: Concat(q.Prompt, ex.Prompt)}
+			if ex.API == expert.APIChat {
+				r = expert.Request{Messages: ChatMessages(q, ex.Prompt)}
 			}
 			jobs[x] = append(jobs[x], job{q: qi, req: r})
 		}
@@ -239,7 +242,7 @@ func Collect(ctx context.Context, examples []task.Example, cfg Config) (*Result,
 		if len(jobs[x]) == 0 {
 			continue
 		}
-		reqs := make([]Request, len(jobs[x]))
+		reqs := make([]expert.Request, len(jobs[x]))
 		for i, j := range jobs[x] {
 			reqs[i] = j.req
 		}
@@ -253,9 +256,9 @@ func Collect(ctx context.Context, examples []task.Example, cfg Config) (*Result,
 				r.Model = ex.Model
 				switch {
 				case err != nil:
-					r.Failure, r.Error = Classify(err), err.Error()
+					r.Failure, r.Error = expert.Classify(err), err.Error()
 				case strings.TrimSpace(text) == "":
-					r.Response, r.Failure, r.Error = text, FailEmpty, "the answer has no text"
+					r.Response, r.Failure, r.Error = text, expert.FailEmpty, "the answer has no text"
 				default:
 					r.Response, r.Correct = text, correct(q, text)
 				}
@@ -343,7 +346,7 @@ func reference(q task.Example, prompt string) Record {
 	r := Record{ID: q.ID, Source: q.Source, Question: q.Prompt, Answer: q.Answer, Name: ReferenceName, Reference: true,
 		Prompt: prompt, Response: q.Solution}
 	if strings.TrimSpace(q.Solution) == "" {
-		r.Failure, r.Error = FailNoSolution, "the dataset gives no reference solution"
+		r.Failure, r.Error = expert.FailNoSolution, "the dataset gives no reference solution"
 	} else {
 		r.Correct = correct(q, q.Solution)
 	}
@@ -380,8 +383,8 @@ func (cfg *Config) check() error {
 			bad("index %d is taken by %q", ex.Index, other)
 		}
 		indices[ex.Index] = ex.Name
-		if ex.API != APICompletion && ex.API != APIChat {
-			bad("API %q: want %q or %q", ex.API, APICompletion, APIChat)
+		if ex.API != expert.APICompletion && ex.API != expert.APIChat {
+			bad("API %q: want %q or %q", ex.API, expert.APICompletion, expert.APIChat)
 		}
 		if ex.Answerer == nil {
 			bad("has no Answerer")
@@ -415,7 +418,7 @@ func (s *Summary) Table() string {
 	}
 	var fails []string
 	total := 0
-	for _, k := range FailureKinds {
+	for _, k := range expert.FailureKinds {
 		if n := s.Failures[k]; n > 0 {
 			fails = append(fails, fmt.Sprintf("%s %d", k, n))
 			total += n

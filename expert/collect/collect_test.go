@@ -7,8 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,7 +40,7 @@ func worldExperts(base, api string, cl *client.Client) []Expert {
 	for s := 1; s < len(world.Styles); s++ {
 		name := fmt.Sprintf("E%d", s)
 		xs = append(xs, Expert{Name: name, Index: s, Prompt: world.ExpertPrompt(s), API: api, Model: name,
-			Answerer: &Endpoint{Client: cl, Model: name, Params: sample.Params{MaxTokens: 256}, Concurrency: 4}})
+			Answerer: &expert.Endpoint{Client: cl, Model: name, Params: sample.Params{MaxTokens: 256}, Concurrency: 4}})
 	}
 	return xs
 }
@@ -67,7 +65,7 @@ func TestCollectWorldExperts(t *testing.T) {
 	levels := []int{3, 4, 5, 6}
 	examples := world.Examples(seed, n, levels)
 	byID := problems(seed, n, levels)
-	for _, api := range []string{APICompletion, APIChat} {
+	for _, api := range []string{expert.APICompletion, expert.APIChat} {
 		t.Run(api, func(t *testing.T) {
 			cl := client.New(client.Config{BaseURL: base})
 			res, err := Collect(context.Background(), examples, Config{Experts: worldExperts(base, api, cl),
@@ -115,13 +113,13 @@ func TestCollectWorldExperts(t *testing.T) {
 // faultFailure is the failure each fault of servetest.Faults ends in,
 // for a client that gives up on an attempt before Faults.Hold.
 var faultFailure = map[string]string{
-	servetest.FaultTimeout:     FailTimeout,
-	servetest.FaultConnection:  FailConnection,
-	servetest.FaultServer:      FailServer,
-	servetest.FaultRateLimited: FailRateLimited,
-	servetest.FaultMalformed:   FailMalformed,
-	servetest.FaultEmpty:       FailEmpty,
-	servetest.FaultEndless:     FailTimeout,
+	servetest.FaultTimeout:     expert.FailTimeout,
+	servetest.FaultConnection:  expert.FailConnection,
+	servetest.FaultServer:      expert.FailServer,
+	servetest.FaultRateLimited: expert.FailRateLimited,
+	servetest.FaultMalformed:   expert.FailMalformed,
+	servetest.FaultEmpty:       expert.FailEmpty,
+	servetest.FaultEndless:     expert.FailTimeout,
 }
 
 // TestCollectSurvivesFaults collects from the world's reference expert
@@ -139,8 +137,8 @@ func TestCollectSurvivesFaults(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	cl := client.New(client.Config{BaseURL: base, Timeout: timeout, MaxRetries: 1, BackoffBase: 10 * time.Millisecond,
 		BackoffMax: 50 * time.Millisecond, MaxConcurrent: 8})
-	ex := Expert{Name: "flaky", Index: 1, Prompt: world.ExpertPrompt(1), API: APICompletion, Model: "E0",
-		Answerer: &Endpoint{Client: cl, Model: "E0", Params: sample.Params{MaxTokens: 256}, Concurrency: 8, Deadline: 2 * time.Second}}
+	ex := Expert{Name: "flaky", Index: 1, Prompt: world.ExpertPrompt(1), API: expert.APICompletion, Model: "E0",
+		Answerer: &expert.Endpoint{Client: cl, Model: "E0", Params: sample.Params{MaxTokens: 256}, Concurrency: 8, Deadline: 2 * time.Second}}
 	start := time.Now()
 	res, err := Collect(context.Background(), examples, Config{Experts: []Expert{ex}, Cache: filepath.Join(t.TempDir(), "cache")})
 	if err != nil {
@@ -166,7 +164,7 @@ func TestCollectSurvivesFaults(t *testing.T) {
 		default:
 			kind := faultFailure[fault]
 			want[kind]++
-			if r.Failure != kind || r.Correct || r.Response != "" && kind != FailEmpty {
+			if r.Failure != kind || r.Correct || r.Response != "" && kind != expert.FailEmpty {
 				t.Errorf("%s (%s): failure %q (%s), want %q", r.ID, fault, r.Failure, r.Error, kind)
 			}
 		}
@@ -176,7 +174,7 @@ func TestCollectSurvivesFaults(t *testing.T) {
 			t.Errorf("no question draws %s: the test does not cover it", fault)
 		}
 	}
-	for _, k := range []string{FailTimeout, FailConnection, FailServer, FailRateLimited, FailMalformed, FailEmpty} {
+	for _, k := range []string{expert.FailTimeout, expert.FailConnection, expert.FailServer, expert.FailRateLimited, expert.FailMalformed, expert.FailEmpty} {
 		if res.Summary.Failures[k] != want[k] {
 			t.Errorf("%d failures %s counted, want %d", res.Summary.Failures[k], k, want[k])
 		}
@@ -216,30 +214,6 @@ func TestCollectSurvivesFaults(t *testing.T) {
 	}
 }
 
-// TestEndpointDeadline: an endpoint that never answers costs an answer its
-// deadline, not the client's longer attempt timeout, and is a timeout.
-func TestEndpointDeadline(t *testing.T) {
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body) // then the server sees the client go
-		select {
-		case <-r.Context().Done():
-		case <-time.After(10 * time.Second):
-		}
-	}))
-	defer ts.Close()
-	cl := client.New(client.Config{BaseURL: ts.URL + "/v1", Timeout: time.Minute})
-	e := &Endpoint{Client: cl, Deadline: 200 * time.Millisecond}
-	start := time.Now()
-	var got error
-	e.Answer(context.Background(), []Request{{Prompt: "Q:1+1\n"}}, func(i int, text string, err error) { got = err })
-	if el := time.Since(start); el > 5*time.Second {
-		t.Errorf("took %v", el)
-	}
-	if Classify(got) != FailTimeout || !strings.Contains(got.Error(), "deadline of an answer") {
-		t.Errorf("error %v (%s)", got, Classify(got))
-	}
-}
-
 // TestCollectResumes interrupts a collection after some answers, then
 // runs it again: the second run asks for exactly the answers the cache
 // lacks, once each; a third asks for nothing; a changed prompt makes the
@@ -251,7 +225,7 @@ func TestCollectResumes(t *testing.T) {
 	base, _ := serveWorld(t, 2*time.Millisecond)
 	examples := world.Examples(9, 30, []int{3, 4})
 	cache := filepath.Join(t.TempDir(), "cache")
-	experts := worldExperts(base, APICompletion, client.New(client.Config{BaseURL: base}))
+	experts := worldExperts(base, expert.APICompletion, client.New(client.Config{BaseURL: base}))
 	total := len(problems(9, 30, []int{3, 4})) * len(experts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := 0
@@ -272,7 +246,7 @@ func TestCollectResumes(t *testing.T) {
 		t.Fatalf("%d answers cached of %d", len(recs), total)
 	}
 	base, served := serveWorld(t, 0)
-	experts = worldExperts(base, APICompletion, client.New(client.Config{BaseURL: base}))
+	experts = worldExperts(base, expert.APICompletion, client.New(client.Config{BaseURL: base}))
 	res, err := Collect(context.Background(), examples, Config{Experts: experts, Cache: cache})
 	if err != nil {
 		t.Fatal(err)
@@ -329,7 +303,7 @@ func TestCachedFailuresRetried(t *testing.T) {
 	examples := world.Examples(1, 4, []int{3})
 	var calls int
 	var mu sync.Mutex
-	ans := answerFunc(func(r Request) (string, error) {
+	ans := answerFunc(func(r expert.Request) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
@@ -339,7 +313,7 @@ func TestCachedFailuresRetried(t *testing.T) {
 		return "####1\n", nil
 	})
 	cache := filepath.Join(t.TempDir(), "cache")
-	cfg := Config{Experts: []Expert{{Name: "x", Index: 1, API: APICompletion, Answerer: ans}}, Cache: cache}
+	cfg := Config{Experts: []Expert{{Name: "x", Index: 1, API: expert.APICompletion, Answerer: ans}}, Cache: cache}
 	for _, tc := range []struct {
 		retry           bool
 		failures, asked int
@@ -349,16 +323,16 @@ func TestCachedFailuresRetried(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Summary.Failures[FailConnection] != tc.failures || res.Summary.Asked != tc.asked {
+		if res.Summary.Failures[expert.FailConnection] != tc.failures || res.Summary.Asked != tc.asked {
 			t.Errorf("retry %v: %+v, want %d failures, %d asked", tc.retry, res.Summary, tc.failures, tc.asked)
 		}
 	}
 }
 
-// answerFunc is an Answerer from a function of one request.
-type answerFunc func(Request) (string, error)
+// answerFunc is an expert.Answerer from a function of one request.
+type answerFunc func(expert.Request) (string, error)
 
-func (f answerFunc) Answer(ctx context.Context, reqs []Request, done func(int, string, error)) {
+func (f answerFunc) Answer(ctx context.Context, reqs []expert.Request, done func(int, string, error)) {
 	for i, r := range reqs {
 		text, err := f(r)
 		done(i, text, err)
@@ -370,8 +344,8 @@ func (f answerFunc) Answer(ctx context.Context, reqs []Request, done func(int, s
 // malformed line before it is an error naming the line and field.
 func TestTruncatedCacheLine(t *testing.T) {
 	examples := world.Examples(2, 3, []int{3})
-	ans := answerFunc(func(r Request) (string, error) { return "####0\n", nil })
-	cfg := Config{Experts: []Expert{{Name: "x", Index: 1, API: APICompletion, Answerer: ans}}, Cache: filepath.Join(t.TempDir(), "cache")}
+	ans := answerFunc(func(r expert.Request) (string, error) { return "####0\n", nil })
+	cfg := Config{Experts: []Expert{{Name: "x", Index: 1, API: expert.APICompletion, Answerer: ans}}, Cache: filepath.Join(t.TempDir(), "cache")}
 	if _, err := Collect(context.Background(), examples, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -432,12 +406,12 @@ func TestCacheLocked(t *testing.T) {
 // and examples without a readable gold answer or with a repeated id are
 // left out and counted.
 func TestCollectConfig(t *testing.T) {
-	ans := answerFunc(func(Request) (string, error) { return "####1", nil })
+	ans := answerFunc(func(expert.Request) (string, error) { return "####1", nil })
 	_, err := Collect(context.Background(), world.Examples(1, 2, []int{0}), Config{Experts: []Expert{
-		{Name: "", Index: 1, API: APICompletion, Answerer: ans},
+		{Name: "", Index: 1, API: expert.APICompletion, Answerer: ans},
 		{Name: ReferenceName, Index: 0, API: "smoke", Answerer: ans},
-		{Name: "a", Index: 2, API: APIChat},
-		{Name: "a", Index: 2, API: APIChat, Answerer: ans},
+		{Name: "a", Index: 2, API: expert.APIChat},
+		{Name: "a", Index: 2, API: expert.APIChat, Answerer: ans},
 	}})
 	for _, want := range []string{"has no name", `"reference" is Expert0's`, "index 0", `API "smoke"`, "has no Answerer", "name is taken", `index 2 is taken by "a"`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -446,14 +420,14 @@ func TestCollectConfig(t *testing.T) {
 	}
 	examples := world.Examples(1, 3, []int{0})
 	examples = append(examples, examples[0], task.Example{ID: "x", Prompt: "?", Answer: "", Kind: task.Math})
-	res, err := Collect(context.Background(), examples, Config{Experts: []Expert{{Name: "a", Index: 1, API: APICompletion, Answerer: ans}}})
+	res, err := Collect(context.Background(), examples, Config{Experts: []Expert{{Name: "a", Index: 1, API: expert.APICompletion, Answerer: ans}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s := res.Summary; s.Questions != 3 || s.Duplicates != 1 || s.Skipped != 1 || s.Answers != 6 {
 		t.Errorf("summary %+v", s)
 	}
-	if _, err := Collect(context.Background(), examples[4:], Config{Experts: []Expert{{Name: "a", Index: 1, API: APICompletion, Answerer: ans}}}); err == nil {
+	if _, err := Collect(context.Background(), examples[4:], Config{Experts: []Expert{{Name: "a", Index: 1, API: expert.APICompletion, Answerer: ans}}}); err == nil {
 		t.Error("no error without questions")
 	}
 }
@@ -462,7 +436,7 @@ func TestCollectConfig(t *testing.T) {
 // solution is a failure of its own kind.
 func TestReferenceWithoutSolution(t *testing.T) {
 	r := reference(task.Example{ID: "aime/1", Prompt: "?", Answer: "25", Kind: task.Math}, "P")
-	if r.Failure != FailNoSolution || r.Correct || !r.Reference || r.Expert != 0 {
+	if r.Failure != expert.FailNoSolution || r.Correct || !r.Reference || r.Expert != 0 {
 		t.Errorf("%+v", r)
 	}
 	if err := r.check(); err != nil {
@@ -470,14 +444,8 @@ func TestReferenceWithoutSolution(t *testing.T) {
 	}
 }
 
-// TestPrompts checks RenderPrompt, Concat and ChatMessages.
+// TestPrompts checks Concat and ChatMessages.
 func TestPrompts(t *testing.T) {
-	if got := RenderPrompt(DefaultPrompt, 2, "r1"); got != "You are Expert 2, please provide an answer to the above question." {
-		t.Errorf("RenderPrompt: %q", got)
-	}
-	if got := RenderPrompt("You are Expert {name} ({i}).", 3, "DeepSeek"); got != "You are Expert DeepSeek (3)." {
-		t.Errorf("RenderPrompt: %q", got)
-	}
 	for _, tc := range []struct{ q, p, want string }{
 		{"Q:1+2\n", "@E1\n", "Q:1+2\n@E1\n"},
 		{"What is 1+2?", "You are Expert 1.", "What is 1+2?\nYou are Expert 1."},
@@ -495,5 +463,32 @@ func TestPrompts(t *testing.T) {
 	got = ChatMessages(e, "P")
 	if len(got) != 2 || got[0].Content != "P\n\nBe brief." || e.Messages[0].Content != "Be brief." {
 		t.Errorf("ChatMessages with a system message: %+v (example now %+v)", got, e.Messages)
+	}
+}
+
+// TestPoolExperts numbers a pool's members from 1 and renders each one's
+// prompt, keeping how each is asked and what answers.
+func TestPoolExperts(t *testing.T) {
+	ans := answerFunc(func(expert.Request) (string, error) { return "", nil })
+	pool := &expert.Pool{Members: []expert.Member{
+		{Name: "E1", API: expert.APICompletion, Model: "E1", Answerer: ans},
+		{Name: "qwen", API: expert.APIChat, Model: "Qwen/Qwen3-8B", Answerer: ans},
+	}}
+	got := PoolExperts(pool, "You are Expert {i} ({name}).")
+	want := []Expert{
+		{Name: "E1", Index: 1, Prompt: "You are Expert 1 (E1).", API: expert.APICompletion, Model: "E1"},
+		{Name: "qwen", Index: 2, Prompt: "You are Expert 2 (qwen).", API: expert.APIChat, Model: "Qwen/Qwen3-8B"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d experts", len(got))
+	}
+	for i := range got {
+		if got[i].Answerer == nil {
+			t.Errorf("expert %d has no Answerer", i+1)
+		}
+		got[i].Answerer = nil
+		if got[i] != want[i] {
+			t.Errorf("expert %d: %+v, want %+v", i+1, got[i], want[i])
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package collect
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -10,10 +9,11 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
+	"rlvr/expert"
 	"rlvr/internal/atomicfile"
+	"rlvr/internal/located"
 )
 
 // Record is one line of D_ME: one expert's answer to one question, with
@@ -37,7 +37,7 @@ type Record struct {
 	Name     string `json:"expert_name"`
 	// Reference marks Expert0: the dataset's own reference solution.
 	Reference bool `json:"reference,omitempty"`
-	// API is how the expert was asked: APICompletion or APIChat; "" for
+	// API is how the expert was asked: expert.APICompletion or expert.APIChat; "" for
 	// the reference.
 	API string `json:"api,omitempty"`
 	// Model is the model the expert named (an endpoint's model, or a
@@ -52,85 +52,23 @@ type Record struct {
 	Error    string `json:"error,omitempty"` // what failed, when Failure is set
 }
 
-// How an expert is asked.
-const (
-	// APICompletion sends Concat(question, prompt) as a plain completion
-	// (POST /v1/completions, or a local model's continuation).
-	APICompletion = "completion"
-	// APIChat sends the prompt as the system message and the question as
-	// the user message (POST /v1/chat/completions, or a local model's
-	// chat template).
-	APIChat = "chat"
-)
-
-// The kinds of failure: an expert gave no usable answer. Collection
-// records the failure and goes on.
-const (
-	FailTimeout     = "timeout"      // no answer in time: an attempt's timeout, the answer's deadline, a 408 or 504
-	FailConnection  = "connection"   // connection refused, reset or closed early
-	FailRateLimited = "rate-limited" // 429 after every retry
-	FailServer      = "server-error" // 5xx after every retry
-	FailRefused     = "refused"      // another 4xx, or a prompt too long for a local model
-	FailMalformed   = "malformed"    // a response body that is not the API's JSON
-	FailEmpty       = "empty"        // an answer with no text
-	FailNoSolution  = "no-solution"  // Expert0 on a question without a reference solution
-	FailOther       = "error"        // anything else, such as a local model's error
-)
-
-// FailureKinds lists every kind of failure, in the order summaries print
-// them.
-var FailureKinds = []string{FailTimeout, FailConnection, FailRateLimited, FailServer, FailRefused, FailMalformed, FailEmpty, FailNoSolution, FailOther}
-
 // maxExpert bounds an expert's index in a D_ME line.
 const maxExpert = 1 << 20
-
-// maxLine bounds one line of a D_ME or cache file (a variable for tests).
-var maxLine = 64 << 20
 
 // Error reports a malformed line of a D_ME or cache file: where it is and
 // what is wrong, as
 //
 //	collect: dme.jsonl:12: field "correct": want true or false, got "yes"
-type Error struct {
-	File  string // the file's path, or the name a stream was read under
-	Line  int    // 1-based; 0 for an error about the whole file
-	Field string // the JSON key at fault, or ""
-	Err   error
+type Error = located.Error
+
+// lineError is an *Error about line n of file, with the field of a
+// ParseRecord error apart.
+func lineError(file string, n int, err error) *Error {
+	return located.At("collect", file, n, -1, "", err)
 }
-
-// Error returns the error as one line.
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("collect: ")
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		b.WriteString(":" + strconv.Itoa(e.Line))
-	}
-	if e.Field != "" {
-		b.WriteString(": field " + strconv.Quote(e.Field))
-	}
-	b.WriteString(": " + e.Err.Error())
-	return b.String()
-}
-
-// Unwrap returns e.Err.
-func (e *Error) Unwrap() error { return e.Err }
-
-// fieldError is ParseRecord's complaint about one field.
-type fieldError struct {
-	field string
-	err   error
-}
-
-func (e *fieldError) Error() string { return "field " + strconv.Quote(e.field) + ": " + e.err.Error() }
 
 // FieldOf returns the JSON key a ParseRecord error is about, or "".
-func FieldOf(err error) string {
-	if fe, ok := errors.AsType[*fieldError](err); ok {
-		return fe.field
-	}
-	return ""
-}
+func FieldOf(err error) string { return located.FieldOf(err) }
 
 // ParseRecord reads one D_ME line. Every key of the schema but "source",
 // "reference", "api", "model", "failure" and "error" is required; unknown
@@ -163,17 +101,17 @@ func ParseRecord(line []byte) (Record, error) {
 		v, ok := raw[s.key]
 		if !ok {
 			if s.required {
-				return Record{}, &fieldError{s.key, errors.New("missing")}
+				return Record{}, located.Field(s.key, errors.New("missing"))
 			}
 			continue
 		}
 		if err := decodeField(v, s.dst); err != nil {
-			return Record{}, &fieldError{s.key, err}
+			return Record{}, located.Field(s.key, err)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		if !known[k] {
-			return Record{}, &fieldError{k, errors.New("unknown key")}
+			return Record{}, located.Field(k, errors.New("unknown key"))
 		}
 	}
 	return r, r.check()
@@ -182,7 +120,7 @@ func ParseRecord(line []byte) (Record, error) {
 // check reports the first inconsistency of a record, naming its field.
 func (r Record) check() error {
 	bad := func(field, format string, args ...any) error {
-		return &fieldError{field, fmt.Errorf(format, args...)}
+		return located.Field(field, fmt.Errorf(format, args...))
 	}
 	switch {
 	case r.ID == "":
@@ -197,10 +135,10 @@ func (r Record) check() error {
 		return bad("reference", "expert 0 is the reference solution, but reference is not true")
 	case r.Reference && r.API != "":
 		return bad("api", "%q: the reference solution was not asked through an API", r.API)
-	case !r.Reference && r.API != APICompletion && r.API != APIChat:
-		return bad("api", "%q: want %q or %q", r.API, APICompletion, APIChat)
-	case r.Failure != "" && !slices.Contains(FailureKinds, r.Failure):
-		return bad("failure", "%q: not a kind of failure (%s)", r.Failure, strings.Join(FailureKinds, ", "))
+	case !r.Reference && r.API != expert.APICompletion && r.API != expert.APIChat:
+		return bad("api", "%q: want %q or %q", r.API, expert.APICompletion, expert.APIChat)
+	case r.Failure != "" && !slices.Contains(expert.FailureKinds, r.Failure):
+		return bad("failure", "%q: not a kind of failure (%s)", r.Failure, strings.Join(expert.FailureKinds, ", "))
 	case r.Failure != "" && r.Correct:
 		return bad("correct", "true, but the answer failed (%s)", r.Failure)
 	case r.Failure == "" && r.Error != "":
@@ -292,11 +230,11 @@ func readRecords(r io.Reader, name string) ([]Record, []int, error) {
 	var lines []int
 	err := eachLine(r, name, func(l line) error {
 		if !l.complete && len(l.text) > 0 && !json.Valid(l.text) {
-			return &Error{File: name, Line: l.n, Err: errors.New("truncated: the last line has no newline and is not valid JSON")}
+			return lineError(name, l.n, errors.New("truncated: the last line has no newline and is not valid JSON"))
 		}
 		rec, err := ParseRecord(l.text)
 		if err != nil {
-			return recordError(name, l.n, err)
+			return lineError(name, l.n, err)
 		}
 		out, lines = append(out, rec), append(lines, l.n)
 		return nil
@@ -305,66 +243,12 @@ func readRecords(r io.Reader, name string) ([]Record, []int, error) {
 		return nil, nil, err
 	}
 	err = consistent(out, func(j int) string { return fmt.Sprintf("line %d", lines[j]) }, func(i int, field string, err error) error {
-		return &Error{File: name, Line: lines[i], Field: field, Err: err}
+		return lineError(name, lines[i], located.Field(field, err))
 	})
 	if err != nil {
 		return nil, nil, err
 	}
 	return out, lines, nil
-}
-
-// recordError places a ParseRecord error at file:line, with the field it
-// names apart.
-func recordError(file string, line int, err error) *Error {
-	if fe, ok := errors.AsType[*fieldError](err); ok {
-		return &Error{File: file, Line: line, Field: fe.field, Err: fe.err}
-	}
-	return &Error{File: file, Line: line, Err: err}
-}
-
-// line is one line of a JSONL file.
-type line struct {
-	text     []byte // without the newline (and a \r before it)
-	n        int    // 1-based
-	end      int64  // byte offset just past the line, newline included
-	complete bool   // ended by a newline
-}
-
-// eachLine calls fn with every non-blank line of r, in order, and stops
-// at fn's first error. A line longer than maxLine is an *Error naming
-// file and the line.
-func eachLine(r io.Reader, file string, fn func(line) error) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var off int64
-	for n := 1; ; n++ {
-		var buf []byte
-		var err error
-		for {
-			var chunk []byte
-			chunk, err = br.ReadSlice('\n')
-			buf = append(buf, chunk...)
-			if len(buf) > maxLine {
-				return &Error{File: file, Line: n, Err: fmt.Errorf("longer than %d bytes", maxLine)}
-			}
-			if err != bufio.ErrBufferFull {
-				break
-			}
-		}
-		if err != nil && err != io.EOF {
-			return err
-		}
-		off += int64(len(buf))
-		complete := bytes.HasSuffix(buf, []byte("\n"))
-		text := bytes.TrimSuffix(bytes.TrimSuffix(buf, []byte("\n")), []byte("\r"))
-		if len(bytes.TrimSpace(text)) > 0 {
-			if ferr := fn(line{text: text, n: n, end: off, complete: complete}); ferr != nil {
-				return ferr
-			}
-		}
-		if err == io.EOF {
-			return nil
-		}
-	}
 }
 
 // WriteDME writes records to path as JSONL, atomically: a reader sees the

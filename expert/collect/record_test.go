@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"rlvr/expert"
 	"strings"
 	"testing"
 )
@@ -17,7 +18,7 @@ const (
 
 // TestParseRecord reads good lines and names the field of each bad one.
 func TestParseRecord(t *testing.T) {
-	good := Record{ID: "gsm8k/3", Source: "test.jsonl:4", Question: "What is 2+2?", Answer: "4", Expert: 1, Name: "r1", API: APIChat,
+	good := Record{ID: "gsm8k/3", Source: "test.jsonl:4", Question: "What is 2+2?", Answer: "4", Expert: 1, Name: "r1", API: expert.APIChat,
 		Model: "deepseek-r1", Prompt: "You are Expert 1.", Response: "#### 4", Correct: true}
 	for _, tc := range []struct {
 		name, line string
@@ -106,7 +107,7 @@ func TestReadDMENamesLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs, err := ReadDME(path)
-	if err != nil || len(recs) != 3 || recs[0].Name != ReferenceName || recs[2].Failure != FailTimeout {
+	if err != nil || len(recs) != 3 || recs[0].Name != ReferenceName || recs[2].Failure != expert.FailTimeout {
 		t.Errorf("%v %+v", err, recs)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"rlvr/expert"
 	"rlvr/expert/collect"
 	"rlvr/task/world"
 )
@@ -26,7 +27,7 @@ func World(t testing.TB, seed uint64, n int, levels []int) (string, []collect.Re
 				Name: "E" + strconv.Itoa(s), Reference: s == 0, Prompt: fmt.Sprintf("@E%d\n", s), Response: text,
 				Correct: got == p.Answer}
 			if s > 0 {
-				r.API, r.Model = collect.APICompletion, r.Name
+				r.API, r.Model = expert.APICompletion, r.Name
 			} else {
 				r.Name = collect.ReferenceName
 			}

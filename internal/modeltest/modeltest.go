@@ -37,14 +37,24 @@ const ChatML = "{% for message in messages %}{{'<|im_start|>' + message['role'] 
 // the ChatML template and a context of maxSeq tokens to dir: a chat model
 // that trains and samples in milliseconds, and needs no files beside the
 // repository.
-func ByteChat(t testing.TB, dir string, maxSeq int) {
+func ByteChat(t testing.TB, dir string, maxSeq int) { byteModel(t, dir, maxSeq, ChatML) }
+
+// Byte writes the model ByteChat writes without a chat template: a base
+// model, which is only ever asked by completion.
+func Byte(t testing.TB, dir string, maxSeq int) { byteModel(t, dir, maxSeq, "") }
+
+// byteModel writes a small random Llama model over the byte tokenizer,
+// with the chat template chat unless it is "", to dir.
+func byteModel(t testing.TB, dir string, maxSeq int, chat string) {
 	t.Helper()
 	tokDir := t.TempDir()
 	if err := tokenizer.WriteByteTokenizer(tokDir); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(tokDir, tokenizer.ChatTemplateFile), []byte(ChatML), 0o644); err != nil {
-		t.Fatal(err)
+	if chat != "" {
+		if err := os.WriteFile(filepath.Join(tokDir, tokenizer.ChatTemplateFile), []byte(chat), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	shape, err := checkpoint.LookupShape("llama-tiny")
 	if err != nil {

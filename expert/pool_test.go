@@ -1,12 +1,14 @@
-package consult
+package expert
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -14,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"rlvr/expert/collect"
+	"rlvr/internal/modeltest"
 	"rlvr/task/world"
 )
 
@@ -24,7 +26,7 @@ type answerer struct {
 	err  error
 }
 
-func (a answerer) Answer(ctx context.Context, reqs []collect.Request, done func(int, string, error)) {
+func (a answerer) Answer(ctx context.Context, reqs []Request, done func(int, string, error)) {
 	for i := range reqs {
 		done(i, a.text, a.err)
 	}
@@ -43,21 +45,21 @@ func TestPoolResolve(t *testing.T) {
 		{"E1", 0, 0}, {"E1", 5, 0}, {"E2", 0, 1}, {"gpt", 7, 2},
 		{"", 0, 0}, {"", 1, 1}, {"", 2, 2}, {"", 3, 0}, {"", 4, 1}, {"", 11, 2},
 	} {
-		got, err := p.Resolve(Query{Expert: tt.expert, Question: "q"}, tt.n)
+		got, err := p.Resolve(tt.expert, tt.n)
 		if err != nil || got != tt.want {
 			t.Errorf("Resolve(%q, %d) = %d, %v; want %d", tt.expert, tt.n, got, err, tt.want)
 		}
 	}
 	// Routing to the pool is the same every time.
 	for n := range 20 {
-		a, _ := p.Resolve(Query{}, n)
-		b, _ := p.Resolve(Query{}, n)
+		a, _ := p.Resolve("", n)
+		b, _ := p.Resolve("", n)
 		if a != b || a != n%3 {
 			t.Fatalf("Resolve(\"\", %d) = %d then %d", n, a, b)
 		}
 	}
 	for _, name := range []string{"E3", "e1", "E1 ", "E0"} {
-		_, err := p.Resolve(Query{Expert: name}, 0)
+		_, err := p.Resolve(name, 0)
 		if err == nil {
 			t.Errorf("Resolve(%q): no error", name)
 			continue
@@ -68,51 +70,50 @@ func TestPoolResolve(t *testing.T) {
 			}
 		}
 	}
-	if _, err := (&Pool{}).Resolve(Query{}, 0); err == nil {
+	if _, err := (&Pool{}).Resolve("", 0); err == nil {
 		t.Error("an empty pool resolved a query to the pool")
 	}
 }
 
 // open checks experts as a run's config would and opens their pool for
 // the rest of the test.
-func open(t *testing.T, experts ...ExpertConfig) *Pool {
+func open(t *testing.T, experts ...Config) *Pool {
 	t.Helper()
 	for i := range experts {
 		if err := experts[i].Check("consult.experts", i, false); err != nil {
 			t.Fatal(err)
 		}
 	}
-	p, stop, err := Open(experts, "", 1)
+	p, err := Open(experts, Options{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(stop)
+	t.Cleanup(p.Close)
 	return p
 }
 
 func TestPoolWorldExperts(t *testing.T) {
 	style := func(s int) *int { return &s }
 	p := open(t,
-		ExpertConfig{World: style(1)},
-		ExpertConfig{World: style(2)},
-		ExpertConfig{World: style(3)},
-		ExpertConfig{Name: "blank", Reply: "I cannot help."},
-		ExpertConfig{Name: "chat3", World: style(3), API: "chat"},
+		Config{World: style(1)},
+		Config{World: style(2)},
+		Config{World: style(3)},
+		Config{Name: "blank", Reply: "I cannot help."},
+		Config{Name: "chat3", World: style(3), API: "chat"},
 	)
 	if got, want := p.Names(), []string{"E1", "E2", "E3", "blank", "chat3"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}
-	if p.Members[0].Chat || !p.Members[4].Chat {
-		t.Fatalf("chat members: %v, %v", p.Members[0].Chat, p.Members[4].Chat)
+	if p.Members[0].API != APICompletion || p.Members[4].API != APIChat {
+		t.Fatalf("APIs: %v, %v", p.Members[0].API, p.Members[4].API)
 	}
-	var f World
 	problems := world.Mix(7, 12, []int{0, 1, 2, 3, 4})
 	// Interleave the members so that each one's answers must be put back
 	// in the order of the asks.
 	var asks []Ask
 	for _, pr := range problems {
 		for m := range p.Members {
-			asks = append(asks, Ask{Member: m, Question: f.Question(Query{Question: pr.Question})})
+			asks = append(asks, Ask{Member: m, Question: "Q:" + pr.Question + "\n"})
 		}
 	}
 	for i, j := 0, len(asks)-1; i < j; i, j = i+2, j-2 { // not grouped by member either
@@ -139,17 +140,11 @@ func TestPoolWorldExperts(t *testing.T) {
 			if a.Text != "I cannot help." {
 				t.Errorf("ask %d: the fixed expert answered %q", i, a.Text)
 			}
-			if _, ok := f.Answer(a.Text); ok {
-				t.Errorf("ask %d: %q read as an answer", i, a.Text)
-			}
 			continue
 		}
-		want, ans := world.Solve(pr, s)
+		want, _ := world.Solve(pr, s)
 		if a.Text != want {
 			t.Errorf("ask %d: %s on %q answered %q, want style %d's %q", i, p.Members[asks[i].Member].Name, pr.Question, a.Text, s, want)
-		}
-		if got, ok := f.Answer(a.Text); !ok || got != strconv.FormatInt(ans, 10) {
-			t.Errorf("ask %d: Answer(%q) = %q, %v; want %d", i, a.Text, got, ok, ans)
 		}
 	}
 	// Nothing asked, nothing answered.
@@ -170,13 +165,13 @@ func TestPoolBadMember(t *testing.T) {
 		}
 	}
 	for _, i := range []int{1, 2} {
-		if out[i].Failure != collect.FailOther || out[i].Err == nil || out[i].Text != "" {
+		if out[i].Failure != FailOther || out[i].Err == nil || out[i].Text != "" {
 			t.Errorf("answer %d to a member out of range: %+v", i, out[i])
 		}
 	}
 	// An empty pool fails every ask.
 	out = (&Pool{}).Answers(context.Background(), []Ask{{Member: 0, Question: "a"}})
-	if len(out) != 1 || out[0].Failure != collect.FailOther {
+	if len(out) != 1 || out[0].Failure != FailOther {
 		t.Errorf("an empty pool answered %+v", out)
 	}
 }
@@ -186,10 +181,10 @@ func TestPoolAnswerFailures(t *testing.T) {
 		{Name: "ok", Answerer: answerer{text: "57"}},
 		{Name: "empty", Answerer: answerer{}},
 		{Name: "late", Answerer: answerer{err: context.DeadlineExceeded}},
-		{Name: "refused", Answerer: answerer{err: fmt.Errorf("too long: %w", collect.ErrRefused)}},
+		{Name: "refused", Answerer: answerer{err: fmt.Errorf("too long: %w", ErrRefused)}},
 	}}
 	out := p.Answers(context.Background(), []Ask{{0, "q"}, {1, "q"}, {2, "q"}, {3, "q"}})
-	want := []string{"", collect.FailEmpty, collect.FailTimeout, collect.FailRefused}
+	want := []string{"", FailEmpty, FailTimeout, FailRefused}
 	for i, a := range out {
 		if a.Failure != want[i] {
 			t.Errorf("%s: failure %q, want %q (%v)", p.Members[i].Name, a.Failure, want[i], a.Err)
@@ -248,8 +243,8 @@ func TestPoolConcurrentDispatch(t *testing.T) {
 	srv := httptest.NewServer(b)
 	defer srv.Close()
 	p := open(t,
-		ExpertConfig{Name: "A", URL: srv.URL + "/v1", Concurrency: n, Retries: -1},
-		ExpertConfig{Name: "B", URL: srv.URL + "/v1", Concurrency: n, Retries: -1},
+		Config{Name: "A", URL: srv.URL + "/v1", Concurrency: n, Retries: -1},
+		Config{Name: "B", URL: srv.URL + "/v1", Concurrency: n, Retries: -1},
 	)
 	asks := make([]Ask, n)
 	for i := range asks {
@@ -294,23 +289,23 @@ func TestPoolEndpointFailures(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		handler http.HandlerFunc // nil hangs
-		cfg     ExpertConfig
+		cfg     Config
 		want    string
 	}{
 		{"server error", jsonReply(500, `{"error":{"message":"boom","type":"server_error"}}`),
-			ExpertConfig{Retries: -1}, collect.FailServer},
+			Config{Retries: -1}, FailServer},
 		{"server error after retries", jsonReply(503, `{"error":{"message":"busy","type":"server_error"}}`),
-			ExpertConfig{Retries: 1}, collect.FailServer},
+			Config{Retries: 1}, FailServer},
 		{"bad request", jsonReply(400, `{"error":{"message":"no","type":"invalid_request_error"}}`),
-			ExpertConfig{}, collect.FailRefused},
+			Config{}, FailRefused},
 		{"rate limited", jsonReply(429, `{"error":{"message":"slow down","type":"rate_limit_error"}}`),
-			ExpertConfig{Retries: -1}, collect.FailRateLimited},
+			Config{Retries: -1}, FailRateLimited},
 		{"malformed", jsonReply(200, `this is not JSON`),
-			ExpertConfig{Retries: -1}, collect.FailMalformed},
+			Config{Retries: -1}, FailMalformed},
 		{"empty text", jsonReply(200, strings.Replace(completion, `####5\n`, ``, 1)),
-			ExpertConfig{}, collect.FailEmpty},
-		{"attempt timeout", nil, ExpertConfig{Retries: -1, Timeout: 50 * time.Millisecond}, collect.FailTimeout},
-		{"answer deadline", nil, ExpertConfig{Deadline: 50 * time.Millisecond}, collect.FailTimeout},
+			Config{}, FailEmpty},
+		{"attempt timeout", nil, Config{Retries: -1, Timeout: 50 * time.Millisecond}, FailTimeout},
+		{"answer deadline", nil, Config{Deadline: 50 * time.Millisecond}, FailTimeout},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			release := make(chan struct{})
@@ -332,11 +327,11 @@ func TestPoolEndpointFailures(t *testing.T) {
 				if a.Failure != tt.want || a.Text != "" {
 					t.Errorf("ask %d: %q, failure %q (%v), want %q", i, a.Text, a.Failure, a.Err, tt.want)
 				}
-				if (a.Err == nil) != (tt.want == collect.FailEmpty) {
+				if (a.Err == nil) != (tt.want == FailEmpty) {
 					t.Errorf("ask %d: failure %q with error %v", i, a.Failure, a.Err)
 				}
 			}
-			if out[2].Failure != collect.FailOther || out[2].Err == nil {
+			if out[2].Failure != FailOther || out[2].Err == nil {
 				t.Errorf("ask to member 3 of 1: %+v", out[2])
 			}
 		})
@@ -348,9 +343,9 @@ func TestPoolEndpointFailures(t *testing.T) {
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		p := open(t, ExpertConfig{URL: "http://" + addr + "/v1", Retries: -1})
+		p := open(t, Config{URL: "http://" + addr + "/v1", Retries: -1})
 		out := p.Answers(context.Background(), []Ask{{0, "Q:1+1\n"}})
-		if len(out) != 1 || out[0].Failure != collect.FailConnection {
+		if len(out) != 1 || out[0].Failure != FailConnection {
 			t.Errorf("answers %+v", out)
 		}
 	})
@@ -367,7 +362,7 @@ func TestPoolCancelled(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(hold)
-	p := open(t, ExpertConfig{URL: srv.URL + "/v1", Concurrency: 1, Retries: -1})
+	p := open(t, Config{URL: srv.URL + "/v1", Concurrency: 1, Retries: -1})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	out := p.Answers(ctx, []Ask{{0, "a"}, {0, "b"}, {0, "c"}})
@@ -378,5 +373,86 @@ func TestPoolCancelled(t *testing.T) {
 		if a.Failure == "" || a.Err == nil {
 			t.Errorf("ask %d after cancellation: %+v", i, a)
 		}
+	}
+}
+
+// TestOpenURLExperts: a URL expert asks its remote model (its name when
+// none is given), with the key given or read from the environment, and
+// records what it asked for.
+func TestOpenURLExperts(t *testing.T) {
+	var mu sync.Mutex
+	asked := map[string]string{} // model → Authorization
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model string `json:"model"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		json.Unmarshal(body, &req)
+		mu.Lock()
+		asked[req.Model] = r.Header.Get("Authorization")
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, completion)
+	}))
+	defer srv.Close()
+	t.Setenv("EXPERT_TEST_KEY", "from-env")
+	p := open(t,
+		Config{Name: "qwen", URL: srv.URL + "/v1"},
+		Config{Name: "r1", URL: srv.URL + "/v1", RemoteModel: "deepseek-r1", APIKeyEnv: "EXPERT_TEST_KEY"},
+		Config{Name: "gpt", URL: srv.URL + "/v1", APIKey: "given", APIKeyEnv: "EXPERT_TEST_KEY"},
+	)
+	for i, want := range []string{"qwen", "deepseek-r1", "gpt"} {
+		if m := p.Members[i]; m.Model != want || m.API != APICompletion {
+			t.Errorf("member %d: %+v, want model %s", i, m, want)
+		}
+	}
+	for _, a := range p.Answers(context.Background(), []Ask{{0, "q"}, {1, "q"}, {2, "q"}}) {
+		if a.Failure != "" {
+			t.Fatalf("%s: %v", a.Failure, a.Err)
+		}
+	}
+	want := map[string]string{"qwen": "", "deepseek-r1": "Bearer from-env", "gpt": "Bearer given"}
+	for model, auth := range want {
+		if got, ok := asked[model]; !ok || got != auth {
+			t.Errorf("model %s asked %v with Authorization %q, want %q", model, ok, got, auth)
+		}
+	}
+}
+
+// TestOpenCheckpoint opens a checkpoint without a chat template as a chat
+// expert: it is asked by completion, says so, and answers, served on
+// loopback or, with Options.Batch, in this process.
+func TestOpenCheckpoint(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tiny")
+	modeltest.Byte(t, dir, 128)
+	for _, batch := range []int{0, 4} {
+		experts := []Config{{Name: "tiny", Model: dir, API: APIChat, MaxTokens: 4}, {Name: "copy", Policy: true, MaxTokens: 4}}
+		for i := range experts {
+			if err := experts[i].Check("experts", i, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var warnings []string
+		p, err := Open(experts, Options{Policy: dir, Seed: 1, Batch: batch, Warn: func(msg string) { warnings = append(warnings, msg) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(warnings) != 2 || !strings.Contains(warnings[0], "expert tiny: "+dir+" has no chat template") {
+			t.Errorf("batch %d: warnings %q", batch, warnings)
+		}
+		for _, m := range p.Members {
+			if m.API != APICompletion || m.Model != dir {
+				t.Errorf("batch %d: member %+v", batch, m)
+			}
+			if _, ok := m.Answerer.(*Batched); ok != (batch > 0) {
+				t.Errorf("batch %d: %s answers through %T", batch, m.Name, m.Answerer)
+			}
+		}
+		for _, a := range p.Answers(context.Background(), []Ask{{0, "Q:1+1\n"}, {1, "Q:2+2\n"}}) {
+			if a.Failure != "" && a.Failure != FailEmpty {
+				t.Errorf("batch %d: %s: %v", batch, a.Failure, a.Err)
+			}
+		}
+		p.Close()
 	}
 }

@@ -1,17 +1,12 @@
-package collect
+package expert
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 
-	client "rlvr/client/openai"
 	"rlvr/eval"
 	"rlvr/format/tokenizer"
 	"rlvr/sample"
@@ -104,59 +99,5 @@ func TestBatched(t *testing.T) {
 				t.Errorf("batches %v, want %v", g.batches, tc.batches)
 			}
 		})
-	}
-}
-
-// TestEndpointCancelled: once ctx ends, every request gets an answer or
-// ctx's error, exactly once.
-func TestEndpointCancelled(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	e := &Endpoint{Client: client.New(client.Config{BaseURL: "http://127.0.0.1:1/v1"}), Concurrency: 2}
-	var mu sync.Mutex
-	seen := map[int]int{}
-	e.Answer(ctx, make([]Request, 10), func(i int, text string, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		seen[i]++
-		if err == nil {
-			t.Errorf("request %d answered %q", i, text)
-		}
-	})
-	for i := range 10 {
-		if seen[i] != 1 {
-			t.Errorf("request %d: done called %d times", i, seen[i])
-		}
-	}
-}
-
-// TestClassify names the kind of failure of each error an Answerer
-// returns.
-func TestClassify(t *testing.T) {
-	apiErr := func(status int) error { return fmt.Errorf("wrapped: %w", &client.APIError{StatusCode: status}) }
-	for _, tc := range []struct {
-		err  error
-		want string
-	}{
-		{apiErr(429), FailRateLimited},
-		{apiErr(500), FailServer},
-		{apiErr(503), FailServer},
-		{apiErr(408), FailTimeout},
-		{apiErr(504), FailTimeout},
-		{apiErr(400), FailRefused},
-		{apiErr(404), FailRefused},
-		{apiErr(200), FailOther},
-		{fmt.Errorf("%w from POST x: unexpected end", client.ErrMalformedResponse), FailMalformed},
-		{fmt.Errorf("openai: POST x: %w", context.DeadlineExceeded), FailTimeout},
-		{fmt.Errorf("read: %w", syscall.ECONNRESET), FailConnection},
-		{fmt.Errorf("dial: %w", syscall.ECONNREFUSED), FailConnection},
-		{fmt.Errorf("openai: POST x: %w", io.EOF), FailConnection},
-		{&net.OpError{Op: "read", Err: errors.New("broken")}, FailConnection},
-		{fmt.Errorf("%w: too long", ErrRefused), FailRefused},
-		{errors.New("the model blew up"), FailOther},
-	} {
-		if got := Classify(tc.err); got != tc.want {
-			t.Errorf("Classify(%v) = %s, want %s", tc.err, got, tc.want)
-		}
 	}
 }

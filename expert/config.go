@@ -1,0 +1,153 @@
+package expert
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"rlvr/internal/httpurl"
+	"rlvr/task/world"
+)
+
+// Config is one expert, as a run's config (consultation.experts) or
+// rlvr experts collect's --expert flags give it. Where it answers is
+// exactly one of URL (any OpenAI-compatible server), World (one of the
+// built-in world's scripted styles), Reply (a fixed reply: EAPO App. E's
+// meaningless expert), Model (a checkpoint) or Policy (the run's starting
+// model). See Open for how each is asked.
+type Config struct {
+	Name string `yaml:"name"` // what consult actions and D_ME name; default E1, E2, … by position
+
+	URL   string `yaml:"url,omitempty"`   // base URL with the version: http://gpu1:8000/v1
+	World *int   `yaml:"world,omitempty"` // a world style, 1 to 3
+	Reply string `yaml:"reply,omitempty"` // the same reply to everything
+	Model string `yaml:"model,omitempty"` // a checkpoint directory, .gguf file or llama2.c .bin
+	// Policy is a frozen copy of the run's starting model: experts that
+	// think like the policy (EAPO's homogeneous pool, Table 3).
+	Policy bool `yaml:"policy,omitempty"`
+
+	// RemoteModel is the model asked at URL; "" sends Name.
+	RemoteModel string `yaml:"remote_model,omitempty"`
+	// API is APICompletion or APIChat (the question as a chat's user
+	// message); default completion for the world's formats, chat for a
+	// chat policy's or a dataset's. A checkpoint without a chat template
+	// is asked by completion whatever API says.
+	API string `yaml:"api,omitempty"`
+	// APIKeyEnv names the environment variable holding the bearer token
+	// sent to URL ("" sends none).
+	APIKeyEnv string `yaml:"api_key_env,omitempty"`
+	// APIKey is the bearer token itself, for a caller that holds it (a
+	// command-line flag); it takes precedence over APIKeyEnv and is never
+	// read from or written to a config file.
+	APIKey string `yaml:"-" json:"-"`
+
+	Concurrency int           `yaml:"concurrency,omitempty"` // requests in flight; 0 means 8
+	Timeout     time.Duration `yaml:"timeout,omitempty"`     // one attempt; 0 means 30s
+	Retries     int           `yaml:"retries,omitempty"`     // after a 429, 5xx, timeout or reset; 0 means 2, −1 none
+	Deadline    time.Duration `yaml:"deadline,omitempty"`    // one answer, retries included; 0 means 60s
+	MaxTokens   int           `yaml:"max_tokens,omitempty"`  // of a reply; 0 means 256
+	Temperature float32       `yaml:"temperature,omitempty"` // 0 is greedy
+	Stop        []string      `yaml:"stop,omitempty"`        // strings that end a reply
+}
+
+// WorldPool is the built-in world's scripted experts E1 to E3, the pool
+// when none is given on the world.
+func WorldPool() []Config {
+	var out []Config
+	for s := 1; s < len(world.Styles); s++ {
+		out = append(out, Config{Name: fmt.Sprintf("E%d", s), World: &s})
+	}
+	return out
+}
+
+// CheckAll checks a list of experts named field: each one (Check, with
+// chat choosing the default API), and that no two share a name, so that
+// a consult action or a D_ME line names one expert.
+func CheckAll(field string, experts []Config, chat bool) error {
+	var errs []string
+	names := map[string]bool{}
+	for i := range experts {
+		if err := experts[i].Check(field, i, chat); err != nil {
+			errs = append(errs, err.Error())
+		}
+		if name := experts[i].Name; names[name] {
+			errs = append(errs, fmt.Sprintf("%s[%d]: the name %s is given twice", field, i, name))
+		}
+		names[experts[i].Name] = true
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Check reports, for the expert at position i of a list named field,
+// everything wrong with it, filling the defaults; chat chooses the default
+// API. Checking again changes nothing.
+func (e *Config) Check(field string, i int, chat bool) error {
+	var errs []string
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Sprintf("%s[%d]: ", field, i)+fmt.Sprintf(format, args...))
+	}
+	if e.Name == "" {
+		e.Name = fmt.Sprintf("E%d", i+1)
+	}
+	if strings.ContainsAny(e.Name, " \t\n;:?!\"") {
+		add("name %q: no spaces, quotes or ;:?! (they delimit consult actions)", e.Name)
+	}
+	set := 0
+	for _, b := range []bool{e.URL != "", e.World != nil, e.Reply != "", e.Model != "", e.Policy} {
+		if b {
+			set++
+		}
+	}
+	if set != 1 {
+		add("set exactly one of url, world, reply, model and policy (%d set)", set)
+	}
+	if e.URL != "" && !httpurl.Valid(e.URL) {
+		add("url %q is not http(s)://…", e.URL)
+	}
+	if e.World != nil && (*e.World < 1 || *e.World >= len(world.Styles)) {
+		add("world %d: the world's experts are styles 1 to %d", *e.World, len(world.Styles)-1)
+	}
+	if e.API == "" {
+		e.API = APICompletion
+		if chat {
+			e.API = APIChat
+		}
+	}
+	if e.API != APICompletion && e.API != APIChat {
+		add("api %q is not %s or %s", e.API, APICompletion, APIChat)
+	}
+	if e.Concurrency == 0 {
+		e.Concurrency = 8
+	}
+	if e.Timeout == 0 {
+		e.Timeout = 30 * time.Second
+	}
+	if e.Retries == 0 {
+		e.Retries = 2
+	}
+	if e.Deadline == 0 {
+		e.Deadline = time.Minute
+	}
+	if e.MaxTokens == 0 {
+		e.MaxTokens = 256
+	}
+	if e.Concurrency < 0 || e.Timeout < 0 || e.Deadline < 0 || e.MaxTokens < 0 || e.Retries < -1 {
+		add("concurrency, timeout, deadline and max_tokens must be positive, retries at least −1")
+	}
+	if !(e.Temperature >= 0 && e.Temperature <= 10) { // NaN too
+		add("temperature %g is not in [0, 10]", e.Temperature)
+	}
+	for k, s := range e.Stop {
+		if s == "" {
+			add("stop %d is empty", k)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}

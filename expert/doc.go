@@ -1,0 +1,13 @@
+// Package expert is everything that answers as an expert: the config of
+// one expert (Config: an OpenAI-compatible endpoint, one of the built-in
+// world's scripted styles, a fixed reply, a checkpoint, or a copy of the
+// policy), the answerers that ask one (Endpoint over the OpenAI API, with
+// retries, deadlines and failure kinds; Batched over a model in this
+// process), the pool that Open builds from configs, and the world's
+// scripted and fixed experts served as models.
+//
+// EAPO's consultations (package consult for the protocol,
+// method.Consultation for the episodes) ask a Pool; MEML-GRPO's D_ME
+// collection (expert/collect) asks its members one question per dataset
+// example. Neither is known here.
+package expert
