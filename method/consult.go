@@ -239,6 +239,9 @@ func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollo
 	return out, nil
 }
 
+// MetricConsultCallRate is the share of a step's episodes that consulted.
+const MetricConsultCallRate = "consult/call_rate"
+
 // Shape implements Shaper: the per-consultation penalty, and the step's
 // consultation metrics.
 func (c *Consultation) Shape(_ context.Context, env *Env, groups []Scored) error {
@@ -282,7 +285,7 @@ func (c *Consultation) Shape(_ context.Context, env *Env, groups []Scored) error
 	if episodes == 0 {
 		return nil
 	}
-	m.Set("consult/call_rate", consulted/episodes)
+	m.Set(MetricConsultCallRate, consulted/episodes)
 	m.Set("consult/calls_per_episode", calls/episodes)
 	m.Set("consult/queries_per_episode", queries/episodes)
 	m.Set("consult/turns", turns/episodes)

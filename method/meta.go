@@ -60,6 +60,13 @@ type MetaExperience struct {
 // and the replay: the plain prompt, without the consult grant.
 var singleTurn = Variant{SingleTurn: true}
 
+// The counts of a step's meta-experiences, from pairs to validated.
+const (
+	MetricMELPairs     = "mel/pairs"     // contrastive pairs drawn
+	MetricMELParsed    = "mel/parsed"    // reflections that parsed as a meta-experience
+	MetricMELValidated = "mel/validated" // meta-experiences whose replay verified
+)
+
 // metaExample is one validated meta-experience with what produced it.
 type metaExample struct {
 	Step       int    `json:"step"` // 1-based training step
@@ -88,7 +95,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"mel/parsed", "mel/parse_failures", "mel/validated"} {
+	for _, k := range []string{MetricMELParsed, "mel/parse_failures", MetricMELValidated} {
 		env.Metrics.Set(k, 0)
 	}
 	if len(pairs) == 0 {
@@ -123,7 +130,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 		}
 		parsed = append(parsed, mp)
 	}
-	env.Metrics.Set("mel/parsed", float64(len(parsed)))
+	env.Metrics.Set(MetricMELParsed, float64(len(parsed)))
 
 	// The replay pass: the question again, M before it, one answer each.
 	var replayed []*metaPair
@@ -175,7 +182,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 		env.Metrics.Set("mel/replay_accuracy", float64(len(data))/float64(len(replayed)))
 		env.Metrics.Set("mel/group_accuracy", without/float64(len(replayed)))
 	}
-	env.Metrics.Set("mel/validated", float64(len(data)))
+	env.Metrics.Set(MetricMELValidated, float64(len(data)))
 	if len(parsed) > 0 {
 		env.Metrics.Set("mel/retention", float64(len(data))/float64(len(parsed)))
 	}
@@ -193,7 +200,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 // counted (mel/skipped_long).
 func (me *MetaExperience) pairs(env *Env, groups []Scored) ([]metaPair, error) {
 	var out []metaPair
-	env.Metrics.Set("mel/pairs", 0)
+	env.Metrics.Set(MetricMELPairs, 0)
 	for gi := range groups {
 		g := &groups[gi]
 		var pos, neg []int
@@ -218,7 +225,7 @@ func (me *MetaExperience) pairs(env *Env, groups []Scored) ([]metaPair, error) {
 				picks[i] = i
 			}
 		}
-		env.Metrics["mel/pairs"] += float64(len(picks))
+		env.Metrics[MetricMELPairs] += float64(len(picks))
 		// Each answer decoded once, however many pairs it is in.
 		shown := make([]string, len(g.Trajectories))
 		for i := range g.Trajectories {

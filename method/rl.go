@@ -182,6 +182,25 @@ func (r *RL) sample(ctx context.Context, env *Env, examples []task.Example, vari
 	return scored, nil
 }
 
+// The metrics of a step's sampled groups (scoreMetrics).
+const (
+	MetricRewardMean      = "reward_mean"
+	MetricRewardStd       = "reward_std"
+	MetricResponseLenMean = "response_len_mean" // in tokens
+	// MetricAccuracy and MetricZeroVarianceFrac, the share of groups whose
+	// answers are all right or all wrong, are also logged per variant,
+	// after its VariantPrefix.
+	MetricAccuracy         = "accuracy"
+	MetricZeroVarianceFrac = "zero_variance_frac"
+	// MetricKL is the mean per-token KL to the reference model, in the
+	// reward (RewardKL) or in the loss (the loop logs it then).
+	MetricKL = "kl"
+)
+
+// VariantPrefix begins the names of the metrics over the groups sampled
+// under one variant: variant/E1/accuracy.
+func VariantPrefix(variant string) string { return "variant/" + variant + "/" }
+
 // scoreMetrics summarizes every sampled group of the step, and each
 // variant's groups when there are several.
 func scoreMetrics(m Metrics, groups []Scored, perVariant bool) {
@@ -210,12 +229,12 @@ func scoreMetrics(m Metrics, groups []Scored, perVariant bool) {
 			return
 		}
 		if prefix == "" {
-			m.Set("reward_mean", Mean(rewards))
-			m.Set("reward_std", StdDev(rewards))
-			m.Set("response_len_mean", lens/n)
+			m.Set(MetricRewardMean, Mean(rewards))
+			m.Set(MetricRewardStd, StdDev(rewards))
+			m.Set(MetricResponseLenMean, lens/n)
 		}
-		m.Set(prefix+"accuracy", correct/n)
-		m.Set(prefix+"zero_variance_frac", zero/ng)
+		m.Set(prefix+MetricAccuracy, correct/n)
+		m.Set(prefix+MetricZeroVarianceFrac, zero/ng)
 	}
 	summarize("", func(*Scored) bool { return true })
 	if !perVariant {
@@ -228,7 +247,7 @@ func scoreMetrics(m Metrics, groups []Scored, perVariant bool) {
 			continue
 		}
 		seen[name] = true
-		summarize("variant/"+name+"/", func(s *Scored) bool { return s.Variant.Name == name })
+		summarize(VariantPrefix(name), func(s *Scored) bool { return s.Variant.Name == name })
 	}
 }
 
@@ -371,6 +390,6 @@ func (k RewardKL) Shape(ctx context.Context, env *Env, groups []Scored) error {
 			n++
 		}
 	}
-	env.Metrics.Set("kl", total/math.Max(float64(tokens), 1))
+	env.Metrics.Set(MetricKL, total/math.Max(float64(tokens), 1))
 	return nil
 }

@@ -12,6 +12,10 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"rlvr/method"
+	"rlvr/rundir"
+	"rlvr/train"
 )
 
 // chart is a written PNG as the page presents it.
@@ -22,7 +26,7 @@ type chart struct {
 
 // series is a run as the charts draw it.
 type series struct {
-	run   *Run
+	run   *rundir.Run
 	label string
 	color color.NRGBA
 }
@@ -61,35 +65,35 @@ var dashed = []vg.Length{vg.Points(5), vg.Points(3)}
 var metricCharts = []metricChart{
 	{file: "reward.png", title: "Reward", caption: "Mean reward of the step's rollouts (reward_mean) and the standard deviation of rewards within a group (reward_std).",
 		panels: []panelSpec{
-			{title: "mean reward", ylabel: "reward", lines: []lineSpec{{key: "reward_mean"}}},
-			{title: "reward std within groups", ylabel: "std", lines: []lineSpec{{key: "reward_std"}}},
+			{title: "mean reward", ylabel: "reward", lines: []lineSpec{{key: method.MetricRewardMean}}},
+			{title: "reward std within groups", ylabel: "std", lines: []lineSpec{{key: method.MetricRewardStd}}},
 		}},
 	{file: "accuracy.png", title: "Training accuracy", caption: "Accuracy of the step's rollouts (accuracy) and the fraction of groups whose rewards are all equal, which give no learning signal (zero_variance_frac).",
 		panels: []panelSpec{
-			{title: "rollout accuracy", ylabel: "accuracy", lines: []lineSpec{{key: "accuracy"}}, format: percentTicks},
-			{title: "groups with zero reward variance", ylabel: "groups", lines: []lineSpec{{key: "zero_variance_frac"}}, format: percentTicks, zero: true},
+			{title: "rollout accuracy", ylabel: "accuracy", lines: []lineSpec{{key: method.MetricAccuracy}}, format: percentTicks},
+			{title: "groups with zero reward variance", ylabel: "groups", lines: []lineSpec{{key: method.MetricZeroVarianceFrac}}, format: percentTicks, zero: true},
 		}},
 	{file: "clip.png", title: "Clipped tokens", caption: "Fraction of tokens whose probability ratio the objective clipped: above 1+ε (clip_high_frac, solid) and below 1−ε (clip_low_frac, dashed).",
 		panels: []panelSpec{
 			{ylabel: "tokens clipped", format: percentTicks, zero: true, lines: []lineSpec{
-				{key: "clip_high_frac", label: "high (ratio > 1+ε)"},
-				{key: "clip_low_frac", label: "low (ratio < 1−ε)", dashes: dashed},
+				{key: train.MetricClipHighFrac, label: "high (ratio > 1+ε)"},
+				{key: train.MetricClipLowFrac, label: "low (ratio < 1−ε)", dashes: dashed},
 			}},
 		}},
 	{file: "kl_entropy.png", title: "KL divergence and entropy", caption: "KL divergence of the policy from the reference (kl) and the policy's mean token entropy (entropy).",
 		panels: []panelSpec{
-			{title: "KL divergence", ylabel: "KL", lines: []lineSpec{{key: "kl"}}},
-			{title: "entropy", ylabel: "entropy", lines: []lineSpec{{key: "entropy"}}},
+			{title: "KL divergence", ylabel: "KL", lines: []lineSpec{{key: method.MetricKL}}},
+			{title: "entropy", ylabel: "entropy", lines: []lineSpec{{key: train.MetricEntropy}}},
 		}},
 	{file: "length.png", title: "Response length", caption: "Mean length of the step's responses in tokens (response_len_mean).",
-		panels: []panelSpec{{ylabel: "tokens", lines: []lineSpec{{key: "response_len_mean"}}}}},
+		panels: []panelSpec{{ylabel: "tokens", lines: []lineSpec{{key: method.MetricResponseLenMean}}}}},
 	{file: "grad_norm.png", title: "Gradient norm and learning rate", caption: "Norm of the gradient (grad_norm) and the learning rate (lr, not averaged).",
 		panels: []panelSpec{
-			{title: "gradient norm", ylabel: "norm", lines: []lineSpec{{key: "grad_norm"}}, zero: true},
-			{title: "learning rate", ylabel: "lr", lines: []lineSpec{{key: "lr"}}, exact: true},
+			{title: "gradient norm", ylabel: "norm", lines: []lineSpec{{key: train.MetricGradNorm}}, zero: true},
+			{title: "learning rate", ylabel: "lr", lines: []lineSpec{{key: train.MetricLR}}, exact: true},
 		}},
 	{file: "throughput.png", title: "Throughput", caption: "Tokens processed per second (tokens_per_sec).",
-		panels: []panelSpec{{ylabel: "tokens / s", lines: []lineSpec{{key: "tokens_per_sec"}}, zero: true}}},
+		panels: []panelSpec{{ylabel: "tokens / s", lines: []lineSpec{{key: train.MetricTokensPerSec}}, zero: true}}},
 }
 
 // The time split chart's layers, bottom up.
@@ -97,32 +101,30 @@ var timeKeys = []struct {
 	key, label string
 	color      color.NRGBA
 }{
-	{"time_rollout_s", "rollout", color.NRGBA{0x4c, 0x78, 0xa8, 0xe0}},
-	{"time_verify_s", "verify", color.NRGBA{0xf5, 0x85, 0x18, 0xe0}},
-	{"time_learn_s", "learn", color.NRGBA{0x54, 0xa2, 0x4b, 0xe0}},
+	{train.MetricRolloutSeconds, "rollout", color.NRGBA{0x4c, 0x78, 0xa8, 0xe0}},
+	{train.MetricVerifySeconds, "verify", color.NRGBA{0xf5, 0x85, 0x18, 0xe0}},
+	{train.MetricLearnSeconds, "learn", color.NRGBA{0x54, 0xa2, 0x4b, 0xe0}},
 }
 
-// charted reports whether a metric has a chart of its own.
-func charted(key string) bool {
-	if key == "step_s" {
-		return true
-	}
+// chartedMetrics are the metrics with a chart of their own: the fixed
+// charts' and the time split's.
+var chartedMetrics = func() []string {
+	keys := []string{train.MetricStepSeconds}
 	for _, t := range timeKeys {
-		if t.key == key {
-			return true
-		}
+		keys = append(keys, t.key)
 	}
 	for _, c := range metricCharts {
 		for _, p := range c.panels {
 			for _, l := range p.lines {
-				if l.key == key {
-					return true
-				}
+				keys = append(keys, l.key)
 			}
 		}
 	}
-	return false
-}
+	return keys
+}()
+
+// charted reports whether a metric has a chart of its own.
+func charted(key string) bool { return slices.Contains(chartedMetrics, key) }
 
 // drawCharts writes every fixed chart with data into outDir.
 func drawCharts(outDir string, ss []series) ([]chart, error) {
@@ -396,8 +398,7 @@ func runLegend(ss []series, drawn []bool) []legendEntry {
 // The dashes that tell evaluation splits apart.
 var splitDashes = [][]vg.Length{nil, dashed, {vg.Points(2), vg.Points(2)}, {vg.Points(8), vg.Points(3), vg.Points(2), vg.Points(3)}}
 
-// drawEvalChart draws the periodic evaluations' greedy accuracy with its
-// interval, the final result and the starting model's.
+// drawEvalChart draws the evaluations' greedy accuracy with its interval.
 func drawEvalChart(outDir string, ss []series) (*chart, error) {
 	var splits []string
 	for _, s := range ss {
@@ -419,7 +420,7 @@ func drawEvalChart(outDir string, ss []series) (*chart, error) {
 		}
 	}
 	drawn := make([]bool, len(ss))
-	var haveResult, haveBefore, haveBand bool
+	var haveBand bool
 	// Intervals overlap, the more so the more runs: fainter then.
 	bandAlpha := uint8(0x30)
 	switch {
@@ -430,7 +431,7 @@ func drawEvalChart(outDir string, ss []series) (*chart, error) {
 	}
 	for i, s := range ss {
 		for si, split := range splits {
-			var evals []Eval
+			var evals []rundir.Eval
 			for _, e := range s.run.Evals {
 				if e.Split == split && e.Step >= 0 && !math.IsNaN(e.Greedy) {
 					evals = append(evals, e)
@@ -440,7 +441,7 @@ func drawEvalChart(outDir string, ss []series) (*chart, error) {
 				continue
 			}
 			drawn[i] = true
-			slices.SortStableFunc(evals, func(a, b Eval) int { return a.Step - b.Step })
+			slices.SortStableFunc(evals, func(a, b rundir.Eval) int { return a.Step - b.Step })
 			var line, upper, lower plotter.XYs
 			for _, e := range evals {
 				x := float64(e.Step)
@@ -474,28 +475,6 @@ func drawEvalChart(outDir string, ss []series) (*chart, error) {
 			p.Add(l, sc)
 		}
 	}
-	// The final result and the starting model, on top.
-	for i, s := range ss {
-		res := s.run.Result
-		if res == nil {
-			continue
-		}
-		if step := resultStep(s.run); step >= 0 && !math.IsNaN(res.Greedy) {
-			if err := addPoint(p, float64(step), res.Eval, s.color, draw.BoxGlyph{}); err != nil {
-				return nil, err
-			}
-			extend(float64(step), res.Greedy, res.GreedyLow, res.GreedyHigh)
-			drawn[i], haveResult = true, true
-		}
-		if b := res.Before; b != nil && !math.IsNaN(b.Greedy) {
-			step := max(b.Step, 0)
-			if err := addPoint(p, float64(step), *b, s.color, draw.RingGlyph{}); err != nil {
-				return nil, err
-			}
-			extend(float64(step), b.Greedy, b.GreedyLow, b.GreedyHigh)
-			drawn[i], haveBefore = true, true
-		}
-	}
 	if !slices.Contains(drawn, true) {
 		return nil, nil
 	}
@@ -512,12 +491,6 @@ func drawEvalChart(outDir string, ss []series) (*chart, error) {
 			fig.legend = append(fig.legend, legendEntry{"split " + name, lineThumb{Color: keyColor, Width: vg.Points(1.8), Dashes: splitDashes[si%len(splitDashes)]}})
 		}
 	}
-	if haveResult {
-		fig.legend = append(fig.legend, legendEntry{"final (result.json)", glyphThumb{Color: keyColor, Radius: vg.Points(3.5), Shape: draw.BoxGlyph{}}})
-	}
-	if haveBefore {
-		fig.legend = append(fig.legend, legendEntry{"starting model", glyphThumb{Color: keyColor, Radius: vg.Points(3.5), Shape: draw.RingGlyph{}}})
-	}
 	if err := fig.save(filepath.Join(outDir, "eval.png")); err != nil {
 		return nil, err
 	}
@@ -526,37 +499,7 @@ func drawEvalChart(outDir string, ss []series) (*chart, error) {
 		caption += ", shaded over its 95% interval"
 	}
 	caption += "."
-	if haveResult || haveBefore {
-		caption += " Squares: the final evaluation (result.json); rings: the starting model; bars: their 95% intervals."
-	}
 	return &chart{File: "eval.png", Title: "Evaluation accuracy", Caption: caption}, nil
-}
-
-// resultStep is the step result.json evaluated: its own, or the run's last.
-func resultStep(r *Run) int {
-	if r.Result.Step >= 0 {
-		return r.Result.Step
-	}
-	return r.LastStep()
-}
-
-// addPoint draws an evaluation as a marker with its interval as a bar.
-func addPoint(p *plot.Plot, x float64, e Eval, c color.NRGBA, shape draw.GlyphDrawer) error {
-	if !math.IsNaN(e.GreedyLow) && !math.IsNaN(e.GreedyHigh) {
-		bar, err := plotter.NewLine(xys([]float64{x, x}, []float64{e.GreedyLow, e.GreedyHigh}))
-		if err != nil {
-			return err
-		}
-		bar.LineStyle = draw.LineStyle{Color: c, Width: vg.Points(1.4)}
-		p.Add(bar)
-	}
-	sc, err := plotter.NewScatter(xys([]float64{x}, []float64{e.Greedy}))
-	if err != nil {
-		return err
-	}
-	sc.GlyphStyle = draw.GlyphStyle{Color: c, Radius: vg.Points(3.5), Shape: shape}
-	p.Add(sc)
-	return nil
 }
 
 // drawTimeChart draws, for each run, the seconds per step spent in rollout,
@@ -592,7 +535,7 @@ func drawTimeChart(outDir string, ss []series) (*chart, error) {
 		comps := make([][]float64, len(timeKeys))
 		var tx, ty []float64
 		for _, st := range s.run.Steps {
-			if v, ok := st.Values["step_s"]; ok {
+			if v, ok := st.Values[train.MetricStepSeconds]; ok {
 				tx, ty = append(tx, float64(st.Step)), append(ty, v)
 			}
 			timed := false
@@ -636,7 +579,7 @@ func drawTimeChart(outDir string, ss []series) (*chart, error) {
 		}
 		runs = append(runs, l)
 	}
-	xlo, xhi := stepRange(ss, []string{"time_rollout_s", "time_verify_s", "time_learn_s", "step_s"})
+	xlo, xhi := stepRange(ss, []string{train.MetricRolloutSeconds, train.MetricVerifySeconds, train.MetricLearnSeconds, train.MetricStepSeconds})
 	cols := min(len(runs), 3)
 	fig := &figure{title: "Time per step", cols: cols, panelH: 2.6 * vg.Inch}
 	if cols > 1 {

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"rlvr/rundir"
+	"rlvr/train"
 )
 
 // The charts of the metrics that no fixed chart draws: whatever a training
@@ -57,7 +60,7 @@ func extraKeys(ss []series) []string {
 	for _, s := range ss {
 		split := hasTimeSplit(s.run)
 		for _, k := range s.run.Keys() {
-			if (!charted(k) || k == "step_s" && !split) && !slices.Contains(keys, k) {
+			if (!charted(k) || k == train.MetricStepSeconds && !split) && !slices.Contains(keys, k) {
 				keys = append(keys, k)
 			}
 		}
@@ -68,7 +71,7 @@ func extraKeys(ss []series) []string {
 
 // hasTimeSplit reports whether a step of the run has one of the time split's
 // metrics.
-func hasTimeSplit(r *Run) bool {
+func hasTimeSplit(r *rundir.Run) bool {
 	for _, st := range r.Steps {
 		for _, t := range timeKeys {
 			if _, ok := st.Values[t.key]; ok {
@@ -125,9 +128,9 @@ func extraCharts(ss []series, keys []string) []metricChart {
 	for _, g := range groups {
 		ks := byGroup[g]
 		n := (len(ks) + maxExtraPanels - 1) / maxExtraPanels
-		caption := fmt.Sprintf("Metrics logged under %s/ in %s, one panel each.", g, MetricsFile)
+		caption := fmt.Sprintf("Metrics logged under %s/ in %s, one panel each.", g, rundir.MetricsFile)
 		if g == otherGroup {
-			caption = fmt.Sprintf("Other metrics logged in %s, one panel each.", MetricsFile)
+			caption = fmt.Sprintf("Other metrics logged in %s, one panel each.", rundir.MetricsFile)
 		}
 		start := 0
 		for i := range n {

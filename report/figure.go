@@ -379,12 +379,6 @@ func (t lineThumb) Thumbnail(c *draw.Canvas) {
 	c.StrokeLine2(draw.LineStyle(t), c.Min.X, y, c.Max.X, y)
 }
 
-// glyphThumb draws a legend's marker sample.
-type glyphThumb draw.GlyphStyle
-
-// Thumbnail implements plot.Thumbnailer.
-func (t glyphThumb) Thumbnail(c *draw.Canvas) { c.DrawGlyph(draw.GlyphStyle(t), c.Center()) }
-
 // boxThumb draws a legend's filled-area sample.
 type boxThumb struct{ color.Color }
 

@@ -14,6 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"rlvr/rundir"
+	"rlvr/train"
 )
 
 // HTMLFile is the name of the page Render writes.
@@ -24,10 +27,10 @@ const HTMLFile = "report.html"
 // [Table] when some row has several seeds), one chart per group of
 // metrics with every run overlaid (per-step values thin, their moving average
 // bold), then a panel for every other metric a run logged, grouped by the
-// metric's prefix (loss/…, expert/…), the final evaluations, the last samples
-// of each run and each run's config. A chart that no run has data for is left
+// metric's prefix (loss/…, expert/…), the last samples of each run and each
+// run's config. A chart that no run has data for is left
 // out.
-func Render(outDir string, runs ...*Run) error {
+func Render(outDir string, runs ...*rundir.Run) error {
 	if len(runs) == 0 {
 		return errors.New("report: no runs to render")
 	}
@@ -66,7 +69,7 @@ func Render(outDir string, runs ...*Run) error {
 
 // runLabels names the runs, falling back on the algorithm and seed, then on a
 // number, to tell apart runs of the same name.
-func runLabels(runs []*Run) []string {
+func runLabels(runs []*rundir.Run) []string {
 	labels := make([]string, len(runs))
 	count := map[string]int{}
 	for i, r := range runs {
@@ -96,7 +99,7 @@ func runLabels(runs []*Run) []string {
 	return labels
 }
 
-func algorithmSeed(r *Run) string {
+func algorithmSeed(r *rundir.Run) string {
 	switch {
 	case r.Algorithm != "" && r.Seed != "":
 		return r.Algorithm + " seed " + r.Seed
@@ -121,7 +124,7 @@ var shades = []float64{0, -0.35, 0.4, -0.6, 0.6}
 
 // runColors gives each run a color. When the runs repeat algorithms (several
 // seeds each), an algorithm has one hue and its runs shades of it.
-func runColors(runs []*Run) []color.NRGBA {
+func runColors(runs []*rundir.Run) []color.NRGBA {
 	group := make([]int, len(runs)) // hue
 	within := make([]int, len(runs))
 	var algos []string
@@ -182,11 +185,6 @@ type page struct {
 	Charts          []chart
 	MoreCharts      []chart // of the metrics beyond the fixed charts
 	Seeds           *grid   // rows across seeds, when some row has several runs
-	Results         []resultRow
-	PassKs          []string
-	ShowAvg         bool
-	ShowMaj         bool
-	ShowVariance    bool
 	Samples         []runSamples
 	Warnings        []string
 	Generated       string
@@ -234,16 +232,6 @@ type share struct {
 	Style     template.CSS
 }
 
-type resultRow struct {
-	Label, Which  string
-	Before        bool
-	Color         template.CSS
-	Split, Step   string
-	Greedy, CI    string
-	PassAtK       []string
-	Avg, Maj, Var string
-}
-
 const dash = "—"
 
 func newPage(ss []series, charts []chart) *page {
@@ -261,7 +249,7 @@ func newPage(ss []series, charts []chart) *page {
 		}
 		v.fillEval(r)
 		v.fillTime(r)
-		if xs, ys := r.Series("tokens_per_sec"); len(xs) > 0 {
+		if xs, ys := r.Series(train.MetricTokensPerSec); len(xs) > 0 {
 			v.TokensPerSec = formatCount(mean(ys))
 		} else {
 			v.TokensPerSec = dash
@@ -308,7 +296,6 @@ func newPage(ss []series, charts []chart) *page {
 	if len(ss) == 1 && p.Subtitle == "" {
 		p.Subtitle = ss[0].run.Dir
 	}
-	p.fillResults(ss)
 	for _, s := range ss {
 		if v, ok := newRunSamples(s); ok {
 			p.Samples = append(p.Samples, v)
@@ -324,9 +311,9 @@ func newRunSamples(s series) (runSamples, bool) {
 	if len(r.Samples) == 0 {
 		return runSamples{}, false
 	}
-	v := runSamples{Label: s.label, Path: filepath.Join(r.Dir, SamplesFile), Color: cssColor(s.color)}
+	v := runSamples{Label: s.label, Path: filepath.Join(r.Dir, rundir.SamplesFile), Color: cssColor(s.color)}
 	var titles []string
-	byTitle := map[string][]Sample{}
+	byTitle := map[string][]rundir.Sample{}
 	for _, x := range r.Samples {
 		if _, ok := byTitle[x.Title]; !ok {
 			titles = append(titles, x.Title)
@@ -360,10 +347,10 @@ func newRunSamples(s series) (runSamples, bool) {
 }
 
 // fillEval summarizes the evaluations of the split evaluated last.
-func (v *runView) fillEval(r *Run) {
+func (v *runView) fillEval(r *rundir.Run) {
 	v.Final, v.Best, v.Before, v.After = dash, dash, dash, dash
 	var split string
-	var evals []Eval
+	var evals []rundir.Eval
 	for i := len(r.Evals) - 1; i >= 0; i-- {
 		if !math.IsNaN(r.Evals[i].Greedy) {
 			split = r.Evals[i].Split
@@ -376,7 +363,7 @@ func (v *runView) fillEval(r *Run) {
 		}
 	}
 	if len(evals) > 0 {
-		slices.SortStableFunc(evals, func(a, b Eval) int { return a.Step - b.Step })
+		slices.SortStableFunc(evals, func(a, b rundir.Eval) int { return a.Step - b.Step })
 		final, best := evals[len(evals)-1], evals[0]
 		for _, e := range evals {
 			if e.Greedy > best.Greedy {
@@ -386,19 +373,12 @@ func (v *runView) fillEval(r *Run) {
 		v.Final, v.FinalCI, v.FinalAt = percent(final.Greedy), interval(final), where(final)
 		v.Best, v.BestCI, v.BestAt = percent(best.Greedy), interval(best), where(best)
 	}
-	// Before and after: result.json's, or else the evaluations of the
-	// starting model (step 0) and the last.
-	var before, after *Eval
-	switch res := r.Result; {
-	case res != nil && !math.IsNaN(res.Greedy):
-		after, before = &res.Eval, res.Before
-		v.ChangeAt = "result.json"
-		if res.Split != "" {
-			v.ChangeAt += ", " + res.Split
-		}
-	case len(evals) > 1 && evals[0].Step == 0:
+	// Before and after: the evaluations of the starting model (step 0)
+	// and the last.
+	var before, after *rundir.Eval
+	if len(evals) > 1 && evals[0].Step == 0 {
 		before, after = &evals[0], &evals[len(evals)-1]
-		v.ChangeAt = fmt.Sprintf("eval.jsonl, step 0 → %d", after.Step)
+		v.ChangeAt = fmt.Sprintf("%s, step 0 → %d", rundir.EvalFile, after.Step)
 	}
 	if after != nil {
 		v.After = percent(after.Greedy)
@@ -417,7 +397,7 @@ func (v *runView) fillEval(r *Run) {
 }
 
 // fillTime summarizes the time a step takes and how it splits.
-func (v *runView) fillTime(r *Run) {
+func (v *runView) fillTime(r *rundir.Run) {
 	v.StepTime = dash
 	var sums [3]float64
 	var counted int
@@ -433,7 +413,7 @@ func (v *runView) fillTime(r *Run) {
 			counted++
 		}
 	}
-	_, steps := r.Series("step_s")
+	_, steps := r.Series(train.MetricStepSeconds)
 	total := 0.0
 	switch {
 	case len(steps) > 0:
@@ -464,77 +444,6 @@ func newShare(name string, f float64, c color.NRGBA) share {
 		Style: template.CSS(fmt.Sprintf("width:%.2f%%;background:%s", f*100, cssColor(c)))}
 }
 
-// fillResults lays out result.json of each run that has one.
-func (p *page) fillResults(ss []series) {
-	var ks []string
-	for _, s := range ss {
-		if res := s.run.Result; res != nil {
-			evs := []Eval{res.Eval}
-			if res.Before != nil {
-				evs = append(evs, *res.Before)
-			}
-			for _, e := range evs {
-				for k := range e.PassAtK {
-					if !slices.Contains(ks, k) {
-						ks = append(ks, k)
-					}
-				}
-				p.ShowAvg = p.ShowAvg || !math.IsNaN(e.AvgAtK)
-				p.ShowMaj = p.ShowMaj || !math.IsNaN(e.MajAtK)
-				p.ShowVariance = p.ShowVariance || !math.IsNaN(e.Variance)
-			}
-		}
-	}
-	slices.SortFunc(ks, func(a, b string) int {
-		x, errx := strconv.ParseFloat(a, 64)
-		y, erry := strconv.ParseFloat(b, 64)
-		if errx == nil && erry == nil && x != y {
-			if x < y {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a, b)
-	})
-	p.PassKs = ks
-	for _, s := range ss {
-		res := s.run.Result
-		if res == nil {
-			continue
-		}
-		row := func(e Eval, before bool) resultRow {
-			r := resultRow{Label: s.label, Color: cssColor(s.color), Before: before, Split: e.Split, Step: dash,
-				Greedy: percent(e.Greedy), CI: interval(e), Avg: percent(e.AvgAtK), Maj: percent(e.MajAtK), Var: number(e.Variance)}
-			r.Which = "trained"
-			if before {
-				r.Which = "starting model"
-			}
-			if e.Step >= 0 {
-				r.Step = strconv.Itoa(e.Step)
-			} else if !before {
-				if st := resultStep(s.run); st >= 0 {
-					r.Step = strconv.Itoa(st)
-				}
-			}
-			if r.Split == "" {
-				r.Split = dash
-			}
-			for _, k := range ks {
-				x, ok := e.PassAtK[k]
-				if !ok {
-					x = math.NaN()
-				}
-				r.PassAtK = append(r.PassAtK, percent(x))
-			}
-			return r
-		}
-		p.Results = append(p.Results, row(res.Eval, false))
-		if res.Before != nil {
-			p.Results = append(p.Results, row(*res.Before, true))
-		}
-	}
-}
-
 // mean is the mean of xs, NaN when there are none.
 func mean(xs []float64) float64 {
 	s := 0.0
@@ -553,14 +462,14 @@ func percent(f float64) string {
 }
 
 // interval writes an evaluation's 95% interval, or nothing.
-func interval(e Eval) string {
+func interval(e rundir.Eval) string {
 	if math.IsNaN(e.GreedyLow) || math.IsNaN(e.GreedyHigh) {
 		return ""
 	}
 	return fmt.Sprintf("%.1f–%.1f%%", e.GreedyLow*100, e.GreedyHigh*100)
 }
 
-func where(e Eval) string {
+func where(e rundir.Eval) string {
 	var parts []string
 	if e.Split != "" {
 		parts = append(parts, e.Split)
@@ -569,13 +478,6 @@ func where(e Eval) string {
 		parts = append(parts, "step "+strconv.Itoa(e.Step))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func number(f float64) string {
-	if math.IsNaN(f) {
-		return dash
-	}
-	return strconv.FormatFloat(f, 'g', 4, 64)
 }
 
 func formatSeconds(s float64) string {

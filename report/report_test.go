@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"gonum.org/v1/plot"
+
+	"rlvr/rundir"
 )
 
 // synth describes a synthetic run directory.
@@ -23,7 +25,6 @@ type synth struct {
 	seed      int
 	steps     int
 	evalEvery int  // 0: no eval.jsonl
-	result    bool // write result.json
 	config    bool // write config.yaml
 }
 
@@ -37,7 +38,7 @@ func writeRun(t *testing.T, dir string, s synth) {
 	speed := map[string]float64{"dr-grpo": 1.3, "dapo": 1.8}[s.algorithm] + 1 + 0.1*float64(s.seed)
 	if s.config {
 		cfg := fmt.Sprintf("algorithm: %s\nseed: %d\nmodel: runs/base-<tiny>\nsteps: %d\nlr: 1.0e-6\nclip_low: 0.2\nclip_high: 0.28\nnote: \"<script>alert(1)</script>\"\nadamw:\n  beta1: 0.9\n  beta2: 0.99\n", s.algorithm, s.seed, s.steps)
-		writeFile(t, filepath.Join(dir, ConfigFile), cfg)
+		writeFile(t, filepath.Join(dir, rundir.ConfigFile), cfg)
 	}
 	var metrics bytes.Buffer
 	enc := json.NewEncoder(&metrics)
@@ -75,27 +76,14 @@ func writeRun(t *testing.T, dir string, s synth) {
 			t.Fatal(err)
 		}
 	}
-	writeFile(t, filepath.Join(dir, MetricsFile), metrics.String())
+	writeFile(t, filepath.Join(dir, rundir.MetricsFile), metrics.String())
 	if s.evalEvery > 0 {
 		var evals bytes.Buffer
 		for step := 0; step <= s.steps; step += s.evalEvery {
 			g := evalAt(s, step)
 			fmt.Fprintf(&evals, `{"step":%d,"split":"val","greedy":%g,"greedy_low":%g,"greedy_high":%g}`+"\n", step, g, g-0.06, g+0.06)
 		}
-		writeFile(t, filepath.Join(dir, EvalFile), evals.String())
-	}
-	if s.result {
-		g := evalAt(s, s.steps)
-		res := fmt.Sprintf(`{
-  "step": %d,
-  "split": "test",
-  "greedy": %g, "greedy_low": %g, "greedy_high": %g,
-  "pass_at_k": {"1": %g, "8": %g},
-  "avg_at_k": %g, "maj_at_k": %g, "variance": 0.12,
-  "before": {"split": "test", "greedy": 0.25, "greedy_low": 0.2, "greedy_high": 0.3, "pass_at_k": {"1": 0.24, "8": 0.61}}
-}
-`, s.steps, g, g-0.05, g+0.05, g-0.01, math.Min(g+0.2, 1), g-0.02, g+0.03)
-		writeFile(t, filepath.Join(dir, ResultFile), res)
+		writeFile(t, filepath.Join(dir, rundir.EvalFile), evals.String())
 	}
 }
 
@@ -124,9 +112,9 @@ var standardCharts = []string{"reward.png", "accuracy.png", "eval.png", "clip.pn
 func TestRenderTwoRuns(t *testing.T) {
 	root := t.TempDir()
 	a, b := filepath.Join(root, "grpo-s1"), filepath.Join(root, "dapo-s2")
-	writeRun(t, a, synth{algorithm: "grpo", seed: 1, steps: 50, evalEvery: 10, result: true, config: true})
-	writeRun(t, b, synth{algorithm: "dapo", seed: 2, steps: 50, evalEvery: 10, result: true, config: true})
-	var runs []*Run
+	writeRun(t, a, synth{algorithm: "grpo", seed: 1, steps: 50, evalEvery: 10, config: true})
+	writeRun(t, b, synth{algorithm: "dapo", seed: 2, steps: 50, evalEvery: 10, config: true})
+	var runs []*rundir.Run
 	for _, dir := range []string{a, b} {
 		r, err := Load(dir)
 		if err != nil {
@@ -138,14 +126,11 @@ func TestRenderTwoRuns(t *testing.T) {
 	if r.Name != "grpo-s1" || r.Algorithm != "grpo" || r.Seed != "1" || r.Model != "runs/base-<tiny>" {
 		t.Errorf("run = %q %q %q %q, want grpo-s1 grpo 1 runs/base-<tiny>", r.Name, r.Algorithm, r.Seed, r.Model)
 	}
-	if len(r.Steps) != 50 || len(r.Evals) != 6 || r.Result == nil || r.Result.Before == nil {
-		t.Fatalf("loaded %d steps, %d evals, result %v", len(r.Steps), len(r.Evals), r.Result)
+	if len(r.Steps) != 50 || len(r.Evals) != 6 {
+		t.Fatalf("loaded %d steps, %d evals", len(r.Steps), len(r.Evals))
 	}
 	if _, ok := r.Steps[6].Value("kl"); ok {
 		t.Error("step 7 has a kl, want null to be absent")
-	}
-	if got := r.Result.PassAtK["8"]; math.Abs(got-0.61) > 1e-9 {
-		t.Errorf("pass@8 = %v, want 0.61", got)
 	}
 	if len(r.Warnings) != 0 {
 		t.Errorf("warnings: %q", r.Warnings)
@@ -173,7 +158,6 @@ func TestRenderTwoRuns(t *testing.T) {
 		"41.0%", "95% CI 35.0–47.0%", "val, step 50", // grpo's final eval
 		"52.0%", "95% CI 46.0–58.0%", // dapo's
 		"25.0% → 41.0%", "&#43;16.0 pp", "25.0% → 52.0%", "&#43;27.0 pp", // before → after
-		"pass@1", "pass@8", "61.0%", "72.0%",
 		"rollout", "verify", "learn",
 		"&lt;script&gt;alert(1)&lt;/script&gt;", // config, escaped
 		"runs/base-&lt;tiny&gt;",
@@ -237,7 +221,7 @@ func TestRenderMissingOptionalFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Config != "" || r.Algorithm != "" || r.Evals != nil || r.Result != nil || len(r.Steps) != 3 {
+	if r.Config != "" || r.Algorithm != "" || r.Evals != nil || len(r.Steps) != 3 {
 		t.Fatalf("loaded %+v", r)
 	}
 	if err := Render(dir, r); err != nil {
@@ -258,7 +242,7 @@ func TestRenderMissingOptionalFiles(t *testing.T) {
 	}
 	checkPNG(t, filepath.Join(dir, "time_split.png"))
 
-	// Evaluations but no result.json: before and after come from eval.jsonl.
+	// Before and after come from eval.jsonl.
 	dir = filepath.Join(root, "noresult")
 	writeRun(t, dir, synth{algorithm: "grpo", seed: 1, steps: 50, evalEvery: 25})
 	if r, err = Load(dir); err != nil {
@@ -279,7 +263,7 @@ func TestRenderMissingOptionalFiles(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(dir, EvalFile), `{"step":0,"greedy":0.5}`+"\n")
+	writeFile(t, filepath.Join(dir, rundir.EvalFile), `{"step":0,"greedy":0.5}`+"\n")
 	if r, err = Load(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -289,87 +273,27 @@ func TestRenderMissingOptionalFiles(t *testing.T) {
 	checkPNG(t, filepath.Join(dir, "eval.png"))
 }
 
-func TestLoadErrors(t *testing.T) {
-	root := t.TempDir()
-	if _, err := Load(filepath.Join(root, "nope")); err == nil {
-		t.Error("Load of a missing directory succeeded")
-	}
-	if _, err := Load(root); err == nil || !strings.Contains(err.Error(), "not a run directory") {
-		t.Errorf("Load of an empty directory: %v", err)
-	}
-	good := `{"step":1,"kl":0.1}` + "\n"
-	for _, c := range []struct {
-		file, content string
-		line          int
-		msg           string
-	}{
-		{MetricsFile, good + good + "{\"step\":3,\"kl\":0.1\n" + good, 3, "invalid JSON"},
-		{MetricsFile, good + "\n" + `{"step":3,"kl":"high"}` + "\n", 3, `"kl": want a number, found a string`},
-		{MetricsFile, `{"step":1.5}` + "\n", 1, "non-negative integer"},
-		{MetricsFile, `[1,2]` + "\n", 1, "invalid JSON"},
-		{MetricsFile, `{"step":1} {"step":2}` + "\n", 1, "more than one value"},
-		{EvalFile, `{"step":1,"greedy":0.5}` + "\n" + `{"step":2,"greedy":"x"}` + "\n", 2, "greedy"},
-		{EvalFile, `{"step":1,"avg_at_k":[1]}` + "\n", 1, "avg_at_k"},
-		{ResultFile, "{\n  \"greedy\": 0.5,\n  \"before\": {\"greedy\": }\n}\n", 3, "invalid JSON"},
-	} {
-		dir, err := os.MkdirTemp(root, "run")
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(dir, c.file)
-		writeFile(t, path, c.content)
-		_, err = Load(dir)
-		var pe *ParseError
-		if !errors.As(err, &pe) {
-			t.Errorf("%s %q: err = %v, want a *ParseError", c.file, c.content, err)
-			continue
-		}
-		if pe.Path != path || pe.Line != c.line || !strings.Contains(err.Error(), fmt.Sprintf("%s:%d: ", path, c.line)) || !strings.Contains(err.Error(), c.msg) {
-			t.Errorf("%s %q: err = %v, want %s:%d: …%s…", c.file, c.content, err, path, c.line, c.msg)
-		}
+// TestLoadCharted checks that a charted metric must be a number, which
+// other metrics need not.
+func TestLoadCharted(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, rundir.MetricsFile)
+	writeFile(t, path, `{"step":1,"phase":"warmup","kl":0.1}`+"\n"+`{"step":2,"kl":"high"}`+"\n")
+	_, err := Load(dir)
+	var pe *rundir.ParseError
+	if !errors.As(err, &pe) || pe.Line != 2 || !strings.Contains(err.Error(), `"kl": want a number, found a string`) {
+		t.Errorf("err = %v, want %s:2: \"kl\": want a number…", err, path)
 	}
 }
 
-func TestLoadTolerates(t *testing.T) {
+// TestRenderWarnings renders a run that loading tolerated, with its
+// warnings shown.
+func TestRenderWarnings(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, ConfigFile), "algorithm: [unclosed\n")
-	writeFile(t, filepath.Join(dir, MetricsFile), strings.Join([]string{
-		`{"step":1,"kl":0.1,"phase":"warmup","extra":2}`,
-		`{"step":2,"kl":null,"reward_mean":0.5}`,
-		`{"step":3,"kl":0.3}`,
-		`{"kl":0.4}`,           // no step: follows step 3
-		`{"step":2,"kl":0.25}`, // a resumed run logs step 2 again
-		`{"step":5,"kl":0.`,    // being written
-	}, "\n"))
-	writeFile(t, filepath.Join(dir, EvalFile), `{"step":4,"greedy":0.5,"avg_at_k":{"4":0.3,"16":0.4},"pass_at_k":{"1":null}}`+"\n")
+	writeFile(t, filepath.Join(dir, rundir.MetricsFile), `{"step":1,"kl":0.1}`+"\n"+`{"step":2,"kl":0.`)
 	r, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var steps []int
-	for _, s := range r.Steps {
-		steps = append(steps, s.Step)
-	}
-	if fmt.Sprint(steps) != "[1 2 3 4]" {
-		t.Errorf("steps %v, want [1 2 3 4]", steps)
-	}
-	if xs, ys := r.Series("kl"); fmt.Sprint(xs, ys) != "[1 2 3 4] [0.1 0.25 0.3 0.4]" {
-		t.Errorf("kl series %v %v", xs, ys)
-	}
-	if fmt.Sprint(r.Keys()) != "[extra kl]" {
-		t.Errorf("keys %v, want [extra kl] (reward_mean was logged at the replaced step 2)", r.Keys())
-	}
-	if e := r.Evals[0]; e.AvgAtK != 0.4 || !math.IsNaN(e.MajAtK) || len(e.PassAtK) != 0 {
-		t.Errorf("eval %+v", e)
-	}
-	all := strings.Join(r.Warnings, "\n")
-	for _, w := range []string{ConfigFile, "repeat an earlier step", `without "step"`, MetricsFile + ":6: skipped the incomplete last line"} {
-		if !strings.Contains(all, w) {
-			t.Errorf("warnings lack %q:\n%s", w, all)
-		}
-	}
-	if strings.Contains(all, "phase") {
-		t.Errorf("a field that is not a number gave a warning:\n%s", all)
 	}
 	out := t.TempDir()
 	if err := Render(out, r); err != nil {
@@ -385,7 +309,7 @@ func TestLoadTolerates(t *testing.T) {
 }
 
 func TestRunLabelsAndColors(t *testing.T) {
-	runs := []*Run{
+	runs := []*rundir.Run{
 		{Name: "out", Algorithm: "grpo", Seed: "1"},
 		{Name: "out", Algorithm: "grpo", Seed: "2"},
 		{Name: "x"},
@@ -395,7 +319,7 @@ func TestRunLabelsAndColors(t *testing.T) {
 	if got := fmt.Sprint(runLabels(runs)); got != "[grpo seed 1 grpo seed 2 x x (2) run 5]" {
 		t.Errorf("labels %s", got)
 	}
-	same := []*Run{{Algorithm: "grpo"}, {Algorithm: "grpo"}, {Algorithm: "dapo"}, {Algorithm: "dapo"}}
+	same := []*rundir.Run{{Algorithm: "grpo"}, {Algorithm: "grpo"}, {Algorithm: "dapo"}, {Algorithm: "dapo"}}
 	c := runColors(same)
 	if c[0] != palette[0] || c[2] != palette[1] || c[1] == c[0] || c[3] == c[2] {
 		t.Errorf("colors by algorithm %v", c)
@@ -448,11 +372,11 @@ func TestTicks(t *testing.T) {
 
 func TestRenderExtremeValues(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, MetricsFile), `{"step":1,"kl":1e308,"entropy":5e-324,"lr":0,"reward_mean":-1e308,"time_rollout_s":1e308,"time_learn_s":1e308}
+	writeFile(t, filepath.Join(dir, rundir.MetricsFile), `{"step":1,"kl":1e308,"entropy":5e-324,"lr":0,"reward_mean":-1e308,"time_rollout_s":1e308,"time_learn_s":1e308}
 {"step":2,"kl":-1e308,"entropy":0,"lr":1e-300,"reward_mean":1e308,"time_rollout_s":-5,"step_s":1e308}
 {"step":2147483647,"kl":1,"accuracy":1e200}
 `)
-	writeFile(t, filepath.Join(dir, EvalFile), `{"step":1,"greedy":1e308,"greedy_low":-1e308,"greedy_high":1e308}`+"\n")
+	writeFile(t, filepath.Join(dir, rundir.EvalFile), `{"step":1,"greedy":1e308,"greedy_low":-1e308,"greedy_high":1e308}`+"\n")
 	r, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)

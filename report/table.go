@@ -9,13 +9,16 @@ import (
 	"strings"
 
 	"rlvr/eval"
+	"rlvr/method"
+	"rlvr/rundir"
+	"rlvr/train"
 )
 
 // The table of rows across seeds: the runs of one configuration, trained
 // under several seeds, summarized in one row with 95% intervals over the
 // seeds, as experiment write-ups report them.
 //
-// A run's numbers come from its final evaluation (see [Run.Final]): the
+// A run's numbers come from its final evaluation (see [FinalOf]): the
 // test line of eval.jsonl that a run with a test split writes at its end,
 //
 //	{"step":200,"split":"test","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14,"problems":200,
@@ -29,7 +32,7 @@ import (
 // are the same but for a seed suffix (see [RowName]).
 type Row struct {
 	Name string
-	Runs []*Run // in the order given to Rows
+	Runs []*rundir.Run // in the order given to Rows
 }
 
 // seedSuffix matches a name ending in a seed suffix: "-seed3", "_seed3",
@@ -47,7 +50,7 @@ func RowName(name string) string {
 
 // Rows groups runs into rows by [RowName] of their names, the rows in the
 // order their first runs appear.
-func Rows(runs []*Run) []Row {
+func Rows(runs []*rundir.Run) []Row {
 	var rows []Row
 	at := map[string]int{}
 	for _, r := range runs {
@@ -65,7 +68,7 @@ func Rows(runs []*Run) []Row {
 
 // SeedOf returns the seed a run is paired by: config.yaml's seed, or
 // failing that the number of its name's seed suffix; "" when neither.
-func SeedOf(r *Run) string {
+func SeedOf(r *rundir.Run) string {
 	if s := strings.TrimSpace(r.Seed); s != "" {
 		return s
 	}
@@ -82,7 +85,7 @@ func SeedOf(r *Run) string {
 type Final struct {
 	// Eval is the evaluation: the run's last test evaluation, or when it
 	// has none its last validation evaluation (FromVal).
-	Eval    Eval
+	Eval    rundir.Eval
 	FromVal bool
 	// Acc is the run's headline accuracy: that of its best expert when it
 	// has expert prompts, its greedy accuracy otherwise; Low and High
@@ -98,12 +101,11 @@ type Final struct {
 	Delta float64
 }
 
-// Final returns the evaluation that a table reports for the run, and false
-// when it has none: the last test line of eval.jsonl (or result.json when
-// that is a test evaluation and eval.jsonl has none); failing that, the last
-// validation line (split "val", or none named), marked FromVal.
-func (r *Run) Final() (Final, bool) {
-	var test, val *Eval
+// FinalOf returns the evaluation that a table reports for the run, and
+// false when it has none: the last test line of eval.jsonl; failing that,
+// the last validation line (split "val", or none named), marked FromVal.
+func FinalOf(r *rundir.Run) (Final, bool) {
+	var test, val *rundir.Eval
 	for i := range r.Evals {
 		e := &r.Evals[i]
 		switch e.Split {
@@ -112,9 +114,6 @@ func (r *Run) Final() (Final, bool) {
 		case "val", "":
 			val = e
 		}
-	}
-	if test == nil && r.Result != nil && r.Result.Split == "test" {
-		test = &r.Result.Eval
 	}
 	var f Final
 	switch {
@@ -128,8 +127,8 @@ func (r *Run) Final() (Final, bool) {
 	e := f.Eval
 	f.Acc, f.Low, f.High, f.Delta = e.Greedy, e.GreedyLow, e.GreedyHigh, math.NaN()
 	switch {
-	case !math.IsNaN(e.Best):
-		f.Acc, f.Low, f.High, f.Expert = e.Best, e.BestLow, e.BestHigh, e.BestExpert
+	case e.Best != nil:
+		f.Acc, f.Low, f.High, f.Expert = *e.Best, orNaN(e.BestLow), orNaN(e.BestHigh), e.BestExpert
 	case len(e.Experts) > 0:
 		// A line without best_expert: the expert most accurate on the
 		// last validation line, failing that on this one.
@@ -148,13 +147,21 @@ func (r *Run) Final() (Final, bool) {
 		return Final{}, false
 	}
 	switch {
-	case math.IsNaN(e.Best) && len(e.Experts) == 0: // no experts
-	case !math.IsNaN(e.Delta) && !math.IsNaN(e.Best):
-		f.Delta = e.Delta
+	case e.Best == nil && len(e.Experts) == 0: // no experts
+	case e.Delta != nil && e.Best != nil:
+		f.Delta = *e.Delta
 	default:
-		f.Delta = e.ExpertMajority - f.Acc
+		f.Delta = orNaN(e.ExpertMajority) - f.Acc
 	}
 	return f, true
+}
+
+// orNaN is *p, or NaN for a field the record lacks.
+func orNaN(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
 }
 
 func hasKey(m map[string]float64, k string) bool {
@@ -184,10 +191,10 @@ func sortedExperts(experts map[string]float64) []string {
 	return names
 }
 
-// before returns the run's accuracy at its step-0 validation evaluation
-// under expert (greedy when expert is empty or absent there), NaN when it
-// has none.
-func (r *Run) before(expert string) float64 {
+// startAccuracy returns the run's accuracy at its step-0 validation
+// evaluation under expert (greedy when expert is empty or absent there),
+// NaN when it has none.
+func startAccuracy(r *rundir.Run, expert string) float64 {
 	for _, e := range r.Evals {
 		if e.Step != 0 || (e.Split != "val" && e.Split != "") {
 			continue
@@ -283,7 +290,7 @@ func (row Row) Summary() Summary {
 			}
 			s.LastStep = max(s.LastStep, st)
 		}
-		f, ok := r.Final()
+		f, ok := FinalOf(r)
 		s.BestExperts = append(s.BestExperts, f.Expert)
 		if ok {
 			acc = append(acc, f.Acc)
@@ -299,29 +306,29 @@ func (row Row) Summary() Summary {
 			for name, v := range f.Eval.Experts {
 				byExpert[name] = append(byExpert[name], v)
 			}
-			majority = appendFinite(majority, f.Eval.ExpertMajority)
+			majority = appendFinite(majority, orNaN(f.Eval.ExpertMajority))
 			delta = appendFinite(delta, f.Delta)
-			avgK = appendFinite(avgK, f.Eval.AvgAtK)
-			variance = appendFinite(variance, f.Eval.Variance)
+			avgK = appendFinite(avgK, orNaN(f.Eval.AvgAtK))
+			variance = appendFinite(variance, orNaN(f.Eval.Variance))
 			k, pass := largestPassAtK(f.Eval.PassAtK)
 			s.K = max(s.K, k)
 			passK = appendFinite(passK, pass)
 		} else {
 			pooled = false
 		}
-		before = appendFinite(before, r.before(f.Expert))
-		if _, ys := r.Series("zero_variance_frac"); len(ys) > 0 {
+		before = appendFinite(before, startAccuracy(r, f.Expert))
+		if _, ys := r.Series(method.MetricZeroVarianceFrac); len(ys) > 0 {
 			zeroVar = append(zeroVar, mean(ys))
 		}
-		first, last = appendEnds(first, last, r, "accuracy")
-		if _, ys := r.Series("step_s"); len(ys) > 0 {
+		first, last = appendEnds(first, last, r, method.MetricAccuracy)
+		if _, ys := r.Series(train.MetricStepSeconds); len(ys) > 0 {
 			stepTime = append(stepTime, mean(ys))
 		}
-		callFirst, callLast = appendEnds(callFirst, callLast, r, "consult/call_rate")
+		callFirst, callLast = appendEnds(callFirst, callLast, r, method.MetricConsultCallRate)
 		for _, st := range r.Steps { // a step without them adds 0
-			s.Pairs += st.Values["mel/pairs"]
-			s.Parsed += st.Values["mel/parsed"]
-			s.Validated += st.Values["mel/validated"]
+			s.Pairs += st.Values[method.MetricMELPairs]
+			s.Parsed += st.Values[method.MetricMELParsed]
+			s.Validated += st.Values[method.MetricMELValidated]
 		}
 	}
 	s.AvgAtK = eval.MeanInterval(avgK)
@@ -351,7 +358,7 @@ func (row Row) Summary() Summary {
 
 // appendEnds appends the means of a run's metric over its first and last
 // rolloutWindow steps, when it logs the metric.
-func appendEnds(first, last []float64, r *Run, metric string) ([]float64, []float64) {
+func appendEnds(first, last []float64, r *rundir.Run, metric string) ([]float64, []float64) {
 	_, ys := r.Series(metric)
 	if len(ys) == 0 {
 		return first, last
@@ -413,9 +420,9 @@ func Paired(row, base Row) Difference {
 				order = append(order, seed)
 			}
 			e.count++
-			f, ok := run.Final()
+			f, ok := FinalOf(run)
 			e.acc, e.ok, e.problems = f.Acc, ok, f.Eval.ProblemSet
-			e.avg = f.Eval.AvgAtK
+			e.avg = orNaN(f.Eval.AvgAtK)
 			_, e.pass = largestPassAtK(f.Eval.PassAtK)
 		}
 		return m, order, noSeed
@@ -490,7 +497,7 @@ func largestPassAtK(passAtK map[string]float64) (k int, v float64) {
 // the difference from the baseline. Columns that no row has a value for are
 // left out. A run without a test evaluation contributes its last validation
 // evaluation, and its row's accuracy is marked "†".
-func Table(runs []*Run, baseline string) (string, error) {
+func Table(runs []*rundir.Run, baseline string) (string, error) {
 	rows := Rows(runs)
 	base := -1
 	if baseline != "" {

@@ -1,13 +1,14 @@
 package report
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"rlvr/rundir"
 )
 
 // seedRun describes a run directory of the table's fixture.
@@ -26,14 +27,14 @@ func writeSeedRun(t *testing.T, root string, r seedRun) string {
 		t.Fatal(err)
 	}
 	if r.seed != "" {
-		writeFile(t, filepath.Join(dir, ConfigFile), "algorithm: grpo\nseed: "+r.seed+"\n")
+		writeFile(t, filepath.Join(dir, rundir.ConfigFile), "algorithm: grpo\nseed: "+r.seed+"\n")
 	}
 	var m strings.Builder
 	for step := 1; step <= 20; step++ {
 		fmt.Fprintf(&m, `{"step":%d,"accuracy":%g,"zero_variance_frac":%g,"step_s":%g}`+"\n", step, r.offset+float64(step)/100, r.zeroVar, r.stepS)
 	}
-	writeFile(t, filepath.Join(dir, MetricsFile), m.String())
-	writeFile(t, filepath.Join(dir, EvalFile), strings.Join(r.evals, "\n")+"\n")
+	writeFile(t, filepath.Join(dir, rundir.MetricsFile), m.String())
+	writeFile(t, filepath.Join(dir, rundir.EvalFile), strings.Join(r.evals, "\n")+"\n")
 	return dir
 }
 
@@ -50,7 +51,7 @@ func grpoRun(name, seed string, before, test float64, zeroVar, stepS float64) se
 // The fixture's numbers, by seed. grpo: greedy test accuracy 10, 12, 14%
 // of 200 problems; before 6, 7, 8%. meml: experts E0–E2; best expert E1,
 // E1, E2 at 15, 19, 20% of 200 problems; majority 14, 17, 21%.
-func fixtureRuns(t *testing.T) (root string, runs []*Run) {
+func fixtureRuns(t *testing.T) (root string, runs []*rundir.Run) {
 	t.Helper()
 	root = t.TempDir()
 	meml := func(name, seed, before, last, test string) seedRun {
@@ -79,7 +80,7 @@ func fixtureRuns(t *testing.T) (root string, runs []*Run) {
 	return root, runs
 }
 
-func load(t *testing.T, dir string) *Run {
+func load(t *testing.T, dir string) *rundir.Run {
 	t.Helper()
 	r, err := Load(dir)
 	if err != nil {
@@ -104,7 +105,7 @@ func TestRowName(t *testing.T) {
 	for _, c := range []struct{ name, seed, want string }{
 		{"grpo-s07", "", "7"}, {"grpo-s07", "42", "42"}, {"grpo", "", ""}, {"grpo", " 5 ", "5"},
 	} {
-		if got := SeedOf(&Run{Name: c.name, Seed: c.seed}); got != c.want {
+		if got := SeedOf(&rundir.Run{Name: c.name, Seed: c.seed}); got != c.want {
 			t.Errorf("SeedOf(%q, seed %q) = %q, want %q", c.name, c.seed, got, c.want)
 		}
 	}
@@ -246,7 +247,7 @@ func TestTableFallback(t *testing.T) {
 	}}
 	runs = append(runs, load(t, writeSeedRun(t, root, s4)))
 
-	f, ok := runs[len(runs)-1].Final()
+	f, ok := FinalOf(runs[len(runs)-1])
 	if !ok || !f.FromVal || f.Expert != "E1" || f.Acc != 0.16 || !near(f.Delta, -0.01, 1e-12) || f.Eval.Step != 20 {
 		t.Errorf("fallback final %+v", f)
 	}
@@ -287,9 +288,9 @@ func TestTableFallback(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		writeFile(t, filepath.Join(dir, EvalFile), fmt.Sprintf(`{"step":5,"split":"test","greedy":%g}`+"\n", acc))
+		writeFile(t, filepath.Join(dir, rundir.EvalFile), fmt.Sprintf(`{"step":5,"split":"test","greedy":%g}`+"\n", acc))
 	}
-	bareRuns := []*Run{load(t, filepath.Join(bare, "sft-s1")), load(t, filepath.Join(bare, "sft-s2"))}
+	bareRuns := []*rundir.Run{load(t, filepath.Join(bare, "sft-s1")), load(t, filepath.Join(bare, "sft-s2"))}
 	got, err = Table(bareRuns, "")
 	if err != nil {
 		t.Fatal(err)
@@ -302,16 +303,16 @@ func TestTableFallback(t *testing.T) {
 }
 
 func TestPairedLeftOut(t *testing.T) {
-	withEval := func(name, seed string, acc float64) *Run {
-		return &Run{Name: name, Seed: seed, Evals: []Eval{{Step: 1, Split: "test", Greedy: acc, Best: math.NaN(), Delta: math.NaN()}}}
+	withEval := func(name, seed string, acc float64) *rundir.Run {
+		return &rundir.Run{Name: name, Seed: seed, Evals: []rundir.Eval{{Step: 1, Split: "test", Greedy: acc}}}
 	}
-	row := Row{Name: "a", Runs: []*Run{
+	row := Row{Name: "a", Runs: []*rundir.Run{
 		withEval("a-s1", "1", 0.5), withEval("a-s2", "", 0.6), // seed 2 from the name
 		withEval("a-x", "", 0.1),                                // no seed
 		withEval("a-s3", "3", 0.2), withEval("a-s3b", "3", 0.3), // seed 3 twice
 		{Name: "a-s5", Seed: "5"}, // no evaluation
 	}}
-	base := Row{Name: "b", Runs: []*Run{
+	base := Row{Name: "b", Runs: []*rundir.Run{
 		withEval("b-s1", "1", 0.25), withEval("b-s2", "2", 0.4), withEval("b-s3", "3", 0.1),
 		withEval("b-s4", "4", 0.1), withEval("b-s5", "5", 0.1),
 	}}
@@ -329,61 +330,17 @@ func TestPairedLeftOut(t *testing.T) {
 // different test problems, and pairs runs whose problems agree or are not
 // recorded (older runs).
 func TestPairedByProblem(t *testing.T) {
-	withEval := func(name, seed string, acc float64, problems string) *Run {
-		return &Run{Name: name, Seed: seed, Evals: []Eval{{Step: 1, Split: "test", Greedy: acc, Best: math.NaN(), Delta: math.NaN(), ProblemSet: problems}}}
+	withEval := func(name, seed string, acc float64, problems string) *rundir.Run {
+		return &rundir.Run{Name: name, Seed: seed, Evals: []rundir.Eval{{Step: 1, Split: "test", Greedy: acc, ProblemSet: problems}}}
 	}
-	row := Row{Name: "a", Runs: []*Run{withEval("a1", "1", 0.5, "abc"), withEval("a2", "2", 0.6, "def"), withEval("a3", "3", 0.7, "")}}
-	base := Row{Name: "b", Runs: []*Run{withEval("b1", "1", 0.25, "abc"), withEval("b2", "2", 0.4, "xyz"), withEval("b3", "3", 0.5, "ghi")}}
+	row := Row{Name: "a", Runs: []*rundir.Run{withEval("a1", "1", 0.5, "abc"), withEval("a2", "2", 0.6, "def"), withEval("a3", "3", 0.7, "")}}
+	base := Row{Name: "b", Runs: []*rundir.Run{withEval("b1", "1", 0.25, "abc"), withEval("b2", "2", 0.4, "xyz"), withEval("b3", "3", 0.5, "ghi")}}
 	d := Paired(row, base)
 	if fmt.Sprint(d.Seeds) != "[1 3]" || fmt.Sprint(d.LeftOut) != "[seed 2 (other test problems in b)]" {
 		t.Errorf("paired %v, left out %v", d.Seeds, d.LeftOut)
 	}
 	if !math.IsNaN(d.MDE) {
 		t.Errorf("MDE %v from two pairs, want NaN", d.MDE)
-	}
-}
-
-func TestLoadExpertEvals(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, EvalFile), strings.Join([]string{
-		`{"step":0,"split":"val","greedy":0.07,"greedy_low":0.04,"greedy_high":0.11,"experts":{"E0":0.07,"E1":0.09,"E2":null},"expert_majority":0.08}`,
-		`{"step":200,"split":"test","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14,"problems":200,"problem_set":"0a1b2c3d4e5f","experts":{"E0":0.1,"E1":0.12,"E2":0.08},"expert_majority":0.11,"best_expert":"E1","best":0.12,"best_low":0.08,"best_high":0.17,"delta":-0.01}`,
-		`{"step":200,"split":"val","greedy":0.1}`,
-	}, "\n")+"\n")
-	r := load(t, dir)
-	v, test, old := r.Evals[0], r.Evals[1], r.Evals[2]
-	if fmt.Sprint(v.Experts) != "map[E0:0.07 E1:0.09]" || v.ExpertMajority != 0.08 || v.BestExpert != "" || !math.IsNaN(v.Best) || v.Problems != 0 {
-		t.Errorf("val line %+v", v)
-	}
-	if test.Problems != 200 || test.ProblemSet != "0a1b2c3d4e5f" || test.BestExpert != "E1" || test.Best != 0.12 || test.BestLow != 0.08 || test.BestHigh != 0.17 ||
-		test.Delta != -0.01 || test.ExpertMajority != 0.11 || len(test.Experts) != 3 || test.Split != "test" {
-		t.Errorf("test line %+v", test)
-	}
-	if old.Experts != nil || old.Problems != 0 || old.BestExpert != "" {
-		t.Errorf("line without the new fields %+v", old)
-	}
-	for _, f := range []float64{old.ExpertMajority, old.Best, old.BestLow, old.BestHigh, old.Delta} {
-		if !math.IsNaN(f) {
-			t.Errorf("absent field read as %v, want NaN: %+v", f, old)
-		}
-	}
-
-	for _, c := range []struct{ line, msg string }{
-		{`{"step":1,"problems":1.5}`, `"problems": want a non-negative integer`},
-		{`{"step":1,"problems":-2}`, `"problems": want a non-negative integer`},
-		{`{"step":1,"experts":{"E0":"high"}}`, "experts"},
-		{`{"step":1,"experts":[0.1]}`, "experts"},
-		{`{"step":1,"best_expert":1}`, "best_expert"},
-		{`{"step":1,"best":"x"}`, "best"},
-	} {
-		dir := t.TempDir()
-		path := filepath.Join(dir, EvalFile)
-		writeFile(t, path, `{"step":0,"greedy":0.1}`+"\n"+c.line+"\n")
-		_, err := Load(dir)
-		var pe *ParseError
-		if !errors.As(err, &pe) || pe.Line != 2 || !strings.Contains(err.Error(), c.msg) {
-			t.Errorf("%s: err = %v, want %s:2: …%s…", c.line, err, path, c.msg)
-		}
 	}
 }
 
@@ -416,17 +373,17 @@ func ExampleTable() {
 	}
 	defer os.RemoveAll(root)
 	// Two algorithms, three seeds each, evaluated on 100 test problems.
-	var runs []*Run
+	var runs []*rundir.Run
 	for _, algo := range []string{"grpo", "dapo"} {
 		for seed := 1; seed <= 3; seed++ {
 			dir := filepath.Join(root, fmt.Sprintf("%s-s%d", algo, seed))
 			os.Mkdir(dir, 0o755)
-			os.WriteFile(filepath.Join(dir, ConfigFile), fmt.Appendf(nil, "algorithm: %s\nseed: %d\n", algo, seed), 0o644)
+			os.WriteFile(filepath.Join(dir, rundir.ConfigFile), fmt.Appendf(nil, "algorithm: %s\nseed: %d\n", algo, seed), 0o644)
 			acc := 0.05 + 0.01*float64(seed)
 			if algo == "dapo" {
 				acc += 0.02 + 0.01*float64(seed%2)
 			}
-			os.WriteFile(filepath.Join(dir, EvalFile), fmt.Appendf(nil,
+			os.WriteFile(filepath.Join(dir, rundir.EvalFile), fmt.Appendf(nil,
 				`{"step":0,"split":"val","greedy":0.05}`+"\n"+`{"step":100,"split":"test","greedy":%g,"problems":100}`+"\n", acc), 0o644)
 			run, err := Load(dir)
 			if err != nil {
@@ -453,7 +410,7 @@ func ExampleTable() {
 // runs, appear for rows that have them.
 func TestTableMEL(t *testing.T) {
 	root := t.TempDir()
-	var runs []*Run
+	var runs []*rundir.Run
 	for i, name := range []string{"grpo-s1", "mel-s1", "grpo-s2", "mel-s2"} {
 		seed := fmt.Sprint(1 + i/2)
 		dir := writeSeedRun(t, root, seedRun{name: name, seed: seed, stepS: 1, evals: []string{
@@ -464,7 +421,7 @@ func TestTableMEL(t *testing.T) {
 			for step := 1; step <= 20; step++ {
 				fmt.Fprintf(&m, `{"step":%d,"accuracy":0.1,"mel/pairs":10,"mel/parsed":8,"mel/validated":%d}`+"\n", step, 2+i/2*2)
 			}
-			writeFile(t, filepath.Join(dir, MetricsFile), m.String())
+			writeFile(t, filepath.Join(dir, rundir.MetricsFile), m.String())
 		}
 		runs = append(runs, load(t, dir))
 	}

@@ -14,6 +14,7 @@ import (
 	"rlvr/internal/tokens"
 	"rlvr/method"
 	"rlvr/rollout"
+	"rlvr/rundir"
 	"rlvr/sample"
 	"rlvr/task"
 	"rlvr/task/world"
@@ -100,7 +101,7 @@ func TestChatExpertsEvaluated(t *testing.T) {
 	}
 	var splits []string
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var e EvalMetrics
+		var e rundir.Eval
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatal(err)
 		}

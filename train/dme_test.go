@@ -12,6 +12,7 @@ import (
 
 	"rlvr/internal/dmetest"
 	"rlvr/method"
+	"rlvr/rundir"
 	"rlvr/task"
 )
 
@@ -242,9 +243,9 @@ func TestMEFRunReportsBestExpertOnTest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var lines []EvalMetrics
+	var lines []rundir.Eval
 	for sc := bufio.NewScanner(f); sc.Scan(); {
-		var m EvalMetrics
+		var m rundir.Eval
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Fatal(err)
 		}

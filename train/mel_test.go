@@ -14,8 +14,8 @@ import (
 	"rlvr/internal/tokens"
 	"rlvr/method"
 	"rlvr/reflection"
-	"rlvr/report"
 	"rlvr/rollout"
+	"rlvr/rundir"
 	"rlvr/sample"
 	"rlvr/task"
 )
@@ -69,7 +69,7 @@ func TestMetaExperienceExhibited(t *testing.T) {
 	if err := RL(context.Background(), cfg, run, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	r, err := report.Load(run)
+	r, err := rundir.Load(run)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -28,53 +27,10 @@ import (
 	"rlvr/internal/atomicfile"
 	"rlvr/method"
 	"rlvr/rollout"
+	"rlvr/rundir"
 	"rlvr/sample"
 	"rlvr/task"
 )
-
-// sampleLine is one line of samples.jsonl: a text a part shows beside an
-// evaluation (MEL's latest validated meta-experience), which rlvr report
-// shows under its title.
-type sampleLine struct {
-	Step  int    `json:"step"` // the evaluation's step
-	Title string `json:"title"`
-	Text  string `json:"text"`
-}
-
-// EvalMetrics are one line of eval.jsonl.
-type EvalMetrics struct {
-	Step       int     `json:"step"`
-	Split      string  `json:"split"`
-	Greedy     float64 `json:"greedy"`
-	GreedyLow  float64 `json:"greedy_low"`
-	GreedyHigh float64 `json:"greedy_high"`
-	// Experts is each expert prompt's greedy accuracy when the run asks
-	// under expert prompts (MEML-GRPO's inference per expert); and
-	// ExpertMajority the accuracy of their majority vote.
-	Experts        map[string]float64 `json:"experts,omitempty"`
-	ExpertMajority *float64           `json:"expert_majority,omitempty"`
-	// On the test split: its size; the expert best on the final
-	// validation evaluation, its test accuracy with a 95% interval, and
-	// Delta, the majority vote's accuracy minus it (MEML-GRPO's Table 6).
-	Problems int `json:"problems,omitempty"`
-	// ProblemSet fingerprints the test problems (their IDs, in order), so
-	// that runs compared problem by problem are known to share them.
-	ProblemSet string   `json:"problem_set,omitempty"`
-	BestExpert string   `json:"best_expert,omitempty"`
-	Best       *float64 `json:"best,omitempty"`
-	BestLow    *float64 `json:"best_low,omitempty"`
-	BestHigh   *float64 `json:"best_high,omitempty"`
-	Delta      *float64 `json:"delta,omitempty"`
-	// With eval_samples, at the end: n answers per problem at
-	// SampleTemperature, their mean accuracy (avg@n), pass@n (keyed by n)
-	// and the mean per-problem variance of correctness (EAPO's Pass@32
-	// mean and Var).
-	Samples           int                `json:"samples,omitempty"`
-	SampleTemperature float32            `json:"sample_temperature,omitempty"`
-	AvgAtK            *float64           `json:"avg_at_k,omitempty"`
-	PassAtK           map[string]float64 `json:"pass_at_k,omitempty"`
-	Variance          *float64           `json:"variance,omitempty"`
-}
 
 // runState is what a checkpoint records beyond the weights and optimizer.
 type runState struct {
@@ -244,13 +200,8 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	if err := writeConfig(runDir, cfg); err != nil {
 		return err
 	}
-	for _, name := range []string{"metrics.jsonl", "eval.jsonl", "samples.jsonl"} {
-		path := filepath.Join(runDir, name)
-		if start.Step == 0 { // a fresh run starts fresh logs
-			os.Remove(path)
-		} else if err := truncateJSONL(path, start.Step); err != nil {
-			return err
-		}
+	if err := rundir.TruncateLogs(runDir, start.Step); err != nil {
+		return err
 	}
 	l := &loop{cfg: &cfg, pol: pol, ref: ref, render: render, src: src, held: held, meth: meth, runDir: runDir,
 		optSteps: optSteps, sched: scheduleOf(&cfg)}
@@ -267,7 +218,7 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 		if err != nil {
 			return fmt.Errorf("step %d: %w", step+1, err)
 		}
-		if err := appendJSONL(filepath.Join(runDir, "metrics.jsonl"), m); err != nil {
+		if err := rundir.AppendMetrics(runDir, m); err != nil {
 			return err
 		}
 		if progress != nil {
@@ -314,12 +265,44 @@ type loop struct {
 	optSteps int
 }
 
+// The loop's metrics, beside the method's in each line of metrics.jsonl.
+const (
+	// MetricStepSeconds is the whole step's time; MetricRolloutSeconds,
+	// MetricVerifySeconds and MetricLearnSeconds its parts: sampling (a
+	// method's extra passes included), rewarding, and the learner's
+	// passes and optimizer steps.
+	MetricStepSeconds    = "step_s"
+	MetricRolloutSeconds = "time_rollout_s"
+	MetricVerifySeconds  = "time_verify_s"
+	MetricLearnSeconds   = "time_learn_s"
+	// MetricSkippedUpdate is 1 on a step that trained nothing.
+	MetricSkippedUpdate = "skipped_update"
+	// MetricClipLowFrac and MetricClipHighFrac are the shares of tokens
+	// whose probability ratio the objective clipped below 1−ε and above
+	// 1+ε.
+	MetricClipLowFrac  = "clip_low_frac"
+	MetricClipHighFrac = "clip_high_frac"
+	MetricEntropy      = "entropy" // mean per token
+	// MetricGradNorm is the shared update's gradient norm; a term with a
+	// learning rate of its own logs its own under MetricGradNorm/<term>.
+	MetricGradNorm     = "grad_norm"
+	MetricLR           = "lr"
+	MetricTokensPerSec = "tokens_per_sec" // through the learner
+)
+
+// LossMetric is the name of a loss term's metric: loss/<term>.
+func LossMetric(term string) string { return "loss/" + term }
+
+// TimeFracMetric is the name of the share of the step that a timed part
+// took: time_frac/rollout beside time_rollout_s.
+func TimeFracMetric(part string) string { return "time_frac/" + part }
+
 // step runs one training step: the method builds the batch through the
 // sampler and verifier, then the learner trains it.
 func (l *loop) step(ctx context.Context, step int) (method.Metrics, error) {
 	t0 := time.Now()
 	cfg := l.cfg
-	m := method.Metrics{"step": float64(step + 1)}
+	m := method.Metrics{rundir.StepField: float64(step + 1)}
 	sampler := &timedSampler{s: l.pol.sampler}
 	var verifyS time.Duration
 	env := &method.Env{
@@ -349,16 +332,16 @@ func (l *loop) step(ctx context.Context, step int) (method.Metrics, error) {
 	if err := l.learn(ctx, batch, m); err != nil {
 		return nil, err
 	}
-	m.Set("time_learn_s", time.Since(tl).Seconds())
-	m.Set("time_rollout_s", sampler.elapsed.Seconds())
-	m.Set("time_verify_s", verifyS.Seconds())
-	m.Set("step_s", time.Since(t0).Seconds())
+	m.Set(MetricLearnSeconds, time.Since(tl).Seconds())
+	m.Set(MetricRolloutSeconds, sampler.elapsed.Seconds())
+	m.Set(MetricVerifySeconds, verifyS.Seconds())
+	m.Set(MetricStepSeconds, time.Since(t0).Seconds())
 	// Each timed part's share of the step (time_rollout_s counts every
 	// sampling pass, a method's extra ones included).
 	frac := method.Metrics{}
 	for k, v := range m {
 		if name, ok := strings.CutPrefix(k, "time_"); ok && strings.HasSuffix(name, "_s") {
-			frac.Set("time_frac/"+strings.TrimSuffix(name, "_s"), v/m["step_s"])
+			frac.Set(TimeFracMetric(strings.TrimSuffix(name, "_s")), v/m[MetricStepSeconds])
 		}
 	}
 	maps.Copy(m, frac)
@@ -394,7 +377,7 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 			shared = append(shared, t)
 		}
 	}
-	m.Flag("skipped_update", len(shared)+len(own) == 0)
+	m.Flag(MetricSkippedUpdate, len(shared)+len(own) == 0)
 	// Reference logprobs depend only on the data: once per step.
 	for _, t := range append(append([]method.Term(nil), shared...), own...) {
 		if t.Loss.RefKL == 0 {
@@ -425,7 +408,7 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 			}
 			met.Add(res.Metrics)
 			if record {
-				m["loss/"+term.Name] += res.Metrics.Loss
+				m[LossMetric(term.Name)] += res.Metrics.Loss
 			}
 			for _, d := range micro {
 				tokens += d.Len()
@@ -452,13 +435,13 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 				if err != nil {
 					return err
 				}
-				setGradNorm(m, "grad_norm", sr)
-				m.Set("lr", lr)
+				setGradNorm(m, MetricGradNorm, sr)
+				m.Set(MetricLR, lr)
 				l.optSteps++
 			}
 		}
 		for _, term := range shared {
-			m["loss/"+term.Name] /= float64(cfg.MiniBatches)
+			m[LossMetric(term.Name)] /= float64(cfg.MiniBatches)
 		}
 	}
 	for _, term := range own {
@@ -469,20 +452,20 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 		if err != nil {
 			return err
 		}
-		setGradNorm(m, "grad_norm/"+term.Name, sr)
+		setGradNorm(m, MetricGradNorm+"/"+term.Name, sr)
 	}
 	if met.Tokens > 0 {
 		n := float64(met.Tokens)
-		m.Set("clip_low_frac", float64(met.ClipLow)/n)
-		m.Set("clip_high_frac", float64(met.ClipHigh)/n)
+		m.Set(MetricClipLowFrac, float64(met.ClipLow)/n)
+		m.Set(MetricClipHighFrac, float64(met.ClipHigh)/n)
 		if !cfg.Backend.remote() { // a remote learner does not see the distributions
-			m.Set("entropy", met.Entropy/n)
+			m.Set(MetricEntropy, met.Entropy/n)
 		}
 		if !cfg.KLInReward && cfg.KL != 0 {
-			m.Set("kl", met.RefKL/n)
+			m.Set(method.MetricKL, met.RefKL/n)
 		}
 	}
-	m.Set("tokens_per_sec", float64(tokens)/math.Max(time.Since(t0).Seconds(), 1e-9))
+	m.Set(MetricTokensPerSec, float64(tokens)/math.Max(time.Since(t0).Seconds(), 1e-9))
 	return nil
 }
 
@@ -530,8 +513,7 @@ func (l *loop) evaluate(ctx context.Context, step int) error {
 	last := step == l.cfg.Steps
 	if x, ok := l.meth.(method.Exhibitor); ok {
 		for _, ex := range x.Exhibits() {
-			line := sampleLine{Step: step, Title: ex.Title, Text: ex.Text}
-			if err := appendJSONL(filepath.Join(l.runDir, "samples.jsonl"), line); err != nil {
+			if err := rundir.AppendSample(l.runDir, rundir.Sample{Step: step, Title: ex.Title, Text: ex.Text}); err != nil {
 				return err
 			}
 		}
@@ -541,8 +523,7 @@ func (l *loop) evaluate(ctx context.Context, step int) error {
 		return err
 	}
 	val.Step, val.Split = step, "val"
-	path := filepath.Join(l.runDir, "eval.jsonl")
-	if err := appendJSONL(path, val); err != nil {
+	if err := rundir.AppendEval(l.runDir, val); err != nil {
 		return err
 	}
 	if !last || len(l.held.Test) == 0 {
@@ -561,7 +542,7 @@ func (l *loop) evaluate(ctx context.Context, step int) error {
 			test.Delta = &d
 		}
 	}
-	return appendJSONL(path, test)
+	return rundir.AppendEval(l.runDir, test)
 }
 
 // problemSet is the fingerprint of a list of problems: the first 12 hex
@@ -591,8 +572,8 @@ func bestExpert(variants []method.Variant, acc map[string]eval.Interval) string 
 // the eval_samples answers' statistics. Every prompt is rendered as in
 // training: an expert's is a suffix of plain text, or in a chat its
 // persona after the run's system prompt.
-func (l *loop) score(ctx context.Context, examples []task.Example, sampled bool) (EvalMetrics, map[string]eval.Interval, error) {
-	var m EvalMetrics
+func (l *loop) score(ctx context.Context, examples []task.Example, sampled bool) (rundir.Eval, map[string]eval.Interval, error) {
+	var m rundir.Eval
 	variants := expertVariants(l.cfg)
 	ecfg := eval.Config{MaxTokens: l.cfg.MaxTokens, Experts: make([]eval.Expert, len(variants))}
 	for x, v := range variants {
@@ -674,56 +655,14 @@ func writeConfig(runDir string, cfg RLConfig) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteBytes(filepath.Join(runDir, "config.yaml"), b)
-}
-
-// appendJSONL appends one JSON line and syncs it.
-func appendJSONL(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// truncateJSONL keeps the lines of a step-indexed JSONL file up to step,
-// dropping what a killed run wrote after its last checkpoint.
-func truncateJSONL(path string, step int) error {
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	var keep []byte
-	for _, line := range strings.SplitAfter(string(b), "\n") {
-		var v struct {
-			Step int `json:"step"`
-		}
-		if json.Unmarshal([]byte(line), &v) == nil && v.Step <= step && strings.HasSuffix(line, "\n") {
-			keep = append(keep, line...)
-		}
-	}
-	return atomicfile.WriteBytes(path, keep)
+	return atomicfile.WriteBytes(filepath.Join(runDir, rundir.ConfigFile), b)
 }
 
 // saveCheckpoint writes ckpt-<step>/ (a complete model directory, the
 // optimizer, the run and method state) atomically and keeps the newest
 // keep.
 func saveCheckpoint(ctx context.Context, l backend.Learner, runDir string, st runState, keep int) error {
-	final := filepath.Join(runDir, fmt.Sprintf("ckpt-%06d", st.Step))
+	final := rundir.CheckpointDir(runDir, st.Step)
 	tmp := final + ".tmp"
 	os.RemoveAll(tmp)
 	if err := l.Save(ctx, tmp); err != nil {
@@ -733,14 +672,14 @@ func saveCheckpoint(ctx context.Context, l backend.Learner, runDir string, st ru
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.WriteBytes(filepath.Join(tmp, "state.json"), b); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(tmp, rundir.StateFile), b); err != nil {
 		return err
 	}
 	os.RemoveAll(final)
 	if err := os.Rename(tmp, final); err != nil {
 		return err
 	}
-	ckpts, _ := checkpoints(runDir)
+	ckpts, _ := rundir.Checkpoints(runDir)
 	for len(ckpts) > max(keep, 1) {
 		os.RemoveAll(ckpts[0])
 		ckpts = ckpts[1:]
@@ -748,28 +687,10 @@ func saveCheckpoint(ctx context.Context, l backend.Learner, runDir string, st ru
 	return nil
 }
 
-// checkpoints lists complete checkpoint directories, oldest first.
-func checkpoints(runDir string) ([]string, error) {
-	entries, err := os.ReadDir(runDir)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range entries {
-		if e.IsDir() && strings.HasPrefix(e.Name(), "ckpt-") && !strings.HasSuffix(e.Name(), ".tmp") {
-			if _, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "ckpt-")); err == nil {
-				out = append(out, filepath.Join(runDir, e.Name()))
-			}
-		}
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
 // ExportModel copies the final checkpoint of a run, without the optimizer
 // and run state, to out: a Hugging Face model directory.
 func ExportModel(runDir, out string) error {
-	ckpts, err := checkpoints(runDir)
+	ckpts, err := rundir.Checkpoints(runDir)
 	if err != nil {
 		return err
 	}
@@ -790,7 +711,7 @@ func ExportModel(runDir, out string) error {
 		return err
 	}
 	for _, e := range entries {
-		if e.IsDir() || e.Name() == "state.json" || e.Name() == local.OptimizerFile {
+		if e.IsDir() || e.Name() == rundir.StateFile || e.Name() == local.OptimizerFile {
 			continue
 		}
 		if err := atomicfile.Copy(filepath.Join(src, e.Name()), filepath.Join(out, e.Name())); err != nil {

@@ -25,6 +25,7 @@ import (
 	"rlvr/format/safetensors"
 	"rlvr/format/tokenizer"
 	"rlvr/method"
+	"rlvr/rundir"
 	"rlvr/task"
 	"rlvr/worldmodel"
 )
@@ -241,7 +242,7 @@ func resumeAfterKillWithin(t *testing.T, cfg RLConfig, tol float64) []map[string
 	if string(xa) != string(xb) {
 		t.Fatalf("exhibits differ:\n%s\n%s", xa, xb)
 	}
-	ckpts, _ := checkpoints(killed)
+	ckpts, _ := rundir.Checkpoints(killed)
 	if len(ckpts) != cfg.KeepLast {
 		t.Fatalf("%d checkpoints kept, want %d", len(ckpts), cfg.KeepLast)
 	}
@@ -527,7 +528,7 @@ func TestExpertEvaluation(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var e EvalMetrics
+		var e rundir.Eval
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatal(err)
 		}

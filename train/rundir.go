@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"rlvr/rundir"
 )
 
 // ErrStopped is returned by Run when Options.Stop asked the run to end: the
@@ -25,20 +27,17 @@ var ErrStopped = errors.New("train: stopped; the last step is checkpointed")
 var ResumeSafe = []string{"steps", "eval_every", "checkpoint_every", "keep_last", "micro_batch_tokens",
 	"backend.url", "backend.api_key_env", "backend.retries", "backend.timeout"}
 
-// runFiles are what a run writes into its directory, besides checkpoints.
-var runFiles = []string{"config.yaml", "metrics.jsonl", "eval.jsonl", "samples.jsonl"}
-
 // claimRunDir makes runDir this run's: a fresh run refuses a directory
 // holding another run unless overwrite clears it; a resumed run refuses a
 // config that changes what ran (see ResumeSafe).
 func claimRunDir(runDir string, cfg *RLConfig, resume, overwrite bool) error {
 	var held []string
-	for _, f := range runFiles {
+	for _, f := range rundir.Files {
 		if exists(filepath.Join(runDir, f)) {
 			held = append(held, f)
 		}
 	}
-	ckpts, _ := checkpoints(runDir)
+	ckpts, _ := rundir.Checkpoints(runDir)
 	if len(ckpts) > 0 {
 		held = append(held, fmt.Sprintf("%d checkpoints", len(ckpts)))
 	}
@@ -60,26 +59,13 @@ func claimRunDir(runDir string, cfg *RLConfig, resume, overwrite bool) error {
 	if !overwrite {
 		return fmt.Errorf("train: %s holds another run (%s): continue it with --resume, or replace it with --overwrite", runDir, strings.Join(held, ", "))
 	}
-	for _, f := range runFiles {
-		if err := os.Remove(filepath.Join(runDir, f)); err != nil && !os.IsNotExist(err) {
-			return err
-		}
-	}
-	entries, _ := os.ReadDir(runDir)
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "ckpt-") {
-			if err := os.RemoveAll(filepath.Join(runDir, e.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return rundir.Clear(runDir)
 }
 
 // checkResumeConfig compares the config of a resumed run with the one the
 // directory recorded, and names every knob that changed and may not.
 func checkResumeConfig(runDir string, cfg *RLConfig) error {
-	path := filepath.Join(runDir, "config.yaml")
+	path := filepath.Join(runDir, rundir.ConfigFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("train: --resume: %w", err)
@@ -189,7 +175,7 @@ func checkPaths(c *RLConfig) error {
 // latestIntact returns the newest checkpoint whose run state reads back
 // and that intact accepts, skipping (and reporting) damaged newer ones.
 func latestIntact(runDir string, intact func(dir string) error) (string, runState, []string, error) {
-	ckpts, err := checkpoints(runDir)
+	ckpts, err := rundir.Checkpoints(runDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", runState{}, nil, nil
 	} else if err != nil {
@@ -215,15 +201,15 @@ func latestIntact(runDir string, intact func(dir string) error) (string, runStat
 
 func readState(dir string) (runState, error) {
 	var st runState
-	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	b, err := os.ReadFile(filepath.Join(dir, rundir.StateFile))
 	if err != nil {
 		return st, err
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("state.json: %w", err)
+		return st, fmt.Errorf("%s: %w", rundir.StateFile, err)
 	}
 	if st.Step <= 0 {
-		return st, fmt.Errorf("state.json: step %d", st.Step)
+		return st, fmt.Errorf("%s: step %d", rundir.StateFile, st.Step)
 	}
 	return st, nil
 }

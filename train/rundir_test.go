@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"rlvr/method"
+	"rlvr/rundir"
 )
 
 // TestRunDirectoryBelongsToOneRun reproduces a reused run directory: three
@@ -53,7 +54,7 @@ func TestRunDirectoryBelongsToOneRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms := stable(t, filepath.Join(dir, "metrics.jsonl"))
-	ckpts, _ := checkpoints(dir)
+	ckpts, _ := rundir.Checkpoints(dir)
 	// The new run's checkpoints only: steps 3 and 4 of the old run are gone.
 	if len(ms) != 2 || len(ckpts) != 2 || filepath.Base(ckpts[1]) != "ckpt-000002" {
 		t.Fatalf("after overwriting: %d metrics lines, checkpoints %v", len(ms), ckpts)

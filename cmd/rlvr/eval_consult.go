@@ -120,7 +120,7 @@ func (g *consultGenerator) Generate(ctx context.Context, prompts []string, p sam
 			}
 			g.asked += int(t.Env[method.EnvAsked])
 			for k, v := range t.Env {
-				if strings.HasPrefix(k, "fail/") {
+				if strings.HasPrefix(k, method.EnvFail) {
 					g.fails += int(v)
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rlvr/report"
+	"rlvr/rundir"
 )
 
 func reportCmd() *cobra.Command {
@@ -17,7 +18,7 @@ func reportCmd() *cobra.Command {
 		Use:   "report RUN_DIR [RUN_DIR...]",
 		Short: "Render training runs as an HTML page of charts and tables",
 		Long: `report reads training run directories (config.yaml, metrics.jsonl, and
-eval.jsonl, result.json and samples.jsonl when present) and writes report.html
+eval.jsonl and samples.jsonl when present) and writes report.html
 with one PNG per chart: reward, accuracy, evaluation accuracy with its 95%
 interval, clipping, KL and entropy, response length, gradient norm, throughput
 and the split of a step's time, then a panel for every other metric logged,
@@ -65,7 +66,7 @@ row's difference from that row, paired by seed (config.yaml's seed).`,
 			if err := c.err(); err != nil {
 				return err
 			}
-			runs := make([]*report.Run, len(args))
+			runs := make([]*rundir.Run, len(args))
 			for i, dir := range args {
 				r, err := report.Load(dir)
 				if err != nil {
@@ -94,7 +95,7 @@ row's difference from that row, paired by seed (config.yaml's seed).`,
 
 // printTable prints the markdown table of the runs' rows; report.Table
 // says which rows there are when the baseline names none of them.
-func printTable(cmd *cobra.Command, runs []*report.Run, baseline string) error {
+func printTable(cmd *cobra.Command, runs []*rundir.Run, baseline string) error {
 	t, err := report.Table(runs, baseline)
 	if err != nil {
 		return fmt.Errorf("--baseline: %w", err)

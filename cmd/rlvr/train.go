@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"rlvr/method"
+	"rlvr/rundir"
 	"rlvr/train"
 )
 
@@ -63,10 +62,10 @@ func rlCommand(use, preset, short, long, example string) *cobra.Command {
 	var resume, overwrite bool
 	cmd := &cobra.Command{Use: use, Short: short, Long: long, Example: example, Args: cobra.NoArgs}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if resume && configPath == "" && runDir != "" && fileExists(filepath.Join(runDir, "config.yaml")) {
+		if resume && configPath == "" && runDir != "" && fileExists(filepath.Join(runDir, rundir.ConfigFile)) {
 			// A resumed run starts from what it recorded; flags may then
 			// change the knobs that are safe to change.
-			configPath = filepath.Join(runDir, "config.yaml")
+			configPath = filepath.Join(runDir, rundir.ConfigFile)
 		}
 		if configPath != "" || presetFlag != "" {
 			var fileCfg train.RLConfig
@@ -122,7 +121,7 @@ func rlCommand(use, preset, short, long, example string) *cobra.Command {
 			Log: func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) },
 			Progress: func(m method.Metrics) {
 				bar.Describe(progressLine(string(cfg.Algorithm), m))
-				last = int(m["step"])
+				last = int(m[rundir.StepField])
 				bar.Set(last)
 			}})
 		bar.Finish()
@@ -185,13 +184,13 @@ func fileExists(path string) bool {
 func progressLine(name string, m method.Metrics) string {
 	var b strings.Builder
 	b.WriteString(name)
-	if v, ok := m["reward_mean"]; ok {
-		fmt.Fprintf(&b, " reward %.3f acc %.3f", v, m["accuracy"])
+	if v, ok := m[method.MetricRewardMean]; ok {
+		fmt.Fprintf(&b, " reward %.3f acc %.3f", v, m[method.MetricAccuracy])
 	}
-	if v, ok := m["loss/sft"]; ok {
+	if v, ok := m[train.LossMetric("sft")]; ok {
 		fmt.Fprintf(&b, " loss %.3f", v)
 	}
-	fmt.Fprintf(&b, " %.1fs/step", m["step_s"])
+	fmt.Fprintf(&b, " %.1fs/step", m[train.MetricStepSeconds])
 	return b.String()
 }
 
@@ -199,17 +198,13 @@ func progressLine(name string, m method.Metrics) string {
 // after training and, when the run has a test split, the test line: the
 // expert chosen on validation and the majority vote.
 func printEvalSummary(out io.Writer, runDir string) error {
-	b, err := os.ReadFile(filepath.Join(runDir, "eval.jsonl"))
+	r, err := rundir.Load(runDir)
 	if err != nil {
 		return err
 	}
-	var val []train.EvalMetrics
-	var test *train.EvalMetrics
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		var e train.EvalMetrics
-		if json.Unmarshal(line, &e) != nil {
-			continue
-		}
+	var val []rundir.Eval
+	var test *rundir.Eval
+	for _, e := range r.Evals {
 		if e.Split == "test" {
 			test = &e
 		} else {

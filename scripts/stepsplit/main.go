@@ -8,12 +8,13 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+
+	"rlvr/rundir"
+	"rlvr/train"
 )
 
 func main() {
@@ -32,33 +33,22 @@ func main() {
 }
 
 func row(dir string) error {
-	path := filepath.Join(dir, "metrics.jsonl")
-	f, err := os.Open(path)
+	r, err := rundir.Load(dir)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	keys := []string{"step_s", "time_rollout_s", "time_verify_s", "time_learn_s"}
+	keys := []string{train.MetricStepSeconds, train.MetricRolloutSeconds, train.MetricVerifySeconds, train.MetricLearnSeconds}
 	cols := make([][]float64, len(keys))
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for line := 1; sc.Scan(); line++ {
-		var m map[string]float64
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			return fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		if m["step"] <= 1 || m["skipped_update"] == 1 {
+	for _, st := range r.Steps {
+		if st.Step <= 1 || st.Values[train.MetricSkippedUpdate] == 1 {
 			continue
 		}
 		for i, k := range keys {
-			cols[i] = append(cols[i], m[k])
+			cols[i] = append(cols[i], st.Values[k])
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
 	if len(cols[0]) == 0 {
-		return fmt.Errorf("%s: no step after the first trained anything", path)
+		return fmt.Errorf("%s: no step after the first trained anything", filepath.Join(dir, rundir.MetricsFile))
 	}
 	fmt.Printf("| %s | %d |", filepath.Base(dir), len(cols[0]))
 	for _, c := range cols {

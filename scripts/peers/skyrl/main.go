@@ -30,6 +30,7 @@ import (
 	"rlvr/engine/optim"
 	"rlvr/internal/atomicfile"
 	"rlvr/method"
+	"rlvr/rundir"
 	"rlvr/sample"
 	"rlvr/scripts/peers/docblock"
 	"rlvr/task"
@@ -235,11 +236,11 @@ func compareCmd(args []string) error {
 	dir := fs.String("dir", "runs/peers/skyrl", "the section's directory (run-local, run-skyrl, logprobs.json)")
 	doc := fs.String("doc", "docs/peers.md", "the Markdown file whose skyrl blocks are replaced")
 	fs.Parse(args)
-	local, err := readMetrics(filepath.Join(*dir, "run-local", "metrics.jsonl"))
+	local, err := readMetrics(filepath.Join(*dir, "run-local", rundir.MetricsFile))
 	if err != nil {
 		return err
 	}
-	skyrl, err := readMetrics(filepath.Join(*dir, "run-skyrl", "metrics.jsonl"))
+	skyrl, err := readMetrics(filepath.Join(*dir, "run-skyrl", rundir.MetricsFile))
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"rlvr/eval"
 	"rlvr/internal/jsonl"
 	"rlvr/method"
+	"rlvr/rundir"
 	"rlvr/task"
 	"rlvr/train"
 )
@@ -281,7 +282,7 @@ func trainRlvr(bin string, s *settings, dir, test, run, loss string, seed int) (
 		return "", 0, err
 	}
 	rss, err := runLogged(exec.Command(bin, "train", "--config", cfg, "--run", run, "--threads", strconv.Itoa(s.Threads)), filepath.Join(run, "train.log"))
-	return filepath.Join(run, fmt.Sprintf("ckpt-%06d", s.Steps)), rss, err
+	return rundir.CheckpointDir(run, s.Steps), rss, err
 }
 
 // trainTRL runs python/trl_grpo.py with this program's reward subcommand
@@ -292,7 +293,7 @@ func trainTRL(python, script, self string, s *settings, dir, run, loss string, s
 		return "", 0, err
 	}
 	// config.yaml names the run's algorithm and seed for the report.
-	if err := os.WriteFile(filepath.Join(run, "config.yaml"), []byte(fmt.Sprintf("algorithm: trl-%s\nseed: %d\nmodel: %s\n", loss, seed, strconv.Quote(s.Model))), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(run, rundir.ConfigFile), []byte(fmt.Sprintf("algorithm: trl-%s\nseed: %d\nmodel: %s\n", loss, seed, strconv.Quote(s.Model))), 0o644); err != nil {
 		return "", 0, err
 	}
 	reward, err := json.Marshal([]string{self, "reward", "-examples", filepath.Join(dir, "train.jsonl")})

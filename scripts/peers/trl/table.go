@@ -21,6 +21,7 @@ import (
 	"rlvr/eval"
 	"rlvr/internal/atomicfile"
 	"rlvr/report"
+	"rlvr/rundir"
 	"rlvr/scripts/peers/docblock"
 )
 
@@ -35,7 +36,7 @@ func tableCmd(args []string) error {
 // finished is a run with its record and its per-step metrics.
 type finished struct {
 	rec runRecord
-	run *report.Run
+	run *rundir.Run
 }
 
 // table writes the trl blocks of doc, reward.svg and report/ from the runs
@@ -50,7 +51,7 @@ func table(out, doc string) error {
 		return fmt.Errorf("%s: no finished run", out)
 	}
 	byKey := map[string][]finished{} // engine/loss → runs, by seed
-	var all []*report.Run
+	var all []*rundir.Run
 	for _, path := range recs {
 		var f finished
 		if err := readJSON(path, &f.rec); err != nil {
@@ -84,7 +85,7 @@ func table(out, doc string) error {
 
 // medianOf is the median of a metric over the steps of runs, the first
 // step (warm-up) left out when there are others.
-func medianOf(runs []finished, value func(report.Step) (float64, bool)) float64 {
+func medianOf(runs []finished, value func(rundir.Step) (float64, bool)) float64 {
 	var xs []float64
 	for _, f := range runs {
 		for i, st := range f.run.Steps {
@@ -106,15 +107,15 @@ func medianOf(runs []finished, value func(report.Step) (float64, bool)) float64 
 	return xs[len(xs)/2]
 }
 
-func metric(key string) func(report.Step) (float64, bool) {
-	return func(st report.Step) (float64, bool) { return st.Value(key) }
+func metric(key string) func(rundir.Step) (float64, bool) {
+	return func(st rundir.Step) (float64, bool) { return st.Value(key) }
 }
 
 // rolloutTokensPerSec is the tokens a step generated over its rollout time:
 // TRL counts them (tokens_generated); rlvr's are its mean response length
 // times the answers of a step.
-func rolloutTokensPerSec(answers int) func(report.Step) (float64, bool) {
-	return func(st report.Step) (float64, bool) {
+func rolloutTokensPerSec(answers int) func(rundir.Step) (float64, bool) {
+	return func(st rundir.Step) (float64, bool) {
 		t, ok := st.Value("time_rollout_s")
 		if !ok || t <= 0 {
 			return 0, false

@@ -1,0 +1,99 @@
+// Package rundir owns the run directory: what `rlvr train` writes there
+// and how it is read back (by `rlvr report`, the command's summaries and
+// the scripts). It names the files, defines the records of the logs,
+// appends them, and loads a run.
+//
+// A run directory holds:
+//
+//   - config.yaml ([ConfigFile]), the resolved training config;
+//   - metrics.jsonl ([MetricsFile]), one flat JSON object per training
+//     step: "step" ([StepField]) and the step's metrics by name. The
+//     package that emits a metric exports its name (train for the loop's,
+//     method for a method's);
+//   - eval.jsonl ([EvalFile]), one [Eval] per evaluation;
+//   - samples.jsonl ([SamplesFile]), one [Sample] per text shown for
+//     reading;
+//   - ckpt-NNNNNN/ ([CheckpointDir]), a checkpoint after step NNNNNN: a
+//     model directory with the optimizer and the loop's state
+//     ([StateFile]).
+//
+// The three logs grow a synced line at a time, so that a run killed
+// mid-step leaves at most a partial last line; a resumed run first drops
+// what came after its checkpoint ([TruncateLogs]).
+//
+// [Load] reads a run back. A malformed record is an error that names the
+// file and line ([*ParseError]), with two exceptions: a last line without
+// its newline that does not parse is the record a live run is still
+// writing, and is skipped with a warning; and a malformed line of
+// samples.jsonl is skipped with a warning ([Run.Warnings]).
+package rundir
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// The files of a run directory.
+const (
+	ConfigFile  = "config.yaml"
+	MetricsFile = "metrics.jsonl"
+	EvalFile    = "eval.jsonl"
+	SamplesFile = "samples.jsonl"
+	// StateFile is the loop's state inside a checkpoint directory.
+	StateFile = "state.json"
+)
+
+// Files are what a run writes into its directory besides checkpoints.
+var Files = []string{ConfigFile, MetricsFile, EvalFile, SamplesFile}
+
+// logs are the files that grow a line per record, each with its step.
+var logs = []string{MetricsFile, EvalFile, SamplesFile}
+
+// checkpointPrefix starts a checkpoint directory's name, the step follows.
+const checkpointPrefix = "ckpt-"
+
+// CheckpointDir is the directory of the checkpoint after step.
+func CheckpointDir(runDir string, step int) string {
+	return filepath.Join(runDir, fmt.Sprintf("%s%06d", checkpointPrefix, step))
+}
+
+// Checkpoints lists the complete checkpoint directories, oldest first.
+func Checkpoints(runDir string) ([]string, error) {
+	entries, err := os.ReadDir(runDir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), checkpointPrefix) && !strings.HasSuffix(e.Name(), ".tmp") {
+			if _, err := strconv.Atoi(strings.TrimPrefix(e.Name(), checkpointPrefix)); err == nil {
+				out = append(out, filepath.Join(runDir, e.Name()))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Clear removes a run's files and checkpoints, unfinished ones included,
+// leaving anything else in runDir.
+func Clear(runDir string) error {
+	for _, f := range Files {
+		if err := os.Remove(filepath.Join(runDir, f)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	entries, _ := os.ReadDir(runDir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), checkpointPrefix) {
+			if err := os.RemoveAll(filepath.Join(runDir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
