@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"rlvr/format/tokenizer"
-	"rlvr/internal/tokens"
 	"rlvr/sample"
 )
 
@@ -24,7 +23,7 @@ func (s *scripted) Sample(_ context.Context, reqs []sample.Request) ([][]sample.
 	s.calls++
 	out := make([][]sample.Completion, len(reqs))
 	for i, r := range reqs {
-		hist := s.tok.Decode(tokens.Ints(r.Prompt))
+		hist := s.tok.Decode(r.Prompt)
 		turn := strings.Count(hist, "!") // one reply per finished turn
 		text := s.turns[min(turn, len(s.turns)-1)]
 		c := sample.Completion{Finish: sample.FinishStop}
@@ -57,7 +56,7 @@ func (e *echoEnv) Respond(_ context.Context, calls []Call) ([]Response, error) {
 	var out []Response
 	for _, c := range calls {
 		e.seen = append(e.seen, c.Text)
-		out = append(out, Response{Tokens: tokens.Int32s(e.tok.Encode("!E1:19\n")), Env: map[string]float64{"replies": 1}})
+		out = append(out, Response{Tokens: e.tok.Encode("!E1:19\n"), Env: map[string]float64{"replies": 1}})
 	}
 	return out, nil
 }

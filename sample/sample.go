@@ -107,7 +107,7 @@ type Completion struct {
 
 // Decoder turns tokens into text, for stop strings and Completion.Text.
 type Decoder interface {
-	Decode(ids []int) string
+	Decode(ids []int32) string
 }
 
 // HoldBack returns how many trailing bytes of text could be the start of

@@ -36,21 +36,13 @@ func stories(t testing.TB) (*model.Model, *llama2c.Tokenizer) {
 func runCText(tok *llama2c.Tokenizer, ids []int32) string {
 	var b strings.Builder
 	for i := 1; i < len(ids); i++ {
-		p := tok.Decode(int(ids[i-1]), int(ids[i]))
+		p := tok.Decode(ids[i-1], ids[i])
 		if len(p) == 1 && !(p[0] >= 0x20 && p[0] < 0x7f || p[0] >= '\t' && p[0] <= '\r') {
 			continue
 		}
 		b.WriteString(p)
 	}
 	return b.String()
-}
-
-func toInt32(ids []int) []int32 {
-	out := make([]int32, len(ids))
-	for i, v := range ids {
-		out[i] = int32(v)
-	}
-	return out
 }
 
 // TestGreedyMatchesRunC compares greedy generation with what llama2.c's
@@ -74,7 +66,7 @@ func TestGreedyMatchesRunC(t *testing.T) {
 	}
 	var reqs []Request
 	for _, c := range golden.Cases {
-		prompt := toInt32(tok.Encode(c.Prompt, true, false))
+		prompt := tok.Encode(c.Prompt, true, false)
 		reqs = append(reqs, Request{Prompt: prompt, Params: Params{MaxTokens: c.Steps - len(prompt) + 1, StopTokens: []int32{llama2c.BOS}}})
 	}
 	out, err := New(m, nil).Sample(ctx, reqs)
@@ -99,7 +91,7 @@ func TestLogprobsMatchLearner(t *testing.T) {
 	m, tok := stories(t)
 	var reqs []Request
 	for i, p := range []string{"Once upon a time", "The cat", "A big red"} {
-		reqs = append(reqs, Request{Prompt: toInt32(tok.Encode(p, true, false)), Params: Params{MaxTokens: 40, Temperature: 1, N: 2, Seed: uint64(i)}})
+		reqs = append(reqs, Request{Prompt: tok.Encode(p, true, false), Params: Params{MaxTokens: 40, Temperature: 1, N: 2, Seed: uint64(i)}})
 	}
 	out, err := New(m, nil).Sample(ctx, reqs)
 	if err != nil {
@@ -121,8 +113,8 @@ func TestLogprobsMatchLearner(t *testing.T) {
 func TestReproducibleAndBatchInvariant(t *testing.T) {
 	m, tok := stories(t)
 	s := New(m, nil)
-	req := Request{Prompt: toInt32(tok.Encode("The dog", true, false)), Params: Params{MaxTokens: 30, Temperature: 0.8, TopP: 0.9, TopK: 40, N: 3, Seed: 7}}
-	other := Request{Prompt: toInt32(tok.Encode("Once upon a time there was a girl", true, false)), Params: Params{MaxTokens: 50, Temperature: 1, Seed: 1}}
+	req := Request{Prompt: tok.Encode("The dog", true, false), Params: Params{MaxTokens: 30, Temperature: 0.8, TopP: 0.9, TopK: 40, N: 3, Seed: 7}}
+	other := Request{Prompt: tok.Encode("Once upon a time there was a girl", true, false), Params: Params{MaxTokens: 50, Temperature: 1, Seed: 1}}
 	alone, err := s.Sample(ctx, []Request{req})
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +196,7 @@ func equal(a, b []int32) bool {
 func TestTruncationLimits(t *testing.T) {
 	m, tok := stories(t)
 	s := New(m, nil)
-	prompt := toInt32(tok.Encode("Lily", true, false))
+	prompt := tok.Encode("Lily", true, false)
 	greedy, _ := s.Sample(ctx, []Request{{Prompt: prompt, Params: Params{MaxTokens: 25}}})
 	for _, p := range []Params{{MaxTokens: 25, Temperature: 1.5, TopK: 1}, {MaxTokens: 25, Temperature: 1.5, TopP: 1e-6}} {
 		got, err := s.Sample(ctx, []Request{{Prompt: prompt, Params: p}})
@@ -219,12 +211,12 @@ func TestTruncationLimits(t *testing.T) {
 
 type runCDecoder struct{ tok *llama2c.Tokenizer }
 
-func (d runCDecoder) Decode(ids []int) string { return d.tok.DecodeAll(ids) }
+func (d runCDecoder) Decode(ids []int32) string { return d.tok.DecodeAll(ids) }
 
 func TestStopStringsAndTokens(t *testing.T) {
 	m, tok := stories(t)
 	s := New(m, runCDecoder{tok})
-	prompt := toInt32(tok.Encode("Once upon a time", true, false))
+	prompt := tok.Encode("Once upon a time", true, false)
 	full, err := s.Sample(ctx, []Request{{Prompt: prompt, Params: Params{MaxTokens: 60}}})
 	if err != nil {
 		t.Fatal(err)
@@ -314,7 +306,7 @@ func TestTinyTemperatureIsGreedy(t *testing.T) {
 		m      *model.Model
 		prompt []int32
 	}{
-		{"stories260K", sm, toInt32(tok.Encode("Once upon a time", true, false))},
+		{"stories260K", sm, tok.Encode("Once upon a time", true, false)},
 		{"random", rm, []int32{1, 5, 9}},
 	} {
 		s := New(tc.m, nil)
@@ -373,7 +365,7 @@ func TestReplayMatchesSamplingWithTheRules(t *testing.T) {
 	m, tok := stories(t)
 	dec := runCDecoder{tok}
 	s := New(m, dec)
-	prompt := toInt32(tok.Encode("Once upon a time", true, false))
+	prompt := tok.Encode("Once upon a time", true, false)
 	free := Params{MaxTokens: 60, Temperature: 0.9, N: 4, Seed: 3}
 	raw, err := s.Sample(ctx, []Request{{Prompt: prompt, Params: free}})
 	if err != nil {
@@ -414,7 +406,7 @@ func TestReplayMatchesSamplingWithTheRules(t *testing.T) {
 // default, and with PackOnce only after Repack.
 func TestPackOnce(t *testing.T) {
 	m, tok := stories(t)
-	req := Request{Prompt: toInt32(tok.Encode("Once upon a time", true, false)), Params: Params{MaxTokens: 20, Temperature: 1, Seed: 3}}
+	req := Request{Prompt: tok.Encode("Once upon a time", true, false), Params: Params{MaxTokens: 20, Temperature: 1, Seed: 3}}
 	sampleWith := func(s *Sampler) Completion {
 		out, err := s.Sample(ctx, []Request{req})
 		if err != nil {

@@ -12,7 +12,6 @@ import (
 	"rlvr/engine/model"
 	"rlvr/engine/parallel"
 	"rlvr/engine/vec"
-	"rlvr/internal/tokens"
 )
 
 // Sampler generates from a model. It is not safe for concurrent use; a
@@ -361,7 +360,7 @@ func (s *Sampler) accept(st *stream, tok int32, lp float32) {
 // model's context has no room for another token.
 func (c *Completion) push(p *Params, dec Decoder, tok int32, lp float32, full bool) (kept, done bool) {
 	if len(p.Stop) > 0 {
-		text := dec.Decode(append(tokens.Ints(c.Tokens), int(tok)))
+		text := dec.Decode(append(c.Tokens, tok))
 		for _, stop := range p.Stop {
 			if i := strings.Index(text, stop); i >= 0 {
 				c.Finish, c.StopString = FinishStop, stop
@@ -385,7 +384,7 @@ func (c *Completion) push(p *Params, dec Decoder, tok int32, lp float32, full bo
 		c.Finish, done = FinishLength, true
 	}
 	if done && dec != nil {
-		c.Text = dec.Decode(tokens.Ints(c.Tokens))
+		c.Text = dec.Decode(c.Tokens)
 	}
 	return true, done
 }
@@ -417,7 +416,7 @@ func Replay(p *Params, dec Decoder, toks []int32, lps []float32, finish Finish) 
 	if len(p.Stop) > 0 && dec == nil {
 		return c, fmt.Errorf("sample: stop strings need a decoder")
 	}
-	if len(p.Stop) > 0 && !anyStopIn(dec.Decode(tokens.Ints(toks)), p.Stop) {
+	if len(p.Stop) > 0 && !anyStopIn(dec.Decode(toks), p.Stop) {
 		// No stop string anywhere in the whole text, so none in a prefix
 		// of it: the per-token search, a decode per token, can be
 		// skipped.
@@ -432,7 +431,7 @@ func Replay(p *Params, dec Decoder, toks []int32, lps []float32, finish Finish) 
 	}
 	c.Finish = finish
 	if dec != nil {
-		c.Text = dec.Decode(tokens.Ints(c.Tokens))
+		c.Text = dec.Decode(c.Tokens)
 	}
 	return c, nil
 }

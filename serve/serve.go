@@ -33,7 +33,6 @@ import (
 
 	"rlvr/checkpoint"
 	"rlvr/format/tokenizer"
-	"rlvr/internal/tokens"
 	"rlvr/sample"
 )
 
@@ -375,5 +374,5 @@ func (m *Model) encode(text string) []int32 {
 	if m.Encode != nil {
 		return m.Encode(text)
 	}
-	return tokens.Int32s(m.Tokenizer.Encode(text))
+	return m.Tokenizer.Encode(text)
 }

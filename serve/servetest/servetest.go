@@ -151,12 +151,7 @@ func (g *Generator) step(r *sample.Request, s *seq) {
 	}
 	lp := -float32((x>>20)%1000+1) / 1001
 
-	ids := make([]int, len(s.toks)+1)
-	for i, t := range s.toks {
-		ids[i] = int(t)
-	}
-	ids[len(s.toks)] = int(tok)
-	text := g.Decoder.Decode(ids)
+	text := g.Decoder.Decode(append(s.toks, tok))
 	cut := -1
 	for _, stop := range p.Stop {
 		if i := strings.Index(text, stop); i >= 0 && (cut < 0 || i < cut) {

@@ -17,7 +17,6 @@ import (
 	"rlvr/engine/gemm"
 	"rlvr/engine/model"
 	"rlvr/format/tokenizer"
-	"rlvr/internal/tokens"
 	"rlvr/sample"
 )
 
@@ -168,8 +167,8 @@ func TestSampleMatchesSampler(t *testing.T) {
 			strict(t, h.wait(futures[3].RequestID), &got)
 			stops := "eaiousnt"
 			for k, s := range got.Sequences {
-				text := l.Tokenizer.Decode(tokens.Ints(s.Tokens))
-				before := l.Tokenizer.Decode(tokens.Ints(s.Tokens[:len(s.Tokens)-1]))
+				text := l.Tokenizer.Decode(s.Tokens)
+				before := l.Tokenizer.Decode(s.Tokens[:len(s.Tokens)-1])
 				if strings.ContainsAny(before, stops) {
 					t.Errorf("sample %d %q goes on past a stop string", k, text)
 				}
