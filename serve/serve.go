@@ -31,14 +31,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"rlvr/backend/local"
 	"rlvr/checkpoint"
 	"rlvr/format/tokenizer"
 	"rlvr/sample"
 )
 
 // Generator samples continuations of token prompts, one slice of
-// completions per request, each with the request's N completions. It is
-// what sample.Sampler does. Implementations need not be safe for
+// completions per request, each with the request's N completions, as
+// backend/local's Sampler does. Implementations need not be safe for
 // concurrent use: the server calls each Generator from one goroutine. If
 // ctx is cancelled, Sample should return soon with an error.
 type Generator interface {
@@ -75,7 +76,7 @@ type Model struct {
 // over its weights, with its tokenizer, chat template, stop tokens and
 // context.
 func Checkpoint(name string, l *checkpoint.Loaded) Model {
-	return Model{Name: name, Generator: sample.NewFixed(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer, Chat: l.Chat,
+	return Model{Name: name, Generator: local.NewFixedSampler(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer, Chat: l.Chat,
 		Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq}
 }
 

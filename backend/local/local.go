@@ -1,5 +1,6 @@
 // Package local is the in-process backend: rlvr's own CPU engine behind the
-// backend.Learner interface. Every test and the built-in world run on it.
+// backend.Learner interface, and behind package sample's contract of
+// generation (Sampler). Every test and the built-in world run on it.
 package local
 
 import (

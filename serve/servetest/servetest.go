@@ -23,8 +23,8 @@ import (
 // batched with. It emits EOS, when set, at hash-chosen positions, and now
 // and then a two-byte UTF-8 character ("é") split across two tokens. It
 // honours MaxTokens, StopTokens, Stop strings (cutting the text before the
-// stop string and dropping the token that completed it, as sample.Sampler
-// does), N and OnToken. Its Text includes the text of a final stop token.
+// stop string and dropping the token that completed it, as sample's rules
+// do), N and OnToken. Its Text includes the text of a final stop token.
 // Its logprobs are in (-1, 0).
 type Generator struct {
 	// Decoder turns tokens into Completion.Text; with
