@@ -235,7 +235,7 @@ func New(cfg Config, models ...Model) (*Server, error) {
 		mm := &model{Model: m, stop: slices.Clone(m.StopTokens)}
 		if len(mm.stop) == 0 {
 			if eos, ok := m.Tokenizer.EOS(); ok {
-				mm.stop = []int32{int32(eos)}
+				mm.stop = []int32{eos}
 			}
 		}
 		shared := reflect.ValueOf(m.Generator).Comparable()

@@ -160,10 +160,7 @@ func direct(t *testing.T, msgs []api.Message, p sample.Params) []sample.Completi
 	if err != nil {
 		t.Fatal(err)
 	}
-	var prompt []int32
-	for _, id := range byteTok.Encode(text) {
-		prompt = append(prompt, int32(id))
-	}
+	prompt := byteTok.Encode(text)
 	p.StopTokens = []int32{tokenizer.ByteEOS}
 	out, err := toyGen().Sample(context.Background(), []sample.Request{{Prompt: prompt, Params: p}})
 	if err != nil {

@@ -103,7 +103,7 @@ func encodeDocument(tok *tokenizer.ByteTokenizer, d world.Document) backend.Datu
 	train := []bool{false}
 	for _, s := range d.Spans {
 		for _, t := range tok.Encode(s.Text) {
-			seq = append(seq, int32(t))
+			seq = append(seq, t)
 			train = append(train, s.Train)
 		}
 	}

@@ -90,7 +90,7 @@ func (r *renderer) Prompt(e task.Example, v method.Variant) ([]int32, error) {
 func (r *renderer) Response(text string) []int32 {
 	out := r.l.Tokenizer.Encode(text)
 	if eos, ok := r.l.Tokenizer.EOS(); ok && !r.chat {
-		return append(out, int32(eos))
+		return append(out, eos)
 	}
 	if len(r.l.StopTokens) > 0 {
 		out = append(out, r.l.StopTokens[0])
