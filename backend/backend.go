@@ -208,30 +208,27 @@ const MaxLogRatio = 20
 
 // TokenInputs are one position's inputs to the terms that depend on the
 // target's logprob alone: its weight, advantage, and the sampler's and
-// the reference's logprobs (those the loss does not read may be 0).
+// the reference's logprobs (those the loss does not read may be 0). The
+// engine's model.TokenInputs has the same fields, and so do
+// model.TokenTerms and model.Metrics: backend/local converts between them.
 type TokenInputs struct {
 	Weight, Advantage, SamplerLogp, RefLogp float64
 }
 
-// InputsAt is position j's TokenInputs from per-token slices; all but
-// weights may be nil, read as 0.
-func InputsAt(weights, advantages, samplerLogprobs, refLogprobs []float32, j int) TokenInputs {
-	in := TokenInputs{Weight: float64(weights[j])}
-	if advantages != nil {
-		in.Advantage = float64(advantages[j])
+// Inputs is the datum's TokenInputs at position j; a nil per-token slice
+// reads as 0.
+func (d *Datum) Inputs(j int) TokenInputs {
+	in := TokenInputs{Weight: float64(d.Weights[j])}
+	if d.Advantages != nil {
+		in.Advantage = float64(d.Advantages[j])
 	}
-	if samplerLogprobs != nil {
-		in.SamplerLogp = float64(samplerLogprobs[j])
+	if d.SamplerLogprobs != nil {
+		in.SamplerLogp = float64(d.SamplerLogprobs[j])
 	}
-	if refLogprobs != nil {
-		in.RefLogp = float64(refLogprobs[j])
+	if d.RefLogprobs != nil {
+		in.RefLogp = float64(d.RefLogprobs[j])
 	}
 	return in
-}
-
-// Inputs is the datum's TokenInputs at position j.
-func (d *Datum) Inputs(j int) TokenInputs {
-	return InputsAt(d.Weights, d.Advantages, d.SamplerLogprobs, d.RefLogprobs, j)
 }
 
 // TokenTerms are the loss's terms at one position that depend only on the

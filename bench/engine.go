@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"rlvr/backend"
 	"rlvr/engine/gemm"
 	"rlvr/engine/model"
 	"rlvr/engine/optim"
@@ -64,7 +63,7 @@ func NewStep(cfg model.Config, seqs, seqLen int) (*Step, error) {
 
 // Run does one forward, backward and AdamW update.
 func (s *Step) Run() error {
-	if _, err := s.Model.ForwardBackward(s.Batch, s.Targets, backend.Loss{NLL: 1}, nil, nil); err != nil {
+	if _, err := s.Model.ForwardBackward(s.Batch, s.Targets, model.Loss{Logp: model.NLL{}}, nil, nil); err != nil {
 		return err
 	}
 	return s.Opt.Step(s.Model.Params, s.Model.Gradients(), 1e-4)
@@ -247,7 +246,7 @@ func Engine(cfg model.Config, o EngineOptions) (*EngineReport, error) {
 	var total time.Duration
 	for range reps {
 		t0 := time.Now()
-		if _, err := st.Model.ForwardBackward(st.Batch, st.Targets, backend.Loss{NLL: 1}, nil, nil); err != nil {
+		if _, err := st.Model.ForwardBackward(st.Batch, st.Targets, model.Loss{Logp: model.NLL{}}, nil, nil); err != nil {
 			return nil, err
 		}
 		t1 := time.Now()

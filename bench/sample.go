@@ -13,9 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"rlvr/backend/local"
 	"rlvr/engine/gemm"
 	"rlvr/engine/model"
 	"rlvr/engine/parallel"
+	"rlvr/engine/sampler"
 	"rlvr/sample"
 )
 
@@ -83,7 +85,7 @@ func NewSampleReport(peak Peak) *SampleReport {
 // reps runs, profiles the best run's ops, and measures the
 // sampler–learner logprob gap on the samples.
 func Sample(ctx context.Context, name string, m *model.Model, bos int32, streams []int, maxTokens, reps int, rep *SampleReport) error {
-	s := sample.New(m, nil)
+	s := local.NewSampler(m, nil)
 	type sampled struct {
 		req []sample.Request
 		out [][]sample.Completion
@@ -141,7 +143,12 @@ func Sample(ctx context.Context, name string, m *model.Model, bos int32, streams
 		rep.SamplingRSSBytes[name] = PeakRSS() // before the learner's passes below
 	}
 	for _, x := range all {
-		gap, err := sample.LogprobGap(m, x.req, x.out)
+		var prompts, continuations [][]int32
+		var logprobs [][]float32
+		for _, c := range x.out[0] {
+			prompts, continuations, logprobs = append(prompts, x.req[0].Prompt), append(continuations, c.Tokens), append(logprobs, c.Logprobs)
+		}
+		gap, err := sampler.LogprobGap(m, prompts, continuations, logprobs)
 		if err != nil {
 			return err
 		}

@@ -26,7 +26,6 @@ import (
 	"rlvr/format/hfconfig"
 	"rlvr/format/llama2c"
 	"rlvr/format/tokenizer"
-	"rlvr/internal/tokens"
 )
 
 // Loaded is a model ready to sample from or train, with what it takes to
@@ -55,17 +54,17 @@ type Loaded struct {
 // and the text does not already start with it: a chat template that writes
 // its own BOS (Gemma's) gets one, as transformers' apply_chat_template gives.
 func (l *Loaded) Encode(text string) []int32 {
-	ids := tokens.Int32s(l.Tokenizer.Encode(text))
+	ids := l.Tokenizer.Encode(text)
 	bos, ok := l.Tokenizer.BOS()
-	if !ok || !l.AddBOS || (len(ids) > 0 && ids[0] == int32(bos)) {
+	if !ok || !l.AddBOS || (len(ids) > 0 && ids[0] == bos) {
 		return ids
 	}
-	return append([]int32{int32(bos)}, ids...)
+	return append([]int32{bos}, ids...)
 }
 
 // Decode turns generated tokens into text, without special tokens.
 func (l *Loaded) Decode(ids []int32) string {
-	return l.Tokenizer.DecodeSkipSpecial(tokens.Ints(ids))
+	return l.Tokenizer.DecodeSkipSpecial(ids)
 }
 
 // Open loads the model at path:
@@ -163,7 +162,7 @@ func openHFText(dir, tokenizerPath string, hc *hfconfig.Config) (*Loaded, error)
 		return nil, err
 	}
 	if eos, ok := l.Tokenizer.EOS(); ok {
-		l.StopTokens = appendNew(l.StopTokens, int32(eos))
+		l.StopTokens = appendNew(l.StopTokens, eos)
 	}
 	if v := l.Tokenizer.VocabSize(); v > hc.VocabSize {
 		return nil, fmt.Errorf("checkpoint: %s: the tokenizer has %d tokens but the model only %d", dir, v, hc.VocabSize)
@@ -187,7 +186,7 @@ func useTokenizer(l *Loaded, tok *tokenizer.Tokenizer) {
 		// template's end-of-turn strings that are single tokens.
 		for _, end := range tmpl.StopStrings {
 			if id, ok := tok.TokenID(end); ok {
-				l.StopTokens = appendNew(l.StopTokens, int32(id))
+				l.StopTokens = appendNew(l.StopTokens, id)
 			}
 		}
 	}
@@ -227,23 +226,23 @@ func openLlama2C(path, tokenizerPath string) (*Loaded, error) {
 // stops generation as run.c does.
 type runCTokenizer struct{ t *llama2c.Tokenizer }
 
-func (r runCTokenizer) Encode(text string) []int { return r.t.Encode(text, false, false) }
-func (r runCTokenizer) EncodeWithSpecial(text string, _ bool) []int {
+func (r runCTokenizer) Encode(text string) []int32 { return r.t.Encode(text, false, false) }
+func (r runCTokenizer) EncodeWithSpecial(text string, _ bool) []int32 {
 	return r.t.Encode(text, false, false)
 }
-func (r runCTokenizer) Decode(ids []int) string            { return r.decode(ids) }
-func (r runCTokenizer) DecodeSkipSpecial(ids []int) string { return r.decode(ids) }
-func (r runCTokenizer) VocabSize() int                     { return r.t.VocabSize() }
-func (r runCTokenizer) BOS() (int, bool)                   { return llama2c.BOS, true }
-func (r runCTokenizer) EOS() (int, bool)                   { return llama2c.EOS, true }
-func (r runCTokenizer) PAD() (int, bool)                   { return 0, false }
+func (r runCTokenizer) Decode(ids []int32) string            { return r.decode(ids) }
+func (r runCTokenizer) DecodeSkipSpecial(ids []int32) string { return r.decode(ids) }
+func (r runCTokenizer) VocabSize() int                       { return r.t.VocabSize() }
+func (r runCTokenizer) BOS() (int32, bool)                   { return llama2c.BOS, true }
+func (r runCTokenizer) EOS() (int32, bool)                   { return llama2c.EOS, true }
+func (r runCTokenizer) PAD() (int32, bool)                   { return 0, false }
 
 // decode concatenates the pieces of ids as run.c prints a continuation:
 // a piece keeps its leading space unless it follows BOS, and BOS and EOS
 // print nothing.
-func (r runCTokenizer) decode(ids []int) string {
+func (r runCTokenizer) decode(ids []int32) string {
 	var b strings.Builder
-	prev := -1
+	prev := int32(-1)
 	for _, id := range ids {
 		if id != llama2c.BOS && id != llama2c.EOS {
 			b.WriteString(r.t.Decode(prev, id))

@@ -63,7 +63,7 @@ func TestOpenByteTokenizerFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	full := filepath.Join(t.TempDir(), "full")
-	if err := hf.Save(full, m, hf.Config(m.Config, []int{tokenizer.ByteBOS}, []int{tokenizer.ByteEOS}), safetensors.F32); err != nil {
+	if err := hf.Save(full, m, hf.Config(m.Config, []int32{tokenizer.ByteBOS}, []int32{tokenizer.ByteEOS}), safetensors.F32); err != nil {
 		t.Fatal(err)
 	}
 	if err := tokenizer.WriteByteTokenizer(full); err != nil {
@@ -88,7 +88,7 @@ func TestOpenByteTokenizerFile(t *testing.T) {
 			t.Errorf("Encode(%q) = %v, want %v", s, a, b)
 		}
 	}
-	if !slices.Equal(got.HFConfig.BOSTokenIDs, []int{tokenizer.ByteBOS}) || !slices.Equal(got.HFConfig.EOSTokenIDs, []int{tokenizer.ByteEOS}) || got.Dir != full {
+	if !slices.Equal(got.HFConfig.BOSTokenIDs, []int32{tokenizer.ByteBOS}) || !slices.Equal(got.HFConfig.EOSTokenIDs, []int32{tokenizer.ByteEOS}) || got.Dir != full {
 		t.Errorf("HFConfig bos %v eos %v, Dir %q", got.HFConfig.BOSTokenIDs, got.HFConfig.EOSTokenIDs, got.Dir)
 	}
 }

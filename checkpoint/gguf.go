@@ -83,7 +83,7 @@ func openGGUF(path, tokenizerPath string) (*Loaded, error) {
 		l.StopTokens = appendNew(l.StopTokens, id)
 	}
 	if eos, ok := l.Tokenizer.EOS(); ok {
-		l.StopTokens = appendNew(l.StopTokens, int32(eos))
+		l.StopTokens = appendNew(l.StopTokens, eos)
 	}
 	if n := l.Tokenizer.VocabSize(); n > hc.VocabSize {
 		return nil, fmt.Errorf("checkpoint: %s: the tokenizer has %d tokens but the model only %d", path, n, hc.VocabSize)

@@ -142,7 +142,7 @@ func (s Shape) headDim() int {
 
 // Config returns the config.json of s with a vocabulary of vocab tokens and
 // the given BOS and EOS ids (nil for none).
-func (s Shape) Config(vocab int, bos, eos []int) (*hfconfig.Config, error) {
+func (s Shape) Config(vocab int, bos, eos []int32) (*hfconfig.Config, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -210,12 +210,12 @@ func InitRandom(opts InitOptions) (*InitResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var bos, eos []int
+	var bos, eos []int32
 	if id, ok := tok.BOS(); ok {
-		bos = []int{id}
+		bos = []int32{id}
 	}
 	if id, ok := tok.EOS(); ok {
-		eos = []int{id}
+		eos = []int32{id}
 	}
 	hc, err := opts.Shape.Config(tok.VocabSize(), bos, eos)
 	if err != nil {

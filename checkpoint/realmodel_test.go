@@ -90,7 +90,7 @@ func TestRealModelParity(t *testing.T) {
 			}
 			suppress := append([]int32{}, l.StopTokens...)
 			if eos, ok := l.Tokenizer.EOS(); ok {
-				suppress = append(suppress, int32(eos))
+				suppress = append(suppress, eos)
 			}
 			llama := readLlamaCppRef(t, tc.name)
 			var worstTrain, worstKV float64
@@ -150,7 +150,7 @@ func TestSavedCheckpointParity(t *testing.T) {
 	}
 	var suppress []int32
 	if eos, ok := l.Tokenizer.EOS(); ok {
-		suppress = append(suppress, int32(eos))
+		suppress = append(suppress, eos)
 	}
 	suppress = append(suppress, l.StopTokens...)
 	var worst float64
@@ -176,12 +176,9 @@ func TestSavedCheckpointParity(t *testing.T) {
 // model's BOS first when the reference starts with it and the text does not
 // already carry it.
 func encodeLike(l *checkpoint.Loaded, text string, want []int32) []int32 {
-	var ids []int32
-	for _, id := range l.Tokenizer.Encode(text) {
-		ids = append(ids, int32(id))
-	}
-	if bos, ok := l.Tokenizer.BOS(); ok && len(want) > 0 && want[0] == int32(bos) && (len(ids) == 0 || ids[0] != int32(bos)) {
-		ids = append([]int32{int32(bos)}, ids...)
+	ids := l.Tokenizer.Encode(text)
+	if bos, ok := l.Tokenizer.BOS(); ok && len(want) > 0 && want[0] == bos && (len(ids) == 0 || ids[0] != bos) {
+		ids = append([]int32{bos}, ids...)
 	}
 	return ids
 }
@@ -338,12 +335,12 @@ func TestImportedMatchesGGUF(t *testing.T) {
 			if !slices.Equal(a.StopTokens, b.StopTokens) || a.AddBOS != b.AddBOS {
 				t.Errorf("stop tokens %v / BOS %v from the GGUF, %v / %v imported", a.StopTokens, a.AddBOS, b.StopTokens, b.AddBOS)
 			}
-			if id := a.Tokenizer.Encode(tc.endOfTurn); len(id) != 1 || !slices.Contains(a.StopTokens, int32(id[0])) {
+			if id := a.Tokenizer.Encode(tc.endOfTurn); len(id) != 1 || !slices.Contains(a.StopTokens, id[0]) {
 				t.Errorf("stop tokens %v lack %s", a.StopTokens, tc.endOfTurn)
 			}
 			if bos, ok := a.Tokenizer.BOS(); ok && a.AddBOS {
 				ids := a.Encode(x)
-				if ids[0] != int32(bos) || (len(ids) > 1 && ids[1] == int32(bos)) {
+				if ids[0] != bos || (len(ids) > 1 && ids[1] == bos) {
 					t.Errorf("chat render %q encodes as %v: want exactly one BOS (%d) first", x, ids[:min(4, len(ids))], bos)
 				}
 			}

@@ -9,8 +9,10 @@ import (
 	"strings"
 
 	api "rlvr/api/openai"
-	"rlvr/checkpoint"
 	client "rlvr/client/openai"
+
+	"rlvr/backend/local"
+	"rlvr/checkpoint"
 	"rlvr/sample"
 )
 
@@ -91,7 +93,7 @@ func (g *Local) Fits(prompt string, maxTokens int) bool {
 
 // NewLocal returns a generator over a loaded model.
 func NewLocal(l *checkpoint.Loaded) *Local {
-	return &Local{Model: l, sampler: sample.NewFixed(l.Model, l.Tokenizer)}
+	return &Local{Model: l, sampler: local.NewFixedSampler(l.Model, l.Tokenizer)}
 }
 
 // NewSampled returns a generator over any sampler of the model whose

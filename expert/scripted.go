@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"rlvr/format/tokenizer"
-	"rlvr/internal/tokens"
 	"rlvr/sample"
 	"rlvr/serve"
 	"rlvr/task/world"
@@ -38,17 +37,17 @@ func answerText(ctx context.Context, reqs []sample.Request, tok tokenizer.Encode
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		text := answer(tok.Decode(tokens.Ints(r.Prompt)))
+		text := answer(tok.Decode(r.Prompt))
 		for _, stop := range r.Params.Stop {
 			if k := strings.Index(text, stop); k >= 0 {
 				text = text[:k]
 			}
 		}
-		toks := tokens.Int32s(tok.Encode(text))
+		toks := tok.Encode(text)
 		finish := sample.FinishStop
 		if max := r.Params.MaxTokens; max > 0 && len(toks) > max {
 			toks, finish = toks[:max], sample.FinishLength
-			text = tok.Decode(tokens.Ints(toks))
+			text = tok.Decode(toks)
 		}
 		c := sample.Completion{Tokens: toks, Logprobs: make([]float32, len(toks)), Text: text, Finish: finish}
 		for k := 0; k < max(r.Params.N, 1); k++ {

@@ -121,7 +121,7 @@ func (c *Consultation) Episodes(ctx context.Context, policy rollout.Sampler, ren
 	if maxTokens <= 0 {
 		maxTokens = p.MaxTokens
 	}
-	groups, err := rollout.Episodes(ctx, policy, decoder{render}, e, prompts, g, p, c.Format.Stops(), c.TurnBudget(step), maxTokens)
+	groups, err := rollout.Episodes(ctx, policy, render, e, prompts, g, p, c.Format.Stops(), c.TurnBudget(step), maxTokens)
 	return groups, e.wait, err
 }
 

@@ -115,7 +115,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 	for i := range pairs {
 		prompts[i] = pairs[i].request
 	}
-	refl, err := rollout.SampleGroups(ctx, env.Policy, decoder{env.Render}, prompts, 1, p)
+	refl, err := rollout.SampleGroups(ctx, env.Policy, env.Render, prompts, 1, p)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +152,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 	if len(replayed) > 0 {
 		p := env.Sampling
 		p.Seed = env.Seed ^ 0x6d656c2d72706c31 // "mel-rpl1"
-		replays, err := rollout.SampleGroups(ctx, env.Policy, decoder{env.Render}, prompts, 1, p)
+		replays, err := rollout.SampleGroups(ctx, env.Policy, env.Render, prompts, 1, p)
 		if err != nil {
 			return nil, err
 		}

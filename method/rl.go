@@ -8,7 +8,6 @@ import (
 	"reflect"
 
 	"rlvr/backend"
-	"rlvr/internal/tokens"
 	"rlvr/rollout"
 	"rlvr/task"
 )
@@ -74,13 +73,8 @@ type SingleTurn struct{}
 func (SingleTurn) Rollout(ctx context.Context, env *Env, prompts [][]int32, g int, seed uint64) ([]rollout.Group, error) {
 	p := env.Sampling
 	p.Seed = seed
-	return rollout.SampleGroups(ctx, env.Policy, decoder{env.Render}, prompts, g, p)
+	return rollout.SampleGroups(ctx, env.Policy, env.Render, prompts, g, p)
 }
-
-// decoder adapts a Renderer to rollout.Decoder.
-type decoder struct{ r Renderer }
-
-func (d decoder) Decode(ids []int) string { return d.r.Decode(tokens.Int32s(ids)) }
 
 // Step implements Method.
 func (r *RL) Step(ctx context.Context, env *Env, examples []task.Example) (*Batch, error) {

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"slices"
 
-	"rlvr/internal/tokens"
 	"rlvr/sample"
 )
 
@@ -24,7 +23,7 @@ type Sampler interface {
 // Decoder turns tokens into text, to show responses to verifiers and
 // environments.
 type Decoder interface {
-	Decode(ids []int) string
+	Decode(ids []int32) string
 }
 
 // Trajectory is one episode after its prompt: every token, whether the
@@ -93,7 +92,7 @@ func single(prompt []int32, c sample.Completion, dec Decoder) Trajectory {
 	}
 	t.Text = c.Text
 	if t.Text == "" && dec != nil {
-		t.Text = dec.Decode(tokens.Ints(c.Tokens))
+		t.Text = dec.Decode(c.Tokens)
 	}
 	t.PolicyText = t.Text
 	return t
@@ -205,7 +204,7 @@ func Episodes(ctx context.Context, s Sampler, dec Decoder, env Environment, prom
 				continue
 			}
 			calling = append(calling, e)
-			calls = append(calls, Call{Episode: e.id, Turn: turn, Text: dec.Decode(tokens.Ints(t.Tokens))})
+			calls = append(calls, Call{Episode: e.id, Turn: turn, Text: dec.Decode(t.Tokens)})
 		}
 		if len(calls) == 0 {
 			break
@@ -239,8 +238,8 @@ func Episodes(ctx context.Context, s Sampler, dec Decoder, env Environment, prom
 	for i := range groups {
 		for k := range groups[i].Trajectories {
 			t := &groups[i].Trajectories[k]
-			t.Text = dec.Decode(tokens.Ints(t.Tokens))
-			t.PolicyText = dec.Decode(tokens.Ints(t.policyTokens()))
+			t.Text = dec.Decode(t.Tokens)
+			t.PolicyText = dec.Decode(t.policyTokens())
 		}
 	}
 	return groups, nil

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"rlvr/format/tokenizer"
-	"rlvr/internal/tokens"
 	"rlvr/sample"
 )
 
@@ -24,7 +23,7 @@ func (s *scripted) Sample(_ context.Context, reqs []sample.Request) ([][]sample.
 	s.calls++
 	out := make([][]sample.Completion, len(reqs))
 	for i, r := range reqs {
-		hist := s.tok.Decode(tokens.Ints(r.Prompt))
+		hist := s.tok.Decode(r.Prompt)
 		turn := strings.Count(hist, "!") // one reply per finished turn
 		text := s.turns[min(turn, len(s.turns)-1)]
 		c := sample.Completion{Finish: sample.FinishStop}
@@ -33,8 +32,8 @@ func (s *scripted) Sample(_ context.Context, reqs []sample.Request) ([][]sample.
 				text, c.StopString = text[:k+len(st)], st
 			}
 		}
-		for _, b := range s.tok.Encode(text) {
-			c.Tokens = append(c.Tokens, int32(b))
+		c.Tokens = s.tok.Encode(text)
+		for range c.Tokens {
 			c.Logprobs = append(c.Logprobs, -0.5)
 		}
 		c.Text = text
@@ -57,7 +56,7 @@ func (e *echoEnv) Respond(_ context.Context, calls []Call) ([]Response, error) {
 	var out []Response
 	for _, c := range calls {
 		e.seen = append(e.seen, c.Text)
-		out = append(out, Response{Tokens: tokens.Int32s(e.tok.Encode("!E1:19\n")), Env: map[string]float64{"replies": 1}})
+		out = append(out, Response{Tokens: e.tok.Encode("!E1:19\n"), Env: map[string]float64{"replies": 1}})
 	}
 	return out, nil
 }
@@ -66,10 +65,7 @@ func TestEpisodesMaskEnvironmentTokens(t *testing.T) {
 	tok := tokenizer.NewByteTokenizer()
 	pol := &scripted{tok: tok, turns: []string{"?E1:12+7?\n", "19*3=57\n####57\n"}}
 	env := &echoEnv{tok: tok}
-	prompt := []int32{tokenizer.ByteBOS}
-	for _, b := range tok.Encode("Q:(12+7)*3\n") {
-		prompt = append(prompt, int32(b))
-	}
+	prompt := append([]int32{tokenizer.ByteBOS}, tok.Encode("Q:(12+7)*3\n")...)
 	groups, err := Episodes(context.Background(), pol, tok, env, [][]int32{prompt}, 2, sample.Params{MaxTokens: 40}, []string{"?\n"}, 4, 200)
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,11 @@
-// Package sample generates continuations of token prompts with a KV cache:
-// greedy or temperature sampling with top-k and top-p, stop tokens and stop
-// strings, several samples per prompt, prompts of different lengths in one
-// batch, seeded and reproducible. It returns the logprob of every sampled
-// token computed with the same numerics as the learner, so an importance
-// ratio starts at 1.
+// Package sample is the contract of generation that every sampler of rlvr
+// honours, the local one and a remote one alike: a request's parameters
+// (greedy or temperature sampling with top-k and top-p, stop tokens and
+// stop strings, several samples per prompt, a seed), a completion with the
+// sampler's logprob of every token and why it ended, the stop rules that
+// end it (Completion.Add, Replay) and the seeding of batched prompts. The
+// OpenAI server and clients, rollouts and evaluation speak it without
+// depending on the engine; backend/local runs it on engine/sampler.
 package sample
 
 import (
@@ -107,7 +109,7 @@ type Completion struct {
 
 // Decoder turns tokens into text, for stop strings and Completion.Text.
 type Decoder interface {
-	Decode(ids []int) string
+	Decode(ids []int32) string
 }
 
 // HoldBack returns how many trailing bytes of text could be the start of

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	api "rlvr/api/openai"
+	"rlvr/backend/local"
 	"rlvr/checkpoint"
 	client "rlvr/client/openai"
 	"rlvr/internal/shareddata"
@@ -17,7 +18,7 @@ import (
 // countingSampler records the largest batch the server handed the real
 // sampler.
 type countingSampler struct {
-	*sample.Sampler
+	*local.Sampler
 	mu      sync.Mutex
 	largest int
 }
@@ -38,14 +39,14 @@ func TestServeRealModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen := &countingSampler{Sampler: sample.New(l.Model, l.Tokenizer)}
+	gen := &countingSampler{Sampler: local.NewSampler(l.Model, l.Tokenizer)}
 	base := servetest.Start(t, serve.Config{}, serve.Model{Name: "stories", Generator: gen, Tokenizer: l.Tokenizer,
 		Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq})
 	c := client.New(client.Config{BaseURL: base, Model: "stories"})
 
 	prompts := []string{"Once upon a time", "The dog", "Lily and Tom", "One day", "The sun", "A little bird", "Sam had", "Mom said"}
 	want := make([]string, len(prompts))
-	direct := sample.New(l.Model, l.Tokenizer)
+	direct := local.NewSampler(l.Model, l.Tokenizer)
 	for i, p := range prompts {
 		out, err := direct.Sample(context.Background(), []sample.Request{{Prompt: l.Encode(p), Params: sample.Params{MaxTokens: 30, StopTokens: l.StopTokens}}})
 		if err != nil {
@@ -92,7 +93,7 @@ func TestServeTinyTemperatureIsGreedy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := servetest.Start(t, serve.Config{Logger: quiet}, serve.Model{Name: "stories", Generator: sample.New(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer,
+	base := servetest.Start(t, serve.Config{Logger: quiet}, serve.Model{Name: "stories", Generator: local.NewSampler(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer,
 		Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq})
 	c := client.New(client.Config{BaseURL: base, Model: "stories"})
 	complete := func(temp float64) string {

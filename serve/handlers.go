@@ -14,7 +14,6 @@ import (
 
 	api "rlvr/api/openai"
 	"rlvr/internal/secret"
-	"rlvr/internal/tokens"
 	"rlvr/sample"
 )
 
@@ -350,12 +349,12 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	vocab := m.Tokenizer.VocabSize()
 	for i, ids := range req.Prompt.Tokens {
 		for _, id := range ids {
-			if id >= vocab {
+			if int(id) >= vocab {
 				s.fail(w, badRequest(promptParam(i, req.Prompt.Len()), "token id %d is outside model %q's vocabulary of %d", id, m.Name, vocab))
 				return
 			}
 		}
-		prompts = append(prompts, tokens.Int32s(ids))
+		prompts = append(prompts, ids)
 	}
 	longest := 0
 	for _, p := range prompts {

@@ -31,15 +31,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"rlvr/backend/local"
 	"rlvr/checkpoint"
 	"rlvr/format/tokenizer"
-	"rlvr/internal/tokens"
 	"rlvr/sample"
 )
 
 // Generator samples continuations of token prompts, one slice of
-// completions per request, each with the request's N completions. It is
-// what sample.Sampler does. Implementations need not be safe for
+// completions per request, each with the request's N completions, as
+// backend/local's Sampler does. Implementations need not be safe for
 // concurrent use: the server calls each Generator from one goroutine. If
 // ctx is cancelled, Sample should return soon with an error.
 type Generator interface {
@@ -76,7 +76,7 @@ type Model struct {
 // over its weights, with its tokenizer, chat template, stop tokens and
 // context.
 func Checkpoint(name string, l *checkpoint.Loaded) Model {
-	return Model{Name: name, Generator: sample.NewFixed(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer, Chat: l.Chat,
+	return Model{Name: name, Generator: local.NewFixedSampler(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer, Chat: l.Chat,
 		Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq}
 }
 
@@ -235,7 +235,7 @@ func New(cfg Config, models ...Model) (*Server, error) {
 		mm := &model{Model: m, stop: slices.Clone(m.StopTokens)}
 		if len(mm.stop) == 0 {
 			if eos, ok := m.Tokenizer.EOS(); ok {
-				mm.stop = []int32{int32(eos)}
+				mm.stop = []int32{eos}
 			}
 		}
 		shared := reflect.ValueOf(m.Generator).Comparable()
@@ -375,5 +375,5 @@ func (m *Model) encode(text string) []int32 {
 	if m.Encode != nil {
 		return m.Encode(text)
 	}
-	return tokens.Int32s(m.Tokenizer.Encode(text))
+	return m.Tokenizer.Encode(text)
 }

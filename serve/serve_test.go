@@ -160,10 +160,7 @@ func direct(t *testing.T, msgs []api.Message, p sample.Params) []sample.Completi
 	if err != nil {
 		t.Fatal(err)
 	}
-	var prompt []int32
-	for _, id := range byteTok.Encode(text) {
-		prompt = append(prompt, int32(id))
-	}
+	prompt := byteTok.Encode(text)
 	p.StopTokens = []int32{tokenizer.ByteEOS}
 	out, err := toyGen().Sample(context.Background(), []sample.Request{{Prompt: prompt, Params: p}})
 	if err != nil {
@@ -317,11 +314,11 @@ func TestCompletions(t *testing.T) {
 	}
 
 	// Token-id prompts are the same as their text, and max_tokens defaults to 16.
-	ids := []int{}
+	ids := []int32{}
 	for _, b := range []byte("once upon") {
-		ids = append(ids, int(b))
+		ids = append(ids, int32(b))
 	}
-	one := api.CompletionRequest{Model: "plain", Prompt: api.Prompt{Tokens: [][]int{ids}}, Seed: ptr(int64(3)), Temperature: ptr(0.0)}
+	one := api.CompletionRequest{Model: "plain", Prompt: api.Prompt{Tokens: [][]int32{ids}}, Seed: ptr(int64(3)), Temperature: ptr(0.0)}
 	_, a := do(t, "POST", url+"/v1/completions", "", one)
 	one.Prompt = api.Prompt{Texts: []string{"once upon"}}
 	_, b := do(t, "POST", url+"/v1/completions", "", one)
@@ -619,7 +616,7 @@ func TestBadRequests(t *testing.T) {
 		{"chat without a template", "POST", chat, api.ChatCompletionRequest{Model: "plain", Messages: user("x")}, 400, "model", api.CodeUnsupported, "/v1/completions"},
 		{"prompt beyond the context", "POST", chat, api.ChatCompletionRequest{Model: "toy", Messages: user(strings.Repeat("x", 600))}, 400, "messages", api.CodeContextLengthExceeded, "512"},
 		{"prompt plus max_tokens beyond the context", "POST", chat, api.ChatCompletionRequest{Model: "toy", Messages: user(strings.Repeat("x", 450)), MaxTokens: ptr(100)}, 400, "max_tokens", api.CodeContextLengthExceeded, "512"},
-		{"token outside the vocabulary", "POST", comp, api.CompletionRequest{Model: "plain", Prompt: api.Prompt{Tokens: [][]int{{1, 300}}}}, 400, "prompt", "", "300"},
+		{"token outside the vocabulary", "POST", comp, api.CompletionRequest{Model: "plain", Prompt: api.Prompt{Tokens: [][]int32{{1, 300}}}}, 400, "prompt", "", "300"},
 		{"GET a POST endpoint", "GET", chat, nil, 405, "", "method_not_allowed", "POST"},
 		{"DELETE models", "DELETE", url + "/v1/models", nil, 405, "", "method_not_allowed", "GET"},
 		{"unknown path", "POST", url + "/v1/embeddings", `{}`, 404, "", "not_found", "/v1/embeddings"},

@@ -44,11 +44,11 @@ func (m *model) tokenInfo(tok int32, logprob float32) tokenInfo {
 	if math.IsNaN(lp) || math.IsInf(lp, 0) || lp < -9999 {
 		lp = -9999 // JSON has no infinities; OpenAI writes impossible tokens so
 	}
-	ids := []int{int(tok)}
+	ids := []int32{tok}
 	var raw []byte
 	switch t := m.Tokenizer.(type) {
 	case interface {
-		AppendDecode(dst []byte, ids []int, skipSpecial bool) []byte
+		AppendDecode(dst []byte, ids []int32, skipSpecial bool) []byte
 	}:
 		raw = t.AppendDecode(nil, ids, false)
 	case *tokenizer.ByteTokenizer:
@@ -69,7 +69,7 @@ func (m *model) tokenInfo(tok int32, logprob float32) tokenInfo {
 func (g *generation) text(c sample.Completion) string {
 	t := c.Text
 	if n := len(c.Tokens); n > 0 && g.m.isStop(c.Tokens[n-1]) {
-		t = strings.TrimSuffix(t, g.m.Tokenizer.Decode([]int{int(c.Tokens[n-1])}))
+		t = strings.TrimSuffix(t, g.m.Tokenizer.Decode(c.Tokens[n-1:]))
 	}
 	return t
 }
@@ -199,7 +199,7 @@ func (e *sse) flush() error {
 
 // choiceStream is what has been streamed of one choice.
 type choiceStream struct {
-	toks    []int       // the text tokens received: stop tokens left out
+	toks    []int32     // the text tokens received: stop tokens left out
 	got     int         // tokens received, stop tokens included
 	sent    string      // the text sent
 	pending []tokenInfo // logprobs not sent yet
@@ -276,7 +276,7 @@ func (g *generation) apply(out *sse, choices []choiceStream, events []event) {
 			c.pending = append(c.pending, g.m.tokenInfo(e.token, e.logprob))
 		}
 		if !g.m.isStop(e.token) {
-			c.toks = append(c.toks, int(e.token))
+			c.toks = append(c.toks, e.token)
 			c.dirty = true
 		}
 	}

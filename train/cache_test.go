@@ -114,7 +114,7 @@ func TestPretrainWritesCompleteDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(hc.BOSTokenIDs, []int{tokenizer.ByteBOS}) || !slices.Equal(hc.EOSTokenIDs, []int{tokenizer.ByteEOS}) {
+	if !slices.Equal(hc.BOSTokenIDs, []int32{tokenizer.ByteBOS}) || !slices.Equal(hc.EOSTokenIDs, []int32{tokenizer.ByteEOS}) {
 		t.Errorf("bos %v eos %v", hc.BOSTokenIDs, hc.EOSTokenIDs)
 	}
 	l, err := checkpoint.Open(dir, "")

@@ -11,7 +11,6 @@ import (
 
 	"rlvr/checkpoint"
 	"rlvr/internal/modeltest"
-	"rlvr/internal/tokens"
 	"rlvr/method"
 	"rlvr/rollout"
 	"rlvr/rundir"
@@ -123,7 +122,7 @@ func TestChatExpertsEvaluated(t *testing.T) {
 	persona := "You are Expert 2, please provide an answer to the above question."
 	var underE2 int
 	for _, p := range rec.prompts {
-		if text := l.Tokenizer.Decode(tokens.Ints(p)); strings.Contains(text, persona) {
+		if text := l.Tokenizer.Decode(p); strings.Contains(text, persona) {
 			underE2++
 			if !strings.Contains(text, chatSystem("Answer after ####.\n\n"+persona)) {
 				t.Errorf("a rollout prompt under E2 lacks the run's system prompt, then the persona:\n%q", text)
@@ -146,7 +145,7 @@ type fixedAnswers struct {
 func (f *fixedAnswers) Sample(_ context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
 	out := make([][]sample.Completion, len(reqs))
 	for i, q := range reqs {
-		f.prompts = append(f.prompts, f.l.Tokenizer.Decode(tokens.Ints(q.Prompt)))
+		f.prompts = append(f.prompts, f.l.Tokenizer.Decode(q.Prompt))
 		toks := f.l.Encode(f.answer)
 		for range max(q.Params.N, 1) {
 			out[i] = append(out[i], sample.Completion{Text: f.answer, Tokens: toks, Logprobs: make([]float32, len(toks))})

@@ -11,7 +11,6 @@ import (
 	"rlvr/format/tokenizer"
 	"rlvr/internal/modeltest"
 	"rlvr/internal/shareddata"
-	"rlvr/internal/tokens"
 	"rlvr/method"
 	"rlvr/sample"
 	"rlvr/task"
@@ -52,14 +51,14 @@ func TestEnvTurnThroughChatTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	seq := append(append(append([]int32(nil), prompt...), r.Encode(action)...), turn...)
-	got := l.Tokenizer.Decode(tokens.Ints(seq))
+	got := l.Tokenizer.Decode(seq)
 	want, err := l.Chat([]tokenizer.Message{{Role: "system", Content: "Solve it.\n\nYou may consult experts."},
 		{Role: "user", Content: e.Prompt}, {Role: "assistant", Content: action}, {Role: "user", Content: replies}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bos, ok := l.Tokenizer.BOS(); ok && l.AddBOS {
-		want = l.Tokenizer.Decode([]int{bos}) + want
+		want = l.Tokenizer.Decode([]int32{bos}) + want
 	}
 	if got != want {
 		t.Fatalf("prompt + action + environment turn:\n%q\nthe template's conversation:\n%q", got, want)
@@ -116,8 +115,8 @@ func TestConsultationChatEpisode(t *testing.T) {
 		}
 	}
 	want, _ := r.EnvTurn(`<expert name="E1">The answer is 19.</expert>`)
-	if got := l.Tokenizer.Decode(tokens.Ints(env)); got != l.Tokenizer.Decode(tokens.Ints(want)) || !strings.Contains(got, "<|im_start|>user") {
-		t.Fatalf("environment tokens %q, want the template's user turn %q", got, l.Tokenizer.Decode(tokens.Ints(want)))
+	if got := l.Tokenizer.Decode(env); got != l.Tokenizer.Decode(want) || !strings.Contains(got, "<|im_start|>user") {
+		t.Fatalf("environment tokens %q, want the template's user turn %q", got, l.Tokenizer.Decode(want))
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"rlvr/checkpoint"
 	"rlvr/consult"
 	"rlvr/eval"
-	"rlvr/internal/tokens"
 	"rlvr/method"
 	"rlvr/reflection"
 	"rlvr/rollout"
@@ -136,7 +135,7 @@ func TestMetaExperienceThroughChatTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := func(ids []int32) string { return l.Tokenizer.Decode(tokens.Ints(ids)) } // special tokens included
+	raw := func(ids []int32) string { return l.Tokenizer.Decode(ids) } // special tokens included
 	if got := raw(pol.prompts[0]); got != raw(request) || !strings.HasPrefix(got, "<|im_start|>system\nSolve it.<|im_end|>") ||
 		!strings.Contains(got, "<answer>\n12+7=18\n#### 18\n</answer>\n<judge>\nIncorrect") || !strings.HasSuffix(got, "<|im_start|>assistant\n") {
 		t.Fatalf("reflection request %q", got)
@@ -236,7 +235,7 @@ func TestMetaExperienceWithoutConsultGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := func(ids []int32) string { return l.Tokenizer.Decode(tokens.Ints(ids)) }
+	raw := func(ids []int32) string { return l.Tokenizer.Decode(ids) }
 	if !strings.Contains(raw(prompt), r.grant) {
 		t.Fatalf("the rollout prompt does not grant the consult action: %q", raw(prompt))
 	}

@@ -103,7 +103,7 @@ func encodeDocument(tok *tokenizer.ByteTokenizer, d world.Document) backend.Datu
 	train := []bool{false}
 	for _, s := range d.Spans {
 		for _, t := range tok.Encode(s.Text) {
-			seq = append(seq, int32(t))
+			seq = append(seq, t)
 			train = append(train, s.Train)
 		}
 	}
@@ -223,7 +223,7 @@ func PretrainWith(ctx context.Context, cfg PretrainConfig, opts PretrainOptions)
 	m := l.Model
 	// Every save is a Hugging Face directory whose config.json carries the
 	// byte tokenizer's BOS and EOS ids.
-	l.HFConfig = hf.Config(m.Config, []int{tokenizer.ByteBOS}, []int{tokenizer.ByteEOS})
+	l.HFConfig = hf.Config(m.Config, []int32{tokenizer.ByteBOS}, []int32{tokenizer.ByteEOS})
 	res := &PretrainResult{Params: m.NumParams()}
 	start := time.Now()
 	// The corpus is an endless seeded stream; held-out problems come from

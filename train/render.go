@@ -7,7 +7,6 @@ import (
 	"rlvr/checkpoint"
 	"rlvr/eval"
 	"rlvr/format/tokenizer"
-	"rlvr/internal/tokens"
 	"rlvr/method"
 	"rlvr/task"
 )
@@ -89,9 +88,9 @@ func (r *renderer) Prompt(e task.Example, v method.Variant) ([]int32, error) {
 // Response implements method.Renderer: the text's tokens, then the
 // end-of-turn token in a chat, else end-of-sequence.
 func (r *renderer) Response(text string) []int32 {
-	out := tokens.Int32s(r.l.Tokenizer.Encode(text))
+	out := r.l.Tokenizer.Encode(text)
 	if eos, ok := r.l.Tokenizer.EOS(); ok && !r.chat {
-		return append(out, int32(eos))
+		return append(out, eos)
 	}
 	if len(r.l.StopTokens) > 0 {
 		out = append(out, r.l.StopTokens[0])
@@ -122,7 +121,7 @@ func (r *renderer) EnvTurn(text string) ([]int32, error) {
 
 // Encode implements method.Renderer (no BOS: environment text continues a
 // sequence).
-func (r *renderer) Encode(text string) []int32 { return tokens.Int32s(r.l.Tokenizer.Encode(text)) }
+func (r *renderer) Encode(text string) []int32 { return r.l.Tokenizer.Encode(text) }
 
 // Decode implements method.Renderer.
 func (r *renderer) Decode(ids []int32) string { return r.l.Decode(ids) }

@@ -54,7 +54,7 @@ func TestEmbeddedModelOpens(t *testing.T) {
 	if _, ok := l.Tokenizer.(*tokenizer.ByteTokenizer); !ok || !l.AddBOS || !slices.Equal(l.StopTokens, []int32{tokenizer.ByteEOS}) {
 		t.Errorf("tokenizer %T, AddBOS %v, stop tokens %v: not the world's", l.Tokenizer, l.AddBOS, l.StopTokens)
 	}
-	if !slices.Equal(l.HFConfig.BOSTokenIDs, []int{tokenizer.ByteBOS}) || !slices.Equal(l.HFConfig.EOSTokenIDs, []int{tokenizer.ByteEOS}) {
+	if !slices.Equal(l.HFConfig.BOSTokenIDs, []int32{tokenizer.ByteBOS}) || !slices.Equal(l.HFConfig.EOSTokenIDs, []int32{tokenizer.ByteEOS}) {
 		t.Errorf("config.json: bos %v eos %v", l.HFConfig.BOSTokenIDs, l.HFConfig.EOSTokenIDs)
 	}
 	if l.Model.Config.Vocab != tokenizer.NewByteTokenizer().VocabSize() {

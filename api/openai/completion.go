@@ -48,7 +48,7 @@ const DefaultCompletionMaxTokens = 16
 // most one of Texts and Tokens is set.
 type Prompt struct {
 	Texts  []string
-	Tokens [][]int
+	Tokens [][]int32
 }
 
 // Len returns the number of prompts.
@@ -88,11 +88,11 @@ func (p *Prompt) UnmarshalJSON(data []byte) error {
 			return errPromptForm
 		}
 	default:
-		var ids []int
+		var ids []int32
 		if err := json.Unmarshal(data, &ids); err != nil {
 			return errPromptForm
 		}
-		p.Tokens = [][]int{ids}
+		p.Tokens = [][]int32{ids}
 	}
 	return nil
 }

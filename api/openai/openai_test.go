@@ -43,8 +43,8 @@ func TestPromptForms(t *testing.T) {
 	}{
 		{`"hi"`, Prompt{Texts: []string{"hi"}}},
 		{`["a", "b"]`, Prompt{Texts: []string{"a", "b"}}},
-		{`[1, 2, 3]`, Prompt{Tokens: [][]int{{1, 2, 3}}}},
-		{`[[1], [2, 3]]`, Prompt{Tokens: [][]int{{1}, {2, 3}}}},
+		{`[1, 2, 3]`, Prompt{Tokens: [][]int32{{1, 2, 3}}}},
+		{`[[1], [2, 3]]`, Prompt{Tokens: [][]int32{{1}, {2, 3}}}},
 		{`[]`, Prompt{}},
 		{`null`, Prompt{}},
 	} {
@@ -174,7 +174,7 @@ func TestValidateCompletion(t *testing.T) {
 	if err := (&CompletionRequest{}).Validate(); err == nil || !strings.Contains(err.Error(), "prompt") {
 		t.Errorf("missing prompt: %v", err)
 	}
-	tok := CompletionRequest{Prompt: Prompt{Tokens: [][]int{{1, -2}}}, Logprobs: ptr(0)}
+	tok := CompletionRequest{Prompt: Prompt{Tokens: [][]int32{{1, -2}}}, Logprobs: ptr(0)}
 	if err := tok.Validate(); err == nil || !strings.Contains(err.Error(), "negative") {
 		t.Errorf("negative token id: %v", err)
 	}

@@ -1,5 +1,6 @@
 // Package local is the in-process backend: rlvr's own CPU engine behind the
-// backend.Learner interface. Every test and the built-in world run on it.
+// backend.Learner interface, and behind package sample's contract of
+// generation (Sampler). Every test and the built-in world run on it.
 package local
 
 import (
@@ -135,16 +136,47 @@ func (l *Learner) ForwardBackward(ctx context.Context, batch []backend.Datum, lo
 	if err := ctx.Err(); err != nil {
 		return backend.Result{}, err
 	}
+	if err := loss.Validate(); err != nil {
+		return backend.Result{}, fmt.Errorf("local: %w", err)
+	}
 	b, t, tb, err := pack(batch, &loss)
 	if err != nil {
 		return backend.Result{}, err
 	}
 	lp := make([]float32, len(b.Tokens))
-	met, err := l.Model.ForwardBackward(b, t, loss, tb, lp)
+	met, err := l.Model.ForwardBackward(b, t, engineLoss(loss), tb, lp)
 	if err != nil {
 		return backend.Result{}, fmt.Errorf("local: %w", err)
 	}
-	return backend.Result{Logprobs: split(lp, b.Offsets), Metrics: met}, nil
+	return backend.Result{Logprobs: split(lp, b.Offsets), Metrics: backend.Metrics(met)}, nil
+}
+
+// engineLoss is loss in the engine's terms: the terms of the target's
+// logprob alone stay backend.Loss.LogpTerms, the one statement of them,
+// and the engine adds the entropy and teacher-KL terms.
+func engineLoss(loss backend.Loss) model.Loss {
+	logp := logpLoss(loss)
+	logp.Entropy, logp.TeacherKL = 0, 0
+	return model.Loss{Logp: &logp, Entropy: loss.Entropy, TeacherKL: loss.TeacherKL}
+}
+
+// logpLoss is a backend.Loss without its entropy and teacher-KL terms: the
+// engine's model.LogpLoss. The engine's and the backend's per-token types
+// have the same fields, so they convert into each other.
+type logpLoss backend.Loss
+
+func (l *logpLoss) LogpTerms(logp float64, in model.TokenInputs) model.TokenTerms {
+	return model.TokenTerms((*backend.Loss)(l).LogpTerms(logp, backend.TokenInputs(in)))
+}
+
+// Inert asks backend.Loss.Inert with no teacher: the engine checks the
+// teacher-KL term itself.
+func (l *logpLoss) Inert(in model.TokenInputs) bool {
+	return (*backend.Loss)(l).Inert(backend.TokenInputs(in), false)
+}
+
+func (l *logpLoss) Needs() (advantages, samplerLogprobs, refLogprobs bool) {
+	return (*backend.Loss)(l).Needs()
 }
 
 // Logprobs implements backend.Learner.

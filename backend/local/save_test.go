@@ -184,7 +184,7 @@ func TestSaveAfterSourceDeleted(t *testing.T) {
 func TestSaveConfig(t *testing.T) {
 	m, _ := model.New(tinyConfig(259), 1)
 	other, _ := model.New(model.Config{Vocab: 259, Dim: 16, Layers: 1, Heads: 2, Hidden: 16, MaxSeq: 8}, 1)
-	withIDs := hf.Config(m.Config, []int{256}, []int{257, 258})
+	withIDs := hf.Config(m.Config, []int32{256}, []int32{257, 258})
 	dirWith := func(cfg *hfconfig.Config, mm *model.Model) string {
 		dir := t.TempDir()
 		if err := hf.Save(dir, mm, cfg, safetensors.F32); err != nil {
@@ -196,13 +196,13 @@ func TestSaveConfig(t *testing.T) {
 		name     string
 		hfConfig *hfconfig.Config
 		source   string
-		bos, eos []int
+		bos, eos []int32
 		err      string
 	}{
 		{"derived", nil, "", nil, nil, ""},
-		{"HFConfig", withIDs, "", []int{256}, []int{257, 258}, ""},
-		{"HFConfig wins over Source", withIDs, dirWith(hf.Config(m.Config, []int{1}, []int{2}), m), []int{256}, []int{257, 258}, ""},
-		{"Source's config.json", nil, dirWith(withIDs, m), []int{256}, []int{257, 258}, ""},
+		{"HFConfig", withIDs, "", []int32{256}, []int32{257, 258}, ""},
+		{"HFConfig wins over Source", withIDs, dirWith(hf.Config(m.Config, []int32{1}, []int32{2}), m), []int32{256}, []int32{257, 258}, ""},
+		{"Source's config.json", nil, dirWith(withIDs, m), []int32{256}, []int32{257, 258}, ""},
 		{"Source without config.json", nil, t.TempDir(), nil, nil, ""},
 		{"Source describes another model", nil, dirWith(nil, other), nil, nil, "config.json describes another model"},
 		{"HFConfig describes another model", hf.Config(other.Config, nil, nil), "", nil, nil, "HFConfig describes another model"},

@@ -7,7 +7,6 @@ import (
 	"rlvr/checkpoint"
 	"rlvr/engine/model"
 	"rlvr/engine/optim"
-	"rlvr/sample"
 )
 
 // Session is a model opened for training in this process: a learner and a
@@ -15,7 +14,7 @@ import (
 // update, and the model's tokenizer side.
 type Session struct {
 	*Learner
-	Sampler *sample.Sampler
+	Sampler *Sampler
 	Text    *checkpoint.Loaded
 }
 
@@ -39,7 +38,7 @@ func Open(dir string, adam optim.AdamWConfig, withOptimizer bool) (*Session, err
 			return nil, err
 		}
 	}
-	return &Session{Learner: learner, Sampler: sample.New(l.Model, l.Tokenizer), Text: l}, nil
+	return &Session{Learner: learner, Sampler: NewSampler(l.Model, l.Tokenizer), Text: l}, nil
 }
 
 // Frozen scores sequences under fixed weights: the reference model of a

@@ -76,7 +76,7 @@ func FuzzResults(f *testing.F) {
 
 type byteDecoder struct{}
 
-func (byteDecoder) Decode(ids []int) string {
+func (byteDecoder) Decode(ids []int32) string {
 	b := make([]byte, len(ids))
 	for i, id := range ids {
 		b[i] = byte(id)

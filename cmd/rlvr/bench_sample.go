@@ -116,7 +116,7 @@ bench/torch_decode_bench.py is the PyTorch reference on the same shapes.`,
 				// gives: the BOS token, or token 0 for a model without one.
 				bos, _ := l.Tokenizer.BOS()
 				n := min(maxTokens, l.Model.Config.MaxSeq-1)
-				if err := bench.Sample(cmd.Context(), l.Name, l.Model, int32(bos), streams, n, reps, rep); err != nil {
+				if err := bench.Sample(cmd.Context(), l.Name, l.Model, bos, streams, n, reps, rep); err != nil {
 					return err
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"rlvr/backend/local"
 	"rlvr/checkpoint"
 	"rlvr/consult"
 	"rlvr/expert"
@@ -67,7 +68,7 @@ func newConsultGenerator(path, modelPath string, l *checkpoint.Loaded, open bool
 	c := train.NewConsultation(&cfg, l.Chat != nil, pool)
 	c.Accept = consult.Schedule{Kind: consult.Constant, Start: 1}
 	c.Turns = consult.Schedule{Kind: consult.Constant, Start: float64(c.TurnBudget(0))}
-	g := &consultGenerator{c: c, l: l, render: render, sampler: sample.NewFixed(l.Model, l.Tokenizer), open: open, questions: map[string]string{}}
+	g := &consultGenerator{c: c, l: l, render: render, sampler: local.NewFixedSampler(l.Model, l.Tokenizer), open: open, questions: map[string]string{}}
 	if open { // the questions the opening consultation asks
 		for i, e := range examples {
 			g.questions[prompted[i].Prompt] = world.QuestionText(e.Prompt)

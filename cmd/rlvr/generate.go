@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rlvr/backend/local"
 	"rlvr/format/tokenizer"
 	"rlvr/sample"
 )
@@ -77,7 +78,7 @@ prompt is a user message rendered with the model's chat template.`,
 					}
 				}
 			}
-			res, err := sample.New(l.Model, l.Tokenizer).Sample(cmd.Context(), []sample.Request{req})
+			res, err := local.NewSampler(l.Model, l.Tokenizer).Sample(cmd.Context(), []sample.Request{req})
 			if err != nil {
 				return err
 			}

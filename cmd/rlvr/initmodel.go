@@ -123,7 +123,7 @@ Shapes:
 }
 
 // tokenIDs writes token ids as config.json does: null, a number or a list.
-func tokenIDs(ids []int) string {
+func tokenIDs(ids []int32) string {
 	switch len(ids) {
 	case 0:
 		return "null"

@@ -6,11 +6,12 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-
-	"rlvr/backend"
 )
 
-// inertBatch is five sequences under a clipped policy gradient where
+// pg is a policy gradient alone: a position with a zero advantage is inert.
+var pg = Loss{Logp: testLoss{PG: 1}}
+
+// inertBatch is five sequences under a policy gradient where
 // sequences 0, 2 and 4 have zero advantages everywhere (a GRPO group of
 // equal rewards), so only 1 and 3 carry gradient.
 func inertBatch(r *rand.Rand, vocab int) ([][]int32, Targets) {
@@ -33,7 +34,7 @@ func reorder(seqs [][]int32, tg Targets, order []int) (Batch, Targets) {
 }
 
 func TestInertSequencesChangeNoResult(t *testing.T) {
-	loss := backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.2}
+	loss := pg
 	for name, cfg := range variants {
 		for _, recompute := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/recompute=%v", name, recompute), func(t *testing.T) {
@@ -43,7 +44,7 @@ func TestInertSequencesChangeNoResult(t *testing.T) {
 				if order, live := liveFirst(b, tg, &loss); live != 2 || len(order) != 5 || order[0] != 1 || order[1] != 3 {
 					t.Fatalf("live-first order %v with %d live, want [1 3 0 2 4] with 2", order, live)
 				}
-				run := func(b Batch, tg Targets) ([]float32, []float32, backend.Metrics) {
+				run := func(b Batch, tg Targets) ([]float32, []float32, Metrics) {
 					m, _ := New(cfg, 11)
 					perturb(m, 12)
 					m.Recompute = recompute
@@ -107,7 +108,7 @@ func TestInertSequencesChangeNoResult(t *testing.T) {
 
 func TestInertGradientsAgainstFiniteDifferences(t *testing.T) {
 	cfg := variants["qwen2-gqa"]
-	loss := backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.28}
+	loss := pg
 	r := rand.New(rand.NewPCG(6, 6))
 	seqs, tg := inertBatch(r, cfg.Vocab)
 	b := Pack(seqs)
@@ -139,7 +140,7 @@ func TestInertSequenceErrorNamesCallersSequence(t *testing.T) {
 	m, _ := New(cfg, 1)
 	emb, _, _ := m.Tensor("model.embed_tokens.weight")
 	emb[(cfg.Vocab-1)*cfg.Dim] = float32(math.NaN())
-	_, err := m.ForwardBackward(Pack(seqs), tg, backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.2}, nil, nil)
+	_, err := m.ForwardBackward(Pack(seqs), tg, pg, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "sequence 2 position 0") {
 		t.Fatalf("error %v, want one naming sequence 2 position 0", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"rlvr/backend"
 	"rlvr/engine/gemm"
 	"rlvr/engine/parallel"
 	"rlvr/engine/vec"
@@ -33,6 +32,137 @@ type TeacherBatch struct {
 	Positions []int
 }
 
+// Loss is the objective ForwardBackward sums over a batch's positions. At a
+// position with weight w, target logprob logp and next-token distribution
+// p:
+//
+//	Logp.LogpTerms(logp).Loss − w·Entropy·H(p) + w·TeacherKL·KL(q ‖ p)
+//
+// The terms of the target's logprob alone (likelihood, policy gradients, a
+// KL to a reference model) are the caller's, given with their derivative
+// by Logp; the engine adds the two that need the whole distribution. The
+// zero Loss is no loss at all.
+type Loss struct {
+	Logp LogpLoss // nil: no terms of the logprob alone
+	// Entropy is the entropy bonus coefficient (subtracted from the loss).
+	Entropy float32
+	// TeacherKL weighs the exact full-vocabulary KL(teacher ‖ policy) at
+	// the positions with a teacher row (Targets.TeacherRows).
+	TeacherKL float32
+}
+
+// LogpLoss is the part of a loss that depends on a position's target
+// logprob alone. ForwardBackward calls it from several goroutines at once.
+type LogpLoss interface {
+	// LogpTerms evaluates the terms at logprob logp of a position whose
+	// inputs are in.
+	LogpTerms(logp float64, in TokenInputs) TokenTerms
+	// Inert reports whether the terms have a zero derivative at a position
+	// with inputs in whatever its logprob (a policy gradient's zero
+	// advantage), so that a sequence of such positions needs no backward.
+	Inert(in TokenInputs) bool
+	// Needs reports which optional per-token inputs LogpTerms reads;
+	// ForwardBackward checks that the Targets carry them.
+	Needs() (advantages, samplerLogprobs, refLogprobs bool)
+}
+
+// TokenInputs are one position's inputs to a LogpLoss: its weight, its
+// advantage, and the sampler's and a reference model's logprobs of its
+// target (0 where the Targets do not carry them).
+type TokenInputs struct {
+	Weight, Advantage, SamplerLogp, RefLogp float64
+}
+
+// TokenTerms are a LogpLoss's terms at one position.
+type TokenTerms struct {
+	Loss  float64 // their weighted sum
+	DLogp float64 // d Loss / d logp
+	// Clip and RefKL are not the engine's: it counts and sums them into
+	// Metrics for the caller. Clip is −1 where a ratio was clipped at its
+	// lower bound, +1 at its upper bound, 0 elsewhere; RefKL is an
+	// estimate of the KL to a reference model, unweighted.
+	Clip  int8
+	RefKL float64
+}
+
+// Metrics are sums over the positions with non-zero weight, so that the
+// results of several calls add.
+type Metrics struct {
+	Loss      float64 // the summed objective
+	Tokens    int     // positions with non-zero weight
+	ClipLow   int     // positions with TokenTerms.Clip −1
+	ClipHigh  int     // positions with TokenTerms.Clip +1
+	Entropy   float64 // Σ H(p)
+	RefKL     float64 // Σ TokenTerms.RefKL
+	TeacherKL float64 // Σ KL(q ‖ p)
+	NLL       float64 // Σ −logp
+}
+
+// add counts one position with non-zero weight.
+func (m *Metrics) add(s *tokenStats) {
+	m.Tokens++
+	m.Loss += s.terms.Loss
+	m.NLL -= s.logp
+	m.Entropy += s.entropy
+	m.TeacherKL += s.teacherKL
+	m.RefKL += s.terms.RefKL
+	switch s.terms.Clip {
+	case -1:
+		m.ClipLow++
+	case 1:
+		m.ClipHigh++
+	}
+}
+
+// NLL is the negative log-likelihood −w·logp, a LogpLoss: supervised
+// fine-tuning's loss.
+type NLL struct{}
+
+// LogpTerms implements LogpLoss.
+func (NLL) LogpTerms(logp float64, in TokenInputs) TokenTerms {
+	return TokenTerms{Loss: -in.Weight * logp, DLogp: -in.Weight}
+}
+
+// Inert implements LogpLoss: a weighted position always has a gradient.
+func (NLL) Inert(TokenInputs) bool { return false }
+
+// Needs implements LogpLoss: the likelihood reads no optional input.
+func (NLL) Needs() (adv, sampler, ref bool) { return false, false, false }
+
+// validate reports a loss without any term.
+func (l *Loss) validate() error {
+	if l.Logp == nil && l.Entropy == 0 && l.TeacherKL == 0 {
+		return fmt.Errorf("loss: every term is zero")
+	}
+	return nil
+}
+
+// needs reports which optional per-token inputs the loss reads.
+func (l *Loss) needs() (advantages, samplerLogprobs, refLogprobs bool) {
+	if l.Logp == nil {
+		return false, false, false
+	}
+	return l.Logp.Needs()
+}
+
+// inert reports whether a position with inputs in adds nothing to the
+// gradient whatever the model's distribution there; teacher says whether
+// it has a teacher row. An inert position still has a logprob and metrics.
+func (l *Loss) inert(in TokenInputs, teacher bool) bool {
+	return in.Weight == 0 || (l.Logp == nil || l.Logp.Inert(in)) && l.Entropy == 0 && (l.TeacherKL == 0 || !teacher)
+}
+
+// inputs is position n's TokenInputs.
+func (t *Targets) inputs(n int) TokenInputs {
+	at := func(v []float32) float64 {
+		if v == nil {
+			return 0
+		}
+		return float64(v[n])
+	}
+	return TokenInputs{Weight: float64(t.Weights[n]), Advantage: at(t.Advantages), SamplerLogp: at(t.SamplerLogprobs), RefLogp: at(t.RefLogprobs)}
+}
+
 // logitsBudget bounds the logits the loss head materializes at once
 // (floats); with a large vocabulary the head runs in token chunks.
 const logitsBudget = 1 << 22
@@ -41,18 +171,18 @@ const logitsBudget = 1 << 22
 type tokenStats struct {
 	// terms are the loss's terms at the position; terms.Loss includes the
 	// entropy bonus and the teacher KL.
-	terms                    backend.TokenTerms
+	terms                    TokenTerms
 	logp, entropy, teacherKL float64
 	top                      bool // the target is the most likely token
 }
 
 // validateTargets checks the per-token inputs against the batch and loss.
-func (m *Model) validateTargets(b Batch, t Targets, loss *backend.Loss, teacherRows int) error {
+func (m *Model) validateTargets(b Batch, t Targets, loss *Loss, teacherRows int) error {
 	N := len(b.Tokens)
 	if len(t.Targets) != N || len(t.Weights) != N {
 		return fmt.Errorf("targets: %d targets and %d weights for %d tokens", len(t.Targets), len(t.Weights), N)
 	}
-	adv, q, ref := loss.Needs()
+	adv, q, ref := loss.needs()
 	for _, s := range []struct {
 		name   string
 		v      []float32
@@ -93,33 +223,33 @@ func locate(b Batch, n int) (int, int) {
 // writes the logprob of every target into logprobs (N) when that is not
 // nil. With a teacher-KL term, teacher gives the teacher's batch. The
 // backward runs only over the sequences with a position that is not inert
-// (backend.Loss.Inert); the others cost a forward.
+// (see LogpLoss.Inert); the others cost a forward.
 //
 // A NaN or Inf loss is reported with the sequence and position where it
 // appeared; the decoder's gradients are then left untouched, but the
 // output head's may hold part of the batch: call ZeroGrad before going on.
-func (m *Model) ForwardBackward(b Batch, t Targets, loss backend.Loss, teacher *TeacherBatch, logprobs []float32) (backend.Metrics, error) {
-	if err := loss.Validate(); err != nil {
-		return backend.Metrics{}, err
+func (m *Model) ForwardBackward(b Batch, t Targets, loss Loss, teacher *TeacherBatch, logprobs []float32) (Metrics, error) {
+	if err := loss.validate(); err != nil {
+		return Metrics{}, err
 	}
 	m.Gradients()
 	if err := m.Validate(b); err != nil {
-		return backend.Metrics{}, err
+		return Metrics{}, err
 	}
 	var teacherLogp []float32
 	teacherRows := 0
 	if loss.TeacherKL != 0 {
 		if teacher == nil {
-			return backend.Metrics{}, fmt.Errorf("loss has a teacher-KL term but no teacher batch")
+			return Metrics{}, fmt.Errorf("loss has a teacher-KL term but no teacher batch")
 		}
 		if err := m.Validate(teacher.Batch); err != nil {
-			return backend.Metrics{}, fmt.Errorf("teacher %w", err)
+			return Metrics{}, fmt.Errorf("teacher %w", err)
 		}
 		teacherLogp = m.teacherLogprobs(*teacher)
 		teacherRows = len(teacher.Positions)
 	}
 	if err := m.validateTargets(b, t, &loss, teacherRows); err != nil {
-		return backend.Metrics{}, err
+		return Metrics{}, err
 	}
 	// Sequences whose every position is inert (a policy gradient with
 	// zero advantages, as in GRPO's groups of equal rewards) add nothing to
@@ -154,12 +284,11 @@ func (m *Model) ForwardBackward(b Batch, t Targets, loss backend.Loss, teacher *
 // under loss, and returns an order of all sequences that puts them first,
 // each group in its own order, with their count. The order is nil when
 // they come first already.
-func liveFirst(b Batch, t Targets, loss *backend.Loss) ([]int, int) {
+func liveFirst(b Batch, t Targets, loss *Loss) ([]int, int) {
 	S := len(b.Offsets) - 1
 	isLive := func(s int) bool {
 		for n := b.Offsets[s]; n < b.Offsets[s+1]; n++ {
-			in := backend.InputsAt(t.Weights, t.Advantages, nil, nil, n)
-			if !loss.Inert(in, t.TeacherRows != nil && t.TeacherRows[n] >= 0) {
+			if !loss.inert(t.inputs(n), t.TeacherRows != nil && t.TeacherRows[n] >= 0) {
 				return true
 			}
 		}
@@ -231,11 +360,12 @@ func (m *Model) Logprobs(b Batch, targets []int32, out []float32, top []bool) er
 	}
 	ones := make([]float32, len(targets))
 	t := Targets{Targets: targets, Weights: ones}
-	if err := m.validateTargets(b, t, &backend.Loss{NLL: 1}, 0); err != nil {
+	// No loss: the head computes the logprobs, and no term needs more.
+	if err := m.validateTargets(b, t, &Loss{}, 0); err != nil {
 		return err
 	}
 	m.forward(b)
-	_, err := m.head(b, t, &backend.Loss{NLL: 1}, nil, out, 0, nil)
+	_, err := m.head(b, t, &Loss{}, nil, out, 0, nil)
 	for n := range top {
 		top[n] = m.act.stats[n].top
 	}
@@ -267,7 +397,7 @@ func (m *Model) teacherLogprobs(tb TeacherBatch) []float32 {
 // gradient at the final norm's output, and adds the head's own gradient
 // into m.Grads. order, when not nil, maps b's sequences to the caller's for
 // error messages.
-func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logprobs []float32, gradRows int, order []int) (backend.Metrics, error) {
+func (m *Model) head(b Batch, t Targets, loss *Loss, teacherLogp, logprobs []float32, gradRows int, order []int) (Metrics, error) {
 	c, a := m.Config, &m.act
 	N, D, V := len(b.Tokens), c.Dim, c.Vocab
 	chunk := max(1, min(N, logitsBudget/V))
@@ -307,7 +437,7 @@ func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logpro
 				if order != nil {
 					seq = order[seq]
 				}
-				return backend.Metrics{}, fmt.Errorf("non-finite loss %v (logprob %v) at sequence %d position %d", s.terms.Loss, s.logp, seq, p)
+				return Metrics{}, fmt.Errorf("non-finite loss %v (logprob %v) at sequence %d position %d", s.terms.Loss, s.logp, seq, p)
 			}
 		}
 		if g1 := min(c1, gradRows); g1 > c0 {
@@ -317,17 +447,14 @@ func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logpro
 			m.toc(OpHeadMatmul, true, t0)
 		}
 	}
-	var met backend.Metrics
-	for n, s := range stats {
+	var met Metrics
+	for n := range stats {
 		if logprobs != nil {
-			logprobs[n] = float32(s.logp)
+			logprobs[n] = float32(stats[n].logp)
 		}
-		if t.Weights[n] == 0 {
-			continue
+		if t.Weights[n] != 0 {
+			met.add(&stats[n])
 		}
-		met.AddPosition(s.logp, s.terms)
-		met.Entropy += s.entropy
-		met.TeacherKL += s.teacherKL
 	}
 	return met, nil
 }
@@ -337,10 +464,10 @@ func (m *Model) head(b Batch, t Targets, loss *backend.Loss, teacherLogp, logpro
 //
 //	dz_j = G·(1[j=y] − p_j) + E·p_j·(log p_j + H) + K·(p_j − q_j)
 //
-// where G = dloss/dlogp collects the NLL, policy-gradient and reference-KL
-// terms, E = w·entropy coefficient and K = w·teacher-KL coefficient. q is
-// the teacher's log-distribution (V), or nil. scratch (V) is overwritten.
-func tokenTerms(z, scratch []float32, n int, t Targets, q []float32, l *backend.Loss, grad bool) tokenStats {
+// where G = dloss/dlogp is the LogpLoss's DLogp, E = w·entropy coefficient
+// and K = w·teacher-KL coefficient. q is the teacher's log-distribution
+// (V), or nil. scratch (V) is overwritten.
+func tokenTerms(z, scratch []float32, n int, t Targets, q []float32, l *Loss, grad bool) tokenStats {
 	y, w := int(t.Targets[n]), float64(t.Weights[n])
 	lse, mx := LogSumExp(z, scratch)
 	// scratch holds exp(z − mx), so p_j = scratch[j]·norm.
@@ -360,7 +487,9 @@ func tokenTerms(z, scratch []float32, n int, t Targets, q []float32, l *backend.
 		}
 	}
 	s.entropy, s.teacherKL = h, kl
-	s.terms = l.LogpTerms(s.logp, backend.InputsAt(t.Weights, t.Advantages, t.SamplerLogprobs, t.RefLogprobs, n))
+	if l.Logp != nil {
+		s.terms = l.Logp.LogpTerms(s.logp, t.inputs(n))
+	}
 	g := s.terms.DLogp // dloss/dlogp
 	e := w * float64(l.Entropy)
 	s.terms.Loss -= e * h
@@ -373,7 +502,8 @@ func tokenTerms(z, scratch []float32, n int, t Targets, q []float32, l *backend.
 		return s
 	}
 	if e == 0 && q == nil {
-		// The common case (NLL, policy gradients): dz = G·(onehot − p).
+		// The common case (likelihood, policy gradients):
+		// dz = G·(onehot − p).
 		c := float32(-g * norm)
 		for j := range z {
 			z[j] = c * scratch[j]

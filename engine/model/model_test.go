@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"rlvr/backend"
 	"rlvr/engine/gradcheck"
 )
 
@@ -84,15 +83,47 @@ func fullTargets(r *rand.Rand, vocab, N int) Targets {
 	return t
 }
 
+// testLoss is a LogpLoss for the engine's tests with a term that reads
+// each per-token input:
+//
+//	w·( −NLL·logp − PG·A·ρ + Ref/2·(logp − ref)² ),  ρ = exp(logp − sampler logp)
+//
+// It reports ratios outside [0.8, 1.2] as clipped, for the metrics, without
+// clipping them. With NLL and Ref zero, a zero advantage is inert.
+type testLoss struct{ NLL, PG, Ref float64 }
+
+func (l testLoss) LogpTerms(logp float64, in TokenInputs) TokenTerms {
+	ratio := math.Exp(logp - in.SamplerLogp)
+	d := logp - in.RefLogp
+	t := TokenTerms{
+		Loss:  in.Weight * (-l.NLL*logp - l.PG*in.Advantage*ratio + l.Ref/2*d*d),
+		DLogp: in.Weight * (-l.NLL - l.PG*in.Advantage*ratio + l.Ref*d),
+		RefKL: d * d / 2,
+	}
+	if l.PG != 0 && ratio > 1.2 {
+		t.Clip = 1
+	} else if l.PG != 0 && ratio < 0.8 {
+		t.Clip = -1
+	}
+	return t
+}
+
+func (l testLoss) Inert(in TokenInputs) bool {
+	return l.NLL == 0 && l.Ref == 0 && (l.PG == 0 || in.Advantage == 0)
+}
+
+func (l testLoss) Needs() (adv, sampler, ref bool) { return l.PG != 0, l.PG != 0, l.Ref != 0 }
+
+// everyTerm is a loss with every term but the teacher's.
+var everyTerm = Loss{Logp: testLoss{NLL: 0.5, PG: 1, Ref: 0.1}, Entropy: 0.01}
+
 // TestModelGradients checks every parameter tensor's gradient against
-// finite differences, through every loss term at once.
+// finite differences, through every loss term.
 func TestModelGradients(t *testing.T) {
-	losses := map[string]backend.Loss{
-		"nll+entropy+k3": {NLL: 1, Entropy: 0.1, RefKL: 0.5, RefKLEstimator: backend.K3},
-		"clipped-pg":     {PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.28, RefKL: 0.3, RefKLEstimator: backend.K2},
-		"reinforce+k1":   {PolicyGradient: backend.Reinforce, RefKL: 0.2, RefKLEstimator: backend.K1},
-		"importance":     {PolicyGradient: backend.Importance},
-		"dro":            {PolicyGradient: backend.DRO, DROBeta: 0.5},
+	losses := map[string]Loss{
+		"nll+entropy+ref": {Logp: testLoss{NLL: 1, Ref: 0.5}, Entropy: 0.1},
+		"pg+ref":          {Logp: testLoss{PG: 1, Ref: 0.3}},
+		"pg":              {Logp: testLoss{PG: 1}},
 	}
 	for name, cfg := range variants {
 		for lname, loss := range losses {
@@ -112,10 +143,9 @@ func TestModelGradients(t *testing.T) {
 }
 
 // checkLossGradients checks the gradient of loss over b against finite
-// differences, with every importance ratio put clearly inside or outside
-// the clip range, away from the kinks finite differences cannot cross; a
-// clipped loss must clip both ways.
-func checkLossGradients(t *testing.T, m *Model, b Batch, tg Targets, loss backend.Loss) {
+// differences, with importance ratios of 1, e^0.5 and e^−0.5; a loss that
+// reads them must count clipping both ways.
+func checkLossGradients(t *testing.T, m *Model, b Batch, tg Targets, loss Loss) {
 	t.Helper()
 	lp := make([]float32, len(b.Tokens))
 	if err := m.Logprobs(b, tg.Targets, lp, nil); err != nil {
@@ -136,7 +166,7 @@ func checkLossGradients(t *testing.T, m *Model, b Batch, tg Targets, loss backen
 	if err != nil {
 		t.Fatal(err)
 	}
-	if loss.PolicyGradient == backend.ClippedPG && (met.ClipLow == 0 || met.ClipHigh == 0) {
+	if _, ratio, _ := loss.needs(); ratio && (met.ClipLow == 0 || met.ClipHigh == 0) {
 		t.Fatalf("clipped %d low and %d high: the test must exercise both", met.ClipLow, met.ClipHigh)
 	}
 	checkGradients(t, m, eval)
@@ -147,12 +177,8 @@ func checkLossGradients(t *testing.T, m *Model, b Batch, tg Targets, loss backen
 func checkGradients(t *testing.T, m *Model, eval func() float64) {
 	t.Helper()
 	grads := append([]float32(nil), m.Grads...)
-	for _, ts := range m.Tensors {
-		x := m.Params[ts.Offset : ts.Offset+ts.Len()]
-		g := grads[ts.Offset : ts.Offset+ts.Len()]
-		if _, err := gradcheck.Check(ts.Name, x, g, eval, gradcheck.Options{Coordinates: 6, Step: 5e-3, Atol: 3e-3, Rtol: 3e-2}); err != nil {
-			t.Error(err)
-		}
+	if err := m.CheckGradients(grads, eval, gradcheck.Options{Coordinates: 6, Step: 5e-3, Atol: 3e-3, Rtol: 3e-2}); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -179,7 +205,7 @@ func TestTeacherKLGradient(t *testing.T) {
 			tg.Weights[student.Offsets[s+1]-k] = 1
 		}
 	}
-	loss := backend.Loss{TeacherKL: 1}
+	loss := Loss{TeacherKL: 1}
 	eval := func() float64 {
 		met, err := m.ForwardBackward(student, tg, loss, &teacher, nil)
 		if err != nil {
@@ -233,12 +259,11 @@ func TestPaddingIsBitIdentical(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			loss := backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.2, NLL: 0.5, Entropy: 0.01, RefKL: 0.1, RefKLEstimator: backend.K3}
 			run := func(b Batch) ([]float32, []float32, float64) {
 				m, _ := New(cfg, 11)
 				perturb(m, 12)
 				lp := make([]float32, len(b.Tokens))
-				met, err := m.ForwardBackward(b, tg, loss, nil, lp)
+				met, err := m.ForwardBackward(b, tg, everyTerm, nil, lp)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -277,7 +302,7 @@ func TestZeroWeightSuffixChangesNothing(t *testing.T) {
 			tg.Targets[n], tg.Weights[n] = int32(n%cfg.Vocab), 1
 		}
 		m, _ := New(cfg, 5)
-		met, err := m.ForwardBackward(b, tg, backend.Loss{NLL: 1}, nil, nil)
+		met, err := m.ForwardBackward(b, tg, Loss{Logp: NLL{}}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -303,7 +328,7 @@ func TestDeterministicForSeedAndThreads(t *testing.T) {
 	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
 	run := func() []float32 {
 		m, _ := New(cfg, 42)
-		if _, err := m.ForwardBackward(b, tg, backend.Loss{NLL: 1, Entropy: 0.01}, nil, nil); err != nil {
+		if _, err := m.ForwardBackward(b, tg, Loss{Logp: NLL{}, Entropy: 0.01}, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		return m.Grads
@@ -325,16 +350,16 @@ func TestBadInputIsAnError(t *testing.T) {
 		name string
 		b    Batch
 		tg   Targets
-		loss backend.Loss
+		loss Loss
 		want string
 	}{
-		{"token out of range", Pack([][]int32{{1, 99, 3}}), tg, backend.Loss{NLL: 1}, "sequence 0 position 1: token 99"},
-		{"target out of range", good, Targets{Targets: []int32{1, -1, 3}, Weights: tg.Weights}, backend.Loss{NLL: 1}, "position 1: target -1"},
-		{"too long", Pack([][]int32{make([]int32, 17)}), Targets{Targets: make([]int32, 17), Weights: make([]float32, 17)}, backend.Loss{NLL: 1}, "more than max_seq 16"},
-		{"missing advantages", good, tg, backend.Loss{PolicyGradient: backend.Reinforce}, "needs advantages"},
-		{"length mismatch", good, Targets{Targets: []int32{1}, Weights: []float32{1}}, backend.Loss{NLL: 1}, "1 targets and 1 weights for 3 tokens"},
-		{"bad offsets", Batch{Tokens: []int32{1, 2}, Offsets: []int{0, 3}}, tg, backend.Loss{NLL: 1}, "do not cover"},
-		{"no terms", good, tg, backend.Loss{}, "every term is zero"},
+		{"token out of range", Pack([][]int32{{1, 99, 3}}), tg, Loss{Logp: NLL{}}, "sequence 0 position 1: token 99"},
+		{"target out of range", good, Targets{Targets: []int32{1, -1, 3}, Weights: tg.Weights}, Loss{Logp: NLL{}}, "position 1: target -1"},
+		{"too long", Pack([][]int32{make([]int32, 17)}), Targets{Targets: make([]int32, 17), Weights: make([]float32, 17)}, Loss{Logp: NLL{}}, "more than max_seq 16"},
+		{"missing advantages", good, tg, Loss{Logp: testLoss{PG: 1}}, "needs advantages"},
+		{"length mismatch", good, Targets{Targets: []int32{1}, Weights: []float32{1}}, Loss{Logp: NLL{}}, "1 targets and 1 weights for 3 tokens"},
+		{"bad offsets", Batch{Tokens: []int32{1, 2}, Offsets: []int{0, 3}}, tg, Loss{Logp: NLL{}}, "do not cover"},
+		{"no terms", good, tg, Loss{}, "every term is zero"},
 	} {
 		_, err := m.ForwardBackward(tc.b, tc.tg, tc.loss, nil, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -351,7 +376,7 @@ func TestNonFiniteLossNamesThePosition(t *testing.T) {
 	emb, _, _ := m.Tensor("model.embed_tokens.weight")
 	emb[4*cfg.Dim] = float32(math.NaN())
 	tg := Targets{Targets: []int32{1, 2, 3, 4, 5}, Weights: []float32{1, 1, 1, 1, 1}}
-	_, err := m.ForwardBackward(b, tg, backend.Loss{NLL: 1}, nil, nil)
+	_, err := m.ForwardBackward(b, tg, Loss{Logp: NLL{}}, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "sequence 1 position 0") {
 		t.Fatalf("error %v, want one naming sequence 1 position 0", err)
 	}
@@ -371,7 +396,7 @@ func TestLogprobsMatchForwardBackward(t *testing.T) {
 	b := Pack(randomSeqs(r, cfg.Vocab, 4, 9))
 	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
 	lp1, lp2 := make([]float32, len(b.Tokens)), make([]float32, len(b.Tokens))
-	if _, err := m.ForwardBackward(b, tg, backend.Loss{NLL: 1}, nil, lp1); err != nil {
+	if _, err := m.ForwardBackward(b, tg, Loss{Logp: NLL{}}, nil, lp1); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Logprobs(b, tg.Targets, lp2, nil); err != nil {
@@ -381,77 +406,6 @@ func TestLogprobsMatchForwardBackward(t *testing.T) {
 		if lp1[i] != lp2[i] || lp1[i] >= 0 {
 			t.Fatalf("position %d: %v vs %v", i, lp1[i], lp2[i])
 		}
-	}
-}
-
-// TestImportanceIsUnclipped checks the importance-sampling term against
-// −Σ w·ρ·A computed from the logprobs, with ratios far outside any clip
-// range, and that it counts no clipping.
-func TestImportanceIsUnclipped(t *testing.T) {
-	cfg := variants["qwen3-qknorm"]
-	r := rand.New(rand.NewPCG(8, 3))
-	m, _ := New(cfg, 4)
-	b := Pack(randomSeqs(r, cfg.Vocab, 3, 6))
-	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
-	lp := make([]float32, len(b.Tokens))
-	if err := m.Logprobs(b, tg.Targets, lp, nil); err != nil {
-		t.Fatal(err)
-	}
-	var want float64
-	for n := range lp {
-		tg.SamplerLogprobs[n] = lp[n] - []float32{0, 1, -1}[n%3] // ρ of 1, e and 1/e
-		want -= float64(tg.Weights[n]) * math.Exp(float64(lp[n])-float64(tg.SamplerLogprobs[n])) * float64(tg.Advantages[n])
-	}
-	met, err := m.ForwardBackward(b, tg, backend.Loss{PolicyGradient: backend.Importance}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if math.Abs(met.Loss-want) > 1e-5*math.Max(1, math.Abs(want)) || met.ClipLow != 0 || met.ClipHigh != 0 {
-		t.Fatalf("loss %v (clipped %d low, %d high), want %v unclipped", met.Loss, met.ClipLow, met.ClipHigh, want)
-	}
-}
-
-// TestCISPOGradient checks CISPO, whose gradient is by definition not the
-// loss's (the clipped ratio is held constant): its loss and gradient must
-// be REINFORCE's with each advantage scaled by clip(ρ, 1−ε_low, 1+ε_high),
-// with ratios inside and outside the clip range.
-func TestCISPOGradient(t *testing.T) {
-	cfg := variants["qwen3-qknorm"]
-	r := rand.New(rand.NewPCG(5, 9))
-	m, _ := New(cfg, 4)
-	b := Pack(randomSeqs(r, cfg.Vocab, 3, 6))
-	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
-	lp := make([]float32, len(b.Tokens))
-	if err := m.Logprobs(b, tg.Targets, lp, nil); err != nil {
-		t.Fatal(err)
-	}
-	scaled := tg
-	scaled.Advantages = make([]float32, len(tg.Advantages))
-	for n := range lp {
-		tg.SamplerLogprobs[n] = lp[n] - []float32{0, 1, -1, 0.1}[n%4] // ρ of 1, e, 1/e, e^0.1
-		ratio := math.Exp(float64(lp[n] - tg.SamplerLogprobs[n]))
-		scaled.Advantages[n] = tg.Advantages[n] * float32(math.Max(0.8, math.Min(1.2, ratio)))
-	}
-	m.ZeroGrad()
-	got, err := m.ForwardBackward(b, tg, backend.Loss{PolicyGradient: backend.CISPO, ClipLow: 0.2, ClipHigh: 0.2}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grads := append([]float32(nil), m.Grads...)
-	m.ZeroGrad()
-	want, err := m.ForwardBackward(b, scaled, backend.Loss{PolicyGradient: backend.Reinforce}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if math.Abs(got.Loss-want.Loss) > 1e-5*math.Max(1, math.Abs(want.Loss)) || got.ClipLow == 0 || got.ClipHigh == 0 {
-		t.Fatalf("loss %v (clipped %d low, %d high), want REINFORCE's %v and clipping both ways", got.Loss, got.ClipLow, got.ClipHigh, want.Loss)
-	}
-	worst := 0.0
-	for i, g := range grads {
-		worst = math.Max(worst, math.Abs(float64(g-m.Grads[i])))
-	}
-	if worst > 1e-5 {
-		t.Fatalf("gradients differ from REINFORCE's on clip-scaled advantages by up to %g", worst)
 	}
 }
 
@@ -473,7 +427,7 @@ func TestGradientsOnlyWhenTraining(t *testing.T) {
 	if m.Grads != nil {
 		t.Fatalf("scoring allocated %d gradients", len(m.Grads))
 	}
-	if _, err := m.ForwardBackward(b, fullTargets(r, cfg.Vocab, len(b.Tokens)), backend.Loss{NLL: 1}, nil, nil); err != nil {
+	if _, err := m.ForwardBackward(b, fullTargets(r, cfg.Vocab, len(b.Tokens)), Loss{Logp: NLL{}}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(m.Grads) != m.NumParams() {

@@ -1,9 +1,12 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+
+	"rlvr/engine/gradcheck"
 )
 
 // Tensor is a named view into the parameter slab.
@@ -176,4 +179,19 @@ func isBias(name string) bool { return hasSuffix(name, ".bias") }
 
 func hasSuffix(s, suffix string) bool {
 	return len(s) >= len(suffix) && s[len(s)-len(suffix):] == suffix
+}
+
+// CheckGradients compares grads, the gradient of loss at m's parameters,
+// with central finite differences of loss at the coordinates of every
+// tensor that o picks (gradcheck.Check), and returns the errors of the
+// tensors out of tolerance, joined. loss must run the model on m.Params.
+func (m *Model) CheckGradients(grads []float32, loss func() float64, o gradcheck.Options) error {
+	var errs []error
+	for _, ts := range m.Tensors {
+		x := m.Params[ts.Offset : ts.Offset+ts.Len()]
+		if _, err := gradcheck.Check(ts.Name, x, grads[ts.Offset:ts.Offset+ts.Len()], loss, o); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

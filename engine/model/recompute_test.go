@@ -5,8 +5,6 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
-
-	"rlvr/backend"
 )
 
 // recomputeStep is what one ForwardBackward gives.
@@ -22,8 +20,7 @@ func runRecompute(t *testing.T, m *Model, recompute bool, b Batch, tg Targets) r
 	m.Recompute = recompute
 	m.ZeroGrad()
 	lp := make([]float32, len(b.Tokens))
-	loss := backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.28, NLL: 0.5, Entropy: 0.01, RefKL: 0.1, RefKLEstimator: backend.K3}
-	met, err := m.ForwardBackward(b, tg, loss, nil, lp)
+	met, err := m.ForwardBackward(b, tg, everyTerm, nil, lp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +82,7 @@ func TestRecomputeKeepsOneBlock(t *testing.T) {
 	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
 	m, _ := New(cfg, 23)
 	step := func() {
-		if _, err := m.ForwardBackward(b, tg, backend.Loss{NLL: 1}, nil, nil); err != nil {
+		if _, err := m.ForwardBackward(b, tg, Loss{Logp: NLL{}}, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

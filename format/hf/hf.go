@@ -52,7 +52,7 @@ func ModelConfig(c *hfconfig.Config) (model.Config, error) {
 // Gemma 3 for Gemma3, Qwen3 when it has q/k norms, Qwen2 when it has q/k/v
 // biases, Llama otherwise. A non-Gemma configuration with local layers or
 // a query_pre_attn_scalar has no config.json: hfconfig refuses to write it.
-func Config(m model.Config, bos, eos []int) *hfconfig.Config {
+func Config(m model.Config, bos, eos []int32) *hfconfig.Config {
 	m = m.WithDefaults()
 	arch := hfconfig.Llama
 	switch {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"rlvr/backend"
 	"rlvr/engine/model"
 	"rlvr/format/hfconfig"
 	"rlvr/format/safetensors"
@@ -100,8 +99,8 @@ func TestRoundTripEveryArchitecture(t *testing.T) {
 		}
 		b := model.Pack([][]int32{{1, 2, 3, 4}})
 		tg := model.Targets{Targets: []int32{2, 3, 4, 5}, Weights: []float32{1, 1, 1, 1}}
-		l1, _ := m.ForwardBackward(b, tg, backend.Loss{NLL: 1}, nil, nil)
-		l2, _ := m2.ForwardBackward(b, tg, backend.Loss{NLL: 1}, nil, nil)
+		l1, _ := m.ForwardBackward(b, tg, model.Loss{Logp: model.NLL{}}, nil, nil)
+		l2, _ := m2.ForwardBackward(b, tg, model.Loss{Logp: model.NLL{}}, nil, nil)
 		if l1.Loss != l2.Loss {
 			t.Errorf("%s: loss %v after reload, %v before", name, l2.Loss, l1.Loss)
 		}

@@ -44,21 +44,21 @@ const supported = Llama + ", " + Qwen2 + ", " + Qwen3 + ", " + Gemma3
 type arch struct {
 	modelType   string
 	maxPos      int
-	headDim     int   // 0: hidden_size / num_attention_heads
-	bos, eos    []int // token ids when the keys are absent
-	alwaysQKV   bool  // q/k/v projections always have biases
-	qkNorm      bool  // per-head RMSNorm of queries and keys
-	slidingKeys bool  // use_sliding_window is a config field
-	tied        bool  // tie_word_embeddings when absent
+	headDim     int     // 0: hidden_size / num_attention_heads
+	bos, eos    []int32 // token ids when the keys are absent
+	alwaysQKV   bool    // q/k/v projections always have biases
+	qkNorm      bool    // per-head RMSNorm of queries and keys
+	slidingKeys bool    // use_sliding_window is a config field
+	tied        bool    // tie_word_embeddings when absent
 	theta       float64
 	gemma       bool // Gemma 3's fields and block
 }
 
 var archs = map[string]arch{
-	Llama: {modelType: "llama", maxPos: 2048, bos: []int{1}, eos: []int{2}, theta: 10000},
+	Llama: {modelType: "llama", maxPos: 2048, bos: []int32{1}, eos: []int32{2}, theta: 10000},
 	Qwen2: {modelType: "qwen2", maxPos: 32768, alwaysQKV: true, slidingKeys: true, theta: 10000},
 	Qwen3: {modelType: "qwen3", maxPos: 32768, headDim: 128, qkNorm: true, slidingKeys: true, theta: 10000},
-	Gemma3: {modelType: "gemma3_text", maxPos: 131072, headDim: 256, bos: []int{2}, eos: []int{1}, qkNorm: true,
+	Gemma3: {modelType: "gemma3_text", maxPos: 131072, headDim: 256, bos: []int32{2}, eos: []int32{1}, qkNorm: true,
 		tied: true, theta: 1e6, gemma: true},
 }
 
@@ -139,8 +139,8 @@ type Config struct {
 	// BOSTokenIDs and EOSTokenIDs hold bos_token_id and eos_token_id, which
 	// config.json gives as null, a number or a list. Llama defaults to
 	// BOS 1 and EOS 2 when the keys are absent.
-	BOSTokenIDs []int
-	EOSTokenIDs []int
+	BOSTokenIDs []int32
+	EOSTokenIDs []int32
 
 	// TorchDType is the dtype of the stored weights, e.g. "bfloat16"
 	// (config.json's torch_dtype, or dtype in newer transformers). Empty
@@ -592,7 +592,7 @@ func cmpOr(s ...string) string {
 
 // parseTokenIDs parses a token id field: absent (def), null, a number or a
 // list of numbers.
-func parseTokenIDs(raw json.RawMessage, def []int) ([]int, error) {
+func parseTokenIDs(raw json.RawMessage, def []int32) ([]int32, error) {
 	if len(raw) == 0 {
 		return slices.Clone(def), nil
 	}
@@ -612,13 +612,13 @@ func parseTokenIDs(raw json.RawMessage, def []int) ([]int, error) {
 	if len(list) == 0 {
 		return nil, nil
 	}
-	ids := make([]int, len(list))
+	ids := make([]int32, len(list))
 	for i, x := range list {
 		f, ok := x.(float64)
 		if !ok || f != math.Trunc(f) || f < 0 || f > math.MaxInt32 {
 			return nil, fmt.Errorf("want a token id or a list of them, got %s", raw)
 		}
-		ids[i] = int(f)
+		ids[i] = int32(f)
 	}
 	return ids, nil
 }
@@ -687,10 +687,10 @@ func (c *Config) validate(file string) error {
 	}
 	for _, ids := range []struct {
 		name string
-		ids  []int
+		ids  []int32
 	}{{"bos_token_id", c.BOSTokenIDs}, {"eos_token_id", c.EOSTokenIDs}} {
 		for _, id := range ids.ids {
-			if id < 0 || id > math.MaxInt32 {
+			if id < 0 {
 				return fieldError(file, ids.name, "invalid token id %d", id)
 			}
 		}
@@ -861,7 +861,7 @@ func pyNumber(v float64) any {
 
 // tokenIDsJSON returns token ids as transformers stores them: null, a
 // number, or a list.
-func tokenIDsJSON(ids []int) any {
+func tokenIDsJSON(ids []int32) any {
 	switch len(ids) {
 	case 0:
 		return nil

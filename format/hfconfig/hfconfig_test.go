@@ -137,7 +137,7 @@ func gemma3Want() *hfconfig.Config {
 		Architecture: hfconfig.Gemma3, ModelType: "gemma3_text",
 		HiddenSize: 640, IntermediateSize: 2048, NumHiddenLayers: 18, NumAttentionHeads: 4, NumKeyValueHeads: 1,
 		HeadDim: 256, VocabSize: 262144, MaxPositionEmbeddings: 32768, RMSNormEps: 1e-6, RopeTheta: 1e6,
-		TieWordEmbeddings: true, BOSTokenIDs: []int{2}, EOSTokenIDs: []int{1}, TorchDType: "bfloat16",
+		TieWordEmbeddings: true, BOSTokenIDs: []int32{2}, EOSTokenIDs: []int32{1}, TorchDType: "bfloat16",
 		LayerTypes: types, SlidingWindow: 512, RopeLocalBaseFreq: 10000, QueryPreAttnScalar: 256,
 	}
 }
@@ -208,7 +208,7 @@ func TestGemma3Defaults(t *testing.T) {
 		HiddenSize: 64, IntermediateSize: 128, NumHiddenLayers: 4, NumAttentionHeads: 2, NumKeyValueHeads: 1,
 		HeadDim: 256, VocabSize: 32, MaxPositionEmbeddings: 131072, RMSNormEps: 1e-6, RopeTheta: 7,
 		RopeScaling:       &hfconfig.RopeScaling{Type: "linear", Factor: 8},
-		TieWordEmbeddings: true, BOSTokenIDs: []int{2}, EOSTokenIDs: []int{1},
+		TieWordEmbeddings: true, BOSTokenIDs: []int32{2}, EOSTokenIDs: []int32{1},
 		LayerTypes:    []string{hfconfig.SlidingAttention, hfconfig.FullAttention, hfconfig.SlidingAttention, hfconfig.FullAttention},
 		SlidingWindow: 4096, RopeLocalBaseFreq: 10000, QueryPreAttnScalar: 256,
 	}
@@ -261,7 +261,7 @@ func TestFixture(t *testing.T) {
 		HiddenSize: 128, IntermediateSize: 344, NumHiddenLayers: 4,
 		NumAttentionHeads: 4, NumKeyValueHeads: 4, HeadDim: 32, VocabSize: 16,
 		MaxPositionEmbeddings: 2048, RMSNormEps: 1e-6, RopeTheta: 10000,
-		EOSTokenIDs: []int{1}, TorchDType: "bfloat16",
+		EOSTokenIDs: []int32{1}, TorchDType: "bfloat16",
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load() = %+v\nwant %+v", c, want)
@@ -304,7 +304,7 @@ func TestQwen2(t *testing.T) {
 		HiddenSize: 896, IntermediateSize: 4864, NumHiddenLayers: 24,
 		NumAttentionHeads: 14, NumKeyValueHeads: 2, HeadDim: 64, VocabSize: 151936,
 		MaxPositionEmbeddings: 32768, RMSNormEps: 1e-6, RopeTheta: 1e6,
-		TieWordEmbeddings: true, BOSTokenIDs: []int{151643}, EOSTokenIDs: []int{151645},
+		TieWordEmbeddings: true, BOSTokenIDs: []int32{151643}, EOSTokenIDs: []int32{151645},
 		TorchDType: "bfloat16",
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -338,7 +338,7 @@ func TestQwen3(t *testing.T) {
 		HiddenSize: 1024, IntermediateSize: 3072, NumHiddenLayers: 28,
 		NumAttentionHeads: 16, NumKeyValueHeads: 8, HeadDim: 128, VocabSize: 151936,
 		MaxPositionEmbeddings: 40960, RMSNormEps: 1e-6, RopeTheta: 1e6,
-		TieWordEmbeddings: true, BOSTokenIDs: []int{151643}, EOSTokenIDs: []int{151645, 151643},
+		TieWordEmbeddings: true, BOSTokenIDs: []int32{151643}, EOSTokenIDs: []int32{151645, 151643},
 		TorchDType: "bfloat16",
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -376,7 +376,7 @@ func TestDefaults(t *testing.T) {
 		HiddenSize: 64, IntermediateSize: 128, NumHiddenLayers: 2,
 		NumAttentionHeads: 4, NumKeyValueHeads: 4, HeadDim: 16, VocabSize: 32,
 		MaxPositionEmbeddings: 2048, RMSNormEps: 1e-6, RopeTheta: 10000,
-		AttentionBias: true, BOSTokenIDs: []int{1}, EOSTokenIDs: []int{2},
+		AttentionBias: true, BOSTokenIDs: []int32{1}, EOSTokenIDs: []int32{2},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Parse() = %+v\nwant %+v", c, want)
@@ -474,7 +474,7 @@ func TestWriteErrors(t *testing.T) {
 		t.Errorf("Validate() error = %v", err)
 	}
 	bad = *c
-	bad.BOSTokenIDs = []int{1, 2}
+	bad.BOSTokenIDs = []int32{1, 2}
 	if err := hfconfig.Write(path, &bad); err == nil || !strings.Contains(err.Error(), "bos_token_id") {
 		t.Errorf("Write(two BOS ids) error = %v", err)
 	}

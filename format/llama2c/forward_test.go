@@ -226,11 +226,11 @@ func ropeRotateHalf(v []float32, pos, headSize int) {
 }
 
 // forward runs token at pos and returns the logits (owned by r).
-func (r *refRunner) forward(token, pos int) []float32 {
+func (r *refRunner) forward(token int32, pos int) []float32 {
 	w, c := r.w, r.w.cfg
 	dim, hs, kvDim := c.Dim, c.HeadDim(), c.KVDim()
 	kvMul := c.Heads / c.KVHeads
-	copy(r.x, w.emb[token*dim:(token+1)*dim])
+	copy(r.x, w.emb[int(token)*dim:(int(token)+1)*dim])
 	rope := ropeInterleaved
 	if r.rotateHalf {
 		rope = ropeRotateHalf
@@ -291,14 +291,14 @@ func (r *refRunner) forward(token, pos int) []float32 {
 	return r.logits
 }
 
-func argmax(x []float32) int {
+func argmax(x []float32) int32 {
 	best := 0
 	for i, v := range x {
 		if v > x[best] {
 			best = i
 		}
 	}
-	return best
+	return int32(best)
 }
 
 // safePiece mirrors run.c's safe_printf: a lone byte that is neither
@@ -315,8 +315,8 @@ func safePiece(p string) string {
 
 // generateGreedy follows run.c's generate() with an empty prompt and
 // temperature 0: it returns the sampled tokens and the printed text.
-func generateGreedy(r *refRunner, tok *Tokenizer, steps int) ([]int, string) {
-	var ids []int
+func generateGreedy(r *refRunner, tok *Tokenizer, steps int) ([]int32, string) {
+	var ids []int32
 	var sb strings.Builder
 	token := BOS
 	for pos := 0; pos < steps; pos++ {
@@ -368,7 +368,7 @@ func TestGreedyMatchesRunC(t *testing.T) {
 		{"run.c layout, interleaved RoPE", newRefRunner(runCWeights(t, ck), false)},
 		{"HF layout, rotate-half RoPE", newRefRunner(hfWeights(t, ck), true)},
 	}
-	var first []int
+	var first []int32
 	for _, run := range runs {
 		ids, text := generateGreedy(run.r, tok, runCSteps)
 		if text != wantGreedy {
@@ -396,7 +396,7 @@ func TestRotateHalfLogitsClose(t *testing.T) {
 	ck, tok := loadStories(t)
 	a := newRefRunner(runCWeights(t, ck), false)
 	b := newRefRunner(hfWeights(t, ck), true)
-	ids := append([]int{BOS}, tok.Encode(wantGreedy, false, false)...)
+	ids := append([]int32{BOS}, tok.Encode(wantGreedy, false, false)...)
 	var worst float64
 	for pos, id := range ids[:min(64, len(ids))] {
 		la, lb := a.forward(id, pos), b.forward(id, pos)
@@ -424,7 +424,7 @@ func TestSyntheticForward(t *testing.T) {
 		b := newRefRunner(hfWeights(t, ck), true)
 		var worst float64
 		for pos := range ck.Config.SeqLen {
-			token := (pos * 7) % ck.Config.Vocab
+			token := int32((pos * 7) % ck.Config.Vocab)
 			la, lb := a.forward(token, pos), b.forward(token, pos)
 			for i := range la {
 				worst = max(worst, math.Abs(float64(la[i]-lb[i])))

@@ -11,9 +11,9 @@ import (
 
 // Special token ids of llama2.c tokenizers (the SentencePiece defaults).
 const (
-	UNK = 0 // <unk>, also used when a byte has no byte-fallback token
-	BOS = 1 // beginning of sequence, <s>
-	EOS = 2 // end of sequence, </s>
+	UNK int32 = 0 // <unk>, also used when a byte has no byte-fallback token
+	BOS int32 = 1 // beginning of sequence, <s>
+	EOS int32 = 2 // end of sequence, </s>
 )
 
 // byteFallbackOffset is the id of the <0x00> token: byte b is token b+3.
@@ -28,7 +28,7 @@ var minMergeScore = float32(-1e10)
 type Tokenizer struct {
 	pieces         []string
 	scores         []float32
-	ids            map[string]int
+	ids            map[string]int32
 	maxTokenLength int
 }
 
@@ -80,7 +80,7 @@ func parseTokenizer(data []byte, vocabSize int) (*Tokenizer, error) {
 	t := &Tokenizer{
 		pieces:         make([]string, vocabSize),
 		scores:         make([]float32, vocabSize),
-		ids:            make(map[string]int, vocabSize),
+		ids:            make(map[string]int32, vocabSize),
 		maxTokenLength: int(maxLen),
 	}
 	off := 4
@@ -107,7 +107,7 @@ func parseTokenizer(data []byte, vocabSize int) (*Tokenizer, error) {
 		}
 		t.pieces[i] = piece
 		if _, dup := t.ids[piece]; !dup {
-			t.ids[piece] = i
+			t.ids[piece] = int32(i)
 		}
 	}
 	if off != len(data) {
@@ -126,16 +126,16 @@ func (t *Tokenizer) MaxTokenLength() int { return t.maxTokenLength }
 // Piece returns the text of token id as stored (byte tokens read
 // "<0x41>", BOS reads "\n<s>\n" in files from llama2.c's tokenizer.py), or
 // "" if id is out of range.
-func (t *Tokenizer) Piece(id int) string {
-	if id < 0 || id >= len(t.pieces) {
+func (t *Tokenizer) Piece(id int32) string {
+	if id < 0 || int(id) >= len(t.pieces) {
 		return ""
 	}
 	return t.pieces[id]
 }
 
 // Score returns the merge score of token id, or 0 if id is out of range.
-func (t *Tokenizer) Score(id int) float32 {
-	if id < 0 || id >= len(t.scores) {
+func (t *Tokenizer) Score(id int32) float32 {
+	if id < 0 || int(id) >= len(t.scores) {
 		return 0
 	}
 	return t.scores[id]
@@ -143,7 +143,7 @@ func (t *Tokenizer) Score(id int) float32 {
 
 // Lookup returns the id of the token whose piece is exactly s. When
 // several tokens share a piece it returns the lowest id.
-func (t *Tokenizer) Lookup(s string) (id int, ok bool) {
+func (t *Tokenizer) Lookup(s string) (id int32, ok bool) {
 	id, ok = t.ids[s]
 	return id, ok
 }
@@ -168,8 +168,8 @@ func (t *Tokenizer) Lookup(s string) (id int, ok bool) {
 // falls back to bytes as in step 3; a byte whose fallback id is not below
 // VocabSize becomes UNK. The merge step takes O(n log n) time, not run.c's
 // O(n²), and yields the same tokens.
-func (t *Tokenizer) Encode(text string, bos, eos bool) []int {
-	toks := make([]int, 0, len(text)+3)
+func (t *Tokenizer) Encode(text string, bos, eos bool) []int32 {
+	toks := make([]int32, 0, len(text)+3)
 	if bos {
 		toks = append(toks, BOS)
 	}
@@ -192,13 +192,13 @@ func (t *Tokenizer) Encode(text string, bos, eos bool) []int {
 }
 
 // appendCodePoint appends the token for s, or its byte-fallback tokens.
-func (t *Tokenizer) appendCodePoint(toks []int, s string) []int {
+func (t *Tokenizer) appendCodePoint(toks []int32, s string) []int32 {
 	if id, ok := t.ids[s]; ok {
 		return append(toks, id)
 	}
 	for i := 0; i < len(s); i++ {
-		id := int(s[i]) + byteFallbackOffset
-		if id >= len(t.pieces) {
+		id := int32(s[i]) + byteFallbackOffset
+		if int(id) >= len(t.pieces) {
 			id = UNK
 		}
 		toks = append(toks, id)
@@ -213,7 +213,7 @@ func (t *Tokenizer) appendCodePoint(toks []int, s string) []int {
 // original index of a pair's left node orders pairs as their current
 // positions do, so the heap's top valid entry is exactly the pair run.c's
 // linear scan would choose.
-func (t *Tokenizer) merge(toks []int) []int {
+func (t *Tokenizer) merge(toks []int32) []int32 {
 	n := len(toks)
 	if n < 2 {
 		return toks
@@ -270,7 +270,7 @@ func (t *Tokenizer) merge(toks []int) []int {
 type mergeCand struct {
 	score       float32
 	left, right int
-	id          int
+	id          int32
 	lv, rv      uint32
 }
 
@@ -297,8 +297,8 @@ func (h *mergeHeap) Pop() any {
 // and a byte token "<0xXX>" becomes the single byte 0xXX. The result may
 // thus be a lone byte of a multi-byte UTF-8 sequence. Decode returns "" for
 // an out-of-range token.
-func (t *Tokenizer) Decode(prev, token int) string {
-	if token < 0 || token >= len(t.pieces) {
+func (t *Tokenizer) Decode(prev, token int32) string {
+	if token < 0 || int(token) >= len(t.pieces) {
 		return ""
 	}
 	p := t.pieces[token]
@@ -315,7 +315,7 @@ func (t *Tokenizer) Decode(prev, token int) string {
 // after the one before it and the first one after BOS. BOS and EOS tokens
 // produce no text. DecodeAll(Encode(s, bos, eos)) == s unless merges in s
 // spell out a special piece such as "<0x41>" or "\n<s>\n".
-func (t *Tokenizer) DecodeAll(ids []int) string {
+func (t *Tokenizer) DecodeAll(ids []int32) string {
 	var sb strings.Builder
 	prev := BOS
 	for _, id := range ids {

@@ -23,7 +23,7 @@ func TestReadTokenizerStories(t *testing.T) {
 	if tok.VocabSize() != 512 || tok.MaxTokenLength() != 7 {
 		t.Fatalf("VocabSize, MaxTokenLength = %d, %d, want 512, 7", tok.VocabSize(), tok.MaxTokenLength())
 	}
-	for id, want := range map[int]string{0: "<unk>", BOS: "\n<s>\n", EOS: "\n</s>\n", 3: "<0x00>", 258: "<0xFF>", 259: " t", 511: "\u200a"} {
+	for id, want := range map[int32]string{0: "<unk>", BOS: "\n<s>\n", EOS: "\n</s>\n", 3: "<0x00>", 258: "<0xFF>", 259: " t", 511: "\u200a"} {
 		if got := tok.Piece(id); got != want {
 			t.Errorf("Piece(%d) = %q, want %q", id, got, want)
 		}
@@ -44,17 +44,17 @@ func TestReadTokenizerStories(t *testing.T) {
 // run.c agree (single spaces, no normalisation).
 var sentencePieceIDs = []struct {
 	text string
-	ids  []int
+	ids  []int32
 }{
-	{"Once upon a time", []int{403, 407, 261, 378}},
-	{"Hello, world!", []int{346, 306, 414, 432, 263, 304, 341, 443}},
-	{"x", []int{410, 444}},
-	{"Once upon a time, there was a little girl named Lily.", []int{403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426}},
-	{`Lily's mom said, "Lily, let's go to the park."`, []int{317, 439, 419, 357, 336, 432, 313, 438, 310, 432, 278, 316, 439, 419, 298, 414, 267, 265, 282, 295, 433, 426, 436}},
-	{"The quick brown fox jumps over the lazy dog.", []int{291, 410, 456, 425, 417, 340, 268, 420, 327, 416, 272, 414, 444, 410, 449, 425, 423, 427, 419, 334, 330, 265, 278, 412, 451, 422, 400, 428, 426}},
+	{"Once upon a time", []int32{403, 407, 261, 378}},
+	{"Hello, world!", []int32{346, 306, 414, 432, 263, 304, 341, 443}},
+	{"x", []int32{410, 444}},
+	{"Once upon a time, there was a little girl named Lily.", []int32{403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426}},
+	{`Lily's mom said, "Lily, let's go to the park."`, []int32{317, 439, 419, 357, 336, 432, 313, 438, 310, 432, 278, 316, 439, 419, 298, 414, 267, 265, 282, 295, 433, 426, 436}},
+	{"The quick brown fox jumps over the lazy dog.", []int32{291, 410, 456, 425, 417, 340, 268, 420, 327, 416, 272, 414, 444, 410, 449, 425, 423, 427, 419, 334, 330, 265, 278, 412, 451, 422, 400, 428, 426}},
 	// é is a token; ü and 日本 fall back to UTF-8 bytes.
-	{"café ü 日本", []int{280, 412, 431, 485, 410, 198, 191, 410, 233, 154, 168, 233, 159, 175}},
-	{"Tom's 3 cats & 2 dogs: {zip}!", []int{274, 287, 439, 419, 410, 472, 280, 294, 419, 410, 499, 410, 479, 400, 428, 419, 467, 410, 126, 451, 417, 427, 128, 443}},
+	{"café ü 日本", []int32{280, 412, 431, 485, 410, 198, 191, 410, 233, 154, 168, 233, 159, 175}},
+	{"Tom's 3 cats & 2 dogs: {zip}!", []int32{274, 287, 439, 419, 410, 472, 280, 294, 419, 410, 499, 410, 479, 400, 428, 419, 467, 410, 126, 451, 417, 427, 128, 443}},
 }
 
 func TestEncodeStories(t *testing.T) {
@@ -63,15 +63,15 @@ func TestEncodeStories(t *testing.T) {
 		if got := tok.Encode(tc.text, false, false); fmt.Sprint(got) != fmt.Sprint(tc.ids) {
 			t.Errorf("Encode(%q) = %v, want %v", tc.text, got, tc.ids)
 		}
-		want := append(append([]int{BOS}, tc.ids...), EOS)
+		want := append(append([]int32{BOS}, tc.ids...), EOS)
 		if got := tok.Encode(tc.text, true, true); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("Encode(%q, bos, eos) = %v, want %v", tc.text, got, want)
 		}
 	}
 	for _, tc := range []struct {
 		bos, eos bool
-		want     []int
-	}{{false, false, []int{}}, {true, false, []int{BOS}}, {false, true, []int{EOS}}, {true, true, []int{BOS, EOS}}} {
+		want     []int32
+	}{{false, false, []int32{}}, {true, false, []int32{BOS}}, {false, true, []int32{EOS}}, {true, true, []int32{BOS, EOS}}} {
 		if got := tok.Encode("", tc.bos, tc.eos); fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("Encode(\"\", %v, %v) = %v, want %v", tc.bos, tc.eos, got, tc.want)
 		}
@@ -107,8 +107,8 @@ func TestRoundTripStories(t *testing.T) {
 
 // naiveEncode is a direct transcription of run.c's encode: byte loop with
 // a code point buffer, then the quadratic merge loop.
-func naiveEncode(t *Tokenizer, text string, bos, eos bool) []int {
-	var toks []int
+func naiveEncode(t *Tokenizer, text string, bos, eos bool) []int32 {
+	var toks []int32
 	if bos {
 		toks = append(toks, BOS)
 	}
@@ -139,7 +139,7 @@ func naiveEncode(t *Tokenizer, text string, bos, eos bool) []int {
 		buf = buf[:0]
 	}
 	for {
-		best, bestID, bestIdx := float32(-1e10), -1, -1
+		best, bestID, bestIdx := float32(-1e10), int32(-1), -1
 		for i := 0; i+1 < len(toks); i++ {
 			id, ok := t.Lookup(t.Piece(toks[i]) + t.Piece(toks[i+1]))
 			if ok && t.Score(id) > best {
@@ -156,13 +156,13 @@ func naiveEncode(t *Tokenizer, text string, bos, eos bool) []int {
 		toks = append(toks, EOS)
 	}
 	if toks == nil {
-		toks = []int{}
+		toks = []int32{}
 	}
 	return toks
 }
 
-func byteToken(t *Tokenizer, b byte) int {
-	if id := int(b) + 3; id < t.VocabSize() {
+func byteToken(t *Tokenizer, b byte) int32 {
+	if id := int32(b) + 3; int(id) < t.VocabSize() {
 		return id
 	}
 	return UNK
@@ -227,17 +227,17 @@ func TestEncodeTies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := func(p string) int {
+	id := func(p string) int32 {
 		i, ok := tok.Lookup(p)
 		if !ok {
 			t.Fatalf("no token %q", p)
 		}
 		return i
 	}
-	if got, want := id("aa"), 264; got != want {
+	if got, want := id("aa"), int32(264); got != want {
 		t.Fatalf("Lookup(aa) = %d, want the first id %d", got, want)
 	}
-	if got := tok.Piece(len(pieces) - 1); got != "" {
+	if got := tok.Piece(int32(len(pieces) - 1)); got != "" {
 		t.Fatalf("piece with NUL = %q, want it cut at the NUL", got)
 	}
 	for _, tc := range []struct {
@@ -255,7 +255,7 @@ func TestEncodeTies(t *testing.T) {
 		{"éa", []string{" ", "éa"}},
 		{"z", []string{" ", "<0x7A>"}},
 	} {
-		var want []int
+		var want []int32
 		for _, p := range tc.want {
 			want = append(want, id(p))
 		}
@@ -306,7 +306,7 @@ func TestDecode(t *testing.T) {
 		t.Fatalf("Encode(Once) = %v", once)
 	}
 	for _, tc := range []struct {
-		prev, tok int
+		prev, tok int32
 		want      string
 	}{
 		{BOS, once[0], "Once"},
@@ -322,7 +322,7 @@ func TestDecode(t *testing.T) {
 			t.Errorf("Decode(%d, %d) = %q, want %q", tc.prev, tc.tok, got, tc.want)
 		}
 	}
-	if got := tok.DecodeAll([]int{BOS, once[0], once[0], EOS, once[0], -3}); got != "Once Once Once" {
+	if got := tok.DecodeAll([]int32{BOS, once[0], once[0], EOS, once[0], -3}); got != "Once Once Once" {
 		t.Errorf("DecodeAll = %q", got)
 	}
 }
@@ -410,10 +410,10 @@ func FuzzParseTokenizer(f *testing.F) {
 		}
 		ids := tok.Encode("héllo wörld \xff", true, true)
 		for _, id := range ids {
-			if id < 0 || id >= vocab {
+			if id < 0 || int(id) >= vocab {
 				t.Fatalf("Encode produced id %d outside [0, %d)", id, vocab)
 			}
 		}
-		tok.DecodeAll(append(ids, -1, vocab))
+		tok.DecodeAll(append(ids, -1, int32(vocab)))
 	})
 }

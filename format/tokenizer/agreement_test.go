@@ -34,14 +34,14 @@ type agreementRef struct {
 		Src           string
 		Wrap          bool
 		Chat          []string
-		IDs           []int
+		IDs           []int32
 		Decoded       *string
 		DecodedSHA256 string `json:"decoded_sha256"`
 	}
 	// The ids of SpecialSample with the special tokens the library adds
 	// by default.
-	SpecialSample string `json:"special_sample"`
-	SpecialIDs    []int  `json:"special_ids"`
+	SpecialSample string  `json:"special_sample"`
+	SpecialIDs    []int32 `json:"special_ids"`
 	// The SHA-256 of the merges transformers derives from the GGUF, as
 	// "a\x00b" lines.
 	MergesSHA256 string `json:"merges_sha256"`
@@ -132,7 +132,7 @@ func TestAgreementWithHFTokenizers(t *testing.T) {
 				agree++
 			}
 			if ref.SpecialIDs != nil {
-				var want []int
+				var want []int32
 				if bos, ok := tok.BOS(); ok && tok.AddBOS() {
 					want = append(want, bos)
 				}

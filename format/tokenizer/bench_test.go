@@ -19,7 +19,7 @@ func BenchmarkEncodeGSM8K(b *testing.B) {
 	}
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
-	var ids []int
+	var ids []int32
 	tokens := 0
 	for b.Loop() {
 		b.StopTimer()
@@ -39,7 +39,7 @@ func BenchmarkEncodeGSM8K(b *testing.B) {
 func BenchmarkEncodeGSM8KWarm(b *testing.B) {
 	tok := qwen3(b)
 	texts := gsm8kTexts(b)
-	var ids []int
+	var ids []int32
 	for b.Loop() {
 		for _, s := range texts {
 			ids = tok.AppendEncode(ids[:0], s, true)

@@ -16,7 +16,7 @@ const smallWord = 48
 // bpe appends the ids of the BPE encoding of word (raw bytes, never empty)
 // to dst. Merges apply lowest rank first, leftmost first among equal ranks,
 // as in the Hugging Face implementation.
-func (c *core) bpe(dst []int, word string) []int {
+func (c *core) bpe(dst []int32, word string) []int32 {
 	if len(word) > smallWord {
 		return c.bpeLarge(dst, word)
 	}
@@ -52,10 +52,7 @@ func (c *core) bpe(dst []int, word string) []int {
 			ranks[best] = c.mergeOf(syms[best], syms[best+1])
 		}
 	}
-	for _, s := range syms[:n] {
-		dst = append(dst, int(s))
-	}
-	return dst
+	return append(dst, syms[:n]...)
 }
 
 // symbols appends the initial symbols of word, at most one per byte: its
@@ -94,7 +91,7 @@ func (a mergeItem) less(b mergeItem) bool {
 
 // bpeLarge is bpe for long words: a linked list of symbols and a heap of
 // candidate merges, O(n log n).
-func (c *core) bpeLarge(dst []int, word string) []int {
+func (c *core) bpeLarge(dst []int32, word string) []int32 {
 	type symbol struct {
 		id         int32
 		prev, next int32
@@ -175,7 +172,7 @@ func (c *core) bpeLarge(dst []int, word string) []int {
 		}
 	}
 	for i := int32(0); i >= 0; i = syms[i].next {
-		dst = append(dst, int(syms[i].id))
+		dst = append(dst, syms[i].id)
 	}
 	return dst
 }
@@ -196,7 +193,7 @@ const (
 
 type cacheShard struct {
 	mu sync.RWMutex
-	m  map[string][]int
+	m  map[string][]int32
 }
 
 func newWordCache() *wordCache {
@@ -207,37 +204,37 @@ func (w *wordCache) shard(word string) *cacheShard {
 	return &w.shards[maphash.String(w.seed, word)%cacheShards]
 }
 
-func (w *wordCache) get(sh *cacheShard, word string) ([]int, bool) {
+func (w *wordCache) get(sh *cacheShard, word string) ([]int32, bool) {
 	sh.mu.RLock()
 	ids, ok := sh.m[word]
 	sh.mu.RUnlock()
 	return ids, ok
 }
 
-func (w *wordCache) put(sh *cacheShard, word string, ids []int) {
+func (w *wordCache) put(sh *cacheShard, word string, ids []int32) {
 	sh.mu.Lock()
 	if sh.m == nil || len(sh.m) >= cacheShardLimit {
-		sh.m = make(map[string][]int, 256)
+		sh.m = make(map[string][]int32, 256)
 	}
 	sh.m[word] = ids
 	sh.mu.Unlock()
 }
 
 // encodeWord appends the ids of one pre-token.
-func (c *core) encodeWord(dst []int, word string) []int {
+func (c *core) encodeWord(dst []int32, word string) []int32 {
 	if len(word) == 1 && !c.charLevel {
 		if id := c.byteID[word[0]]; id >= 0 {
-			dst = append(dst, int(id))
+			dst = append(dst, id)
 		}
 		return dst
 	}
 	if c.ignoreMerges {
 		if c.charLevel {
 			if id, ok := c.vocab[word]; ok {
-				return append(dst, id)
+				return append(dst, int32(id))
 			}
 		} else if id, ok := c.whole[word]; ok {
-			return append(dst, int(id))
+			return append(dst, id)
 		}
 	}
 	if len(word) > cacheMaxWord {
@@ -249,6 +246,6 @@ func (c *core) encodeWord(dst []int, word string) []int {
 	}
 	n := len(dst)
 	dst = c.bpe(dst, word)
-	c.cache.put(sh, word, append([]int(nil), dst[n:]...))
+	c.cache.put(sh, word, append([]int32(nil), dst[n:]...))
 	return dst
 }

@@ -118,7 +118,7 @@ func (t *Tokenizer) ByteTokenizer() (*ByteTokenizer, bool) {
 	}
 	for k, name := range byteSpecials {
 		a := t.added[name]
-		if a == nil || a.id != 256+k || !a.special || a.lstrip || a.rstrip || a.singleWord {
+		if a == nil || int(a.id) != 256+k || !a.special || a.lstrip || a.rstrip || a.singleWord {
 			return nil, false
 		}
 	}

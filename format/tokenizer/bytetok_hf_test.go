@@ -48,7 +48,7 @@ var byteAdversarial = []string{
 
 // sameAsByteTokenizer fails t unless tok and the native ByteTokenizer agree
 // on every Encoder method for text, and on decoding ids.
-func sameAsByteTokenizer(t *testing.T, tok Encoder, text string, ids []int) {
+func sameAsByteTokenizer(t *testing.T, tok Encoder, text string, ids []int32) {
 	t.Helper()
 	want := NewByteTokenizer()
 	if got, w := tok.Encode(text), want.Encode(text); !slices.Equal(got, w) {
@@ -59,7 +59,7 @@ func sameAsByteTokenizer(t *testing.T, tok Encoder, text string, ids []int) {
 			t.Errorf("EncodeWithSpecial(%q, %v) = %v, want %v", text, allow, got, w)
 		}
 	}
-	for _, in := range [][]int{ids, want.Encode(text)} {
+	for _, in := range [][]int32{ids, want.Encode(text)} {
 		if got, w := tok.Decode(in), want.Decode(in); got != w {
 			t.Errorf("Decode(%v) = %q, want %q", in, got, w)
 		}
@@ -87,8 +87,8 @@ func TestByteTokenizerFile(t *testing.T) {
 			}
 			for _, f := range []struct {
 				name string
-				got  func() (int, bool)
-				want int
+				got  func() (int32, bool)
+				want int32
 			}{{"BOS", tok.BOS, ByteBOS}, {"EOS", tok.EOS, ByteEOS}, {"PAD", tok.PAD, BytePAD}} {
 				if id, ok := f.got(); !ok || id != f.want {
 					t.Errorf("%s = %d, %v; want %d", f.name, id, ok, f.want)
@@ -102,7 +102,7 @@ func TestByteTokenizerFile(t *testing.T) {
 				t.Error("ChatTemplate: no error, want none configured")
 			}
 			for i, s := range byteAdversarial {
-				ids := []int{-1, 0, 255, 256, 257, 258, 259, 1 << 20, 0xe2, 0x82, 0xac, i}
+				ids := []int32{-1, 0, 255, 256, 257, 258, 259, 1 << 20, 0xe2, 0x82, 0xac, int32(i)}
 				sameAsByteTokenizer(t, tok, s, ids)
 			}
 			if _, ok := tok.ByteTokenizer(); !ok {
@@ -122,9 +122,9 @@ func FuzzByteTokenizerFile(f *testing.F) {
 	tok := byteFile(f)
 	f.Fuzz(func(t *testing.T, s string, raw []byte) {
 		// Two bytes per id, so ids reach past the vocabulary and below 0.
-		var ids []int
+		var ids []int32
 		for i := 0; i+1 < len(raw); i += 2 {
-			ids = append(ids, int(raw[i])<<1|int(raw[i+1]&1)-3)
+			ids = append(ids, int32(raw[i])<<1|int32(raw[i+1]&1)-3)
 		}
 		sameAsByteTokenizer(t, tok, s, ids)
 	})

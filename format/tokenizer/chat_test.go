@@ -186,13 +186,13 @@ func TestRenderChatTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []int{151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198}
+	want := []int32{151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198}
 	if got := tok.Encode(prompt); !equalInts(got, want) {
 		t.Errorf("Encode(%q) = %v, want %v", prompt, got, want)
 	}
 }
 
-func equalInts(a, b []int) bool {
+func equalInts(a, b []int32) bool {
 	if len(a) != len(b) {
 		return false
 	}

@@ -48,7 +48,7 @@ func FuzzParse(f *testing.F) {
 		for _, s := range []string{"", "abc hi <|eos|> [X] 123", "héllo\n\n  wörld's", "\xff\xfe", " ▁b<s>  aé中 ", "<0x61>"} {
 			ids := tok.Encode(s)
 			for _, id := range ids {
-				if id < 0 || id >= tok.VocabSize() {
+				if id < 0 || int(id) >= tok.VocabSize() {
 					t.Fatalf("Encode(%q) gave id %d outside [0, %d)", s, id, tok.VocabSize())
 				}
 			}

@@ -112,7 +112,7 @@ func benchmarkEncodeGSM8K(b *testing.B, tok *tokenizer.Tokenizer) {
 	}
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
-	var ids []int
+	var ids []int32
 	tokens := 0
 	for b.Loop() {
 		b.StopTimer()
@@ -162,7 +162,7 @@ func FuzzEncodeSentencePiece(f *testing.F) {
 			for _, allow := range []bool{true, false} {
 				ids := sp.tok.EncodeWithSpecial(s, allow)
 				for _, id := range ids {
-					if id < 0 || id >= sp.tok.VocabSize() {
+					if id < 0 || int(id) >= sp.tok.VocabSize() {
 						t.Fatalf("EncodeWithSpecial(%q, %v) gave id %d", s, allow, id)
 					}
 				}

@@ -64,22 +64,22 @@ func TestFromGGUFSentencePiece(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := func(s string) int {
+		id := func(s string) int32 {
 			i, ok := tok.TokenID(s)
 			if !ok {
 				t.Fatalf("%s: no token %q", arch, s)
 			}
 			return i
 		}
-		var want []int
+		var want []int32
 		text := "ab hi  <tag>x"
 		switch arch {
 		case "llama": // "  " is a user-defined token, split off first; Metaspace prefixes the first piece only.
-			want = []int{id("▁ab"), id("▁hi"), id("  "), id("<tag>"), 3 + 'x'}
+			want = []int32{id("▁ab"), id("▁hi"), id("  "), id("<tag>"), 3 + 'x'}
 		case "gemma3": // "  " is renamed "▁▁", a plain token; no prefix.
-			want = []int{id("ab"), id("▁hi"), id("▁▁"), id("<tag>"), 3 + 'x'}
+			want = []int32{id("ab"), id("▁hi"), id("▁▁"), id("<tag>"), 3 + 'x'}
 		case "phi3": // Prepend: every piece between added tokens gets "▁".
-			want = []int{id("▁ab"), id("▁hi"), id("  "), id("<tag>"), id("▁"), 3 + 'x'}
+			want = []int32{id("▁ab"), id("▁hi"), id("  "), id("<tag>"), id("▁"), 3 + 'x'}
 		}
 		if got := tok.Encode(text); !slices.Equal(got, want) {
 			t.Errorf("%s: Encode(%q) = %v, want %v", arch, text, got, want)
@@ -174,7 +174,7 @@ func TestHFFilesFromGGUFSentencePieceRefuses(t *testing.T) {
 	}
 	ab, _ := tok.TokenID("ab")
 	a, _ := tok.TokenID("▁")
-	if got := tok.Encode("ab"); !slices.Equal(got, []int{a, ab}) {
+	if got := tok.Encode("ab"); !slices.Equal(got, []int32{a, ab}) {
 		t.Errorf("Encode(ab) with the merge a b only: %v", got)
 	}
 }

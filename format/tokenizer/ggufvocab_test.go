@@ -26,7 +26,7 @@ func TestFromGGUF(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Digits splits "11" into two pieces before the byte-level split.
-	if got := tok.EncodeWithSpecial("ab 11<|im_end|>", true); !slices.Equal(got, []int{6, 5, 4, 4, 1}) {
+	if got := tok.EncodeWithSpecial("ab 11<|im_end|>", true); !slices.Equal(got, []int32{6, 5, 4, 4, 1}) {
 		t.Errorf("ids %v", got)
 	}
 	if eos, ok := tok.EOS(); !ok || eos != 1 {

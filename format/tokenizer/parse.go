@@ -439,7 +439,7 @@ func (p parser) parseAdded(c *core, raw json.RawMessage) error {
 		if id < 0 || id >= len(c.tokens)+len(elems)+maxSparseIDs {
 			return p.errorf(field+".id", "id %d out of range", id)
 		}
-		if prev, ok := c.added[*a.Content]; ok && prev.id != id {
+		if prev, ok := c.added[*a.Content]; ok && int(prev.id) != id {
 			return p.errorf(field+".content", "%q is also added token %d", *a.Content, prev.id)
 		}
 		for id >= len(c.tokens) {
@@ -450,7 +450,7 @@ func (p parser) parseAdded(c *core, raw json.RawMessage) error {
 			return p.errorf(field+".id", "id %d is also added token %q", id, c.tokens[id])
 		}
 		t := &addedToken{
-			id: id, content: *a.Content, special: a.Special,
+			id: int32(id), content: *a.Content, special: a.Special,
 			lstrip: a.LStrip, rstrip: a.RStrip, singleWord: a.SingleWord, normalized: a.Normalized,
 		}
 		c.added[t.content] = t
@@ -769,10 +769,10 @@ func (p parser) parsePostProcessor(c *core, field string, raw json.RawMessage) e
 				return err
 			}
 		}
-		c.postPrefix, c.postSuffix = []int{ids[0]}, []int{ids[1]}
+		c.postPrefix, c.postSuffix = []int32{int32(ids[0])}, []int32{int32(ids[1])}
 		return nil
 	case "TemplateProcessing":
-		var prefix, suffix []int
+		var prefix, suffix []int32
 		seq := false
 		for i, raw := range t.Single {
 			f := field + ".single[" + strconv.Itoa(i) + "]"
@@ -802,11 +802,11 @@ func (p parser) parsePostProcessor(c *core, field string, raw json.RawMessage) e
 					if err := checkID(field+".special_tokens["+strconv.Quote(item.SpecialToken.ID)+"].ids", id); err != nil {
 						return err
 					}
-				}
-				if seq {
-					suffix = append(suffix, st.IDs...)
-				} else {
-					prefix = append(prefix, st.IDs...)
+					if seq {
+						suffix = append(suffix, int32(id))
+					} else {
+						prefix = append(prefix, int32(id))
+					}
 				}
 			default:
 				return p.errorf(f, "want a SpecialToken or a Sequence")

@@ -88,7 +88,7 @@ const (
 // whether s starts the text being encoded, which Metaspace's "first"
 // prepend scheme asks (the Hugging Face library checks that the piece's
 // offset in the original text is 0).
-func (c *core) preTokenize(dst []int, s string, first bool, steps []preStep) []int {
+func (c *core) preTokenize(dst []int32, s string, first bool, steps []preStep) []int32 {
 	if len(steps) == 0 {
 		return c.encodeCharWord(dst, s)
 	}
@@ -159,7 +159,7 @@ func (c *core) metaBoundaries() {
 
 // encodeCharWord encodes a pre-token of a vocabulary that is not
 // byte-level, cut where metaBoundaries allows.
-func (c *core) encodeCharWord(dst []int, word string) []int {
+func (c *core) encodeCharWord(dst []int32, word string) []int32 {
 	if !c.metaSplit {
 		if word == "" {
 			return dst
@@ -424,13 +424,13 @@ func stripChar(t, ch string, start, stop int) string {
 }
 
 // decodeChain returns the text of ids through the decoders.
-func (c *core) decodeChain(ids []int, skipSpecial bool) string {
+func (c *core) decodeChain(ids []int32, skipSpecial bool) string {
 	toks := make([]string, 0, len(ids))
 	for _, id := range ids {
-		if id < 0 || id >= len(c.tokens) || c.flags[id]&flagPresent == 0 || (skipSpecial && c.flags[id]&flagSpecial != 0) {
+		if id < 0 || int(id) >= len(c.tokens) || c.flags[id]&flagPresent == 0 || (skipSpecial && c.flags[id]&flagSpecial != 0) {
 			continue
 		}
-		toks = append(toks, c.decodeToken(id))
+		toks = append(toks, c.decodeToken(int(id)))
 	}
 	for i := range c.decoders {
 		toks = c.decoders[i].apply(toks)

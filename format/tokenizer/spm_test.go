@@ -13,7 +13,7 @@ import (
 
 type spmCase struct {
 	text    string
-	ids     []int
+	ids     []int32
 	decoded string
 }
 
@@ -29,72 +29,72 @@ var spmCases = []struct {
 	cases []spmCase
 }{
 	{"llama", []spmCase{
-		{"ab", []int{271}, "ab"},
-		{"hi ab", []int{273, 271}, "hi ab"},
-		{" hi  ab ", []int{273, 259, 271, 259}, "hi  ab "},
-		{"aaaaa", []int{269, 275, 275}, "aaaaa"},
-		{"héllo", []int{259, 263, 265, 111, 111, 114}, "héllo"},
-		{"xé中🙂z", []int{259, 266, 265, 231, 187, 176, 243, 162, 156, 133, 125}, "xé中🙂z"},
-		{"<s>hi</s>", []int{1, 272, 2}, "<s>hi</s>"},
-		{"hi<tag>ab", []int{273, 277, 270}, "hi<tag>ab"},
-		{"a [X]  b", []int{269, 278, 261}, "a[X]b"},
-		{"[X]a", []int{278, 260}, "[X]a"},
-		{"  ", []int{274}, " "},
-		{"", []int{}, ""},
-		{"\t\n", []int{259, 12, 13}, "\t\n"},
-		{"ab ", []int{271, 197, 163}, "ab "},
-		{"a<tag> b", []int{269, 277, 259, 261}, "a<tag> b"},
+		{"ab", []int32{271}, "ab"},
+		{"hi ab", []int32{273, 271}, "hi ab"},
+		{" hi  ab ", []int32{273, 259, 271, 259}, "hi  ab "},
+		{"aaaaa", []int32{269, 275, 275}, "aaaaa"},
+		{"héllo", []int32{259, 263, 265, 111, 111, 114}, "héllo"},
+		{"xé中🙂z", []int32{259, 266, 265, 231, 187, 176, 243, 162, 156, 133, 125}, "xé中🙂z"},
+		{"<s>hi</s>", []int32{1, 272, 2}, "<s>hi</s>"},
+		{"hi<tag>ab", []int32{273, 277, 270}, "hi<tag>ab"},
+		{"a [X]  b", []int32{269, 278, 261}, "a[X]b"},
+		{"[X]a", []int32{278, 260}, "[X]a"},
+		{"  ", []int32{274}, " "},
+		{"", []int32{}, ""},
+		{"\t\n", []int32{259, 12, 13}, "\t\n"},
+		{"ab ", []int32{271, 197, 163}, "ab "},
+		{"a<tag> b", []int32{269, 277, 259, 261}, "a<tag> b"},
 	}},
 	{"llama-legacy", []spmCase{
-		{"ab", []int{271}, "ab"},
-		{"hi ab", []int{273, 271}, "hi ab"},
-		{" hi  ab ", []int{259, 273, 259, 271, 259}, " hi  ab "},
-		{"aaaaa", []int{269, 275, 275}, "aaaaa"},
-		{"héllo", []int{259, 263, 265, 111, 111, 114}, "héllo"},
-		{"xé中🙂z", []int{259, 266, 265, 231, 187, 176, 243, 162, 156, 133, 125}, "xé中🙂z"},
-		{"<s>hi</s>", []int{1, 273, 2}, "<s> hi</s>"},
-		{"hi<tag>ab", []int{273, 277, 271}, "hi<tag> ab"},
-		{"a [X]  b", []int{269, 278, 274, 261}, "a [X]  b"},
-		{"[X]a", []int{278, 260}, "[X]a"},
-		{"  ", []int{274, 259}, "  "},
-		{"", []int{}, ""},
-		{"\t\n", []int{259, 12, 13}, "\t\n"},
-		{"ab ", []int{271, 197, 163}, "ab "},
-		{"a<tag> b", []int{269, 277, 274, 261}, "a<tag>  b"},
+		{"ab", []int32{271}, "ab"},
+		{"hi ab", []int32{273, 271}, "hi ab"},
+		{" hi  ab ", []int32{259, 273, 259, 271, 259}, " hi  ab "},
+		{"aaaaa", []int32{269, 275, 275}, "aaaaa"},
+		{"héllo", []int32{259, 263, 265, 111, 111, 114}, "héllo"},
+		{"xé中🙂z", []int32{259, 266, 265, 231, 187, 176, 243, 162, 156, 133, 125}, "xé中🙂z"},
+		{"<s>hi</s>", []int32{1, 273, 2}, "<s> hi</s>"},
+		{"hi<tag>ab", []int32{273, 277, 271}, "hi<tag> ab"},
+		{"a [X]  b", []int32{269, 278, 274, 261}, "a [X]  b"},
+		{"[X]a", []int32{278, 260}, "[X]a"},
+		{"  ", []int32{274, 259}, "  "},
+		{"", []int32{}, ""},
+		{"\t\n", []int32{259, 12, 13}, "\t\n"},
+		{"ab ", []int32{271, 197, 163}, "ab "},
+		{"a<tag> b", []int32{269, 277, 274, 261}, "a<tag>  b"},
 	}},
 	{"gemma", []spmCase{
-		{"ab", []int{270}, "ab"},
-		{"hi ab", []int{272, 271}, "hi ab"},
-		{" hi  ab ", []int{273, 259, 271, 259}, " hi  ab "},
-		{"aaaaa", []int{275, 276}, "aaaaa"},
-		{"héllo", []int{263, 265, 111, 111, 114}, "héllo"},
-		{"xé中🙂z", []int{266, 265, 231, 187, 176, 243, 162, 156, 133, 125}, "xé中🙂z"},
-		{"<s>hi</s>", []int{1, 272, 2}, "<s>hi</s>"},
-		{"hi<tag>ab", []int{272, 277, 270}, "hi<tag>ab"},
-		{"a [X]  b", []int{260, 259, 278, 274, 261}, "a [X]  b"},
-		{"[X]a", []int{278, 260}, "[X]a"},
-		{"  ", []int{274}, "  "},
-		{"", []int{}, ""},
-		{"\t\n", []int{12, 13}, "\t\n"},
-		{"ab ", []int{270, 197, 163}, "ab "},
-		{"a<tag> b", []int{260, 277, 259, 261}, "a<tag> b"},
+		{"ab", []int32{270}, "ab"},
+		{"hi ab", []int32{272, 271}, "hi ab"},
+		{" hi  ab ", []int32{273, 259, 271, 259}, " hi  ab "},
+		{"aaaaa", []int32{275, 276}, "aaaaa"},
+		{"héllo", []int32{263, 265, 111, 111, 114}, "héllo"},
+		{"xé中🙂z", []int32{266, 265, 231, 187, 176, 243, 162, 156, 133, 125}, "xé中🙂z"},
+		{"<s>hi</s>", []int32{1, 272, 2}, "<s>hi</s>"},
+		{"hi<tag>ab", []int32{272, 277, 270}, "hi<tag>ab"},
+		{"a [X]  b", []int32{260, 259, 278, 274, 261}, "a [X]  b"},
+		{"[X]a", []int32{278, 260}, "[X]a"},
+		{"  ", []int32{274}, "  "},
+		{"", []int32{}, ""},
+		{"\t\n", []int32{12, 13}, "\t\n"},
+		{"ab ", []int32{270, 197, 163}, "ab "},
+		{"a<tag> b", []int32{260, 277, 259, 261}, "a<tag> b"},
 	}},
 	{"metaspace-split", []spmCase{
-		{"ab", []int{271}, "ab"},
-		{"hi ab", []int{273, 271}, "hi ab"},
-		{" hi  ab ", []int{273, 259, 271, 259}, "hi  ab "},
-		{"aaaaa", []int{269, 275, 275}, "aaaaa"},
-		{"héllo", []int{259, 263, 265, 0, 0, 0}, "hé<unk><unk><unk>"},
-		{"xé中🙂z", []int{259, 266, 265, 0, 0, 0}, "xé<unk><unk><unk>"},
-		{"<s>hi</s>", []int{1, 273, 2}, "<s> hi</s>"},
-		{"hi<tag>ab", []int{273, 277, 271}, "hi<tag> ab"},
-		{"a [X]  b", []int{269, 278, 259, 261}, "a[X] b"},
-		{"[X]a", []int{278, 269}, "[X] a"},
-		{"  ", []int{259, 259}, " "},
-		{"", []int{}, ""},
-		{"\t\n", []int{259, 0, 0}, "<unk><unk>"},
-		{"ab ", []int{271, 0}, "ab<unk>"},
-		{"a<tag> b", []int{269, 277, 259, 261}, "a<tag> b"},
+		{"ab", []int32{271}, "ab"},
+		{"hi ab", []int32{273, 271}, "hi ab"},
+		{" hi  ab ", []int32{273, 259, 271, 259}, "hi  ab "},
+		{"aaaaa", []int32{269, 275, 275}, "aaaaa"},
+		{"héllo", []int32{259, 263, 265, 0, 0, 0}, "hé<unk><unk><unk>"},
+		{"xé中🙂z", []int32{259, 266, 265, 0, 0, 0}, "xé<unk><unk><unk>"},
+		{"<s>hi</s>", []int32{1, 273, 2}, "<s> hi</s>"},
+		{"hi<tag>ab", []int32{273, 277, 271}, "hi<tag> ab"},
+		{"a [X]  b", []int32{269, 278, 259, 261}, "a[X] b"},
+		{"[X]a", []int32{278, 269}, "[X] a"},
+		{"  ", []int32{259, 259}, " "},
+		{"", []int32{}, ""},
+		{"\t\n", []int32{259, 0, 0}, "<unk><unk>"},
+		{"ab ", []int32{271, 0}, "ab<unk>"},
+		{"a<tag> b", []int32{269, 277, 259, 261}, "a<tag> b"},
 	}},
 }
 
@@ -130,7 +130,7 @@ func TestSentencePieceStyle(t *testing.T) {
 func TestSentencePieceSpecial(t *testing.T) {
 	tok := loadSPM(t, "gemma")
 	// Special tokens written in untrusted text are text.
-	if got, want := tok.EncodeWithSpecial("<s>", false), []int{267, 3 + 's', 268}; !slices.Equal(got, want) {
+	if got, want := tok.EncodeWithSpecial("<s>", false), []int32{267, 3 + 's', 268}; !slices.Equal(got, want) {
 		t.Errorf("EncodeWithSpecial(<s>, false) = %v, want %v", got, want)
 	}
 	ids := tok.Encode("<s>hi</s>")
@@ -138,15 +138,15 @@ func TestSentencePieceSpecial(t *testing.T) {
 		t.Errorf("DecodeSkipSpecial = %q", got)
 	}
 	// AppendDecode gives each token's bytes, byte tokens as raw bytes.
-	if got := string(tok.AppendDecode(nil, []int{259, 3 + 0xE4}, false)); got != " \xE4" {
+	if got := string(tok.AppendDecode(nil, []int32{259, 3 + 0xE4}, false)); got != " \xE4" {
 		t.Errorf("AppendDecode = %q", got)
 	}
 	// Invalid UTF-8 in the text falls back to its bytes, which decode to
 	// one U+FFFD each, as the ByteFallback decoder writes them.
-	if ids, want := tok.Encode("a\xff\xfeb"), []int{260, 3 + 0xFF, 3 + 0xFE, 261}; !slices.Equal(ids, want) {
+	if ids, want := tok.Encode("a\xff\xfeb"), []int32{260, 3 + 0xFF, 3 + 0xFE, 261}; !slices.Equal(ids, want) {
 		t.Errorf("Encode(invalid UTF-8) = %v, want %v", ids, want)
 	}
-	if got := tok.Decode([]int{260, 3 + 0xE4, 3 + 0xB8, 261}); got != "a\uFFFD\uFFFDb" {
+	if got := tok.Decode([]int32{260, 3 + 0xE4, 3 + 0xB8, 261}); got != "a\uFFFD\uFFFDb" {
 		t.Errorf("Decode of a broken byte sequence = %q", got)
 	}
 }
@@ -162,7 +162,7 @@ func TestConfigOverridesPostProcessor(t *testing.T) {
 	}
 	for _, c := range []struct {
 		config  string
-		bos     int
+		bos     int32
 		addBOS  bool
 		hasBOS  bool
 		comment string

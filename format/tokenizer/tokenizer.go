@@ -17,23 +17,23 @@ import (
 type Encoder interface {
 	// Encode returns the ids of text, recognising special tokens written
 	// in it.
-	Encode(text string) []int
+	Encode(text string) []int32
 	// EncodeWithSpecial returns the ids of text; special tokens written in
 	// it are recognised only if allowSpecial is true, and are otherwise
 	// encoded as ordinary text.
-	EncodeWithSpecial(text string, allowSpecial bool) []int
+	EncodeWithSpecial(text string, allowSpecial bool) []int32
 	// Decode returns the text of ids, special tokens included.
-	Decode(ids []int) string
+	Decode(ids []int32) string
 	// DecodeSkipSpecial returns the text of ids without special tokens.
-	DecodeSkipSpecial(ids []int) string
+	DecodeSkipSpecial(ids []int32) string
 	// VocabSize returns one more than the largest token id.
 	VocabSize() int
 	// BOS returns the beginning-of-sequence id, if there is one.
-	BOS() (int, bool)
+	BOS() (int32, bool)
 	// EOS returns the end-of-sequence id, if there is one.
-	EOS() (int, bool)
+	EOS() (int32, bool)
 	// PAD returns the padding id, if there is one.
-	PAD() (int, bool)
+	PAD() (int32, bool)
 }
 
 // Tokenizer is a byte-level BPE tokenizer read from a Hugging Face
@@ -43,7 +43,7 @@ type Encoder interface {
 type Tokenizer struct {
 	*core
 	config        *Config
-	bos, eos, pad int // -1 when unknown
+	bos, eos, pad int32 // -1 when unknown
 	normalize     func(string) string
 }
 
@@ -57,7 +57,7 @@ const (
 
 // addedToken is an entry of tokenizer.json's added_tokens.
 type addedToken struct {
-	id                                  int
+	id                                  int32
 	content                             string
 	match                               string // what the text must contain: content, normalized if normalized is set
 	special, lstrip, rstrip, singleWord bool
@@ -101,7 +101,7 @@ type core struct {
 
 	// The post-processor's single-sequence template: the special tokens it
 	// puts before and after the text.
-	postPrefix, postSuffix []int
+	postPrefix, postSuffix []int32
 }
 
 // finish builds the derived tables once parsing succeeded.
@@ -220,14 +220,14 @@ func newTokenizer(c *core) *Tokenizer {
 	return t
 }
 
-func (c *core) postBOS() int {
+func (c *core) postBOS() int32 {
 	if len(c.postPrefix) == 1 {
 		return c.postPrefix[0]
 	}
 	return -1
 }
 
-func (c *core) postEOS() int {
+func (c *core) postEOS() int32 {
 	if len(c.postSuffix) == 1 {
 		return c.postSuffix[0]
 	}
@@ -251,7 +251,7 @@ func (t *Tokenizer) withConfig(cfg *Config, file string) (*Tokenizer, error) {
 	}
 	for _, s := range []struct {
 		name, tok string
-		dst       *int
+		dst       *int32
 	}{{"bos_token", cfg.BOSToken, &u.bos}, {"eos_token", cfg.EOSToken, &u.eos}, {"pad_token", cfg.PADToken, &u.pad}} {
 		if s.tok == "" {
 			continue
@@ -304,17 +304,17 @@ func (t *Tokenizer) VocabSize() int { return len(t.tokens) }
 // TokenID returns the id of a token written as in tokenizer.json: an added
 // token's content such as "<|im_end|>", or a vocabulary entry in the
 // byte-level alphabet such as "Ġthe" for " the".
-func (t *Tokenizer) TokenID(token string) (int, bool) {
+func (t *Tokenizer) TokenID(token string) (int32, bool) {
 	if a, ok := t.added[token]; ok {
 		return a.id, true
 	}
 	id, ok := t.vocab[token]
-	return id, ok
+	return int32(id), ok
 }
 
 // Token returns the token with the given id, written as in tokenizer.json.
-func (t *Tokenizer) Token(id int) (string, bool) {
-	if id < 0 || id >= len(t.tokens) || t.flags[id]&flagPresent == 0 {
+func (t *Tokenizer) Token(id int32) (string, bool) {
+	if id < 0 || int(id) >= len(t.tokens) || t.flags[id]&flagPresent == 0 {
 		return "", false
 	}
 	return t.tokens[id], true
@@ -322,17 +322,17 @@ func (t *Tokenizer) Token(id int) (string, bool) {
 
 // IsSpecial reports whether id is an added token marked special, the kind
 // [Tokenizer.DecodeSkipSpecial] leaves out.
-func (t *Tokenizer) IsSpecial(id int) bool {
-	return id >= 0 && id < len(t.flags) && t.flags[id]&flagSpecial != 0
+func (t *Tokenizer) IsSpecial(id int32) bool {
+	return id >= 0 && int(id) < len(t.flags) && t.flags[id]&flagSpecial != 0
 }
 
 // BOS returns the id of the configuration's bos_token, if it names one, or
 // else of the one token the tokenizer.json post-processor puts first.
-func (t *Tokenizer) BOS() (int, bool) { return t.bos, t.bos >= 0 }
+func (t *Tokenizer) BOS() (int32, bool) { return t.bos, t.bos >= 0 }
 
 // EOS returns the id of the configuration's eos_token, if it names one, or
 // else of the one token the tokenizer.json post-processor puts last.
-func (t *Tokenizer) EOS() (int, bool) { return t.eos, t.eos >= 0 }
+func (t *Tokenizer) EOS() (int32, bool) { return t.eos, t.eos >= 0 }
 
 // AddBOS reports whether the model expects the BOS token at the start of
 // every sequence, as the Hugging Face libraries add it by default:
@@ -356,29 +356,29 @@ func (t *Tokenizer) AddEOS() bool {
 }
 
 // PAD returns the id of the configuration's pad_token, if it names one.
-func (t *Tokenizer) PAD() (int, bool) { return t.pad, t.pad >= 0 }
+func (t *Tokenizer) PAD() (int32, bool) { return t.pad, t.pad >= 0 }
 
 // Encode returns the ids of text. Added tokens written in the text, special
 // or not, are recognised, as the Hugging Face library does by default; use
 // EncodeWithSpecial to encode untrusted text. No BOS or EOS is added. Bytes
 // of text that are not valid UTF-8 are encoded as themselves, and
 // AppendDecode gives them back.
-func (t *Tokenizer) Encode(text string) []int { return t.EncodeWithSpecial(text, true) }
+func (t *Tokenizer) Encode(text string) []int32 { return t.EncodeWithSpecial(text, true) }
 
 // EncodeWithSpecial returns the ids of text. When allowSpecial is false,
 // added tokens marked special are encoded as ordinary text, like the Hugging
 // Face option split_special_tokens; other added tokens are still recognised.
-func (t *Tokenizer) EncodeWithSpecial(text string, allowSpecial bool) []int {
-	return t.AppendEncode(make([]int, 0, len(text)/3+1), text, allowSpecial)
+func (t *Tokenizer) EncodeWithSpecial(text string, allowSpecial bool) []int32 {
+	return t.AppendEncode(make([]int32, 0, len(text)/3+1), text, allowSpecial)
 }
 
 // AppendEncode appends the ids of text to dst and returns the extended
 // slice, as EncodeWithSpecial.
-func (t *Tokenizer) AppendEncode(dst []int, text string, allowSpecial bool) []int {
+func (t *Tokenizer) AppendEncode(dst []int32, text string, allowSpecial bool) []int32 {
 	if len(t.added) == 0 {
 		return t.encodeNormalized(dst, text, allowSpecial, true)
 	}
-	return t.rawAdded.encode(dst, text, allowSpecial, func(dst []int, seg string, first bool) []int {
+	return t.rawAdded.encode(dst, text, allowSpecial, func(dst []int32, seg string, first bool) []int32 {
 		return t.encodeNormalized(dst, seg, allowSpecial, first)
 	})
 }
@@ -386,27 +386,27 @@ func (t *Tokenizer) AppendEncode(dst []int, text string, allowSpecial bool) []in
 // encodeNormalized normalizes a piece of text between raw added tokens, then
 // splits off normalized added tokens and encodes the rest. first says
 // whether seg starts the text.
-func (t *Tokenizer) encodeNormalized(dst []int, seg string, allowSpecial, first bool) []int {
+func (t *Tokenizer) encodeNormalized(dst []int32, seg string, allowSpecial, first bool) []int32 {
 	if len(t.norms) > 0 {
 		seg = t.normalizeText(seg, t.normalize)
 	}
 	if t.normAdded.empty() {
 		return t.encodePlain(dst, seg, first)
 	}
-	return t.normAdded.encode(dst, seg, allowSpecial, func(dst []int, s string, f bool) []int {
+	return t.normAdded.encode(dst, seg, allowSpecial, func(dst []int32, s string, f bool) []int32 {
 		return t.encodePlain(dst, s, first && f)
 	})
 }
 
 // encodePlain pre-tokenizes s and encodes each pre-token with BPE.
-func (c *core) encodePlain(dst []int, s string, first bool) []int {
+func (c *core) encodePlain(dst []int32, s string, first bool) []int32 {
 	if c.charLevel {
 		return c.preTokenize(dst, s, first, c.pre)
 	}
 	return c.split(dst, s, c.splitters)
 }
 
-func (c *core) split(dst []int, s string, splitters []splitter) []int {
+func (c *core) split(dst []int32, s string, splitters []splitter) []int32 {
 	if len(splitters) == 0 {
 		if s == "" {
 			return dst
@@ -434,7 +434,7 @@ func (c *core) split(dst []int, s string, splitters []splitter) []int {
 // apply as in the Hugging Face library: a run of byte-fallback tokens that
 // is not valid UTF-8 becomes one U+FFFD per byte, and a Strip or Metaspace
 // decoder may remove the leading space of the whole text.
-func (t *Tokenizer) Decode(ids []int) string {
+func (t *Tokenizer) Decode(ids []int32) string {
 	if t.charLevel {
 		return t.decodeChain(ids, false)
 	}
@@ -442,7 +442,7 @@ func (t *Tokenizer) Decode(ids []int) string {
 }
 
 // DecodeSkipSpecial is like Decode but leaves out special tokens.
-func (t *Tokenizer) DecodeSkipSpecial(ids []int) string {
+func (t *Tokenizer) DecodeSkipSpecial(ids []int32) string {
 	if t.charLevel {
 		return t.decodeChain(ids, true)
 	}
@@ -455,9 +455,9 @@ func (t *Tokenizer) DecodeSkipSpecial(ids []int) string {
 // not byte-level, its text with the decoders' replacements made (such as
 // "▁" to " "), and the byte a byte-fallback token stands for; decoders that
 // act on the whole text, such as Strip, do not apply.
-func (t *Tokenizer) AppendDecode(dst []byte, ids []int, skipSpecial bool) []byte {
+func (t *Tokenizer) AppendDecode(dst []byte, ids []int32, skipSpecial bool) []byte {
 	for _, id := range ids {
-		if id < 0 || id >= len(t.decode) || (skipSpecial && t.flags[id]&flagSpecial != 0) {
+		if id < 0 || int(id) >= len(t.decode) || (skipSpecial && t.flags[id]&flagSpecial != 0) {
 			continue
 		}
 		dst = append(dst, t.decode[id]...)
@@ -608,7 +608,7 @@ func (m *addedMatcher) find(s string, from int) (int, *addedToken) {
 
 // encode splits text on added tokens and appends their ids, calling rest
 // for the text between them, with whether that text starts text.
-func (m *addedMatcher) encode(dst []int, text string, allowSpecial bool, rest func([]int, string, bool) []int) []int {
+func (m *addedMatcher) encode(dst []int32, text string, allowSpecial bool, rest func([]int32, string, bool) []int32) []int32 {
 	start, pos := 0, 0
 	for pos < len(text) {
 		i, tok := m.find(text, pos)

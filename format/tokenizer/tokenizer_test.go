@@ -34,8 +34,8 @@ func qwen3(t testing.TB) *Tokenizer {
 }
 
 type conformanceCase struct {
-	Text string `json:"text"`
-	IDs  []int  `json:"ids"`
+	Text string  `json:"text"`
+	IDs  []int32 `json:"ids"`
 }
 
 func TestQwen2Conformance(t *testing.T) {
@@ -76,9 +76,9 @@ func TestQwen3Basics(t *testing.T) {
 		t.Errorf("Normalization = %q, want NFC", tok.Normalization())
 	}
 	for _, c := range []struct {
-		f    func() (int, bool)
+		f    func() (int32, bool)
 		name string
-		want int
+		want int32
 		ok   bool
 	}{{tok.BOS, "BOS", -1, false}, {tok.EOS, "EOS", 151645, true}, {tok.PAD, "PAD", 151643, true}} {
 		if id, ok := c.f(); id != c.want || ok != c.ok {
@@ -106,7 +106,7 @@ func TestSpecialTokens(t *testing.T) {
 	tok := qwen3(t)
 	text := "<|im_start|>user\nHi<|im_end|>\n<think>x</think>"
 	got := tok.Encode(text)
-	want := []int{151644, 872, 198, 13048, 151645, 198, 151667, 87, 151668}
+	want := []int32{151644, 872, 198, 13048, 151645, 198, 151667, 87, 151668}
 	if !slices.Equal(got, want) {
 		t.Errorf("Encode(%q) = %v, want %v", text, got, want)
 	}
@@ -125,7 +125,7 @@ func TestSpecialTokens(t *testing.T) {
 	if back := tok.Decode(plain); back != text {
 		t.Errorf("Decode(EncodeWithSpecial(false)) = %q", back)
 	}
-	if got := tok.Decode([]int{-5, 1 << 30, 9707}); got != "Hello" {
+	if got := tok.Decode([]int32{-5, 1 << 30, 9707}); got != "Hello" {
 		t.Errorf("Decode with invalid ids = %q", got)
 	}
 }
@@ -294,7 +294,7 @@ func TestBPELargeMatchesSmall(t *testing.T) {
 func TestConcurrentEncode(t *testing.T) {
 	tok := qwen3(t)
 	texts := gsm8kTexts(t)[:200]
-	want := make([][]int, len(texts))
+	want := make([][]int32, len(texts))
 	for i, s := range texts {
 		want[i] = tok.Encode(s)
 	}
@@ -373,7 +373,7 @@ func gsm8kTexts(t testing.TB) []string {
 func TestByteTokenizer(t *testing.T) {
 	var enc Encoder = NewByteTokenizer()
 	ids := enc.Encode("<s>12+7=19</s>")
-	want := []int{ByteBOS, '1', '2', '+', '7', '=', '1', '9', ByteEOS}
+	want := []int32{ByteBOS, '1', '2', '+', '7', '=', '1', '9', ByteEOS}
 	if !slices.Equal(ids, want) {
 		t.Errorf("Encode = %v, want %v", ids, want)
 	}
@@ -447,13 +447,13 @@ func TestTinyTokenizer(t *testing.T) {
 			hi, _ := tok.TokenID("hi")
 			for _, c := range []struct {
 				in   string
-				want []int
+				want []int32
 			}{
-				{"abc", []int{abc}},
-				{"abcab a", []int{abc, ab, ga}},
-				{"hi<|eos|>", []int{hi, 300}},
-				{"hi [X]  hi", []int{hi, 301, hi}}, // lstrip and rstrip absorb the spaces
-				{"hi <w> x<w>", []int{hi, ' ', 302, ' ', 'x', '<', 'w', '>'}},
+				{"abc", []int32{abc}},
+				{"abcab a", []int32{abc, ab, ga}},
+				{"hi<|eos|>", []int32{hi, 300}},
+				{"hi [X]  hi", []int32{hi, 301, hi}}, // lstrip and rstrip absorb the spaces
+				{"hi <w> x<w>", []int32{hi, ' ', 302, ' ', 'x', '<', 'w', '>'}},
 			} {
 				if got := tok.Encode(c.in); !slices.Equal(got, c.want) {
 					t.Errorf("pairs=%v pre=%.20s: Encode(%q) = %v, want %v", pairs, pre, c.in, got, c.want)
@@ -476,9 +476,9 @@ func TestIgnoreMerges(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []int{'z', 'q'}
+		want := []int32{'z', 'q'}
 		if ignore {
-			want = []int{400}
+			want = []int32{400}
 		}
 		if got := tok.Encode("zq"); !slices.Equal(got, want) {
 			t.Errorf("ignore_merges=%v: Encode(zq) = %v, want %v", ignore, got, want)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"rlvr/format/tokenizer"
-	"rlvr/internal/tokens"
 	"rlvr/sample"
 	"rlvr/serve"
 )
@@ -43,7 +42,7 @@ func (g *Counting) Sample(ctx context.Context, reqs []sample.Request) ([][]sampl
 		g.n = map[string]int{}
 	}
 	for _, r := range reqs {
-		g.n[tokenizer.NewByteTokenizer().Decode(tokens.Ints(r.Prompt))]++
+		g.n[tokenizer.NewByteTokenizer().Decode(r.Prompt)]++
 	}
 	g.mu.Unlock()
 	select {

@@ -288,7 +288,7 @@ type request struct {
 // RequestText returns the text of a completion or chat request body, by
 // which Faults counts attempts and draws faults (see KindOf). A
 // completion's text is its prompt, several prompts joined by newlines,
-// token prompts written as fmt.Sprint writes [][]int; a chat's text is
+// token prompts written as fmt.Sprint writes [][]int32; a chat's text is
 // each message as "role: content\n". A body that is neither is its own
 // text.
 func RequestText(body []byte) string {

@@ -23,8 +23,8 @@ import (
 // batched with. It emits EOS, when set, at hash-chosen positions, and now
 // and then a two-byte UTF-8 character ("é") split across two tokens. It
 // honours MaxTokens, StopTokens, Stop strings (cutting the text before the
-// stop string and dropping the token that completed it, as sample.Sampler
-// does), N and OnToken. Its Text includes the text of a final stop token.
+// stop string and dropping the token that completed it, as sample's rules
+// do), N and OnToken. Its Text includes the text of a final stop token.
 // Its logprobs are in (-1, 0).
 type Generator struct {
 	// Decoder turns tokens into Completion.Text; with
@@ -151,12 +151,7 @@ func (g *Generator) step(r *sample.Request, s *seq) {
 	}
 	lp := -float32((x>>20)%1000+1) / 1001
 
-	ids := make([]int, len(s.toks)+1)
-	for i, t := range s.toks {
-		ids[i] = int(t)
-	}
-	ids[len(s.toks)] = int(tok)
-	text := g.Decoder.Decode(ids)
+	text := g.Decoder.Decode(append(s.toks, tok))
 	cut := -1
 	for _, stop := range p.Stop {
 		if i := strings.Index(text, stop); i >= 0 && (cut < 0 || i < cut) {

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"rlvr/api/tinker"
+	"rlvr/backend/local"
 	"rlvr/checkpoint"
 	"rlvr/engine/gemm"
 	"rlvr/engine/model"
 	"rlvr/format/tokenizer"
-	"rlvr/internal/tokens"
 	"rlvr/sample"
 )
 
@@ -102,7 +102,7 @@ var sampleCases = []sampleCase{
 }
 
 // TestSampleMatchesSampler samples over HTTP, the calls batched together
-// on the sampling worker, and checks each equals sample.Sampler run on
+// on the sampling worker, and checks each equals local.Sampler run on
 // the request alone over the same weights: bit for bit with the pure-Go
 // matrix products, and with MaxBatch 1, which samples each call alone;
 // with OpenBLAS, whose products round differently for different batch
@@ -123,7 +123,7 @@ func TestSampleMatchesSampler(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			smp := sample.New(l.Model, l.Tokenizer)
+			smp := local.NewSampler(l.Model, l.Tokenizer)
 			ctx := context.Background()
 
 			// Hold the worker at a first call so that the others queue
@@ -168,8 +168,8 @@ func TestSampleMatchesSampler(t *testing.T) {
 			strict(t, h.wait(futures[3].RequestID), &got)
 			stops := "eaiousnt"
 			for k, s := range got.Sequences {
-				text := l.Tokenizer.Decode(tokens.Ints(s.Tokens))
-				before := l.Tokenizer.Decode(tokens.Ints(s.Tokens[:len(s.Tokens)-1]))
+				text := l.Tokenizer.Decode(s.Tokens)
+				before := l.Tokenizer.Decode(s.Tokens[:len(s.Tokens)-1])
 				if strings.ContainsAny(before, stops) {
 					t.Errorf("sample %d %q goes on past a stop string", k, text)
 				}
@@ -264,7 +264,7 @@ func TestSamplerWeights(t *testing.T) {
 		t.Fatal(err)
 	}
 	copy(m.Params, trained)
-	want, err := sample.New(m, l.Tokenizer).Sample(context.Background(), []sample.Request{c.local(l)})
+	want, err := local.NewSampler(m, l.Tokenizer).Sample(context.Background(), []sample.Request{c.local(l)})
 	if err != nil {
 		t.Fatal(err)
 	}

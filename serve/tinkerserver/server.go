@@ -2,7 +2,7 @@
 // engine, so that a Tinker client — rlvr's remote backend, or the official
 // Tinker SDK — can be run over real HTTP against numbers known exactly:
 // every forward, gradient, optimizer step and sample is computed by
-// backend/local's Learner and sample.Sampler, as an in-process run
+// backend/local's Learner and Sampler, as an in-process run
 // computes it. It is what `rlvr serve --tinker` runs, and follows SkyRL
 // tx's server (skyrl/tinker/api.py) and hosted Tinker on the subset rlvr
 // and the SDK use.
@@ -39,7 +39,7 @@
 // sample_sequence_ids entry per sample from asample's future.
 //
 // Sampling runs on one worker for the whole server, which passes the
-// requests queued for the same weights to one sample.Sampler.Sample call;
+// requests queued for the same weights to one local.Sampler.Sample call;
 // a request's draws depend only on its own seed. Its numbers depend on
 // the batch only as the engine's do: with the pure-Go matrix products
 // not at all, and with OpenBLAS, whose kernels round differently for
@@ -143,10 +143,10 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"rlvr/api/tinker"
+	"rlvr/backend/local"
 	"rlvr/checkpoint"
 	"rlvr/engine/model"
 	"rlvr/internal/secret"
-	"rlvr/sample"
 )
 
 // Config configures a Server. Every field but Models and StateDir has a
@@ -175,7 +175,7 @@ type Config struct {
 	// MaxNewTokens bounds asample's max_tokens. 0 means 4096.
 	MaxNewTokens int
 	// MaxBatch bounds the sequences (requests × num_samples) sampled in
-	// one sample.Sampler.Sample call; a request with more samples runs
+	// one local.Sampler.Sample call; a request with more samples runs
 	// alone. 0 means 64.
 	MaxBatch int
 	// BatchWindow is how long the idle sampling worker waits after a
@@ -284,7 +284,7 @@ type base struct {
 
 	// Owned by the sampling worker.
 	sampModel *model.Model
-	sampler   *sample.Sampler
+	sampler   *local.Sampler
 	current   *weights // the weights sampModel holds
 }
 
@@ -334,7 +334,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("tinkerserver: model %s: %w", name, err)
 		}
 		// Weights change only through sampleWith's copy, which repacks.
-		b := &base{name: name, loaded: l, sampModel: sm, sampler: sample.NewFixed(sm, l.Tokenizer)}
+		b := &base{name: name, loaded: l, sampModel: sm, sampler: local.NewFixedSampler(sm, l.Tokenizer)}
 		b.weights = &weights{base: b, params: l.Model.Params, path: name}
 		s.bases[name] = b
 		s.names = append(s.names, name)

@@ -212,8 +212,8 @@ func runRlvr(bin, model string, streams []int, tokens, threads int, env []string
 }
 
 // runTransformers runs python/rollout_bench_transformers.py.
-func runTransformers(python, dir string, token int, streams []int, tokens, threads int, env []string) (run, error) {
-	cmd := exec.Command(python, "python/rollout_bench_transformers.py", "--model", dir, "--token", strconv.Itoa(token),
+func runTransformers(python, dir string, token int32, streams []int, tokens, threads int, env []string) (run, error) {
+	cmd := exec.Command(python, "python/rollout_bench_transformers.py", "--model", dir, "--token", fmt.Sprint(token),
 		"--streams", joinInts(streams), "--max-new", strconv.Itoa(tokens), "--threads", strconv.Itoa(threads))
 	cmd.Env = env
 	return measureLines(cmd, func(line []byte) (measurement, error) {

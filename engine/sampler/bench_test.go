@@ -1,4 +1,4 @@
-package sample
+package sampler
 
 import (
 	"fmt"
@@ -9,18 +9,15 @@ import (
 // temperature 1, all streams in one batch; tokens/s is the aggregate.
 func BenchmarkStories260K(b *testing.B) {
 	m, _ := stories(b)
-	s := New(m, nil)
+	s := New(m)
 	for _, n := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) {
-			req := []Request{{Prompt: []int32{1}, Params: Params{MaxTokens: 256, Temperature: 1, N: n, Seed: 1}}}
 			tokens := 0
+			req := []Request{{Prompt: []int32{1}, MaxNew: 256, Temperature: 1, N: n, Seed: 1,
+				Accept: func(int, int32, float32, bool) bool { tokens++; return false }}}
 			for b.Loop() {
-				out, err := s.Sample(ctx, req)
-				if err != nil {
+				if err := s.Sample(ctx, req); err != nil {
 					b.Fatal(err)
-				}
-				for _, c := range out[0] {
-					tokens += len(c.Tokens)
 				}
 			}
 			b.ReportMetric(float64(tokens)/b.Elapsed().Seconds(), "tokens/s")

@@ -1,4 +1,15 @@
-package sample
+// Package sampler draws continuations of token prompts from a model with a
+// KV cache: greedy or temperature sampling with top-k and top-p, several
+// continuations per prompt, prompts of different lengths in one batch,
+// seeded and reproducible. Every drawn token comes with the model's logprob
+// of it, computed with the learner's numerics (model.LogSumExp), so that an
+// importance ratio starts at 1.
+//
+// Where a continuation ends, beyond its token budget and the model's
+// context, is the caller's: Request.Accept sees every drawn token and says.
+// Package sample's stop tokens and stop strings are such a caller
+// (backend/local); this package knows no text.
+package sampler
 
 import (
 	"context"
@@ -6,20 +17,38 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
-	"unicode/utf8"
 
 	"rlvr/engine/model"
 	"rlvr/engine/parallel"
 	"rlvr/engine/vec"
-	"rlvr/internal/tokens"
 )
 
-// Sampler generates from a model. It is not safe for concurrent use; a
-// server gathers concurrent requests into one Sample call.
+// Request is one prompt and how to draw its continuations.
+type Request struct {
+	Prompt []int32
+	N      int // continuations of the prompt, drawn from one prefill; 0 means 1
+	MaxNew int // new tokens at most per continuation; at least 1
+	// Temperature scales the logits; 0 means greedy (argmax), and so does
+	// a positive temperature too small to divide the logits by (their
+	// largest, divided by it, overflows float32: below about 1e-38 for
+	// logits of order 1). It must not be negative or NaN.
+	Temperature float32
+	TopP        float32 // nucleus mass to keep, in [0, 1]; 0 or 1 keeps all
+	TopK        int     // keep the k most likely tokens; 0 keeps all
+	// Seed fixes the draws: continuation k draws from the PCG stream
+	// (Seed, k), whatever else is in the batch.
+	Seed uint64
+	// Accept, if set, is given every drawn token of continuation k in
+	// order, with its logprob, from the goroutine that called Sample, and
+	// reports whether the continuation ends there. last says it ends
+	// anyway: MaxNew tokens drawn, or the model's context full.
+	Accept func(k int, token int32, logprob float32, last bool) (done bool)
+}
+
+// Sampler draws from a model. It is not safe for concurrent use; a server
+// gathers concurrent requests into one Sample call.
 type Sampler struct {
-	Model   *model.Model
-	Decoder Decoder // for stop strings and Completion.Text; nil leaves Text empty and rejects stop strings
+	Model *model.Model
 	// PackOnce keeps the cache's packed copy of the projection matrices
 	// from one call to the next: the caller promises the weights do not
 	// change (a served checkpoint), or calls Repack when they do (norms and
@@ -54,97 +83,88 @@ func (s *Sampler) Repack() { s.stale = true }
 
 // NewFixed returns a sampler over a checkpoint whose weights do not change
 // (a served or evaluated one): it packs them once (PackOnce).
-func NewFixed(m *model.Model, dec Decoder) *Sampler {
-	s := New(m, dec)
+func NewFixed(m *model.Model) *Sampler {
+	s := New(m)
 	s.PackOnce = true
 	return s
 }
 
 // New returns a sampler over m.
-func New(m *model.Model, dec Decoder) *Sampler { return &Sampler{Model: m, Decoder: dec} }
+func New(m *model.Model) *Sampler { return &Sampler{Model: m} }
 
-// stream is one sample being generated.
+// stream is one continuation being drawn.
 type stream struct {
-	req, idx int // request and sample index within it
-	slot     int
-	rng      *rand.Rand
-	p        *Params
-	out      Completion
-	done     bool
-	onToken  func(int, int32, float32)
+	req   *Request
+	k     int // index among the request's continuations
+	slot  int
+	rng   *rand.Rand
+	drawn int
+	done  bool
 }
 
-// Sample continues every request's prompt Params.N times and returns the
-// completions per request. All samples run as one batch: a step feeds one
-// token of every unfinished sample through the model together. Sampling is
-// reproducible: a sample's randomness depends only on its request's Seed
-// and its index among the request's samples.
-func (s *Sampler) Sample(ctx context.Context, reqs []Request) ([][]Completion, error) {
+// Sample draws every request's continuations. All of them run as one
+// batch: a step feeds one token of every unfinished continuation through
+// the model together. A continuation's draws depend only on its request's
+// Seed and its index k, so they are the same alone or in any batch.
+func (s *Sampler) Sample(ctx context.Context, reqs []Request) error {
 	m := s.Model
 	V := m.Config.Vocab
 	var streams []*stream
 	capacity := 0
 	for i := range reqs {
 		r := &reqs[i]
-		p := &r.Params
-		if err := p.Validate(); err != nil {
-			return nil, fmt.Errorf("request %d: %w", i, err)
-		}
 		if len(r.Prompt) == 0 {
-			return nil, fmt.Errorf("request %d: empty prompt", i)
-		}
-		if len(p.Stop) > 0 && s.Decoder == nil {
-			return nil, fmt.Errorf("request %d: stop strings need a decoder", i)
+			return fmt.Errorf("request %d: empty prompt", i)
 		}
 		for _, t := range r.Prompt {
 			if t < 0 || int(t) >= V {
-				return nil, fmt.Errorf("request %d: prompt token %d outside the vocabulary [0, %d)", i, t, V)
+				return fmt.Errorf("request %d: prompt token %d outside the vocabulary [0, %d)", i, t, V)
 			}
 		}
 		if len(r.Prompt) >= m.Config.MaxSeq {
-			return nil, fmt.Errorf("request %d: prompt of %d tokens leaves no room in the context of %d", i, len(r.Prompt), m.Config.MaxSeq)
+			return fmt.Errorf("request %d: prompt of %d tokens leaves no room in the context of %d", i, len(r.Prompt), m.Config.MaxSeq)
 		}
-		n := max(p.N, 1)
-		for k := 0; k < n; k++ {
-			streams = append(streams, &stream{req: i, idx: k, slot: len(streams), p: p, onToken: r.OnToken,
-				rng: rand.New(rand.NewPCG(p.Seed, uint64(k)))})
+		if r.MaxNew < 1 {
+			return fmt.Errorf("request %d: MaxNew %d, want at least 1", i, r.MaxNew)
 		}
-		capacity = max(capacity, min(len(r.Prompt)+p.MaxNew(), m.Config.MaxSeq))
+		for k := range max(r.N, 1) {
+			streams = append(streams, &stream{req: r, k: k, slot: len(streams), rng: rand.New(rand.NewPCG(r.Seed, uint64(k)))})
+		}
+		capacity = max(capacity, min(len(r.Prompt)+r.MaxNew, m.Config.MaxSeq))
 	}
-	out := make([][]Completion, len(reqs))
 	if len(streams) == 0 {
-		return out, nil
+		return nil
 	}
 	if err := s.ensure(len(streams), capacity); err != nil {
-		return nil, err
+		return err
 	}
 	// Prefill each prompt once, then copy it to the request's other slots.
 	var prompts [][]int32
 	var first []int
 	for _, st := range streams {
-		if st.idx == 0 {
-			prompts = append(prompts, reqs[st.req].Prompt)
+		if st.k == 0 {
+			prompts = append(prompts, st.req.Prompt)
 			first = append(first, st.slot)
 		}
 	}
 	logits := s.logits[:len(streams)*V]
 	if err := m.Extend(s.cache, first, model.Pack(prompts), logits); err != nil {
-		return nil, err
+		return err
 	}
-	// Spread each prompt's logits to its samples, in slot order.
+	// Spread each prompt's logits to its continuations, in slot order.
 	for i := len(streams) - 1; i >= 0; i-- {
 		st := streams[i]
-		src := slices.Index(first, st.slot-st.idx)
+		src := slices.Index(first, st.slot-st.k)
 		copy(logits[st.slot*V:(st.slot+1)*V], logits[src*V:(src+1)*V])
-		if st.idx > 0 {
-			s.cache.CopySlot(st.slot, st.slot-st.idx)
+		if st.k > 0 {
+			s.cache.CopySlot(st.slot, st.slot-st.k)
 		}
 	}
 	active := slices.Clone(streams)
 	next, slots := s.next, s.slots
 	for len(active) > 0 {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		next, slots = next[:0], slots[:0]
 		// Draw every stream's token in parallel (each has its own random
@@ -152,7 +172,7 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) ([][]Completion, e
 		toks, lps := s.toks[:len(active)], s.lps[:len(active)]
 		parallel.Worker(len(active), func(w, lo, hi int) {
 			for i := lo; i < hi; i++ {
-				toks[i], lps[i] = s.pick(logits[i*V:(i+1)*V], active[i], s.scratch[w])
+				toks[i], lps[i] = pick(logits[i*V:(i+1)*V], active[i], s.scratch[w])
 			}
 		})
 		for i, st := range active {
@@ -175,22 +195,10 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) ([][]Completion, e
 		// One token per live stream: offsets 0, 1, …, len(next).
 		step := model.Batch{Tokens: next, Offsets: s.offsets[:len(next)+1]}
 		if err := m.Extend(s.cache, slots, step, logits[:len(active)*V]); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	for _, st := range streams {
-		out[st.req] = append(out[st.req], st.out)
-	}
-	return out, nil
-}
-
-// MaxNew is the number of new tokens the params allow: MaxTokens, or 256
-// when it is 0.
-func (p *Params) MaxNew() int {
-	if p.MaxTokens == 0 {
-		return 256
-	}
-	return p.MaxTokens
+	return nil
 }
 
 // ensure sizes the cache and buffers for n slots of capacity tokens.
@@ -222,14 +230,24 @@ func (s *Sampler) ensure(n, capacity int) error {
 	return nil
 }
 
+// accept hands a drawn token to its request's Accept and decides whether
+// the stream is finished.
+func (s *Sampler) accept(st *stream, tok int32, lp float32) {
+	st.drawn++
+	// The token goes into the cache at the next step, after those there.
+	last := st.drawn >= st.req.MaxNew || s.cache.Len[st.slot]+1 >= s.cache.Capacity
+	done := st.req.Accept != nil && st.req.Accept(st.k, tok, lp, last)
+	st.done = done || last
+}
+
 // pick draws the next token from a logits row and returns it with the
 // model's logprob of it (temperature 1, untruncated: the learner's). One
 // pass of exponentials serves both the logprob's normalizer and, at
 // temperature 1 without truncation, the distribution drawn from.
-func (s *Sampler) pick(z []float32, st *stream, sc *scratch) (int32, float32) {
+func pick(z []float32, st *stream, sc *scratch) (int32, float32) {
 	lse, mx := model.LogSumExp(z, sc.probs) // leaves exp(z − mx) in sc.probs
 	var tok int
-	if greedy(st.p.Temperature, mx) {
+	if greedy(st.req.Temperature, mx) {
 		tok = argmax(z)
 	} else {
 		tok = draw(z, st, sc, math.Exp(lse-float64(mx)))
@@ -237,9 +255,9 @@ func (s *Sampler) pick(z []float32, st *stream, sc *scratch) (int32, float32) {
 	return int32(tok), float32(float64(z[tok]) - lse)
 }
 
-// truncated reports whether p keeps fewer than all V tokens.
-func truncated(p *Params, V int) bool {
-	return (p.TopK > 0 && p.TopK < V) || (p.TopP > 0 && p.TopP < 1)
+// truncated reports whether r keeps fewer than all V tokens.
+func truncated(r *Request, V int) bool {
+	return (r.TopK > 0 && r.TopK < V) || (r.TopP > 0 && r.TopP < 1)
 }
 
 // greedy reports whether a row whose largest logit is mx is sampled at
@@ -273,26 +291,26 @@ func argmax(z []float32) int {
 // and then to the smallest set whose mass reaches top-p. sc.probs holds
 // exp(z − max z) and sum their total, as LogSumExp left them.
 func draw(z []float32, st *stream, sc *scratch, sum float64) int {
-	p := st.p
+	r := st.req
 	V := len(z)
 	x := z
-	if p.Temperature != 1 {
+	if r.Temperature != 1 {
 		x = sc.scaled[:V]
-		inv := 1 / p.Temperature
+		inv := 1 / r.Temperature
 		for i, v := range z {
 			x[i] = v * inv
 		}
 	}
-	if !truncated(p, V) {
+	if !truncated(r, V) {
 		// The whole vocabulary: no sorting needed, and at temperature 1
 		// no exponentials either.
 		probs := sc.probs[:V]
-		if p.Temperature != 1 {
+		if r.Temperature != 1 {
 			sum = vec.ExpShiftSum(probs, x, vec.Max(x))
 		}
 		return vec.SearchCumulative(probs, st.rng.Float64()*sum)
 	}
-	topP := p.TopP > 0 && p.TopP < 1
+	topP := r.TopP > 0 && r.TopP < 1
 	order := sc.order[:V]
 	for i := range order {
 		order[i] = int32(i)
@@ -308,8 +326,8 @@ func draw(z []float32, st *stream, sc *scratch, sum float64) int {
 		return int(a - b)
 	})
 	keep := V
-	if p.TopK > 0 && p.TopK < V {
-		keep = p.TopK
+	if r.TopK > 0 && r.TopK < V {
+		keep = r.TopK
 	}
 	order = order[:keep]
 	mx := x[order[0]]
@@ -324,7 +342,7 @@ func draw(z []float32, st *stream, sc *scratch, sum float64) int {
 		var c float64
 		for k := range order {
 			c += float64(probs[k]) / sum
-			if c >= float64(p.TopP) {
+			if c >= float64(r.TopP) {
 				keep = k + 1
 				break
 			}
@@ -346,108 +364,14 @@ func draw(z []float32, st *stream, sc *scratch, sum float64) int {
 	return int(order[len(order)-1])
 }
 
-// accept appends a token to a stream and decides whether it is finished.
-func (s *Sampler) accept(st *stream, tok int32, lp float32) {
-	promptLen := s.cache.Len[st.slot] // tokens already in the cache
-	kept, done := st.out.push(st.p, s.Decoder, tok, lp, promptLen+1 >= s.cache.Capacity)
-	if kept && st.onToken != nil {
-		st.onToken(st.idx, tok, lp)
-	}
-	st.done = done
-}
-
-// push appends a sampled token to c under p's stop rules and reports
-// whether the token was kept and whether the sample ended; full says the
-// model's context has no room for another token.
-func (c *Completion) push(p *Params, dec Decoder, tok int32, lp float32, full bool) (kept, done bool) {
-	if len(p.Stop) > 0 {
-		text := dec.Decode(append(tokens.Ints(c.Tokens), int(tok)))
-		for _, stop := range p.Stop {
-			if i := strings.Index(text, stop); i >= 0 {
-				c.Finish, c.StopString = FinishStop, stop
-				if !p.IncludeStop {
-					c.Text = text[:i]
-					return false, true
-				}
-				c.Text = text[:i+len(stop)]
-				c.Tokens = append(c.Tokens, tok)
-				c.Logprobs = append(c.Logprobs, lp)
-				return true, true
-			}
-		}
-	}
-	c.Tokens = append(c.Tokens, tok)
-	c.Logprobs = append(c.Logprobs, lp)
-	switch {
-	case slices.Contains(p.StopTokens, tok):
-		c.Finish, done = FinishStop, true
-	case len(c.Tokens) >= p.MaxNew() || full:
-		c.Finish, done = FinishLength, true
-	}
-	if done && dec != nil {
-		c.Text = dec.Decode(tokens.Ints(c.Tokens))
-	}
-	return true, done
-}
-
-// anyStopIn reports whether text holds one of the stop strings, or
-// whether one holds U+FFFD, which a prefix's cut character decodes to
-// and the whole text may not hold.
-func anyStopIn(text string, stop []string) bool {
-	for _, s := range stop {
-		if strings.Contains(text, s) || strings.ContainsRune(s, utf8.RuneError) {
-			return true
-		}
-	}
-	return false
-}
-
-// Replay passes tokens sampled elsewhere through p's stop rules and
-// returns the completion a sampler honouring them returns: the same
-// tokens, cut where a stop token, stop string or MaxTokens ends them.
-// finish is why the tokens ended when no rule ends them first. A remote
-// sampler that stops only at its own stop tokens gives, after Replay, the
-// local sampler's completion for the same draws. dec may be nil when p
-// has no stop strings.
-func Replay(p *Params, dec Decoder, toks []int32, lps []float32, finish Finish) (Completion, error) {
-	var c Completion
-	if len(toks) != len(lps) {
-		return c, fmt.Errorf("sample: %d tokens but %d logprobs", len(toks), len(lps))
-	}
-	if len(p.Stop) > 0 && dec == nil {
-		return c, fmt.Errorf("sample: stop strings need a decoder")
-	}
-	if len(p.Stop) > 0 && !anyStopIn(dec.Decode(tokens.Ints(toks)), p.Stop) {
-		// No stop string anywhere in the whole text, so none in a prefix
-		// of it: the per-token search, a decode per token, can be
-		// skipped.
-		q := *p
-		q.Stop = nil
-		p = &q
-	}
-	for i, t := range toks {
-		if _, done := c.push(p, dec, t, lps[i], false); done {
-			return c, nil
-		}
-	}
-	c.Finish = finish
-	if dec != nil {
-		c.Text = dec.Decode(tokens.Ints(c.Tokens))
-	}
-	return c, nil
-}
-
-// LogprobGap recomputes every sampled token's logprob with the learner's
+// LogprobGap recomputes every drawn token's logprob with the learner's
 // forward pass and returns the largest |sampler − learner| difference.
-func LogprobGap(m *model.Model, reqs []Request, out [][]Completion) (float64, error) {
+// Continuation i continues prompts[i]; logprobs[i] are the sampler's.
+func LogprobGap(m *model.Model, prompts, continuations [][]int32, logprobs [][]float32) (float64, error) {
 	var seqs, targets [][]int32
-	var lps [][]float32
-	for i, r := range reqs {
-		for _, c := range out[i] {
-			full := append(append([]int32(nil), r.Prompt...), c.Tokens...)
-			seqs, targets = append(seqs, full[:len(full)-1]), append(targets, full[1:])
-			lps = append(lps, c.Logprobs)
-		}
+	for i, p := range prompts {
+		full := append(append([]int32(nil), p...), continuations[i]...)
+		seqs, targets = append(seqs, full[:len(full)-1]), append(targets, full[1:])
 	}
 	b := model.Pack(seqs)
 	flat := model.Pack(targets).Tokens
@@ -456,7 +380,7 @@ func LogprobGap(m *model.Model, reqs []Request, out [][]Completion) (float64, er
 		return 0, err
 	}
 	var gap float64
-	for s, lp := range lps {
+	for s, lp := range logprobs {
 		end := b.Offsets[s+1]
 		for k, v := range lp {
 			gap = math.Max(gap, math.Abs(float64(v-learner[end-len(lp)+k])))

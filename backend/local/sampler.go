@@ -1,0 +1,71 @@
+package local
+
+import (
+	"context"
+	"fmt"
+
+	"rlvr/engine/model"
+	"rlvr/engine/sampler"
+	"rlvr/sample"
+)
+
+// Sampler generates completions of sample.Requests in this process: the
+// engine's sampler draws the tokens, and sample's stop rules
+// (Completion.Add) end each completion, so that it completes exactly what
+// a remote sampler completes after sample.Replay. It is not safe for
+// concurrent use; a server gathers concurrent requests into one Sample
+// call.
+type Sampler struct {
+	Engine  *sampler.Sampler
+	Decoder sample.Decoder // for stop strings and Completion.Text; nil leaves Text empty and rejects stop strings
+}
+
+// NewSampler returns a sampler over m that sees every change to its
+// weights (a trainer's).
+func NewSampler(m *model.Model, dec sample.Decoder) *Sampler {
+	return &Sampler{Engine: sampler.New(m), Decoder: dec}
+}
+
+// NewFixedSampler returns a sampler over a checkpoint whose weights do not
+// change (a served or evaluated one): it packs them once
+// (sampler.Sampler.PackOnce); call Repack after changing them.
+func NewFixedSampler(m *model.Model, dec sample.Decoder) *Sampler {
+	return &Sampler{Engine: sampler.NewFixed(m), Decoder: dec}
+}
+
+// Repack tells a fixed sampler that the weights have changed.
+func (s *Sampler) Repack() { s.Engine.Repack() }
+
+// Sample continues every request's prompt Params.N times and returns the
+// completions per request. All samples run as one batch, and a sample
+// depends only on its request's Seed and its index among the request's
+// samples (sampler.Sampler.Sample).
+func (s *Sampler) Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
+	out := make([][]sample.Completion, len(reqs))
+	draws := make([]sampler.Request, len(reqs))
+	for i := range reqs {
+		r := &reqs[i]
+		p := &r.Params
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("request %d: %w", i, err)
+		}
+		if len(p.Stop) > 0 && s.Decoder == nil {
+			return nil, fmt.Errorf("request %d: stop strings need a decoder", i)
+		}
+		cs := make([]sample.Completion, max(p.N, 1))
+		out[i] = cs
+		draws[i] = sampler.Request{Prompt: r.Prompt, N: len(cs), MaxNew: p.MaxNew(),
+			Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, Seed: p.Seed,
+			Accept: func(k int, tok int32, lp float32, last bool) bool {
+				kept, done := cs[k].Add(p, s.Decoder, tok, lp, last)
+				if kept && r.OnToken != nil {
+					r.OnToken(k, tok, lp)
+				}
+				return done
+			}}
+	}
+	if err := s.Engine.Sample(ctx, draws); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
