@@ -6,13 +6,14 @@
 //  1. engine (engine/...): kernels, the model, the optimizer and the
 //     sampler. It imports nothing of rlvr outside engine/.
 //  2. helpers (internal/atomicfile, internal/gzjson, internal/httpretry,
-//     internal/httpurl, internal/jsonl, internal/layers, internal/realmodel,
-//     internal/secret, internal/shareddata): leaves that import nothing of
-//     rlvr.
+//     internal/httpurl, internal/jsonl, internal/layers, internal/located,
+//     internal/realmodel, internal/secret, internal/shareddata): leaves that
+//     import nothing of rlvr.
 //  3. formats (format/..., checkpoint, internal/modeltest): real files,
 //     read and written, and a model opened with its tokenizer.
-//  4. shared types (sample, backend, api/...): the contracts of generation
-//     and of learning, and the OpenAI and Tinker wire types.
+//  4. shared types (sample, backend, api/..., rundir): the contracts of
+//     generation and of learning, the OpenAI and Tinker wire types, and
+//     the run directory's files and records.
 //  5. backends (backend/local, backend/remote, client/openai): the engine
 //     behind those contracts, a Tinker-compatible service, and the client
 //     of OpenAI-compatible servers.
@@ -20,11 +21,14 @@
 //     experts and the consultation use, and the Tinker API.
 //  7. tasks and verifiers (task/..., verify, worldmodel): examples,
 //     datasets, the built-in world, answer checking.
-//  8. evaluation and experts (eval, report, expert/..., internal/dmetest).
+//  8. evaluation and experts (eval, expert/..., internal/dmetest).
 //  9. methods (rollout, consult, reflection, method): how questions become
 //     trajectories, rewards and loss terms.
 //  10. train (train): the training loop.
-//  11. commands (cmd/..., bench, scripts/..., configs).
+//  11. reports (report): a run's metrics, evaluations and samples as
+//     tables, charts and a page, named by the metric constants of the
+//     packages that emit them.
+//  12. commands (cmd/..., bench, scripts/..., configs).
 //
 // Besides, the shared types, rollout, client/openai, task/... and verify
 // depend on no engine package, not even through another package: what

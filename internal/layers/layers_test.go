@@ -21,21 +21,22 @@ var layers = []struct {
 }{
 	{"engine", []string{"engine/..."}},
 	{"helpers", []string{"internal/atomicfile", "internal/gzjson", "internal/httpretry", "internal/httpurl",
-		"internal/jsonl", "internal/layers", "internal/realmodel", "internal/secret", "internal/shareddata"}},
+		"internal/jsonl", "internal/layers", "internal/located", "internal/realmodel", "internal/secret", "internal/shareddata"}},
 	{"formats", []string{"format/...", "checkpoint", "internal/modeltest"}},
-	{"shared types", []string{"sample", "backend", "api/..."}},
+	{"shared types", []string{"sample", "backend", "api/...", "rundir"}},
 	{"backends", []string{"backend/local", "backend/remote", "client/openai"}},
 	{"servers", []string{"serve/..."}},
 	{"tasks and verifiers", []string{"task/...", "verify", "worldmodel"}},
-	{"evaluation and experts", []string{"eval", "report", "expert/...", "internal/dmetest"}},
+	{"evaluation and experts", []string{"eval", "expert/...", "internal/dmetest"}},
 	{"methods", []string{"rollout", "consult", "reflection", "method"}},
 	{"train", []string{"train"}},
+	{"reports", []string{"report"}},
 	{"commands", []string{"cmd/...", "bench", "scripts/...", "configs"}},
 }
 
 // engineFree are the packages that depend on no engine package, directly
 // or not.
-var engineFree = []string{"sample", "backend", "api/...", "rollout", "client/openai", "task/...", "verify"}
+var engineFree = []string{"sample", "backend", "api/...", "rundir", "rollout", "client/openai", "task/...", "verify"}
 
 // match reports whether the module-relative path p matches one of the
 // patterns.
