@@ -80,20 +80,54 @@ func (l *Loaded) Decode(ids []int32) string {
 //   - a .bin file: a llama2.c checkpoint; tokenizerPath names its
 //     tokenizer (default: tok512.bin or tokenizer.bin beside it).
 func Open(path, tokenizerPath string) (*Loaded, error) {
-	st, err := os.Stat(path)
+	f, err := FormatOf(path)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
+		return nil, err
 	}
-	if st.IsDir() {
+	switch f {
+	case HF:
 		return openHF(path, tokenizerPath)
-	}
-	switch {
-	case strings.HasSuffix(path, ".bin"):
+	case Llama2C:
 		return openLlama2C(path, tokenizerPath)
-	case strings.HasSuffix(path, ".gguf"):
+	default:
 		return openGGUF(path, tokenizerPath)
 	}
-	return nil, fmt.Errorf("checkpoint: %s is neither a Hugging Face directory, a .gguf file nor a llama2.c .bin file", path)
+}
+
+// Format is a kind of model file Open reads.
+type Format int
+
+const (
+	HF      Format = iota // a Hugging Face directory
+	GGUF                  // a llama.cpp .gguf file
+	Llama2C               // a llama2.c .bin file
+)
+
+// FormatOf tells which kind of model path is, from its name and, for a
+// directory, its config.json, without reading the weights: commands check
+// a --model flag with it before any work.
+func FormatOf(path string) (Format, error) {
+	st, err := os.Stat(path)
+	switch {
+	case path == "":
+		return 0, fmt.Errorf("checkpoint: the model path is empty")
+	case err != nil:
+		// The path's own error, named once: "m.gguf: no such file or directory".
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return 0, fmt.Errorf("checkpoint: %s: %w", path, err)
+	case st.IsDir():
+		if cs, err := os.Stat(filepath.Join(path, "config.json")); err != nil || !cs.Mode().IsRegular() {
+			return 0, fmt.Errorf("checkpoint: %s has no config.json: not a Hugging Face model directory", path)
+		}
+		return HF, nil
+	case st.Mode().IsRegular() && strings.HasSuffix(path, ".bin"):
+		return Llama2C, nil
+	case st.Mode().IsRegular() && strings.HasSuffix(path, ".gguf"):
+		return GGUF, nil
+	}
+	return 0, fmt.Errorf("checkpoint: %s is neither a Hugging Face directory, a .gguf file nor a llama2.c .bin file", path)
 }
 
 // Name is the name Open gives the model at path, found without reading

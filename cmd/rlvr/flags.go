@@ -14,6 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rlvr/checkpoint"
+
 	"rlvr/internal/httpurl"
 	"rlvr/sample"
 	"rlvr/task/world"
@@ -118,18 +120,10 @@ func (c *flagCheck) model(flag, path string) {
 			return
 		}
 	}
-	st, err := os.Stat(path)
-	switch {
-	case path == "":
+	if path == "" {
 		c.add(flag, "is empty")
-	case err != nil:
-		c.add(flag, "%s: %v", path, statProblem(err))
-	case st.IsDir():
-		if cs, err := os.Stat(filepath.Join(path, "config.json")); err != nil || !cs.Mode().IsRegular() {
-			c.add(flag, "%s has no config.json: not a Hugging Face model directory", path)
-		}
-	case !st.Mode().IsRegular() || !strings.HasSuffix(path, ".bin") && !strings.HasSuffix(path, ".gguf"):
-		c.add(flag, "%s is neither a Hugging Face model directory, a .gguf file nor a llama2.c .bin file", path)
+	} else if _, err := checkpoint.FormatOf(path); err != nil {
+		c.add(flag, "%v", strings.TrimPrefix(err.Error(), "checkpoint: "))
 	}
 }
 
