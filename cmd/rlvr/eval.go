@@ -75,8 +75,6 @@ after the --system prompt, in one system message, as training writes them.`,
 			if cmd.Flags().Changed("world") {
 				if p := worldModelPath(worldVersion); p == "" {
 					c.add("world", "%d: no such world version (%v)", worldVersion, world.Versions)
-				} else if cmd.Flags().Changed("model") || endpoint != "" {
-					c.add("world", "names the model, as --model or --endpoint do: give one of them")
 				} else {
 					modelPath = p
 				}
@@ -118,10 +116,6 @@ after the --system prompt, in one system message, as training writes them.`,
 			suffix = withNewlines(suffix)
 			expertIdx = checkPrompting(&c, cmd, chatMode, endpoint != "", expertIdx, experts)
 			switch {
-			case consultPath != "" && endpoint != "":
-				c.add("consult", "runs the consultation loop on a local model, not an --endpoint")
-			case consultPath != "" && experts > 0:
-				c.add("consult", "and --experts: the workflow asks the pool, not expert prompts")
 			case consultPath != "":
 				c.file("consult", consultPath)
 			case consultOpen:
@@ -235,6 +229,14 @@ after the --system prompt, in one system message, as training writes them.`,
 	f.StringVar(&samplesPath, "samples", "", "write every scored completion to this JSON Lines file (id, pass, index, gold, text, answer, reward)")
 	f.StringVar(&consultPath, "consult", "", "a training config with the consultation part: run its consultation loop at test time, every reply accepted (EAPO's expert-assisted workflow; self-collaboration with a pool of policy copies)")
 	f.BoolVar(&consultOpen, "consult-open", false, "with --consult, open every episode with each expert of the pool asked the whole question")
+	// One flag names the model; --expert I sets the prompt itself; the
+	// consultation loop runs on a local model and asks the pool, not
+	// expert prompts.
+	cmd.MarkFlagsMutuallyExclusive("world", "model", "endpoint")
+	cmd.MarkFlagsMutuallyExclusive("expert", "prompt-suffix")
+	cmd.MarkFlagsMutuallyExclusive("expert", "experts")
+	cmd.MarkFlagsMutuallyExclusive("consult", "endpoint")
+	cmd.MarkFlagsMutuallyExclusive("consult", "experts")
 	return cmd
 }
 
@@ -248,7 +250,7 @@ func checkPrompting(c *flagCheck, cmd *cobra.Command, chatMode string, endpoint 
 	default:
 		c.add("chat", "%q: want auto, on or off", chatMode)
 	}
-	expert = checkExpert(c, cmd, expert, "prompt-suffix", "experts")
+	expert = checkExpert(c, cmd, expert)
 	switch {
 	case chatMode == "off" && f.Changed("system"):
 		c.add("system", "is the system prompt of a chat, and --chat off sends plain text")
@@ -330,19 +332,14 @@ func suffixExperts(n int) []eval.Expert {
 	return xs
 }
 
-// checkExpert checks --expert I, when given, against the flags that would
-// also set the prompt, and returns it: -1 when it is not given.
-func checkExpert(c *flagCheck, cmd *cobra.Command, expert int, others ...string) int {
-	f := cmd.Flags()
-	if !f.Changed("expert") {
+// checkExpert checks --expert I, when given, and returns it: -1 when it is
+// not given. (The flags that would also set the prompt are marked
+// mutually exclusive with it.)
+func checkExpert(c *flagCheck, cmd *cobra.Command, expert int) int {
+	if !cmd.Flags().Changed("expert") {
 		return -1
 	}
 	c.intIn("expert", expert, 0, math.MaxInt)
-	for _, other := range others {
-		if f.Changed(other) {
-			c.add("expert", "and --%s are both given: --expert I sets the expert's prompt itself", other)
-		}
-	}
 	return expert
 }
 

@@ -47,9 +47,9 @@ func TestEvalConsultFlagsRefused(t *testing.T) {
 		want []string
 	}{
 		{[]string{"eval", "--consult-open"}, []string{"--consult-open needs --consult"}},
-		{[]string{"eval", "--consult", "x.yaml", "--endpoint", "http://127.0.0.1:1/v1"}, []string{"--consult runs the consultation loop on a local model"}},
+		{[]string{"eval", "--consult", "x.yaml", "--endpoint", "http://127.0.0.1:1/v1"}, []string{"[consult endpoint] were all set"}},
 		{[]string{"eval", "--consult", "missing.yaml"}, []string{"--consult"}},
-		{[]string{"eval", "--consult", "afile.txt", "--experts", "2"}, []string{"--consult and --experts"}},
+		{[]string{"eval", "--consult", "afile.txt", "--experts", "2"}, []string{"[consult experts] were all set"}},
 	} {
 		t.Run(fmt.Sprint(tc.args), func(t *testing.T) { refused(t, dir, tc.args, tc.want) })
 	}

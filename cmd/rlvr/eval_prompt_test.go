@@ -221,8 +221,11 @@ func TestEvalPromptFlagsRefused(t *testing.T) {
 	}{
 		{[]string{"eval", "--expert", "-1"}, []string{"--expert -1: must not be negative"}},
 		{[]string{"eval", "--chat", "yes"}, []string{`--chat "yes": want auto, on or off`}},
-		{[]string{"eval", "--expert", "1", "--prompt-suffix", "@E1"}, []string{"--expert and --prompt-suffix are both given"}},
-		{[]string{"eval", "--expert", "1", "--experts", "4"}, []string{"--expert and --experts are both given"}},
+		{[]string{"eval", "--expert", "1", "--prompt-suffix", "@E1"}, []string{"[expert prompt-suffix] were all set"}},
+		{[]string{"eval", "--expert", "1", "--experts", "4"}, []string{"[expert experts] were all set"}},
+		{[]string{"eval", "--world", "2", "--model", "m"}, []string{"[model world] were all set"}},
+		{[]string{"probe", "--world", "2", "--model", "m"}, []string{"[model world] were all set"}},
+		{[]string{"report", "--table", "--out", "o", "r"}, []string{"[out table] were all set"}},
 		{[]string{"eval", "--chat", "off", "--system", "S"}, []string{"--system is the system prompt of a chat, and --chat off sends plain text"}},
 		{[]string{"eval", "--chat", "on", "--prompt-suffix", "@E1"}, []string{"--prompt-suffix is for plain-text prompts, not --chat on"}},
 		{[]string{"eval", "--endpoint", "http://127.0.0.1:1/v1", "--chat", "on", "--experts", "2"}, []string{"--experts 2: an --endpoint's chats carry one system prompt"}},

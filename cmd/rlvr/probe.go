@@ -145,6 +145,7 @@ which MEL and EAPO can work:
 	f.Uint64Var(&seed, "seed", 1, "problem and sampling seed")
 	f.StringVar(&consultPath, "consult", "configs/world-eapo.yaml", "training config whose consultation part to probe")
 	f.StringVar(&out, "out", "", "also write the report as JSON to this file")
+	cmd.MarkFlagsMutuallyExclusive("world", "model")
 	return cmd
 }
 

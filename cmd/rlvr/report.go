@@ -52,10 +52,7 @@ row's difference from that row, paired by seed (config.yaml's seed).`,
 					c.problems = append(c.problems, fmt.Sprintf("run directory %s is a file, not a directory", dir))
 				}
 			}
-			switch {
-			case table && cmd.Flags().Changed("out"):
-				c.add("out", "is for the HTML page: --table prints to standard output")
-			case out != "":
+			if out != "" && !table {
 				c.outDir("out", out, true)
 			}
 			if !table && cmd.Flags().Changed("baseline") {
@@ -90,6 +87,7 @@ row's difference from that row, paired by seed (config.yaml's seed).`,
 	cmd.Flags().StringVarP(&out, "out", "o", "", "directory to write report.html and its charts into (default: the first run directory)")
 	cmd.Flags().BoolVar(&table, "table", false, "print a markdown table of rows across seeds instead of writing the page")
 	cmd.Flags().StringVar(&baseline, "baseline", "", "with --table, the row that a \"Δ vs\" column compares every row with, paired by seed")
+	cmd.MarkFlagsMutuallyExclusive("table", "out") // --table prints to standard output
 	return cmd
 }
 

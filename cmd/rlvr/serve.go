@@ -111,7 +111,7 @@ weights saved by save_weights go under --state.`,
 			if w := cfg.BatchWindow; w < 0 || w > maxBatchWindow {
 				c.add("batch-window", "%v: must be in [0, %v]", w, maxBatchWindow)
 			}
-			expertIndex = checkExpert(&c, cmd, expertIndex, "prompt-suffix")
+			expertIndex = checkExpert(&c, cmd, expertIndex)
 			if err := c.err(); err != nil {
 				return err
 			}
@@ -185,6 +185,7 @@ weights saved by save_weights go under --state.`,
 	f.BoolVar(&tinkerMode, "tinker", false, "answer the Tinker training API (/api/v1) over --model instead of the OpenAI API")
 	f.StringVar(&stateDir, "state", "", "with --tinker: the directory save_weights writes to (default: a new directory under the system's temporary directory)")
 	f.DurationVar(&pollTimeout, "poll-timeout", 0, "with --tinker: how long retrieve_future waits for a result before answering 408 (0: 30s)")
+	cmd.MarkFlagsMutuallyExclusive("expert", "prompt-suffix")
 	return cmd
 }
 
