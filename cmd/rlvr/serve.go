@@ -72,17 +72,6 @@ weights saved by save_weights go under --state.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
 			if tinkerMode {
-				for _, f := range []struct{ flag, why string }{
-					{"world-experts", "serves the world's scripted experts over the OpenAI API; --tinker serves --model for training"},
-					{"expert", "sets a prompt, and Tinker calls carry their own tokens"},
-					{"system", "sets a prompt, and Tinker calls carry their own tokens"},
-					{"prompt-suffix", "sets a prompt, and Tinker calls carry their own tokens"},
-					{"tokenizer", "is not read: --tinker takes the tokenizer beside the model"},
-				} {
-					if cmd.Flags().Changed(f.flag) {
-						c.add(f.flag, "does not go with --tinker: it %s", f.why)
-					}
-				}
 				if cmd.Flags().Changed("state") {
 					c.outDir("state", stateDir, true)
 				}
@@ -186,6 +175,12 @@ weights saved by save_weights go under --state.`,
 	f.StringVar(&stateDir, "state", "", "with --tinker: the directory save_weights writes to (default: a new directory under the system's temporary directory)")
 	f.DurationVar(&pollTimeout, "poll-timeout", 0, "with --tinker: how long retrieve_future waits for a result before answering 408 (0: 30s)")
 	cmd.MarkFlagsMutuallyExclusive("expert", "prompt-suffix")
+	// --tinker serves --model for training: no scripted experts, and no
+	// prompt, since Tinker calls carry their own tokens; the tokenizer is
+	// the one beside the model.
+	for _, f := range []string{"world-experts", "expert", "system", "prompt-suffix", "tokenizer"} {
+		cmd.MarkFlagsMutuallyExclusive("tinker", f)
+	}
 	return cmd
 }
 

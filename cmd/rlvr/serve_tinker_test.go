@@ -96,11 +96,11 @@ func TestServeTinkerFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args, want []string
 	}{
-		{[]string{"serve", "--tinker", "--world-experts"}, []string{"--world-experts does not go with --tinker"}},
-		{[]string{"serve", "--tinker", "--model", "model", "--expert", "1"}, []string{"--expert does not go with --tinker"}},
-		{[]string{"serve", "--tinker", "--model", "model", "--system", "x", "--prompt-suffix", "y"},
-			[]string{"--system does not go with --tinker", "--prompt-suffix does not go with --tinker"}},
-		{[]string{"serve", "--tinker", "--model", "model", "--tokenizer", "afile.txt"}, []string{"--tokenizer does not go with --tinker"}},
+		{[]string{"serve", "--tinker", "--world-experts"}, []string{"[tinker world-experts] were all set"}},
+		{[]string{"serve", "--tinker", "--model", "model", "--expert", "1"}, []string{"[expert tinker] were all set"}},
+		{[]string{"serve", "--tinker", "--model", "model", "--system", "x"}, []string{"[system tinker] were all set"}},
+		{[]string{"serve", "--tinker", "--model", "model", "--prompt-suffix", "y"}, []string{"[prompt-suffix tinker] were all set"}},
+		{[]string{"serve", "--tinker", "--model", "model", "--tokenizer", "afile.txt"}, []string{"[tinker tokenizer] were all set"}},
 		{[]string{"serve", "--tinker", "--model", "model", "--poll-timeout", "-1s"}, []string{"--poll-timeout -1s"}},
 		{[]string{"serve", "--tinker", "--model", "model", "--poll-timeout", "2h"}, []string{"--poll-timeout 2h0m0s"}},
 		{[]string{"serve", "--tinker", "--model", "model", "--state", "afile.txt"}, []string{"--state afile.txt is a file"}},
