@@ -90,17 +90,3 @@ func ZeroVariance[T comparable](rewards []T) bool {
 	}
 	return true
 }
-
-// Overlong is DAPO's soft overlong punishment for a response of
-// length tokens when responses may be maxLen long: 0 up to maxLen − cache,
-// then falling linearly to −1 at maxLen (and −1 beyond).
-func Overlong(length, maxLen, cache int) float64 {
-	start := maxLen - cache
-	switch {
-	case length <= start:
-		return 0
-	case length >= maxLen || cache <= 0:
-		return -1
-	}
-	return float64(start-length) / float64(cache)
-}

@@ -13,10 +13,10 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"rlvr/backend"
-	"rlvr/consult"
 	"rlvr/engine/optim"
 	"rlvr/expert"
 	"rlvr/method"
+	"rlvr/method/eapo"
 	"rlvr/task"
 	"rlvr/task/world"
 )
@@ -281,16 +281,16 @@ type ConsultationConfig struct {
 	// means 0.05.
 	Penalty *float64 `yaml:"penalty,omitempty"`
 	// Acceptance is p(t); default cosine from 1 to 0 over the run.
-	Acceptance *consult.Schedule `yaml:"acceptance,omitempty"`
+	Acceptance *eapo.Schedule `yaml:"acceptance,omitempty"`
 	// Turns is the turn budget T(t), rounded; default linear from 3 to 1,
 	// the evaluation's single turn.
-	Turns *consult.Schedule `yaml:"turns,omitempty"`
+	Turns *eapo.Schedule `yaml:"turns,omitempty"`
 	// MaxTokens bounds an episode's whole response, expert replies
 	// included; 0 means max_tokens.
 	MaxTokens int `yaml:"max_tokens,omitempty"`
 	// System, for a chat model, is added to the training prompt's system
 	// message to grant the consult action, with {k} and {experts} filled
-	// in (default consult.ChatTrainingPrompt); evaluation prompts go
+	// in (default eapo.ChatTrainingPrompt); evaluation prompts go
 	// without it.
 	System string `yaml:"system,omitempty"`
 }
@@ -316,7 +316,7 @@ type MetaExperienceConfig struct {
 	// Instruction is a chat model's instruction I, with {question},
 	// {correct_ans} and {error_ans}; Validation its replay preamble, with
 	// {experience}, which the question follows. Empty takes the paper's
-	// (reflection.PaperInstruction, reflection.PaperValidation). A model
+	// (mel.PaperInstruction, mel.PaperValidation). A model
 	// without a chat template uses the world's reflection format.
 	Instruction string `yaml:"instruction,omitempty"`
 	Validation  string `yaml:"validation,omitempty"`
@@ -703,12 +703,12 @@ func (c *RLConfig) resolveConsultation(add func(string, ...any)) {
 		add("consultation.penalty = %v must be finite and not negative", p)
 	}
 	if k.Acceptance == nil {
-		k.Acceptance = &consult.Schedule{Kind: consult.Cosine, Start: 1, End: 0}
+		k.Acceptance = &eapo.Schedule{Kind: eapo.Cosine, Start: 1, End: 0}
 	}
 	if k.Turns == nil {
-		k.Turns = &consult.Schedule{Kind: consult.Linear, Start: 3, End: 1}
+		k.Turns = &eapo.Schedule{Kind: eapo.Linear, Start: 3, End: 1}
 	}
-	for name, s := range map[string]*consult.Schedule{"consultation.acceptance": k.Acceptance, "consultation.turns": k.Turns} {
+	for name, s := range map[string]*eapo.Schedule{"consultation.acceptance": k.Acceptance, "consultation.turns": k.Turns} {
 		if err := s.Check(name); err != nil {
 			add("%v", err)
 		}
@@ -726,7 +726,7 @@ func (c *RLConfig) resolveConsultation(add func(string, ...any)) {
 		add("consultation.max_tokens = %d must be in [1, %d]", k.MaxTokens, 1<<20)
 	}
 	if k.System == "" && !c.Data.IsWorld() {
-		k.System = consult.ChatTrainingPrompt
+		k.System = eapo.ChatTrainingPrompt
 	}
 }
 

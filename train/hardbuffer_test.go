@@ -10,6 +10,7 @@ import (
 
 	"rlvr/backend"
 	"rlvr/method"
+	"rlvr/method/meml"
 	"rlvr/task"
 )
 
@@ -48,9 +49,9 @@ func hardBufferTerm(t *testing.T, c RLConfig) method.Term {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf *method.HardBuffer
+	var buf *meml.HardBuffer
 	for _, x := range m.(*method.RL).Extras {
-		if h, ok := x.(*method.HardBuffer); ok {
+		if h, ok := x.(*meml.HardBuffer); ok {
 			buf = h
 		}
 	}

@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"rlvr/checkpoint"
-	"rlvr/consult"
 	"rlvr/eval"
 	"rlvr/internal/tokens"
 	"rlvr/method"
-	"rlvr/reflection"
+	"rlvr/method/eapo"
+	"rlvr/method/mel"
 	"rlvr/rollout"
 	"rlvr/rundir"
 	"rlvr/sample"
@@ -53,7 +53,7 @@ func TestMetaExperienceConfig(t *testing.T) {
 	if len(extras) != 1 {
 		t.Fatalf("extras %+v", extras)
 	}
-	if me := extras[0].(*method.MetaExperience); me.Pairs != 0 || me.Format != (reflection.Chat{}) {
+	if me := extras[0].(*mel.MetaExperience); me.Pairs != 0 || me.Format != (mel.Chat{}) {
 		t.Fatalf("a chat model's part %+v", me)
 	}
 }
@@ -80,7 +80,7 @@ func TestMetaExperienceExhibited(t *testing.T) {
 		}
 		_, m, _ := strings.Cut(x.Text, "meta-experience M:\n")
 		m, _, _ = strings.Cut(m, "\n\n")
-		if _, err := (reflection.World{}).Parse(m); err != nil {
+		if _, err := (mel.World{}).Parse(m); err != nil {
 			t.Fatalf("the shown reflection %q does not parse: %v", m, err)
 		}
 		steps = append(steps, x.Step)
@@ -125,14 +125,14 @@ func TestMetaExperienceThroughChatTemplate(t *testing.T) {
 	pol := &chatPolicy{r: r, turns: []string{reply, "The sum is 19.\n#### 19"}}
 	env := &method.Env{Policy: pol, Render: r, Metrics: method.Metrics{}, Sampling: sample.Params{MaxTokens: 100, Temperature: 1, StopTokens: l.StopTokens},
 		Reward: func(e task.Example, response string) (float64, bool) { return eval.Reward(e, response) }}
-	terms, err := (&method.MetaExperience{Format: reflection.Chat{}, Weight: 1}).Terms(context.Background(), env, []method.Scored{g})
+	terms, err := (&mel.MetaExperience{Format: mel.Chat{}, Weight: 1}).Terms(context.Background(), env, []method.Scored{g})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if env.Metrics["mel/pairs"] != 1 || env.Metrics["mel/parsed"] != 1 || env.Metrics["mel/validated"] != 1 || len(terms) != 1 {
 		t.Fatalf("metrics %v, terms %+v", env.Metrics, terms)
 	}
-	request, err := r.Prompt(task.Example{Prompt: reflection.Chat{}.Request(q.Prompt, "12+7=19\n#### 19", "12+7=18\n#### 18")}, method.Variant{})
+	request, err := r.Prompt(task.Example{Prompt: mel.Chat{}.Request(q.Prompt, "12+7=19\n#### 19", "12+7=18\n#### 18")}, method.Variant{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestMetaExperienceWithoutConsultGrant(t *testing.T) {
 	}
 	const maxLen = 8192
 	cfg.Model, cfg.Chat = byteChatModel(t, maxLen), ChatConfig{Template: "on", System: "Answer after ####."}
-	cfg.Consultation.System = consult.ChatTrainingPrompt
+	cfg.Consultation.System = eapo.ChatTrainingPrompt
 	if err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
@@ -225,9 +225,9 @@ func TestMetaExperienceWithoutConsultGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var me *method.MetaExperience
+	var me *mel.MetaExperience
 	for _, x := range m.(*method.RL).Extras {
-		if x, ok := x.(*method.MetaExperience); ok {
+		if x, ok := x.(*mel.MetaExperience); ok {
 			me = x
 		}
 	}

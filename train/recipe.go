@@ -5,10 +5,12 @@ import (
 	"slices"
 	"strings"
 
-	"rlvr/consult"
 	"rlvr/expert"
 	"rlvr/method"
-	"rlvr/reflection"
+	"rlvr/method/dapo"
+	"rlvr/method/eapo"
+	"rlvr/method/mel"
+	"rlvr/method/meml"
 )
 
 // NewMethod assembles the method a config describes: the algorithm's
@@ -36,19 +38,19 @@ func NewMethod(c *RLConfig, setup Setup) (method.Method, error) {
 	}
 	rl := &method.RL{Objective: fam, GroupSize: c.GroupSize, Variants: variants}
 	if slices.Contains(c.Parts, PartOverlongPenalty) {
-		rl.Shapers = append(rl.Shapers, method.OverlongPenalty{MaxTokens: c.MaxTokens, Buffer: c.OverlongPenalty.Buffer})
+		rl.Shapers = append(rl.Shapers, dapo.OverlongPenalty{MaxTokens: c.MaxTokens, Buffer: c.OverlongPenalty.Buffer})
 	}
 	if c.KL != 0 && c.KLInReward {
 		rl.Shapers = append(rl.Shapers, method.RewardKL{Beta: c.KL, Estimator: c.KLEstimator})
 	}
 	if slices.Contains(c.Parts, PartDynamicSampling) {
-		rl.Filter = &method.DynamicSampling{MaxRounds: c.DynamicSampling.MaxRounds}
+		rl.Filter = dapo.DynamicSampling{MaxRounds: c.DynamicSampling.MaxRounds}
 	}
 	if slices.Contains(c.Parts, PartMutualLearning) {
-		rl.Extras = append(rl.Extras, &method.MutualLearning{Weight: c.MutualLearning.Weight, Exact: c.MutualLearning.Estimator == "exact"})
+		rl.Extras = append(rl.Extras, &meml.MutualLearning{Weight: c.MutualLearning.Weight, Exact: c.MutualLearning.Estimator == "exact"})
 	}
 	if h := c.HardBuffer; slices.Contains(c.Parts, PartHardBuffer) {
-		rl.Extras = append(rl.Extras, &method.HardBuffer{K: h.K, Capacity: h.Capacity, LR: h.LR, Weight: h.Weight})
+		rl.Extras = append(rl.Extras, &meml.HardBuffer{K: h.K, Capacity: h.Capacity, LR: h.LR, Weight: h.Weight})
 	}
 	if slices.Contains(c.Parts, PartConsultation) {
 		if setup.Pool == nil {
@@ -59,11 +61,11 @@ func NewMethod(c *RLConfig, setup Setup) (method.Method, error) {
 		rl.Shapers = append(rl.Shapers, cs)
 	}
 	if m := c.MetaExperience; slices.Contains(c.Parts, PartMetaExperience) {
-		var format reflection.Format = reflection.World{}
+		var format mel.Format = mel.World{}
 		if setup.Chat {
-			format = reflection.Chat{Instruction: m.Instruction, Validation: m.Validation}
+			format = mel.Chat{Instruction: m.Instruction, Validation: m.Validation}
 		}
-		rl.Extras = append(rl.Extras, &method.MetaExperience{Format: format, Pairs: m.Pairs, Weight: m.Weight,
+		rl.Extras = append(rl.Extras, &mel.MetaExperience{Format: format, Pairs: m.Pairs, Weight: m.Weight,
 			Temperature: m.Temperature, MaxTokens: m.MaxTokens})
 	}
 	return rl, nil
@@ -72,13 +74,13 @@ func NewMethod(c *RLConfig, setup Setup) (method.Method, error) {
 // NewConsultation is the consultation part of a resolved config, asking
 // pool in the chat schema for a chat model and in the world's line format
 // otherwise.
-func NewConsultation(c *RLConfig, chat bool, pool *expert.Pool) *method.Consultation {
+func NewConsultation(c *RLConfig, chat bool, pool *expert.Pool) *eapo.Consultation {
 	k := c.Consultation
-	var format consult.Format = consult.World{}
+	var format eapo.Format = eapo.World{}
 	if chat {
-		format = consult.Chat{}
+		format = eapo.Chat{}
 	}
-	return &method.Consultation{Format: format, Pool: pool, Accept: *k.Acceptance, Turns: *k.Turns, RunSteps: c.Steps,
+	return &eapo.Consultation{Format: format, Pool: pool, Accept: *k.Acceptance, Turns: *k.Turns, RunSteps: c.Steps,
 		MaxQueries: k.MaxQueries, Penalty: *k.Penalty, MaxTokens: k.MaxTokens}
 }
 
@@ -94,7 +96,7 @@ type Setup struct {
 // consultGrant is the system prompt text granting a chat policy the
 // consult action: consultation.system, or for a chat model on the world,
 // whose config sets no default (the world's own policy needs none),
-// consult.ChatTrainingPrompt as on a dataset.
+// eapo.ChatTrainingPrompt as on a dataset.
 func consultGrant(k *ConsultationConfig) string {
 	var names []string
 	for _, e := range k.Experts {
@@ -102,7 +104,7 @@ func consultGrant(k *ConsultationConfig) string {
 	}
 	system := k.System
 	if system == "" {
-		system = consult.ChatTrainingPrompt
+		system = eapo.ChatTrainingPrompt
 	}
 	return strings.NewReplacer("{k}", fmt.Sprint(k.MaxQueries), "{experts}", strings.Join(names, ", ")).Replace(system)
 }

@@ -18,9 +18,9 @@ import (
 
 	"rlvr/api/tinker"
 	"rlvr/backend/remote"
-	"rlvr/consult"
 	"rlvr/format/safetensors"
 	"rlvr/method"
+	"rlvr/method/eapo"
 	"rlvr/serve/tinkerserver"
 )
 
@@ -179,7 +179,7 @@ func TestEveryMethodRunsRemotely(t *testing.T) {
 		}, "mutual/answers"},
 		{"eapo", func(c *RLConfig) {
 			c.Algorithm, c.Parts = method.DAPO, []string{PartConsultation}
-			c.Consultation = &ConsultationConfig{Turns: &consult.Schedule{Kind: consult.Constant, Start: 2, End: 2}}
+			c.Consultation = &ConsultationConfig{Turns: &eapo.Schedule{Kind: eapo.Constant, Start: 2, End: 2}}
 		}, "consult/call_rate"},
 		{"mel-grpo", func(c *RLConfig) {
 			c.Parts, c.MetaExperience = []string{PartMetaExperience}, &MetaExperienceConfig{Pairs: 2}

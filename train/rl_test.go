@@ -19,12 +19,12 @@ import (
 	"time"
 
 	"rlvr/backend"
-	"rlvr/consult"
 	"rlvr/engine/model"
 	"rlvr/format/hf"
 	"rlvr/format/safetensors"
 	"rlvr/format/tokenizer"
 	"rlvr/method"
+	"rlvr/method/eapo"
 	"rlvr/rundir"
 	"rlvr/task"
 	"rlvr/worldmodel"
@@ -143,7 +143,7 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 		// p(t) and the turn budget anneal across the kill.
 		{"dapo+consultation", func(c *RLConfig) {
 			c.Algorithm, c.Parts = method.DAPO, []string{PartConsultation}
-			c.Consultation = &ConsultationConfig{Turns: &consult.Schedule{Kind: consult.Linear, Start: 4, End: 1}}
+			c.Consultation = &ConsultationConfig{Turns: &eapo.Schedule{Kind: eapo.Linear, Start: 4, End: 1}}
 		}, func(ms []map[string]float64) bool {
 			return ms[0]["consult/p"] == 1 && ms[5]["consult/p"] < ms[3]["consult/p"] && ms[5]["consult/turn_budget"] < ms[0]["consult/turn_budget"]
 		}},

@@ -9,9 +9,9 @@ import (
 	"sync"
 
 	"rlvr/checkpoint"
-	"rlvr/consult"
 	"rlvr/expert"
 	"rlvr/method"
+	"rlvr/method/eapo"
 	"rlvr/rollout"
 	"rlvr/sample"
 	"rlvr/task"
@@ -27,7 +27,7 @@ import (
 // question, and the policy answers after their replies. It implements
 // eval.Generator for a local model.
 type consultGenerator struct {
-	c       *method.Consultation
+	c       *eapo.Consultation
 	l       *checkpoint.Loaded
 	render  method.Renderer
 	sampler rollout.Sampler
@@ -65,8 +65,8 @@ func newConsultGenerator(path, modelPath string, l *checkpoint.Loaded, open bool
 	// The config's consultation as at its first step, every reply
 	// accepted.
 	c := train.NewConsultation(&cfg, l.Chat != nil, pool)
-	c.Accept = consult.Schedule{Kind: consult.Constant, Start: 1}
-	c.Turns = consult.Schedule{Kind: consult.Constant, Start: float64(c.TurnBudget(0))}
+	c.Accept = eapo.Schedule{Kind: eapo.Constant, Start: 1}
+	c.Turns = eapo.Schedule{Kind: eapo.Constant, Start: float64(c.TurnBudget(0))}
 	g := &consultGenerator{c: c, l: l, render: render, sampler: sample.NewFixed(l.Model, l.Tokenizer), open: open, questions: map[string]string{}}
 	if open { // the questions the opening consultation asks
 		for i, e := range examples {
@@ -84,14 +84,14 @@ func (g *consultGenerator) Generate(ctx context.Context, prompts []string, p sam
 		toks[i] = g.l.Encode(text)
 	}
 	if g.open {
-		queries := make([][]consult.Query, len(prompts))
+		queries := make([][]eapo.Query, len(prompts))
 		for i, text := range prompts {
 			q, ok := g.questions[text]
 			if !ok {
 				return nil, fmt.Errorf("eval: prompt %d is not one of the examples'", i)
 			}
 			for _, name := range g.c.Pool.Names() {
-				queries[i] = append(queries[i], consult.Query{Expert: name, Question: q})
+				queries[i] = append(queries[i], eapo.Query{Expert: name, Question: q})
 			}
 		}
 		opening, err := g.c.Opening(ctx, g.render, queries, p.Seed)
@@ -115,12 +115,12 @@ func (g *consultGenerator) Generate(ctx context.Context, prompts []string, p sam
 		for _, t := range gr.Trajectories {
 			out[i] = append(out[i], t.PolicyText)
 			g.episodes++
-			if t.Env[method.EnvCalls] > 0 || g.open {
+			if t.Env[eapo.EnvCalls] > 0 || g.open {
 				g.consulted++
 			}
-			g.asked += int(t.Env[method.EnvAsked])
+			g.asked += int(t.Env[eapo.EnvAsked])
 			for k, v := range t.Env {
-				if strings.HasPrefix(k, method.EnvFail) {
+				if strings.HasPrefix(k, eapo.EnvFail) {
 					g.fails += int(v)
 				}
 			}

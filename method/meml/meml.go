@@ -1,4 +1,4 @@
-package method
+package meml
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"rlvr/backend"
+	"rlvr/method"
 	"rlvr/task"
 )
 
@@ -26,8 +27,8 @@ type MutualLearning struct {
 	Exact bool
 }
 
-// Terms implements Extra.
-func (ml *MutualLearning) Terms(_ context.Context, env *Env, groups []Scored) ([]Term, error) {
+// Terms implements method.Extra.
+func (ml *MutualLearning) Terms(_ context.Context, env *method.Env, groups []method.Scored) ([]method.Term, error) {
 	var data []backend.Datum
 	var questions, fired, teacherLogp, teacherTokens float64
 	for _, qs := range byQuestion(groups) {
@@ -37,17 +38,17 @@ func (ml *MutualLearning) Terms(_ context.Context, env *Env, groups []Scored) ([
 		questions++
 		best, worst := qs[0], qs[0]
 		for _, g := range qs[1:] {
-			if Mean(g.Rewards) > Mean(best.Rewards) {
+			if method.Mean(g.Rewards) > method.Mean(best.Rewards) {
 				best = g
 			}
-			if Mean(g.Rewards) < Mean(worst.Rewards) {
+			if method.Mean(g.Rewards) < method.Mean(worst.Rewards) {
 				worst = g
 			}
 		}
-		if Mean(best.Rewards) == Mean(worst.Rewards) || !anyTrue(best.Correct) {
+		if method.Mean(best.Rewards) == method.Mean(worst.Rewards) || !anyTrue(best.Correct) {
 			continue
 		}
-		student, err := env.prompt(worst.Example, worst.Variant)
+		student, err := env.Prompt(worst.Example, worst.Variant)
 		if err != nil {
 			return nil, err
 		} else if student == nil {
@@ -60,9 +61,9 @@ func (ml *MutualLearning) Terms(_ context.Context, env *Env, groups []Scored) ([
 				continue
 			}
 			t := &best.Trajectories[i]
-			d := policyDatum(t, 0)
+			d := method.PolicyDatum(t, 0)
 			// The same continuation after the student's prompt.
-			s := ResponseDatumMasked(student, t.Tokens, t.Policy)
+			s := responseDatumMasked(student, t.Tokens, t.Policy)
 			if ml.Exact {
 				s.Teacher = &backend.Teacher{Tokens: d.Tokens, Aligned: len(t.Tokens)}
 			}
@@ -91,13 +92,13 @@ func (ml *MutualLearning) Terms(_ context.Context, env *Env, groups []Scored) ([
 	if ml.Exact {
 		loss = backend.Loss{TeacherKL: ml.Weight}
 	}
-	return []Term{{Name: "mutual", Data: data, Loss: loss, Aggregation: backend.TokenMean}}, nil
+	return []method.Term{{Name: "mutual", Data: data, Loss: loss, Aggregation: backend.TokenMean}}, nil
 }
 
-// ResponseDatumMasked is ResponseDatum for a continuation of which only
-// the positions where policy is true carry weight.
-func ResponseDatumMasked(prompt, response []int32, policy []bool) backend.Datum {
-	d := ResponseDatum(prompt, response)
+// responseDatumMasked is method.ResponseDatum for a continuation of which
+// only the positions where policy is true carry weight.
+func responseDatumMasked(prompt, response []int32, policy []bool) backend.Datum {
+	d := method.ResponseDatum(prompt, response)
 	off := len(prompt) - 1
 	for i, p := range policy {
 		if !p {
@@ -109,9 +110,9 @@ func ResponseDatumMasked(prompt, response []int32, policy []bool) backend.Datum 
 
 // byQuestion groups the scored groups of each example, in order of first
 // appearance.
-func byQuestion(groups []Scored) [][]*Scored {
+func byQuestion(groups []method.Scored) [][]*method.Scored {
 	index := map[string]int{}
-	var out [][]*Scored
+	var out [][]*method.Scored
 	for i := range groups {
 		g := &groups[i]
 		key := g.Example.ID + "\x00" + g.Example.Prompt
@@ -145,7 +146,7 @@ type HardBuffer struct {
 	Capacity int // B; paper: 64
 	// LR 0 adds the buffer's term to the step's one gradient (eq. 11: one
 	// objective); positive, the term takes an optimizer step of its own at
-	// this rate, with optimizer state of its own (Term.LR).
+	// this rate, with optimizer state of its own (method.Term.LR).
 	LR      float64
 	Weight  float32 // λ2
 	Entries []HardExample
@@ -155,11 +156,11 @@ type HardBuffer struct {
 // HardExample is one buffered (question, expert prompt).
 type HardExample struct {
 	Example task.Example
-	Variant Variant
+	Variant method.Variant
 }
 
-// Terms implements Extra.
-func (h *HardBuffer) Terms(_ context.Context, env *Env, groups []Scored) ([]Term, error) {
+// Terms implements method.Extra.
+func (h *HardBuffer) Terms(_ context.Context, env *method.Env, groups []method.Scored) ([]method.Term, error) {
 	// The draws derive from the step's seed, so a resumed run draws the
 	// same.
 	rng := rand.New(rand.NewPCG(env.Seed, 0x68617264))
@@ -172,7 +173,7 @@ func (h *HardBuffer) Terms(_ context.Context, env *Env, groups []Scored) ([]Term
 			}
 		}
 		n := len(g.Correct)
-		if n == 0 || wrong <= h.K || ReferenceResponse(g.Example) == "" {
+		if n == 0 || wrong <= h.K || method.ReferenceResponse(g.Example) == "" {
 			continue
 		}
 		if rng.Float64() < float64(h.K)/float64(n) {
@@ -188,18 +189,18 @@ func (h *HardBuffer) Terms(_ context.Context, env *Env, groups []Scored) ([]Term
 	}
 	var data []backend.Datum
 	for _, e := range h.Entries {
-		p, err := env.prompt(e.Example, e.Variant)
+		p, err := env.Prompt(e.Example, e.Variant)
 		if err != nil {
 			return nil, err
 		} else if p == nil {
 			continue
 		}
-		data = append(data, ResponseDatum(p, env.Render.Response(ReferenceResponse(e.Example))))
+		data = append(data, method.ResponseDatum(p, env.Render.Response(method.ReferenceResponse(e.Example))))
 	}
 	h.Entries, h.Passes = nil, h.Passes+1
 	env.Metrics.Set("buffer/fill", 0)
 	env.Metrics.Set("buffer/passes", float64(h.Passes))
-	return []Term{{Name: "hard_sft", Data: data, Loss: backend.Loss{NLL: h.Weight}, Aggregation: backend.TokenMean, LR: h.LR}}, nil
+	return []method.Term{{Name: "hard_sft", Data: data, Loss: backend.Loss{NLL: h.Weight}, Aggregation: backend.TokenMean, LR: h.LR}}, nil
 }
 
 // hardState is what the buffer keeps across a checkpoint.
@@ -208,12 +209,16 @@ type hardState struct {
 	Passes  int           `json:"passes"`
 }
 
-// State implements Stateful.
+// StateName implements method.StateNamer: the name its state has had in
+// checkpoints since it was written.
+func (h *HardBuffer) StateName() string { return "*method.HardBuffer" }
+
+// State implements method.Stateful.
 func (h *HardBuffer) State() (json.RawMessage, error) {
 	return json.Marshal(hardState{Entries: h.Entries, Passes: h.Passes})
 }
 
-// Restore implements Stateful.
+// Restore implements method.Stateful.
 func (h *HardBuffer) Restore(b json.RawMessage) error {
 	var st hardState
 	if err := json.Unmarshal(b, &st); err != nil {

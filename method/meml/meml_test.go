@@ -1,51 +1,33 @@
-package method
+package meml
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
-	"rlvr/rollout"
+	"rlvr/method"
+	"rlvr/method/dapo"
+	"rlvr/method/methodtest"
 	"rlvr/task"
 )
 
-// expertGroup is a group of answers to ex under variant v: right[k] says
-// whether answer k is right (the text "####<answer>" or "####0").
-func expertGroup(r Renderer, e task.Example, v Variant, right ...bool) Scored {
-	p, _ := r.Prompt(e, v)
-	g := Scored{Example: e, Variant: v, Group: rollout.Group{Prompt: p}}
-	for _, ok := range right {
-		text := "####0"
-		if ok {
-			text = "####" + e.Answer
-		}
-		toks := r.Encode(text)
-		t := rollout.Trajectory{Prompt: p, Tokens: toks, Policy: make([]bool, len(toks)), Logprobs: make([]float32, len(toks)), PolicyText: text}
-		for i := range t.Policy {
-			t.Policy[i], t.Logprobs[i] = true, -0.5
-		}
-		g.Trajectories = append(g.Trajectories, t)
-		g.Correct = append(g.Correct, ok)
-		g.Rewards = append(g.Rewards, map[bool]float64{true: 1}[ok])
-	}
-	return g
-}
-
-var e1, e2, e3 = Variant{Name: "E1", Suffix: "@E1\n"}, Variant{Name: "E2", Suffix: "@E2\n"}, Variant{Name: "E3", Suffix: "@E3\n"}
+var e1, e2, e3 = method.Variant{Name: "E1", Suffix: "@E1\n"}, method.Variant{Name: "E2", Suffix: "@E2\n"}, method.Variant{Name: "E3", Suffix: "@E3\n"}
 
 func TestMutualLearningPicksBestAndWorst(t *testing.T) {
-	r := byteRender{}
-	q, tie := ex("q", "7"), ex("tie", "5")
-	groups := []Scored{
-		expertGroup(r, q, e1, true, true, false, false),
-		expertGroup(r, q, e2, false, false, false, false),
-		expertGroup(r, q, e3, true, false, false, false),
-		expertGroup(r, tie, e1, true, false),
-		expertGroup(r, tie, e2, false, true),
+	r := methodtest.ByteRender{}
+	q, tie := methodtest.Example("q", "7"), methodtest.Example("tie", "5")
+	groups := []method.Scored{
+		methodtest.Group(r, q, e1, true, true, false, false),
+		methodtest.Group(r, q, e2, false, false, false, false),
+		methodtest.Group(r, q, e3, true, false, false, false),
+		methodtest.Group(r, tie, e1, true, false),
+		methodtest.Group(r, tie, e2, false, true),
 	}
 	for _, exact := range []bool{false, true} {
-		env := testEnv(nil)
+		env := methodtest.NewEnv(nil)
 		terms, err := (&MutualLearning{Weight: 0.5, Exact: exact}).Terms(context.Background(), env, groups)
 		if err != nil {
 			t.Fatal(err)
@@ -83,25 +65,25 @@ func TestMutualLearningPicksBestAndWorst(t *testing.T) {
 		}
 	}
 	// E+ without a right answer (its mean is best only by shaping): skipped.
-	shaped := []Scored{expertGroup(r, q, e1, false, false), expertGroup(r, q, e2, false, false)}
+	shaped := []method.Scored{methodtest.Group(r, q, e1, false, false), methodtest.Group(r, q, e2, false, false)}
 	shaped[1].Rewards = []float64{-1, -1}
-	terms, _ := (&MutualLearning{Weight: 1}).Terms(context.Background(), testEnv(nil), shaped)
+	terms, _ := (&MutualLearning{Weight: 1}).Terms(context.Background(), methodtest.NewEnv(nil), shaped)
 	if len(terms) != 0 {
 		t.Fatalf("fired without a right answer: %+v", terms)
 	}
 }
 
 func TestHardBufferProbabilityAndCapacity(t *testing.T) {
-	r := byteRender{}
+	r := methodtest.ByteRender{}
 	q := task.Example{ID: "q", Prompt: "Q:q\n", Answer: "7", Solution: "3+4=7"}
-	seven := expertGroup(r, q, e1, true, false, false, false, false, false, false, false) // 7 of 8 wrong
-	six := expertGroup(r, q, e2, true, true, false, false, false, false, false, false)    // 6 of 8 wrong
+	seven := methodtest.Group(r, q, e1, true, false, false, false, false, false, false, false) // 7 of 8 wrong
+	six := methodtest.Group(r, q, e2, true, true, false, false, false, false, false, false)    // 6 of 8 wrong
 	h := &HardBuffer{K: 6, Capacity: 1 << 30, LR: 1e-5, Weight: 1}
 	const steps = 4000
 	for s := range steps {
-		env := testEnv(nil)
+		env := methodtest.NewEnv(nil)
 		env.Seed = uint64(s)
-		if _, err := h.Terms(context.Background(), env, []Scored{seven, six}); err != nil {
+		if _, err := h.Terms(context.Background(), env, []method.Scored{seven, six}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -119,10 +101,10 @@ func TestHardBufferProbabilityAndCapacity(t *testing.T) {
 	h = &HardBuffer{K: 6, Capacity: 3, LR: 1e-5, Weight: 0.5}
 	fired := 0
 	for s := 0; fired == 0 && s < 100; s++ {
-		env := testEnv(nil)
+		env := methodtest.NewEnv(nil)
 		env.Seed = uint64(s)
 		before := len(h.Entries)
-		terms, _ := h.Terms(context.Background(), env, []Scored{seven, seven})
+		terms, _ := h.Terms(context.Background(), env, []method.Scored{seven, seven})
 		if len(terms) > 0 {
 			fired++
 			if before+int(env.Metrics["buffer/added"]) < 3 || len(terms[0].Data) < 3 || terms[0].LR != 1e-5 || terms[0].Loss.NLL != 0.5 ||
@@ -140,13 +122,13 @@ func TestHardBufferProbabilityAndCapacity(t *testing.T) {
 }
 
 func TestHardBufferStateSurvives(t *testing.T) {
-	r := byteRender{}
+	r := methodtest.ByteRender{}
 	q := task.Example{ID: "q", Prompt: "Q:q\n", Answer: "7", Solution: "3+4=7"}
 	h := &HardBuffer{K: 1, Capacity: 10, LR: 1e-5, Weight: 1}
 	for s := uint64(0); len(h.Entries) == 0 && s < 100; s++ {
-		env := testEnv(nil)
+		env := methodtest.NewEnv(nil)
 		env.Seed = s
-		h.Terms(context.Background(), env, []Scored{expertGroup(r, q, e3, false, false)})
+		h.Terms(context.Background(), env, []method.Scored{methodtest.Group(r, q, e3, false, false)})
 	}
 	h.Passes = 2
 	st, err := h.State()
@@ -160,5 +142,51 @@ func TestHardBufferStateSurvives(t *testing.T) {
 	small := &HardBuffer{Capacity: 0}
 	if err := small.Restore(st); err == nil {
 		t.Fatal("a state larger than the capacity was accepted")
+	}
+}
+
+// TestExtrasSeeTheGroupsDynamicSamplingDrops: method.DAPO's filter keeps groups
+// all wrong out of the policy-gradient batch, but the hard-example buffer
+// still buffers them and mutual learning still pairs a question's expert
+// whose answers were all wrong with the expert that got one right.
+func TestExtrasSeeTheGroupsDynamicSamplingDrops(t *testing.T) {
+	ro := &methodtest.ScriptedRollout{
+		// Under E1 the first answer of question "a" is right; every other
+		// answer is wrong.
+		Policy: func(p string, k int) string {
+			if strings.HasPrefix(p, "Q:a\n") && strings.HasSuffix(p, "@E1\n") && k == 0 {
+				return "####1"
+			}
+			return "####0"
+		},
+		Env: func(string, int) string { return "" },
+	}
+	buffer := &HardBuffer{K: 3, Capacity: 100, LR: 1e-5, Weight: 1}
+	r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 4, Rollout: ro, Filter: dapo.DynamicSampling{MaxRounds: 0},
+		Variants: []method.Variant{e1, e2}, Extras: []method.Extra{&MutualLearning{Weight: 1}, buffer}}
+	env := methodtest.NewEnv(nil)
+	env.Seed = 1
+	exs := []task.Example{methodtest.Example("a", "1")}
+	for i := range 6 {
+		exs = append(exs, task.Example{ID: fmt.Sprint(i), Prompt: fmt.Sprintf("Q:%d\n", i), Answer: "1", Solution: "1"})
+	}
+	b, err := r.Step(context.Background(), env, exs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, term := range b.Terms {
+		names = append(names, term.Name)
+		if term.Name == "pg" && len(term.Data) != 4 {
+			t.Errorf("the policy-gradient batch has %d answers, want E1's 4 on question a", len(term.Data))
+		}
+	}
+	if !slices.Contains(names, "mutual") || env.Metrics["mutual/pair/E1>E2"] != 1 {
+		t.Errorf("terms %v, metrics %v: E1 should teach E2 on question a", names, env.Metrics)
+	}
+	// Twelve all-wrong groups with a reference solution (six questions,
+	// two experts), each buffered with probability 3/4.
+	if len(buffer.Entries) < 4 || env.Metrics["buffer/added"] != float64(len(buffer.Entries)) {
+		t.Errorf("the buffer holds %d entries (metrics %v), want most of the 12 all-wrong groups", len(buffer.Entries), env.Metrics)
 	}
 }
