@@ -2,11 +2,11 @@ package train
 
 import (
 	"context"
-	"rlvr/expert"
 	"strings"
 	"testing"
 
 	"rlvr/checkpoint"
+	"rlvr/expert"
 	"rlvr/format/tokenizer"
 	"rlvr/internal/modeltest"
 	"rlvr/internal/shareddata"

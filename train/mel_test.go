@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"path/filepath"
-	"rlvr/expert"
 	"strings"
 	"testing"
 
@@ -14,6 +13,8 @@ import (
 	"rlvr/method"
 	"rlvr/method/eapo"
 	"rlvr/method/mel"
+	"rlvr/method/meml"
+	"rlvr/method/part"
 	"rlvr/rollout"
 	"rlvr/rundir"
 	"rlvr/sample"
@@ -22,17 +23,17 @@ import (
 
 func TestMetaExperienceConfig(t *testing.T) {
 	c := DefaultRL()
-	c.Parts = []string{PartMetaExperience}
+	c.Parts = []string{mel.PartMetaExperience}
 	if err := c.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	if m := c.MetaExperience; m == nil || m.Pairs != 4 || m.Weight != 1 || m.MaxTokens != c.MaxTokens || m.Temperature != c.Temperature {
-		t.Fatalf("defaults %+v", c.MetaExperience)
+	if m := part.Get[*mel.MetaExperienceConfig](c.Sections); m == nil || m.Pairs != 4 || m.Weight != 1 || m.MaxTokens != c.MaxTokens || m.Temperature != c.Temperature {
+		t.Fatalf("defaults %+v", part.Get[*mel.MetaExperienceConfig](c.Sections))
 	}
 	bad := DefaultRL()
-	bad.Algorithm, bad.Parts = method.SFT, []string{PartMetaExperience}
-	bad.MetaExperience = &MetaExperienceConfig{Pairs: -1, AllPairs: true, Weight: float32(math.Inf(1)),
-		Instruction: "compare {correct_ans}", Validation: "no memory here"}
+	bad.Algorithm, bad.Parts = method.SFT, []string{mel.PartMetaExperience}
+	bad.Sections.Set(&mel.MetaExperienceConfig{Pairs: -1, AllPairs: true, Weight: float32(math.Inf(1)),
+		Instruction: "compare {correct_ans}", Validation: "no memory here"})
 	err := bad.Resolve()
 	for _, want := range []string{"pairs = -1 and all_pairs are both set", "meta_experience.pairs = -1", "meta_experience.weight = +Inf",
 		"instruction must hold {correct_ans} and {error_ans}", "validation must hold {experience}", "part meta_experience needs rollouts"} {
@@ -41,14 +42,12 @@ func TestMetaExperienceConfig(t *testing.T) {
 		}
 	}
 	all := DefaultRL()
-	all.Parts, all.MetaExperience = []string{PartMetaExperience}, &MetaExperienceConfig{AllPairs: true}
-	if err := all.Resolve(); err != nil || all.MetaExperience.Pairs != 0 {
-		t.Fatalf("all_pairs: %+v, %v", all.MetaExperience, err)
+	all.Parts = []string{mel.PartMetaExperience}
+	all.Sections.Set(&mel.MetaExperienceConfig{AllPairs: true})
+	if err := all.Resolve(); err != nil || part.Get[*mel.MetaExperienceConfig](all.Sections).Pairs != 0 {
+		t.Fatalf("all_pairs: %+v, %v", part.Get[*mel.MetaExperienceConfig](all.Sections), err)
 	}
-	m, err := NewMethod(&all, Setup{MaxLen: 512, Chat: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := newMethod(t, &all, Setup{MaxLen: 512, Chat: true})
 	extras := m.(*method.RL).Extras
 	if len(extras) != 1 {
 		t.Fatalf("extras %+v", extras)
@@ -64,7 +63,8 @@ func TestMetaExperienceConfig(t *testing.T) {
 func TestMetaExperienceExhibited(t *testing.T) {
 	cfg := smallRL(t)
 	cfg.Model, cfg.Data.Levels, cfg.MaxTokens, cfg.Steps, cfg.EvalEvery = worldModel(t), []int{3}, 96, 4, 2
-	cfg.Parts, cfg.MetaExperience = []string{PartMetaExperience}, &MetaExperienceConfig{}
+	cfg.Parts = []string{mel.PartMetaExperience}
+	cfg.Sections.Set(&mel.MetaExperienceConfig{})
 	run := filepath.Join(t.TempDir(), "run")
 	if err := RL(context.Background(), cfg, run, false, nil); err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestThreeMethodsCompose(t *testing.T) {
 	}
 	cfg.Model, cfg.Data.Levels, cfg.Steps, cfg.PromptsPerStep, cfg.GroupSize, cfg.MaxTokens = worldModel(t), []int{3}, 3, 2, 4, 96
 	cfg.EvalProblems, cfg.TestProblems, cfg.EvalEvery, cfg.EvalSamples, cfg.CheckpointEvery = 4, 0, 0, 0, 0
-	cfg.HardBuffer.K = 1
+	part.Get[*meml.HardBufferConfig](cfg.Sections).K = 1
 	run := filepath.Join(t.TempDir(), "run")
 	if err := RL(context.Background(), cfg, run, false, nil); err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func TestMetaExperienceWithoutConsultGrant(t *testing.T) {
 	}
 	const maxLen = 8192
 	cfg.Model, cfg.Chat = byteChatModel(t, maxLen), ChatConfig{Template: "on", System: "Answer after ####."}
-	cfg.Consultation.System = eapo.ChatTrainingPrompt
+	part.Get[*eapo.ConsultationConfig](cfg.Sections).System = eapo.ChatTrainingPrompt
 	if err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
@@ -215,16 +215,8 @@ func TestMetaExperienceWithoutConsultGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.grant = consultGrant(cfg.Consultation) // as a run with consultation sets it
-	pool, err := expert.Open(cfg.Consultation.Experts, expert.Options{Policy: cfg.Model, Seed: cfg.Seed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	m, err := NewMethod(&cfg, Setup{MaxLen: maxLen, Chat: true, Pool: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, b := newMethod(t, &cfg, Setup{MaxLen: maxLen, Chat: true, Policy: cfg.Model})
+	r.grant = b.Grant // as a run with consultation sets it
 	var me *mel.MetaExperience
 	for _, x := range m.(*method.RL).Extras {
 		if x, ok := x.(*mel.MetaExperience); ok {
@@ -232,7 +224,7 @@ func TestMetaExperienceWithoutConsultGrant(t *testing.T) {
 		}
 	}
 	q := task.Example{ID: "q", Prompt: "What is 12+7?", Answer: "19"}
-	prompt, err := r.Prompt(q, expertVariants(&cfg)[1])
+	prompt, err := r.Prompt(q, b.Variants[1])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"rlvr/method/eapo"
+	"rlvr/method/part"
 	"rlvr/task/world"
 )
 
@@ -61,14 +63,14 @@ func TestDataWorldVersion(t *testing.T) {
 // world too, where the config sets no consultation.system.
 func TestConsultGrantChatOnWorld(t *testing.T) {
 	c := DefaultRL()
-	c.Parts = []string{PartConsultation}
+	c.Parts = []string{eapo.PartConsultation}
 	if err := c.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Consultation.System != "" {
-		t.Fatalf("the world's config set a system prompt %q", c.Consultation.System)
+	if part.Get[*eapo.ConsultationConfig](c.Sections).System != "" {
+		t.Fatalf("the world's config set a system prompt %q", part.Get[*eapo.ConsultationConfig](c.Sections).System)
 	}
-	if g := consultGrant(c.Consultation); !strings.Contains(g, "E1, E2, E3") || strings.Contains(g, "{experts}") {
+	if g := part.Get[*eapo.ConsultationConfig](c.Sections).Grant(); !strings.Contains(g, "E1, E2, E3") || strings.Contains(g, "{experts}") {
 		t.Errorf("grant %q does not name the world's experts", g)
 	}
 }

@@ -314,7 +314,7 @@ func probeAlone(ctx context.Context, progress io.Writer, l *checkpoint.Loaded, e
 // step, every reply accepted, and reads from each episode's text whether
 // the replies it accepted were right.
 func probeConsultation(ctx context.Context, progress io.Writer, consultPath, modelPath string, l *checkpoint.Loaded, examples []task.Example, p sample.Params, rep *probeReport) error {
-	cg, stop, err := newConsultGenerator(consultPath, modelPath, l, false, examples, examples)
+	w, stop, err := newConsultWorkflow(consultPath, modelPath, l, false, examples, examples)
 	if err != nil {
 		return err
 	}
@@ -328,7 +328,7 @@ func probeConsultation(ctx context.Context, progress io.Writer, consultPath, mod
 	p.Seed += 4
 	var groups []rollout.Group
 	for i := 0; i < len(toks); i += probeChunk {
-		g, _, err := cg.c.Episodes(ctx, cg.sampler, cg.render, toks[i:min(i+probeChunk, len(toks))], p.N, p, 0)
+		g, _, err := w.Consultation.Episodes(ctx, w.Policy, w.Render, toks[i:min(i+probeChunk, len(toks))], p.N, p, 0)
 		if err != nil {
 			return err
 		}
