@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"rlvr/backend"
@@ -105,36 +104,5 @@ func TestHardBufferSeparateUpdate(t *testing.T) {
 	if want := []string{"pg", "step", "nll", "step"}; !reflect.DeepEqual(rec.calls, want) ||
 		!reflect.DeepEqual(rec.states, []string{"", buffer.Name}) || rec.lrs[1] != 1e-4 {
 		t.Errorf("learner calls %v, states %q, rates %v", rec.calls, rec.states, rec.lrs)
-	}
-}
-
-func TestHardBufferConfigErrors(t *testing.T) {
-	for _, tc := range []struct {
-		set  func(*RLConfig)
-		want string
-	}{
-		{func(c *RLConfig) { part.Get[*meml.HardBufferConfig](c.Sections).LR = 1e-4 }, "hard_buffer.lr = 0.0001 is the separate update's"},
-		{func(c *RLConfig) { part.Get[*meml.HardBufferConfig](c.Sections).Update = "later" }, `hard_buffer.update "later" is not joint or separate`},
-		{func(c *RLConfig) {
-			part.Get[*meml.HardBufferConfig](c.Sections).Update = meml.BufferSeparate
-			c.Backend = &BackendConfig{Kind: BackendTinker}
-		}, "hard_buffer.update separate needs an optimizer state of its own"},
-	} {
-		c := DefaultRL()
-		if err := c.ApplyPreset("meml-grpo"); err != nil {
-			t.Fatal(err)
-		}
-		tc.set(&c)
-		if err := c.Resolve(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("error %v, want %q", err, tc.want)
-		}
-	}
-	c := DefaultRL()
-	if err := c.ApplyPreset("meml-grpo"); err != nil {
-		t.Fatal(err)
-	}
-	part.Get[*meml.HardBufferConfig](c.Sections).Update = meml.BufferSeparate
-	if err := c.Resolve(); err != nil || part.Get[*meml.HardBufferConfig](c.Sections).LR != 1e-5 {
-		t.Errorf("separate: lr %v, %v", part.Get[*meml.HardBufferConfig](c.Sections).LR, err)
 	}
 }

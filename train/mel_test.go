@@ -2,7 +2,6 @@ package train
 
 import (
 	"context"
-	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,42 +19,6 @@ import (
 	"rlvr/sample"
 	"rlvr/task"
 )
-
-func TestMetaExperienceConfig(t *testing.T) {
-	c := DefaultRL()
-	c.Parts = []string{mel.PartMetaExperience}
-	if err := c.Resolve(); err != nil {
-		t.Fatal(err)
-	}
-	if m := part.Get[*mel.MetaExperienceConfig](c.Sections); m == nil || m.Pairs != 4 || m.Weight != 1 || m.MaxTokens != c.MaxTokens || m.Temperature != c.Temperature {
-		t.Fatalf("defaults %+v", part.Get[*mel.MetaExperienceConfig](c.Sections))
-	}
-	bad := DefaultRL()
-	bad.Algorithm, bad.Parts = method.SFT, []string{mel.PartMetaExperience}
-	bad.Sections.Set(&mel.MetaExperienceConfig{Pairs: -1, AllPairs: true, Weight: float32(math.Inf(1)),
-		Instruction: "compare {correct_ans}", Validation: "no memory here"})
-	err := bad.Resolve()
-	for _, want := range []string{"pairs = -1 and all_pairs are both set", "meta_experience.pairs = -1", "meta_experience.weight = +Inf",
-		"instruction must hold {correct_ans} and {error_ans}", "validation must hold {experience}", "part meta_experience needs rollouts"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("error %v does not mention %q", err, want)
-		}
-	}
-	all := DefaultRL()
-	all.Parts = []string{mel.PartMetaExperience}
-	all.Sections.Set(&mel.MetaExperienceConfig{AllPairs: true})
-	if err := all.Resolve(); err != nil || part.Get[*mel.MetaExperienceConfig](all.Sections).Pairs != 0 {
-		t.Fatalf("all_pairs: %+v, %v", part.Get[*mel.MetaExperienceConfig](all.Sections), err)
-	}
-	m, _ := newMethod(t, &all, Setup{MaxLen: 512, Chat: true})
-	extras := m.(*method.RL).Extras
-	if len(extras) != 1 {
-		t.Fatalf("extras %+v", extras)
-	}
-	if me := extras[0].(*mel.MetaExperience); me.Pairs != 0 || me.Format != (mel.Chat{}) {
-		t.Fatalf("a chat model's part %+v", me)
-	}
-}
 
 // TestMetaExperienceExhibited runs MEL with the world model and checks a
 // validated meta-experience is written beside each evaluation, in the

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"rlvr/method/eapo"
-	"rlvr/method/part"
 	"rlvr/task/world"
 )
 
@@ -56,21 +54,5 @@ func TestDataWorldVersion(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%+v: error %v, want %q", c.Data, err, tc.want)
 		}
-	}
-}
-
-// TestConsultGrantChatOnWorld grants a chat model the consult action on the
-// world too, where the config sets no consultation.system.
-func TestConsultGrantChatOnWorld(t *testing.T) {
-	c := DefaultRL()
-	c.Parts = []string{eapo.PartConsultation}
-	if err := c.Resolve(); err != nil {
-		t.Fatal(err)
-	}
-	if part.Get[*eapo.ConsultationConfig](c.Sections).System != "" {
-		t.Fatalf("the world's config set a system prompt %q", part.Get[*eapo.ConsultationConfig](c.Sections).System)
-	}
-	if g := part.Get[*eapo.ConsultationConfig](c.Sections).Grant(); !strings.Contains(g, "E1, E2, E3") || strings.Contains(g, "{experts}") {
-		t.Errorf("grant %q does not name the world's experts", g)
 	}
 }

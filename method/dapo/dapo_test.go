@@ -8,6 +8,7 @@ import (
 
 	"rlvr/method"
 	"rlvr/method/methodtest"
+	"rlvr/method/part"
 	"rlvr/task"
 )
 
@@ -42,5 +43,16 @@ func TestDynamicSamplingDrawsMore(t *testing.T) {
 	}
 	if ro.Calls != 3 || env.Metrics["resampled"] != 2 || len(b.Terms[0].Data) != 4 {
 		t.Fatalf("%d rollouts, %v resampled, %d datums", ro.Calls, env.Metrics["resampled"], len(b.Terms[0].Data))
+	}
+}
+
+func TestOverlongPenaltyConfig(t *testing.T) {
+	o := &OverlongPenaltyConfig{}
+	if err := methodtest.Resolve(o, &part.Run{MaxTokens: 256}); err != "" || o.Buffer != 64 {
+		t.Errorf("default buffer %d, %s", o.Buffer, err)
+	}
+	o = &OverlongPenaltyConfig{Buffer: 256}
+	if err := methodtest.Resolve(o, &part.Run{MaxTokens: 256}); !strings.Contains(err, "overlong_penalty.buffer = 256 must be in [0, max_tokens)") {
+		t.Errorf("buffer at the budget: %q", err)
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"rlvr/method"
-	"rlvr/method/methodtest"
+	"math"
 	"strings"
 	"testing"
 
+	"rlvr/method"
+	"rlvr/method/methodtest"
+	"rlvr/method/part"
 	"rlvr/sample"
 	"rlvr/task"
 )
@@ -314,4 +316,32 @@ func (s stopTextPolicy) Sample(ctx context.Context, reqs []sample.Request) ([][]
 		}
 	}
 	return out, err
+}
+
+func TestMetaExperienceConfig(t *testing.T) {
+	run := &part.Run{MaxTokens: 256, Temperature: 0.7, Parts: []string{PartMetaExperience}}
+	m := &MetaExperienceConfig{}
+	if err := methodtest.Resolve(m, run); err != "" || m.Pairs != 4 || m.Weight != 1 || m.MaxTokens != 256 || m.Temperature != 0.7 {
+		t.Fatalf("defaults %+v, %s", m, err)
+	}
+	bad := &MetaExperienceConfig{Pairs: -1, AllPairs: true, Weight: float32(math.Inf(1)),
+		Instruction: "compare {correct_ans}", Validation: "no memory here"}
+	err := methodtest.Resolve(bad, run)
+	for _, want := range []string{"pairs = -1 and all_pairs are both set", "meta_experience.pairs = -1", "meta_experience.weight = +Inf",
+		"instruction must hold {correct_ans} and {error_ans}", "validation must hold {experience}"} {
+		if !strings.Contains(err, want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	all := &MetaExperienceConfig{AllPairs: true}
+	if err := methodtest.Resolve(all, run); err != "" || all.Pairs != 0 {
+		t.Fatalf("all_pairs: %+v, %s", all, err)
+	}
+	b := &part.Build{Run: run, Chat: true}
+	if err := all.Join(b); err != nil || len(b.Extras) != 1 {
+		t.Fatalf("extras %+v, %v", b.Extras, err)
+	}
+	if me := b.Extras[0].(*MetaExperience); me.Pairs != 0 || me.Format != (Chat{}) {
+		t.Fatalf("a chat model's part %+v", me)
+	}
 }

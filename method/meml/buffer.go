@@ -28,6 +28,13 @@ type HardBuffer struct {
 	Passes  int // SFT updates run so far
 }
 
+// The hard-example buffer's metrics, each step.
+const (
+	MetricBufferAdded  = "buffer/added"  // (Q, P_i) added this step
+	MetricBufferFill   = "buffer/fill"   // entries held after the step
+	MetricBufferPasses = "buffer/passes" // SFT passes over a full buffer so far
+)
+
 // HardExample is one buffered (question, expert prompt).
 type HardExample struct {
 	Example task.Example
@@ -56,10 +63,10 @@ func (h *HardBuffer) Terms(_ context.Context, env *method.Env, groups []method.S
 			added++
 		}
 	}
-	env.Metrics.Set("buffer/added", float64(added))
+	env.Metrics.Set(MetricBufferAdded, float64(added))
 	if len(h.Entries) < h.Capacity {
-		env.Metrics.Set("buffer/fill", float64(len(h.Entries)))
-		env.Metrics.Set("buffer/passes", float64(h.Passes))
+		env.Metrics.Set(MetricBufferFill, float64(len(h.Entries)))
+		env.Metrics.Set(MetricBufferPasses, float64(h.Passes))
 		return nil, nil
 	}
 	var data []backend.Datum
@@ -73,8 +80,8 @@ func (h *HardBuffer) Terms(_ context.Context, env *method.Env, groups []method.S
 		data = append(data, method.ResponseDatum(p, env.Render.Response(method.ReferenceResponse(e.Example))))
 	}
 	h.Entries, h.Passes = nil, h.Passes+1
-	env.Metrics.Set("buffer/fill", 0)
-	env.Metrics.Set("buffer/passes", float64(h.Passes))
+	env.Metrics.Set(MetricBufferFill, 0)
+	env.Metrics.Set(MetricBufferPasses, float64(h.Passes))
 	return []method.Term{{Name: "hard_sft", Data: data, Loss: backend.Loss{NLL: h.Weight}, Aggregation: backend.TokenMean, LR: h.LR}}, nil
 }
 

@@ -2,15 +2,20 @@ package meml
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 
+	"rlvr/backend"
+	"rlvr/eval"
 	"rlvr/method"
 	"rlvr/method/dapo"
 	"rlvr/method/methodtest"
+	"rlvr/method/part"
+	"rlvr/rundir"
 	"rlvr/task"
 )
 
@@ -188,5 +193,70 @@ func TestExtrasSeeTheGroupsDynamicSamplingDrops(t *testing.T) {
 	// two experts), each buffered with probability 3/4.
 	if len(buffer.Entries) < 4 || env.Metrics["buffer/added"] != float64(len(buffer.Entries)) {
 		t.Errorf("the buffer holds %d entries (metrics %v), want most of the 12 all-wrong groups", len(buffer.Entries), env.Metrics)
+	}
+}
+
+func TestHardBufferConfig(t *testing.T) {
+	run := &part.Run{GroupSize: 8, Parts: []string{PartHardBuffer}}
+	for _, tc := range []struct {
+		h      HardBufferConfig
+		remote bool
+		want   string
+	}{
+		{HardBufferConfig{LR: 1e-4}, false, "hard_buffer.lr = 0.0001 is the separate update's"},
+		{HardBufferConfig{Update: "later"}, false, `hard_buffer.update "later" is not joint or separate`},
+		{HardBufferConfig{Update: BufferSeparate}, true, "hard_buffer.update separate needs an optimizer state of its own"},
+		{HardBufferConfig{K: 8}, false, "hard_buffer.k = 8 must be in [0, group_size)"},
+	} {
+		r := *run
+		r.Remote = tc.remote
+		if err := methodtest.Resolve(&tc.h, &r); !strings.Contains(err, tc.want) {
+			t.Errorf("%+v: error %q, want %q", tc.h, err, tc.want)
+		}
+	}
+	h := &HardBufferConfig{Update: BufferSeparate}
+	if err := methodtest.Resolve(h, run); err != "" || h.LR != 1e-5 || h.K != 6 || h.Capacity != 64 || h.Weight != 1 {
+		t.Errorf("separate: %+v, %s", h, err)
+	}
+}
+
+// TestMutualLearningConfig: mutual learning compares experts, and a
+// backend that cannot train a teacher KL refuses the exact estimator.
+func TestMutualLearningConfig(t *testing.T) {
+	m := &MutualLearningConfig{Estimator: "exact"}
+	run := &part.Run{Parts: []string{PartMutualLearning}, CheckLoss: func(l backend.Loss) error {
+		if l.TeacherKL != 0 {
+			return errors.New("no teacher KL here")
+		}
+		return nil
+	}}
+	err := methodtest.Resolve(m, run)
+	for _, want := range []string{"mutual_learning needs expert_prompts in parts", "exact: no teacher KL here (estimator: sequence)"} {
+		if !strings.Contains(err, want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+// TestExpertEvaluatorBestOnValidation: the test split reports the expert
+// best on the validation before it, not the best on test, and the
+// majority vote's difference to it.
+func TestExpertEvaluatorBestOnValidation(t *testing.T) {
+	x := &ExpertEvaluator{Variants: []method.Variant{e1, e2, e3}}
+	report := func(acc ...float64) *eval.Report {
+		rep := &eval.Report{ExpertMajority: &eval.Interval{Mean: 0.5}}
+		for i, a := range acc {
+			rep.Experts = append(rep.Experts, eval.ExpertResult{Name: x.Variants[i].Name, Accuracy: eval.Interval{Mean: a}})
+		}
+		return rep
+	}
+	var val, test rundir.Eval
+	x.Record(&part.Evaluation{Split: "val"}, report(0.2, 0.4, 0.4), &val)
+	x.Record(&part.Evaluation{Split: "test"}, report(0.6, 0.3, 0.1), &test)
+	if val.BestExpert != "" || len(val.Experts) != 3 || *val.ExpertMajority != 0.5 {
+		t.Errorf("validation record %+v", val)
+	}
+	if test.BestExpert != "E2" || *test.Best != 0.3 || *test.Delta != 0.2 {
+		t.Errorf("test record: best %s at %v, delta %v; want E2 (the first best on validation) at 0.3, delta 0.2", test.BestExpert, *test.Best, *test.Delta)
 	}
 }

@@ -23,6 +23,24 @@ type MutualLearning struct {
 	Exact bool
 }
 
+// Mutual learning's metrics, each step.
+const (
+	// MetricMutualFiredFrac is the share of questions whose experts
+	// differed, E+ with a correct answer.
+	MetricMutualFiredFrac = "mutual/fired_frac"
+	MetricMutualAnswers   = "mutual/answers" // E+'s correct answers trained under P−
+	// MetricMutualTeacherLogp is the mean logprob per token of those
+	// answers under P+: with loss/mutual, the student's NLL per token,
+	// the sequence-level KL estimate per token.
+	MetricMutualTeacherLogp = "mutual/teacher_logp"
+)
+
+// MetricMutualPair counts the questions on which expert teacher taught
+// expert student: mutual/pair/E1>E2.
+func MetricMutualPair(teacher, student string) string {
+	return "mutual/pair/" + teacher + ">" + student
+}
+
 // Terms implements method.Extra.
 func (ml *MutualLearning) Terms(_ context.Context, env *method.Env, groups []method.Scored) ([]method.Term, error) {
 	var data []backend.Datum
@@ -51,7 +69,7 @@ func (ml *MutualLearning) Terms(_ context.Context, env *method.Env, groups []met
 			continue
 		}
 		fired++
-		env.Metrics["mutual/pair/"+best.Variant.Name+">"+worst.Variant.Name]++
+		env.Metrics[MetricMutualPair(best.Variant.Name, worst.Variant.Name)]++
 		for i := range best.Trajectories {
 			if !best.Correct[i] {
 				continue
@@ -73,13 +91,13 @@ func (ml *MutualLearning) Terms(_ context.Context, env *method.Env, groups []met
 		}
 	}
 	if questions > 0 {
-		env.Metrics.Set("mutual/fired_frac", fired/questions)
+		env.Metrics.Set(MetricMutualFiredFrac, fired/questions)
 	}
-	env.Metrics.Set("mutual/answers", float64(len(data)))
+	env.Metrics.Set(MetricMutualAnswers, float64(len(data)))
 	if teacherTokens > 0 {
 		// With loss/mutual (the student's NLL per token), this gives the
 		// sequence-level KL estimate per token.
-		env.Metrics.Set("mutual/teacher_logp", teacherLogp/teacherTokens)
+		env.Metrics.Set(MetricMutualTeacherLogp, teacherLogp/teacherTokens)
 	}
 	if len(data) == 0 {
 		return nil, nil

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"rlvr/method"
+	"rlvr/method/part"
 	"rlvr/rollout"
 	"rlvr/task"
 )
@@ -141,4 +142,12 @@ func Group(r method.Renderer, e task.Example, v method.Variant, right ...bool) m
 		g.Rewards = append(g.Rewards, map[bool]float64{true: 1}[ok])
 	}
 	return g
+}
+
+// Resolve resolves a part's section against run and returns every problem
+// it reported, joined by "; " ("" for none).
+func Resolve(s part.Section, run *part.Run) string {
+	var msgs []string
+	s.Resolve(run, func(format string, args ...any) { msgs = append(msgs, fmt.Sprintf(format, args...)) })
+	return strings.Join(msgs, "; ")
 }
