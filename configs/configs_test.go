@@ -21,6 +21,11 @@ import (
 	"rlvr/internal/dmetest"
 	"rlvr/internal/modeltest"
 	"rlvr/internal/shareddata"
+	"rlvr/method/dapo"
+	"rlvr/method/eapo"
+	"rlvr/method/meml"
+	"rlvr/method/part"
+	_ "rlvr/method/part/all"
 	"rlvr/serve/tinkerserver"
 	"rlvr/train"
 )
@@ -54,7 +59,7 @@ func TestRecipesRun(t *testing.T) {
 				cfg.Data.Train, cfg.Data.Test = filepath.Join("..", cfg.Data.Train), filepath.Join("..", cfg.Data.Test)
 				cfg.Model = chatModel(t)
 			}
-			if k := cfg.Consultation; k != nil {
+			if k := part.Get[*eapo.ConsultationConfig](cfg.Sections); k != nil {
 				// No expert servers here: a recipe's remote experts become
 				// copies of the policy, served on loopback as a
 				// homogeneous pool is.
@@ -78,11 +83,11 @@ func TestRecipesRun(t *testing.T) {
 			}
 			cfg.Steps, cfg.PromptsPerStep, cfg.GroupSize, cfg.MaxTokens = 2, 2, 2, 16
 			cfg.EvalProblems, cfg.EvalEvery, cfg.CheckpointEvery = 2, 0, 0
-			if cfg.OverlongPenalty != nil {
-				cfg.OverlongPenalty.Buffer = 4
+			if o := part.Get[*dapo.OverlongPenaltyConfig](cfg.Sections); o != nil {
+				o.Buffer = 4
 			}
-			if cfg.HardBuffer != nil {
-				cfg.HardBuffer.K, cfg.HardBuffer.Capacity = 1, 2
+			if h := part.Get[*meml.HardBufferConfig](cfg.Sections); h != nil {
+				h.K, h.Capacity = 1, 2
 			}
 			run := filepath.Join(t.TempDir(), "run")
 			if err := train.RL(context.Background(), cfg, run, false, nil); err != nil {

@@ -6,8 +6,8 @@
 // process), the pool that Open builds from configs, and the world's
 // scripted and fixed experts served as models.
 //
-// EAPO's consultations (package consult for the protocol,
-// method.Consultation for the episodes) ask a Pool; MEML-GRPO's D_ME
+// EAPO's consultations (method/eapo: the protocol and the episodes) ask a
+// Pool; MEML-GRPO's D_ME
 // collection (expert/collect) asks its members one question per dataset
 // example. Neither is known here.
 package expert

@@ -6,14 +6,16 @@
 // they are scored and shaped, and which terms train is the method's
 // business, so the training loop never asks which method runs.
 //
-// [RL] is the GRPO core with guidance parts that compose in one run: prompt
-// [Variant]s (MEML-GRPO's expert prompts), a [Rollout], reward [Shaper]s
-// ([OverlongPenalty], [RewardKL]), DAPO's [DynamicSampling], an
-// [Objective] (the GRPO [Family], including MEML-GRPO's REINFORCE on
-// max(A, 0)), and [Extra] terms ([MutualLearning], [HardBuffer]).
-// [Supervised] is SFT. Parts that keep state across steps implement
-// [Stateful], and the loop checkpoints it. This file holds the advantage
-// and reward-shaping math they share.
+// [RL] is the GRPO core, with a seam for each kind of guidance part: prompt
+// [Variant]s, a [Rollout], reward [Shaper]s, a [Filter], an [Objective]
+// (the GRPO [Family], including MEML-GRPO's REINFORCE on max(A, 0)) and
+// [Extra] terms. The parts themselves are packages of their own, one per
+// paper (method/meml, method/eapo, method/mel, method/dapo), chosen from
+// the registry in method/part; this package has only the KL in the reward
+// ([RewardKL]), which every algorithm may take. [Supervised] is SFT. Parts
+// that keep state across steps implement [Stateful], and the loop
+// checkpoints it. This file holds the advantage and reward-shaping math
+// they share.
 package method
 
 import "math"
@@ -89,18 +91,4 @@ func ZeroVariance[T comparable](rewards []T) bool {
 		}
 	}
 	return true
-}
-
-// Overlong is DAPO's soft overlong punishment for a response of
-// length tokens when responses may be maxLen long: 0 up to maxLen − cache,
-// then falling linearly to −1 at maxLen (and −1 beyond).
-func Overlong(length, maxLen, cache int) float64 {
-	start := maxLen - cache
-	switch {
-	case length <= start:
-		return 0
-	case length >= maxLen || cache <= 0:
-		return -1
-	}
-	return float64(start-length) / float64(cache)
 }

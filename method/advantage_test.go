@@ -46,12 +46,4 @@ func TestBatchNormalizeAndHelpers(t *testing.T) {
 	if !ZeroVariance([]float64{1, 1}) || ZeroVariance([]float64{1, 0}) || !ZeroVariance([]float64(nil)) {
 		t.Fatal("ZeroVariance")
 	}
-	for _, tc := range []struct {
-		n    int
-		want float64
-	}{{100, 0}, {192, 0}, {224, -0.5}, {256, -1}, {300, -1}} {
-		if got := Overlong(tc.n, 256, 64); !near(got, tc.want) {
-			t.Errorf("Overlong(%d, 256, 64) = %v, want %v", tc.n, got, tc.want)
-		}
-	}
 }

@@ -153,7 +153,7 @@ func (f *Family) Build(groups []Scored) ([]Term, Stats, error) {
 		for _, g := range groups {
 			for i := range g.Trajectories {
 				if g.Rewards[i] > 0 {
-					data = append(data, policyDatum(&g.Trajectories[i], 0))
+					data = append(data, PolicyDatum(&g.Trajectories[i], 0))
 				}
 			}
 		}
@@ -186,7 +186,7 @@ func (f *Family) Build(groups []Scored) ([]Term, Stats, error) {
 			if f.PositiveReinforce {
 				a = max(a, 0)
 			}
-			data = append(data, policyDatum(&g.Trajectories[i], float32(a)))
+			data = append(data, PolicyDatum(&g.Trajectories[i], float32(a)))
 			if a != 0 {
 				st.Trained++
 			}

@@ -110,9 +110,9 @@ type Env struct {
 	Metrics Metrics
 }
 
-// prompt renders an example under a variant; a prompt too long for the
+// Prompt renders an example under a variant; a prompt too long for the
 // context is skipped (nil, nil) and counted in data/skipped_long_prompts.
-func (env *Env) prompt(e task.Example, v Variant) ([]int32, error) {
+func (env *Env) Prompt(e task.Example, v Variant) ([]int32, error) {
 	p, err := env.Render.Prompt(e, v)
 	if errors.Is(err, ErrPromptTooLong) {
 		env.Metrics["data/skipped_long_prompts"]++
@@ -171,10 +171,10 @@ type Scored struct {
 	Correct []bool    // whether each answer verified, before shaping
 }
 
-// policyDatum makes the datum of a trajectory: the prompt is context, and
+// PolicyDatum makes the datum of a trajectory: the prompt is context, and
 // the policy's tokens carry weight 1 (environment tokens 0), the given
 // per-token advantage, and the sampler's logprobs.
-func policyDatum(t *rollout.Trajectory, adv float32) backend.Datum {
+func PolicyDatum(t *rollout.Trajectory, adv float32) backend.Datum {
 	full := append(append([]int32(nil), t.Prompt...), t.Tokens...)
 	n := len(full) - 1
 	d := backend.Datum{Tokens: full[:n], Targets: full[1:], Weights: make([]float32, n),

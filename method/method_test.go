@@ -26,7 +26,7 @@ func group(rewards ...float64) Scored {
 
 func TestPolicyDatumAlignsTokens(t *testing.T) {
 	tr := traj()
-	d := policyDatum(&tr, 0.5)
+	d := PolicyDatum(&tr, 0.5)
 	// Input 1 2 3 4 5 6, targets 2 3 4 5 6 7: positions 2, 3 and 5 predict
 	// policy tokens 4, 5 and 7; position 4 predicts the environment's 6.
 	wantW := []float32{0, 0, 1, 1, 0, 1}

@@ -30,9 +30,10 @@ type RL struct {
 	// Shapers adjust the verified rewards in order (overlong penalty, KL in
 	// the reward, consultation penalty).
 	Shapers []Shaper
-	// Filter, when set, drops groups whose answers are all right or all
-	// wrong and draws more questions (DAPO's dynamic sampling).
-	Filter *DynamicSampling
+	// Filter, when set, keeps some groups out of the objective's batch
+	// and has more questions drawn in their place (DAPO's dynamic
+	// sampling).
+	Filter Filter
 	// Extras add loss terms from the scored groups (mutual learning, a
 	// hard-example buffer, meta-experience).
 	Extras []Extra
@@ -58,12 +59,13 @@ type Extra interface {
 	Terms(ctx context.Context, env *Env, groups []Scored) ([]Term, error)
 }
 
-// DynamicSampling is DAPO's filter: groups whose answers are all correct
-// or all wrong carry no group-relative signal, so they are dropped and more
-// questions are sampled, up to MaxRounds extra rounds. It reads the
-// verifier's verdicts, not the shaped rewards, as DAPO and verl do.
-type DynamicSampling struct {
-	MaxRounds int
+// Filter chooses the groups the objective trains on. A step samples its
+// questions, keeps the groups Keep accepts, and while fewer than it asked
+// for are kept draws more questions (Env.More), up to Rounds extra rounds.
+// Every group sampled still reaches the Extras.
+type Filter interface {
+	Keep(g *Scored) bool
+	Rounds() int
 }
 
 // SingleTurn samples G single-turn answers per prompt in one batch.
@@ -100,12 +102,12 @@ func (r *RL) Step(ctx context.Context, env *Env, examples []task.Example) (*Batc
 			kept = groups
 			break
 		}
-		for _, g := range groups {
-			if !ZeroVariance(g.Correct) {
-				kept = append(kept, g)
+		for i := range groups {
+			if r.Filter.Keep(&groups[i]) {
+				kept = append(kept, groups[i])
 			}
 		}
-		if len(kept) >= target || round >= r.Filter.MaxRounds {
+		if len(kept) >= target || round >= r.Filter.Rounds() {
 			break
 		}
 		need := (target - len(kept) + len(variants) - 1) / len(variants)
@@ -138,7 +140,7 @@ func (r *RL) sample(ctx context.Context, env *Env, examples []task.Example, vari
 	var scored []Scored
 	for _, e := range examples {
 		for _, v := range variants {
-			p, err := env.prompt(e, v)
+			p, err := env.Prompt(e, v)
 			if err != nil {
 				return nil, err
 			} else if p == nil {
@@ -276,8 +278,8 @@ func (r *RL) Exhibits() []Exhibit {
 	return out
 }
 
-// State implements Stateful: the state of every stateful part, by its
-// type name.
+// State implements Stateful: the state of every stateful part, under its
+// StateName.
 func (r *RL) State() (json.RawMessage, error) { return partsState(r.parts()) }
 
 // Restore implements Stateful.
@@ -321,21 +323,20 @@ func restoreParts(parts []any, b json.RawMessage) error {
 	return nil
 }
 
-func partName(p any) string { return reflect.TypeOf(p).String() }
+// StateNamer is a stateful part that names its state in checkpoints. A
+// part without a name is known by its Go type ("*pkg.Type"), which moving
+// or renaming the type would change, so that checkpoints written before
+// would no longer restore: a part that has been published names its state
+// once and keeps the name.
+type StateNamer interface {
+	StateName() string
+}
 
-// OverlongPenalty is DAPO's soft overlong punishment as a shaper: rewards
-// fall linearly from 0 to −1 over the last Buffer tokens of MaxTokens.
-type OverlongPenalty struct{ MaxTokens, Buffer int }
-
-// Shape implements Shaper.
-func (o OverlongPenalty) Shape(_ context.Context, _ *Env, groups []Scored) error {
-	for gi := range groups {
-		g := &groups[gi]
-		for i := range g.Trajectories {
-			g.Rewards[i] += Overlong(g.Trajectories[i].PolicyTokens(), o.MaxTokens, o.Buffer)
-		}
+func partName(p any) string {
+	if n, ok := p.(StateNamer); ok {
+		return n.StateName()
 	}
-	return nil
+	return reflect.TypeOf(p).String()
 }
 
 // RewardKL subtracts β·Σ_t k(q_t, ref_t) from each answer's reward, with q
@@ -354,7 +355,7 @@ func (k RewardKL) Shape(ctx context.Context, env *Env, groups []Scored) error {
 	var data []backend.Datum
 	for _, g := range groups {
 		for i := range g.Trajectories {
-			data = append(data, policyDatum(&g.Trajectories[i], 0))
+			data = append(data, PolicyDatum(&g.Trajectories[i], 0))
 		}
 	}
 	if len(data) == 0 {

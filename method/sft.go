@@ -37,7 +37,7 @@ func (s *Supervised) Step(ctx context.Context, env *Env, examples []task.Example
 			if name, ok := e.Meta[VariantKey]; ok && name != v.Name {
 				continue
 			}
-			p, err := env.prompt(e, v)
+			p, err := env.Prompt(e, v)
 			if err != nil {
 				return nil, err
 			} else if p == nil {

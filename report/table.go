@@ -10,6 +10,8 @@ import (
 
 	"rlvr/eval"
 	"rlvr/method"
+	"rlvr/method/eapo"
+	"rlvr/method/mel"
 	"rlvr/rundir"
 	"rlvr/train"
 )
@@ -324,11 +326,11 @@ func (row Row) Summary() Summary {
 		if _, ys := r.Series(train.MetricStepSeconds); len(ys) > 0 {
 			stepTime = append(stepTime, mean(ys))
 		}
-		callFirst, callLast = appendEnds(callFirst, callLast, r, method.MetricConsultCallRate)
+		callFirst, callLast = appendEnds(callFirst, callLast, r, eapo.MetricCallRate)
 		for _, st := range r.Steps { // a step without them adds 0
-			s.Pairs += st.Values[method.MetricMELPairs]
-			s.Parsed += st.Values[method.MetricMELParsed]
-			s.Validated += st.Values[method.MetricMELValidated]
+			s.Pairs += st.Values[mel.MetricMELPairs]
+			s.Parsed += st.Values[mel.MetricMELParsed]
+			s.Validated += st.Values[mel.MetricMELValidated]
 		}
 	}
 	s.AvgAtK = eval.MeanInterval(avgK)

@@ -4,11 +4,11 @@ import (
 	"context"
 	"math"
 	"path/filepath"
-	"rlvr/expert"
 	"strings"
 	"testing"
 
 	"rlvr/method"
+	"rlvr/method/eapo"
 	"rlvr/rollout"
 	"rlvr/task"
 )
@@ -38,10 +38,7 @@ func trainedAdvantages(t *testing.T, c RLConfig, groups []method.Scored) []float
 	if err := c.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewMethod(&c, Setup{MaxLen: 512, Pool: &expert.Pool{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := newMethod(t, &c, Setup{MaxLen: 512})
 	rl := m.(*method.RL)
 	env := &method.Env{Metrics: method.Metrics{}}
 	for _, s := range rl.Shapers {
@@ -159,9 +156,9 @@ func TestAdvantageNormResolves(t *testing.T) {
 	}{
 		{alg: method.GRPO, want: method.NormGroupStd},
 		{alg: method.DrGRPO, want: method.NormNone},
-		{alg: method.DAPO, parts: []string{PartConsultation}, want: method.NormCorrectnessStd},
-		{alg: method.DrGRPO, parts: []string{PartConsultation}, want: method.NormNone},
-		{alg: method.DAPO, parts: []string{PartConsultation}, set: method.NormGroupStd, want: method.NormGroupStd},
+		{alg: method.DAPO, parts: []string{eapo.PartConsultation}, want: method.NormCorrectnessStd},
+		{alg: method.DrGRPO, parts: []string{eapo.PartConsultation}, want: method.NormNone},
+		{alg: method.DAPO, parts: []string{eapo.PartConsultation}, set: method.NormGroupStd, want: method.NormGroupStd},
 		{alg: method.GRPO, set: "zscore", err: `advantage_norm "zscore" is not one of`},
 		{alg: method.RFT, set: method.NormNone, err: `advantage_norm "none": rft trains without advantages`},
 	} {

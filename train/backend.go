@@ -103,12 +103,10 @@ func (c *RLConfig) resolveBackend(add func(format string, args ...any)) {
 			add("backend.timeout %q is not a positive duration", b.Timeout)
 		}
 	}
-	// The terms no Tinker loss_fn expresses, refused before any work.
+	// The terms no Tinker loss_fn expresses, refused before any work (the
+	// parts refuse theirs through part.Run.CheckLoss).
 	if c.Entropy != 0 {
 		add("backend tinker: entropy = %v: %v (entropy: 0)", c.Entropy, remote.CheckLoss(backend.Loss{Entropy: c.Entropy}))
-	}
-	if m := c.MutualLearning; m != nil && m.Estimator == "exact" {
-		add("backend tinker: mutual_learning.estimator exact: %v (estimator: sequence)", remote.CheckLoss(backend.Loss{TeacherKL: 1}))
 	}
 }
 

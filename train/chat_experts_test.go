@@ -12,6 +12,7 @@ import (
 	"rlvr/checkpoint"
 	"rlvr/internal/modeltest"
 	"rlvr/method"
+	"rlvr/method/meml"
 	"rlvr/rollout"
 	"rlvr/rundir"
 	"rlvr/sample"
@@ -36,7 +37,8 @@ func chatExpertsRun(t *testing.T) RLConfig {
 	cfg.Model, cfg.Chat = byteChatModel(t, 512), ChatConfig{Template: "on", System: "Answer after ####."}
 	cfg.Steps, cfg.PromptsPerStep, cfg.GroupSize, cfg.MaxTokens, cfg.CheckpointEvery = 1, 2, 2, 8, 0
 	cfg.EvalProblems, cfg.TestProblems = 4, 4
-	cfg.Parts, cfg.ExpertPrompts = []string{PartExpertPrompts}, &ExpertPromptsConfig{Experts: []int{0, 2}}
+	cfg.Parts = []string{meml.PartExpertPrompts}
+	cfg.Sections.Set(&meml.ExpertPromptsConfig{Experts: []int{0, 2}})
 	return cfg
 }
 
@@ -85,10 +87,7 @@ func TestChatExpertsEvaluated(t *testing.T) {
 	if err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	inner, err := NewMethod(&cfg, Setup{MaxLen: 512, Chat: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	inner, _ := newMethod(t, &cfg, Setup{MaxLen: 512, Chat: true})
 	rec := &promptRecorder{}
 	run := filepath.Join(t.TempDir(), "run")
 	if err := Run(context.Background(), cfg, run, Options{Method: recordedMethod{inner, rec}}); err != nil {
@@ -172,13 +171,14 @@ func TestChatExpertsEvaluationPrompts(t *testing.T) {
 	}
 	examples := world.Examples(1, 3, []int{0})
 	f := &fixedAnswers{l: l, answer: "#### " + examples[0].Answer}
-	lp := &loop{cfg: &cfg, pol: &policy{sampler: f, text: l, maxLen: 512}, render: r}
-	m, experts, err := lp.score(context.Background(), examples, false)
+	_, b := newMethod(t, &cfg, Setup{MaxLen: 512, Chat: true})
+	lp := &loop{cfg: &cfg, pol: &policy{sampler: f, text: l, maxLen: 512}, render: r, evaluators: b.Evaluators}
+	m, err := lp.score(context.Background(), "val", 0, examples, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(experts) != 2 || m.ExpertMajority == nil || *m.ExpertMajority != experts["E2"].Mean || experts["E2"].Mean == 0 {
-		t.Errorf("experts %v, majority %v", experts, m.ExpertMajority)
+	if len(m.Experts) != 2 || m.ExpertMajority == nil || *m.ExpertMajority != m.Experts["E2"] || m.Experts["E2"] == 0 {
+		t.Errorf("experts %v, majority %v", m.Experts, m.ExpertMajority)
 	}
 	var askedE0, askedE2 bool
 	for _, p := range f.prompts {

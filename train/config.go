@@ -13,10 +13,10 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"rlvr/backend"
-	"rlvr/consult"
+	"rlvr/backend/remote"
 	"rlvr/engine/optim"
-	"rlvr/expert"
 	"rlvr/method"
+	"rlvr/method/part"
 	"rlvr/task"
 	"rlvr/task/world"
 )
@@ -24,7 +24,7 @@ import (
 // RLConfig is every knob of a training run, grouped by what it controls.
 // The core knobs are flat, as in TRL's GRPOConfig; each guidance part has a
 // section of its own and runs only when Parts names it. DefaultRL gives
-// every default; a preset (see Presets) names a paper's recipe.
+// every default; a preset (see PresetNames) names a paper's recipe.
 type RLConfig struct {
 	// What is trained and on what.
 
@@ -32,7 +32,7 @@ type RLConfig struct {
 	// (RL), or sft (NLL on reference solutions, no rollouts).
 	Algorithm method.Algorithm `yaml:"algorithm"`
 	// Preset names a recipe applied over the defaults before the config
-	// file and flags (see Presets); "" applies none.
+	// file and flags (see PresetNames); "" applies none.
 	Preset string `yaml:"preset,omitempty"`
 	// Model is the starting checkpoint, a Hugging Face directory; "" is the
 	// built-in world's model.
@@ -84,25 +84,24 @@ type RLConfig struct {
 	// default), "none" (dr-grpo's and reinforce++'s, and MEML-GRPO's eq. 5)
 	// or "correctness_std" (the std of the group's verdicts, nothing when
 	// they agree, so that reward shaping keeps its size relative to a right
-	// answer; the default when consultation is in parts and the algorithm
-	// would divide by the group's std). Unset takes these defaults; rft
+	// answer). Unset takes the algorithm's default as the listed parts
+	// change it (consultation divides by the verdicts' std where the
+	// algorithm would divide by the group's: part.Part.AdvantageNorm); rft
 	// and sft have no advantages to divide.
 	AdvantageNorm method.AdvantageNorm `yaml:"advantage_norm,omitempty"`
 
 	// Guidance parts.
 
-	// Parts lists the guidance parts that run, each configured by its
-	// section below (a section of a part not listed is an error). Unset,
-	// the dapo algorithm takes dynamic_sampling and overlong_penalty, and
-	// every other algorithm none.
-	Parts           []string               `yaml:"parts"`
-	ExpertPrompts   *ExpertPromptsConfig   `yaml:"expert_prompts,omitempty"`
-	DynamicSampling *DynamicSamplingConfig `yaml:"dynamic_sampling,omitempty"`
-	OverlongPenalty *OverlongPenaltyConfig `yaml:"overlong_penalty,omitempty"`
-	MutualLearning  *MutualLearningConfig  `yaml:"mutual_learning,omitempty"`
-	HardBuffer      *HardBufferConfig      `yaml:"hard_buffer,omitempty"`
-	Consultation    *ConsultationConfig    `yaml:"consultation,omitempty"`
-	MetaExperience  *MetaExperienceConfig  `yaml:"meta_experience,omitempty"`
+	// Parts lists the guidance parts that run (see package part; a part's
+	// package registers it), each configured by its section, a top-level
+	// key of the part's name (a section of a part not listed is an error).
+	// Unset, an algorithm takes the parts registered as its defaults: dapo
+	// takes dynamic_sampling and overlong_penalty, every other algorithm
+	// none.
+	Parts []string `yaml:"parts"`
+	// Sections are the parts' sections by part name; part.Get reads one.
+	// They are written after parts, in registry order.
+	Sections part.Sections `yaml:"-"`
 
 	// Evaluation and checkpoints.
 
@@ -162,15 +161,15 @@ type DataConfig struct {
 	Part string `yaml:"part,omitempty"`
 	// DME is a multi-expert dataset as rlvr experts collect writes it
 	// (MEML-GRPO's D_ME). An sft run with it trains on the experts'
-	// answers, each behind its own expert's prompt (MEF) when expert_prompts
-	// is in parts; the experts trained are expert_prompts.experts (one of
-	// them: ExpertX-SFT). Without expert_prompts, they are trained behind
-	// the plain prompt (see DMEExperts).
+	// answers. When the method asks under prompt variants (the
+	// expert_prompts part), expert i's answers are trained behind the
+	// variant E<i> alone, for the variants there are (MEF; one of them:
+	// ExpertX-SFT); without variants, behind the plain prompt (see
+	// DMEExperts).
 	DME string `yaml:"dme,omitempty"`
-	// DMEExperts, without expert_prompts in parts, are the experts whose
-	// answers are trained behind the plain prompt: SFT distillation of
-	// expert answers (EAPO's baseline); default every expert but the
-	// reference.
+	// DMEExperts, without prompt variants, are the experts whose answers
+	// are trained behind the plain prompt: SFT distillation of expert
+	// answers (EAPO's baseline); default every expert but the reference.
 	DMEExperts []int `yaml:"dme_experts,omitempty"`
 	// DMEAnswers is "correct" (the default: only answers the verifier
 	// accepted) or "all".
@@ -208,138 +207,6 @@ type ChatConfig struct {
 	System string `yaml:"system,omitempty"`
 }
 
-// ExpertPromptsConfig asks every question under several expert prompts,
-// with advantages inside each expert's group (MEML-GRPO's P_i).
-type ExpertPromptsConfig struct {
-	// Experts are the expert indices i asked (default 1, 2, 3; 0 is the
-	// dataset's own reference style).
-	Experts []int `yaml:"experts"`
-	// System is a chat model's expert persona, with {i} standing for the
-	// index and {name} for E<i> (expert.RenderPrompt; default: the
-	// paper's wording), written after chat.system in the system message.
-	System string `yaml:"system"`
-	// Suffix follows a plain-text prompt, with {i} and {name} as in
-	// System (default the world's "@E{i}\n").
-	Suffix string `yaml:"suffix"`
-}
-
-// DynamicSamplingConfig is DAPO's filter: groups all right or all wrong are
-// dropped and more questions drawn.
-type DynamicSamplingConfig struct {
-	MaxRounds int `yaml:"max_rounds"` // extra sampling rounds per step
-}
-
-// OverlongPenaltyConfig is DAPO's soft overlong penalty over the last
-// Buffer tokens of the budget.
-type OverlongPenaltyConfig struct {
-	Buffer int `yaml:"buffer"` // tokens; 0 means max_tokens/4
-}
-
-// MutualLearningConfig is MEML-GRPO's inter-expert mutual learning: per
-// question, the expert prompt with the best mean reward teaches the worst
-// along its correct answers (needs expert_prompts).
-type MutualLearningConfig struct {
-	Weight float32 `yaml:"weight"` // λ1; 0 means 1
-	// Estimator is "sequence" (the Monte-Carlo log p(O+|P+) − log p(O+|P−),
-	// default) or "exact" (the per-position full-vocabulary KL).
-	Estimator string `yaml:"estimator"`
-}
-
-// HardBufferConfig is MEML-GRPO's hard-example SFT buffer.
-type HardBufferConfig struct {
-	K        int `yaml:"k"`        // more than K wrong of G adds (Q, P_i) with probability K/G; 0 means 6
-	Capacity int `yaml:"capacity"` // B; 0 means 64
-	// Update is how a full buffer trains: "joint" (the default, eq. 11's
-	// one objective: its NLL, times weight, joins the step's gradient and
-	// optimizer step at the run's lr) or "separate" (an optimizer step of
-	// its own at lr after the step's, with AdamW moments and a step count
-	// of its own; the local backend only). docs/meml-grpo.md compares them.
-	Update string  `yaml:"update"`
-	LR     float64 `yaml:"lr"`     // the separate update's learning rate; 0 means 1e-5
-	Weight float32 `yaml:"weight"` // λ2; 0 means 1
-}
-
-// The updates of the hard-example buffer (HardBufferConfig.Update).
-const (
-	BufferJoint    = "joint"
-	BufferSeparate = "separate"
-)
-
-// ConsultationConfig is EAPO's expert consultation: rollouts become
-// multi-turn episodes in which the policy may consult a pool of expert
-// models; replies are written into the history with probability p(t),
-// annealed over training with the turn budget, and every consult action
-// costs reward. Evaluation stays single-turn, with the run's own prompt:
-// the policy answers alone.
-type ConsultationConfig struct {
-	// Experts are the pool; default the world's scripted experts E1-E3.
-	Experts []expert.Config `yaml:"experts,omitempty"`
-	// MaxQueries is k, the queries of one action that are considered
-	// (the rest are unavailable); 0 means 3.
-	MaxQueries int `yaml:"max_queries,omitempty"`
-	// Penalty is subtracted from the reward per consult action; unset
-	// means 0.05.
-	Penalty *float64 `yaml:"penalty,omitempty"`
-	// Acceptance is p(t); default cosine from 1 to 0 over the run.
-	Acceptance *consult.Schedule `yaml:"acceptance,omitempty"`
-	// Turns is the turn budget T(t), rounded; default linear from 3 to 1,
-	// the evaluation's single turn.
-	Turns *consult.Schedule `yaml:"turns,omitempty"`
-	// MaxTokens bounds an episode's whole response, expert replies
-	// included; 0 means max_tokens.
-	MaxTokens int `yaml:"max_tokens,omitempty"`
-	// System, for a chat model, is added to the training prompt's system
-	// message to grant the consult action, with {k} and {experts} filled
-	// in (default consult.ChatTrainingPrompt); evaluation prompts go
-	// without it.
-	System string `yaml:"system,omitempty"`
-}
-
-// MetaExperienceConfig is MEL's meta-experience learning: from each group
-// with right and wrong answers, the policy contrasts pairs of them and
-// writes meta-experiences (bifurcation step, critique, heuristic); those
-// whose replay (the question again, the meta-experience before it) verifies
-// are trained by NLL given the pair, beside the base objective.
-type MetaExperienceConfig struct {
-	// Pairs is the number of contrastive pairs drawn per group (without
-	// replacement); 0 means 4. Each pair costs one reflection and, when it
-	// parses, one replay: at G = 8 a mixed group has 7 to 16 pairs.
-	Pairs int `yaml:"pairs,omitempty"`
-	// AllPairs takes every pair of every group (the paper's reading),
-	// |Y+|·|Y−| of them: up to 16 reflections per group at G = 8.
-	AllPairs bool    `yaml:"all_pairs,omitempty"`
-	Weight   float32 `yaml:"weight,omitempty"` // λ of the NLL term; 0 means 1
-	// Temperature and MaxTokens are the reflection pass's sampling; 0
-	// takes temperature and max_tokens. Replays sample as rollouts do.
-	Temperature float32 `yaml:"temperature,omitempty"`
-	MaxTokens   int     `yaml:"max_tokens,omitempty"`
-	// Instruction is a chat model's instruction I, with {question},
-	// {correct_ans} and {error_ans}; Validation its replay preamble, with
-	// {experience}, which the question follows. Empty takes the paper's
-	// (reflection.PaperInstruction, reflection.PaperValidation). A model
-	// without a chat template uses the world's reflection format.
-	Instruction string `yaml:"instruction,omitempty"`
-	Validation  string `yaml:"validation,omitempty"`
-}
-
-// The guidance parts a run may list.
-const (
-	PartExpertPrompts   = "expert_prompts"
-	PartDynamicSampling = "dynamic_sampling"
-	PartOverlongPenalty = "overlong_penalty"
-	PartMutualLearning  = "mutual_learning"
-	PartHardBuffer      = "hard_buffer"
-	PartConsultation    = "consultation"
-	PartMetaExperience  = "meta_experience"
-)
-
-// Parts lists every guidance part.
-var Parts = []string{PartExpertPrompts, PartDynamicSampling, PartOverlongPenalty, PartMutualLearning, PartHardBuffer, PartConsultation, PartMetaExperience}
-
-// PaperExpertSystem is MEML-GRPO's expert prompt P_i, the one its
-// experts' answers are collected under.
-const PaperExpertSystem = expert.DefaultPrompt
-
 // DefaultRL is GRPO on the world's hardest level from the built-in world
 // model: 16 questions × 8 samples per step.
 func DefaultRL() RLConfig {
@@ -349,53 +216,33 @@ func DefaultRL() RLConfig {
 		EvalEvery: 25, EvalProblems: 200, CheckpointEvery: 25, KeepLast: 2}
 }
 
-// Presets are named recipes: each sets its knobs over the defaults, and a
-// config file and flags then override them.
-var Presets = map[string]func(*RLConfig){
-	// DAPO (Yu et al. 2025): clip-higher, token-mean, dynamic sampling and
-	// the soft overlong penalty.
-	"dapo": func(c *RLConfig) {
-		c.Algorithm = method.DAPO
-		c.Parts = []string{PartDynamicSampling, PartOverlongPenalty}
-		c.DynamicSampling = &DynamicSamplingConfig{MaxRounds: 3}
-		c.OverlongPenalty = &OverlongPenaltyConfig{}
-	},
-	// MEML-GRPO (RIEL): three expert prompts with G samples each,
-	// advantages per expert as eq. 5 has them (r − the expert's group
-	// mean, undivided), REINFORCE on max(A, 0), mutual learning from
-	// the best expert to the worst, and the hard-example SFT buffer (K 6 of
-	// G 8, B 64) in the step's one gradient (eq. 11). The paper trains RL
-	// at 1e-6 on 1-1.5B models; the tiny world model takes the run's lr.
-	"meml-grpo": func(c *RLConfig) {
-		c.Algorithm, c.PolicyLoss, c.AdvantageNorm = method.GRPO, "reinforce_positive", method.NormNone
-		c.Parts = []string{PartExpertPrompts, PartMutualLearning, PartHardBuffer}
-		c.ExpertPrompts = &ExpertPromptsConfig{Experts: []int{1, 2, 3}}
-		c.MutualLearning, c.HardBuffer = &MutualLearningConfig{}, &HardBufferConfig{}
-	},
+func init() {
 	// SFT on reference solutions (a baseline of every paper).
-	"sft": func(c *RLConfig) { c.Algorithm, c.LR, c.Warmup = method.SFT, 1e-4, 10 },
+	part.RegisterPreset("sft", `
+algorithm: sft
+lr: 0.0001
+warmup: 10
+`)
 }
 
-// PresetNames lists the presets, sorted.
-func PresetNames() []string {
-	var out []string
-	for k := range Presets {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+// PresetNames lists the presets: the papers' recipes their packages
+// register (part.RegisterPreset) and sft.
+func PresetNames() []string { return part.PresetNames() }
 
-// ApplyPreset sets a preset's knobs; "" applies nothing.
+// ApplyPreset decodes a preset's YAML over the config; "" applies nothing.
 func (c *RLConfig) ApplyPreset(name string) error {
 	if name == "" {
 		return nil
 	}
-	p, ok := Presets[name]
+	y, ok := part.Preset(name)
 	if !ok {
 		return fmt.Errorf("train config: preset %q is not one of %v", name, PresetNames())
 	}
-	p(c)
+	dec := yaml.NewDecoder(strings.NewReader(y))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		return fmt.Errorf("train config: preset %s: %w", name, err)
+	}
 	c.Preset = name
 	return nil
 }
@@ -404,159 +251,21 @@ func (c *RLConfig) ApplyPreset(name string) error {
 func (d *DataConfig) IsWorld() bool { return d.Name == "" || d.Name == "world" }
 
 // Resolve fills the defaults that depend on other knobs and reports every
-// inconsistent setting at once.
+// inconsistent setting at once, the parts' sections' included.
 func (c *RLConfig) Resolve() error {
 	var errs []string
 	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	if !slices.Contains(method.Algorithms, c.Algorithm) {
 		add("algorithm %q is not one of %v", c.Algorithm, method.Algorithms)
 	}
-	if c.Parts == nil && c.Algorithm == method.DAPO {
-		c.Parts = []string{PartDynamicSampling, PartOverlongPenalty}
+	if c.Parts == nil {
+		if len(part.Names()) == 0 {
+			// Nothing would say which parts the algorithm takes.
+			add("parts: unset, and no guidance part is registered: a program that trains imports rlvr/method/part/all")
+		}
+		c.Parts = part.Defaults(c.Algorithm)
 	}
-	for _, p := range c.Parts {
-		if !slices.Contains(Parts, p) {
-			add("parts: %q is not one of %v", p, Parts)
-		}
-	}
-	enabled := func(p string) bool { return slices.Contains(c.Parts, p) }
-	for _, s := range []struct {
-		part string
-		set  bool
-	}{{PartExpertPrompts, c.ExpertPrompts != nil}, {PartDynamicSampling, c.DynamicSampling != nil}, {PartOverlongPenalty, c.OverlongPenalty != nil},
-		{PartMutualLearning, c.MutualLearning != nil}, {PartHardBuffer, c.HardBuffer != nil}, {PartConsultation, c.Consultation != nil}, {PartMetaExperience, c.MetaExperience != nil}} {
-		if s.set && !enabled(s.part) {
-			add("section %s is set but %s is not in parts %v", s.part, s.part, c.Parts)
-		}
-	}
-	if enabled(PartExpertPrompts) {
-		if c.ExpertPrompts == nil {
-			c.ExpertPrompts = &ExpertPromptsConfig{}
-		}
-		e := c.ExpertPrompts
-		if len(e.Experts) == 0 {
-			e.Experts = []int{1, 2, 3}
-		}
-		if e.System == "" {
-			e.System = PaperExpertSystem
-		}
-		if e.Suffix == "" {
-			e.Suffix = expert.WorldPrompt
-		}
-		for _, i := range e.Experts {
-			if i < 0 {
-				add("expert_prompts.experts: %d is negative", i)
-			}
-		}
-	}
-	if enabled(PartDynamicSampling) {
-		if c.DynamicSampling == nil {
-			c.DynamicSampling = &DynamicSamplingConfig{MaxRounds: 3}
-		}
-		if c.DynamicSampling.MaxRounds < 0 {
-			add("dynamic_sampling.max_rounds = %d is negative", c.DynamicSampling.MaxRounds)
-		}
-	}
-	if enabled(PartOverlongPenalty) {
-		if c.OverlongPenalty == nil {
-			c.OverlongPenalty = &OverlongPenaltyConfig{}
-		}
-		if c.OverlongPenalty.Buffer == 0 {
-			c.OverlongPenalty.Buffer = c.MaxTokens / 4
-		}
-		if b := c.OverlongPenalty.Buffer; b < 0 || b >= c.MaxTokens {
-			add("overlong_penalty.buffer = %d must be in [0, max_tokens)", b)
-		}
-	}
-	if enabled(PartMutualLearning) {
-		if c.MutualLearning == nil {
-			c.MutualLearning = &MutualLearningConfig{}
-		}
-		m := c.MutualLearning
-		if m.Weight == 0 {
-			m.Weight = 1
-		}
-		if m.Estimator == "" {
-			m.Estimator = "sequence"
-		}
-		if m.Estimator != "sequence" && m.Estimator != "exact" {
-			add("mutual_learning.estimator %q is not sequence or exact", m.Estimator)
-		}
-		if !enabled(PartExpertPrompts) {
-			add("mutual_learning needs expert_prompts in parts: it compares experts")
-		}
-	}
-	if enabled(PartHardBuffer) {
-		if c.HardBuffer == nil {
-			c.HardBuffer = &HardBufferConfig{}
-		}
-		h := c.HardBuffer
-		if h.K == 0 {
-			h.K = 6
-		}
-		if h.Capacity == 0 {
-			h.Capacity = 64
-		}
-		oneOf(add, "hard_buffer.update", &h.Update, BufferJoint, BufferSeparate)
-		switch {
-		case h.Update == BufferJoint && h.LR != 0:
-			add("hard_buffer.lr = %v is the separate update's; the joint update trains at the run's lr", h.LR)
-		case h.Update == BufferSeparate && h.LR == 0:
-			h.LR = 1e-5
-		}
-		if h.Update == BufferSeparate && c.Backend.remote() {
-			add("hard_buffer.update separate needs an optimizer state of its own, which a remote backend does not keep; use joint")
-		}
-		if h.Weight == 0 {
-			h.Weight = 1
-		}
-		if h.K < 0 || h.K >= c.GroupSize && c.GroupSize > 0 {
-			add("hard_buffer.k = %d must be in [0, group_size)", h.K)
-		}
-		if h.Capacity < 0 {
-			add("hard_buffer.capacity = %d must be positive", h.Capacity)
-		}
-	}
-	if enabled(PartMetaExperience) {
-		if c.MetaExperience == nil {
-			c.MetaExperience = &MetaExperienceConfig{}
-		}
-		m := c.MetaExperience
-		if m.Pairs == 0 && !m.AllPairs {
-			m.Pairs = 4
-		}
-		if m.AllPairs && m.Pairs != 0 {
-			add("meta_experience: pairs = %d and all_pairs are both set", m.Pairs)
-		}
-		if m.Pairs < 0 || m.Pairs > 1<<16 {
-			add("meta_experience.pairs = %d must be in [1, %d]", m.Pairs, 1<<16)
-		}
-		if m.Weight == 0 {
-			m.Weight = 1
-		}
-		if m.MaxTokens == 0 {
-			m.MaxTokens = c.MaxTokens
-		}
-		if m.MaxTokens < 0 || m.MaxTokens > 1<<20 {
-			add("meta_experience.max_tokens = %d must be in [1, %d]", m.MaxTokens, 1<<20)
-		}
-		if m.Temperature == 0 {
-			m.Temperature = c.Temperature
-		}
-		if m.Instruction != "" && !strings.Contains(m.Instruction, "{correct_ans}") || m.Instruction != "" && !strings.Contains(m.Instruction, "{error_ans}") {
-			add("meta_experience.instruction must hold {correct_ans} and {error_ans}: the pair it asks about")
-		}
-		if m.Validation != "" && !strings.Contains(m.Validation, "{experience}") {
-			add("meta_experience.validation must hold {experience}: the meta-experience it replays")
-		}
-	}
-	if c.Algorithm == method.SFT {
-		for _, p := range []string{PartDynamicSampling, PartOverlongPenalty, PartMutualLearning, PartHardBuffer, PartMetaExperience} {
-			if enabled(p) {
-				add("part %s needs rollouts, which sft does not sample", p)
-			}
-		}
-	}
+	c.Sections = part.Resolve(c.partRun(), c.Sections, add)
 	// The algorithm's own clip range unless the config sets one, written
 	// back so the saved config shows what runs.
 	if fam, err := method.NewFamily(c.Algorithm, c.MaxTokens); err == nil {
@@ -600,39 +309,19 @@ func (c *RLConfig) Resolve() error {
 		add("group_size 1 leaves group-relative advantages always zero")
 	}
 	c.resolveData(add)
-	if enabled(PartConsultation) {
-		c.resolveConsultation(add)
-	}
-	oneOf(add, "policy_loss", &c.PolicyLoss, "clipped", "reinforce_positive")
-	oneOf(add, "chat.template", &c.Chat.Template, "auto", "on", "off")
+	part.OneOf(add, "policy_loss", &c.PolicyLoss, "clipped", "reinforce_positive")
+	part.OneOf(add, "chat.template", &c.Chat.Template, "auto", "on", "off")
 	c.resolveBackend(add)
 	if c.KL != 0 && !slices.Contains([]backend.KLEstimator{backend.K1, backend.K2, backend.K3}, c.KLEstimator) {
 		add("kl_estimator %q is not k1, k2 or k3", c.KLEstimator)
 	}
-	type real struct {
-		name string
-		v    float64
-		zero bool // zero allowed
-	}
-	reals := []real{{"lr", c.LR, false}, {"temperature", float64(c.Temperature), false}, {"eval_temperature", float64(c.EvalTemperature), false}, {"kl", float64(c.KL), true},
-		{"entropy", float64(c.Entropy), true}, {"grad_clip", float64(c.GradClip), true}, {"clip_low", float64(c.ClipLow), true}, {"clip_high", float64(c.ClipHigh), true}}
-	if m := c.MutualLearning; m != nil {
-		reals = append(reals, real{"mutual_learning.weight", float64(m.Weight), false})
-	}
-	if h := c.HardBuffer; h != nil {
-		reals = append(reals, real{"hard_buffer.lr", h.LR, h.Update != BufferSeparate}, real{"hard_buffer.weight", float64(h.Weight), false})
-	}
-	if m := c.MetaExperience; m != nil {
-		reals = append(reals, real{"meta_experience.weight", float64(m.Weight), false}, real{"meta_experience.temperature", float64(m.Temperature), false})
-	}
-	for _, f := range reals {
-		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 || f.v == 0 && !f.zero {
-			if f.zero {
-				add("%s = %v must be finite and not negative", f.name, f.v)
-			} else {
-				add("%s = %v must be finite and positive", f.name, f.v)
-			}
-		}
+	for _, f := range []struct {
+		name   string
+		v      float64
+		zeroOK bool
+	}{{"lr", c.LR, false}, {"temperature", float64(c.Temperature), false}, {"eval_temperature", float64(c.EvalTemperature), false}, {"kl", float64(c.KL), true},
+		{"entropy", float64(c.Entropy), true}, {"grad_clip", float64(c.GradClip), true}, {"clip_low", float64(c.ClipLow), true}, {"clip_high", float64(c.ClipHigh), true}} {
+		part.Real(add, f.name, f.v, f.zeroOK)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("train config: %s", strings.Join(errs, "; "))
@@ -640,12 +329,22 @@ func (c *RLConfig) Resolve() error {
 	return nil
 }
 
+// partRun is what the parts' sections resolve against.
+func (c *RLConfig) partRun() *part.Run {
+	r := &part.Run{Algorithm: c.Algorithm, Steps: c.Steps, GroupSize: c.GroupSize, MaxTokens: c.MaxTokens, Temperature: c.Temperature,
+		Seed: c.Seed, World: c.Data.IsWorld(), Remote: c.Backend.remote(), Parts: c.Parts}
+	if r.Remote {
+		r.CheckLoss = remote.CheckLoss
+	}
+	if c.Data.DME != "" {
+		r.DMEExperts = c.Data.DMEExperts
+	}
+	return r
+}
+
 // resolveAdvantageNorm fills the algorithm's advantage normalization
-// unless the config sets one. With consultation, a division by the
-// group's std would make the consult penalty alone decide the sign and
-// size of every advantage in the groups whose answers are all right or
-// all wrong (most of them on a sparse task), so the verdicts' std divides
-// instead (docs/eapo.md).
+// unless the config sets one, as the listed parts change it (consultation
+// divides by the verdicts' std, docs/eapo.md).
 func (c *RLConfig) resolveAdvantageNorm(add func(string, ...any)) {
 	if c.Algorithm == method.RFT || c.Algorithm == method.SFT {
 		if c.AdvantageNorm != "" {
@@ -663,88 +362,7 @@ func (c *RLConfig) resolveAdvantageNorm(add func(string, ...any)) {
 	if err != nil {
 		return // the algorithm's own error is reported
 	}
-	c.AdvantageNorm = fam.Norm
-	if c.AdvantageNorm == method.NormGroupStd && slices.Contains(c.Parts, PartConsultation) {
-		c.AdvantageNorm = method.NormCorrectnessStd
-	}
-}
-
-func (c *RLConfig) resolveConsultation(add func(string, ...any)) {
-	if c.Consultation == nil {
-		c.Consultation = &ConsultationConfig{}
-	}
-	k := c.Consultation
-	if c.Algorithm == method.SFT {
-		add("consultation: sft trains on reference solutions, without rollouts to consult in")
-	}
-	if len(k.Experts) == 0 {
-		if !c.Data.IsWorld() {
-			add("consultation.experts: give the pool (url, model, world or reply for each expert)")
-		}
-		k.Experts = expert.WorldPool()
-	}
-	// On a dataset (chat-schema questions), experts are asked through the
-	// chat API unless the config says otherwise; on the world ("Q:…"
-	// lines), through completions.
-	if err := expert.CheckAll("consultation.experts", k.Experts, !c.Data.IsWorld()); err != nil {
-		add("%v", err)
-	}
-	if k.MaxQueries == 0 {
-		k.MaxQueries = 3
-	}
-	if k.MaxQueries < 0 || k.MaxQueries > 64 {
-		add("consultation.max_queries = %d must be in [1, 64]", k.MaxQueries)
-	}
-	if k.Penalty == nil {
-		p := 0.05
-		k.Penalty = &p
-	}
-	if p := *k.Penalty; math.IsNaN(p) || math.IsInf(p, 0) || p < 0 {
-		add("consultation.penalty = %v must be finite and not negative", p)
-	}
-	if k.Acceptance == nil {
-		k.Acceptance = &consult.Schedule{Kind: consult.Cosine, Start: 1, End: 0}
-	}
-	if k.Turns == nil {
-		k.Turns = &consult.Schedule{Kind: consult.Linear, Start: 3, End: 1}
-	}
-	for name, s := range map[string]*consult.Schedule{"consultation.acceptance": k.Acceptance, "consultation.turns": k.Turns} {
-		if err := s.Check(name); err != nil {
-			add("%v", err)
-		}
-	}
-	if a := k.Acceptance; a.Start < 0 || a.Start > 1 || a.End < 0 || a.End > 1 {
-		add("consultation.acceptance: start %g and end %g are probabilities, in [0, 1]", a.Start, a.End)
-	}
-	if t := k.Turns; t.Start < 1 || t.End < 1 || t.Start > 64 || t.End > 64 {
-		add("consultation.turns: start %g and end %g must be in [1, 64]", t.Start, t.End)
-	}
-	if k.MaxTokens == 0 {
-		k.MaxTokens = c.MaxTokens
-	}
-	if k.MaxTokens < 0 || k.MaxTokens > 1<<20 {
-		add("consultation.max_tokens = %d must be in [1, %d]", k.MaxTokens, 1<<20)
-	}
-	if k.System == "" && !c.Data.IsWorld() {
-		k.System = consult.ChatTrainingPrompt
-	}
-}
-
-// oneOf resolves the setting field, *v, that takes one of options: unset,
-// it takes the first (the default); another value is an error naming them.
-func oneOf(add func(string, ...any), field string, v *string, options ...string) {
-	if *v == "" {
-		*v = options[0]
-		return
-	}
-	if slices.Contains(options, *v) {
-		return
-	}
-	list := options[len(options)-1]
-	if len(options) > 1 {
-		list = strings.Join(options[:len(options)-1], ", ") + " or " + list
-	}
-	add("%s %q is not %s", field, *v, list)
+	c.AdvantageNorm = part.DefaultAdvantageNorm(c.Parts, fam.Norm)
 }
 
 func (c *RLConfig) resolveData(add func(string, ...any)) {
@@ -761,9 +379,6 @@ func (c *RLConfig) resolveData(add func(string, ...any)) {
 	if d.DME != "" {
 		if c.Algorithm != method.SFT {
 			add("data.dme: the experts' answers are trained by sft (MEF), not %s", c.Algorithm)
-		}
-		if slices.Contains(c.Parts, PartExpertPrompts) && len(d.DMEExperts) > 0 {
-			add("data.dme_experts is for training answers behind the plain prompt; with expert_prompts, expert_prompts.experts chooses them")
 		}
 		for _, i := range d.DMEExperts {
 			if i < 0 {
@@ -783,7 +398,7 @@ func (c *RLConfig) resolveData(add func(string, ...any)) {
 	default:
 		add("data.dme_answers %q is not correct or all", d.DMEAnswers)
 	}
-	oneOf(add, "data.order", &d.Order, OrderShuffle, OrderFile)
+	part.OneOf(add, "data.order", &d.Order, OrderShuffle, OrderFile)
 	if d.Order == OrderFile && !d.IsWorld() && d.Test == "" {
 		add("data.order file needs data.test: holding the held-out examples out of data.train would reorder it")
 	}

@@ -2,16 +2,16 @@ package train
 
 import (
 	"context"
-	"rlvr/expert"
 	"strings"
 	"testing"
 
 	"rlvr/checkpoint"
-	"rlvr/consult"
+	"rlvr/expert"
 	"rlvr/format/tokenizer"
 	"rlvr/internal/modeltest"
 	"rlvr/internal/shareddata"
 	"rlvr/method"
+	"rlvr/method/eapo"
 	"rlvr/sample"
 	"rlvr/task"
 )
@@ -45,7 +45,7 @@ func TestEnvTurnThroughChatTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	action := `Let me ask. <consult>[{"expert": "E1", "question": "12+7?"}]</consult>`
-	replies := consult.Chat{}.Replies([]consult.Reply{{Expert: "E1", Answer: "19", OK: true}, {Expert: "E2"}})
+	replies := eapo.Chat{}.Replies([]eapo.Reply{{Expert: "E1", Answer: "19", OK: true}, {Expert: "E2"}})
 	turn, err := r.EnvTurn(replies)
 	if err != nil {
 		t.Fatal(err)
@@ -92,8 +92,8 @@ func TestConsultationChatEpisode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	c := &method.Consultation{Format: consult.Chat{}, Pool: pool, Accept: consult.Schedule{Kind: consult.Constant, Start: 1},
-		Turns: consult.Schedule{Kind: consult.Constant, Start: 2}, RunSteps: 1, MaxQueries: 3, MaxTokens: 400}
+	c := &eapo.Consultation{Format: eapo.Chat{}, Pool: pool, Accept: eapo.Schedule{Kind: eapo.Constant, Start: 1},
+		Turns: eapo.Schedule{Kind: eapo.Constant, Start: 2}, RunSteps: 1, MaxQueries: 3, MaxTokens: 400}
 	prompt, err := r.Prompt(task.Example{ID: "q", Prompt: "What is 12+7?"}, method.Variant{})
 	if err != nil {
 		t.Fatal(err)

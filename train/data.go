@@ -123,8 +123,10 @@ func sideOf(d *DataConfig) func(task.Example) bool {
 }
 
 // loadData opens the training source and the held-out examples a config
-// names, setting aside examples that cannot be verified or prompted.
-func loadData(c *RLConfig, r *renderer) (*source, heldOut, DataSummary, error) {
+// names, setting aside examples that cannot be verified or prompted. The
+// method's prompt variants say what a D_ME file's answers are trained
+// behind (dmeExamples).
+func loadData(c *RLConfig, r *renderer, variants []method.Variant) (*source, heldOut, DataSummary, error) {
 	var sum DataSummary
 	var held heldOut
 	d := &c.Data
@@ -147,7 +149,7 @@ func loadData(c *RLConfig, r *renderer) (*source, heldOut, DataSummary, error) {
 		if d.DME == "" {
 			return &source{levels: d.Levels, seed: c.Seed, held: seen, side: side}, held, sum, nil
 		}
-		pool, err := dmeExamples(c, nil, seen, side, &sum)
+		pool, err := dmeExamples(c, variants, nil, seen, side, &sum)
 		if err != nil {
 			return nil, held, sum, err
 		}
@@ -227,7 +229,7 @@ func loadData(c *RLConfig, r *renderer) (*source, heldOut, DataSummary, error) {
 		pool = kept
 	}
 	if d.DME != "" {
-		if pool, err = dmeExamples(c, pool, nil, nil, &sum); err != nil {
+		if pool, err = dmeExamples(c, variants, pool, nil, nil, &sum); err != nil {
 			return nil, held, sum, err
 		}
 	}
@@ -242,13 +244,17 @@ func loadData(c *RLConfig, r *renderer) (*source, heldOut, DataSummary, error) {
 }
 
 // dmeExamples turns a D_ME file into SFT examples: one per kept answer,
-// the answer as its solution and its expert as the variant it is trained
-// behind (method.VariantKey). On a dataset, an answer is kept only when its
-// question is one of the run's training examples (questions), whose answer
-// kind and chat messages it takes. On the world (questions nil), answers
-// to held-out questions and to questions on the other side of the split
-// are skipped.
-func dmeExamples(c *RLConfig, questions []task.Example, held map[string]bool, side func(task.Example) bool, sum *DataSummary) ([]task.Example, error) {
+// the answer as its solution. When the method asks under prompt variants
+// (MEML-GRPO's expert prompts: MEF), the answers of expert i are kept for
+// the variant named E<i> and trained behind it only (method.VariantKey);
+// without variants, the answers of data.dme_experts, or of every expert
+// but the reference, are trained behind the plain prompt (SFT
+// distillation). On a dataset, an answer is kept only when its question is
+// one of the run's training examples (questions), whose answer kind and
+// chat messages it takes. On the world (questions nil), answers to
+// held-out questions and to questions on the other side of the split are
+// skipped.
+func dmeExamples(c *RLConfig, variants []method.Variant, questions []task.Example, held map[string]bool, side func(task.Example) bool, sum *DataSummary) ([]task.Example, error) {
 	path := c.Data.DME
 	recs, lines, err := collect.ReadDMELines(path)
 	if err != nil {
@@ -258,32 +264,30 @@ func dmeExamples(c *RLConfig, questions []task.Example, held map[string]bool, si
 	for _, e := range questions {
 		byID[e.ID] = e
 	}
-	// Behind expert prompts, the experts of expert_prompts; behind the
-	// plain prompt, those of data.dme_experts, or every one but the
-	// reference.
-	prompted := slices.Contains(c.Parts, PartExpertPrompts)
-	chosen := c.Data.DMEExperts
-	if prompted {
-		chosen = c.ExpertPrompts.Experts
+	prompted := len(variants) > 0
+	var chosen []string // the variants trained, by name
+	for _, v := range variants {
+		chosen = append(chosen, v.Name)
 	}
-	experts := map[int]bool{}
-	for _, i := range chosen {
-		experts[i] = true
-	}
-	if len(chosen) == 0 {
-		for _, r := range recs {
-			if r.Expert > 0 && !experts[r.Expert] {
-				experts[r.Expert] = true
-				chosen = append(chosen, r.Expert)
+	if !prompted {
+		experts := slices.Clone(c.Data.DMEExperts)
+		if len(experts) == 0 {
+			for _, r := range recs {
+				if r.Expert > 0 && !slices.Contains(experts, r.Expert) {
+					experts = append(experts, r.Expert)
+				}
 			}
+			slices.Sort(experts)
 		}
-		slices.Sort(chosen)
+		for _, i := range experts {
+			chosen = append(chosen, dmeVariant(i))
+		}
 	}
-	trained := map[int]int{}
+	trained := map[string]int{}
 	var out []task.Example
 	for j, r := range recs {
 		where := fmt.Sprintf("%s:%d", path, lines[j])
-		if !experts[r.Expert] || r.Response == "" || !r.Correct && c.Data.DMEAnswers != "all" {
+		if !slices.Contains(chosen, dmeVariant(r.Expert)) || r.Response == "" || !r.Correct && c.Data.DMEAnswers != "all" {
 			sum.NotExpert++
 			continue
 		}
@@ -306,17 +310,37 @@ func dmeExamples(c *RLConfig, questions []task.Example, held map[string]bool, si
 			if e.Meta == nil {
 				e.Meta = map[string]string{}
 			}
-			e.Meta[method.VariantKey] = "E" + strconv.Itoa(r.Expert)
+			e.Meta[method.VariantKey] = dmeVariant(r.Expert)
 		}
-		trained[r.Expert]++
+		trained[dmeVariant(r.Expert)]++
 		out = append(out, e)
 	}
-	for _, i := range chosen {
-		if trained[i] == 0 {
-			return nil, fmt.Errorf("train: data.dme: %s has no usable answer of expert %d (experts trained: %v)", path, i, chosen)
+	for _, name := range chosen {
+		if trained[name] == 0 {
+			return nil, fmt.Errorf("train: data.dme: %s has no usable answer of expert %s (experts trained: %v)", path, name, chosen)
 		}
 	}
 	return out, nil
+}
+
+// dmeVariant is the name of expert i of a D_ME file as a prompt variant:
+// E<i>, as expert prompts name theirs.
+func dmeVariant(i int) string { return "E" + strconv.Itoa(i) }
+
+// log writes the summary and up to 20 of the examples set aside, for a
+// dataset or D_ME: the world's generated problems need no account.
+func (s DataSummary) log(c *RLConfig, logf func(string, ...any)) {
+	if c.Data.IsWorld() && c.Data.DME == "" {
+		return
+	}
+	logf("data: %v", s)
+	for i, where := range s.Skipped {
+		if i == 20 {
+			logf("data: … and %d more set aside", len(s.Skipped)-i)
+			break
+		}
+		logf("data: set aside %s", where)
+	}
 }
 
 // String is the summary as one line.

@@ -63,7 +63,7 @@ func TestSourceWrapsEpochs(t *testing.T) {
 func TestWorldSourceNeverDrawsHeldOut(t *testing.T) {
 	cfg := DefaultRL()
 	cfg.Data.Levels, cfg.EvalProblems = []int{0}, 300 // level 0 is small enough to repeat
-	src, held, _, err := loadData(&cfg, nil)
+	src, held, _, err := loadData(&cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestDatasetSkipsUnusableExamples(t *testing.T) {
 	if err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	src, held, sum, err := loadData(&cfg, r)
+	src, held, sum, err := loadData(&cfg, r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +126,11 @@ func TestDatasetSkipsUnusableExamples(t *testing.T) {
 		}
 	}
 	cfg.EvalProblems = 20
-	if _, _, _, err := loadData(&cfg, r); err == nil || !strings.Contains(err.Error(), "leaves none to train on") {
+	if _, _, _, err := loadData(&cfg, r, nil); err == nil || !strings.Contains(err.Error(), "leaves none to train on") {
 		t.Fatalf("holding out everything: %v", err)
 	}
 	cfg.Data.Train = filepath.Join(dir, "missing.jsonl")
-	if _, _, _, err := loadData(&cfg, r); err == nil || !strings.Contains(err.Error(), "missing.jsonl") {
+	if _, _, _, err := loadData(&cfg, r, nil); err == nil || !strings.Contains(err.Error(), "missing.jsonl") {
 		t.Fatalf("missing file: %v", err)
 	}
 }
@@ -218,7 +218,7 @@ func TestDatasetFieldsAndErrors(t *testing.T) {
 	if err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	src, held, _, err := loadData(&cfg, r)
+	src, held, _, err := loadData(&cfg, r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestDatasetFieldsAndErrors(t *testing.T) {
 		t.Fatalf("pool %+v", src.pool)
 	}
 	os.WriteFile(path, []byte(lines[0]+"\n"+`{"q": "What?", "work": "no gold"}`+"\n"), 0o644)
-	if _, _, _, err := loadData(&cfg, r); err == nil || !strings.Contains(err.Error(), "mine.jsonl:2") || !strings.Contains(err.Error(), `"gold"`) {
+	if _, _, _, err := loadData(&cfg, r, nil); err == nil || !strings.Contains(err.Error(), "mine.jsonl:2") || !strings.Contains(err.Error(), `"gold"`) {
 		t.Fatalf("missing field: %v", err)
 	}
 }
@@ -261,7 +261,7 @@ func TestDataOrderFile(t *testing.T) {
 	if err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	src, _, _, err := loadData(&cfg, r)
+	src, _, _, err := loadData(&cfg, r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 
 	"rlvr/internal/dmetest"
 	"rlvr/method"
+	"rlvr/method/meml"
+	"rlvr/method/part"
 	"rlvr/rundir"
 	"rlvr/task"
 )
@@ -27,7 +29,7 @@ func TestWarmupSplitSides(t *testing.T) {
 		if err := cfg.Resolve(); err != nil {
 			t.Fatal(err)
 		}
-		src, _, _, err := loadData(&cfg, nil)
+		src, _, _, err := loadData(&cfg, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +65,7 @@ func TestWorldTestSplit(t *testing.T) {
 	if err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	src, held, sum, err := loadData(&cfg, nil)
+	src, held, sum, err := loadData(&cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,14 +97,15 @@ func TestWorldTestSplit(t *testing.T) {
 func TestDMEExamples(t *testing.T) {
 	path, recs := dmetest.World(t, 3, 60, []int{3})
 	cfg := DefaultRL()
-	cfg.Algorithm, cfg.Parts = method.SFT, []string{PartExpertPrompts}
-	cfg.ExpertPrompts = &ExpertPromptsConfig{Experts: []int{0, 2}}
+	cfg.Algorithm, cfg.Parts = method.SFT, []string{meml.PartExpertPrompts}
+	cfg.Sections.Set(&meml.ExpertPromptsConfig{Experts: []int{0, 2}})
 	cfg.Data = DataConfig{Name: "world", Levels: []int{3}, DME: path, WarmupFraction: 0.5, Part: "warmup"}
 	cfg.EvalProblems = 5
 	if err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	src, _, sum, err := loadData(&cfg, nil)
+	experts := func() []method.Variant { return part.Get[*meml.ExpertPromptsConfig](cfg.Sections).Variants() }
+	src, _, sum, err := loadData(&cfg, nil, experts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,13 +140,13 @@ func TestDMEExamples(t *testing.T) {
 	}
 	// Every answer, wrong ones too.
 	cfg.Data.DMEAnswers = "all"
-	src, _, _, err = loadData(&cfg, nil)
+	src, _, _, err = loadData(&cfg, nil, experts())
 	if err != nil || len(src.pool) <= want {
 		t.Fatalf("dme_answers all: %d examples, want more than %d (%v)", len(src.pool), want, err)
 	}
 	// An expert the file lacks is an error, not an empty run.
-	cfg.ExpertPrompts.Experts = []int{0, 7}
-	if _, _, _, err := loadData(&cfg, nil); err == nil || !strings.Contains(err.Error(), "expert 7") || !strings.Contains(err.Error(), path) {
+	part.Get[*meml.ExpertPromptsConfig](cfg.Sections).Experts = []int{0, 7}
+	if _, _, _, err := loadData(&cfg, nil, experts()); err == nil || !strings.Contains(err.Error(), "expert E7") || !strings.Contains(err.Error(), path) {
 		t.Fatalf("missing expert: %v", err)
 	}
 	// A malformed line names the file and the line.
@@ -152,7 +155,7 @@ func TestDMEExamples(t *testing.T) {
 	os.WriteFile(bad, append(b[:len(b):len(b)], []byte(`{"id": "x", "expert": "one"}`+"\n")...), 0o644)
 	cfg.Data.DME = bad
 	n := strings.Count(string(b), "\n") + 1
-	if _, _, _, err := loadData(&cfg, nil); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("bad.jsonl:%d", n)) && !strings.Contains(err.Error(), fmt.Sprintf("line %d", n)) {
+	if _, _, _, err := loadData(&cfg, nil, experts()); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("bad.jsonl:%d", n)) && !strings.Contains(err.Error(), fmt.Sprintf("line %d", n)) {
 		t.Fatalf("malformed line %d: %v", n, err)
 	}
 }
@@ -175,7 +178,7 @@ func TestDMEDistillation(t *testing.T) {
 		want    map[int]bool
 	}{{nil, map[int]bool{1: true, 2: true, 3: true}}, {[]int{2}, map[int]bool{2: true}}} {
 		cfg.Data.DMEExperts = tc.experts
-		src, _, _, err := loadData(&cfg, nil)
+		src, _, _, err := loadData(&cfg, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +208,7 @@ func TestDMEConfigChecks(t *testing.T) {
 	}{
 		{func(c *RLConfig) { c.Data.DME = "d.jsonl" }, "trained by sft"},
 		{func(c *RLConfig) {
-			c.Algorithm, c.Data.DME, c.Data.DMEExperts, c.Parts = method.SFT, "d.jsonl", []int{1}, []string{PartExpertPrompts}
+			c.Algorithm, c.Data.DME, c.Data.DMEExperts, c.Parts = method.SFT, "d.jsonl", []int{1}, []string{meml.PartExpertPrompts}
 		}, "dme_experts is for training answers behind the plain prompt"},
 		{func(c *RLConfig) { c.Algorithm, c.Data.DME, c.Data.DMEExperts = method.SFT, "d.jsonl", []int{-1} }, "dme_experts: -1"},
 		{func(c *RLConfig) { c.Data.WarmupFraction = 0.2 }, "data.part"},
@@ -229,8 +232,8 @@ func TestDMEConfigChecks(t *testing.T) {
 func TestMEFRunReportsBestExpertOnTest(t *testing.T) {
 	path, _ := dmetest.World(t, 4, 40, []int{3})
 	cfg := DefaultRL()
-	cfg.Algorithm, cfg.Parts = method.SFT, []string{PartExpertPrompts}
-	cfg.ExpertPrompts = &ExpertPromptsConfig{Experts: []int{0, 1, 2}}
+	cfg.Algorithm, cfg.Parts = method.SFT, []string{meml.PartExpertPrompts}
+	cfg.Sections.Set(&meml.ExpertPromptsConfig{Experts: []int{0, 1, 2}})
 	cfg.Model, cfg.Data = tinyWorldModel(t), DataConfig{Name: "world", Levels: []int{3}, DME: path}
 	cfg.Steps, cfg.PromptsPerStep, cfg.MaxTokens, cfg.LR = 3, 8, 24, 1e-3
 	cfg.EvalEvery, cfg.EvalProblems, cfg.TestProblems, cfg.CheckpointEvery = 0, 6, 6, 3

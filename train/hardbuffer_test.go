@@ -4,37 +4,14 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
-	"rlvr/expert"
-	"strings"
 	"testing"
 
 	"rlvr/backend"
 	"rlvr/method"
-	"rlvr/task"
+	"rlvr/method/meml"
+	"rlvr/method/methodtest"
+	"rlvr/method/part"
 )
-
-// bytesRender renders text as its bytes.
-type bytesRender struct{}
-
-func (bytesRender) Prompt(e task.Example, v method.Variant) ([]int32, error) {
-	return bytesRender{}.Encode(e.Prompt + v.Suffix), nil
-}
-func (bytesRender) Response(text string) []int32         { return bytesRender{}.Encode(text) }
-func (bytesRender) EnvTurn(text string) ([]int32, error) { return bytesRender{}.Encode(text), nil }
-func (bytesRender) Encode(text string) []int32 {
-	out := make([]int32, len(text))
-	for i := range len(text) {
-		out[i] = int32(text[i])
-	}
-	return out
-}
-func (bytesRender) Decode(ids []int32) string {
-	b := make([]byte, len(ids))
-	for i, id := range ids {
-		b[i] = byte(id)
-	}
-	return string(b)
-}
 
 // hardBufferTerm builds the method a config describes and returns the SFT
 // term its hard-example buffer trains once an all-wrong group fills it
@@ -44,13 +21,10 @@ func hardBufferTerm(t *testing.T, c RLConfig) method.Term {
 	if err := c.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewMethod(&c, Setup{MaxLen: 512, Pool: &expert.Pool{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf *method.HardBuffer
+	m, _ := newMethod(t, &c, Setup{MaxLen: 512})
+	var buf *meml.HardBuffer
 	for _, x := range m.(*method.RL).Extras {
-		if h, ok := x.(*method.HardBuffer); ok {
+		if h, ok := x.(*meml.HardBuffer); ok {
 			buf = h
 		}
 	}
@@ -63,7 +37,7 @@ func hardBufferTerm(t *testing.T, c RLConfig) method.Term {
 	g := scoredGroup([]bool{false, false}, nil)
 	g.Example.Solution = "1+1=2"
 	for seed := range uint64(64) {
-		env := &method.Env{Render: bytesRender{}, Seed: seed, Metrics: method.Metrics{}}
+		env := &method.Env{Render: methodtest.ByteRender{}, Seed: seed, Metrics: method.Metrics{}}
 		terms, err := buf.Terms(context.Background(), env, []method.Scored{g})
 		if err != nil {
 			t.Fatal(err)
@@ -117,7 +91,7 @@ func TestHardBufferSeparateUpdate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.HardBuffer.Update, c.HardBuffer.LR = BufferSeparate, 1e-4
+	part.Get[*meml.HardBufferConfig](c.Sections).Update, part.Get[*meml.HardBufferConfig](c.Sections).LR = meml.BufferSeparate, 1e-4
 	buffer := hardBufferTerm(t, c)
 	pg := method.Term{Name: "pg", Loss: backend.Loss{PolicyGradient: backend.Reinforce}, Aggregation: backend.TokenMean,
 		Data: []backend.Datum{{Tokens: []int32{1, 2}, Targets: []int32{2, 3}, Weights: []float32{1, 1},
@@ -130,36 +104,5 @@ func TestHardBufferSeparateUpdate(t *testing.T) {
 	if want := []string{"pg", "step", "nll", "step"}; !reflect.DeepEqual(rec.calls, want) ||
 		!reflect.DeepEqual(rec.states, []string{"", buffer.Name}) || rec.lrs[1] != 1e-4 {
 		t.Errorf("learner calls %v, states %q, rates %v", rec.calls, rec.states, rec.lrs)
-	}
-}
-
-func TestHardBufferConfigErrors(t *testing.T) {
-	for _, tc := range []struct {
-		set  func(*RLConfig)
-		want string
-	}{
-		{func(c *RLConfig) { c.HardBuffer.LR = 1e-4 }, "hard_buffer.lr = 0.0001 is the separate update's"},
-		{func(c *RLConfig) { c.HardBuffer.Update = "later" }, `hard_buffer.update "later" is not joint or separate`},
-		{func(c *RLConfig) {
-			c.HardBuffer.Update = BufferSeparate
-			c.Backend = &BackendConfig{Kind: BackendTinker}
-		}, "hard_buffer.update separate needs an optimizer state of its own"},
-	} {
-		c := DefaultRL()
-		if err := c.ApplyPreset("meml-grpo"); err != nil {
-			t.Fatal(err)
-		}
-		tc.set(&c)
-		if err := c.Resolve(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("error %v, want %q", err, tc.want)
-		}
-	}
-	c := DefaultRL()
-	if err := c.ApplyPreset("meml-grpo"); err != nil {
-		t.Fatal(err)
-	}
-	c.HardBuffer.Update = BufferSeparate
-	if err := c.Resolve(); err != nil || c.HardBuffer.LR != 1e-5 {
-		t.Errorf("separate: lr %v, %v", c.HardBuffer.LR, err)
 	}
 }

@@ -2,60 +2,22 @@ package train
 
 import (
 	"context"
-	"math"
 	"path/filepath"
-	"rlvr/expert"
 	"strings"
 	"testing"
 
 	"rlvr/checkpoint"
-	"rlvr/consult"
 	"rlvr/eval"
 	"rlvr/method"
-	"rlvr/reflection"
+	"rlvr/method/eapo"
+	"rlvr/method/mel"
+	"rlvr/method/meml"
+	"rlvr/method/part"
 	"rlvr/rollout"
 	"rlvr/rundir"
 	"rlvr/sample"
 	"rlvr/task"
 )
-
-func TestMetaExperienceConfig(t *testing.T) {
-	c := DefaultRL()
-	c.Parts = []string{PartMetaExperience}
-	if err := c.Resolve(); err != nil {
-		t.Fatal(err)
-	}
-	if m := c.MetaExperience; m == nil || m.Pairs != 4 || m.Weight != 1 || m.MaxTokens != c.MaxTokens || m.Temperature != c.Temperature {
-		t.Fatalf("defaults %+v", c.MetaExperience)
-	}
-	bad := DefaultRL()
-	bad.Algorithm, bad.Parts = method.SFT, []string{PartMetaExperience}
-	bad.MetaExperience = &MetaExperienceConfig{Pairs: -1, AllPairs: true, Weight: float32(math.Inf(1)),
-		Instruction: "compare {correct_ans}", Validation: "no memory here"}
-	err := bad.Resolve()
-	for _, want := range []string{"pairs = -1 and all_pairs are both set", "meta_experience.pairs = -1", "meta_experience.weight = +Inf",
-		"instruction must hold {correct_ans} and {error_ans}", "validation must hold {experience}", "part meta_experience needs rollouts"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("error %v does not mention %q", err, want)
-		}
-	}
-	all := DefaultRL()
-	all.Parts, all.MetaExperience = []string{PartMetaExperience}, &MetaExperienceConfig{AllPairs: true}
-	if err := all.Resolve(); err != nil || all.MetaExperience.Pairs != 0 {
-		t.Fatalf("all_pairs: %+v, %v", all.MetaExperience, err)
-	}
-	m, err := NewMethod(&all, Setup{MaxLen: 512, Chat: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	extras := m.(*method.RL).Extras
-	if len(extras) != 1 {
-		t.Fatalf("extras %+v", extras)
-	}
-	if me := extras[0].(*method.MetaExperience); me.Pairs != 0 || me.Format != (reflection.Chat{}) {
-		t.Fatalf("a chat model's part %+v", me)
-	}
-}
 
 // TestMetaExperienceExhibited runs MEL with the world model and checks a
 // validated meta-experience is written beside each evaluation, in the
@@ -63,7 +25,8 @@ func TestMetaExperienceConfig(t *testing.T) {
 func TestMetaExperienceExhibited(t *testing.T) {
 	cfg := smallRL(t)
 	cfg.Model, cfg.Data.Levels, cfg.MaxTokens, cfg.Steps, cfg.EvalEvery = worldModel(t), []int{3}, 96, 4, 2
-	cfg.Parts, cfg.MetaExperience = []string{PartMetaExperience}, &MetaExperienceConfig{}
+	cfg.Parts = []string{mel.PartMetaExperience}
+	cfg.Sections.Set(&mel.MetaExperienceConfig{})
 	run := filepath.Join(t.TempDir(), "run")
 	if err := RL(context.Background(), cfg, run, false, nil); err != nil {
 		t.Fatal(err)
@@ -79,7 +42,7 @@ func TestMetaExperienceExhibited(t *testing.T) {
 		}
 		_, m, _ := strings.Cut(x.Text, "meta-experience M:\n")
 		m, _, _ = strings.Cut(m, "\n\n")
-		if _, err := (reflection.World{}).Parse(m); err != nil {
+		if _, err := (mel.World{}).Parse(m); err != nil {
 			t.Fatalf("the shown reflection %q does not parse: %v", m, err)
 		}
 		steps = append(steps, x.Step)
@@ -124,14 +87,14 @@ func TestMetaExperienceThroughChatTemplate(t *testing.T) {
 	pol := &chatPolicy{r: r, turns: []string{reply, "The sum is 19.\n#### 19"}}
 	env := &method.Env{Policy: pol, Render: r, Metrics: method.Metrics{}, Sampling: sample.Params{MaxTokens: 100, Temperature: 1, StopTokens: l.StopTokens},
 		Reward: func(e task.Example, response string) (float64, bool) { return eval.Reward(e, response) }}
-	terms, err := (&method.MetaExperience{Format: reflection.Chat{}, Weight: 1}).Terms(context.Background(), env, []method.Scored{g})
+	terms, err := (&mel.MetaExperience{Format: mel.Chat{}, Weight: 1}).Terms(context.Background(), env, []method.Scored{g})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if env.Metrics["mel/pairs"] != 1 || env.Metrics["mel/parsed"] != 1 || env.Metrics["mel/validated"] != 1 || len(terms) != 1 {
 		t.Fatalf("metrics %v, terms %+v", env.Metrics, terms)
 	}
-	request, err := r.Prompt(task.Example{Prompt: reflection.Chat{}.Request(q.Prompt, "12+7=19\n#### 19", "12+7=18\n#### 18")}, method.Variant{})
+	request, err := r.Prompt(task.Example{Prompt: mel.Chat{}.Request(q.Prompt, "12+7=19\n#### 19", "12+7=18\n#### 18")}, method.Variant{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +132,7 @@ func TestThreeMethodsCompose(t *testing.T) {
 	}
 	cfg.Model, cfg.Data.Levels, cfg.Steps, cfg.PromptsPerStep, cfg.GroupSize, cfg.MaxTokens = worldModel(t), []int{3}, 3, 2, 4, 96
 	cfg.EvalProblems, cfg.TestProblems, cfg.EvalEvery, cfg.EvalSamples, cfg.CheckpointEvery = 4, 0, 0, 0, 0
-	cfg.HardBuffer.K = 1
+	part.Get[*meml.HardBufferConfig](cfg.Sections).K = 1
 	run := filepath.Join(t.TempDir(), "run")
 	if err := RL(context.Background(), cfg, run, false, nil); err != nil {
 		t.Fatal(err)
@@ -202,7 +165,7 @@ func TestMetaExperienceWithoutConsultGrant(t *testing.T) {
 	}
 	const maxLen = 8192
 	cfg.Model, cfg.Chat = byteChatModel(t, maxLen), ChatConfig{Template: "on", System: "Answer after ####."}
-	cfg.Consultation.System = consult.ChatTrainingPrompt
+	part.Get[*eapo.ConsultationConfig](cfg.Sections).System = eapo.ChatTrainingPrompt
 	if err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
@@ -214,24 +177,16 @@ func TestMetaExperienceWithoutConsultGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.grant = consultGrant(cfg.Consultation) // as a run with consultation sets it
-	pool, err := expert.Open(cfg.Consultation.Experts, expert.Options{Policy: cfg.Model, Seed: cfg.Seed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	m, err := NewMethod(&cfg, Setup{MaxLen: maxLen, Chat: true, Pool: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var me *method.MetaExperience
+	m, b := newMethod(t, &cfg, Setup{MaxLen: maxLen, Chat: true, Policy: cfg.Model})
+	r.grant = b.Grant // as a run with consultation sets it
+	var me *mel.MetaExperience
 	for _, x := range m.(*method.RL).Extras {
-		if x, ok := x.(*method.MetaExperience); ok {
+		if x, ok := x.(*mel.MetaExperience); ok {
 			me = x
 		}
 	}
 	q := task.Example{ID: "q", Prompt: "What is 12+7?", Answer: "19"}
-	prompt, err := r.Prompt(q, expertVariants(&cfg)[1])
+	prompt, err := r.Prompt(q, b.Variants[1])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,123 +1,57 @@
 package train
 
 import (
-	"fmt"
-	"slices"
-	"strings"
-
-	"rlvr/consult"
-	"rlvr/expert"
 	"rlvr/method"
-	"rlvr/reflection"
+	"rlvr/method/part"
 )
 
-// NewMethod assembles the method a config describes: the algorithm's
-// objective (or SFT) and every guidance part the config lists. It is the
-// one place where configuration becomes parts; the loop only calls the
-// result's Step.
-func NewMethod(c *RLConfig, setup Setup) (method.Method, error) {
-	maxLen := setup.MaxLen
-	variants := expertVariants(c)
-	if c.Algorithm == method.SFT {
-		return &method.Supervised{Variants: variants, MaxLen: maxLen}, nil
+// NewMethod assembles the method a resolved config describes: the
+// algorithm's objective (or SFT) and every guidance part the config lists,
+// joined in registry order. It is the one place where configuration
+// becomes a method; the loop only calls the result's Step. The build holds
+// what the parts add around the method (evaluators, the grant of a chat
+// prompt) and what they opened: the caller closes it.
+func NewMethod(c *RLConfig, setup Setup) (method.Method, *part.Build, error) {
+	b := &part.Build{Run: c.partRun(), MaxLen: setup.MaxLen, Chat: setup.Chat, Policy: setup.Policy, Log: setup.Log}
+	if b.Log == nil {
+		b.Log = func(string, ...any) {}
 	}
-	fam, err := method.NewFamily(c.Algorithm, c.MaxTokens)
-	if err != nil {
-		return nil, err
-	}
-	fam.ClipLow, fam.ClipHigh = c.ClipLow, c.ClipHigh
-	fam.RefKLEstimator, fam.Entropy = c.KLEstimator, c.Entropy
-	fam.PositiveReinforce = c.PolicyLoss == "reinforce_positive"
-	if c.AdvantageNorm != "" {
-		fam.Norm = c.AdvantageNorm
-	}
-	if !c.KLInReward {
-		fam.RefKL = c.KL
-	}
-	rl := &method.RL{Objective: fam, GroupSize: c.GroupSize, Variants: variants}
-	if slices.Contains(c.Parts, PartOverlongPenalty) {
-		rl.Shapers = append(rl.Shapers, method.OverlongPenalty{MaxTokens: c.MaxTokens, Buffer: c.OverlongPenalty.Buffer})
-	}
-	if c.KL != 0 && c.KLInReward {
-		rl.Shapers = append(rl.Shapers, method.RewardKL{Beta: c.KL, Estimator: c.KLEstimator})
-	}
-	if slices.Contains(c.Parts, PartDynamicSampling) {
-		rl.Filter = &method.DynamicSampling{MaxRounds: c.DynamicSampling.MaxRounds}
-	}
-	if slices.Contains(c.Parts, PartMutualLearning) {
-		rl.Extras = append(rl.Extras, &method.MutualLearning{Weight: c.MutualLearning.Weight, Exact: c.MutualLearning.Estimator == "exact"})
-	}
-	if h := c.HardBuffer; slices.Contains(c.Parts, PartHardBuffer) {
-		rl.Extras = append(rl.Extras, &method.HardBuffer{K: h.K, Capacity: h.Capacity, LR: h.LR, Weight: h.Weight})
-	}
-	if slices.Contains(c.Parts, PartConsultation) {
-		if setup.Pool == nil {
-			return nil, fmt.Errorf("train: consultation needs an expert pool")
+	var fam *method.Family
+	if c.Algorithm != method.SFT {
+		var err error
+		if fam, err = method.NewFamily(c.Algorithm, c.MaxTokens); err != nil {
+			return nil, nil, err
 		}
-		cs := NewConsultation(c, setup.Chat, setup.Pool)
-		rl.Rollout = cs
-		rl.Shapers = append(rl.Shapers, cs)
-	}
-	if m := c.MetaExperience; slices.Contains(c.Parts, PartMetaExperience) {
-		var format reflection.Format = reflection.World{}
-		if setup.Chat {
-			format = reflection.Chat{Instruction: m.Instruction, Validation: m.Validation}
+		fam.ClipLow, fam.ClipHigh = c.ClipLow, c.ClipHigh
+		fam.RefKLEstimator, fam.Entropy = c.KLEstimator, c.Entropy
+		fam.PositiveReinforce = c.PolicyLoss == "reinforce_positive"
+		if c.AdvantageNorm != "" {
+			fam.Norm = c.AdvantageNorm
 		}
-		rl.Extras = append(rl.Extras, &method.MetaExperience{Format: format, Pairs: m.Pairs, Weight: m.Weight,
-			Temperature: m.Temperature, MaxTokens: m.MaxTokens})
+		if !c.KLInReward {
+			fam.RefKL = c.KL
+		}
+		if c.KL != 0 && c.KLInReward {
+			b.Shapers = append(b.Shapers, method.RewardKL{Beta: c.KL, Estimator: c.KLEstimator})
+		}
 	}
-	return rl, nil
-}
-
-// NewConsultation is the consultation part of a resolved config, asking
-// pool in the chat schema for a chat model and in the world's line format
-// otherwise.
-func NewConsultation(c *RLConfig, chat bool, pool *expert.Pool) *method.Consultation {
-	k := c.Consultation
-	var format consult.Format = consult.World{}
-	if chat {
-		format = consult.Chat{}
+	if err := part.Join(b, c.Sections); err != nil {
+		return nil, nil, err
 	}
-	return &method.Consultation{Format: format, Pool: pool, Accept: *k.Acceptance, Turns: *k.Turns, RunSteps: c.Steps,
-		MaxQueries: k.MaxQueries, Penalty: *k.Penalty, MaxTokens: k.MaxTokens}
+	if fam == nil {
+		return &method.Supervised{Variants: b.Variants, MaxLen: setup.MaxLen}, b, nil
+	}
+	return &method.RL{Objective: fam, GroupSize: c.GroupSize, Variants: b.Variants, Rollout: b.Rollout,
+		Shapers: b.Shapers, Filter: b.Filter, Extras: b.Extras}, b, nil
 }
 
 // Setup is what a method needs beyond its config: the model's context,
-// whether it is prompted through a chat template, and the expert pool of
-// the consultation part (opened by the caller, who closes it).
+// whether it is prompted through a chat template, the starting model's
+// directory (an expert pool may copy the policy) and where notices go
+// (nil discards them).
 type Setup struct {
 	MaxLen int
 	Chat   bool
-	Pool   *expert.Pool
-}
-
-// consultGrant is the system prompt text granting a chat policy the
-// consult action: consultation.system, or for a chat model on the world,
-// whose config sets no default (the world's own policy needs none),
-// consult.ChatTrainingPrompt as on a dataset.
-func consultGrant(k *ConsultationConfig) string {
-	var names []string
-	for _, e := range k.Experts {
-		names = append(names, e.Name)
-	}
-	system := k.System
-	if system == "" {
-		system = consult.ChatTrainingPrompt
-	}
-	return strings.NewReplacer("{k}", fmt.Sprint(k.MaxQueries), "{experts}", strings.Join(names, ", ")).Replace(system)
-}
-
-// expertVariants are the expert prompts of the expert_prompts part, or nil.
-func expertVariants(c *RLConfig) []method.Variant {
-	if !slices.Contains(c.Parts, PartExpertPrompts) {
-		return nil
-	}
-	var out []method.Variant
-	for _, i := range c.ExpertPrompts.Experts {
-		name := fmt.Sprintf("E%d", i)
-		out = append(out, method.Variant{Name: name,
-			System: expert.RenderPrompt(c.ExpertPrompts.System, i, name),
-			Suffix: expert.RenderPrompt(c.ExpertPrompts.Suffix, i, name)})
-	}
-	return out
+	Policy string
+	Log    func(format string, args ...any)
 }

@@ -3,6 +3,8 @@ package train
 import (
 	"strings"
 	"testing"
+
+	"rlvr/method/meml"
 )
 
 // TestTinkerBackendRefusesLocalOnlyTerms: a config whose loss has a term
@@ -11,8 +13,8 @@ import (
 func TestTinkerBackendRefusesLocalOnlyTerms(t *testing.T) {
 	cfg := DefaultRL()
 	cfg.Entropy = 0.01
-	cfg.Parts = []string{PartExpertPrompts, PartMutualLearning}
-	cfg.MutualLearning = &MutualLearningConfig{Estimator: "exact"}
+	cfg.Parts = []string{meml.PartExpertPrompts, meml.PartMutualLearning}
+	cfg.Sections.Set(&meml.MutualLearningConfig{Estimator: "exact"})
 	cfg.Backend = &BackendConfig{Kind: BackendTinker, URL: "ftp://x", Reduction: "mean", LoraRank: -1, Timeout: "soon"}
 	err := cfg.Resolve()
 	for _, want := range []string{"entropy bonus needs full next-token distributions", "(entropy: 0)",

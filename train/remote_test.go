@@ -18,9 +18,11 @@ import (
 
 	"rlvr/api/tinker"
 	"rlvr/backend/remote"
-	"rlvr/consult"
 	"rlvr/format/safetensors"
 	"rlvr/method"
+	"rlvr/method/eapo"
+	"rlvr/method/mel"
+	"rlvr/method/meml"
 	"rlvr/serve/tinkerserver"
 )
 
@@ -172,17 +174,19 @@ func TestEveryMethodRunsRemotely(t *testing.T) {
 		{"sft", func(c *RLConfig) { c.Algorithm = method.SFT }, "loss/sft"},
 		{"grpo+kl k2", func(c *RLConfig) { c.KL, c.KLEstimator = 0.1, "k2" }, "kl"},
 		{"meml-grpo", func(c *RLConfig) {
-			c.Preset = "meml-grpo"
-			Presets["meml-grpo"](c)
+			if err := c.ApplyPreset("meml-grpo"); err != nil {
+				panic(err)
+			}
 			c.GroupSize = 2
-			c.HardBuffer = &HardBufferConfig{K: 1, Capacity: 8}
+			c.Sections.Set(&meml.HardBufferConfig{K: 1, Capacity: 8})
 		}, "mutual/answers"},
 		{"eapo", func(c *RLConfig) {
-			c.Algorithm, c.Parts = method.DAPO, []string{PartConsultation}
-			c.Consultation = &ConsultationConfig{Turns: &consult.Schedule{Kind: consult.Constant, Start: 2, End: 2}}
+			c.Algorithm, c.Parts = method.DAPO, []string{eapo.PartConsultation}
+			c.Sections.Set(&eapo.ConsultationConfig{Turns: &eapo.Schedule{Kind: eapo.Constant, Start: 2, End: 2}})
 		}, "consult/call_rate"},
 		{"mel-grpo", func(c *RLConfig) {
-			c.Parts, c.MetaExperience = []string{PartMetaExperience}, &MetaExperienceConfig{Pairs: 2}
+			c.Parts = []string{mel.PartMetaExperience}
+			c.Sections.Set(&mel.MetaExperienceConfig{Pairs: 2})
 		}, "mel/pairs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -215,7 +219,8 @@ func TestEveryMethodRunsRemotely(t *testing.T) {
 func TestRemoteResumeAfterSIGKILL(t *testing.T) {
 	cfg := remoteRL(t)
 	cfg.Steps, cfg.CheckpointEvery, cfg.KeepLast = 6, 2, 2
-	cfg.Parts, cfg.MetaExperience = []string{PartMetaExperience}, &MetaExperienceConfig{Pairs: 1}
+	cfg.Parts = []string{mel.PartMetaExperience}
+	cfg.Sections.Set(&mel.MetaExperienceConfig{Pairs: 1})
 	addr, _ := tinkerServer(t, cfg.Model)
 	onTinker(&cfg, addr)
 	// Sampling requests reach the server in varying batches, which (under

@@ -18,13 +18,20 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"rlvr/backend"
-	"rlvr/consult"
 	"rlvr/engine/model"
 	"rlvr/format/hf"
 	"rlvr/format/safetensors"
 	"rlvr/format/tokenizer"
 	"rlvr/method"
+	"rlvr/method/dapo"
+	"rlvr/method/eapo"
+	"rlvr/method/mel"
+	"rlvr/method/meml"
+	"rlvr/method/part"
+	_ "rlvr/method/part/all"
 	"rlvr/rundir"
 	"rlvr/task"
 	"rlvr/worldmodel"
@@ -35,15 +42,19 @@ import (
 func TestMain(m *testing.M) {
 	if spec := os.Getenv("RLVR_RL_CHILD"); spec != "" {
 		var c struct {
-			Cfg RLConfig
+			Cfg string // as YAML, the config's own format
 			Run string
 		}
 		if err := json.Unmarshal([]byte(spec), &c); err != nil {
 			panic(err)
 		}
+		var cfg RLConfig
+		if err := yaml.Unmarshal([]byte(c.Cfg), &cfg); err != nil {
+			panic(err)
+		}
 		// Slow steps, so the parent's kill lands mid-run.
 		slow := func(method.Metrics) { time.Sleep(250 * time.Millisecond) }
-		if err := RL(context.Background(), c.Cfg, c.Run, false, slow); err != nil {
+		if err := RL(context.Background(), cfg, c.Run, false, slow); err != nil {
 			panic(err)
 		}
 		os.Exit(0)
@@ -128,22 +139,26 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 	}{
 		{"grpo", func(*RLConfig) {}, nil},
 		{"dr-grpo", func(c *RLConfig) { c.Algorithm = method.DrGRPO }, nil},
-		{"dapo", func(c *RLConfig) { c.Algorithm = method.DAPO; c.DynamicSampling = nil; c.Parts = nil }, nil},
+		{"dapo", func(c *RLConfig) {
+			c.Algorithm = method.DAPO
+			c.Sections, c.Parts = nil, nil
+		}, nil},
 		{"reinforce++", func(c *RLConfig) { c.Algorithm = method.ReinforcePP }, nil},
 		{"rft", func(c *RLConfig) { c.Algorithm = method.RFT }, nil},
 		{"sft", func(c *RLConfig) { c.Algorithm = method.SFT; c.Entropy = 0 }, nil},
-		{"grpo+expert_prompts", func(c *RLConfig) { c.Parts = []string{PartExpertPrompts}; c.GroupSize = 2 }, nil},
+		{"grpo+expert_prompts", func(c *RLConfig) { c.Parts = []string{meml.PartExpertPrompts}; c.GroupSize = 2 }, nil},
 		// A half-full hard-example buffer crosses the kill: 12 all-wrong
 		// groups a step each join with probability 1/2, capacity 15.
 		{"grpo+experts+mutual+hard_buffer", func(c *RLConfig) {
-			c.Parts, c.GroupSize = []string{PartExpertPrompts, PartMutualLearning, PartHardBuffer}, 2
-			c.ExpertPrompts, c.HardBuffer = &ExpertPromptsConfig{Experts: []int{1, 2, 3}}, &HardBufferConfig{K: 1, Capacity: 15}
-			c.MutualLearning = &MutualLearningConfig{Estimator: "exact"}
+			c.Parts, c.GroupSize = []string{meml.PartExpertPrompts, meml.PartMutualLearning, meml.PartHardBuffer}, 2
+			c.Sections.Set(&meml.ExpertPromptsConfig{Experts: []int{1, 2, 3}})
+			c.Sections.Set(&meml.HardBufferConfig{K: 1, Capacity: 15})
+			c.Sections.Set(&meml.MutualLearningConfig{Estimator: "exact"})
 		}, func(ms []map[string]float64) bool { return ms[3]["buffer/fill"] > 0 && ms[5]["buffer/passes"] >= 1 }},
 		// p(t) and the turn budget anneal across the kill.
 		{"dapo+consultation", func(c *RLConfig) {
-			c.Algorithm, c.Parts = method.DAPO, []string{PartConsultation}
-			c.Consultation = &ConsultationConfig{Turns: &consult.Schedule{Kind: consult.Linear, Start: 4, End: 1}}
+			c.Algorithm, c.Parts = method.DAPO, []string{eapo.PartConsultation}
+			c.Sections.Set(&eapo.ConsultationConfig{Turns: &eapo.Schedule{Kind: eapo.Linear, Start: 4, End: 1}})
 		}, func(ms []map[string]float64) bool {
 			return ms[0]["consult/p"] == 1 && ms[5]["consult/p"] < ms[3]["consult/p"] && ms[5]["consult/turn_budget"] < ms[0]["consult/turn_budget"]
 		}},
@@ -152,7 +167,8 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 		// and the one shown at each evaluation survives it.
 		{"grpo+meta_experience", func(c *RLConfig) {
 			c.Model, c.Data.Levels, c.MaxTokens, c.EvalEvery = worldModel(t), []int{3}, 96, 3
-			c.Parts, c.MetaExperience = []string{PartMetaExperience}, &MetaExperienceConfig{Pairs: 2}
+			c.Parts = []string{mel.PartMetaExperience}
+			c.Sections.Set(&mel.MetaExperienceConfig{Pairs: 2})
 		}, func(ms []map[string]float64) bool {
 			var before, after float64
 			for i, m := range ms {
@@ -188,10 +204,20 @@ func resumeAfterKillWithin(t *testing.T, cfg RLConfig, tol float64) []map[string
 		t.Fatal(err)
 	}
 	killed := filepath.Join(t.TempDir(), "killed")
+	// Resolved, as a run directory records it: YAML writes parts unset as
+	// an empty list.
+	resolved := cfg
+	if err := resolved.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	y, err := yaml.Marshal(resolved)
+	if err != nil {
+		t.Fatal(err)
+	}
 	spec, _ := json.Marshal(struct {
-		Cfg RLConfig
+		Cfg string
 		Run string
-	}{cfg, killed})
+	}{string(y), killed})
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), "RLVR_RL_CHILD="+string(spec))
 	if err := child.Start(); err != nil {
@@ -428,7 +454,8 @@ func TestRLConfigResolveReportsEverything(t *testing.T) {
 	cfg := DefaultRL()
 	cfg.Algorithm, cfg.Steps, cfg.Data.Levels, cfg.GroupSize = "ppo", 0, []int{99}, 1
 	cfg.LR, cfg.KL, cfg.EvalProblems = math.NaN(), -1, -3
-	cfg.Parts, cfg.OverlongPenalty = []string{"telepathy"}, &OverlongPenaltyConfig{}
+	cfg.Parts = []string{"telepathy"}
+	cfg.Sections.Set(&dapo.OverlongPenaltyConfig{})
 	err := cfg.Resolve()
 	for _, want := range []string{`algorithm "ppo"`, "steps = 0", "no world level 99", "group_size 1", "lr = NaN", "kl = -1",
 		"eval_problems = -3", `"telepathy" is not one of`, "section overlong_penalty is set but overlong_penalty is not in parts"} {
@@ -438,7 +465,7 @@ func TestRLConfigResolveReportsEverything(t *testing.T) {
 	}
 	d := DefaultRL()
 	d.Algorithm = method.DAPO
-	if err := d.Resolve(); err != nil || d.DynamicSampling == nil || d.OverlongPenalty.Buffer != 64 || d.ClipLow != 0.2 || d.ClipHigh != 0.28 {
+	if err := d.Resolve(); err != nil || part.Get[*dapo.DynamicSamplingConfig](d.Sections) == nil || part.Get[*dapo.OverlongPenaltyConfig](d.Sections).Buffer != 64 || d.ClipLow != 0.2 || d.ClipHigh != 0.28 {
 		t.Fatalf("dapo defaults: %+v %v", d, err)
 	}
 	ds := DefaultRL()
@@ -518,7 +545,8 @@ func TestKLOptionsAndMicroBatchesRun(t *testing.T) {
 func TestExpertEvaluation(t *testing.T) {
 	cfg := smallRL(t)
 	cfg.Steps, cfg.CheckpointEvery, cfg.GroupSize = 1, 0, 2
-	cfg.Parts, cfg.ExpertPrompts = []string{PartExpertPrompts}, &ExpertPromptsConfig{Experts: []int{0, 2}}
+	cfg.Parts = []string{meml.PartExpertPrompts}
+	cfg.Sections.Set(&meml.ExpertPromptsConfig{Experts: []int{0, 2}})
 	dir := filepath.Join(t.TempDir(), "run")
 	if err := RL(context.Background(), cfg, dir, false, nil); err != nil {
 		t.Fatal(err)
@@ -539,4 +567,16 @@ func TestExpertEvaluation(t *testing.T) {
 			t.Fatalf("experts %v", e.Experts)
 		}
 	}
+}
+
+// newMethod builds the method of a resolved config, as NewMethod does,
+// and closes what its parts opened when the test ends.
+func newMethod(t *testing.T, c *RLConfig, s Setup) (method.Method, *part.Build) {
+	t.Helper()
+	m, b, err := NewMethod(c, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return m, b
 }

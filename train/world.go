@@ -36,6 +36,18 @@ func WorldModel(ctx context.Context, version int) (string, error) {
 	return dir, err
 }
 
+// startingModel is the directory of the model a run starts from: the
+// config's, or its world version's, made available first.
+func startingModel(ctx context.Context, cfg *RLConfig, logf func(string, ...any)) (string, error) {
+	if cfg.Model != "" {
+		return cfg.Model, nil
+	}
+	if pc, err := WorldPretrain(cfg.Data.World); err == nil && !exists(PretrainedPath(pc)) && cfg.Data.World != 1 {
+		logf("pretraining world version %d's model first (about 15 minutes on two cores; `rlvr pretrain --world %d` does it alone)", cfg.Data.World, cfg.Data.World)
+	}
+	return WorldModel(ctx, cfg.Data.World)
+}
+
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil

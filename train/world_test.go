@@ -56,19 +56,3 @@ func TestDataWorldVersion(t *testing.T) {
 		}
 	}
 }
-
-// TestConsultGrantChatOnWorld grants a chat model the consult action on the
-// world too, where the config sets no consultation.system.
-func TestConsultGrantChatOnWorld(t *testing.T) {
-	c := DefaultRL()
-	c.Parts = []string{PartConsultation}
-	if err := c.Resolve(); err != nil {
-		t.Fatal(err)
-	}
-	if c.Consultation.System != "" {
-		t.Fatalf("the world's config set a system prompt %q", c.Consultation.System)
-	}
-	if g := consultGrant(c.Consultation); !strings.Contains(g, "E1, E2, E3") || strings.Contains(g, "{experts}") {
-		t.Errorf("grant %q does not name the world's experts", g)
-	}
-}

@@ -15,10 +15,10 @@ import (
 	"rlvr/eval"
 	"rlvr/expert"
 	"rlvr/internal/atomicfile"
+	"rlvr/method/meml"
 	"rlvr/sample"
 	"rlvr/task"
 	"rlvr/task/world"
-	"rlvr/train"
 )
 
 func evalCmd() *cobra.Command {
@@ -58,7 +58,7 @@ self-collaboration.
 MEML-GRPO trains one model behind several expert prompts and uses it under
 the best one. --expert I evaluates a model under expert I's prompt; for
 --expert 2, the world's suffix "@E2\n" after plain text, and in a chat the
-persona "` + expert.RenderPrompt(train.PaperExpertSystem, 2, "E2") + `"
+persona "` + expert.RenderPrompt(meml.PaperExpertSystem, 2, "E2") + `"
 after the --system prompt, in one system message, as training writes them.`,
 		Example: `  rlvr eval --levels 0,3,5 --k 8 --experts 4
   rlvr eval --expert 2 --model runs/meml/ckpt-000100
@@ -174,13 +174,13 @@ after the --system prompt, in one system message, as training writes them.`,
 				}
 				gen = eval.NewLocal(l)
 				if consultPath != "" {
-					cg, stop, err := newConsultGenerator(consultPath, modelPath, l, consultOpen, raw, examples)
+					w, stop, err := newConsultWorkflow(consultPath, modelPath, l, consultOpen, raw, examples)
 					if err != nil {
 						return err
 					}
 					defer stop()
-					defer cg.summary(cmd.ErrOrStderr())
-					gen = cg
+					defer w.Summary(cmd.ErrOrStderr())
+					gen = w
 				}
 			}
 			var rep *eval.Report
@@ -363,7 +363,7 @@ func expertPersona(i int) string {
 	if i < 0 {
 		return ""
 	}
-	return expert.RenderPrompt(train.PaperExpertSystem, i, fmt.Sprintf("E%d", i))
+	return expert.RenderPrompt(meml.PaperExpertSystem, i, fmt.Sprintf("E%d", i))
 }
 
 // withSuffix appends suffix to every example's prompt.

@@ -1,50 +1,24 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"slices"
-	"strings"
-	"sync"
 
 	"rlvr/backend/local"
 	"rlvr/checkpoint"
-	"rlvr/consult"
 	"rlvr/expert"
-	"rlvr/method"
-	"rlvr/rollout"
-	"rlvr/sample"
+	"rlvr/method/eapo"
+	"rlvr/method/part"
 	"rlvr/task"
 	"rlvr/task/world"
 	"rlvr/train"
 )
 
-// consultGenerator runs EAPO's consultation loop at test time, without
-// training: the expert-assisted workflow (a pool of other models) and
-// self-collaboration (copies of the policy). Each prompt becomes episodes
-// in which the policy may consult the pool and every reply is accepted;
-// with open, every episode opens with each expert asked the whole
-// question, and the policy answers after their replies. It implements
-// eval.Generator for a local model.
-type consultGenerator struct {
-	c       *method.Consultation
-	l       *checkpoint.Loaded
-	render  method.Renderer
-	sampler rollout.Sampler
-	open    bool
-	// questions maps a prompt as eval sends it to its question, which an
-	// opening consultation asks.
-	questions map[string]string
-
-	mu                                sync.Mutex
-	episodes, consulted, asked, fails int
-}
-
-// newConsultGenerator reads the consultation part of the training config
+// newConsultWorkflow reads the consultation part of the training config
 // at path and opens its pool for the model l (at modelPath: a policy
-// expert is a copy of it). The caller closes the pool.
-func newConsultGenerator(path, modelPath string, l *checkpoint.Loaded, open bool, examples []task.Example, prompted []task.Example) (*consultGenerator, func(), error) {
+// expert is a copy of it), for EAPO's test-time workflows; with open,
+// every episode opens with each expert asked its example's question. The
+// caller closes the pool.
+func newConsultWorkflow(path, modelPath string, l *checkpoint.Loaded, open bool, examples []task.Example, prompted []task.Example) (*eapo.Workflow, func(), error) {
 	cfg, err := train.LoadRLConfig(path, "")
 	if err != nil {
 		return nil, nil, err
@@ -52,91 +26,25 @@ func newConsultGenerator(path, modelPath string, l *checkpoint.Loaded, open bool
 	if err := cfg.Resolve(); err != nil {
 		return nil, nil, fmt.Errorf("--consult %s: %w", path, err)
 	}
-	if cfg.Consultation == nil || !slices.Contains(cfg.Parts, train.PartConsultation) {
+	k := part.Get[*eapo.ConsultationConfig](cfg.Sections)
+	if k == nil {
 		return nil, nil, fmt.Errorf("--consult %s: the config has no consultation part", path)
 	}
 	render, err := train.NewRenderer(l, train.ChatConfig{Template: "auto"}, l.Model.Config.MaxSeq)
 	if err != nil {
 		return nil, nil, err
 	}
-	pool, err := expert.Open(cfg.Consultation.Experts, expert.Options{Policy: modelPath, Seed: cfg.Seed})
+	pool, err := expert.Open(k.Experts, expert.Options{Policy: modelPath, Seed: cfg.Seed})
 	if err != nil {
 		return nil, nil, err
 	}
-	// The config's consultation as at its first step, every reply
-	// accepted.
-	c := train.NewConsultation(&cfg, l.Chat != nil, pool)
-	c.Accept = consult.Schedule{Kind: consult.Constant, Start: 1}
-	c.Turns = consult.Schedule{Kind: consult.Constant, Start: float64(c.TurnBudget(0))}
-	g := &consultGenerator{c: c, l: l, render: render, sampler: local.NewFixedSampler(l.Model, l.Tokenizer), open: open, questions: map[string]string{}}
-	if open { // the questions the opening consultation asks
+	w := &eapo.Workflow{Consultation: k.TestTime(cfg.Steps, l.Chat != nil, pool), Policy: local.NewFixedSampler(l.Model, l.Tokenizer),
+		Render: render, Encode: l.Encode, Stop: l.StopTokens}
+	if open {
+		w.Questions = map[string]string{}
 		for i, e := range examples {
-			g.questions[prompted[i].Prompt] = world.QuestionText(e.Prompt)
+			w.Questions[prompted[i].Prompt] = world.QuestionText(e.Prompt)
 		}
 	}
-	return g, pool.Close, nil
-}
-
-// Generate implements eval.Generator.
-func (g *consultGenerator) Generate(ctx context.Context, prompts []string, p sample.Params) ([][]string, error) {
-	p.StopTokens = append(append([]int32(nil), p.StopTokens...), g.l.StopTokens...)
-	toks := make([][]int32, len(prompts))
-	for i, text := range prompts {
-		toks[i] = g.l.Encode(text)
-	}
-	if g.open {
-		queries := make([][]consult.Query, len(prompts))
-		for i, text := range prompts {
-			q, ok := g.questions[text]
-			if !ok {
-				return nil, fmt.Errorf("eval: prompt %d is not one of the examples'", i)
-			}
-			for _, name := range g.c.Pool.Names() {
-				queries[i] = append(queries[i], consult.Query{Expert: name, Question: q})
-			}
-		}
-		opening, err := g.c.Opening(ctx, g.render, queries, p.Seed)
-		if err != nil {
-			return nil, err
-		}
-		for i := range toks {
-			toks[i] = append(toks[i], opening[i]...)
-		}
-
-	}
-	groups, _, err := g.c.Episodes(ctx, g.sampler, g.render, toks, max(p.N, 1), p, 0)
-	if err != nil {
-		return nil, err
-	}
-	out := make([][]string, len(groups))
-
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for i, gr := range groups {
-		for _, t := range gr.Trajectories {
-			out[i] = append(out[i], t.PolicyText)
-			g.episodes++
-			if t.Env[method.EnvCalls] > 0 || g.open {
-				g.consulted++
-			}
-			g.asked += int(t.Env[method.EnvAsked])
-			for k, v := range t.Env {
-				if strings.HasPrefix(k, method.EnvFail) {
-					g.fails += int(v)
-				}
-			}
-		}
-	}
-	return out, nil
-}
-
-// summary says how much the episodes consulted.
-func (g *consultGenerator) summary(w io.Writer) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	how := "the policy consulting as it chose"
-	if g.open {
-		how = fmt.Sprintf("every episode opening with %s asked the whole question", strings.Join(g.c.Pool.Names(), ", "))
-	}
-	fmt.Fprintf(w, "consultation (%s): %d episodes, %d consulted, %d further queries asked, %d failed\n", how, g.episodes, g.consulted, g.asked, g.fails)
+	return w, pool.Close, nil
 }

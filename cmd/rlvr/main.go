@@ -16,6 +16,8 @@ import (
 
 	"rlvr/checkpoint"
 	"rlvr/engine/parallel"
+	// Every guidance part and its paper's preset, for train and sft.
+	_ "rlvr/method/part/all"
 	"rlvr/task/world"
 	"rlvr/train"
 )

@@ -13,8 +13,8 @@ import (
 
 	"rlvr/checkpoint"
 	"rlvr/eval"
-	"rlvr/method"
-	"rlvr/reflection"
+	"rlvr/method/eapo"
+	"rlvr/method/mel"
 	"rlvr/rollout"
 	"rlvr/sample"
 	"rlvr/task"
@@ -241,7 +241,7 @@ func probeAlone(ctx context.Context, progress io.Writer, l *checkpoint.Loaded, e
 
 	// MEL: one meta-experience per pair, as the policy writes it at the
 	// rollouts' temperature.
-	var format reflection.World
+	var format mel.World
 	rep.Pairs = len(pairs)
 	fmt.Fprintf(progress, "probe: MEL, %d meta-experiences and their replays\n", len(pairs))
 	requests := make([]string, len(pairs))
@@ -315,7 +315,7 @@ func probeAlone(ctx context.Context, progress io.Writer, l *checkpoint.Loaded, e
 // step, every reply accepted, and reads from each episode's text whether
 // the replies it accepted were right.
 func probeConsultation(ctx context.Context, progress io.Writer, consultPath, modelPath string, l *checkpoint.Loaded, examples []task.Example, p sample.Params, rep *probeReport) error {
-	cg, stop, err := newConsultGenerator(consultPath, modelPath, l, false, examples, examples)
+	w, stop, err := newConsultWorkflow(consultPath, modelPath, l, false, examples, examples)
 	if err != nil {
 		return err
 	}
@@ -329,7 +329,7 @@ func probeConsultation(ctx context.Context, progress io.Writer, consultPath, mod
 	p.Seed += 4
 	var groups []rollout.Group
 	for i := 0; i < len(toks); i += probeChunk {
-		g, _, err := cg.c.Episodes(ctx, cg.sampler, cg.render, toks[i:min(i+probeChunk, len(toks))], p.N, p, 0)
+		g, _, err := w.Consultation.Episodes(ctx, w.Policy, w.Render, toks[i:min(i+probeChunk, len(toks))], p.N, p, 0)
 		if err != nil {
 			return err
 		}
@@ -344,13 +344,13 @@ func probeConsultation(ctx context.Context, progress io.Writer, consultPath, mod
 			rep.Episodes++
 			r, _ := eval.Reward(examples[i], t.PolicyText)
 			ok := r > 0
-			calls := t.Env[method.EnvCalls] + t.Env[rollout.EnvUnanswered]
+			calls := t.Env[eapo.EnvCalls] + t.Env[rollout.EnvUnanswered]
 			// A query is readable when the expert it went to could read
 			// it; an action that did not parse counts as one unreadable
 			// query.
-			asked := int(t.Env[method.EnvAsked])
-			rep.Queries += asked + int(t.Env[method.EnvMalformed])
-			readable += asked - int(t.Env[method.EnvFail+method.FailUnreadable])
+			asked := int(t.Env[eapo.EnvAsked])
+			rep.Queries += asked + int(t.Env[eapo.EnvMalformed])
+			readable += asked - int(t.Env[eapo.EnvFail+eapo.FailUnreadable])
 			if calls == 0 {
 				none.add(ok)
 				groupNone.add(ok)

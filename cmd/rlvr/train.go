@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"rlvr/method"
+	"rlvr/method/part"
 	"rlvr/rundir"
 	"rlvr/train"
 )
@@ -29,7 +30,7 @@ func bindRLFlags(f *pflag.FlagSet, c *train.RLConfig) {
 	f.IntVar(&c.Data.World, "world", c.Data.World, "world version whose model a run without --model starts from (1 or 2: docs/world.md)")
 	f.StringVar(&c.Chat.Template, "chat", c.Chat.Template, "chat template: auto, on or off")
 	f.StringVar(&c.Chat.System, "system", c.Chat.System, "system prompt of chat prompts")
-	f.StringSliceVar(&c.Parts, "parts", c.Parts, fmt.Sprintf("guidance parts to run, from %v", train.Parts))
+	f.StringSliceVar(&c.Parts, "parts", c.Parts, fmt.Sprintf("guidance parts to run, from %v", part.Names()))
 	f.Uint64Var(&c.Seed, "seed", c.Seed, "seed of data order, sampling and every random draw")
 	f.IntVar(&c.Steps, "steps", c.Steps, "training steps")
 	f.IntVar(&c.PromptsPerStep, "prompts", c.PromptsPerStep, "questions per step")

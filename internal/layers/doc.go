@@ -22,8 +22,10 @@
 //  7. tasks and verifiers (task/..., verify, worldmodel): examples,
 //     datasets, the built-in world, answer checking.
 //  8. evaluation and experts (eval, expert/..., internal/dmetest).
-//  9. methods (rollout, consult, reflection, method): how questions become
-//     trajectories, rewards and loss terms.
+//  9. methods (rollout, method/...): how questions become trajectories,
+//     rewards and loss terms: the GRPO core in method, the registry of
+//     guidance parts in method/part, and each paper's parts in a package
+//     of its own (method/dapo, method/meml, method/eapo, method/mel).
 //  10. train (train): the training loop.
 //  11. reports (report): a run's metrics, evaluations and samples as
 //     tables, charts and a page, named by the metric constants of the

@@ -28,7 +28,7 @@ var layers = []struct {
 	{"servers", []string{"serve/..."}},
 	{"tasks and verifiers", []string{"task/...", "verify", "worldmodel"}},
 	{"evaluation and experts", []string{"eval", "expert/...", "internal/dmetest"}},
-	{"methods", []string{"rollout", "consult", "reflection", "method"}},
+	{"methods", []string{"rollout", "method/..."}},
 	{"train", []string{"train"}},
 	{"reports", []string{"report"}},
 	{"commands", []string{"cmd/...", "bench", "scripts/...", "configs"}},

@@ -1,4 +1,4 @@
-package method
+package eapo
 
 import (
 	"context"
@@ -9,8 +9,9 @@ import (
 	"sync"
 	"testing"
 
-	"rlvr/consult"
 	"rlvr/expert"
+	"rlvr/method"
+	"rlvr/method/methodtest"
 	"rlvr/sample"
 	"rlvr/task"
 )
@@ -33,7 +34,7 @@ func (c *consulter) Sample(_ context.Context, reqs []sample.Request) ([][]sample
 	c.mu.Unlock()
 	out := make([][]sample.Completion, len(reqs))
 	for i, r := range reqs {
-		hist := byteRender{}.Decode(r.Prompt)
+		hist := methodtest.ByteRender{}.Decode(r.Prompt)
 		text := "####" + c.Own + "\n"
 		if c.Action != "" && !strings.Contains(hist, "!E") && !strings.HasSuffix(hist, "?\n") {
 			text = c.Action
@@ -55,7 +56,7 @@ func (c *consulter) Sample(_ context.Context, reqs []sample.Request) ([][]sample
 				break
 			}
 		}
-		comp.Text, comp.Tokens = text, byteRender{}.Encode(text)
+		comp.Text, comp.Tokens = text, methodtest.ByteRender{}.Encode(text)
 		for range comp.Tokens {
 			comp.Logprobs = append(comp.Logprobs, -0.25)
 		}
@@ -89,16 +90,16 @@ func consultation(p float64, experts ...*answerFunc) *Consultation {
 	for i, a := range experts {
 		pool.Members = append(pool.Members, expert.Member{Name: fmt.Sprintf("E%d", i+1), Answerer: a})
 	}
-	return &Consultation{Format: consult.World{}, Pool: pool, Accept: consult.Schedule{Kind: consult.Constant, Start: p},
-		Turns: consult.Schedule{Kind: consult.Constant, Start: 3}, RunSteps: 10, MaxQueries: 3, Penalty: 0.1, MaxTokens: 200}
+	return &Consultation{Format: World{}, Pool: pool, Accept: Schedule{Kind: Constant, Start: p},
+		Turns: Schedule{Kind: Constant, Start: 3}, RunSteps: 10, MaxQueries: 3, Penalty: 0.1, MaxTokens: 200}
 }
 
 func seven() *answerFunc {
 	return &answerFunc{f: func(string) (string, error) { return "19*3=57\n####7\n", nil }}
 }
 
-func policyEnv(pol *consulter) *Env {
-	env := testEnv(nil)
+func policyEnv(pol *consulter) *method.Env {
+	env := methodtest.NewEnv(nil)
 	env.Policy = pol
 	env.Sampling = sample.Params{MaxTokens: 40}
 	env.Seed = 11
@@ -112,11 +113,11 @@ func TestConsultationAcceptsWithProbabilityP(t *testing.T) {
 	for _, p := range []float64{0, 0.3, 1} {
 		e1, e2 := seven(), seven()
 		c := consultation(p, e1, e2)
-		r := &RL{Objective: mustFamily(t, DAPO), GroupSize: 8, Rollout: c, Shapers: []Shaper{c}}
+		r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 8, Rollout: c, Shapers: []method.Shaper{c}}
 		env := policyEnv(&consulter{Action: "?E1:1+2;E2:3+4?\n", Own: "0"})
 		var examples []task.Example
 		for i := range 75 {
-			examples = append(examples, ex(fmt.Sprint("q", i), "7"))
+			examples = append(examples, methodtest.Example(fmt.Sprint("q", i), "7"))
 		}
 		if _, err := r.Step(context.Background(), env, examples); err != nil {
 			t.Fatal(err)
@@ -149,11 +150,11 @@ func TestConsultationAcceptsWithProbabilityP(t *testing.T) {
 // of the loss, and the policy's tokens keep the sampler's logprobs.
 func TestConsultationMasksExpertTokens(t *testing.T) {
 	c := consultation(1, seven(), seven())
-	r := &RL{Objective: mustFamily(t, DAPO), GroupSize: 2, Rollout: c, Shapers: []Shaper{c}}
+	r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 2, Rollout: c, Shapers: []method.Shaper{c}}
 	env := policyEnv(&consulter{Action: "?E1:1+2?\n", Own: "0"})
-	var groups []Scored
-	r.Shapers = append(r.Shapers, shaperFunc(func(g []Scored) { groups = g }))
-	if _, err := r.Step(context.Background(), env, []task.Example{ex("a", "7")}); err != nil {
+	var groups []method.Scored
+	r.Shapers = append(r.Shapers, shaperFunc(func(g []method.Scored) { groups = g }))
+	if _, err := r.Step(context.Background(), env, []task.Example{methodtest.Example("a", "7")}); err != nil {
 		t.Fatal(err)
 	}
 	tr := groups[0].Trajectories[0]
@@ -168,7 +169,7 @@ func TestConsultationMasksExpertTokens(t *testing.T) {
 			t.Fatalf("token %d (%q): policy %v logprob %v", i, want[i], tr.Policy[i], tr.Logprobs[i])
 		}
 	}
-	d := policyDatum(&tr, 1) // what every policy-gradient term trains on
+	d := method.PolicyDatum(&tr, 1) // what every policy-gradient term trains on
 	off := len(tr.Prompt) - 1
 	for i := range tr.Tokens {
 		if w := d.Weights[off+i]; (w == 0) != !tr.Policy[i] {
@@ -177,9 +178,12 @@ func TestConsultationMasksExpertTokens(t *testing.T) {
 	}
 }
 
-type shaperFunc func([]Scored)
+type shaperFunc func([]method.Scored)
 
-func (f shaperFunc) Shape(_ context.Context, _ *Env, g []Scored) error { f(g); return nil }
+func (f shaperFunc) Shape(_ context.Context, _ *method.Env, g []method.Scored) error {
+	f(g)
+	return nil
+}
 
 // TestConsultationBudgets: the turn budget anneals (3 turns at the start,
 // 1 at the end, where a consultation goes unanswered), queries beyond k are
@@ -190,15 +194,15 @@ func TestConsultationBudgets(t *testing.T) {
 		name   string
 		step   int
 		action string
-		check  func(m Metrics, asked int) error
+		check  func(m method.Metrics, asked int) error
 	}{
-		{"start", 0, "?E1:1+2?\n", func(m Metrics, asked int) error {
+		{"start", 0, "?E1:1+2?\n", func(m method.Metrics, asked int) error {
 			if m["consult/turn_budget"] != 3 || m["consult/turns"] != 2 || asked != 4 || m["accuracy"] != 1 {
 				return fmt.Errorf("budget %v, %v turns, %d asked, accuracy %v", m["consult/turn_budget"], m["consult/turns"], asked, m["accuracy"])
 			}
 			return nil
 		}},
-		{"end", 10, "?E1:1+2?\n", func(m Metrics, asked int) error {
+		{"end", 10, "?E1:1+2?\n", func(m method.Metrics, asked int) error {
 			if m["consult/turn_budget"] != 1 || m["consult/turns"] != 1 || asked != 0 || m["accuracy"] != 0 {
 				return fmt.Errorf("budget %v, %v turns, %d asked, accuracy %v", m["consult/turn_budget"], m["consult/turns"], asked, m["accuracy"])
 			}
@@ -208,19 +212,19 @@ func TestConsultationBudgets(t *testing.T) {
 			}
 			return nil
 		}},
-		{"over k", 0, "?E1:1;E2:2;E1:3;E2:4;E1:5?\n", func(m Metrics, asked int) error {
+		{"over k", 0, "?E1:1;E2:2;E1:3;E2:4;E1:5?\n", func(m method.Metrics, asked int) error {
 			if m["consult/over_limit"] != 8 || asked != 12 {
 				return fmt.Errorf("%v over the limit, %d asked", m["consult/over_limit"], asked)
 			}
 			return nil
 		}},
-		{"malformed", 0, "?E1 1+2?\n", func(m Metrics, asked int) error {
+		{"malformed", 0, "?E1 1+2?\n", func(m method.Metrics, asked int) error {
 			if m["consult/malformed"] != 4 || asked != 0 || m["consult/turns"] != 1 {
 				return fmt.Errorf("%v malformed, %d asked, %v turns", m["consult/malformed"], asked, m["consult/turns"])
 			}
 			return nil
 		}},
-		{"unknown expert", 0, "?E9:1+2?\n", func(m Metrics, asked int) error {
+		{"unknown expert", 0, "?E9:1+2?\n", func(m method.Metrics, asked int) error {
 			if m["consult/fail/"+FailUnknownExpert] != 4 || asked != 0 || m["accuracy"] != 0 {
 				return fmt.Errorf("%v unknown, %d asked", m["consult/fail/"+FailUnknownExpert], asked)
 			}
@@ -231,11 +235,11 @@ func TestConsultationBudgets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e1, e2 := seven(), seven()
 			c := consultation(1, e1, e2)
-			c.Turns = consult.Schedule{Kind: consult.Linear, Start: 3, End: 1}
-			r := &RL{Objective: mustFamily(t, DAPO), GroupSize: 2, Rollout: c, Shapers: []Shaper{c}}
+			c.Turns = Schedule{Kind: Linear, Start: 3, End: 1}
+			r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 2, Rollout: c, Shapers: []method.Shaper{c}}
 			env := policyEnv(&consulter{Action: tc.action, Own: "0"})
 			env.Step = tc.step
-			if _, err := r.Step(context.Background(), env, []task.Example{ex("a", "7"), ex("b", "7")}); err != nil {
+			if _, err := r.Step(context.Background(), env, []task.Example{methodtest.Example("a", "7"), methodtest.Example("b", "7")}); err != nil {
 				t.Fatal(err)
 			}
 			if err := tc.check(env.Metrics, e1.asked+e2.asked); err != nil {
@@ -253,9 +257,9 @@ func TestConsultationFailuresAreReplies(t *testing.T) {
 	// A reply that quotes numbers but gives no answer is no answer.
 	garbage := &answerFunc{f: func(string) (string, error) { return "I cannot read the question \"Q:(12+7\".", nil }}
 	c := consultation(1, failing, garbage)
-	r := &RL{Objective: mustFamily(t, DAPO), GroupSize: 4, Rollout: c, Shapers: []Shaper{c}}
+	r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 4, Rollout: c, Shapers: []method.Shaper{c}}
 	env := policyEnv(&consulter{Action: "?E1:1+2;E2:1+2?\n", Own: "0"})
-	if _, err := r.Step(context.Background(), env, []task.Example{ex("a", "7")}); err != nil {
+	if _, err := r.Step(context.Background(), env, []task.Example{methodtest.Example("a", "7")}); err != nil {
 		t.Fatal(err)
 	}
 	m := env.Metrics
@@ -268,22 +272,22 @@ func TestConsultationFailuresAreReplies(t *testing.T) {
 // p(t) depends only on the step, so a resumed part continues the
 // schedule where it was.
 func TestConsultationStateAndSchedule(t *testing.T) {
-	run := func(c *Consultation, step int) Metrics {
-		r := &RL{Objective: mustFamily(t, DAPO), GroupSize: 2, Rollout: c, Shapers: []Shaper{c}}
+	run := func(c *Consultation, step int) method.Metrics {
+		r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 2, Rollout: c, Shapers: []method.Shaper{c}}
 		env := policyEnv(&consulter{Action: "?E1:1+2?\n", Own: "0"})
 		env.Step, env.Seed = step, uint64(100+step)
-		if _, err := r.Step(context.Background(), env, []task.Example{ex("a", "7"), ex("b", "7")}); err != nil {
+		if _, err := r.Step(context.Background(), env, []task.Example{methodtest.Example("a", "7"), methodtest.Example("b", "7")}); err != nil {
 			t.Fatal(err)
 		}
 		return env.Metrics
 	}
 	annealed := func() *Consultation {
 		c := consultation(1, seven())
-		c.Accept = consult.Schedule{Kind: consult.Cosine, Start: 1, End: 0}
+		c.Accept = Schedule{Kind: Cosine, Start: 1, End: 0}
 		return c
 	}
 	a := annealed()
-	var want []Metrics
+	var want []method.Metrics
 	for step := range 6 {
 		want = append(want, run(a, step))
 	}

@@ -1,14 +1,4 @@
-// Package reflection is MEL's meta-experience protocol: the instruction I
-// that asks a policy to contrast a correct and a wrong answer to the same
-// question, the parsing of the meta-experience M = (bifurcation step s*,
-// critique C, heuristic H) it writes back, and the replay prompt that puts
-// M before the question again as working memory. It comes in the built-in
-// world's line format (R:/+/-, S:/C:/H:, M:) for tiny models and in the
-// paper's wording (Appendix C) for chat models.
-//
-// The method side (method.MetaExperience) forms the pairs, samples,
-// validates and trains; this package knows only the texts.
-package reflection
+package mel
 
 import (
 	"fmt"

@@ -1,14 +1,4 @@
-// Package consult is EAPO's expert consultation protocol: the consult
-// action a policy writes during a multi-turn rollout (the built-in
-// world's line format, or a tag-and-JSON schema for chat models), how a
-// query is put to an expert and its reply written back into the history,
-// and the schedules that anneal the acceptance of replies and the turn
-// budget over training.
-//
-// Who answers is package expert's (a Pool); the episodes and the loss are
-// method.Consultation's. This package knows only the protocol, so that
-// neither the experts nor the method has to.
-package consult
+package eapo
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package method
+package eapo
 
 import (
 	"context"
@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"rlvr/consult"
 	"rlvr/expert"
+	"rlvr/method"
+	"rlvr/method/methodtest"
 	"rlvr/serve"
 	"rlvr/serve/servetest"
 	"rlvr/task"
@@ -48,9 +49,9 @@ func TestConsultationSurvivesFaultyExperts(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer pool.Close()
-		c := &Consultation{Format: consult.World{}, Pool: pool, Accept: consult.Schedule{Kind: consult.Constant, Start: 1},
-			Turns: consult.Schedule{Kind: consult.Constant, Start: 2}, RunSteps: 2, MaxQueries: 3, MaxTokens: 200}
-		r := &RL{Objective: mustFamily(t, DAPO), GroupSize: 4, Rollout: c, Shapers: []Shaper{c}}
+		c := &Consultation{Format: World{}, Pool: pool, Accept: Schedule{Kind: Constant, Start: 1},
+			Turns: Schedule{Kind: Constant, Start: 2}, RunSteps: 2, MaxQueries: 3, MaxTokens: 200}
+		r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 4, Rollout: c, Shapers: []method.Shaper{c}}
 		failed, accepted, asked := map[string]float64{}, 0.0, 0.0
 		start := time.Now()
 		for step := range 2 {
@@ -58,12 +59,12 @@ func TestConsultationSurvivesFaultyExperts(t *testing.T) {
 			env.Step, env.Seed = step, uint64(step)
 			var examples []task.Example
 			for i := range 10 {
-				examples = append(examples, ex(fmt.Sprint(step, "q", i), "7"))
+				examples = append(examples, methodtest.Example(fmt.Sprint(step, "q", i), "7"))
 			}
 			if _, err := r.Step(context.Background(), env, examples); err != nil {
 				t.Fatal(err)
 			}
-			for _, k := range ConsultFailureKinds {
+			for _, k := range FailureKinds {
 				failed[k] += env.Metrics["consult/fail/"+k]
 			}
 			accepted += env.Metrics["consult/acceptance_rate"] * env.Metrics["consult/queries_per_episode"] * 40
@@ -79,7 +80,7 @@ func TestConsultationSurvivesFaultyExperts(t *testing.T) {
 			want[seenAs[kind]] += float64(n)
 			injected += float64(n)
 		}
-		for _, k := range ConsultFailureKinds {
+		for _, k := range FailureKinds {
 			if failed[k] != want[k] {
 				t.Errorf("%v failures %s counted, %v injected", failed[k], k, want[k])
 			}

@@ -1,27 +1,31 @@
-package method
+package mel
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
-	"rlvr/reflection"
+	"rlvr/method"
+	"rlvr/method/methodtest"
+	"rlvr/method/part"
 	"rlvr/sample"
 	"rlvr/task"
 )
 
-// wideRender is byteRender without its prompt limit below limit bytes.
+// wideRender is methodtest.ByteRender with its prompt limit at limit
+// bytes.
 type wideRender struct {
-	byteRender
+	methodtest.ByteRender
 	limit int
 }
 
-func (w wideRender) Prompt(e task.Example, v Variant) ([]int32, error) {
+func (w wideRender) Prompt(e task.Example, v method.Variant) ([]int32, error) {
 	s := e.Prompt + v.Suffix
 	if len(s) > w.limit {
-		return nil, fmt.Errorf("%s: %w", e.ID, ErrPromptTooLong)
+		return nil, fmt.Errorf("%s: %w", e.ID, method.ErrPromptTooLong)
 	}
 	return w.Encode(s), nil
 }
@@ -40,13 +44,13 @@ type reflector struct {
 func (r *reflector) Sample(_ context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
 	out := make([][]sample.Completion, len(reqs))
 	for i, q := range reqs {
-		p := byteRender{}.Decode(q.Prompt)
+		p := methodtest.ByteRender{}.Decode(q.Prompt)
 		r.prompts, r.requests = append(r.prompts, p), append(r.requests, q)
 		text := r.answer(p)
 		if strings.HasPrefix(p, "R:") {
 			text = r.reflect(p)
 		}
-		toks := append(byteRender{}.Encode(text), 0)
+		toks := append(methodtest.ByteRender{}.Encode(text), 0)
 		lps := make([]float32, len(toks))
 		for j := range lps {
 			lps[j] = -0.25
@@ -58,8 +62,8 @@ func (r *reflector) Sample(_ context.Context, reqs []sample.Request) ([][]sample
 
 // worldGroup is a group of world answers to q: right[k] says whether
 // answer k ends in the right final answer.
-func worldGroup(r Renderer, q task.Example, right ...bool) Scored {
-	g := expertGroup(r, q, Variant{}, right...)
+func worldGroup(r method.Renderer, q task.Example, right ...bool) method.Scored {
+	g := methodtest.Group(r, q, method.Variant{}, right...)
 	for i := range g.Trajectories {
 		g.Trajectories[i].Text = g.Trajectories[i].PolicyText
 	}
@@ -67,11 +71,11 @@ func worldGroup(r Renderer, q task.Example, right ...bool) Scored {
 }
 
 func TestMetaExperiencePairsReflectsValidatesAndTrains(t *testing.T) {
-	q, solved, failed := ex("1+2", "3"), ex("5+5", "10"), ex("9*9", "81")
-	groups := []Scored{
-		worldGroup(byteRender{}, q, true, false, false), // 1·2 pairs
-		worldGroup(byteRender{}, solved, true, true),    // all right: no pair
-		worldGroup(byteRender{}, failed, false, false),  // all wrong: no pair
+	q, solved, failed := methodtest.Example("1+2", "3"), methodtest.Example("5+5", "10"), methodtest.Example("9*9", "81")
+	groups := []method.Scored{
+		worldGroup(methodtest.ByteRender{}, q, true, false, false), // 1·2 pairs
+		worldGroup(methodtest.ByteRender{}, solved, true, true),    // all right: no pair
+		worldGroup(methodtest.ByteRender{}, failed, false, false),  // all wrong: no pair
 	}
 	pol := &reflector{
 		reflect: func(p string) string { return "S:1+2=3\nC:1+2=4 is wrong\nH:add carefully\n" },
@@ -83,10 +87,10 @@ func TestMetaExperiencePairsReflectsValidatesAndTrains(t *testing.T) {
 			return "####0"
 		},
 	}
-	env := testEnv(nil)
+	env := methodtest.NewEnv(nil)
 	env.Render, env.Policy, env.Seed = wideRender{limit: 1 << 10}, pol, 7
 	env.Sampling = sample.Params{MaxTokens: 32, Temperature: 1, StopTokens: []int32{0}}
-	me := &MetaExperience{Format: reflection.World{}, Weight: 0.5, Temperature: 0.7, MaxTokens: 48}
+	me := &MetaExperience{Format: World{}, Weight: 0.5, Temperature: 0.7, MaxTokens: 48}
 	terms, err := me.Terms(context.Background(), env, groups)
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +139,7 @@ func TestMetaExperiencePairsReflectsValidatesAndTrains(t *testing.T) {
 			t.Fatalf("position %d (of M: %v) has weight %v", i, ofM, w)
 		}
 	}
-	if got := (byteRender{}).Decode(d.Targets[request-1:]); got != "S:1+2=3\nC:1+2=4 is wrong\nH:add carefully\n\x00" {
+	if got := (methodtest.ByteRender{}).Decode(d.Targets[request-1:]); got != "S:1+2=3\nC:1+2=4 is wrong\nH:add carefully\n\x00" {
 		t.Fatalf("trained targets %q", got)
 	}
 	if err := d.Validate(); err != nil {
@@ -157,8 +161,8 @@ func TestMetaExperiencePairsReflectsValidatesAndTrains(t *testing.T) {
 // dropped, never fatal; a parsed one is kept only if its replay verifies;
 // nothing kept gives no term.
 func TestMetaExperienceGates(t *testing.T) {
-	q := ex("1+2", "3")
-	groups := []Scored{worldGroup(byteRender{}, q, true, false, false, false)}
+	q := methodtest.Example("1+2", "3")
+	groups := []method.Scored{worldGroup(methodtest.ByteRender{}, q, true, false, false, false)}
 	n := 0
 	pol := &reflector{
 		reflect: func(string) string {
@@ -175,9 +179,9 @@ func TestMetaExperienceGates(t *testing.T) {
 			return "####1"
 		},
 	}
-	env := testEnv(nil)
+	env := methodtest.NewEnv(nil)
 	env.Render, env.Policy = wideRender{limit: 1 << 10}, pol
-	me := &MetaExperience{Format: reflection.World{}, Weight: 1}
+	me := &MetaExperience{Format: World{}, Weight: 1}
 	terms, err := me.Terms(context.Background(), env, groups)
 	if err != nil {
 		t.Fatal(err)
@@ -192,13 +196,13 @@ func TestMetaExperienceGates(t *testing.T) {
 		t.Fatalf("terms %+v", terms)
 	}
 	pol.answer = func(string) string { return "####1" }
-	env = testEnv(nil)
+	env = methodtest.NewEnv(nil)
 	env.Render, env.Policy = wideRender{limit: 1 << 10}, pol
 	if terms, err := me.Terms(context.Background(), env, groups); err != nil || terms != nil || env.Metrics["mel/validated"] != 0 {
 		t.Fatalf("no replay verified: terms %+v, %v, metrics %v", terms, err, env.Metrics)
 	}
 	// A request too long for the context is skipped and counted.
-	env = testEnv(nil)
+	env = methodtest.NewEnv(nil)
 	env.Render, env.Policy = wideRender{limit: 10}, pol
 	if terms, err := me.Terms(context.Background(), env, groups); err != nil || terms != nil || env.Metrics["mel/skipped_long"] != 3 || env.Metrics["mel/pairs"] != 3 {
 		t.Fatalf("long requests: terms %+v, %v, metrics %v", terms, err, env.Metrics)
@@ -212,16 +216,16 @@ func TestMetaExperiencePairSampling(t *testing.T) {
 	for k := range 8 {
 		right = append(right, k < 3) // 3 right, 5 wrong: 15 pairs
 	}
-	groups := []Scored{worldGroup(byteRender{}, ex("q", "7"), right...)}
+	groups := []method.Scored{worldGroup(methodtest.ByteRender{}, methodtest.Example("q", "7"), right...)}
 	for k := range groups[0].Trajectories { // tell the answers apart
 		tr := &groups[0].Trajectories[k]
 		tr.Tokens = append(tr.Tokens, int32('a'+k))
 		tr.Text += string(rune('a' + k))
 	}
 	pairsOf := func(pairs int, seed uint64) []string {
-		env := testEnv(nil)
+		env := methodtest.NewEnv(nil)
 		env.Render, env.Seed = wideRender{limit: 1 << 10}, seed
-		ps, err := (&MetaExperience{Format: reflection.World{}, Pairs: pairs}).pairs(env, groups)
+		ps, err := (&MetaExperience{Format: World{}, Pairs: pairs}).pairs(env, groups)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,12 +284,12 @@ func TestMetaExperienceStateRoundTrip(t *testing.T) {
 func TestMetaExperienceReadsTheReplyWithoutItsStop(t *testing.T) {
 	const reply = "1. Failure\nFailure Point: 1+2=4\n2. Success\nok\n3. Reflective summary\nI rushed.\n4. Heuristics\n- add carefully"
 	pol := &reflector{answer: func(string) string { return "####3" }}
-	env := testEnv(nil)
+	env := methodtest.NewEnv(nil)
 	env.Render, env.Seed = wideRender{limit: 1 << 13}, 1
 	env.Sampling = sample.Params{MaxTokens: 32, Temperature: 1, StopTokens: []int32{0}}
 	env.Policy = stopTextPolicy{pol, "<|im_end|>", reply}
-	terms, err := (&MetaExperience{Format: reflection.Chat{}, Weight: 1}).Terms(context.Background(), env,
-		[]Scored{worldGroup(byteRender{}, ex("1+2", "3"), true, false)})
+	terms, err := (&MetaExperience{Format: Chat{}, Weight: 1}).Terms(context.Background(), env,
+		[]method.Scored{worldGroup(methodtest.ByteRender{}, methodtest.Example("1+2", "3"), true, false)})
 	if err != nil || len(terms) != 1 || env.Metrics["mel/parsed"] != 1 {
 		t.Fatalf("terms %+v, %v, metrics %v", terms, err, env.Metrics)
 	}
@@ -306,10 +310,38 @@ type stopTextPolicy struct {
 func (s stopTextPolicy) Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
 	out, err := s.inner.Sample(ctx, reqs)
 	for i, q := range reqs {
-		if strings.Contains(byteRender{}.Decode(q.Prompt), "Meta-Cognitive") {
-			toks := append(byteRender{}.Encode(s.reply), 0)
+		if strings.Contains(methodtest.ByteRender{}.Decode(q.Prompt), "Meta-Cognitive") {
+			toks := append(methodtest.ByteRender{}.Encode(s.reply), 0)
 			out[i] = []sample.Completion{{Tokens: toks, Logprobs: make([]float32, len(toks)), Text: s.reply + s.stop}}
 		}
 	}
 	return out, err
+}
+
+func TestMetaExperienceConfig(t *testing.T) {
+	run := &part.Run{MaxTokens: 256, Temperature: 0.7, Parts: []string{PartMetaExperience}}
+	m := &MetaExperienceConfig{}
+	if err := methodtest.Resolve(m, run); err != "" || m.Pairs != 4 || m.Weight != 1 || m.MaxTokens != 256 || m.Temperature != 0.7 {
+		t.Fatalf("defaults %+v, %s", m, err)
+	}
+	bad := &MetaExperienceConfig{Pairs: -1, AllPairs: true, Weight: float32(math.Inf(1)),
+		Instruction: "compare {correct_ans}", Validation: "no memory here"}
+	err := methodtest.Resolve(bad, run)
+	for _, want := range []string{"pairs = -1 and all_pairs are both set", "meta_experience.pairs = -1", "meta_experience.weight = +Inf",
+		"instruction must hold {correct_ans} and {error_ans}", "validation must hold {experience}"} {
+		if !strings.Contains(err, want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	all := &MetaExperienceConfig{AllPairs: true}
+	if err := methodtest.Resolve(all, run); err != "" || all.Pairs != 0 {
+		t.Fatalf("all_pairs: %+v, %s", all, err)
+	}
+	b := &part.Build{Run: run, Chat: true}
+	if err := all.Join(b); err != nil || len(b.Extras) != 1 {
+		t.Fatalf("extras %+v, %v", b.Extras, err)
+	}
+	if me := b.Extras[0].(*MetaExperience); me.Pairs != 0 || me.Format != (Chat{}) {
+		t.Fatalf("a chat model's part %+v", me)
+	}
 }

@@ -1,4 +1,4 @@
-package method
+package mel
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"rlvr/backend"
-	"rlvr/reflection"
+	"rlvr/method"
 	"rlvr/rollout"
 	"rlvr/task"
 )
@@ -41,7 +41,7 @@ import (
 // the replay are single-turn: no consult action in them is ever answered,
 // so their prompts do not grant one.
 type MetaExperience struct {
-	Format reflection.Format
+	Format Format
 	// Pairs bounds the pairs drawn per group; 0 takes every pair, up to
 	// |Y+|·|Y−| = G²/4.
 	Pairs  int
@@ -58,7 +58,7 @@ type MetaExperience struct {
 
 // singleTurn is the variant of MEL's own prompts, the reflection request
 // and the replay: the plain prompt, without the consult grant.
-var singleTurn = Variant{SingleTurn: true}
+var singleTurn = method.Variant{SingleTurn: true}
 
 // The counts of a step's meta-experiences, from pairs to validated.
 const (
@@ -79,16 +79,16 @@ type metaExample struct {
 
 // metaPair is one contrastive pair on its way through the passes.
 type metaPair struct {
-	group          *Scored
+	group          *method.Scored
 	correct, wrong string  // y+ and y−, as the request shows them
 	request        []int32 // the rendered [I, x, y+, y−]
 	reflection     *rollout.Trajectory
 	reflectionText string // the reply as parsed, without its stop token
-	experience     reflection.Experience
+	experience     Experience
 }
 
-// Terms implements Extra.
-func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) ([]Term, error) {
+// Terms implements method.Extra.
+func (me *MetaExperience) Terms(ctx context.Context, env *method.Env, groups []method.Scored) ([]method.Term, error) {
 	t0 := time.Now()
 	defer func() { env.Metrics.Set("time_mel_s", time.Since(t0).Seconds()) }()
 	pairs, err := me.pairs(env, groups)
@@ -137,7 +137,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 	prompts = prompts[:0]
 	for _, mp := range parsed {
 		e := withQuestion(mp.group.Example, me.Format.Replay(mp.group.Example.Prompt, mp.experience))
-		pr, err := env.prompt(e, singleTurn)
+		pr, err := env.Prompt(e, singleTurn)
 		if err != nil {
 			return nil, err
 		} else if pr == nil {
@@ -172,7 +172,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 			if r, _ := env.Reward(mp.group.Example, y.PolicyText); r <= 0 {
 				continue
 			}
-			data = append(data, ResponseDatum(mp.request, mp.reflection.Tokens))
+			data = append(data, method.ResponseDatum(mp.request, mp.reflection.Tokens))
 			nll += tokenNLL(mp.reflection.Logprobs)
 			if len(data) == 1 {
 				me.last = &metaExample{Step: env.Step + 1, Question: mp.group.Example.Prompt, Correct: mp.correct,
@@ -192,13 +192,13 @@ func (me *MetaExperience) Terms(ctx context.Context, env *Env, groups []Scored) 
 	// The sampler's NLL of the kept Ms under the policy that wrote them
 	// (at the reflection temperature), before this step's update.
 	env.Metrics.Set("mel/nll", nll/float64(len(data)))
-	return []Term{{Name: "mel", Data: data, Loss: backend.Loss{NLL: me.Weight}, Aggregation: backend.SeqMeanTokenMean}}, nil
+	return []method.Term{{Name: "mel", Data: data, Loss: backend.Loss{NLL: me.Weight}, Aggregation: backend.SeqMeanTokenMean}}, nil
 }
 
 // pairs forms the step's contrastive pairs (mel/pairs) and renders their
 // reflection requests; a request too long for the context is skipped and
 // counted (mel/skipped_long).
-func (me *MetaExperience) pairs(env *Env, groups []Scored) ([]metaPair, error) {
+func (me *MetaExperience) pairs(env *method.Env, groups []method.Scored) ([]metaPair, error) {
 	var out []metaPair
 	env.Metrics.Set(MetricMELPairs, 0)
 	for gi := range groups {
@@ -234,7 +234,7 @@ func (me *MetaExperience) pairs(env *Env, groups []Scored) ([]metaPair, error) {
 		for _, k := range picks {
 			c, w := shown[pos[k/len(neg)]], shown[neg[k%len(neg)]]
 			req := task.Example{ID: g.Example.ID + "/reflection", Prompt: me.Format.Request(g.Example.Prompt, c, w)}
-			pr, err := env.prompt(req, singleTurn)
+			pr, err := env.Prompt(req, singleTurn)
 			if err != nil {
 				return nil, err
 			} else if pr == nil {
@@ -251,7 +251,7 @@ func (me *MetaExperience) pairs(env *Env, groups []Scored) ([]metaPair, error) {
 // without the stop token that ended it (the sampler's Text keeps the stop
 // token's text, which a chat model's parsed reply must not carry into the
 // replay prompt).
-func shownText(env *Env, t *rollout.Trajectory) string {
+func shownText(env *method.Env, t *rollout.Trajectory) string {
 	toks := t.Tokens
 	if n := len(toks); n > 0 && slices.Contains(env.Sampling.StopTokens, toks[n-1]) {
 		toks = toks[:n-1]
@@ -288,12 +288,12 @@ func withQuestion(e task.Example, text string) task.Example {
 	return e
 }
 
-// Exhibits implements Exhibitor: the latest validated meta-experience.
-func (me *MetaExperience) Exhibits() []Exhibit {
+// Exhibits implements method.Exhibitor: the latest validated meta-experience.
+func (me *MetaExperience) Exhibits() []method.Exhibit {
 	if me.last == nil {
 		return nil
 	}
-	return []Exhibit{{Title: "meta-experience", Text: me.last.String()}}
+	return []method.Exhibit{{Title: "meta-experience", Text: me.last.String()}}
 }
 
 // String writes the example for reading: the question, the pair, M and
@@ -303,10 +303,14 @@ func (x metaExample) String() string {
 		x.Step, strings.TrimSpace(x.Question), strings.TrimSpace(x.Correct), strings.TrimSpace(x.Wrong), strings.TrimSpace(x.Reflection), strings.TrimSpace(x.Replay))
 }
 
-// State implements Stateful.
+// StateName implements method.StateNamer: the name its state has had in
+// checkpoints since it was written.
+func (me *MetaExperience) StateName() string { return "*method.MetaExperience" }
+
+// State implements method.Stateful.
 func (me *MetaExperience) State() (json.RawMessage, error) { return json.Marshal(me.last) }
 
-// Restore implements Stateful.
+// Restore implements method.Stateful.
 func (me *MetaExperience) Restore(b json.RawMessage) error {
 	me.last = nil
 	if len(b) == 0 || string(b) == "null" {

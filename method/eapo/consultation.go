@@ -1,4 +1,4 @@
-package method
+package eapo
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"rlvr/consult"
 	"rlvr/expert"
+	"rlvr/method"
 	"rlvr/rollout"
 	"rlvr/sample"
 )
@@ -36,11 +36,11 @@ import (
 // schedules are functions of the step, so a resumed run consults as the
 // first would have.
 type Consultation struct {
-	Format consult.Format
+	Format Format
 	Pool   *expert.Pool
 	// Accept is p(t), the probability that an expert's reply is written
 	// into the history; Turns is the turn budget T(t), rounded, at least 1.
-	Accept, Turns consult.Schedule
+	Accept, Turns Schedule
 	// RunSteps is the run's length, which the schedules' default horizon
 	// and the budget-matched rate read.
 	RunSteps   int
@@ -81,9 +81,9 @@ const FailUnreadable = "unreadable"
 // FailUnknownExpert is a query naming an expert the pool does not have.
 const FailUnknownExpert = "unknown_expert"
 
-// ConsultFailureKinds lists the kinds of consultation failure, in the
+// FailureKinds lists the kinds of consultation failure, in the
 // order metrics name them.
-var ConsultFailureKinds = append(slices.Clone(expert.FailureKinds), FailUnreadable, FailUnknownExpert)
+var FailureKinds = append(slices.Clone(expert.FailureKinds), FailUnreadable, FailUnknownExpert)
 
 // consultActions counts an episode's consult actions: those answered and
 // the one the budget left unanswered.
@@ -100,7 +100,7 @@ func (c *Consultation) Acceptance(step int) float64 {
 }
 
 // Rollout implements Rollout.
-func (c *Consultation) Rollout(ctx context.Context, env *Env, prompts [][]int32, g int, seed uint64) ([]rollout.Group, error) {
+func (c *Consultation) Rollout(ctx context.Context, env *method.Env, prompts [][]int32, g int, seed uint64) ([]rollout.Group, error) {
 	p := env.Sampling
 	p.Seed = seed
 	groups, wait, err := c.Episodes(ctx, env.Policy, env.Render, prompts, g, p, env.Step)
@@ -115,7 +115,7 @@ func (c *Consultation) Rollout(ctx context.Context, env *Env, prompts [][]int32,
 // the schedules at step; p bounds each policy turn and seeds the draws. It
 // returns them with the time spent waiting on the experts. Training runs
 // it through Rollout; rlvr eval runs it for the test-time workflows.
-func (c *Consultation) Episodes(ctx context.Context, policy rollout.Sampler, render Renderer, prompts [][]int32, g int, p sample.Params, step int) ([]rollout.Group, time.Duration, error) {
+func (c *Consultation) Episodes(ctx context.Context, policy rollout.Sampler, render method.Renderer, prompts [][]int32, g int, p sample.Params, step int) ([]rollout.Group, time.Duration, error) {
 	e := &consultEnv{c: c, render: render, p: c.Acceptance(step), seed: p.Seed}
 	maxTokens := c.MaxTokens
 	if maxTokens <= 0 {
@@ -129,7 +129,7 @@ func (c *Consultation) Episodes(ctx context.Context, policy rollout.Sampler, ren
 // each prompt, its queries as a consult action and the experts' replies,
 // under p(t) at step 0, as tokens to follow the prompt. The test-time
 // workflows open this way (every expert asked the whole question).
-func (c *Consultation) Opening(ctx context.Context, render Renderer, queries [][]consult.Query, seed uint64) ([][]int32, error) {
+func (c *Consultation) Opening(ctx context.Context, render method.Renderer, queries [][]Query, seed uint64) ([][]int32, error) {
 	e := &consultEnv{c: c, render: render, p: c.Acceptance(0), seed: seed}
 	calls := make([]rollout.Call, len(queries))
 	for i, qs := range queries {
@@ -152,7 +152,7 @@ func (c *Consultation) Opening(ctx context.Context, render Renderer, queries [][
 // consultEnv answers one step's consult actions.
 type consultEnv struct {
 	c      *Consultation
-	render Renderer
+	render method.Renderer
 	p      float64 // p(t)
 	seed   uint64
 	wait   time.Duration // spent waiting on the pool
@@ -162,7 +162,7 @@ type consultEnv struct {
 func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollout.Response, error) {
 	c := e.c
 	out := make([]rollout.Response, len(calls))
-	replies := make([][]consult.Reply, len(calls))
+	replies := make([][]Reply, len(calls))
 	// slot locates an asked query's reply.
 	type slot struct{ call, query int }
 	var asks []expert.Ask
@@ -180,9 +180,9 @@ func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollo
 		// One stream of draws per call: the same step, episode and turn
 		// draw the same acceptances, whatever else the step holds.
 		rng := rand.New(rand.NewPCG(e.seed^0x636f6e73756c74, uint64(call.Episode)<<16|uint64(call.Turn)))
-		replies[i] = make([]consult.Reply, len(qs))
+		replies[i] = make([]Reply, len(qs))
 		for j, q := range qs {
-			replies[i][j] = consult.Reply{Expert: q.Expert}
+			replies[i][j] = Reply{Expert: q.Expert}
 			if j >= c.MaxQueries {
 				counts[envOverLimit]++
 				continue
@@ -239,12 +239,12 @@ func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollo
 	return out, nil
 }
 
-// MetricConsultCallRate is the share of a step's episodes that consulted.
-const MetricConsultCallRate = "consult/call_rate"
+// MetricCallRate is the share of a step's episodes that consulted.
+const MetricCallRate = "consult/call_rate"
 
 // Shape implements Shaper: the per-consultation penalty, and the step's
 // consultation metrics.
-func (c *Consultation) Shape(_ context.Context, env *Env, groups []Scored) error {
+func (c *Consultation) Shape(_ context.Context, env *method.Env, groups []method.Scored) error {
 	m := env.Metrics
 	var episodes, consulted, calls, queries, asked, accepted, turns, latency float64
 	var right, n [2]float64 // by whether the episode consulted
@@ -285,7 +285,7 @@ func (c *Consultation) Shape(_ context.Context, env *Env, groups []Scored) error
 	if episodes == 0 {
 		return nil
 	}
-	m.Set(MetricConsultCallRate, consulted/episodes)
+	m.Set(MetricCallRate, consulted/episodes)
 	m.Set("consult/calls_per_episode", calls/episodes)
 	m.Set("consult/queries_per_episode", queries/episodes)
 	m.Set("consult/turns", turns/episodes)
@@ -297,7 +297,7 @@ func (c *Consultation) Shape(_ context.Context, env *Env, groups []Scored) error
 	m.Set("consult/over_limit", sums[envOverLimit])
 	m.Set("consult/malformed", sums[EnvMalformed])
 	m.Set("consult/unanswered", sums[envUnanswered])
-	for _, k := range ConsultFailureKinds {
+	for _, k := range FailureKinds {
 		m.Set("consult/fail/"+k, sums[EnvFail+k])
 	}
 	if n[1] > 0 {
@@ -311,8 +311,12 @@ func (c *Consultation) Shape(_ context.Context, env *Env, groups []Scored) error
 	return nil
 }
 
-// State implements Stateful.
+// StateName implements method.StateNamer: the name its state has had in
+// checkpoints since it was written.
+func (c *Consultation) StateName() string { return "*method.Consultation" }
+
+// State implements method.Stateful.
 func (c *Consultation) State() (json.RawMessage, error) { return json.Marshal(c.totals) }
 
-// Restore implements Stateful.
+// Restore implements method.Stateful.
 func (c *Consultation) Restore(b json.RawMessage) error { return json.Unmarshal(b, &c.totals) }

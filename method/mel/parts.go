@@ -1,0 +1,86 @@
+package mel
+
+import (
+	"strings"
+
+	"rlvr/method/part"
+)
+
+// PartMetaExperience is MEL's part, as a config's parts: lists it.
+const PartMetaExperience = "meta_experience"
+
+func init() {
+	part.Register(part.Part{Name: PartMetaExperience, Order: 70, Rollouts: true, New: func() part.Section { return &MetaExperienceConfig{} }})
+}
+
+// MetaExperienceConfig is MEL's meta-experience learning: from each group
+// with right and wrong answers, the policy contrasts pairs of them and
+// writes meta-experiences (bifurcation step, critique, heuristic); those
+// whose replay (the question again, the meta-experience before it) verifies
+// are trained by NLL given the pair, beside the base objective.
+type MetaExperienceConfig struct {
+	// Pairs is the number of contrastive pairs drawn per group (without
+	// replacement); 0 means 4. Each pair costs one reflection and, when it
+	// parses, one replay: at G = 8 a mixed group has 7 to 16 pairs.
+	Pairs int `yaml:"pairs,omitempty"`
+	// AllPairs takes every pair of every group (the paper's reading),
+	// |Y+|·|Y−| of them: up to 16 reflections per group at G = 8.
+	AllPairs bool    `yaml:"all_pairs,omitempty"`
+	Weight   float32 `yaml:"weight,omitempty"` // λ of the NLL term; 0 means 1
+	// Temperature and MaxTokens are the reflection pass's sampling; 0
+	// takes temperature and max_tokens. Replays sample as rollouts do.
+	Temperature float32 `yaml:"temperature,omitempty"`
+	MaxTokens   int     `yaml:"max_tokens,omitempty"`
+	// Instruction is a chat model's instruction I, with {question},
+	// {correct_ans} and {error_ans}; Validation its replay preamble, with
+	// {experience}, which the question follows. Empty takes the paper's
+	// (PaperInstruction, PaperValidation). A model without a chat
+	// template uses the world's reflection format.
+	Instruction string `yaml:"instruction,omitempty"`
+	Validation  string `yaml:"validation,omitempty"`
+}
+
+// Resolve implements part.Section.
+func (m *MetaExperienceConfig) Resolve(run *part.Run, add func(string, ...any)) {
+	if m.Pairs == 0 && !m.AllPairs {
+		m.Pairs = 4
+	}
+	if m.AllPairs && m.Pairs != 0 {
+		add("meta_experience: pairs = %d and all_pairs are both set", m.Pairs)
+	}
+	if m.Pairs < 0 || m.Pairs > 1<<16 {
+		add("meta_experience.pairs = %d must be in [1, %d]", m.Pairs, 1<<16)
+	}
+	if m.Weight == 0 {
+		m.Weight = 1
+	}
+	if m.MaxTokens == 0 {
+		m.MaxTokens = run.MaxTokens
+	}
+	if m.MaxTokens < 0 || m.MaxTokens > 1<<20 {
+		add("meta_experience.max_tokens = %d must be in [1, %d]", m.MaxTokens, 1<<20)
+	}
+	if m.Temperature == 0 {
+		m.Temperature = run.Temperature
+	}
+	if m.Instruction != "" && (!strings.Contains(m.Instruction, "{correct_ans}") || !strings.Contains(m.Instruction, "{error_ans}")) {
+		add("meta_experience.instruction must hold {correct_ans} and {error_ans}: the pair it asks about")
+	}
+	if m.Validation != "" && !strings.Contains(m.Validation, "{experience}") {
+		add("meta_experience.validation must hold {experience}: the meta-experience it replays")
+	}
+	part.Real(add, "meta_experience.weight", float64(m.Weight), false)
+	part.Real(add, "meta_experience.temperature", float64(m.Temperature), false)
+}
+
+// Join implements part.Section: the extra term, in the chat format for a
+// chat model and the world's line format otherwise.
+func (m *MetaExperienceConfig) Join(b *part.Build) error {
+	var format Format = World{}
+	if b.Chat {
+		format = Chat{Instruction: m.Instruction, Validation: m.Validation}
+	}
+	b.Extras = append(b.Extras, &MetaExperience{Format: format, Pairs: m.Pairs, Weight: m.Weight,
+		Temperature: m.Temperature, MaxTokens: m.MaxTokens})
+	return nil
+}

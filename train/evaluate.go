@@ -1,0 +1,126 @@
+package train
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"strconv"
+
+	"rlvr/eval"
+	"rlvr/method"
+	"rlvr/method/part"
+	"rlvr/rundir"
+	"rlvr/task"
+)
+
+// evaluate scores the validation problems and, after the last step, the
+// test problems, each prompted as in training (chat template and system
+// prompt included): greedy accuracy, and whatever the evaluators add. It
+// first writes what the method shows of its latest work.
+func (l *loop) evaluate(ctx context.Context, step int) error {
+	last := step == l.cfg.Steps
+	if x, ok := l.meth.(method.Exhibitor); ok {
+		for _, ex := range x.Exhibits() {
+			if err := rundir.AppendSample(l.runDir, rundir.Sample{Step: step, Title: ex.Title, Text: ex.Text}); err != nil {
+				return err
+			}
+		}
+	}
+	val, err := l.score(ctx, "val", step, l.held.Val, last && len(l.held.Test) == 0)
+	if err != nil {
+		return err
+	}
+	if err := rundir.AppendEval(l.runDir, val); err != nil {
+		return err
+	}
+	if !last || len(l.held.Test) == 0 {
+		return nil
+	}
+	test, err := l.score(ctx, "test", step, l.held.Test, true)
+	if err != nil {
+		return err
+	}
+	test.Problems, test.ProblemSet = len(l.held.Test), problemSet(l.held.Test)
+	return rundir.AppendEval(l.runDir, test)
+}
+
+// score evaluates examples as the record of split after step: greedy
+// accuracy under the plain prompt, with what each evaluator adds to the
+// evaluation and to the record; final marks the end of the run's.
+func (l *loop) score(ctx context.Context, split string, step int, examples []task.Example, final bool) (rundir.Eval, error) {
+	rec := rundir.Eval{Step: step, Split: split}
+	ev := &part.Evaluation{Split: split, Step: step, Final: final, Examples: examples, Prompt: l.render.Text,
+		Config: &eval.Config{MaxTokens: l.cfg.MaxTokens}}
+	prompted := make([]task.Example, len(examples))
+	for i, e := range examples {
+		text, err := l.render.Text(e, method.Variant{})
+		if err != nil {
+			return rec, err
+		}
+		e.Prompt = text
+		prompted[i] = e
+	}
+	for _, x := range l.evaluators {
+		if err := x.Prepare(ev); err != nil {
+			return rec, err
+		}
+	}
+	rep, err := eval.Run(ctx, eval.NewSampled(l.pol.sampler, l.pol.text), prompted, *ev.Config)
+	if err != nil {
+		return rec, err
+	}
+	rec.Greedy, rec.GreedyLow, rec.GreedyHigh = rep.Greedy.Mean, rep.Greedy.Low, rep.Greedy.High
+	for _, x := range l.evaluators {
+		x.Record(ev, rep, &rec)
+	}
+	return rec, nil
+}
+
+// evaluators are a run's evaluators: the answers sampled at the end
+// (eval_samples), then the parts'.
+func evaluators(c *RLConfig, b *part.Build) []part.Evaluator {
+	var out []part.Evaluator
+	if c.EvalSamples > 0 {
+		out = append(out, sampledAnswers{n: c.EvalSamples, temperature: c.EvalTemperature, seed: c.Seed})
+	}
+	return append(out, b.Evaluators...)
+}
+
+// sampledAnswers is eval_samples: in the final evaluation, n answers per
+// problem at a temperature, for their mean accuracy, pass@n and the mean
+// per-problem variance (EAPO's Pass@32 mean and Var) beside greedy
+// accuracy.
+type sampledAnswers struct {
+	n           int
+	temperature float32
+	seed        uint64
+}
+
+// Prepare implements part.Evaluator.
+func (s sampledAnswers) Prepare(ev *part.Evaluation) error {
+	if ev.Final {
+		ev.Config.K, ev.Config.PassK, ev.Config.Temperature, ev.Config.Seed = s.n, []int{s.n}, s.temperature, s.seed
+	}
+	return nil
+}
+
+// Record implements part.Evaluator.
+func (s sampledAnswers) Record(_ *part.Evaluation, rep *eval.Report, rec *rundir.Eval) {
+	if rep.K == 0 {
+		return
+	}
+	rec.Samples, rec.SampleTemperature = rep.K, rep.Temperature
+	rec.AvgAtK, rec.Variance = &rep.AvgAtK, &rep.Variance
+	rec.PassAtK = map[string]float64{strconv.Itoa(rep.K): rep.PassAtK[rep.K]}
+}
+
+// problemSet is the fingerprint of a list of problems: the first 12 hex
+// digits of the SHA-256 of their IDs, one per line.
+func problemSet(examples []task.Example) string {
+	h := sha256.New()
+	for _, e := range examples {
+		io.WriteString(h, e.ID+"\n")
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}

@@ -1,0 +1,190 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"rlvr/backend"
+	"rlvr/method"
+)
+
+// The loop's metrics, beside the method's in each line of metrics.jsonl.
+const (
+	// MetricStepSeconds is the whole step's time; MetricRolloutSeconds,
+	// MetricVerifySeconds and MetricLearnSeconds its parts: sampling (a
+	// method's extra passes included), rewarding, and the learner's
+	// passes and optimizer steps.
+	MetricStepSeconds    = "step_s"
+	MetricRolloutSeconds = "time_rollout_s"
+	MetricVerifySeconds  = "time_verify_s"
+	MetricLearnSeconds   = "time_learn_s"
+	// MetricSkippedUpdate is 1 on a step that trained nothing.
+	MetricSkippedUpdate = "skipped_update"
+	// MetricClipLowFrac and MetricClipHighFrac are the shares of tokens
+	// whose probability ratio the objective clipped below 1−ε and above
+	// 1+ε.
+	MetricClipLowFrac  = "clip_low_frac"
+	MetricClipHighFrac = "clip_high_frac"
+	MetricEntropy      = "entropy" // mean per token
+	// MetricGradNorm is the shared update's gradient norm; a term with a
+	// learning rate of its own logs its own under MetricGradNorm/<term>.
+	MetricGradNorm     = "grad_norm"
+	MetricLR           = "lr"
+	MetricTokensPerSec = "tokens_per_sec" // through the learner
+)
+
+// LossMetric is the name of a loss term's metric: loss/<term>.
+func LossMetric(term string) string { return "loss/" + term }
+
+// TimeFracMetric is the name of the share of the step that a timed part
+// took: time_frac/rollout beside time_rollout_s.
+func TimeFracMetric(part string) string { return "time_frac/" + part }
+
+// learn trains a batch. The terms that share the update are summed into
+// one gradient per mini-batch — each term aggregated over its own share of
+// the mini-batch, accumulated over micro-batches — and one optimizer step
+// applies it; a term with a learning rate of its own then takes its own
+// step. A batch without any data changes no weight.
+func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics) error {
+	cfg := l.cfg
+	var shared, own []method.Term
+	for _, t := range batch.Terms {
+		switch {
+		case len(t.Data) == 0:
+		case t.LR > 0:
+			own = append(own, t)
+		default:
+			shared = append(shared, t)
+		}
+	}
+	m.Flag(MetricSkippedUpdate, len(shared)+len(own) == 0)
+	// Reference logprobs depend only on the data: once per step.
+	for _, t := range append(append([]method.Term(nil), shared...), own...) {
+		if t.Loss.RefKL == 0 {
+			continue
+		}
+		if l.ref == nil {
+			return fmt.Errorf("term %s has a KL to the reference but the run has none", t.Name)
+		}
+		lps, err := l.ref.Logprobs(ctx, t.Data)
+		if err != nil {
+			return err
+		}
+		for i := range t.Data {
+			t.Data[i].RefLogprobs = lps[i]
+		}
+	}
+	var met backend.Metrics
+	tokens := 0
+	pass := func(term method.Term, data []backend.Datum, record bool) error {
+		data = cloneWeights(data)
+		if err := backend.Aggregate(data, term.Aggregation, term.Norm); err != nil {
+			return fmt.Errorf("term %s: %w", term.Name, err)
+		}
+		for _, micro := range microBatches(data, cfg.MicroBatchTokens) {
+			res, err := l.pol.learner.ForwardBackward(ctx, micro, term.Loss)
+			if err != nil {
+				return fmt.Errorf("term %s: %w", term.Name, err)
+			}
+			met.Add(res.Metrics)
+			if record {
+				m[LossMetric(term.Name)] += res.Metrics.Loss
+			}
+			for _, d := range micro {
+				tokens += d.Len()
+			}
+		}
+		return nil
+	}
+	t0 := time.Now()
+	if len(shared) > 0 {
+		for epoch := 0; epoch < cfg.Epochs; epoch++ {
+			for mb := 0; mb < cfg.MiniBatches; mb++ {
+				for _, term := range shared {
+					lo, hi := mb*len(term.Data)/cfg.MiniBatches, (mb+1)*len(term.Data)/cfg.MiniBatches
+					if lo == hi {
+						continue
+					}
+					// The first epoch's losses, before any update of this step.
+					if err := pass(term, term.Data[lo:hi], epoch == 0); err != nil {
+						return err
+					}
+				}
+				lr := l.sched.LR(l.optSteps)
+				sr, err := l.pol.learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(lr), GradClipNorm: cfg.GradClip})
+				if err != nil {
+					return err
+				}
+				setGradNorm(m, MetricGradNorm, sr)
+				m.Set(MetricLR, lr)
+				l.optSteps++
+			}
+		}
+		for _, term := range shared {
+			m[LossMetric(term.Name)] /= float64(cfg.MiniBatches)
+		}
+	}
+	for _, term := range own {
+		if err := pass(term, term.Data, true); err != nil {
+			return err
+		}
+		sr, err := l.pol.learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(term.LR), GradClipNorm: cfg.GradClip, State: term.Name})
+		if err != nil {
+			return err
+		}
+		setGradNorm(m, MetricGradNorm+"/"+term.Name, sr)
+	}
+	if met.Tokens > 0 {
+		n := float64(met.Tokens)
+		m.Set(MetricClipLowFrac, float64(met.ClipLow)/n)
+		m.Set(MetricClipHighFrac, float64(met.ClipHigh)/n)
+		if !cfg.Backend.remote() { // a remote learner does not see the distributions
+			m.Set(MetricEntropy, met.Entropy/n)
+		}
+		if !cfg.KLInReward && cfg.KL != 0 {
+			m.Set(method.MetricKL, met.RefKL/n)
+		}
+	}
+	m.Set(MetricTokensPerSec, float64(tokens)/math.Max(time.Since(t0).Seconds(), 1e-9))
+	return nil
+}
+
+// setGradNorm logs an optimizer step's gradient norm under key, unless
+// the backend did not report one: a remote run on SkyRL tx logs none
+// rather than a norm of 0.
+func setGradNorm(m method.Metrics, key string, sr backend.StepResult) {
+	if !math.IsNaN(sr.GradNorm) {
+		m.Set(key, sr.GradNorm)
+	}
+}
+
+// microBatches splits data into runs of at most maxTokens tokens (at least
+// one datum each); maxTokens 0 keeps it whole.
+func microBatches(data []backend.Datum, maxTokens int) [][]backend.Datum {
+	if maxTokens <= 0 {
+		return [][]backend.Datum{data}
+	}
+	var out [][]backend.Datum
+	start, tokens := 0, 0
+	for i, d := range data {
+		if tokens+d.Len() > maxTokens && i > start {
+			out = append(out, data[start:i])
+			start, tokens = i, 0
+		}
+		tokens += d.Len()
+	}
+	return append(out, data[start:])
+}
+
+// cloneWeights copies the datums' weights, which Aggregate scales in
+// place, so later epochs start from the method's weights again.
+func cloneWeights(data []backend.Datum) []backend.Datum {
+	out := make([]backend.Datum, len(data))
+	for i, d := range data {
+		d.Weights = append([]float32(nil), d.Weights...)
+		out[i] = d
+	}
+	return out
+}
