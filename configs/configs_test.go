@@ -10,29 +10,33 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
-	"rlvr/engine/model"
 	"rlvr/expert"
-	"rlvr/format/hf"
-	"rlvr/format/safetensors"
-	"rlvr/format/tokenizer"
 	"rlvr/internal/dmetest"
 	"rlvr/internal/modeltest"
 	"rlvr/internal/shareddata"
+	"rlvr/method"
 	"rlvr/method/dapo"
 	"rlvr/method/eapo"
 	"rlvr/method/meml"
 	"rlvr/method/part"
 	_ "rlvr/method/part/all"
+	"rlvr/rundir"
 	"rlvr/serve/tinkerserver"
 	"rlvr/train"
+	"rlvr/worldmodel"
 )
 
 // TestRecipesRun loads every recipe in this directory, checks it resolves
-// as written, and runs it for two small steps on a tiny model of the right
-// tokenizer (the world's bytes, or Qwen3's for chat recipes).
+// as written, and runs it for two small steps. A world recipe runs on the
+// world's pretrained model, which answers some questions right: every part
+// it lists must act at some step (part.Part.Acted) and the weights must
+// move. A chat recipe runs on a random model of Qwen3's tokenizer, which
+// never answers a GSM8K question right: no step has a training signal, so
+// each must skip its update and leave the weights as they were.
 func TestRecipesRun(t *testing.T) {
 	files, err := filepath.Glob("*.yaml")
 	if err != nil || len(files) < 8 {
@@ -51,7 +55,8 @@ func TestRecipesRun(t *testing.T) {
 			if cfg.Data.DME != "" {
 				cfg.Data.DME, _ = dmetest.World(t, 1, 60, cfg.Data.Levels)
 			}
-			if cfg.Data.IsWorld() {
+			world := cfg.Data.IsWorld()
+			if world {
 				cfg.Model = worldModel(t)
 			} else {
 				// Paths in recipes are relative to the repository root.
@@ -81,10 +86,21 @@ func TestRecipesRun(t *testing.T) {
 				defer func() { hs.Close(); srv.Close() }()
 				b.URL, b.LoraRank = hs.URL, 0
 			}
-			cfg.Steps, cfg.PromptsPerStep, cfg.GroupSize, cfg.MaxTokens = 2, 2, 2, 16
+			// Room for a world solution, and a penalty over the last half.
+			// Level 3, which the model solves about half the time, gives
+			// groups with right and wrong answers in two steps; the
+			// hardest levels, which the recipes train on, seldom do.
+			cfg.Steps, cfg.PromptsPerStep, cfg.GroupSize, cfg.MaxTokens = 2, 4, 4, 192
+			if world {
+				cfg.Data.Levels = []int{3}
+			}
+			if !world {
+				cfg.PromptsPerStep, cfg.GroupSize, cfg.MaxTokens = 2, 2, 16
+			}
 			cfg.EvalProblems, cfg.EvalEvery, cfg.CheckpointEvery = 2, 0, 0
+			cfg.TestProblems, cfg.EvalSamples = min(cfg.TestProblems, 2), min(cfg.EvalSamples, 2)
 			if o := part.Get[*dapo.OverlongPenaltyConfig](cfg.Sections); o != nil {
-				o.Buffer = 4
+				o.Buffer = cfg.MaxTokens - 16 // lowers the reward of every answer past 16 tokens
 			}
 			if h := part.Get[*meml.HardBufferConfig](cfg.Sections); h != nil {
 				h.K, h.Capacity = 1, 2
@@ -99,6 +115,42 @@ func TestRecipesRun(t *testing.T) {
 			}
 			if dir := os.Getenv("RLVR_RECIPE_METRICS"); dir != "" {
 				writeUntimed(t, run, filepath.Join(dir, strings.TrimSuffix(f, ".yaml")))
+			}
+			var steps []method.Metrics
+			for line := range strings.Lines(string(b)) {
+				var m method.Metrics
+				if err := json.Unmarshal([]byte(line), &m); err != nil {
+					t.Fatal(err)
+				}
+				steps = append(steps, m)
+			}
+			if !world {
+				for _, m := range steps {
+					if m[train.MetricSkippedUpdate] != 1 {
+						t.Errorf("step %v trained without a right answer: %v", m["step"], m)
+					}
+				}
+			}
+			// An sft run's parts shape its data (expert prompts), which no
+			// step's metrics show.
+			for _, name := range resolved.Parts {
+				p, _ := part.Lookup(name)
+				if !world || resolved.Algorithm == method.SFT || p.Acted == nil {
+					continue
+				}
+				acted := slices.ContainsFunc(steps, p.Acted)
+				why, idle := idleParts[strings.TrimSuffix(f, ".yaml")+" "+name]
+				switch {
+				case !acted && !idle:
+					t.Errorf("part %s did not act in %d steps: %v", name, len(steps), steps)
+				case acted && idle:
+					t.Errorf("part %s acted, though the world model is known not to: %s", name, why)
+				}
+			}
+			if cfg.Backend == nil { // a Tinker run's weights stay on its server
+				if moved := weightsMoved(t, cfg.Model, run); moved != world {
+					t.Errorf("weights moved: %v, want %v", moved, world)
+				}
 			}
 		})
 	}
@@ -142,15 +194,38 @@ func writeUntimed(t *testing.T, run, dst string) {
 	}
 }
 
-func worldModel(t *testing.T) string {
-	mc := model.Tiny(tokenizer.NewByteTokenizer().VocabSize())
-	mc.Dim, mc.Layers, mc.Hidden = 32, 1, 64
-	m, err := model.New(mc, 1)
+// idleParts are the parts of world recipes that do not act on the world
+// model, and why: "recipe part" → reason.
+var idleParts = map[string]string{
+	// The world's corpus consults only under the plain prompt: no
+	// document asks an expert after an expert prompt's suffix.
+	"world-meml-eapo-mel consultation": "it never consults under an expert prompt",
+}
+
+// weightsMoved says whether the run's last checkpoint holds other weights
+// than the model it started from.
+func weightsMoved(t *testing.T, start, run string) bool {
+	t.Helper()
+	ckpts, err := rundir.Checkpoints(run)
+	if err != nil || len(ckpts) == 0 {
+		t.Fatalf("no checkpoint in %s: %v", run, err)
+	}
+	before, err := os.ReadFile(filepath.Join(start, "model.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	after, err := os.ReadFile(filepath.Join(ckpts[len(ckpts)-1], "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return !bytes.Equal(before, after)
+}
+
+// worldModel is the world's pretrained model, installed from the copy
+// embedded in the binary.
+func worldModel(t *testing.T) string {
 	dir := filepath.Join(t.TempDir(), "world")
-	if err := hf.Save(dir, m, nil, safetensors.F32); err != nil {
+	if err := worldmodel.Install(worldmodel.FS(), dir); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -114,9 +114,9 @@ func (r *RL) Step(ctx context.Context, env *Env, examples []task.Example) (*Batc
 		if batch, err = env.More(need); err != nil {
 			return nil, err
 		}
-		env.Metrics["resampled"] += float64(need)
+		env.Metrics[MetricResampled] += float64(need)
 	}
-	scoreMetrics(env.Metrics, all, len(variants) > 1)
+	scoreMetrics(env.Metrics, all, len(variants) > 1 || variants[0].Name != "")
 	terms, st, err := r.Objective.Terms(kept)
 	if err != nil {
 		return nil, err
@@ -193,9 +193,16 @@ const (
 	MetricKL = "kl"
 )
 
+// MetricResampled counts the further questions a filter's rounds drew in
+// a step.
+const MetricResampled = "resampled"
+
 // VariantPrefix begins the names of the metrics over the groups sampled
 // under one variant: variant/E1/accuracy.
-func VariantPrefix(variant string) string { return "variant/" + variant + "/" }
+func VariantPrefix(variant string) string { return VariantMetrics + variant + "/" }
+
+// VariantMetrics begins the names of every per-variant metric.
+const VariantMetrics = "variant/"
 
 // scoreMetrics summarizes every sampled group of the step, and each
 // variant's groups when there are several.

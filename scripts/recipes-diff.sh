@@ -6,7 +6,10 @@
 # same GOMAXPROCS, since the engine's reductions split by thread.
 #
 # Usage: scripts/recipes-diff.sh REV   (REV at or after the commit that
-# added RLVR_RECIPE_METRICS to configs_test.go)
+# added RLVR_RECIPE_METRICS to configs_test.go; each tree runs its own
+# test, so the comparison holds when both run it with the same settings:
+# since the test moved to the world's pretrained model, REV at or after
+# that commit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:?usage: scripts/recipes-diff.sh REV}

@@ -25,12 +25,19 @@ func (d DynamicSampling) Rounds() int { return d.MaxRounds }
 // fall linearly from 0 to −1 over the last Buffer tokens of MaxTokens.
 type OverlongPenalty struct{ MaxTokens, Buffer int }
 
+// MetricOverlongPenalized counts a step's answers the penalty lowered.
+const MetricOverlongPenalized = "overlong/penalized"
+
 // Shape implements method.Shaper.
-func (o OverlongPenalty) Shape(_ context.Context, _ *method.Env, groups []method.Scored) error {
+func (o OverlongPenalty) Shape(_ context.Context, env *method.Env, groups []method.Scored) error {
 	for gi := range groups {
 		g := &groups[gi]
 		for i := range g.Trajectories {
-			g.Rewards[i] += Overlong(g.Trajectories[i].PolicyTokens(), o.MaxTokens, o.Buffer)
+			p := Overlong(g.Trajectories[i].PolicyTokens(), o.MaxTokens, o.Buffer)
+			g.Rewards[i] += p
+			if p < 0 {
+				env.Metrics[MetricOverlongPenalized]++
+			}
 		}
 	}
 	return nil

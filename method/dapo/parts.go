@@ -14,9 +14,11 @@ const (
 func init() {
 	// Algorithm dapo runs both unless a config lists its parts.
 	part.Register(part.Part{Name: PartDynamicSampling, Order: 20, Rollouts: true, DefaultFor: []method.Algorithm{method.DAPO},
-		New: func() part.Section { return &DynamicSamplingConfig{MaxRounds: 3} }})
+		New:   func() part.Section { return &DynamicSamplingConfig{MaxRounds: 3} },
+		Acted: func(m method.Metrics) bool { return m[method.MetricResampled] > 0 }})
 	part.Register(part.Part{Name: PartOverlongPenalty, Order: 30, Rollouts: true, DefaultFor: []method.Algorithm{method.DAPO},
-		New: func() part.Section { return &OverlongPenaltyConfig{} }})
+		New:   func() part.Section { return &OverlongPenaltyConfig{} },
+		Acted: func(m method.Metrics) bool { return m[MetricOverlongPenalized] > 0 }})
 	// DAPO: clip-higher and token-mean (the algorithm), dynamic sampling
 	// and the soft overlong penalty.
 	part.RegisterPreset("dapo", `

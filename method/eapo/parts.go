@@ -15,6 +15,7 @@ const PartConsultation = "consultation"
 
 func init() {
 	part.Register(part.Part{Name: PartConsultation, Order: 60, Rollouts: true, New: func() part.Section { return &ConsultationConfig{} },
+		Acted:         func(m method.Metrics) bool { return m[MetricCallRate] > 0 },
 		AdvantageNorm: advantageNorm})
 }
 

@@ -3,6 +3,7 @@ package mel
 import (
 	"strings"
 
+	"rlvr/method"
 	"rlvr/method/part"
 )
 
@@ -10,7 +11,8 @@ import (
 const PartMetaExperience = "meta_experience"
 
 func init() {
-	part.Register(part.Part{Name: PartMetaExperience, Order: 70, Rollouts: true, New: func() part.Section { return &MetaExperienceConfig{} }})
+	part.Register(part.Part{Name: PartMetaExperience, Order: 70, Rollouts: true, New: func() part.Section { return &MetaExperienceConfig{} },
+		Acted: func(m method.Metrics) bool { return m[MetricMELPairs] > 0 }})
 }
 
 // MetaExperienceConfig is MEL's meta-experience learning: from each group

@@ -2,6 +2,7 @@ package meml
 
 import (
 	"fmt"
+	"strings"
 
 	"rlvr/backend"
 	"rlvr/expert"
@@ -21,9 +22,19 @@ const (
 const PaperExpertSystem = expert.DefaultPrompt
 
 func init() {
-	part.Register(part.Part{Name: PartExpertPrompts, Order: 10, New: func() part.Section { return &ExpertPromptsConfig{} }})
-	part.Register(part.Part{Name: PartMutualLearning, Order: 40, New: func() part.Section { return &MutualLearningConfig{} }, Rollouts: true})
-	part.Register(part.Part{Name: PartHardBuffer, Order: 50, New: func() part.Section { return &HardBufferConfig{} }, Rollouts: true})
+	part.Register(part.Part{Name: PartExpertPrompts, Order: 10, New: func() part.Section { return &ExpertPromptsConfig{} },
+		Acted: func(m method.Metrics) bool {
+			for k := range m {
+				if strings.HasPrefix(k, method.VariantMetrics) {
+					return true
+				}
+			}
+			return false
+		}})
+	part.Register(part.Part{Name: PartMutualLearning, Order: 40, New: func() part.Section { return &MutualLearningConfig{} }, Rollouts: true,
+		Acted: func(m method.Metrics) bool { return m[MetricMutualAnswers] > 0 }})
+	part.Register(part.Part{Name: PartHardBuffer, Order: 50, New: func() part.Section { return &HardBufferConfig{} }, Rollouts: true,
+		Acted: func(m method.Metrics) bool { return m[MetricBufferAdded] > 0 }})
 	// RIEL: three expert prompts with G samples each, advantages per
 	// expert as eq. 5 has them (r − the expert's group mean, undivided),
 	// REINFORCE on max(A, 0) (eq. 6), mutual learning from the best

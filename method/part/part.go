@@ -55,6 +55,11 @@ type Part struct {
 	// this part takes by default, given the algorithm's own; a config
 	// that sets advantage_norm keeps its own.
 	AdvantageNorm func(algorithm method.AdvantageNorm) method.AdvantageNorm
+	// Acted reports whether a step's metrics show the part at work (a
+	// consultation made, a pair reflected on): the recipes' test requires
+	// it of every part a recipe lists, at some step, so that a part that
+	// silently stops acting fails it.
+	Acted func(metrics method.Metrics) bool
 }
 
 // Section is a part's section of a run's config.
