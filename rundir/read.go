@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"rlvr/internal/jsonl"
 	"slices"
 	"sort"
 
@@ -268,7 +269,7 @@ func (r *Run) addStep(line []byte, numeric []string) error {
 		num, ok := v.(json.Number)
 		if !ok {
 			if mustNumber {
-				return fmt.Errorf("%q: want a number, found %s", k, jsonKind(v))
+				return fmt.Errorf("%q: want a number, found %s", k, jsonl.TypeName(v))
 			}
 			// Text, lists and objects logged beside the numbers are not
 			// metrics.
@@ -371,22 +372,6 @@ func jsonMessage(err error) error {
 		return errors.New("unexpected end of input")
 	}
 	return err
-}
-
-func jsonKind(v any) string {
-	switch v.(type) {
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	case float64, json.Number:
-		return "a number"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // topLevelScalars returns the scalar values of a YAML document's top-level

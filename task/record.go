@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"rlvr/internal/jsonl"
 	"strconv"
 	"strings"
 	"time"
@@ -266,26 +267,15 @@ func scalarText(v any) (string, bool) {
 	return "", false
 }
 
-// typeName names v's JSON type with an article, for error messages.
+// typeName names v's JSON type with an article, for error messages; a
+// Parquet column's integer or decimal is a number.
 func typeName(v any) string {
 	switch v.(type) {
-	case nil:
-		return "null"
-	case string, []byte:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	case time.Time:
-		return "a timestamp"
-	case time.Duration:
-		return "a duration"
+	case string, []byte, bool: // scalars scalarText reads that are no number
+	default:
+		if _, ok := scalarText(v); ok {
+			return "a number"
+		}
 	}
-	if _, ok := scalarText(v); ok {
-		return "a number"
-	}
-	return fmt.Sprintf("a %T", v)
+	return jsonl.TypeName(v)
 }

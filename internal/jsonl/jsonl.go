@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"rlvr/internal/atomicfile"
 )
@@ -47,4 +48,29 @@ func Write[T any](path string, xs []T) error {
 		}
 		return bw.Flush()
 	})
+}
+
+// TypeName names the JSON type of a decoded value with its article ("an
+// array", "null"), for errors that say what a field held instead of what
+// was wanted.
+func TypeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string, []byte:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	case float64, float32, json.Number, int, int64:
+		return "a number"
+	case time.Time:
+		return "a timestamp"
+	case time.Duration:
+		return "a duration"
+	}
+	return fmt.Sprintf("a %T", v)
 }
