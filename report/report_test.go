@@ -16,6 +16,7 @@ import (
 
 	"gonum.org/v1/plot"
 
+	"rlvr/internal/located"
 	"rlvr/rundir"
 )
 
@@ -280,7 +281,7 @@ func TestLoadCharted(t *testing.T) {
 	path := filepath.Join(dir, rundir.MetricsFile)
 	writeFile(t, path, `{"step":1,"phase":"warmup","kl":0.1}`+"\n"+`{"step":2,"kl":"high"}`+"\n")
 	_, err := Load(dir)
-	var pe *rundir.ParseError
+	var pe *located.Error
 	if !errors.As(err, &pe) || pe.Line != 2 || !strings.Contains(err.Error(), `"kl": want a number, found a string`) {
 		t.Errorf("err = %v, want %s:2: \"kl\": want a number…", err, path)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"rlvr/internal/jsonl"
+	"rlvr/internal/located"
 	"slices"
 	"sort"
 
@@ -52,21 +53,6 @@ type Step struct {
 	// told it must be a number.
 	Values map[string]float64
 }
-
-// ParseError reports a record of a run's file that could not be read.
-type ParseError struct {
-	Path string // the file
-	Line int    // 1-based line number
-	Err  error
-}
-
-// Error returns "path:line: err".
-func (e *ParseError) Error() string {
-	return fmt.Sprintf("%s:%d: %v", e.Path, e.Line, e.Err)
-}
-
-// Unwrap returns the underlying error.
-func (e *ParseError) Unwrap() error { return e.Err }
 
 // Value returns the value of the metric key and whether the step has it.
 func (s Step) Value(key string) (float64, bool) {
@@ -193,7 +179,7 @@ func Load(dir string, numeric ...string) (*Run, error) {
 }
 
 // readLines calls parse on each non-blank line of the file at path, reporting
-// whether the file exists. A parse error is returned as a *ParseError, except
+// whether the file exists. A parse error is returned as a *located.Error, except
 // on a last line missing its newline, which is skipped with a warning; with
 // lenient, every line that does not parse is skipped with a warning.
 func readLines(path string, warnings *[]string, lenient bool, parse func([]byte) error) (bool, error) {
@@ -228,7 +214,7 @@ func readLines(path string, warnings *[]string, lenient bool, parse func([]byte)
 						*warnings = append(*warnings, fmt.Sprintf("%s:%d: skipped: %v", path, n, perr))
 					}
 				default:
-					return true, &ParseError{Path: path, Line: n, Err: perr}
+					return true, &located.Error{Pkg: "rundir", File: path, Line: n, Index: -1, Err: perr}
 				}
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"rlvr/internal/located"
 	"strings"
 	"testing"
 )
@@ -56,12 +57,12 @@ func TestLoadErrors(t *testing.T) {
 		path := filepath.Join(dir, c.file)
 		writeFile(t, path, c.content)
 		_, err = Load(dir, c.numeric...)
-		var pe *ParseError
+		var pe *located.Error
 		if !errors.As(err, &pe) {
-			t.Errorf("%s %q: err = %v, want a *ParseError", c.file, c.content, err)
+			t.Errorf("%s %q: err = %v, want a *located.Error", c.file, c.content, err)
 			continue
 		}
-		if pe.Path != path || pe.Line != c.line || !strings.Contains(err.Error(), fmt.Sprintf("%s:%d: ", path, c.line)) || !strings.Contains(err.Error(), c.msg) {
+		if pe.File != path || pe.Line != c.line || !strings.Contains(err.Error(), fmt.Sprintf("%s:%d: ", path, c.line)) || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%s %q: err = %v, want %s:%d: …%s…", c.file, c.content, err, path, c.line, c.msg)
 		}
 	}

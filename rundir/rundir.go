@@ -22,7 +22,7 @@
 // what came after its checkpoint ([TruncateLogs]).
 //
 // [Load] reads a run back. A malformed record is an error that names the
-// file and line ([*ParseError]), with two exceptions: a last line without
+// file and line ([*located.Error]), with two exceptions: a last line without
 // its newline that does not parse is the record a live run is still
 // writing, and is skipped with a warning; and a malformed line of
 // samples.jsonl is skipped with a warning ([Run.Warnings]).
