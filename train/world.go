@@ -23,14 +23,18 @@ func WorldPretrain(version int) (PretrainConfig, error) {
 // WorldModel returns the directory of a world version's model, the
 // starting point of every run that names no model, making it available in
 // the cache first when it is not there yet (see EnsurePretrained): version
-// 1's comes with rlvr, version 2's is pretrained on first use.
-func WorldModel(ctx context.Context, version int) (string, error) {
+// 1's comes with rlvr, version 2's is pretrained on first use, which logf
+// (nil: nothing) is told before it starts.
+func WorldModel(ctx context.Context, version int, logf func(string, ...any)) (string, error) {
 	cfg, err := WorldPretrain(version)
 	if err != nil {
 		return "", err
 	}
 	if dir := PretrainedPath(cfg); exists(dir) {
 		return dir, nil
+	}
+	if version != 1 && logf != nil {
+		logf("pretraining world version %d's model first (about 15 minutes on two cores; `rlvr pretrain --world %d` does it alone)", version, version)
 	}
 	dir, _, err := EnsurePretrained(ctx, cfg, nil)
 	return dir, err
@@ -42,10 +46,7 @@ func startingModel(ctx context.Context, cfg *RLConfig, logf func(string, ...any)
 	if cfg.Model != "" {
 		return cfg.Model, nil
 	}
-	if pc, err := WorldPretrain(cfg.Data.World); err == nil && !exists(PretrainedPath(pc)) && cfg.Data.World != 1 {
-		logf("pretraining world version %d's model first (about 15 minutes on two cores; `rlvr pretrain --world %d` does it alone)", cfg.Data.World, cfg.Data.World)
-	}
-	return WorldModel(ctx, cfg.Data.World)
+	return WorldModel(ctx, cfg.Data.World, logf)
 }
 
 func exists(path string) bool {

@@ -135,7 +135,7 @@ func ensureWorldModel(ctx context.Context, path string) error {
 	if v != 1 {
 		return fmt.Errorf("world version %d's model is not pretrained yet: run `rlvr pretrain --world %d` (about 15 minutes on two cores)", v, v)
 	}
-	_, err := train.WorldModel(ctx, v)
+	_, err := train.WorldModel(ctx, v, nil)
 	return err
 }
 

@@ -2,7 +2,6 @@ package eapo
 
 import (
 	"fmt"
-	"math"
 	"strings"
 
 	"rlvr/expert"
@@ -84,9 +83,7 @@ func (k *ConsultationConfig) Resolve(run *part.Run, add func(string, ...any)) {
 		p := 0.05
 		k.Penalty = &p
 	}
-	if p := *k.Penalty; math.IsNaN(p) || math.IsInf(p, 0) || p < 0 {
-		add("consultation.penalty = %v must be finite and not negative", p)
-	}
+	part.Real(add, "consultation.penalty", *k.Penalty, true)
 	if k.Acceptance == nil {
 		k.Acceptance = &Schedule{Kind: Cosine, Start: 1, End: 0}
 	}
