@@ -9,6 +9,7 @@ import (
 	"io"
 	"iter"
 	"os"
+	"rlvr/internal/jsonl"
 	"strconv"
 )
 
@@ -198,7 +199,7 @@ func decodeObject(line []byte, lead int) (map[string]any, error) {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("want a JSON object, got %s", typeName(v))
+		return nil, fmt.Errorf("want a JSON object, got %s", jsonl.TypeName(v))
 	}
 	return m, nil
 }
@@ -236,7 +237,7 @@ func (r *Reader) readElement() (Example, error) {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return Example{}, locate(r.File, 0, r.index, "element", fmt.Errorf("want a JSON object, got %s", typeName(v)))
+		return Example{}, locate(r.File, 0, r.index, "element", fmt.Errorf("want a JSON object, got %s", jsonl.TypeName(v)))
 	}
 	return r.decode(m, 0, r.File+":element "+strconv.Itoa(r.index))
 }

@@ -87,7 +87,7 @@ func (r *record) str(field string) (string, error) {
 func text(field string, v any) (string, error) {
 	s, ok := scalarText(v)
 	if !ok {
-		return "", fieldErrorf(field, "want a string, got "+typeName(v))
+		return "", fieldErrorf(field, "want a string, got "+jsonl.TypeName(v))
 	}
 	if !utf8.ValidString(s) {
 		return "", fieldErrorf(field, "invalid UTF-8")
@@ -127,13 +127,13 @@ func (r *record) strList(field string) ([]string, error) {
 	}
 	list, ok := v.([]any)
 	if !ok {
-		return nil, fieldErrorf(field, "want an array of strings, got "+typeName(v))
+		return nil, fieldErrorf(field, "want an array of strings, got "+jsonl.TypeName(v))
 	}
 	out := make([]string, len(list))
 	for i, x := range list {
 		s, ok := scalarText(x)
 		if !ok || x == nil {
-			return nil, fieldErrorf(field, fmt.Sprintf("element %d: want a string, got %s", i, typeName(x)))
+			return nil, fieldErrorf(field, fmt.Sprintf("element %d: want a string, got %s", i, jsonl.TypeName(x)))
 		}
 		if !utf8.ValidString(s) {
 			return nil, fieldErrorf(field, fmt.Sprintf("element %d: invalid UTF-8", i))
@@ -167,7 +167,7 @@ func (r *record) yesNo(field string) (string, error) {
 		}
 		return "", fieldErrorf(field, fmt.Sprintf("want a boolean, got %q", v))
 	}
-	return "", fieldErrorf(field, "want a boolean, got "+typeName(v))
+	return "", fieldErrorf(field, "want a boolean, got "+jsonl.TypeName(v))
 }
 
 // messages returns an optional chat: a list of objects with "role" and
@@ -179,18 +179,18 @@ func (r *record) messages(field string) ([]Message, error) {
 	}
 	list, ok := v.([]any)
 	if !ok {
-		return nil, fieldErrorf(field, "want an array of messages, got "+typeName(v))
+		return nil, fieldErrorf(field, "want an array of messages, got "+jsonl.TypeName(v))
 	}
 	out := make([]Message, len(list))
 	for i, x := range list {
 		obj, ok := x.(map[string]any)
 		if !ok {
-			return nil, fieldErrorf(field, fmt.Sprintf("element %d: want a message object, got %s", i, typeName(x)))
+			return nil, fieldErrorf(field, fmt.Sprintf("element %d: want a message object, got %s", i, jsonl.TypeName(x)))
 		}
 		for _, k := range [...]string{"role", "content"} {
 			s, ok := obj[k].(string)
 			if !ok {
-				return nil, fieldErrorf(field, fmt.Sprintf("element %d: %q: want a string, got %s", i, k, typeName(obj[k])))
+				return nil, fieldErrorf(field, fmt.Sprintf("element %d: %q: want a string, got %s", i, k, jsonl.TypeName(obj[k])))
 			}
 			if k == "role" {
 				out[i].Role = s
@@ -265,17 +265,4 @@ func scalarText(v any) (string, bool) {
 		return v.String(), true
 	}
 	return "", false
-}
-
-// typeName names v's JSON type with an article, for error messages; a
-// Parquet column's integer or decimal is a number.
-func typeName(v any) string {
-	switch v.(type) {
-	case string, []byte, bool: // scalars scalarText reads that are no number
-	default:
-		if _, ok := scalarText(v); ok {
-			return "a number"
-		}
-	}
-	return jsonl.TypeName(v)
 }

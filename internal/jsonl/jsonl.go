@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/big"
 	"os"
+	"reflect"
 	"time"
 
 	"rlvr/internal/atomicfile"
@@ -65,12 +67,17 @@ func TypeName(v any) string {
 		return "an array"
 	case map[string]any:
 		return "an object"
-	case float64, float32, json.Number, int, int64:
+	case json.Number, *big.Float:
 		return "a number"
 	case time.Time:
 		return "a timestamp"
 	case time.Duration:
 		return "a duration"
+	}
+	switch reflect.ValueOf(v).Kind() { // a Parquet column's integers and floats
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
 	}
 	return fmt.Sprintf("a %T", v)
 }

@@ -1,11 +1,13 @@
 package jsonl
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 type record struct {
@@ -32,5 +34,23 @@ func TestWriteRead(t *testing.T) {
 	}
 	if _, err := Read[record](path); err == nil || !strings.Contains(err.Error(), "record 2") {
 		t.Errorf("a bad second record: %v", err)
+	}
+}
+
+// TestTypeName names every kind of value the readers meet.
+func TestTypeName(t *testing.T) {
+	for v, want := range map[any]string{nil: "null", "s": "a string", true: "a boolean", 1.5: "a number",
+		json.Number("2"): "a number", int32(3): "a number", uint8(4): "a number", time.Second: "a duration"} {
+		if got := TypeName(v); got != want {
+			t.Errorf("TypeName(%#v) = %q, want %q", v, got, want)
+		}
+	}
+	for _, c := range []struct {
+		v    any
+		want string
+	}{{[]any{}, "an array"}, {map[string]any{}, "an object"}, {time.Time{}, "a timestamp"}, {struct{}{}, "a struct {}"}} {
+		if got := TypeName(c.v); got != c.want {
+			t.Errorf("TypeName(%#v) = %q, want %q", c.v, got, c.want)
+		}
 	}
 }
