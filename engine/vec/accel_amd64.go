@@ -344,6 +344,15 @@ AVX2 static void rl_mix(float* restrict o, const float* restrict p, const float*
 	case 32: rl_mix_n(4, o, p, v, stride, L); return;
 	case 64: rl_mix_n(8, o, p, v, stride, L); return;
 	}
+	if (hd > 128) {
+		// Wide heads (Gemma 3's 256) in blocks of 64 values, each a pass
+		// over the keys with its accumulators in registers; the last block
+		// takes the remainder.
+		long b = 0;
+		for (; b + 64 <= hd; b += 64) rl_mix_n(8, o + b, p, v + b, stride, L);
+		if (b < hd) rl_mix(o + b, p, v + b, stride, L, hd - b);
+		return;
+	}
 	long chunks = hd / 8;
 	__m256 acc[16];
 	for (long c = 0; c < chunks; c++) acc[c] = _mm256_setzero_ps();
@@ -486,7 +495,7 @@ AVX2 static void rlvr_decode_attention(float* out, long out_stride, const float*
 		long H, long KV, long hd, float scale, long window, float* p) {
 	FTZ_BEGIN
 	long rep = H / KV, kvw = KV * hd;
-	int wide = hd % 8 == 0 && hd <= 128;
+	int wide = hd % 8 == 0;
 	int pairs = rep == 2 && hd % 8 == 0 && hd <= 32; // both heads of a group in one pass
 	for (long s = 0; s < S; s++) {
 		// Only keys [start, n) are seen: the cache from start on, L long.

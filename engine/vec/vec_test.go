@@ -74,7 +74,7 @@ func TestKernelsMatchReference(t *testing.T) {
 	// the vectorized widths and an odd width.
 	H, KV, S, capacity := 4, 2, 3, 80
 	slot, n := []int32{2, 0, 1}, []int32{7, 1, 75} // 75: the 32-key blocks, an 8-key block and a tail
-	for _, hd := range []int{8, 16, 24, 32, 64, 6} {
+	for _, hd := range []int{8, 16, 24, 32, 64, 6, 256, 200} { // 256: Gemma 3's heads; 200: blocks of 64 and a rest
 		for _, window := range []int{0, 5, 40} {
 			k, v := randn(r, 3*capacity*KV*hd, 1), randn(r, 3*capacity*KV*hd, 1)
 			q := randn(r, S*(H+2)*hd, 1)
