@@ -430,7 +430,7 @@ func TestEvalSkipJoinsParts(t *testing.T) {
 		}
 	}
 	_, _, err := execute(t, t.Context(), "eval", "--model", "model", "--data", "gsm8k=gsm8k.jsonl", "--skip", "6", "--problems", "1")
-	if err == nil || !strings.Contains(err.Error(), "--skip 6: gsm8k.jsonl has 6 problems") {
+	if err == nil || !strings.Contains(err.Error(), "skip 6: gsm8k.jsonl has 6 problems") {
 		t.Errorf("--skip past the end: %v", err)
 	}
 	_, _, err = execute(t, t.Context(), "eval", "--model", "model", "--data", "gsm8k=gsm8k.jsonl", "--world-words")

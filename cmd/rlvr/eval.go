@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"rlvr/checkpoint"
 	client "rlvr/client/openai"
 	"rlvr/eval"
 	"rlvr/expert"
@@ -124,52 +123,34 @@ after the --system prompt, in one system message, as training writes them.`,
 			if err := c.err(); err != nil {
 				return err
 			}
-			var examples []task.Example
-			if data == "world" {
-				// A chat model is asked in words; plain text keeps the world's own format.
-				examples = world.ChatExamples(cfg.Seed+1000, (skip+problems)*len(levels), levels)[skip*len(levels):]
-				if worldWords {
-					for i := range examples {
-						examples[i].Prompt = examples[i].Messages[0].Content + "\n"
-					}
-				}
-			} else {
-				all, err := task.Load(name, path)
-				if err != nil {
-					return err
-				}
-				task.Shuffle(all, cfg.Seed)
-				if skip >= len(all) {
-					return fmt.Errorf("--skip %d: %s has %d problems", skip, path, len(all))
-				}
-				examples = all[skip:min(skip+problems, len(all))]
+			draw := eval.Draw{Levels: levels, Problems: problems, Skip: skip, WorldWords: worldWords, Seed: cfg.Seed}
+			if data != "world" {
+				draw.Task, draw.Path = name, path
 			}
-			// Sampled as the same problems are in one run without --skip.
-			first := skip
-			if data == "world" {
-				first *= len(levels)
+			examples, seed, err := draw.Examples()
+			if err != nil {
+				return err
 			}
-			cfg.Seed = sample.PromptSeed(cfg.Seed, first)
+			cfg.Seed = seed
+			prompting := eval.Prompting{Chat: chatMode, System: system, Suffix: suffix, Expert: expertIdx, Experts: experts,
+				Persona: expertPersona}
 			var gen eval.Generator
 			if endpoint != "" {
-				chat := chatMode == "on"
-				system, suffix = expertPrompt(expertIdx, chat, system, suffix)
 				name := endpoint
 				if endpointModel != "" {
 					name = endpointModel + " at " + endpoint
 				}
-				describePrompts(cmd.ErrOrStderr(), name, chat, system, suffix)
-				gen = &eval.Remote{Client: client.New(client.Config{BaseURL: endpoint, Model: endpointModel, APIKey: apiKey}),
-					Chat: chat, System: system}
-				examples = withSuffix(examples, suffix)
-				cfg.Experts = suffixExperts(experts)
+				remote := &eval.Remote{Client: client.New(client.Config{BaseURL: endpoint, Model: endpointModel, APIKey: apiKey}),
+					Chat: chatMode == "on"}
+				examples, remote.System, cfg.Experts = prompting.Endpoint(cmd.ErrOrStderr(), name, examples)
+				gen = remote
 			} else {
 				l, err := openModel(modelPath, tokPath)
 				if err != nil {
 					return err
 				}
 				raw := examples
-				if examples, cfg.Experts, err = localPrompts(cmd.ErrOrStderr(), l, examples, chatMode, expertIdx, system, suffix, experts); err != nil {
+				if examples, cfg.Experts, err = prompting.Local(cmd.ErrOrStderr(), l, examples); err != nil {
 					return err
 				}
 				gen = eval.NewLocal(l)
@@ -184,7 +165,6 @@ after the --system prompt, in one system message, as training writes them.`,
 				}
 			}
 			var rep *eval.Report
-			var err error
 			if samplesPath == "" {
 				rep, err = eval.Run(cmd.Context(), gen, examples, cfg)
 			} else {
@@ -268,126 +248,19 @@ func checkPrompting(c *flagCheck, cmd *cobra.Command, chatMode string, endpoint 
 	return expert
 }
 
-// localPrompts prompts examples as the flags say for the local model l,
-// and says how to w: through its chat template with the system prompt, or
-// as plain text followed by the suffix. expert is --expert's I, or
-// negative when it is not given; the first experts expert prompts are
-// returned for eval.Config.Experts: in a chat, each the prompts under its
-// persona after the system prompt, as training renders them.
-func localPrompts(w io.Writer, l *checkpoint.Loaded, examples []task.Example, chatMode string, expert int, system, suffix string, experts int) ([]task.Example, []eval.Expert, error) {
-	chat := chatMode == "on" || chatMode == "auto" && l.Chat != nil
-	switch {
-	case chatMode == "on" && l.Chat == nil:
-		return nil, nil, fmt.Errorf("--chat on: model %s has no chat template (tokenizer_config.json chat_template)", l.Name)
-	case chat && suffix != "":
-		return nil, nil, fmt.Errorf("--prompt-suffix: model %s is prompted through its chat template; give its expert prompt with --expert I, or send plain text with --chat off", l.Name)
-	case !chat && system != "":
-		return nil, nil, fmt.Errorf("--system: model %s has no chat template; give its expert prompt with --prompt-suffix", l.Name)
-	}
-	if !chat {
-		system, suffix = expertPrompt(expert, false, system, suffix)
-		describePrompts(w, l.Name, false, system, suffix)
-		return withSuffix(examples, suffix), suffixExperts(experts), nil
-	}
-	persona := expertPersona(expert)
-	describePrompts(w, l.Name, true, eval.SystemPrompt(system, persona), "")
-	render := func(persona string) ([]string, error) {
-		out := make([]string, len(examples))
-		for i, e := range examples {
-			text, err := eval.ChatPrompt(l.Chat, e, system, persona)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", e.Where(), err)
-			}
-			out[i] = text
-		}
-		return out, nil
-	}
-	texts, err := render(persona)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]task.Example, len(examples))
-	for i, e := range examples {
-		e.Prompt = texts[i]
-		out[i] = e
-	}
-	var xs []eval.Expert
-	for x := range experts {
-		prompts, err := render(expertPersona(x))
-		if err != nil {
-			return nil, nil, err
-		}
-		xs = append(xs, eval.Expert{Name: fmt.Sprintf("E%d", x), Prompts: prompts})
-	}
-	return out, xs, nil
-}
-
-// suffixExperts are the world's first n expert prompts, suffixes of plain
-// text.
-func suffixExperts(n int) []eval.Expert {
-	var xs []eval.Expert
-	for x := range n {
-		xs = append(xs, eval.Expert{Name: fmt.Sprintf("E%d", x), Suffix: world.ExpertPrompt(x)})
-	}
-	return xs
-}
-
-// checkExpert checks --expert I, when given, and returns it: -1 when it is
-// not given. (The flags that would also set the prompt are marked
+// checkExpert checks --expert I, when given, and returns it: eval.NoExpert when
+// it is not given. (The flags that would also set the prompt are marked
 // mutually exclusive with it.)
 func checkExpert(c *flagCheck, cmd *cobra.Command, expert int) int {
 	if !cmd.Flags().Changed("expert") {
-		return -1
+		return eval.NoExpert
 	}
 	c.intIn("expert", expert, 0, math.MaxInt)
 	return expert
 }
 
-// expertPrompt returns the system prompt and suffix of expert I (those
-// given when expert is negative): in a chat, the paper's persona after the
-// system prompt; on plain text, the world's suffix.
-func expertPrompt(expert int, chat bool, system, suffix string) (string, string) {
-	switch {
-	case expert < 0:
-		return system, suffix
-	case chat:
-		return eval.SystemPrompt(system, expertPersona(expert)), suffix
-	default:
-		return system, world.ExpertPrompt(expert)
-	}
-}
-
-// expertPersona is MEML-GRPO's persona of expert i in a chat, "" when i
-// is negative.
+// expertPersona is MEML-GRPO's persona of expert i in a chat, as training
+// renders it.
 func expertPersona(i int) string {
-	if i < 0 {
-		return ""
-	}
 	return expert.RenderPrompt(meml.PaperExpertSystem, i, fmt.Sprintf("E%d", i))
-}
-
-// withSuffix appends suffix to every example's prompt.
-func withSuffix(examples []task.Example, suffix string) []task.Example {
-	if suffix == "" {
-		return examples
-	}
-	out := make([]task.Example, len(examples))
-	for i, e := range examples {
-		e.Prompt += suffix
-		out[i] = e
-	}
-	return out
-}
-
-// describePrompts says to w how model is prompted, unless as plain text
-// with no suffix.
-func describePrompts(w io.Writer, model string, chat bool, system, suffix string) {
-	switch {
-	case chat && system != "":
-		fmt.Fprintf(w, "prompting %s with chats, system prompt %q\n", model, system)
-	case chat:
-		fmt.Fprintf(w, "prompting %s with chats, no system prompt\n", model)
-	case suffix != "":
-		fmt.Fprintf(w, "prompting %s with plain text followed by %q\n", model, suffix)
-	}
 }

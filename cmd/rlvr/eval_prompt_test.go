@@ -148,7 +148,7 @@ func TestEvalChatModel(t *testing.T) {
 		{"suffix as plain text", "off", -1, "", "A:", q + "A:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _, err := localPrompts(io.Discard, l, examples, tc.chat, tc.expert, tc.system, tc.suffix, 0)
+			got, _, err := eval.Prompting{Chat: tc.chat, Expert: tc.expert, System: tc.system, Suffix: tc.suffix, Persona: expertPersona}.Local(io.Discard, l, examples)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,8 +164,8 @@ func TestEvalChatModel(t *testing.T) {
 	// Through the command: the expert's system prompt makes every prompt
 	// too long for the model's context, while the plain prompt with its
 	// suffix, and a short system prompt, fit.
-	expertChat, _, _ := localPrompts(io.Discard, l, examples, "auto", 2, "", "", 0)
-	shortChat, _, _ := localPrompts(io.Discard, l, examples, "auto", -1, "Be brief.", "", 0)
+	expertChat, _, _ := eval.Prompting{Chat: "auto", Expert: 2, Persona: expertPersona}.Local(io.Discard, l, examples)
+	shortChat, _, _ := eval.Prompting{Chat: "auto", Expert: eval.NoExpert, System: "Be brief."}.Local(io.Discard, l, examples)
 	for _, e := range examples {
 		if n := len(l.Encode(e.Prompt + "@E2\n")); n+maxTokens > maxSeq {
 			t.Fatalf("a plain prompt of %d tokens leaves no room for %d tokens in %d", n, maxTokens, maxSeq)

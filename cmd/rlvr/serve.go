@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rlvr/checkpoint"
+	"rlvr/eval"
 	"rlvr/expert"
 	"rlvr/format/tokenizer"
 	"rlvr/serve"
@@ -128,7 +129,8 @@ weights saved by save_weights go under --state.`,
 				if name == "" {
 					name = l.Name
 				}
-				system, suffix := expertPrompt(expertIndex, l.Chat != nil, system, suffix)
+				system, suffix := eval.Prompting{System: system, Suffix: suffix, Expert: expertIndex,
+					Persona: expertPersona}.Under(l.Chat != nil)
 				if l.Chat != nil && suffix != "" {
 					return fmt.Errorf("--prompt-suffix: model %s has a chat template; give its expert prompt with --system", l.Name)
 				}
