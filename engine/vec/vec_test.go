@@ -71,10 +71,11 @@ func TestKernelsMatchReference(t *testing.T) {
 		t.Fatalf("exp sum %v vs %v", sum2, sum1)
 	}
 	// Decode attention over a cache of 3 slots with GQA, for narrow heads,
-	// the vectorized widths and an odd width.
+	// the vectorized widths, an odd width, Gemma 3's 256 and 200 (blocks
+	// of 64 and a rest).
 	H, KV, S, capacity := 4, 2, 3, 80
 	slot, n := []int32{2, 0, 1}, []int32{7, 1, 75} // 75: the 32-key blocks, an 8-key block and a tail
-	for _, hd := range []int{8, 16, 24, 32, 64, 6, 256, 200} { // 256: Gemma 3's heads; 200: blocks of 64 and a rest
+	for _, hd := range []int{8, 16, 24, 32, 64, 6, 256, 200} {
 		for _, window := range []int{0, 5, 40} {
 			k, v := randn(r, 3*capacity*KV*hd, 1), randn(r, 3*capacity*KV*hd, 1)
 			q := randn(r, S*(H+2)*hd, 1)
