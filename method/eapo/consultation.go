@@ -107,7 +107,7 @@ func (c *Consultation) Rollout(ctx context.Context, env *method.Env, prompts [][
 	if err != nil {
 		return nil, err
 	}
-	env.Metrics["consult/wait_s"] += wait.Seconds()
+	env.Metrics[MetricWait] += wait.Seconds()
 	return groups, nil
 }
 
@@ -239,8 +239,27 @@ func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollo
 	return out, nil
 }
 
-// MetricCallRate is the share of a step's episodes that consulted.
-const MetricCallRate = "consult/call_rate"
+// The consultation's metrics, per step unless said otherwise.
+const (
+	MetricCallRate          = "consult/call_rate"           // share of episodes that consulted
+	MetricAcceptance        = "consult/p"                   // p(t), the acceptance probability
+	MetricTurnBudget        = "consult/turn_budget"         // turns an episode may take
+	MetricCallsPerEpisode   = "consult/calls_per_episode"   // consult actions
+	MetricQueriesPerEpisode = "consult/queries_per_episode" // queries in them
+	MetricTurns             = "consult/turns"               // turns per episode
+	MetricAcceptanceRate    = "consult/acceptance_rate"     // replies written into the history, per query
+	MetricLatency           = "consult/latency_s"           // per query put to an expert
+	MetricWait              = "consult/wait_s"              // the rollout's wait on the pool, summed
+	MetricDeclined          = "consult/declined"            // queries not asked: the draw was at least p(t)
+	MetricOverLimit         = "consult/over_limit"          // queries beyond the most per action
+	MetricMalformed         = "consult/malformed"           // actions that did not parse
+	MetricUnanswered        = "consult/unanswered"          // calls the turn or token budget left unanswered
+	MetricFail              = "consult/fail/"               // + a failure kind: asked, but no usable reply
+	MetricAccuracyWith      = "consult/accuracy_with"       // of the episodes that consulted
+	MetricAccuracyWithout   = "consult/accuracy_without"    // of those that did not
+	MetricTotalCalls        = "consult/total_calls"         // since the run began
+	MetricTotalAccepted     = "consult/total_accepted"      // since the run began
+)
 
 // Shape implements Shaper: the per-consultation penalty, and the step's
 // consultation metrics.
@@ -280,34 +299,34 @@ func (c *Consultation) Shape(_ context.Context, env *method.Env, groups []method
 	}
 	c.totals.Calls += int64(calls)
 	c.totals.Accepted += int64(accepted)
-	m.Set("consult/p", c.Acceptance(env.Step))
-	m.Set("consult/turn_budget", float64(c.TurnBudget(env.Step)))
+	m.Set(MetricAcceptance, c.Acceptance(env.Step))
+	m.Set(MetricTurnBudget, float64(c.TurnBudget(env.Step)))
 	if episodes == 0 {
 		return nil
 	}
 	m.Set(MetricCallRate, consulted/episodes)
-	m.Set("consult/calls_per_episode", calls/episodes)
-	m.Set("consult/queries_per_episode", queries/episodes)
-	m.Set("consult/turns", turns/episodes)
-	m.Set("consult/acceptance_rate", accepted/math.Max(queries, 1))
+	m.Set(MetricCallsPerEpisode, calls/episodes)
+	m.Set(MetricQueriesPerEpisode, queries/episodes)
+	m.Set(MetricTurns, turns/episodes)
+	m.Set(MetricAcceptanceRate, accepted/math.Max(queries, 1))
 	if asked > 0 {
-		m.Set("consult/latency_s", latency/asked)
+		m.Set(MetricLatency, latency/asked)
 	}
-	m.Set("consult/declined", sums[envDeclined])
-	m.Set("consult/over_limit", sums[envOverLimit])
-	m.Set("consult/malformed", sums[EnvMalformed])
-	m.Set("consult/unanswered", sums[envUnanswered])
+	m.Set(MetricDeclined, sums[envDeclined])
+	m.Set(MetricOverLimit, sums[envOverLimit])
+	m.Set(MetricMalformed, sums[EnvMalformed])
+	m.Set(MetricUnanswered, sums[envUnanswered])
 	for _, k := range FailureKinds {
-		m.Set("consult/fail/"+k, sums[EnvFail+k])
+		m.Set(MetricFail+k, sums[EnvFail+k])
 	}
 	if n[1] > 0 {
-		m.Set("consult/accuracy_with", right[1]/n[1])
+		m.Set(MetricAccuracyWith, right[1]/n[1])
 	}
 	if n[0] > 0 {
-		m.Set("consult/accuracy_without", right[0]/n[0])
+		m.Set(MetricAccuracyWithout, right[0]/n[0])
 	}
-	m.Set("consult/total_calls", float64(c.totals.Calls))
-	m.Set("consult/total_accepted", float64(c.totals.Accepted))
+	m.Set(MetricTotalCalls, float64(c.totals.Calls))
+	m.Set(MetricTotalAccepted, float64(c.totals.Accepted))
 	return nil
 }
 

@@ -65,9 +65,9 @@ func TestConsultationSurvivesFaultyExperts(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, k := range FailureKinds {
-				failed[k] += env.Metrics["consult/fail/"+k]
+				failed[k] += env.Metrics[MetricFail+k]
 			}
-			accepted += env.Metrics["consult/acceptance_rate"] * env.Metrics["consult/queries_per_episode"] * 40
+			accepted += env.Metrics[MetricAcceptanceRate] * env.Metrics[MetricQueriesPerEpisode] * 40
 		}
 		// Two steps of one consulting turn, each about one 3 s deadline
 		// long; a call waiting for the server's 30 s hold would show.

@@ -124,15 +124,15 @@ func TestConsultationAcceptsWithProbabilityP(t *testing.T) {
 		}
 		m := env.Metrics
 		const queries = 75 * 8 * 2
-		accepted := m["consult/acceptance_rate"] * queries
-		if asked := e1.asked + e2.asked; math.Abs(float64(asked)-accepted) > 1e-6 || m["consult/declined"] != float64(queries-asked) {
-			t.Fatalf("p=%v: %d asked, %v accepted, %v declined", p, asked, accepted, m["consult/declined"])
+		accepted := m[MetricAcceptanceRate] * queries
+		if asked := e1.asked + e2.asked; math.Abs(float64(asked)-accepted) > 1e-6 || m[MetricDeclined] != float64(queries-asked) {
+			t.Fatalf("p=%v: %d asked, %v accepted, %v declined", p, asked, accepted, m[MetricDeclined])
 		}
 		sd := math.Sqrt(p * (1 - p) / queries)
-		if got := m["consult/acceptance_rate"]; math.Abs(got-p) > 5*sd+1e-12 {
+		if got := m[MetricAcceptanceRate]; math.Abs(got-p) > 5*sd+1e-12 {
 			t.Fatalf("p=%v: accepted %.3f of queries", p, got)
 		}
-		if m["consult/call_rate"] != 1 || m["consult/queries_per_episode"] != 2 || m["consult/p"] != p {
+		if m[MetricCallRate] != 1 || m[MetricQueriesPerEpisode] != 2 || m[MetricAcceptance] != p {
 			t.Fatalf("p=%v: metrics %v", p, m)
 		}
 		// An episode is right when a reply was accepted (the policy copies
@@ -197,36 +197,36 @@ func TestConsultationBudgets(t *testing.T) {
 		check  func(m method.Metrics, asked int) error
 	}{
 		{"start", 0, "?E1:1+2?\n", func(m method.Metrics, asked int) error {
-			if m["consult/turn_budget"] != 3 || m["consult/turns"] != 2 || asked != 4 || m["accuracy"] != 1 {
-				return fmt.Errorf("budget %v, %v turns, %d asked, accuracy %v", m["consult/turn_budget"], m["consult/turns"], asked, m["accuracy"])
+			if m[MetricTurnBudget] != 3 || m[MetricTurns] != 2 || asked != 4 || m["accuracy"] != 1 {
+				return fmt.Errorf("budget %v, %v turns, %d asked, accuracy %v", m[MetricTurnBudget], m[MetricTurns], asked, m["accuracy"])
 			}
 			return nil
 		}},
 		{"end", 10, "?E1:1+2?\n", func(m method.Metrics, asked int) error {
-			if m["consult/turn_budget"] != 1 || m["consult/turns"] != 1 || asked != 0 || m["accuracy"] != 0 {
-				return fmt.Errorf("budget %v, %v turns, %d asked, accuracy %v", m["consult/turn_budget"], m["consult/turns"], asked, m["accuracy"])
+			if m[MetricTurnBudget] != 1 || m[MetricTurns] != 1 || asked != 0 || m["accuracy"] != 0 {
+				return fmt.Errorf("budget %v, %v turns, %d asked, accuracy %v", m[MetricTurnBudget], m[MetricTurns], asked, m["accuracy"])
 			}
 			// Unanswered, the actions still count and cost the penalty.
-			if m["consult/unanswered"] != 4 || m["consult/call_rate"] != 1 || math.Abs(m["reward_mean"]+0.1) > 1e-9 {
-				return fmt.Errorf("%v unanswered, call rate %v, mean reward %v", m["consult/unanswered"], m["consult/call_rate"], m["reward_mean"])
+			if m[MetricUnanswered] != 4 || m[MetricCallRate] != 1 || math.Abs(m["reward_mean"]+0.1) > 1e-9 {
+				return fmt.Errorf("%v unanswered, call rate %v, mean reward %v", m[MetricUnanswered], m[MetricCallRate], m["reward_mean"])
 			}
 			return nil
 		}},
 		{"over k", 0, "?E1:1;E2:2;E1:3;E2:4;E1:5?\n", func(m method.Metrics, asked int) error {
-			if m["consult/over_limit"] != 8 || asked != 12 {
-				return fmt.Errorf("%v over the limit, %d asked", m["consult/over_limit"], asked)
+			if m[MetricOverLimit] != 8 || asked != 12 {
+				return fmt.Errorf("%v over the limit, %d asked", m[MetricOverLimit], asked)
 			}
 			return nil
 		}},
 		{"malformed", 0, "?E1 1+2?\n", func(m method.Metrics, asked int) error {
-			if m["consult/malformed"] != 4 || asked != 0 || m["consult/turns"] != 1 {
-				return fmt.Errorf("%v malformed, %d asked, %v turns", m["consult/malformed"], asked, m["consult/turns"])
+			if m[MetricMalformed] != 4 || asked != 0 || m[MetricTurns] != 1 {
+				return fmt.Errorf("%v malformed, %d asked, %v turns", m[MetricMalformed], asked, m[MetricTurns])
 			}
 			return nil
 		}},
 		{"unknown expert", 0, "?E9:1+2?\n", func(m method.Metrics, asked int) error {
-			if m["consult/fail/"+FailUnknownExpert] != 4 || asked != 0 || m["accuracy"] != 0 {
-				return fmt.Errorf("%v unknown, %d asked", m["consult/fail/"+FailUnknownExpert], asked)
+			if m[MetricFail+FailUnknownExpert] != 4 || asked != 0 || m["accuracy"] != 0 {
+				return fmt.Errorf("%v unknown, %d asked", m[MetricFail+FailUnknownExpert], asked)
 			}
 			return nil
 		}},
@@ -263,7 +263,7 @@ func TestConsultationFailuresAreReplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := env.Metrics
-	if m["consult/fail/"+expert.FailRefused] != 4 || m["consult/fail/"+FailUnreadable] != 4 || m["consult/acceptance_rate"] != 0 || m["accuracy"] != 0 {
+	if m[MetricFail+expert.FailRefused] != 4 || m[MetricFail+FailUnreadable] != 4 || m[MetricAcceptanceRate] != 0 || m["accuracy"] != 0 {
 		t.Fatalf("metrics %v", m)
 	}
 }
@@ -305,14 +305,14 @@ func TestConsultationStateAndSchedule(t *testing.T) {
 	}
 	for step := 3; step < 6; step++ {
 		got := run(resumed, step)
-		for _, k := range []string{"consult/p", "consult/acceptance_rate", "consult/total_calls", "consult/total_accepted", "reward_mean"} {
+		for _, k := range []string{MetricAcceptance, MetricAcceptanceRate, MetricTotalCalls, MetricTotalAccepted, method.MetricRewardMean} {
 			if got[k] != want[step][k] {
 				t.Fatalf("step %d: %s %v after resume, %v without", step, k, got[k], want[step][k])
 			}
 		}
 	}
-	if want[5]["consult/p"] >= want[0]["consult/p"] || want[0]["consult/p"] != 1 {
-		t.Fatalf("p(t) %v … %v does not fall from 1", want[0]["consult/p"], want[5]["consult/p"])
+	if want[5][MetricAcceptance] >= want[0][MetricAcceptance] || want[0][MetricAcceptance] != 1 {
+		t.Fatalf("p(t) %v … %v does not fall from 1", want[0][MetricAcceptance], want[5][MetricAcceptance])
 	}
 	var totals struct{ Calls int64 }
 	if err := json.Unmarshal(st, &totals); err != nil || totals.Calls != 12 {
