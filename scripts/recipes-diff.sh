@@ -10,6 +10,8 @@
 # test, so the comparison holds when both run it with the same settings:
 # since the test moved to the world's pretrained model, REV at or after
 # that commit)
+# RECIPES, a go test -run pattern of recipe names (e.g. 'eapo'), compares
+# only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:?usage: scripts/recipes-diff.sh REV}
@@ -19,8 +21,8 @@ git worktree add --quiet --detach "$tmp/tree" "$rev"
 # The recipes' data paths are relative to the repository, ../shared beside it.
 ln -s "$(realpath ../shared)" "$tmp/shared"
 export GOMAXPROCS=${GOMAXPROCS:-2}
-(cd "$tmp/tree" && RLVR_RECIPE_METRICS="$tmp/before" go test ./configs -run TestRecipesRun -count=1 >/dev/null)
-RLVR_RECIPE_METRICS="$tmp/after" go test ./configs -run TestRecipesRun -count=1 >/dev/null
+(cd "$tmp/tree" && RLVR_RECIPE_METRICS="$tmp/before" go test ./configs -run "TestRecipesRun${RECIPES:+/$RECIPES}" -count=1 >/dev/null)
+RLVR_RECIPE_METRICS="$tmp/after" go test ./configs -run "TestRecipesRun${RECIPES:+/$RECIPES}" -count=1 >/dev/null
 n=$(ls "$tmp/before" | wc -l)
 if diff -r "$tmp/before" "$tmp/after"; then
   echo "recipes-diff: $n recipes, metrics identical seed for seed between $rev and the working tree"

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"rlvr/checkpoint"
+	"rlvr/engine/optim"
 	"rlvr/expert"
 	"rlvr/format/tokenizer"
 	"rlvr/internal/modeltest"
@@ -92,8 +93,8 @@ func TestConsultationChatEpisode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	c := &eapo.Consultation{Format: eapo.Chat{}, Pool: pool, Accept: eapo.Schedule{Kind: eapo.Constant, Start: 1},
-		Turns: eapo.Schedule{Kind: eapo.Constant, Start: 2}, RunSteps: 1, MaxQueries: 3, MaxTokens: 400}
+	c := &eapo.Consultation{Format: eapo.Chat{}, Pool: pool, Accept: eapo.Schedule{Kind: optim.Constant, Start: 1},
+		Turns: eapo.Schedule{Kind: optim.Constant, Start: 2}, RunSteps: 1, MaxQueries: 3, MaxTokens: 400}
 	prompt, err := r.Prompt(task.Example{ID: "q", Prompt: "What is 12+7?"}, method.Variant{})
 	if err != nil {
 		t.Fatal(err)

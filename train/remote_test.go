@@ -18,6 +18,7 @@ import (
 
 	"rlvr/api/tinker"
 	"rlvr/backend/remote"
+	"rlvr/engine/optim"
 	"rlvr/format/safetensors"
 	"rlvr/method"
 	"rlvr/method/eapo"
@@ -182,7 +183,7 @@ func TestEveryMethodRunsRemotely(t *testing.T) {
 		}, "mutual/answers"},
 		{"eapo", func(c *RLConfig) {
 			c.Algorithm, c.Parts = method.DAPO, []string{eapo.PartConsultation}
-			c.Sections.Set(&eapo.ConsultationConfig{Turns: &eapo.Schedule{Kind: eapo.Constant, Start: 2, End: 2}})
+			c.Sections.Set(&eapo.ConsultationConfig{Turns: &eapo.Schedule{Kind: optim.Constant, Start: 2, End: 2}})
 		}, "consult/call_rate"},
 		{"mel-grpo", func(c *RLConfig) {
 			c.Parts = []string{mel.PartMetaExperience}

@@ -22,6 +22,7 @@ import (
 
 	"rlvr/backend"
 	"rlvr/engine/model"
+	"rlvr/engine/optim"
 	"rlvr/format/hf"
 	"rlvr/format/safetensors"
 	"rlvr/format/tokenizer"
@@ -158,7 +159,7 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 		// p(t) and the turn budget anneal across the kill.
 		{"dapo+consultation", func(c *RLConfig) {
 			c.Algorithm, c.Parts = method.DAPO, []string{eapo.PartConsultation}
-			c.Sections.Set(&eapo.ConsultationConfig{Turns: &eapo.Schedule{Kind: eapo.Linear, Start: 4, End: 1}})
+			c.Sections.Set(&eapo.ConsultationConfig{Turns: &eapo.Schedule{Kind: optim.Linear, Start: 4, End: 1}})
 		}, func(ms []map[string]float64) bool {
 			return ms[0]["consult/p"] == 1 && ms[5]["consult/p"] < ms[3]["consult/p"] && ms[5]["consult/turn_budget"] < ms[0]["consult/turn_budget"]
 		}},

@@ -6,16 +6,44 @@ import (
 	"strings"
 )
 
-// ScheduleKind names the shape of the learning-rate curve after warmup. It
-// is a string so configs can spell it out.
+// ScheduleKind names the shape of a value's curve from its start to its
+// end: the learning rate's after warmup, and EAPO's annealed acceptance
+// probability and turn budget. It is a string so configs can spell it out.
 type ScheduleKind string
 
-// Schedule kinds.
+// Schedule kinds. The learning rate takes the first three.
 const (
-	Constant ScheduleKind = "constant" // hold PeakLR
-	Linear   ScheduleKind = "linear"   // straight line from PeakLR to the minimum
-	Cosine   ScheduleKind = "cosine"   // half cosine from PeakLR to the minimum
+	Constant ScheduleKind = "constant" // hold the start
+	Linear   ScheduleKind = "linear"   // a straight line from the start to the end
+	Cosine   ScheduleKind = "cosine"   // half a cosine: slow, fast, slow
+	// Exponential closes the gap to the end by exp(−rate·x), normalized to
+	// close at x = 1.
+	Exponential ScheduleKind = "exponential"
 )
+
+// ScheduleKinds lists the kinds.
+var ScheduleKinds = []ScheduleKind{Constant, Linear, Cosine, Exponential}
+
+// Left is the share of the way from a schedule's start to its end still to
+// go at progress x in [0, 1] along kind: 1 throughout for Constant, 1 − x
+// for Linear, (1 + cos πx)/2 for Cosine, and 1 − (1 − e^(−rate·x))/(1 −
+// e^(−rate)) for Exponential (rate 0 means 5). It is 0 at x = 1 exactly
+// for all but Constant. An unknown kind is Constant.
+func Left(kind ScheduleKind, x, rate float64) float64 {
+	switch kind {
+	case Linear:
+		return 1 - x
+	case Cosine:
+		return (1 + math.Cos(math.Pi*x)) / 2
+	case Exponential:
+		if rate == 0 {
+			rate = 5
+		}
+		// Expm1 keeps a tiny rate from rounding to 0/0.
+		return 1 - math.Expm1(-rate*x)/math.Expm1(-rate)
+	}
+	return 1
+}
 
 // ParseScheduleKind returns the kind named by s, ignoring case and
 // surrounding space.
@@ -71,10 +99,7 @@ func (s Schedule) LR(step int) float64 {
 		p = min(float64(step-s.WarmupSteps)/float64(span), 1)
 	}
 	lo := s.PeakLR * s.MinLRRatio
-	if s.Kind == Linear {
-		return lo + (s.PeakLR-lo)*(1-p)
-	}
-	return lo + (s.PeakLR-lo)*(1+math.Cos(math.Pi*p))/2
+	return lo + (s.PeakLR-lo)*Left(s.Kind, p, 0)
 }
 
 // Validate reports every problem with s at once, naming each field and its

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"rlvr/engine/optim"
 	"rlvr/expert"
 	"rlvr/method"
 	"rlvr/method/methodtest"
@@ -49,8 +50,8 @@ func TestConsultationSurvivesFaultyExperts(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer pool.Close()
-		c := &Consultation{Format: World{}, Pool: pool, Accept: Schedule{Kind: Constant, Start: 1},
-			Turns: Schedule{Kind: Constant, Start: 2}, RunSteps: 2, MaxQueries: 3, MaxTokens: 200}
+		c := &Consultation{Format: World{}, Pool: pool, Accept: Schedule{Kind: optim.Constant, Start: 1},
+			Turns: Schedule{Kind: optim.Constant, Start: 2}, RunSteps: 2, MaxQueries: 3, MaxTokens: 200}
 		r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 4, Rollout: c, Shapers: []method.Shaper{c}}
 		failed, accepted, asked := map[string]float64{}, 0.0, 0.0
 		start := time.Now()

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"rlvr/engine/optim"
 	"rlvr/expert"
 	"rlvr/method"
 	"rlvr/method/methodtest"
@@ -90,8 +91,8 @@ func consultation(p float64, experts ...*answerFunc) *Consultation {
 	for i, a := range experts {
 		pool.Members = append(pool.Members, expert.Member{Name: fmt.Sprintf("E%d", i+1), Answerer: a})
 	}
-	return &Consultation{Format: World{}, Pool: pool, Accept: Schedule{Kind: Constant, Start: p},
-		Turns: Schedule{Kind: Constant, Start: 3}, RunSteps: 10, MaxQueries: 3, Penalty: 0.1, MaxTokens: 200}
+	return &Consultation{Format: World{}, Pool: pool, Accept: Schedule{Kind: optim.Constant, Start: p},
+		Turns: Schedule{Kind: optim.Constant, Start: 3}, RunSteps: 10, MaxQueries: 3, Penalty: 0.1, MaxTokens: 200}
 }
 
 func seven() *answerFunc {
@@ -235,7 +236,7 @@ func TestConsultationBudgets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e1, e2 := seven(), seven()
 			c := consultation(1, e1, e2)
-			c.Turns = Schedule{Kind: Linear, Start: 3, End: 1}
+			c.Turns = Schedule{Kind: optim.Linear, Start: 3, End: 1}
 			r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 2, Rollout: c, Shapers: []method.Shaper{c}}
 			env := policyEnv(&consulter{Action: tc.action, Own: "0"})
 			env.Step = tc.step
@@ -283,7 +284,7 @@ func TestConsultationStateAndSchedule(t *testing.T) {
 	}
 	annealed := func() *Consultation {
 		c := consultation(1, seven())
-		c.Accept = Schedule{Kind: Cosine, Start: 1, End: 0}
+		c.Accept = Schedule{Kind: optim.Cosine, Start: 1, End: 0}
 		return c
 	}
 	a := annealed()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"rlvr/engine/optim"
 	"rlvr/expert"
 	"rlvr/method"
 	"rlvr/method/part"
@@ -85,10 +86,10 @@ func (k *ConsultationConfig) Resolve(run *part.Run, add func(string, ...any)) {
 	}
 	part.Real(add, "consultation.penalty", *k.Penalty, true)
 	if k.Acceptance == nil {
-		k.Acceptance = &Schedule{Kind: Cosine, Start: 1, End: 0}
+		k.Acceptance = &Schedule{Kind: optim.Cosine, Start: 1, End: 0}
 	}
 	if k.Turns == nil {
-		k.Turns = &Schedule{Kind: Linear, Start: 3, End: 1}
+		k.Turns = &Schedule{Kind: optim.Linear, Start: 3, End: 1}
 	}
 	for name, s := range map[string]*Schedule{"consultation.acceptance": k.Acceptance, "consultation.turns": k.Turns} {
 		if err := s.Check(name); err != nil {

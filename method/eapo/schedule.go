@@ -3,27 +3,20 @@ package eapo
 import (
 	"fmt"
 	"math"
+	"rlvr/engine/optim"
+	"slices"
 )
-
-// The shapes a Schedule anneals along.
-const (
-	Constant    = "constant"    // Start throughout
-	Linear      = "linear"      // a straight line from Start to End
-	Cosine      = "cosine"      // half a cosine: slow, fast, slow
-	Exponential = "exponential" // the gap to End shrinks by exp(−Rate·t/Steps)
-)
-
-// Kinds lists the shapes.
-var Kinds = []string{Constant, Linear, Cosine, Exponential}
 
 // Schedule anneals a value over training steps: Start at step 0, End from
 // step Steps on. EAPO anneals the acceptance probability p(t) of expert
 // replies and the turn budget this way; a slower decay has a longer
 // Steps than the run, a faster one a shorter.
+//
+// Its shapes are optim's, whose Left the learning rate follows too.
 type Schedule struct {
-	Kind  string  `yaml:"kind"`
-	Start float64 `yaml:"start"`
-	End   float64 `yaml:"end"`
+	Kind  optim.ScheduleKind `yaml:"kind"`
+	Start float64            `yaml:"start"`
+	End   float64            `yaml:"end"`
 	// Steps is the decay's length in steps; 0 takes the run's steps.
 	Steps int `yaml:"steps,omitempty"`
 	// Rate is the exponential's: at Steps the gap to End is exp(−Rate)
@@ -37,10 +30,8 @@ type Schedule struct {
 
 // Check reports a schedule that cannot be followed, naming it by name.
 func (s Schedule) Check(name string) error {
-	switch s.Kind {
-	case Constant, Linear, Cosine, Exponential:
-	default:
-		return fmt.Errorf("%s.kind %q is not one of %v", name, s.Kind, Kinds)
+	if !slices.Contains(optim.ScheduleKinds, s.Kind) {
+		return fmt.Errorf("%s.kind %q is not one of %v", name, s.Kind, optim.ScheduleKinds)
 	}
 	if s.Steps < 0 || s.Rate < 0 {
 		return fmt.Errorf("%s: steps %d and rate %g must not be negative", name, s.Steps, s.Rate)
@@ -65,31 +56,19 @@ func (s Schedule) At(step, runSteps int) float64 {
 	if n <= 0 {
 		n = runSteps
 	}
-	if s.Kind == Constant || n <= 0 {
+	if s.Kind == optim.Constant || n <= 0 {
 		return s.Start
 	}
-	x := math.Min(float64(step)/float64(n), 1)
-	var f float64 // the share of the way from Start to End
-	switch s.Kind {
-	case Linear:
-		f = x
-	case Cosine:
-		f = (1 - math.Cos(math.Pi*x)) / 2
-	case Exponential:
-		rate := s.Rate
-		if rate == 0 {
-			rate = 5
-		}
-		// Normalized so that the value reaches End exactly at Steps.
-		// Expm1 keeps a tiny rate from rounding to 0/0.
-		f = math.Expm1(-rate*x) / math.Expm1(-rate)
+	// Start and End exactly at either end: End + (Start−End)·1 may round
+	// off Start.
+	switch left := optim.Left(s.Kind, math.Min(float64(step)/float64(n), 1), s.Rate); {
+	case left >= 1:
+		return s.Start
+	case left <= 0:
+		return s.End
 	default:
-		return s.Start
+		return s.End + (s.Start-s.End)*left
 	}
-	if f >= 1 {
-		return s.End // exactly: Start + (End−Start)·1 may round off it
-	}
-	return s.Start + (s.End-s.Start)*f
 }
 
 // Mean is the schedule's mean over the steps of a run of runSteps steps:

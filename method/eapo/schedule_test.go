@@ -2,6 +2,7 @@ package eapo
 
 import (
 	"math"
+	"rlvr/engine/optim"
 	"strings"
 	"testing"
 )
@@ -18,7 +19,7 @@ var ranges = []struct{ start, end float64 }{
 
 func TestScheduleEnds(t *testing.T) {
 	const n = 100
-	for _, kind := range Kinds {
+	for _, kind := range optim.ScheduleKinds {
 		for _, r := range ranges {
 			for _, steps := range []int{0, 1, 7, n / 2, n, 3 * n} {
 				s := Schedule{Kind: kind, Start: r.start, End: r.end, Steps: steps}
@@ -30,7 +31,7 @@ func TestScheduleEnds(t *testing.T) {
 					horizon = n
 				}
 				end := r.end
-				if kind == Constant {
+				if kind == optim.Constant {
 					end = r.start
 				}
 				if got := s.At(0, n); got != r.start {
@@ -49,7 +50,7 @@ func TestScheduleEnds(t *testing.T) {
 
 func TestScheduleBoundedMonotone(t *testing.T) {
 	const n = 60
-	for _, kind := range Kinds {
+	for _, kind := range optim.ScheduleKinds {
 		for _, r := range ranges {
 			for _, rate := range []float64{0, 0.5, 5, 40} {
 				s := Schedule{Kind: kind, Start: r.start, End: r.end, Rate: rate}
@@ -69,7 +70,7 @@ func TestScheduleBoundedMonotone(t *testing.T) {
 					prev = v
 				}
 				// A decay that is not constant moves strictly by mid-run.
-				if kind != Constant && r.start != r.end {
+				if kind != optim.Constant && r.start != r.end {
 					if mid := s.At(n/2, n); mid == r.start || mid == r.end {
 						t.Errorf("%+v: At(%d, %d) = %v, still at an end", s, n/2, n, mid)
 					}
@@ -84,13 +85,13 @@ func TestScheduleShapes(t *testing.T) {
 	e5 := math.Exp(-5)
 	exp := func(x float64) float64 { return 1 - (1-math.Exp(-5*x))/(1-e5) }
 	for _, tt := range []struct {
-		kind string
+		kind optim.ScheduleKind
 		want []float64 // At(0..4, 4)
 	}{
-		{Constant, []float64{1, 1, 1, 1, 1}},
-		{Linear, []float64{1, 0.75, 0.5, 0.25, 0}},
-		{Cosine, []float64{1, (1 + math.Sqrt2/2) / 2, 0.5, (1 - math.Sqrt2/2) / 2, 0}},
-		{Exponential, []float64{1, exp(0.25), exp(0.5), exp(0.75), 0}},
+		{optim.Constant, []float64{1, 1, 1, 1, 1}},
+		{optim.Linear, []float64{1, 0.75, 0.5, 0.25, 0}},
+		{optim.Cosine, []float64{1, (1 + math.Sqrt2/2) / 2, 0.5, (1 - math.Sqrt2/2) / 2, 0}},
+		{optim.Exponential, []float64{1, exp(0.25), exp(0.5), exp(0.75), 0}},
 	} {
 		s := Schedule{Kind: tt.kind, Start: 1, End: 0}
 		for step, want := range tt.want {
@@ -102,7 +103,7 @@ func TestScheduleShapes(t *testing.T) {
 }
 
 func TestScheduleRunSteps(t *testing.T) {
-	for _, kind := range Kinds {
+	for _, kind := range optim.ScheduleKinds {
 		for _, n := range []int{1, 2, 10, 37} {
 			def := Schedule{Kind: kind, Start: 0.9, End: 0.1}
 			same := def
@@ -126,7 +127,7 @@ func TestScheduleRunSteps(t *testing.T) {
 
 func TestScheduleHorizon(t *testing.T) {
 	const n = 80
-	for _, kind := range Kinds {
+	for _, kind := range optim.ScheduleKinds {
 		def := Schedule{Kind: kind, Start: 1, End: 0.1}
 		slow, fast := def, def
 		slow.Steps, fast.Steps = 2*n, n/3
@@ -138,12 +139,12 @@ func TestScheduleHorizon(t *testing.T) {
 			if f > d {
 				t.Errorf("%s: faster decay %v above the default %v at step %d", kind, f, d, step)
 			}
-			if kind != Constant && step > 0 && step < n/3 && !(f < d && d < s) {
+			if kind != optim.Constant && step > 0 && step < n/3 && !(f < d && d < s) {
 				t.Errorf("%s: step %d: fast %v, default %v, slow %v are not strictly ordered", kind, step, f, d, s)
 			}
 		}
 		// The slower decay has not reached End when the run ends.
-		if got := slow.At(n, n); kind != Constant && got <= def.End {
+		if got := slow.At(n, n); kind != optim.Constant && got <= def.End {
 			t.Errorf("%s: slower decay at the run's end is %v, already End", kind, got)
 		}
 	}
@@ -151,7 +152,7 @@ func TestScheduleHorizon(t *testing.T) {
 
 func TestScheduleExponentialRate(t *testing.T) {
 	const n = 50
-	zero := Schedule{Kind: Exponential, Start: 0.8, End: 0.2}
+	zero := Schedule{Kind: optim.Exponential, Start: 0.8, End: 0.2}
 	five, ten := zero, zero
 	five.Rate, ten.Rate = 5, 10
 	for step := 0; step <= n+3; step++ {
@@ -165,7 +166,7 @@ func TestScheduleExponentialRate(t *testing.T) {
 	}
 	// A vanishing rate is a straight line, not 0/0.
 	for _, rate := range []float64{1e-9, 1e-17, 1e-300} {
-		s := Schedule{Kind: Exponential, Start: 1, End: 0, Rate: rate}
+		s := Schedule{Kind: optim.Exponential, Start: 1, End: 0, Rate: rate}
 		if err := s.Check("s"); err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +180,7 @@ func TestScheduleExponentialRate(t *testing.T) {
 }
 
 func TestScheduleBudgetMatched(t *testing.T) {
-	for _, kind := range Kinds {
+	for _, kind := range optim.ScheduleKinds {
 		for _, r := range ranges {
 			for _, steps := range []int{0, 30, 200} {
 				const n = 90
@@ -206,9 +207,9 @@ func TestScheduleBudgetMatched(t *testing.T) {
 			}
 		}
 	}
-	// Linear from 1 to 0 over n steps: the mean of 1 − t/n for t < n.
+	// optim.Linear from 1 to 0 over n steps: the mean of 1 − t/n for t < n.
 	const n = 10
-	s := Schedule{Kind: Linear, Start: 1, End: 0, BudgetMatched: true}
+	s := Schedule{Kind: optim.Linear, Start: 1, End: 0, BudgetMatched: true}
 	if got, want := s.At(3, n), float64(n+1)/(2*n); math.Abs(got-want) > 1e-12 {
 		t.Errorf("budget-matched linear: %v, want %v", got, want)
 	}
@@ -220,20 +221,20 @@ func TestScheduleCheck(t *testing.T) {
 		s    Schedule
 		want []string // substrings of the error; nil for none
 	}{
-		{Schedule{Kind: Constant, Start: 1}, nil},
-		{Schedule{Kind: Linear, Start: 1, End: 0, Steps: 10}, nil},
-		{Schedule{Kind: Cosine, Start: 0, End: 1}, nil},
-		{Schedule{Kind: Exponential, Start: 1, End: 0, Rate: 3, BudgetMatched: true}, nil},
+		{Schedule{Kind: optim.Constant, Start: 1}, nil},
+		{Schedule{Kind: optim.Linear, Start: 1, End: 0, Steps: 10}, nil},
+		{Schedule{Kind: optim.Cosine, Start: 0, End: 1}, nil},
+		{Schedule{Kind: optim.Exponential, Start: 1, End: 0, Rate: 3, BudgetMatched: true}, nil},
 		{Schedule{Kind: "step", Start: 1}, []string{"consult.accept.kind", `"step"`}},
 		{Schedule{Kind: "Linear", Start: 1}, []string{"consult.accept.kind"}},
-		{Schedule{Kind: Linear, Start: 1, Steps: -1}, []string{"consult.accept", "steps -1"}},
-		{Schedule{Kind: Exponential, Start: 1, Rate: -2}, []string{"consult.accept", "rate -2"}},
-		{Schedule{Kind: Linear, Start: nan}, []string{"consult.accept", "start"}},
-		{Schedule{Kind: Linear, Start: 1, End: nan}, []string{"consult.accept", "end"}},
-		{Schedule{Kind: Cosine, Start: inf}, []string{"consult.accept", "start"}},
-		{Schedule{Kind: Cosine, Start: 1, End: -inf}, []string{"consult.accept", "end"}},
-		{Schedule{Kind: Exponential, Start: 1, Rate: nan}, []string{"consult.accept", "rate"}},
-		{Schedule{Kind: Exponential, Start: 1, Rate: inf}, []string{"consult.accept", "rate"}},
+		{Schedule{Kind: optim.Linear, Start: 1, Steps: -1}, []string{"consult.accept", "steps -1"}},
+		{Schedule{Kind: optim.Exponential, Start: 1, Rate: -2}, []string{"consult.accept", "rate -2"}},
+		{Schedule{Kind: optim.Linear, Start: nan}, []string{"consult.accept", "start"}},
+		{Schedule{Kind: optim.Linear, Start: 1, End: nan}, []string{"consult.accept", "end"}},
+		{Schedule{Kind: optim.Cosine, Start: inf}, []string{"consult.accept", "start"}},
+		{Schedule{Kind: optim.Cosine, Start: 1, End: -inf}, []string{"consult.accept", "end"}},
+		{Schedule{Kind: optim.Exponential, Start: 1, Rate: nan}, []string{"consult.accept", "rate"}},
+		{Schedule{Kind: optim.Exponential, Start: 1, Rate: inf}, []string{"consult.accept", "rate"}},
 	} {
 		err := tt.s.Check("consult.accept")
 		if tt.want == nil {

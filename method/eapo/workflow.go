@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"rlvr/engine/optim"
 	"rlvr/expert"
 	"rlvr/method"
 	"rlvr/rollout"
@@ -41,8 +42,8 @@ type Workflow struct {
 // always reach the policy, within the first step's turn budget.
 func (k *ConsultationConfig) TestTime(runSteps int, chat bool, pool *expert.Pool) *Consultation {
 	c := k.Consultation(runSteps, chat, pool)
-	c.Accept = Schedule{Kind: Constant, Start: 1}
-	c.Turns = Schedule{Kind: Constant, Start: float64(c.TurnBudget(0))}
+	c.Accept = Schedule{Kind: optim.Constant, Start: 1}
+	c.Turns = Schedule{Kind: optim.Constant, Start: float64(c.TurnBudget(0))}
 	return c
 }
 
