@@ -207,3 +207,75 @@ func TestVersion2Habit(t *testing.T) {
 		t.Errorf("%d steps asked, %d carried an expert's reply", asked, carried)
 	}
 }
+
+// TestVersion2Headroom measures what the context is worth to the policy
+// version 2's corpus writes, on the hardest levels, as rlvr probe
+// measures it for a model: the share of right answers alone, with one
+// prone step answered rightly by an expert (consult2 asks one such step),
+// and after a meta-experience naming the kind of the first slip of one of
+// its own wrong answers (as MEL's reflection names it). The corpus must
+// leave at least the probe's thresholds between them (15 and 10 pp), or
+// no model trained on it can show them.
+func TestVersion2Headroom(t *testing.T) {
+	c := NewCorpus(Version2([]int{5, 6}), 1)
+	const n = 20000
+	var alone, replied, remembered float64
+	for range n {
+		p := c.problem()
+		want := p.Answer
+		// solve writes the habit's chain with the step at right answered
+		// rightly (none when negative) and the kind fixed never slipping.
+		solve := func(right int, fixed byte) (int64, int) {
+			acc, first := p.First, -1
+			ref := p.First
+			for i, st := range p.Ops {
+				if i == right {
+					acc = apply(acc, st.Op, st.Arg)
+				} else {
+					acc = c.habitStep(0, acc, st, fixed)
+				}
+				ref = apply(ref, st.Op, st.Arg)
+				if first < 0 && acc != ref {
+					first = i
+				}
+			}
+			return acc, first
+		}
+		if got, _ := solve(-1, 0); got == want {
+			alone++
+		}
+		var prone []int
+		acc := p.First
+		for i, st := range p.Ops {
+			if SlipKinds[st.Op].Prone(acc, st.Arg) {
+				prone = append(prone, i)
+			}
+			acc = apply(acc, st.Op, st.Arg)
+		}
+		right := -1
+		if len(prone) > 0 {
+			right = prone[c.r.IntN(len(prone))]
+		}
+		if got, _ := solve(right, 0); got == want {
+			replied++
+		}
+		// A wrong answer of its own, whose first slip names the kind.
+		var named byte
+		for range 20 {
+			if got, first := solve(-1, 0); got != want && first >= 0 {
+				named = p.Ops[first].Op
+				break
+			}
+		}
+		if got, _ := solve(-1, named); got == want {
+			remembered++
+		}
+	}
+	alone, replied, remembered = alone/n, replied/n, remembered/n
+	t.Logf("levels 5-6: alone %.1f%%, one prone step answered rightly %.1f%% (%+.1f pp), the first slip's kind named %.1f%% (%+.1f pp)",
+		100*alone, 100*replied, 100*(replied-alone), 100*remembered, 100*(remembered-alone))
+	if replied-alone < 0.15 || remembered-alone < 0.10 {
+		t.Errorf("the corpus's policy gains %+.1f pp from a right reply (want ≥ 15) and %+.1f pp from a named kind (want ≥ 10)",
+			100*(replied-alone), 100*(remembered-alone))
+	}
+}
