@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"rlvr/backend"
+	"rlvr/rollout"
+	"rlvr/sample"
 )
 
 // Algorithm names the objective of a run: a member of the GRPO family, or
@@ -83,6 +85,11 @@ type Family struct {
 	// max(A, 0) (MEML-GRPO's eq. 6): only better-than-average answers are
 	// pushed up.
 	PositiveReinforce bool
+	// MaskTruncated leaves out of the loss every answer the token budget
+	// cut off (DAPO's overlong filtering, TRL's mask_truncated_completions):
+	// its reward still counts in its group's mean and std, but it is not
+	// trained on and counts in no aggregation's denominator.
+	MaskTruncated bool
 }
 
 // Member is what sets one algorithm of the family apart.
@@ -152,7 +159,7 @@ func (f *Family) Build(groups []Scored) ([]Term, Stats, error) {
 		var data []backend.Datum
 		for _, g := range groups {
 			for i := range g.Trajectories {
-				if g.Rewards[i] > 0 {
+				if g.Rewards[i] > 0 && !f.masked(&g.Trajectories[i]) {
 					data = append(data, PolicyDatum(&g.Trajectories[i], 0))
 				}
 			}
@@ -182,6 +189,9 @@ func (f *Family) Build(groups []Scored) ([]Term, Stats, error) {
 	var data []backend.Datum
 	for gi, g := range groups {
 		for i := range g.Trajectories {
+			if f.masked(&g.Trajectories[i]) {
+				continue
+			}
 			a := adv[gi][i]
 			if f.PositiveReinforce {
 				a = max(a, 0)
@@ -202,6 +212,12 @@ func (f *Family) Build(groups []Scored) ([]Term, Stats, error) {
 		t.Norm = float32(f.MaxTokens)
 	}
 	return []Term{t}, st, nil
+}
+
+// masked reports whether t is left out of the loss: cut off by the token
+// budget under MaskTruncated.
+func (f *Family) masked(t *rollout.Trajectory) bool {
+	return f.MaskTruncated && t.Finish == sample.FinishLength
 }
 
 // advantages are one group's advantages before any batch normalization.

@@ -2,11 +2,13 @@ package method
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
 	"rlvr/backend"
 	"rlvr/rollout"
+	"rlvr/sample"
 )
 
 // traj is a trajectory after a 3-token prompt: two policy tokens, one
@@ -123,6 +125,48 @@ func TestPositiveReinforce(t *testing.T) {
 	}
 	if err := terms[0].Loss.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMaskTruncated leaves the answers the budget cut off out of the loss
+// and its denominators, while their rewards still set their group's
+// baseline; without the mask they train like the others.
+func TestMaskTruncated(t *testing.T) {
+	groups := []Scored{group(1, 0, 0, 0)}
+	groups[0].Correct = []bool{true, false, false, false}
+	groups[0].Trajectories[0].Finish = sample.FinishLength // the right one
+	groups[0].Trajectories[2].Finish = sample.FinishLength
+	for _, mask := range []bool{false, true} {
+		f, _ := NewFamily(DrGRPO, 64)
+		f.MaskTruncated = mask
+		terms, st, err := f.Build(groups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var adv []float32
+		for _, d := range terms[0].Data {
+			adv = append(adv, d.Advantages[2])
+		}
+		// The baseline is the mean of all four rewards, 0.25, masked or not.
+		want := []float32{0.75, -0.25, -0.25, -0.25}
+		if mask {
+			want = []float32{-0.25, -0.25} // answers 1 and 3
+		}
+		if !slices.Equal(adv, want) || st.Trained != len(want) {
+			t.Errorf("mask %v: advantages %v, %d trained; want %v", mask, adv, st.Trained, want)
+		}
+		if err := backend.Aggregate(terms[0].Data, backend.SeqMeanTokenSumNorm, 64); err != nil {
+			t.Fatal(err)
+		}
+		// One sequence of len(want) in each denominator: 1/(n·64) per token.
+		if got, want := terms[0].Data[0].Weights[2], 1/float32(len(want)*64); got != want {
+			t.Errorf("mask %v: weight %v, want %v", mask, got, want)
+		}
+	}
+	m := Metrics{}
+	scoreMetrics(m, groups, false)
+	if m[MetricTruncatedFrac] != 0.5 {
+		t.Errorf("truncated_frac %v, want 0.5", m[MetricTruncatedFrac])
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"rlvr/backend"
 	"rlvr/rollout"
+	"rlvr/sample"
 	"rlvr/task"
 )
 
@@ -183,6 +184,9 @@ const (
 	MetricRewardMean      = "reward_mean"
 	MetricRewardStd       = "reward_std"
 	MetricResponseLenMean = "response_len_mean" // in tokens
+	// MetricTruncatedFrac is the share of answers the token budget cut off
+	// (TRL's completions/clipped_ratio).
+	MetricTruncatedFrac = "truncated_frac"
 	// MetricAccuracy and MetricZeroVarianceFrac, the share of groups whose
 	// answers are all right or all wrong, are also logged per variant,
 	// after its VariantPrefix.
@@ -209,7 +213,7 @@ const VariantMetrics = "variant/"
 func scoreMetrics(m Metrics, groups []Scored, perVariant bool) {
 	summarize := func(prefix string, keep func(*Scored) bool) {
 		var rewards []float64
-		var lens, correct, zero, n, ng float64
+		var lens, truncated, correct, zero, n, ng float64
 		for i := range groups {
 			g := &groups[i]
 			if !keep(g) {
@@ -222,6 +226,9 @@ func scoreMetrics(m Metrics, groups []Scored, perVariant bool) {
 			}
 			for i, t := range g.Trajectories {
 				lens += float64(t.PolicyTokens())
+				if t.Finish == sample.FinishLength {
+					truncated++
+				}
 				if g.Correct[i] {
 					correct++
 				}
@@ -235,6 +242,7 @@ func scoreMetrics(m Metrics, groups []Scored, perVariant bool) {
 			m.Set(MetricRewardMean, Mean(rewards))
 			m.Set(MetricRewardStd, StdDev(rewards))
 			m.Set(MetricResponseLenMean, lens/n)
+			m.Set(MetricTruncatedFrac, truncated/n)
 		}
 		m.Set(prefix+MetricAccuracy, correct/n)
 		m.Set(prefix+MetricZeroVarianceFrac, zero/ng)

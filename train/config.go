@@ -79,6 +79,10 @@ type RLConfig struct {
 	// PolicyLoss is "clipped" (PPO's surrogate, the default) or
 	// "reinforce_positive" (REINFORCE on max(A, 0), MEML-GRPO's eq. 6).
 	PolicyLoss string `yaml:"policy_loss"`
+	// MaskTruncated leaves the answers the token budget cut off out of the
+	// loss, their rewards still in their groups' statistics (DAPO's
+	// overlong filtering; TRL's mask_truncated_completions).
+	MaskTruncated bool `yaml:"mask_truncated,omitempty"`
 	// AdvantageNorm is what each group's r − mean(r) is divided by:
 	// "group_std" (the std of the group's rewards; grpo's and dapo's
 	// default), "none" (dr-grpo's and reinforce++'s, and MEML-GRPO's eq. 5)

@@ -25,6 +25,7 @@ func NewMethod(c *RLConfig, setup Setup) (method.Method, *part.Build, error) {
 		fam.ClipLow, fam.ClipHigh = c.ClipLow, c.ClipHigh
 		fam.RefKLEstimator, fam.Entropy = c.KLEstimator, c.Entropy
 		fam.PositiveReinforce = c.PolicyLoss == "reinforce_positive"
+		fam.MaskTruncated = c.MaskTruncated
 		if c.AdvantageNorm != "" {
 			fam.Norm = c.AdvantageNorm
 		}
