@@ -55,10 +55,15 @@ const (
 	// penalty up to a full-strength advantage in groups all right or all
 	// wrong.
 	NormCorrectnessStd AdvantageNorm = "correctness_std"
+	// NormBatchStd divides by the standard deviation of every reward of
+	// the step's batch, one scale for all groups (TRL's
+	// scale_rewards="batch"; "Tricks or Traps"' group mean with batch std),
+	// so a group of near-equal rewards keeps its small advantages.
+	NormBatchStd AdvantageNorm = "batch_std"
 )
 
 // AdvantageNorms lists the advantage normalizations.
-var AdvantageNorms = []AdvantageNorm{NormNone, NormGroupStd, NormCorrectnessStd}
+var AdvantageNorms = []AdvantageNorm{NormNone, NormGroupStd, NormCorrectnessStd, NormBatchStd}
 
 // Family is GRPO and its variants. They differ only in the row of
 // Members they take: how a group's advantages are computed, which
@@ -175,6 +180,18 @@ func (f *Family) Build(groups []Scored) ([]Term, Stats, error) {
 		}
 		adv = append(adv, a)
 	}
+	if f.Norm == NormBatchStd {
+		var rewards []float64
+		for _, g := range groups {
+			rewards = append(rewards, g.Rewards...)
+		}
+		sd := StdDev(rewards) + f.Eps
+		for _, a := range adv {
+			for i := range a {
+				a[i] /= sd
+			}
+		}
+	}
 	if f.BatchNorm {
 		var flat []float64
 		for _, a := range adv {
@@ -223,7 +240,7 @@ func (f *Family) masked(t *rollout.Trajectory) bool {
 // advantages are one group's advantages before any batch normalization.
 func (f *Family) advantages(g *Scored) ([]float64, error) {
 	switch f.Norm {
-	case NormNone:
+	case NormNone, NormBatchStd: // the batch's std divides in Build
 		return GroupAdvantages(g.Rewards, false, 0), nil
 	case NormGroupStd:
 		return GroupAdvantages(g.Rewards, true, f.Eps), nil

@@ -170,6 +170,24 @@ func TestMaskTruncated(t *testing.T) {
 	}
 }
 
+// TestBatchStd centers each group on its mean and divides every group by
+// the std of the whole batch's rewards, as TRL's scale_rewards="batch".
+func TestBatchStd(t *testing.T) {
+	f, _ := NewFamily(GRPO, 64)
+	f.Norm = NormBatchStd
+	terms, _, err := f.Build([]Scored{group(1, 0), group(0.5, 0.5), group(1, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd := StdDev([]float64{1, 0, 0.5, 0.5, 1, 1}) + f.Eps
+	want := []float64{0.5 / sd, -0.5 / sd, 0, 0, 0, 0}
+	for i, d := range terms[0].Data {
+		if got := float64(d.Advantages[2]); math.Abs(got-want[i]) > 1e-6 {
+			t.Fatalf("answer %d: advantage %v, want %v", i, got, want[i])
+		}
+	}
+}
+
 // TestAdvantageNormErrors: a group without its verdicts under
 // correctness_std, or an unknown normalization, is an error, not a panic.
 func TestAdvantageNormErrors(t *testing.T) {

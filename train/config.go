@@ -86,9 +86,10 @@ type RLConfig struct {
 	// AdvantageNorm is what each group's r − mean(r) is divided by:
 	// "group_std" (the std of the group's rewards; grpo's and dapo's
 	// default), "none" (dr-grpo's and reinforce++'s, and MEML-GRPO's eq. 5)
-	// or "correctness_std" (the std of the group's verdicts, nothing when
+	// "correctness_std" (the std of the group's verdicts, nothing when
 	// they agree, so that reward shaping keeps its size relative to a right
-	// answer). Unset takes the algorithm's default as the listed parts
+	// answer) or "batch_std" (the std of every reward of the step, TRL's
+	// scale_rewards="batch"). Unset takes the algorithm's default as the listed parts
 	// change it (consultation divides by the verdicts' std where the
 	// algorithm would divide by the group's: part.Part.AdvantageNorm); rft
 	// and sft have no advantages to divide.
