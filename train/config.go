@@ -85,7 +85,7 @@ type RLConfig struct {
 	MaskTruncated bool `yaml:"mask_truncated,omitempty"`
 	// AdvantageNorm is what each group's r − mean(r) is divided by:
 	// "group_std" (the std of the group's rewards; grpo's and dapo's
-	// default), "none" (dr-grpo's and reinforce++'s, and MEML-GRPO's eq. 5)
+	// default), "none" (dr-grpo's and reinforce++'s, and MEML-GRPO's eq. 5),
 	// "correctness_std" (the std of the group's verdicts, nothing when
 	// they agree, so that reward shaping keeps its size relative to a right
 	// answer) or "batch_std" (the std of every reward of the step, TRL's
