@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 
 	"rlvr/backend"
 	"rlvr/rollout"
@@ -38,6 +39,11 @@ type RL struct {
 	// Extras add loss terms from the scored groups (mutual learning, a
 	// hard-example buffer, meta-experience).
 	Extras []Extra
+	// ShowAnswers, when positive, keeps that many answers of each step's
+	// first group, with their rewards, for reading (Exhibits): TRL's
+	// log_completions.
+	ShowAnswers int
+	shown       *Exhibit
 }
 
 // Rollout turns prompts into groups of g trajectories each.
@@ -118,6 +124,9 @@ func (r *RL) Step(ctx context.Context, env *Env, examples []task.Example) (*Batc
 		env.Metrics[MetricResampled] += float64(need)
 	}
 	scoreMetrics(env.Metrics, all, len(variants) > 1 || variants[0].Name != "")
+	if r.ShowAnswers > 0 && len(all) > 0 {
+		r.shown = answersExhibit(env.Step, &all[0], r.ShowAnswers)
+	}
 	terms, st, err := r.Objective.Terms(kept)
 	if err != nil {
 		return nil, err
@@ -282,15 +291,40 @@ func (r *RL) parts() []any {
 	return ps
 }
 
-// Exhibits implements Exhibitor: every part's exhibits, in order.
+// Exhibits implements Exhibitor: the latest step's answers when
+// ShowAnswers is set, then every part's exhibits, in order.
 func (r *RL) Exhibits() []Exhibit {
 	var out []Exhibit
+	if r.shown != nil {
+		out = append(out, *r.shown)
+	}
 	for _, p := range r.parts() {
 		if x, ok := p.(Exhibitor); ok {
 			out = append(out, x.Exhibits()...)
 		}
 	}
 	return out
+}
+
+// answersExhibit shows the first n answers of group g at a step: the
+// question as the policy was asked it, then each answer with its shaped
+// reward and verdict.
+func answersExhibit(step int, g *Scored, n int) *Exhibit {
+	var b strings.Builder
+	chat := g.Example.Chat()
+	fmt.Fprintf(&b, "step %d", step)
+	if g.Variant.Name != "" {
+		fmt.Fprintf(&b, ", under %s", g.Variant.Name)
+	}
+	fmt.Fprintf(&b, "\nquestion:\n%s\n", strings.TrimSpace(chat[len(chat)-1].Content))
+	for i := range min(n, len(g.Trajectories)) {
+		verdict := "wrong"
+		if g.Correct[i] {
+			verdict = "right"
+		}
+		fmt.Fprintf(&b, "\nanswer %d, reward %.3g (%s):\n%s\n", i+1, g.Rewards[i], verdict, strings.TrimSpace(g.Trajectories[i].Text))
+	}
+	return &Exhibit{Title: "answers", Text: b.String()}
 }
 
 // State implements Stateful: the state of every stateful part, under its

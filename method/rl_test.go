@@ -35,6 +35,33 @@ func TestVerifierReadsOnlyThePolicy(t *testing.T) {
 	}
 }
 
+// TestShowAnswers keeps the step's first group for reading: the question,
+// then the asked number of answers with their rewards and verdicts; none
+// without ShowAnswers.
+func TestShowAnswers(t *testing.T) {
+	ro := &methodtest.ScriptedRollout{
+		Policy: func(_ string, k int) string { return fmt.Sprintf("####%d", 3+k%2*4) }, // ####3, ####7, …
+		Env:    func(string, int) string { return "" },
+	}
+	for _, show := range []int{0, 3} {
+		r := &method.RL{Objective: methodtest.Family(t, method.DrGRPO), GroupSize: 4, Rollout: ro, ShowAnswers: show}
+		if _, err := r.Step(context.Background(), methodtest.NewEnv(nil), []task.Example{methodtest.Example("what is 3 + 4?", "7")}); err != nil {
+			t.Fatal(err)
+		}
+		ex := r.Exhibits()
+		if show == 0 {
+			if len(ex) != 0 {
+				t.Fatalf("exhibits %+v without ShowAnswers", ex)
+			}
+			continue
+		}
+		want := "step 0\nquestion:\nQ:what is 3 + 4?\n\nanswer 1, reward 0 (wrong):\n####3\n\nanswer 2, reward 1 (right):\n####7\n\nanswer 3, reward 0 (wrong):\n####3\n"
+		if len(ex) != 1 || ex[0].Title != "answers" || ex[0].Text != want {
+			t.Fatalf("exhibits %+v, want one of answers:\n%s", ex, want)
+		}
+	}
+}
+
 // TestVariantsGroupAndSkip asks each question under two variants: groups
 // and advantages stay per variant, per-variant metrics are logged, and a
 // prompt too long for the context is skipped and counted.

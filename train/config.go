@@ -126,6 +126,10 @@ type RLConfig struct {
 	EvalTemperature float32 `yaml:"eval_temperature,omitempty"` // 0 means temperature
 	CheckpointEvery int     `yaml:"checkpoint_every"`           // steps between checkpoints; 0: only at the end
 	KeepLast        int     `yaml:"keep_last"`                  // checkpoints kept
+	// ShowAnswers is how many answers of the latest step's first group,
+	// with their rewards, the run's samples.jsonl keeps at each
+	// evaluation for reading (TRL's log_completions); 0 keeps none.
+	ShowAnswers int `yaml:"show_answers,omitempty"`
 }
 
 // DataConfig says what a run trains and evaluates on.
@@ -306,6 +310,9 @@ func (c *RLConfig) Resolve() error {
 	}
 	if c.EvalTemperature == 0 {
 		c.EvalTemperature = c.Temperature
+	}
+	if c.ShowAnswers < 0 || c.ShowAnswers > 1024 {
+		add("show_answers = %d must be in [0, 1024]", c.ShowAnswers)
 	}
 	if c.EvalSamples < 0 || c.EvalSamples > 4096 {
 		add("eval_samples = %d must be in [0, 4096]", c.EvalSamples)

@@ -43,7 +43,7 @@ func NewMethod(c *RLConfig, setup Setup) (method.Method, *part.Build, error) {
 		return &method.Supervised{Variants: b.Variants, MaxLen: setup.MaxLen}, b, nil
 	}
 	return &method.RL{Objective: fam, GroupSize: c.GroupSize, Variants: b.Variants, Rollout: b.Rollout,
-		Shapers: b.Shapers, Filter: b.Filter, Extras: b.Extras}, b, nil
+		Shapers: b.Shapers, Filter: b.Filter, Extras: b.Extras, ShowAnswers: c.ShowAnswers}, b, nil
 }
 
 // Setup is what a method needs beyond its config: the model's context,
