@@ -36,6 +36,10 @@ type probeReport struct {
 	Greedy       eval.Interval `json:"greedy"`        // greedy accuracy
 	Sampled      eval.Interval `json:"sampled"`       // accuracy of the k samples, pooled
 	ZeroVariance eval.Interval `json:"zero_variance"` // share of groups all right or all wrong
+	// Steps reads the k samples' steps: on prone steps the right result,
+	// the slip or another error; elsewhere the right result or not. The
+	// other errors are the model's own, which no context corrects.
+	Steps world.StepTally `json:"steps"`
 
 	// MEL's replay: meta-experiences the policy wrote on its own
 	// contrastive pairs, and k fresh answers to the same question with and
@@ -213,6 +217,11 @@ func probeAlone(ctx context.Context, progress io.Writer, l *checkpoint.Loaded, e
 		return err
 	}
 	scored := rewards(examples, answers)
+	for _, as := range answers {
+		for _, a := range as {
+			rep.Steps.Add(a)
+		}
+	}
 	var sampled, zero int
 	type pair struct {
 		i              int
@@ -435,4 +444,9 @@ func (r probeReport) print(w io.Writer) {
 	fmt.Fprintf(w, "\nsampled accuracy %s; MEL: %d pairs, %d parsed, %d validated; gain over every parsed M %s, over rejected ones %s\n",
 		r.Sampled.Percent(), r.Pairs, r.Parsed, r.Validated, pp(r.ReplayGainAll), pp(r.ReplayGainFail))
 	fmt.Fprintf(w, "EAPO: %d episodes, %s consulted; episodes with a wrong accepted reply %s\n", r.Episodes, r.Consulting.Percent(), r.WrongReply.Percent())
+	st := r.Steps
+	share := func(n, of int) string { return eval.WilsonInterval(n, of).Percent() }
+	fmt.Fprintf(w, "steps of the samples: of %d prone to a slip, %s right, %s the slip, %s other errors; of %d others, %s wrong; %d lines unread\n",
+		st.Prone, share(st.ProneRight, st.Prone), share(st.ProneSlip, st.Prone), share(st.Prone-st.ProneRight-st.ProneSlip, st.Prone),
+		st.Other, share(st.Other-st.OtherRight, st.Other), st.Unread)
 }

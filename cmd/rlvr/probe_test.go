@@ -67,6 +67,13 @@ func TestProbeWorldModel(t *testing.T) {
 	if mixed := 16 - int(rep.ZeroVariance.Mean*16+0.5); rep.Pairs != mixed || rep.Parsed > rep.Pairs || rep.Validated > rep.Parsed {
 		t.Errorf("%d groups with right and wrong answers, but %d pairs, %d parsed, %d validated", mixed, rep.Pairs, rep.Parsed, rep.Validated)
 	}
+	// Level 4 has four steps: each of the 64 samples writes about that many.
+	if st := rep.Steps; st.Prone+st.Other < 64*3 || st.ProneRight+st.ProneSlip > st.Prone || st.OtherRight > st.Other {
+		t.Errorf("steps of 64 four-step samples: %+v", st)
+	}
+	if !strings.Contains(stdout, "steps of the samples: of ") {
+		t.Errorf("no step tally:\n%s", stdout)
+	}
 	if rep.Readable.N != rep.Queries || rep.Consulting.N != rep.Episodes {
 		t.Errorf("readable over %d of %d queries; consulting over %d of %d episodes", rep.Readable.N, rep.Queries, rep.Consulting.N, rep.Episodes)
 	}
