@@ -1,69 +1,14 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"rlvr/checkpoint"
-	"rlvr/eval"
-	"rlvr/method/eapo"
-	"rlvr/method/mel"
-	"rlvr/rollout"
-	"rlvr/sample"
-	"rlvr/task"
+	"rlvr/method/probe"
 	"rlvr/task/world"
 )
-
-// probeReport is what rlvr probe measures; every rate has its 95%
-// interval (Wilson for proportions of independent draws, Student-t over
-// problems for paired differences).
-type probeReport struct {
-	Model       string  `json:"model"`
-	Levels      []int   `json:"levels"`
-	Problems    int     `json:"problems"`
-	K           int     `json:"k"`
-	Temperature float64 `json:"temperature"`
-	Seed        uint64  `json:"seed"`
-
-	// The policy alone.
-	Greedy       eval.Interval `json:"greedy"`        // greedy accuracy
-	Sampled      eval.Interval `json:"sampled"`       // accuracy of the k samples, pooled
-	ZeroVariance eval.Interval `json:"zero_variance"` // share of groups all right or all wrong
-	// Steps reads the k samples' steps: on prone steps the right result,
-	// the slip or another error; elsewhere the right result or not. The
-	// other errors are the model's own, which no context corrects.
-	Steps world.StepTally `json:"steps"`
-
-	// MEL's replay: meta-experiences the policy wrote on its own
-	// contrastive pairs, and k fresh answers to the same question with and
-	// without the meta-experience before it.
-	Pairs          int           `json:"pairs"`
-	Parsed         int           `json:"parsed"`
-	Validated      int           `json:"validated"` // the validation replay verified
-	ReplayWith     eval.Interval `json:"replay_with"`
-	ReplayWithout  eval.Interval `json:"replay_without"`
-	ReplayGain     eval.Interval `json:"replay_gain"`      // with − without, over validated ones
-	ReplayGainAll  eval.Interval `json:"replay_gain_all"`  // the same over every parsed one
-	ReplayGainFail eval.Interval `json:"replay_gain_fail"` // over those the validation rejected
-
-	// EAPO's consultation at its first step, every reply accepted.
-	Episodes        int           `json:"episodes"`
-	Consulting      eval.Interval `json:"consulting"` // share of episodes that consulted
-	Queries         int           `json:"queries"`
-	Readable        eval.Interval `json:"readable"`          // queries the experts could read
-	RightReply      eval.Interval `json:"right_reply"`       // accuracy of episodes whose accepted replies were all right
-	WrongReply      eval.Interval `json:"wrong_reply"`       // of episodes with a wrong accepted reply
-	NoConsultation  eval.Interval `json:"no_consultation"`   // of episodes that did not consult
-	RightReplyGain  eval.Interval `json:"right_reply_gain"`  // right reply − none, paired by problem
-	RightReplyPairs int           `json:"right_reply_pairs"` // problems with both kinds of episode
-}
 
 func probeCmd() *cobra.Command {
 	var (
@@ -101,34 +46,28 @@ which MEL and EAPO can work:
 			} else if modelPath = worldModelPath(worldVersion); modelPath == "" {
 				c.add("world", "%d: no such world version (%v)", worldVersion, world.Versions)
 			}
-			c.intIn("problems", problems, 1, maxProblems)
-			c.intIn("k", k, 2, 64)
-			c.intIn("max-tokens", maxTokens, 1, 4096)
-			c.floatIn("temperature", temperature, 0, 10, false)
-			for _, lv := range levels {
-				if lv < 0 || lv >= len(world.Levels) {
-					c.add("levels", "no world level %d (0 to %d)", lv, len(world.Levels)-1)
-				}
-			}
 			c.file("consult", consultPath)
 			if err := c.err(); err != nil {
+				return err
+			}
+			cfg := probe.Config{Levels: levels, Problems: problems, K: k, Temperature: temperature, MaxTokens: maxTokens, Seed: seed}
+			if err := cfg.Validate(); err != nil {
 				return err
 			}
 			l, err := openModel(modelPath, "")
 			if err != nil {
 				return err
 			}
-			rep := probeReport{Model: modelPath, Levels: levels, Problems: problems, K: k, Temperature: temperature, Seed: seed}
-			examples := world.Examples(seed, problems, levels)
-			p := sample.Params{MaxTokens: maxTokens, Temperature: float32(temperature), N: k, Seed: seed}
-			progress := cmd.ErrOrStderr()
-			if err := probeAlone(cmd.Context(), progress, l, examples, p, &rep); err != nil {
+			w, stop, err := newConsultWorkflow(consultPath, modelPath, l, false, nil, nil)
+			if err != nil {
 				return err
 			}
-			if err := probeConsultation(cmd.Context(), progress, consultPath, modelPath, l, examples, p, &rep); err != nil {
+			defer stop()
+			rep, err := probe.Run(cmd.Context(), cmd.ErrOrStderr(), modelPath, l, w, cfg)
+			if err != nil {
 				return err
 			}
-			rep.print(cmd.OutOrStdout())
+			rep.Print(cmd.OutOrStdout())
 			if out != "" {
 				b, _ := json.MarshalIndent(rep, "", "  ")
 				if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
@@ -151,302 +90,4 @@ which MEL and EAPO can work:
 	f.StringVar(&out, "out", "", "also write the report as JSON to this file")
 	cmd.MarkFlagsMutuallyExclusive("world", "model")
 	return cmd
-}
-
-// probeChunk is how many prompts are sampled at once: the KV caches of
-// their streams are what a probe holds in memory.
-var probeChunk = 64
-
-// generateChunks samples prompts probeChunk at a time, each chunk seeded
-// as one call for all of them would be (sample.PromptSeed).
-func generateChunks(ctx context.Context, gen eval.Generator, prompts []string, p sample.Params) ([][]string, error) {
-	out := make([][]string, 0, len(prompts))
-	for i := 0; i < len(prompts); i += probeChunk {
-		call := p
-		call.Seed = sample.PromptSeed(p.Seed, i)
-		got, err := gen.Generate(ctx, prompts[i:min(i+probeChunk, len(prompts))], call)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, got...)
-	}
-	return out, nil
-}
-
-// rewards scores each problem's answers.
-func rewards(examples []task.Example, answers [][]string) [][]bool {
-	out := make([][]bool, len(answers))
-	for i, as := range answers {
-		for _, a := range as {
-			r, _ := eval.Reward(examples[i], a)
-			out[i] = append(out[i], r > 0)
-		}
-	}
-	return out
-}
-
-func countTrue(bs []bool) int {
-	n := 0
-	for _, b := range bs {
-		if b {
-			n++
-		}
-	}
-	return n
-}
-
-// probeAlone measures the policy alone and MEL's replay.
-func probeAlone(ctx context.Context, progress io.Writer, l *checkpoint.Loaded, examples []task.Example, p sample.Params, rep *probeReport) error {
-	gen := eval.NewLocal(l)
-	prompts := make([]string, len(examples))
-	for i, e := range examples {
-		prompts[i] = e.Prompt
-	}
-	fmt.Fprintf(progress, "probe: the policy alone, greedy and %d samples of %d problems\n", p.N, len(examples))
-	greedy, err := generateChunks(ctx, gen, prompts, sample.Params{MaxTokens: p.MaxTokens, N: 1})
-	if err != nil {
-		return err
-	}
-	right := 0
-	for _, r := range rewards(examples, greedy) {
-		right += countTrue(r)
-	}
-	rep.Greedy = eval.WilsonInterval(right, len(examples))
-	answers, err := generateChunks(ctx, gen, prompts, p)
-	if err != nil {
-		return err
-	}
-	scored := rewards(examples, answers)
-	for _, as := range answers {
-		for _, a := range as {
-			rep.Steps.Add(a)
-		}
-	}
-	var sampled, zero int
-	type pair struct {
-		i              int
-		correct, wrong string
-	}
-	var pairs []pair
-	for i, r := range scored {
-		n := countTrue(r)
-		sampled += n
-		if n == 0 || n == len(r) {
-			zero++
-			continue
-		}
-		pr := pair{i: i}
-		for j, ok := range r {
-			if ok && pr.correct == "" {
-				pr.correct = answers[i][j]
-			} else if !ok && pr.wrong == "" {
-				pr.wrong = answers[i][j]
-			}
-		}
-		pairs = append(pairs, pr)
-	}
-	rep.Sampled = eval.WilsonInterval(sampled, len(examples)*p.N)
-	rep.ZeroVariance = eval.WilsonInterval(zero, len(examples))
-
-	// MEL: one meta-experience per pair, as the policy writes it at the
-	// rollouts' temperature.
-	var format mel.World
-	rep.Pairs = len(pairs)
-	fmt.Fprintf(progress, "probe: MEL, %d meta-experiences and their replays\n", len(pairs))
-	requests := make([]string, len(pairs))
-	for j, pr := range pairs {
-		requests[j] = format.Request(examples[pr.i].Prompt, pr.correct, pr.wrong)
-	}
-	one := p
-	one.N, one.Seed = 1, p.Seed+1
-	replies, err := generateChunks(ctx, gen, requests, one)
-	if err != nil {
-		return err
-	}
-	var replayed []task.Example
-	var replays []string
-	for j, pr := range pairs {
-		m, err := format.Parse(replies[j][0])
-		if err != nil {
-			continue
-		}
-		replayed = append(replayed, examples[pr.i])
-		replays = append(replays, format.Replay(examples[pr.i].Prompt, m))
-	}
-	rep.Parsed = len(replays)
-	if len(replays) == 0 {
-		return nil
-	}
-	// The validation replay (eq. 6), then k fresh answers with M and k
-	// without it, drawn apart from it so that validation selects Ms, not
-	// the answers measured.
-	one.Seed = p.Seed + 2
-	validation, err := generateChunks(ctx, gen, replays, one)
-	if err != nil {
-		return err
-	}
-	fresh := p
-	fresh.Seed = p.Seed + 3
-	with, err := generateChunks(ctx, gen, replays, fresh)
-	if err != nil {
-		return err
-	}
-	plain := make([]string, len(replayed))
-	for j, e := range replayed {
-		plain[j] = e.Prompt
-	}
-	without, err := generateChunks(ctx, gen, plain, fresh)
-	if err != nil {
-		return err
-	}
-	valid, withR, withoutR := rewards(replayed, validation), rewards(replayed, with), rewards(replayed, without)
-	var gain, gainAll, gainFail []float64
-	var withN, withoutN int
-	for j := range replayed {
-		d := float64(countTrue(withR[j])-countTrue(withoutR[j])) / float64(p.N)
-		gainAll = append(gainAll, d)
-		if !valid[j][0] {
-			gainFail = append(gainFail, d)
-			continue
-		}
-		rep.Validated++
-		gain = append(gain, d)
-		withN += countTrue(withR[j])
-		withoutN += countTrue(withoutR[j])
-	}
-	rep.ReplayWith = eval.WilsonInterval(withN, rep.Validated*p.N)
-	rep.ReplayWithout = eval.WilsonInterval(withoutN, rep.Validated*p.N)
-	rep.ReplayGain, rep.ReplayGainAll, rep.ReplayGainFail = eval.MeanInterval(gain), eval.MeanInterval(gainAll), eval.MeanInterval(gainFail)
-	return nil
-}
-
-// probeConsultation runs the consultation config's episodes at its first
-// step, every reply accepted, and reads from each episode's text whether
-// the replies it accepted were right.
-func probeConsultation(ctx context.Context, progress io.Writer, consultPath, modelPath string, l *checkpoint.Loaded, examples []task.Example, p sample.Params, rep *probeReport) error {
-	w, stop, err := newConsultWorkflow(consultPath, modelPath, l, false, examples, examples)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	fmt.Fprintf(progress, "probe: EAPO, %d episodes of %d problems\n", p.N, len(examples))
-	toks := make([][]int32, len(examples))
-	for i, e := range examples {
-		toks[i] = l.Encode(e.Prompt)
-	}
-	p.StopTokens = append(append([]int32(nil), p.StopTokens...), l.StopTokens...)
-	p.Seed += 4
-	var groups []rollout.Group
-	for i := 0; i < len(toks); i += probeChunk {
-		g, _, err := w.Consultation.Episodes(ctx, w.Policy, w.Render, toks[i:min(i+probeChunk, len(toks))], p.N, p, 0)
-		if err != nil {
-			return err
-		}
-		groups = append(groups, g...)
-	}
-	var consulted, readable int
-	var right, wrong, none tally // episodes by their accepted replies
-	var gain []float64
-	for i, g := range groups {
-		var groupRight, groupNone tally
-		for _, t := range g.Trajectories {
-			rep.Episodes++
-			r, _ := eval.Reward(examples[i], t.PolicyText)
-			ok := r > 0
-			calls := t.Env[eapo.EnvCalls] + t.Env[rollout.EnvUnanswered]
-			// A query is readable when the expert it went to could read
-			// it; an action that did not parse counts as one unreadable
-			// query.
-			asked := int(t.Env[eapo.EnvAsked])
-			rep.Queries += asked + int(t.Env[eapo.EnvMalformed])
-			readable += asked - int(t.Env[eapo.EnvFail+eapo.FailUnreadable])
-			if calls == 0 {
-				none.add(ok)
-				groupNone.add(ok)
-				continue
-			}
-			consulted++
-			accepted, allRight := acceptedReplies(t.Text)
-			switch {
-			case accepted > 0 && allRight:
-				right.add(ok)
-				groupRight.add(ok)
-			case accepted > 0:
-				wrong.add(ok)
-			}
-		}
-		if groupRight.n > 0 && groupNone.n > 0 {
-			gain = append(gain, groupRight.rate()-groupNone.rate())
-		}
-	}
-	rep.Consulting = eval.WilsonInterval(consulted, rep.Episodes)
-	rep.Readable = eval.WilsonInterval(readable, rep.Queries)
-	rep.RightReply = eval.WilsonInterval(right.ok, right.n)
-	rep.WrongReply = eval.WilsonInterval(wrong.ok, wrong.n)
-	rep.NoConsultation = eval.WilsonInterval(none.ok, none.n)
-	rep.RightReplyGain, rep.RightReplyPairs = eval.MeanInterval(gain), len(gain)
-	return nil
-}
-
-// acceptedReplies reads an episode's text: each consultation line, the
-// reply lines after it, and for each reply that came, whether it is the
-// value of the question asked.
-func acceptedReplies(text string) (accepted int, allRight bool) {
-	allRight = true
-	lines := strings.Split(text, "\n")
-	for i := 0; i < len(lines); i++ {
-		qs, err := world.ParseConsult(lines[i] + "\n")
-		if err != nil || !strings.HasPrefix(lines[i], "?") {
-			continue
-		}
-		for j, q := range qs {
-			if i+1+j >= len(lines) {
-				break
-			}
-			_, ans, ok := strings.Cut(lines[i+1+j], ":")
-			if !ok || !strings.HasPrefix(lines[i+1+j], "!") || ans == "-" {
-				continue
-			}
-			accepted++
-			pq, err := world.ParseQuestion(q.Question)
-			if err != nil || ans != strconv.FormatInt(pq.Answer, 10) {
-				allRight = false
-			}
-		}
-	}
-	return accepted, allRight
-}
-
-// tally counts episodes and the right ones among them.
-type tally struct{ n, ok int }
-
-func (t *tally) add(ok bool) {
-	t.n++
-	if ok {
-		t.ok++
-	}
-}
-
-func (t tally) rate() float64 { return float64(t.ok) / float64(t.n) }
-
-// print writes the report as the preconditions table of docs/world.md.
-func (r probeReport) print(w io.Writer) {
-	pp := func(iv eval.Interval) string {
-		return fmt.Sprintf("%+.1f pp [%+.1f, %+.1f] (n=%d)", 100*iv.Mean, 100*iv.Low, 100*iv.High, iv.N)
-	}
-	fmt.Fprintf(w, "model %s, levels %v, %d problems, %d samples at T=%g, seed %d\n\n", r.Model, r.Levels, r.Problems, r.K, r.Temperature, r.Seed)
-	fmt.Fprintf(w, "| precondition | measured | holds |\n| --- | --- | --- |\n")
-	fmt.Fprintf(w, "| greedy accuracy < 20%% | %s | %v |\n", r.Greedy.Percent(), r.Greedy.Mean < 0.2)
-	fmt.Fprintf(w, "| groups of zero variance ≥ 50%% | %s | %v |\n", r.ZeroVariance.Percent(), r.ZeroVariance.Mean >= 0.5)
-	fmt.Fprintf(w, "| replay with a validated M − without ≥ 10 pp | %s: %s with, %s without | %v |\n", pp(r.ReplayGain), r.ReplayWith.Percent(), r.ReplayWithout.Percent(), r.ReplayGain.Mean >= 0.1)
-	fmt.Fprintf(w, "| accepted right reply − no consultation ≥ 15 pp | %s paired; %s against %s | %v |\n", pp(r.RightReplyGain), r.RightReply.Percent(), r.NoConsultation.Percent(), r.RightReplyGain.Mean >= 0.15)
-	fmt.Fprintf(w, "| queries readable ≥ 95%% | %s of %d | %v |\n", r.Readable.Percent(), r.Queries, r.Readable.Mean >= 0.95)
-	fmt.Fprintf(w, "\nsampled accuracy %s; MEL: %d pairs, %d parsed, %d validated; gain over every parsed M %s, over rejected ones %s\n",
-		r.Sampled.Percent(), r.Pairs, r.Parsed, r.Validated, pp(r.ReplayGainAll), pp(r.ReplayGainFail))
-	fmt.Fprintf(w, "EAPO: %d episodes, %s consulted; episodes with a wrong accepted reply %s\n", r.Episodes, r.Consulting.Percent(), r.WrongReply.Percent())
-	st := r.Steps
-	share := func(n, of int) string { return eval.WilsonInterval(n, of).Percent() }
-	fmt.Fprintf(w, "steps of the samples: of %d prone to a slip, %s right, %s the slip, %s other errors; of %d others, %s wrong; %d lines unread\n",
-		st.Prone, share(st.ProneRight, st.Prone), share(st.ProneSlip, st.Prone), share(st.Prone-st.ProneRight-st.ProneSlip, st.Prone),
-		st.Other, share(st.Other-st.OtherRight, st.Other), st.Unread)
 }

@@ -5,32 +5,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"rlvr/method/probe"
 	"strings"
 	"testing"
 )
-
-// TestAcceptedReplies reads replies out of episodes as the consultation
-// loop writes them: right ones, a wrong one, one that did not come, and a
-// line that only looks like a consultation.
-func TestAcceptedReplies(t *testing.T) {
-	for _, tc := range []struct {
-		text     string
-		accepted int
-		allRight bool
-	}{
-		{"12+7=19\n?E1:19*8?\n!E1:152\n19*8=152\n####152\n", 1, true},
-		{"?E1:19*8;E3:19*8?\n!E1:152\n!E3:142\n19*8=142\n####142\n", 2, false},
-		{"?E2:57-29?\n!E2:-\n57-29=28\n####28\n", 0, true},
-		{"?E2:-57+542?\n!E2:485\n####485\n", 1, true},
-		{"12+7=19\n####19\n", 0, true},
-		{"?E1:19*8?\n", 0, true}, // the budget ended the episode unanswered
-	} {
-		n, right := acceptedReplies(tc.text)
-		if n != tc.accepted || right != tc.allRight {
-			t.Errorf("%q: %d accepted, all right %v; want %d, %v", tc.text, n, right, tc.accepted, tc.allRight)
-		}
-	}
-}
 
 // TestProbeWorldModel probes the world's model on a few problems and
 // checks the report's counts agree with each other and with the flags.
@@ -42,8 +20,8 @@ func TestProbeWorldModel(t *testing.T) {
 	cliFixture(t)
 	// Chunks smaller than the problems, so that the counts below also
 	// check that the chunks join up.
-	defer func(n int) { probeChunk = n }(probeChunk)
-	probeChunk = 5
+	defer func(n int) { probe.Chunk = n }(probe.Chunk)
+	probe.Chunk = 5
 	out := filepath.Join(t.TempDir(), "probe.json")
 	stdout, stderr, err := execute(t, context.Background(), "probe", "--threads", "1", "--levels", "4", "--problems", "16",
 		"--k", "4", "--max-tokens", "96", "--consult", filepath.Join(configs, "world-eapo.yaml"), "--out", out)
@@ -57,7 +35,7 @@ func TestProbeWorldModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep probeReport
+	var rep probe.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
