@@ -25,7 +25,8 @@
 //  9. methods (rollout, method/...): how questions become trajectories,
 //     rewards and loss terms: the GRPO core in method, the registry of
 //     guidance parts in method/part, and each paper's parts in a package
-//     of its own (method/dapo, method/meml, method/eapo, method/mel).
+//     of its own (method/dapo, method/meml, method/eapo, method/mel), and
+//     the probe of a world model before training (method/probe).
 //  10. train (train): the training loop.
 //  11. reports (report): a run's metrics, evaluations and samples as
 //     tables, charts and a page, named by the metric constants of the
