@@ -97,3 +97,35 @@ func TestParseScheduleKind(t *testing.T) {
 		}
 	}
 }
+
+// TestLeft checks the shapes' share of the way left at both ends and the
+// middle: 1 at the start and exactly 0 at the end for every kind that
+// moves, and the middle of each curve.
+func TestLeft(t *testing.T) {
+	for _, tc := range []struct {
+		kind ScheduleKind
+		mid  float64 // at x = 0.5
+	}{
+		{Linear, 0.5},
+		{Cosine, 0.5},
+		{Exponential, 1 - math.Expm1(-2.5)/math.Expm1(-5)}, // rate 0 means 5
+		{Constant, 1},
+	} {
+		end := 0.0
+		if tc.kind == Constant {
+			end = 1
+		}
+		if got := Left(tc.kind, 0, 0); got != 1 {
+			t.Errorf("%s: Left(0) = %v, want 1", tc.kind, got)
+		}
+		if got := Left(tc.kind, 1, 0); got != end {
+			t.Errorf("%s: Left(1) = %v, want exactly %v", tc.kind, got, end)
+		}
+		if got := Left(tc.kind, 0.5, 0); math.Abs(got-tc.mid) > 1e-15 {
+			t.Errorf("%s: Left(0.5) = %v, want %v", tc.kind, got, tc.mid)
+		}
+	}
+	if a, b := Left(Exponential, 0.3, 2), Left(Exponential, 0.3, 8); a <= b {
+		t.Errorf("a faster exponential should have less left at 0.3: rate 2 %v, rate 8 %v", a, b)
+	}
+}
