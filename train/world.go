@@ -9,7 +9,8 @@ import (
 )
 
 // WorldPretrain is the pretraining of a world version's model:
-// DefaultPretrain (version 1) on that version's corpus.
+// DefaultPretrain (version 1) on that version's corpus, for version 2
+// four times as long (Version2Steps).
 func WorldPretrain(version int) (PretrainConfig, error) {
 	cfg := DefaultPretrain()
 	c, ok := world.CorpusVersion(version, cfg.Corpus.Levels)
@@ -17,8 +18,17 @@ func WorldPretrain(version int) (PretrainConfig, error) {
 		return PretrainConfig{}, fmt.Errorf("train: no world version %d (%v)", version, world.Versions)
 	}
 	cfg.Corpus = c
+	if version == 2 {
+		cfg.Steps, cfg.Schedule.TotalSteps = Version2Steps, Version2Steps
+	}
 	return cfg, nil
 }
+
+// Version2Steps are the pretraining steps of world version 2's model:
+// its context pays only as far as it writes its corpus's policy without
+// arithmetic errors of its own, and 4,000 steps leave a quarter of the
+// steps the corpus never gets wrong wrong (docs/world.md).
+const Version2Steps = 16000
 
 // WorldModel returns the directory of a world version's model, the
 // starting point of every run that names no model, making it available in
@@ -34,7 +44,7 @@ func WorldModel(ctx context.Context, version int, logf func(string, ...any)) (st
 		return dir, nil
 	}
 	if version != 1 && logf != nil {
-		logf("pretraining world version %d's model first (about 15 minutes on two cores; `rlvr pretrain --world %d` does it alone)", version, version)
+		logf("pretraining world version %d's model first (about %d minutes on two cores; `rlvr pretrain --world %d` does it alone)", version, PretrainMinutes(cfg), version)
 	}
 	dir, _, err := EnsurePretrained(ctx, cfg, nil)
 	return dir, err
@@ -53,3 +63,7 @@ func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// PretrainMinutes is about how long cfg pretrains on two quiet cores: the
+// world's model runs about 250 steps a minute.
+func PretrainMinutes(cfg PretrainConfig) int { return max(1, (cfg.Steps+125)/250) }

@@ -15,8 +15,11 @@ func TestWorldPretrain(t *testing.T) {
 		t.Fatalf("version 1 is not the default pretraining: %v", err)
 	}
 	v2, err := WorldPretrain(2)
-	if err != nil || v2.Corpus.Version != 2 || v2.Corpus.Habit != 0.5 || ConfigHash(v2) == ConfigHash(v1) {
+	if err != nil || v2.Corpus.Version != 2 || v2.Corpus.Habit != 0.6 || ConfigHash(v2) == ConfigHash(v1) {
 		t.Fatalf("version 2: %+v, %v", v2.Corpus, err)
+	}
+	if v2.Steps != Version2Steps || v2.Schedule.TotalSteps != Version2Steps || v2.Schedule.WarmupSteps != v1.Schedule.WarmupSteps {
+		t.Errorf("version 2 pretrains %d steps, its schedule %+v", v2.Steps, v2.Schedule)
 	}
 	if _, err := WorldPretrain(3); err == nil || !strings.Contains(err.Error(), "no world version 3") {
 		t.Errorf("version 3: %v", err)

@@ -132,8 +132,8 @@ func ensureWorldModel(ctx context.Context, path string) error {
 	if _, err := os.Stat(path); err == nil {
 		return nil
 	}
-	if v != 1 {
-		return fmt.Errorf("world version %d's model is not pretrained yet: run `rlvr pretrain --world %d` (about 15 minutes on two cores)", v, v)
+	if cfg, err := train.WorldPretrain(v); err == nil && v != 1 {
+		return fmt.Errorf("world version %d's model is not pretrained yet: run `rlvr pretrain --world %d` (about %d minutes on two cores)", v, v, train.PretrainMinutes(cfg))
 	}
 	_, err := train.WorldModel(ctx, v, nil)
 	return err

@@ -33,8 +33,12 @@ SIGINT or SIGTERM ends the run after the step under way with a checkpoint (in
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
-			if corpus, ok := world.CorpusVersion(version, cfg.Corpus.Levels); ok {
-				cfg.Corpus = corpus
+			// The version's own pretraining, under the flags given.
+			if base, err := train.WorldPretrain(version); err == nil {
+				cfg.Corpus = base.Corpus
+				if !cmd.Flags().Changed("steps") {
+					cfg.Steps = base.Steps
+				}
 			} else {
 				c.add("world", "%d: no such world version (%v)", version, world.Versions)
 			}
@@ -96,6 +100,7 @@ SIGINT or SIGTERM ends the run after the step under way with a checkpoint (in
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Steps, "steps", cfg.Steps, "optimizer steps")
+	f.Lookup("steps").DefValue = fmt.Sprintf("the world version's: %d for 1, %d for 2", cfg.Steps, train.Version2Steps)
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "initialization and corpus seed")
 	f.IntVar(&cfg.BatchTokens, "batch-tokens", cfg.BatchTokens, "tokens per step")
 	f.Float64Var(&cfg.Schedule.PeakLR, "lr", cfg.Schedule.PeakLR, "peak learning rate (cosine schedule with warmup)")

@@ -68,8 +68,10 @@ func DefaultCorpus(levels []int) CorpusConfig {
 // Version2 is world version 2's corpus: the same mix, written by a
 // policy with a habit, so that what is in its context changes what it
 // writes. Every solution the corpus trains the model to write slips on
-// half of the steps prone to a slip kind (Habit 0.5), except where its
-// context corrects it:
+// 60% of the steps prone to a slip kind (Habit 0.6: above one half, so
+// that the likelier result of a prone step is the slip and greedy
+// decoding stays in the sparse regime), except where its context
+// corrects it:
 //
 //   - memory: after a meta-experience whose heuristic names a kind
 //     (M:…|H:…), no step of that kind slips; the others still may;
@@ -84,7 +86,7 @@ func DefaultCorpus(levels []int) CorpusConfig {
 // styles, which have no habit) and every format are version 1's.
 func Version2(levels []int) CorpusConfig {
 	c := DefaultCorpus(levels)
-	c.Version, c.Habit = 2, 0.5
+	c.Version, c.Habit = 2, 0.6
 	return c
 }
 

@@ -7,7 +7,7 @@ import (
 
 // TestStepTally reads the corpus's own solutions: the reference's steps
 // are all right, the version 2 habit's are right or its slip on prone
-// steps (half of each) and right elsewhere; a wrong result of another kind
+// steps (the slip at its rate) and right elsewhere; a wrong result of another kind
 // and an unreadable line are counted as such.
 func TestStepTally(t *testing.T) {
 	c := NewCorpus(Version2([]int{5, 6}), 3)
@@ -23,8 +23,8 @@ func TestStepTally(t *testing.T) {
 	if habit.ProneRight+habit.ProneSlip != habit.Prone || habit.OtherRight != habit.Other || habit.Unread != 0 {
 		t.Errorf("the habit's solutions: %+v", habit)
 	}
-	if f := float64(habit.ProneSlip) / float64(habit.Prone); math.Abs(f-0.5) > 0.03 {
-		t.Errorf("the habit slips on %.3f of prone steps, want 0.5", f)
+	if f := float64(habit.ProneSlip) / float64(habit.Prone); math.Abs(f-c.cfg.Habit) > 0.03 {
+		t.Errorf("the habit slips on %.3f of prone steps, want %v", f, c.cfg.Habit)
 	}
 	var odd StepTally
 	odd.Add("15+27=42\n38+47=75\n38+47=86\n-12-5=-17\n29*8=222\n29*8=232\nhello\n12+x=3\n####232\n")

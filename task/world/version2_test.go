@@ -12,14 +12,16 @@ import (
 // shipped in package worldmodel was pretrained on version 1's, and a cached
 // version 2 model on version 2's (its cache key is the configuration, not
 // the code), so a change to the code that draws them must not change a
-// document. A deliberate change to version 2 goes with a new Version.
+// document. Version 2 is revised only on its step-0 preconditions, before
+// any experiment runs on it (docs/world.md says what changed), and its
+// model's cache key follows its Habit.
 func TestCorpusStreamsUnchanged(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  CorpusConfig
 		want string
 	}{
 		{DefaultCorpus([]int{0, 1, 2, 3, 4, 5, 6}), "1f9b4bdd451b5896c29167f224dbe0d473cfd017ae346a3593872f1fea0c7ccc"},
-		{Version2([]int{0, 1, 2, 3, 4, 5, 6}), "c985356697fdfb37fe50f2bc81ca886b37129849279370b5078dd6520b1869f9"},
+		{Version2([]int{0, 1, 2, 3, 4, 5, 6}), "f0bd632fd4db0e59bc35638639445f11da1e25a8e766e8f0c2d8966733f47d8b"},
 	} {
 		c := NewCorpus(tc.cfg, 1)
 		h := sha256.New()
@@ -94,7 +96,7 @@ func namedKind(t *testing.T, memory string) byte {
 }
 
 // TestVersion2Habit checks what version 2's documents teach: plain
-// solutions slip on half of the prone steps and nowhere else; after a
+// solutions slip on 60% of the prone steps and nowhere else; after a
 // meta-experience, the kind its heuristic names never slips while the
 // others still do; after an expert's reply, the step's result is the
 // reply; consultations ask one step, as experts read it.
@@ -194,14 +196,14 @@ func TestVersion2Habit(t *testing.T) {
 			t.Errorf("no %s documents", k)
 		}
 	}
-	if rate := float64(slips) / float64(prone); prone < 1000 || rate < 0.45 || rate > 0.55 {
-		t.Errorf("plain solutions slip on %d of %d prone steps, want about half", slips, prone)
+	if rate := float64(slips) / float64(prone); prone < 1000 || rate < 0.55 || rate > 0.65 {
+		t.Errorf("plain solutions slip on %d of %d prone steps, want about 60%%", slips, prone)
 	}
 	if namedProne < 100 || namedSlips != 0 {
 		t.Errorf("after a meta-experience, %d of %d prone steps of the kind it names slipped, want none", namedSlips, namedProne)
 	}
-	if rate := float64(otherSlips) / float64(otherProne); otherProne < 100 || rate < 0.4 || rate > 0.6 {
-		t.Errorf("after a meta-experience, %d of %d prone steps of other kinds slipped, want about half", otherSlips, otherProne)
+	if rate := float64(otherSlips) / float64(otherProne); otherProne < 100 || rate < 0.5 || rate > 0.7 {
+		t.Errorf("after a meta-experience, %d of %d prone steps of other kinds slipped, want about 60%%", otherSlips, otherProne)
 	}
 	if asked < 300 || carried < asked/2 {
 		t.Errorf("%d steps asked, %d carried an expert's reply", asked, carried)
@@ -213,16 +215,29 @@ func TestVersion2Habit(t *testing.T) {
 // measures it for a model: the share of right answers alone, with one
 // prone step answered rightly by an expert (consult2 asks one such step),
 // and after a meta-experience naming the kind of the first slip of one of
-// its own wrong answers (as MEL's reflection names it). The corpus must
-// leave at least the probe's thresholds between them (15 and 10 pp), or
-// no model trained on it can show them.
+// its own wrong answers (as MEL's reflection names it); and its greedy
+// answer, the likelier result at every step. The corpus must leave at
+// least the probe's thresholds between them (15 and 10 pp) and keep the
+// greedy answer sparse (below 20%), or no model that fits it can show
+// them.
 func TestVersion2Headroom(t *testing.T) {
 	c := NewCorpus(Version2([]int{5, 6}), 1)
 	const n = 20000
-	var alone, replied, remembered float64
+	var alone, replied, remembered, greedy float64
 	for range n {
 		p := c.problem()
 		want := p.Answer
+		acc := p.First
+		for _, st := range p.Ops {
+			if k := SlipKinds[st.Op]; k.Prone(acc, st.Arg) && c.cfg.Habit > 0.5 {
+				acc = k.Wrong(acc, st.Arg)
+			} else {
+				acc = apply(acc, st.Op, st.Arg)
+			}
+		}
+		if acc == want {
+			greedy++
+		}
 		// solve writes the habit's chain with the step at right answered
 		// rightly (none when negative) and the kind fixed never slipping.
 		solve := func(right int, fixed byte) (int64, int) {
@@ -245,7 +260,7 @@ func TestVersion2Headroom(t *testing.T) {
 			alone++
 		}
 		var prone []int
-		acc := p.First
+		acc = p.First
 		for i, st := range p.Ops {
 			if SlipKinds[st.Op].Prone(acc, st.Arg) {
 				prone = append(prone, i)
@@ -271,9 +286,12 @@ func TestVersion2Headroom(t *testing.T) {
 			remembered++
 		}
 	}
-	alone, replied, remembered = alone/n, replied/n, remembered/n
-	t.Logf("levels 5-6: alone %.1f%%, one prone step answered rightly %.1f%% (%+.1f pp), the first slip's kind named %.1f%% (%+.1f pp)",
-		100*alone, 100*replied, 100*(replied-alone), 100*remembered, 100*(remembered-alone))
+	alone, replied, remembered, greedy = alone/n, replied/n, remembered/n, greedy/n
+	t.Logf("levels 5-6: greedy %.1f%%, alone %.1f%%, one prone step answered rightly %.1f%% (%+.1f pp), the first slip's kind named %.1f%% (%+.1f pp)",
+		100*greedy, 100*alone, 100*replied, 100*(replied-alone), 100*remembered, 100*(remembered-alone))
+	if greedy >= 0.2 {
+		t.Errorf("the corpus's greedy answer is right %.1f%% of the time, want below 20%%", 100*greedy)
+	}
 	if replied-alone < 0.15 || remembered-alone < 0.10 {
 		t.Errorf("the corpus's policy gains %+.1f pp from a right reply (want ≥ 15) and %+.1f pp from a named kind (want ≥ 10)",
 			100*(replied-alone), 100*(remembered-alone))
