@@ -43,7 +43,10 @@ type RL struct {
 	// first group, with their rewards, for reading (Exhibits): TRL's
 	// log_completions.
 	ShowAnswers int
-	shown       *Exhibit
+	// shown is the latest step's first group and its step, formatted only
+	// when Exhibits asks (at evaluations, not every step).
+	shown     *Scored
+	shownStep int
 }
 
 // Rollout turns prompts into groups of g trajectories each.
@@ -125,7 +128,7 @@ func (r *RL) Step(ctx context.Context, env *Env, examples []task.Example) (*Batc
 	}
 	scoreMetrics(env.Metrics, all, len(variants) > 1 || variants[0].Name != "")
 	if r.ShowAnswers > 0 && len(all) > 0 {
-		r.shown = answersExhibit(env.Step, &all[0], r.ShowAnswers)
+		r.shown, r.shownStep = &all[0], env.Step
 	}
 	terms, st, err := r.Objective.Terms(kept)
 	if err != nil {
@@ -296,7 +299,7 @@ func (r *RL) parts() []any {
 func (r *RL) Exhibits() []Exhibit {
 	var out []Exhibit
 	if r.shown != nil {
-		out = append(out, *r.shown)
+		out = append(out, answersExhibit(r.shownStep, r.shown, r.ShowAnswers))
 	}
 	for _, p := range r.parts() {
 		if x, ok := p.(Exhibitor); ok {
@@ -309,7 +312,7 @@ func (r *RL) Exhibits() []Exhibit {
 // answersExhibit shows the first n answers of group g at a step: the
 // question as the policy was asked it, then each answer with its shaped
 // reward and verdict.
-func answersExhibit(step int, g *Scored, n int) *Exhibit {
+func answersExhibit(step int, g *Scored, n int) Exhibit {
 	var b strings.Builder
 	chat := g.Example.Chat()
 	fmt.Fprintf(&b, "step %d", step)
@@ -324,7 +327,7 @@ func answersExhibit(step int, g *Scored, n int) *Exhibit {
 		}
 		fmt.Fprintf(&b, "\nanswer %d, reward %.3g (%s):\n%s\n", i+1, g.Rewards[i], verdict, strings.TrimSpace(g.Trajectories[i].Text))
 	}
-	return &Exhibit{Title: "answers", Text: b.String()}
+	return Exhibit{Title: "answers", Text: b.String()}
 }
 
 // State implements Stateful: the state of every stateful part, under its
