@@ -258,3 +258,36 @@ func TestRunGeneratorErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestLocalStopStrings checks that a completion ends at a stop string of
+// two tokens and that its text is cut before the string, without the
+// string's first token, which the sample's tokens still hold.
+func TestLocalStopStrings(t *testing.T) {
+	g := eval.NewLocal(smallModel(t))
+	ctx := context.Background()
+	whole, err := g.Generate(ctx, []string{"1+2?"}, sample.Params{MaxTokens: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := whole[0][0]
+	// The first two adjacent printable ASCII bytes after the start, which
+	// the byte vocabulary samples as two tokens.
+	at := -1
+	for i := 1; i+1 < len(text); i++ {
+		if text[i] > ' ' && text[i] < 0x7f && text[i+1] > ' ' && text[i+1] < 0x7f {
+			at = i
+			break
+		}
+	}
+	if at < 0 {
+		t.Fatalf("no two printable bytes in a row in %q", text)
+	}
+	stop := text[at : at+2]
+	cut, err := g.Generate(ctx, []string{"1+2?"}, sample.Params{MaxTokens: 40, Stop: []string{stop}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := text[:strings.Index(text, stop)]; cut[0][0] != want {
+		t.Fatalf("with stop %q: %q, want %q (whole %q)", stop, cut[0][0], want, text)
+	}
+}

@@ -117,7 +117,13 @@ func (g *Local) Generate(ctx context.Context, prompts []string, p sample.Params)
 	texts := make([][]string, len(out))
 	for i, cs := range out {
 		for _, c := range cs {
-			texts[i] = append(texts[i], g.Model.Decode(c.Tokens))
+			text := c.Text
+			if c.StopString == "" {
+				text = g.Model.Decode(c.Tokens)
+			}
+			// A stop string's text is cut before it; its first tokens
+			// may still be among c.Tokens.
+			texts[i] = append(texts[i], text)
 		}
 	}
 	return texts, nil

@@ -21,7 +21,10 @@ type Prompting struct {
 	// (plain text; an endpoint is sent completions unless "on").
 	Chat   string
 	System string // a chat's system prompt, in place of an example's own
-	Suffix string // follows every plain-text prompt
+	// Prefix precedes and Suffix follows every plain-text prompt: how a
+	// base model is asked ("Question: " … "\nAnswer:"), few-shot examples,
+	// or an expert's suffix.
+	Prefix, Suffix string
 	// Expert asks every problem under expert Expert's prompt, or under
 	// none when NoExpert: in a chat, its persona after System in the one
 	// system message; on plain text, the world's suffix "@E<i>\n".
@@ -67,15 +70,17 @@ func (p Prompting) Local(w io.Writer, l *checkpoint.Loaded, examples []task.Exam
 		return nil, nil, fmt.Errorf("--chat on: model %s has no chat template (tokenizer_config.json chat_template)", l.Name)
 	case chat && p.Suffix != "":
 		return nil, nil, fmt.Errorf("--prompt-suffix: model %s is prompted through its chat template; give its expert prompt with --expert I, or send plain text with --chat off", l.Name)
+	case chat && p.Prefix != "":
+		return nil, nil, fmt.Errorf("--prompt-prefix: model %s is prompted through its chat template; send plain text with --chat off", l.Name)
 	case !chat && p.System != "":
 		return nil, nil, fmt.Errorf("--system: model %s has no chat template; give its expert prompt with --prompt-suffix", l.Name)
 	}
 	if !chat {
 		system, suffix := p.Under(false)
-		describePrompts(w, l.Name, false, system, suffix)
-		return withSuffix(examples, suffix), p.suffixExperts(), nil
+		describePrompts(w, l.Name, false, system, p.Prefix, suffix)
+		return withAffixes(examples, p.Prefix, suffix), p.suffixExperts(), nil
 	}
-	describePrompts(w, l.Name, true, SystemPrompt(p.System, p.persona(p.Expert)), "")
+	describePrompts(w, l.Name, true, SystemPrompt(p.System, p.persona(p.Expert)), "", "")
 	render := func(persona string) ([]string, error) {
 		out := make([]string, len(examples))
 		for i, e := range examples {
@@ -115,8 +120,8 @@ func (p Prompting) Local(w io.Writer, l *checkpoint.Loaded, examples []task.Exam
 func (p Prompting) Endpoint(w io.Writer, name string, examples []task.Example) ([]task.Example, string, []Expert) {
 	chat := p.Chat == "on"
 	system, suffix := p.Under(chat)
-	describePrompts(w, name, chat, system, suffix)
-	return withSuffix(examples, suffix), system, p.suffixExperts()
+	describePrompts(w, name, chat, system, p.Prefix, suffix)
+	return withAffixes(examples, p.Prefix, suffix), system, p.suffixExperts()
 }
 
 // suffixExperts are the world's first p.Experts expert prompts, suffixes
@@ -129,27 +134,29 @@ func (p Prompting) suffixExperts() []Expert {
 	return xs
 }
 
-// withSuffix appends suffix to every example's prompt.
-func withSuffix(examples []task.Example, suffix string) []task.Example {
-	if suffix == "" {
+// withAffixes puts prefix before and suffix after every example's prompt.
+func withAffixes(examples []task.Example, prefix, suffix string) []task.Example {
+	if prefix == "" && suffix == "" {
 		return examples
 	}
 	out := make([]task.Example, len(examples))
 	for i, e := range examples {
-		e.Prompt += suffix
+		e.Prompt = prefix + e.Prompt + suffix
 		out[i] = e
 	}
 	return out
 }
 
-// describePrompts says to w how model is prompted, unless as plain text
-// with no suffix.
-func describePrompts(w io.Writer, model string, chat bool, system, suffix string) {
+// describePrompts says to w how model is prompted, unless as bare plain
+// text.
+func describePrompts(w io.Writer, model string, chat bool, system, prefix, suffix string) {
 	switch {
 	case chat && system != "":
 		fmt.Fprintf(w, "prompting %s with chats, system prompt %q\n", model, system)
 	case chat:
 		fmt.Fprintf(w, "prompting %s with chats, no system prompt\n", model)
+	case prefix != "":
+		fmt.Fprintf(w, "prompting %s with plain text after %q and followed by %q\n", model, prefix, suffix)
 	case suffix != "":
 		fmt.Fprintf(w, "prompting %s with plain text followed by %q\n", model, suffix)
 	}

@@ -13,8 +13,10 @@
 # runs/calibration/table.md. SmolLM2 is asked through its chat template;
 # the Gemma 3 270M file is the pretrained base model (general.name "Gemma 3
 # 270m", no chat template; transformers too answers its chat renders with
-# noise), so it gets plain-text prompts: the dataset's question, and the
-# world's question in words (--world-words).
+# noise), so it is asked as evaluation harnesses ask a base model, zero-shot
+# in plain text: "Question: " before the question (the dataset's, or the
+# world's in words: --world-words), "\nAnswer:" after it, and the answer
+# ends where the model starts a new "\nQuestion:" or "\nAnswer:".
 #
 # Usage: PROBLEMS=500 scripts/calibrate.sh     (after scripts/models.sh)
 set -euo pipefail
@@ -39,7 +41,8 @@ for name in $tasks; do
   for m in $models; do
     model=$cache/models/$m.gguf
     flags=(--chat auto)
-    case $m in gemma-3-270m*) flags=(--chat off) ;; esac
+    case $m in gemma-3-270m*) flags=(--chat off --prompt-prefix 'Question: ' --prompt-suffix '\nAnswer:'
+                                     --stop '\nQuestion:' --stop '\nAnswer:') ;; esac
     if [ "$name" = world ]; then
       total=$(( (problems + 4) / 5 )) step=$(( (part + 4) / 5 ))
       args=(--data world --levels 0,1,2,3,4,5,6)

@@ -22,13 +22,13 @@ import (
 
 func evalCmd() *cobra.Command {
 	var (
-		modelPath, tokPath, endpoint, endpointModel, apiKey, data string
-		chatMode, system, suffix, consultPath, samplesPath        string
-		worldWords                                                bool
-		levels                                                    []int
-		problems, skip, experts, expertIdx, worldVersion          int
-		cfg                                                       eval.Config
-		asJSON, consultOpen                                       bool
+		modelPath, tokPath, endpoint, endpointModel, apiKey, data  string
+		chatMode, system, prefix, suffix, consultPath, samplesPath string
+		worldWords                                                 bool
+		levels                                                     []int
+		problems, skip, experts, expertIdx, worldVersion           int
+		cfg                                                        eval.Config
+		asJSON, consultOpen                                        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "eval",
@@ -43,8 +43,11 @@ experts' majority vote (MEML-GRPO's Table 6), for plain text and chats alike.
 A model with a chat template is prompted through it (--chat auto), with the
 --system prompt when given; --chat off sends plain text, and --chat on
 requires a template. An --endpoint is sent plain-text completions, or chats
-with --chat on. --prompt-suffix follows every plain-text prompt. In --system
-and --prompt-suffix, \n is a newline.
+with --chat on. --prompt-prefix precedes and --prompt-suffix follows every
+plain-text prompt, as a base model is asked (--prompt-prefix 'Question: '
+--prompt-suffix '\nAnswer:' --stop '\nQuestion:'); a --stop string ends a
+completion, cut before it. In --system, the prompt's affixes and --stop, \n
+is a newline.
 
 EAPO's test-time workflows run its consultation loop without training:
 --consult CONFIG takes the pool, the most queries per action and the first
@@ -112,7 +115,13 @@ after the --system prompt, in one system message, as training writes them.`,
 			c.intIn("batch", cfg.Batch, 1, maxSamples)
 			c.intIn("experts", experts, 0, len(world.Styles))
 			system = withNewlines(system)
-			suffix = withNewlines(suffix)
+			prefix, suffix = withNewlines(prefix), withNewlines(suffix)
+			for i, s := range cfg.Stop {
+				if s == "" {
+					c.add("stop", "an empty string would end every completion at once")
+				}
+				cfg.Stop[i] = withNewlines(s)
+			}
 			expertIdx = checkPrompting(&c, cmd, chatMode, endpoint != "", expertIdx, experts)
 			switch {
 			case consultPath != "":
@@ -132,7 +141,7 @@ after the --system prompt, in one system message, as training writes them.`,
 				return err
 			}
 			cfg.Seed = seed
-			prompting := eval.Prompting{Chat: chatMode, System: system, Suffix: suffix, Expert: expertIdx, Experts: experts,
+			prompting := eval.Prompting{Chat: chatMode, System: system, Prefix: prefix, Suffix: suffix, Expert: expertIdx, Experts: experts,
 				Persona: expertPersona}
 			var gen eval.Generator
 			if endpoint != "" {
@@ -204,7 +213,9 @@ after the --system prompt, in one system message, as training writes them.`,
 	f.IntVar(&expertIdx, "expert", 0, `evaluate under expert I's prompt: the suffix "@EI\n" on plain text, the paper's persona after --system in a chat`)
 	f.StringVar(&chatMode, "chat", "auto", "auto (the model's chat template when it has one), on (required) or off (plain-text prompts); an --endpoint is sent chats only with on")
 	f.StringVar(&system, "system", "", "system prompt of every chat (replacing a dataset's own)")
+	f.StringVar(&prefix, "prompt-prefix", "", `text before every plain-text prompt (e.g. "Question: ", or few-shot examples)`)
 	f.StringVar(&suffix, "prompt-suffix", "", `text appended to every plain-text prompt (e.g. a world expert's "@E2\n")`)
+	f.StringArrayVar(&cfg.Stop, "stop", nil, "a string that ends a completion, which is cut before it (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.StringVar(&samplesPath, "samples", "", "write every scored completion to this JSON Lines file (id, pass, index, gold, text, answer, reward)")
 	f.StringVar(&consultPath, "consult", "", "a training config with the consultation part: run its consultation loop at test time, every reply accepted (EAPO's expert-assisted workflow; self-collaboration with a pool of policy copies)")
@@ -240,6 +251,9 @@ func checkPrompting(c *flagCheck, cmd *cobra.Command, chatMode string, endpoint 
 	if chatMode == "on" {
 		if f.Changed("prompt-suffix") {
 			c.add("prompt-suffix", "is for plain-text prompts, not --chat on: give a chat's expert prompt with --system")
+		}
+		if f.Changed("prompt-prefix") {
+			c.add("prompt-prefix", "is for plain-text prompts, not --chat on")
 		}
 		if experts > 0 && endpoint {
 			c.add("experts", "%d: an --endpoint's chats carry one system prompt: give one --expert I at a time", experts)

@@ -84,6 +84,8 @@ func TestEvalPromptsAtEndpoint(t *testing.T) {
 		{"plain", nil, func(q string) string { return q }, ""},
 		{"expert as suffix", []string{"--expert", "2"}, func(q string) string { return q + "@E2\n" }, `followed by "@E2\n"`},
 		{"suffix", []string{"--prompt-suffix", `Answer:\n`}, func(q string) string { return q + "Answer:\n" }, `followed by "Answer:\n"`},
+		{"prefix and suffix", []string{"--prompt-prefix", `Question:\n`, "--prompt-suffix", `\nAnswer:`},
+			func(q string) string { return "Question:\n" + q + "\nAnswer:" }, `after "Question:\n" and followed by "\nAnswer:"`},
 		// The world experts' chat template joins the messages, one per line.
 		{"expert in a chat", []string{"--chat", "on", "--expert", "3"}, func(q string) string { return expertSystem + "\n" + q }, "with chats, system prompt"},
 		{"system, then the expert, in a chat", []string{"--chat", "on", "--system", "Be brief.", "--expert", "3"},
@@ -138,17 +140,20 @@ func TestEvalChatModel(t *testing.T) {
 		chat           string
 		expert         int
 		system, suffix string
+		prefix         string
 		want           string
 	}{
-		{"expert in the template", "auto", 2, "", "", "<|im_start|>system\n" + expertSystem + "<|im_end|>\n<|im_start|>user\n" + words + "<|im_end|>\n<|im_start|>assistant\n"},
-		{"system, then the expert, in the template", "auto", 2, "Be brief.", "", "<|im_start|>system\nBe brief.\n\n" + expertSystem + "<|im_end|>\n<|im_start|>user\n" + words + "<|im_end|>\n<|im_start|>assistant\n"},
-		{"system in the template", "on", -1, "Be brief.", "", "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n" + words + "<|im_end|>\n<|im_start|>assistant\n"},
-		{"template alone", "auto", -1, "", "", "<|im_start|>user\n" + words + "<|im_end|>\n<|im_start|>assistant\n"},
-		{"expert as plain text", "off", 2, "", "", q + "@E2\n"},
-		{"suffix as plain text", "off", -1, "", "A:", q + "A:"},
+		{"expert in the template", "auto", 2, "", "", "", "<|im_start|>system\n" + expertSystem + "<|im_end|>\n<|im_start|>user\n" + words + "<|im_end|>\n<|im_start|>assistant\n"},
+		{"system, then the expert, in the template", "auto", 2, "Be brief.", "", "", "<|im_start|>system\nBe brief.\n\n" + expertSystem + "<|im_end|>\n<|im_start|>user\n" + words + "<|im_end|>\n<|im_start|>assistant\n"},
+		{"system in the template", "on", -1, "Be brief.", "", "", "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n" + words + "<|im_end|>\n<|im_start|>assistant\n"},
+		{"template alone", "auto", -1, "", "", "", "<|im_start|>user\n" + words + "<|im_end|>\n<|im_start|>assistant\n"},
+		{"expert as plain text", "off", 2, "", "", "", q + "@E2\n"},
+		{"suffix as plain text", "off", -1, "", "A:", "", q + "A:"},
+		{"prefix and suffix as plain text", "off", -1, "", "\nAnswer:", "Question: ", "Question: " + q + "\nAnswer:"},
+		{"prefix and an expert as plain text", "off", 2, "", "", "Q: ", "Q: " + q + "@E2\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _, err := eval.Prompting{Chat: tc.chat, Expert: tc.expert, System: tc.system, Suffix: tc.suffix, Persona: expertPersona}.Local(io.Discard, l, examples)
+			got, _, err := eval.Prompting{Chat: tc.chat, Expert: tc.expert, System: tc.system, Prefix: tc.prefix, Suffix: tc.suffix, Persona: expertPersona}.Local(io.Discard, l, examples)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,6 +207,7 @@ func TestEvalChatModel(t *testing.T) {
 		want string
 	}{
 		{[]string{"--model", "chat", "--prompt-suffix", "A:"}, "--prompt-suffix: model chat is prompted through its chat template"},
+		{[]string{"--model", "chat", "--prompt-prefix", "Q:"}, "--prompt-prefix: model chat is prompted through its chat template"},
 		{[]string{"--model", "model", "--chat", "on"}, "--chat on: model model has no chat template"},
 		{[]string{"--model", "model", "--system", "S"}, "--system: model model has no chat template"},
 	} {
@@ -228,6 +234,8 @@ func TestEvalPromptFlagsRefused(t *testing.T) {
 		{[]string{"report", "--table", "--out", "o", "r"}, []string{"[out table] were all set"}},
 		{[]string{"eval", "--chat", "off", "--system", "S"}, []string{"--system is the system prompt of a chat, and --chat off sends plain text"}},
 		{[]string{"eval", "--chat", "on", "--prompt-suffix", "@E1"}, []string{"--prompt-suffix is for plain-text prompts, not --chat on"}},
+		{[]string{"eval", "--chat", "on", "--prompt-prefix", "Q:"}, []string{"--prompt-prefix is for plain-text prompts, not --chat on"}},
+		{[]string{"eval", "--stop", "A", "--stop", ""}, []string{"--stop an empty string would end"}},
 		{[]string{"eval", "--endpoint", "http://127.0.0.1:1/v1", "--chat", "on", "--experts", "2"}, []string{"--experts 2: an --endpoint's chats carry one system prompt"}},
 		{[]string{"eval", "--endpoint", "http://127.0.0.1:1/v1", "--system", "S"}, []string{"--system needs --chat on with --endpoint"}},
 		{[]string{"eval", "--expert", "-2", "--chat", "maybe", "--system", "S", "--problems", "0"},
