@@ -21,6 +21,7 @@ import (
 	"rlvr/format/hf"
 	"rlvr/format/safetensors"
 	"rlvr/format/tokenizer"
+	"rlvr/train"
 )
 
 // execute runs rlvr with args in-process and returns its output and error.
@@ -339,8 +340,14 @@ func TestPretrainShortRunFitsWarmup(t *testing.T) {
 	if !strings.Contains(stdout, "for 3 steps") {
 		t.Errorf("output %q", stdout)
 	}
-	if _, err := os.Stat(filepath.Join(out, "model.safetensors")); err != nil {
-		t.Error(err)
+	// A directory trained with --out is a whole cache entry.
+	for _, f := range []string{"model.safetensors", train.ResultFile} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	if !strings.Contains(stdout, "the cache's directory for these settings, where a copy of it is found: "+filepath.Join(train.CacheDir(), "pretrain-")) {
+		t.Errorf("output %q does not name the cache's directory", stdout)
 	}
 	if got := defaultWarmup(3); got != 0 {
 		t.Errorf("defaultWarmup(3) = %d", got)

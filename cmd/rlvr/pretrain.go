@@ -85,6 +85,13 @@ SIGINT or SIGTERM ends the run after the step under way with a checkpoint (in
 			if err != nil {
 				return err
 			}
+			if cfg.Out != "" {
+				// The result file makes the directory a whole cache entry,
+				// which a copy into the cache then is.
+				if err := train.WriteResult(dir, res); err != nil {
+					return err
+				}
+			}
 			switch {
 			case res.Shipped:
 				fmt.Fprint(out, "installed the world model that ships with rlvr (--out DIR trains one anew): ")
@@ -95,6 +102,9 @@ SIGINT or SIGTERM ends the run after the step under way with a checkpoint (in
 				float64(res.Params)/1e6, cfg.Steps, res.Elapsed.Round(1e9), res.FirstLoss, res.LastLoss)
 			fmt.Fprintf(out, "held-out problems (%d per level):\n%s", cfg.EvalProblems, res.Table())
 			fmt.Fprintf(out, "\ncheckpoint: %s\n", dir)
+			if cfg.Out != "" {
+				fmt.Fprintf(out, "the cache's directory for these settings, where a copy of it is found: %s\n", train.PretrainedPath(cfg))
+			}
 			return nil
 		},
 	}
