@@ -2,12 +2,12 @@
 # EAPO on the built-in world (docs/eapo.md): EAPO against self-exploratory
 # RL, the consultation-schedule ablation (App. H), a homogeneous pool
 # (Table 3), meaningless experts (App. E) and SFT distillation of the
-# experts' answers, three seeds per row; then the
+# experts' answers, five seeds per row (SEEDS); then the
 # test-time workflows (the expert-assisted workflow and self-collaboration,
 # no training), the tables and one report page.
 #
 #   scripts/eapo.sh                 # everything, under runs/eapo/
-#   JOBS=1 SEEDS="1 2 3" STEPS=200 scripts/eapo.sh
+#   JOBS=1 SEEDS="1 2 3 4 5" STEPS=200 TEST_PROBLEMS=500 WORLD=2 scripts/eapo.sh
 #
 # Every run is one process on one core (GOMAXPROCS=1), JOBS at a time. A
 # finished run is skipped when the script is run again, and an unfinished

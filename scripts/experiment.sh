@@ -20,8 +20,9 @@ from_world="--world $world"
 test_flags="--test-problems $tests"
 mkdir -p "$out"
 go build -o bin/rlvr ./cmd/rlvr
-# The world model: version 1's installs from the repository; a later
-# version's is pretrained once (about 15 minutes) and cached.
+# The world model: version 1's installs from the repository; version 2's
+# is pretrained once (16,000 steps, about 65 minutes on two cores) and
+# cached.
 bin/rlvr pretrain --world "$world" >/dev/null
 export GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1
 

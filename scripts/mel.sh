@@ -2,11 +2,11 @@
 # MEL on the built-in world (docs/mel.md): MEL against the same base
 # without it, for GRPO, RFT and REINFORCE++ (paper Fig. 5), and the three
 # methods in one run against each single method at the same questions,
-# steps and seeds; three seeds per row, then the tables and one report
+# steps and seeds; five seeds per row (SEEDS), then the tables and one report
 # page.
 #
 #   scripts/mel.sh                 # everything, under runs/mel/
-#   JOBS=1 SEEDS="1 2 3" STEPS=200 scripts/mel.sh
+#   JOBS=1 SEEDS="1 2 3 4 5" STEPS=200 TEST_PROBLEMS=500 WORLD=2 scripts/mel.sh
 #
 # Every run is one process on one core (GOMAXPROCS=1), JOBS at a time. A
 # finished run is skipped when the script is run again, and an unfinished

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # MEML-GRPO on the built-in world (docs/meml-grpo.md): the Table 4, 5 and 6
-# analogues, three seeds per row, from one command.
+# analogues, five seeds per row (SEEDS), from one command.
 #
 #   scripts/meml-grpo.sh            # everything, under runs/meml-grpo/
-#   JOBS=1 SEEDS="1 2 3" STEPS=200 scripts/meml-grpo.sh
+#   JOBS=1 SEEDS="1 2 3 4 5" STEPS=200 TEST_PROBLEMS=500 WORLD=2 scripts/meml-grpo.sh
 #
 # 1. D_ME: the world's scripted experts E1-E3 and the reference E0 answer
 #    100 questions per level (five-six-ops, seven-eight-ops) on the warm-up
@@ -11,8 +11,9 @@
 # 2. Warm-up SFT per seed: Expert0-SFT (@E0 only) and MoE-SFT (@E0-@E2).
 # 3. RL per seed on the other 80%: Expert0-SFT-GRPO, Expert0-SFT-Dr.GRPO,
 #    MoE-SFT-GRPO, MoE-SFT-Dr.GRPO, MEML-GRPO, and the ablation rows
-#    +HSFT and +IML; greedy accuracy per expert on 200 validation and 200
-#    test problems, the best expert chosen on validation.
+#    +HSFT and +IML; greedy accuracy per expert on the validation problems
+#    and on TEST_PROBLEMS test problems per level, the best expert chosen on
+#    validation.
 # 4. The tables (rlvr report --table) and one report page.
 #
 # Every run is one process on one core (GOMAXPROCS=1), JOBS at a time. A
