@@ -27,7 +27,7 @@ rows=(eapo self-rl eapo-fixed eapo-slow eapo-fast eapo-homogeneous eapo-meaningl
 for row in "${rows[@]}"; do
   for seed in $seeds; do
     case $row in
-      eapo-distill) echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed $from_world $test_flags" ;; # its own steps: SFT
+      eapo-distill) echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --dme $dme $from_world $test_flags" ;; # its own steps: SFT
       *) echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps $from_world $test_flags" ;;
     esac
   done

@@ -33,7 +33,7 @@ bin/rlvr experts analyze "$dme" >"$out/table1.txt"
 # Stage 2: warm-up SFT.
 for seed in $seeds; do
   for sft in expert0-sft moe-sft; do
-    echo "configs/world-$sft.yaml $out/$sft-seed$seed --seed $seed --out $out/$sft-seed$seed-model $from_world $test_flags"
+    echo "configs/world-$sft.yaml $out/$sft-seed$seed --seed $seed --dme $dme --out $out/$sft-seed$seed-model $from_world $test_flags"
   done
 done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
 

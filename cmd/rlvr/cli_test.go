@@ -465,3 +465,15 @@ func TestEvalSkipJoinsParts(t *testing.T) {
 		t.Errorf("--world-words prompt %q (%v), want the question in words", s.Prompt, err)
 	}
 }
+
+// TestTrainDMEFlag checks that --dme replaces the config's data.dme: the
+// experiment scripts point each world version's runs at its own D_ME.
+func TestTrainDMEFlag(t *testing.T) {
+	config, err := filepath.Abs("../../configs/world-expert0-sft.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := cliFixture(t)
+	refused(t, dir, []string{"train", "--config", config, "--model", "model", "--dme", "nosuch-dme.jsonl", "--max-tokens", "16", "--run", "r"},
+		[]string{"data.dme", "nosuch-dme.jsonl"})
+}

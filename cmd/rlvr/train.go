@@ -26,6 +26,7 @@ func bindRLFlags(f *pflag.FlagSet, c *train.RLConfig) {
 	f.StringVar(&c.Data.Name, "data", c.Data.Name, "world, or a dataset name (gsm8k, math500, mathqa, strategyqa, deepscaler, …)")
 	f.StringVar(&c.Data.Train, "train-file", c.Data.Train, "the dataset's training file (JSONL, JSON or Parquet)")
 	f.StringVar(&c.Data.Test, "test-file", c.Data.Test, "the held-out file (default: hold out --eval-problems training examples)")
+	f.StringVar(&c.Data.DME, "dme", c.Data.DME, "a multi-expert dataset (rlvr experts collect) to fine-tune on, in place of the config's data.dme")
 	f.IntSliceVar(&c.Data.Levels, "levels", c.Data.Levels, "world levels of the training problems (default 6, the hardest)")
 	f.IntVar(&c.Data.World, "world", c.Data.World, "world version whose model a run without --model starts from (1 or 2: docs/world.md)")
 	f.StringVar(&c.Chat.Template, "chat", c.Chat.Template, "chat template: auto, on or off")
