@@ -26,7 +26,7 @@ import os
 import sys
 import time
 
-os.environ.setdefault("TINKER_TELEMETRY", "0")  # the SDK would post its telemetry to the server
+os.environ.setdefault("TINKER_TELEMETRY", "0")  # the server would drop it
 import tinker  # noqa: E402
 from tinker import types  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402

@@ -17,6 +17,10 @@
 #   tinker      the official Tinker SDK (python/tinker_sdk_loop.py) against
 #               rlvr serve --tinker over SmolLM2-135M-Instruct: a supervised
 #               loop and an RL loop with every built-in loss.
+#   cookbook    tinker-cookbook's math_rl recipe (its arithmetic task, no
+#               downloads) against rlvr serve --tinker over SmolLM2:
+#               COOKBOOK_STEPS steps (default 10) of COOKBOOK_GROUPS groups
+#               (32) of COOKBOOK_GROUP_SIZE answers (4).
 #   trl         TRL's GRPOTrainer against `rlvr train` on GSM8K with SmolLM2,
 #               at equal settings, for grpo, dr_grpo and dapo: STEPS steps
 #               (default 10) of PROMPTS questions (4) × G answers (8), up to
@@ -48,7 +52,7 @@ cd "$(dirname "$0")/.."
 cache=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}
 data=${DATA:-../shared/data}
 samples=${SAMPLES-runs/calibration}
-sections=(rollouts learner tinker skyrl mathverify trl)
+sections=(rollouts learner tinker cookbook skyrl mathverify trl)
 
 # venv_python NAME REQUIREMENTS sets up the pinned requirements file in its
 # own virtual environment, $cache/NAME, and prints its python's path.
@@ -110,19 +114,20 @@ mathverify() {
   "$out/mathverify" compare -dir "$out" -judged verify/testdata/mathverify.jsonl -doc docs/peers.md
 }
 
-tinker() {
-  local out=runs/peers/tinker py
-  local model=${TINKER_MODEL:-$cache/models/SmolLM2-135M-Instruct.Q4_1} port=${TINKER_PORT:-8765}
-  # The SDK insists on keys that start with tml-.
-  local key=tml-rlvr-peers
-  py=$(peers_python)
+# The SDK insists on keys that start with tml-.
+tinker_key=tml-rlvr-peers
+
+# serve_tinker NAME: rlvr serve --tinker over $model as base model NAME on
+# $port, its state and log under $out, built there; sets $server to its pid
+# once it answers.
+serve_tinker() {
   [ -f "$model/config.json" ] || { echo "peers: no model at $model: run scripts/models.sh (or set TINKER_MODEL)" >&2; exit 1; }
   mkdir -p "$out"
   rm -rf "$out/state"
   go build -o "$out/rlvr" ./cmd/rlvr
-  RLVR_SERVE_TOKEN=$key "$out/rlvr" serve --tinker --model "$model" --name SmolLM2-135M-Instruct \
+  RLVR_SERVE_TOKEN=$tinker_key "$out/rlvr" serve --tinker --model "$model" --name "$1" \
     --addr "127.0.0.1:$port" --state "$out/state" --verbose >"$out/server.log" 2>&1 &
-  local server=$!
+  server=$!
   local up=
   for _ in $(seq 60); do
     if curl -fsS "http://127.0.0.1:$port/api/v1/healthz" >/dev/null 2>&1; then up=1; break; fi
@@ -130,12 +135,40 @@ tinker() {
     sleep 1
   done
   [ -n "$up" ] || { kill "$server" 2>/dev/null; echo "peers: rlvr serve --tinker did not start (see $out/server.log)" >&2; exit 1; }
+}
+
+tinker() {
+  local out=runs/peers/tinker py server
+  local model=${TINKER_MODEL:-$cache/models/SmolLM2-135M-Instruct.Q4_1} port=${TINKER_PORT:-8765}
+  py=$(peers_python)
+  serve_tinker SmolLM2-135M-Instruct
   local rc=0
-  TINKER_API_KEY=$key "$py" python/tinker_sdk_loop.py --base-url "http://127.0.0.1:$port" \
+  TINKER_API_KEY=$tinker_key "$py" python/tinker_sdk_loop.py --base-url "http://127.0.0.1:$port" \
     --model SmolLM2-135M-Instruct --tokenizer "$model" --out "$out" --doc docs/peers.md || rc=$?
   kill "$server"
   wait "$server" 2>/dev/null || true
   return "$rc"
+}
+
+# The tinker-cookbook's math_rl recipe, run as its README runs it, against
+# rlvr serve --tinker. The base model's name is the model's directory, so
+# that the cookbook's tokenizer loads from disk (a hub name would be
+# downloaded); its renderer is named, since the cookbook's table of models
+# has no SmolLM2.
+cookbook() {
+  local out=runs/peers/cookbook py server
+  local model=${TINKER_MODEL:-$cache/models/SmolLM2-135M-Instruct.Q4_1} port=${TINKER_PORT:-8765}
+  py=$(peers_python)
+  serve_tinker "$model"
+  local rc=0
+  TINKER_API_KEY=$tinker_key "$py" -m tinker_cookbook.recipes.math_rl.train base_url="http://127.0.0.1:$port" \
+    model_name="$model" renderer_name=qwen3_instruct lora_rank=0 env=arithmetic \
+    groups_per_batch="${COOKBOOK_GROUPS:-32}" group_size="${COOKBOOK_GROUP_SIZE:-4}" max_steps="${COOKBOOK_STEPS:-10}" \
+    eval_every=0 save_every=0 log_path="$PWD/$out/log" behavior_if_log_dir_exists=delete >"$out/cookbook.log" 2>&1 || rc=$?
+  kill "$server"
+  wait "$server" 2>/dev/null || true
+  [ "$rc" = 0 ] || { echo "peers: the cookbook's recipe failed (see $out/cookbook.log)" >&2; return "$rc"; }
+  go run ./scripts/peers/cookbook -metrics "$out/log/metrics.jsonl" -doc docs/peers.md
 }
 
 trl() {

@@ -40,6 +40,7 @@ const (
 	PathRetrieveFuture  = "/api/v1/retrieve_future"
 	// The SDK's sampling sessions: create one for some weights, read what
 	// it samples (GET PathSamplers + its id), and name it in asample.
+	PathTelemetry             = "/api/v1/telemetry"
 	PathCreateSamplingSession = "/api/v1/create_sampling_session"
 	PathSamplers              = "/api/v1/samplers/"
 	HeaderAPIKey              = "X-API-Key"

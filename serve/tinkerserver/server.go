@@ -117,8 +117,9 @@
 // losses (and dppo, ppo_critic), inflight sampler saves, sparse tensors,
 // image and audio chunks, top-k logprobs, prompt_logprobs_last_n,
 // target_prompt_logprobs, prompt_alt_tokens_k, record_stability_info,
-// telemetry, unload_model, weights_info, and the training-run and
-// checkpoint listings. Each is refused by name.
+// weights_info, the session, training-run and checkpoint listings, and the
+// SDK's other service endpoints (notOffered). Each is refused by name
+// (501 for an endpoint). Telemetry is taken and dropped.
 package tinkerserver
 
 import (
@@ -416,6 +417,7 @@ func (s *Server) routes() http.Handler {
 		tinker.PathSample:          {http.MethodPost, true, s.asample},
 		tinker.PathRetrieveFuture:  {http.MethodPost, true, s.retrieveFuture},
 
+		tinker.PathTelemetry:             {http.MethodPost, true, s.telemetry},
 		tinker.PathCreateSamplingSession: {http.MethodPost, true, s.createSamplingSession},
 		tinker.PathSamplers:              {http.MethodGet, true, s.getSampler},
 	}
@@ -441,6 +443,10 @@ func (s *Server) routes() http.Handler {
 			return
 		}
 		if !ok {
+			if what := notOffered(path); what != "" {
+				writeDetail(w, http.StatusNotImplemented, what+" is not offered by this server (rlvr serve --tinker)")
+				return
+			}
 			writeDetail(w, http.StatusNotFound, "Not Found")
 			return
 		}
@@ -641,6 +647,34 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 		out.SupportedModels = append(out.SupportedModels, supportedModel{n})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// telemetry takes the SDK's batches of usage events, which it sends
+// unless TINKER_TELEMETRY=0, and keeps none: the SDK logs a failed batch
+// as an error with its traceback.
+func (s *Server) telemetry(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	writeJSON(w, http.StatusOK, map[string]string{"status": "accepted"})
+}
+
+// notOffered names what an SDK path asks for when this server does not
+// offer it, "" for a path the SDK does not call.
+func notOffered(path string) string {
+	rest, ok := strings.CutPrefix(path, "/api/v1/")
+	if !ok {
+		return ""
+	}
+	switch rest {
+	case "cancel_future", "copy_weights", "create_custom_loss", "join_sampling_session", "retrieve_futures",
+		"save_weights_external", "weights_info", "checkpoints", "client/dynamic_config", "audit":
+		return rest
+	}
+	for _, prefix := range []string{"sessions", "training_runs", "auth/", "billing/"} {
+		if strings.HasPrefix(rest, prefix) {
+			return strings.TrimSuffix(prefix, "/") + " (" + rest + ")"
+		}
+	}
+	return ""
 }
 
 func (s *Server) clientConfig(w http.ResponseWriter, r *http.Request) {

@@ -324,6 +324,10 @@ func TestMalformedRequests(t *testing.T) {
 		{"GET", tinker.PathForwardBackward, ``, nil, 405, "takes POST"},
 		{"POST", tinker.PathHealthz, ``, nil, 405, "takes GET"},
 		{"POST", "/api/v1/unload_model", `{}`, nil, 404, "Not Found"},
+		{"POST", "/api/v1/weights_info", `{}`, nil, 501, "weights_info is not offered by this server"},
+		{"GET", "/api/v1/training_runs/model_1/checkpoints", ``, nil, 501, "training_runs (training_runs/model_1/checkpoints) is not offered"},
+		{"GET", "/api/v1/sessions", ``, nil, 501, "sessions (sessions) is not offered"},
+		{"GET", tinker.PathTelemetry, ``, nil, 405, "takes POST"},
 		{"POST", tinker.PathSample, `{"sampling_session_id": "s", "prompt": {"chunks": []}, "sampling_params": {}}`, nil, 404, "sampling session s not found"},
 		{"POST", tinker.PathSample, `{"base_model": "tiny", "record_stability_info": true, "prompt": {"chunks": []}, "sampling_params": {}}`, nil, 400, "record_stability_info is not supported"},
 		{"GET", tinker.PathSamplers + "sampler_none", ``, nil, 404, "sampling session sampler_none not found"},
@@ -394,5 +398,15 @@ func TestNewRefuses(t *testing.T) {
 		if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v): %v, want an error mentioning %q", tc.cfg, err, tc.want)
 		}
+	}
+}
+
+// TestTelemetryDropped sends a batch of the SDK's telemetry: it is taken,
+// as the SDK expects, and kept nowhere.
+func TestTelemetryDropped(t *testing.T) {
+	h := newHarness(t, Config{})
+	status, b := h.do("POST", tinker.PathTelemetry, `{"events": [{"event": "SESSION_START"}], "session_id": "s", "platform": "linux", "sdk_version": "0.38.0"}`)
+	if status != 200 || strings.TrimSpace(string(b)) != `{"status":"accepted"}` {
+		t.Fatalf("telemetry: %d %s", status, b)
 	}
 }
