@@ -9,6 +9,7 @@ import (
 	"math"
 
 	"rlvr/backend"
+	"rlvr/engine/lora"
 	"rlvr/engine/model"
 	"rlvr/engine/optim"
 	"rlvr/format/hfconfig"
@@ -33,6 +34,11 @@ type Learner struct {
 	sourceRead  string            // the Source they were read from
 
 	named map[string]*optim.AdamW // backend.OptimParams.State's states; nil until one steps
+
+	// LoRA, when set, holds the adapters the learner trains in place of
+	// every parameter (NewLoRALearner): Opt steps their parameters, and
+	// each step merges them into Model.
+	LoRA *lora.Adapters
 }
 
 // NewLearner wraps m with an AdamW optimizer. Weight decay applies to the
@@ -45,12 +51,47 @@ func NewLearner(m *model.Model, cfg optim.AdamWConfig) (*Learner, error) {
 	return &Learner{Model: m, Opt: opt}, nil
 }
 
+// NewLoRALearner wraps m with low-rank adapters over the matrices cfg
+// chooses, m's weights as their frozen base, and an AdamW optimizer over
+// the adapters alone.
+func NewLoRALearner(m *model.Model, adam optim.AdamWConfig, cfg lora.Config) (*Learner, error) {
+	a, err := lora.New(m, cfg)
+	if err != nil {
+		return nil, err
+	}
+	l := &Learner{Model: m, LoRA: a}
+	if l.Opt, err = l.newAdamW(adam); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
 func newAdamW(m *model.Model, cfg optim.AdamWConfig) (*optim.AdamW, error) {
 	segs := make([]optim.Segment, len(m.Tensors))
 	for i, t := range m.Tensors {
 		segs[i] = optim.Segment{Name: t.Name, Offset: t.Offset, Len: t.Len(), Decay: t.Decay}
 	}
 	return optim.NewAdamW(cfg, m.NumParams(), segs)
+}
+
+// newAdamW is a fresh optimizer over what the learner trains: the model's
+// parameters, or its adapters'.
+func (l *Learner) newAdamW(cfg optim.AdamWConfig) (*optim.AdamW, error) {
+	if l.LoRA == nil {
+		return newAdamW(l.Model, cfg)
+	}
+	return optim.NewAdamW(cfg, l.LoRA.NumParams(), l.LoRA.Segments())
+}
+
+// trained returns the slabs the optimizer steps, with the gradients of
+// the last passes in the second: the model's, or, with adapters, theirs,
+// projected from the model's.
+func (l *Learner) trained() (params, grads []float32) {
+	if l.LoRA == nil {
+		return l.Model.Params, l.Model.Gradients()
+	}
+	l.LoRA.Project(l.Model.Gradients())
+	return l.LoRA.Params, l.LoRA.Grads
 }
 
 // optimizer is the AdamW state a step names (backend.OptimParams.State):
@@ -63,7 +104,7 @@ func (l *Learner) optimizer(name string) (*optim.AdamW, error) {
 	if a, ok := l.named[name]; ok {
 		return a, nil
 	}
-	a, err := newAdamW(l.Model, l.Opt.Config())
+	a, err := l.newAdamW(l.Opt.Config())
 	if err != nil {
 		return nil, fmt.Errorf("local: optimizer state %q: %w", name, err)
 	}
@@ -220,11 +261,11 @@ func (l *Learner) OptimStep(ctx context.Context, p backend.OptimParams) (backend
 	if err != nil {
 		return backend.StepResult{}, err
 	}
-	g := l.Model.Gradients()
+	params, g := l.trained()
 	norm := optim.GradNorm(g)
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
 		// Step finds and names the first non-finite gradient and refuses.
-		err := opt.Step(l.Model.Params, g, p.LearningRate)
+		err := opt.Step(params, g, p.LearningRate)
 		return backend.StepResult{GradNorm: norm}, fmt.Errorf("local: optimizer step refused: %w", err)
 	}
 	if p.GradClipNorm > 0 && norm > float64(p.GradClipNorm) {
@@ -233,8 +274,14 @@ func (l *Learner) OptimStep(ctx context.Context, p backend.OptimParams) (backend
 			g[i] *= scale
 		}
 	}
-	if err := opt.Step(l.Model.Params, g, p.LearningRate); err != nil {
+	if err := opt.Step(params, g, p.LearningRate); err != nil {
 		return backend.StepResult{GradNorm: norm}, fmt.Errorf("local: %w", err)
+	}
+	if l.LoRA != nil {
+		// Step cleared the adapters' gradients; the model's, which they
+		// were projected from, are cleared here, and the step merged.
+		l.Model.ZeroGrad()
+		l.LoRA.Merge(l.Model.Params)
 	}
 	return backend.StepResult{GradNorm: norm}, nil
 }

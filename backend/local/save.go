@@ -14,6 +14,7 @@ import (
 
 	"rlvr/backend"
 	"rlvr/checkpoint"
+	"rlvr/engine/lora"
 	"rlvr/engine/optim"
 	"rlvr/format/hf"
 	"rlvr/format/hfconfig"
@@ -45,6 +46,11 @@ func (l *Learner) Save(ctx context.Context, dir string) error {
 	}
 	if err := l.writeSourceFiles(dir); err != nil {
 		return fmt.Errorf("local: save: %w", err)
+	}
+	if l.LoRA != nil {
+		if err := saveLoRA(filepath.Join(dir, LoRAFile), l.LoRA); err != nil {
+			return fmt.Errorf("local: save: %w", err)
+		}
 	}
 	m, v, step := l.Opt.State()
 	ts := []safetensors.Tensor{{Name: "adamw.m", Shape: []int{len(m)}, Data: m}, {Name: "adamw.v", Shape: []int{len(v)}, Data: v}}
@@ -139,6 +145,13 @@ func (l *Learner) LoadOptimizer(dir string) error {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
+	// A LoRA learner's optimizer state is its adapters'.
+	if _, err := os.Stat(filepath.Join(dir, LoRAFile)); (err == nil) != (l.LoRA != nil) {
+		if l.LoRA == nil {
+			return fmt.Errorf("local: %s is the state of LoRA adapters (%s), and this learner trains every parameter", path, LoRAFile)
+		}
+		return fmt.Errorf("local: %s is the state of a learner of every parameter, and this one trains LoRA adapters", path)
+	}
 	f, err := safetensors.Open(path)
 	if err != nil {
 		return err
@@ -174,5 +187,75 @@ func (l *Learner) LoadOptimizer(dir string) error {
 			return fmt.Errorf("local: %s: optimizer state %q: %w", path, name, err)
 		}
 	}
+	return nil
+}
+
+// LoRAFile holds a LoRA learner's adapters beside its merged weights.
+const LoRAFile = "lora.safetensors"
+
+// saveLoRA writes a's adapters to path: each target's A and B as
+// NAME.lora_A (rank × in) and NAME.lora_B (out × rank), and its settings
+// in the metadata.
+func saveLoRA(path string, a *lora.Adapters) error {
+	var ts []safetensors.Tensor
+	r := a.Config.Rank
+	for _, t := range a.Targets {
+		ts = append(ts, safetensors.Tensor{Name: t.Name + ".lora_A", Shape: []int{r, t.Cols}, Data: a.A(t)},
+			safetensors.Tensor{Name: t.Name + ".lora_B", Shape: []int{t.Rows, r}, Data: a.B(t)})
+	}
+	return safetensors.Write(path, ts, loraMetadata(a.Config), safetensors.F32)
+}
+
+// loraMetadata is what a saved adapter file says of its settings.
+func loraMetadata(c lora.Config) map[string]string {
+	return map[string]string{
+		"format": "rlvr-lora", "rank": strconv.Itoa(c.Rank), "alpha": strconv.FormatFloat(float64(c.Alpha), 'g', -1, 32),
+		"attention": strconv.FormatBool(c.Attention), "mlp": strconv.FormatBool(c.MLP), "unembed": strconv.FormatBool(c.Unembed),
+	}
+}
+
+// LoadLoRA restores the adapters Save wrote to dir into a LoRA learner
+// made over the same base model with the same settings, and merges them.
+func (l *Learner) LoadLoRA(dir string) error {
+	path := filepath.Join(dir, LoRAFile)
+	if l.LoRA == nil {
+		return fmt.Errorf("local: %s: the learner trains every parameter, not adapters", path)
+	}
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	defer f.Close()
+	got, want := f.Metadata(), loraMetadata(l.LoRA.Config)
+	for _, key := range slices.Sorted(maps.Keys(want)) {
+		if got[key] != want[key] {
+			return fmt.Errorf("local: %s: %s is %q, but the learner's adapters have %q", path, key, got[key], want[key])
+		}
+	}
+	// Read into the adapters in place; a file that fails part-way leaves
+	// them as they were.
+	kept := slices.Clone(l.LoRA.Params)
+	fail := func(err error) error {
+		copy(l.LoRA.Params, kept)
+		return fmt.Errorf("local: %s: %w", path, err)
+	}
+	r := l.LoRA.Config.Rank
+	for _, t := range l.LoRA.Targets {
+		for _, part := range []struct {
+			suffix     string
+			rows, cols int
+			dst        []float32
+		}{{".lora_A", r, t.Cols, l.LoRA.A(t)}, {".lora_B", t.Rows, r, l.LoRA.B(t)}} {
+			data, shape, err := f.Float32(t.Name + part.suffix)
+			if err != nil {
+				return fail(err)
+			}
+			if !slices.Equal(shape, []int{part.rows, part.cols}) {
+				return fail(fmt.Errorf("%s%s has shape %v, want [%d %d]", t.Name, part.suffix, shape, part.rows, part.cols))
+			}
+			copy(part.dst, data)
+		}
+	}
+	l.LoRA.Merge(l.Model.Params)
 	return nil
 }
