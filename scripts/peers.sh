@@ -162,7 +162,7 @@ cookbook() {
   serve_tinker "$model"
   local rc=0
   TINKER_API_KEY=$tinker_key "$py" -m tinker_cookbook.recipes.math_rl.train base_url="http://127.0.0.1:$port" \
-    model_name="$model" renderer_name=qwen3_instruct lora_rank=0 env=arithmetic \
+    model_name="$model" renderer_name=qwen3_instruct env=arithmetic \
     groups_per_batch="${COOKBOOK_GROUPS:-32}" group_size="${COOKBOOK_GROUP_SIZE:-4}" max_steps="${COOKBOOK_STEPS:-10}" \
     eval_every=0 save_every=0 log_path="$PWD/$out/log" behavior_if_log_dir_exists=delete >"$out/cookbook.log" 2>&1 || rc=$?
   kill "$server"

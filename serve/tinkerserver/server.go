@@ -94,12 +94,17 @@
 //
 // # Weights
 //
-// create_model trains every parameter of the base model (lora_config.rank
-// must be 0, as SkyRL's full-parameter backends take it). save_weights
-// writes the full training state (weights and AdamW state, a Hugging Face
-// directory) to Config.StateDir/<model_id>/weights/<name>, and
-// load_weights reads such a state into any model of the same base, with
-// or without its optimizer state. save_weights_for_sampler keeps a copy
+// create_model trains every parameter of the base model when
+// lora_config.rank is 0 (as SkyRL's full-parameter backends take it), and
+// LoRA adapters of that rank otherwise (engine/lora: alpha 32 as on
+// Tinker's service, over the attention, MLP and unembedding matrices that
+// train_attn, train_mlp and train_unembed choose, all by default; A drawn
+// from lora_config.seed, at random without one). save_weights writes the
+// full training state (the weights, merged with any adapters, as a Hugging
+// Face directory; the adapters in lora.safetensors; AdamW's state) to
+// Config.StateDir/<model_id>/weights/<name>, and load_weights reads such a
+// state into any model of the same base and the same adapters, with or
+// without its optimizer state. save_weights_for_sampler keeps a copy
 // of the weights in memory under tinker://<model_id>/sampler_weights/<name>
 // for asample's model_path (at most Config.MaxSamplerWeights per model,
 // the oldest dropped first).
@@ -113,13 +118,13 @@
 //
 // # Not supported
 //
-// LoRA adapters, the losses gspo, stable_reinforce and server-side custom
+// The losses gspo, stable_reinforce and server-side custom
 // losses (and dppo, ppo_critic), inflight sampler saves, sparse tensors,
 // image and audio chunks, top-k logprobs, prompt_logprobs_last_n,
 // target_prompt_logprobs, prompt_alt_tokens_k, record_stability_info,
 // weights_info, the session, training-run and checkpoint listings, and the
 // SDK's other service endpoints (notOffered). Each is refused by name
-// (501 for an endpoint). Telemetry is taken and dropped.
+// (404 for an endpoint). Telemetry is taken and dropped.
 package tinkerserver
 
 import (
@@ -443,8 +448,10 @@ func (s *Server) routes() http.Handler {
 			return
 		}
 		if !ok {
+			// 404 rather than 501: the SDK retries every 5xx, and treats
+			// a 404 of an optional endpoint as its absence.
 			if what := notOffered(path); what != "" {
-				writeDetail(w, http.StatusNotImplemented, what+" is not offered by this server (rlvr serve --tinker)")
+				writeDetail(w, http.StatusNotFound, what+" is not offered by this server (rlvr serve --tinker)")
 				return
 			}
 			writeDetail(w, http.StatusNotFound, "Not Found")

@@ -41,7 +41,13 @@ func TestServiceCalls(t *testing.T) {
 	expectDetail(t, status, b, http.StatusNotFound, "session session_nothing not found")
 	sess := h.session()
 	status, b = h.do(http.MethodPost, tinker.PathCreateModel, tinker.CreateModelRequest{SessionID: sess, BaseModel: testBase, LoraConfig: tinker.LoraConfig{Rank: 32}})
-	expectDetail(t, status, b, http.StatusBadRequest, "lora_config.rank is 32", "rank 0")
+	expectDetail(t, status, b, http.StatusBadRequest, "create_model: lora: rank 32 exceeds model.layers.0.self_attn.q_proj.weight's 16 × 16")
+	status, b = h.do(http.MethodPost, tinker.PathCreateModel, tinker.CreateModelRequest{SessionID: sess, BaseModel: testBase, LoraConfig: tinker.LoraConfig{Rank: -1}})
+	expectDetail(t, status, b, http.StatusBadRequest, "lora_config.rank is -1")
+	off := false
+	status, b = h.do(http.MethodPost, tinker.PathCreateModel, tinker.CreateModelRequest{SessionID: sess, BaseModel: testBase,
+		LoraConfig: tinker.LoraConfig{Rank: 2, TrainAttn: &off, TrainMLP: &off, TrainUnembed: &off}})
+	expectDetail(t, status, b, http.StatusBadRequest, "lora: no matrix chosen")
 	status, b = h.do(http.MethodPost, tinker.PathCreateModel, tinker.CreateModelRequest{SessionID: sess, BaseModel: "Qwen/Qwen3-8B"})
 	expectDetail(t, status, b, http.StatusNotFound, `base_model "Qwen/Qwen3-8B" is not served here (served: tiny)`)
 	status, b = h.do(http.MethodPost, tinker.PathCreateModel, tinker.CreateModelRequest{SessionID: sess})
@@ -324,9 +330,9 @@ func TestMalformedRequests(t *testing.T) {
 		{"GET", tinker.PathForwardBackward, ``, nil, 405, "takes POST"},
 		{"POST", tinker.PathHealthz, ``, nil, 405, "takes GET"},
 		{"POST", "/api/v1/unload_model", `{}`, nil, 404, "Not Found"},
-		{"POST", "/api/v1/weights_info", `{}`, nil, 501, "weights_info is not offered by this server"},
-		{"GET", "/api/v1/training_runs/model_1/checkpoints", ``, nil, 501, "training_runs (training_runs/model_1/checkpoints) is not offered"},
-		{"GET", "/api/v1/sessions", ``, nil, 501, "sessions (sessions) is not offered"},
+		{"POST", "/api/v1/weights_info", `{}`, nil, 404, "weights_info is not offered by this server"},
+		{"GET", "/api/v1/training_runs/model_1/checkpoints", ``, nil, 404, "training_runs (training_runs/model_1/checkpoints) is not offered"},
+		{"GET", "/api/v1/sessions", ``, nil, 404, "sessions (sessions) is not offered"},
 		{"GET", tinker.PathTelemetry, ``, nil, 405, "takes POST"},
 		{"POST", tinker.PathSample, `{"sampling_session_id": "s", "prompt": {"chunks": []}, "sampling_params": {}}`, nil, 404, "sampling session s not found"},
 		{"POST", tinker.PathSample, `{"base_model": "tiny", "record_stability_info": true, "prompt": {"chunks": []}, "sampling_params": {}}`, nil, 400, "record_stability_info is not supported"},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"mime"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"rlvr/api/tinker"
 	"rlvr/backend/local"
+	"rlvr/engine/lora"
 	"rlvr/engine/model"
 	"rlvr/engine/optim"
 )
@@ -348,8 +350,26 @@ func (s *Server) getInfo(w http.ResponseWriter, r *http.Request) {
 	if fi, err := os.Stat(s.cfg.Models[m.base.name]); err == nil && fi.IsDir() {
 		tokenizer = s.cfg.Models[m.base.name]
 	}
-	writeJSON(w, http.StatusOK, modelInfo{Type: "get_info", ModelID: m.id, ModelName: m.base.name,
-		ModelData: modelData{ModelName: m.base.name, TokenizerID: tokenizer}})
+	info := modelInfo{Type: "get_info", ModelID: m.id, ModelName: m.base.name,
+		ModelData: modelData{ModelName: m.base.name, TokenizerID: tokenizer}}
+	if m.lora != nil {
+		info.IsLoRA, info.LoRARank = true, m.lora.Rank
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// loraConfig is the adapters a create_model request asks for, with the
+// SDK's defaults (every kind of matrix) and Tinker's alpha of 32. Without
+// a seed, A's initial values are drawn at random, as on Tinker's service.
+func loraConfig(c tinker.LoraConfig) lora.Config {
+	on := func(b *bool) bool { return b == nil || *b }
+	cfg := lora.Config{Rank: c.Rank, Alpha: lora.DefaultAlpha, Attention: on(c.TrainAttn), MLP: on(c.TrainMLP), Unembed: on(c.TrainUnembed)}
+	if c.Seed != nil {
+		cfg.Seed = uint64(*c.Seed)
+	} else {
+		cfg.Seed = mathrand.Uint64()
+	}
+	return cfg
 }
 
 // newModel creates the model req asks for, or finds the one a retry of
@@ -362,8 +382,8 @@ func (s *Server) newModel(req *tinker.CreateModelRequest) (*trainModel, error) {
 	if b == nil {
 		return nil, errorf(http.StatusNotFound, "create_model: base_model %q is not served here (served: %s)", req.BaseModel, strings.Join(s.names, ", "))
 	}
-	if req.LoraConfig.Rank != 0 {
-		return nil, errorf(http.StatusBadRequest, "create_model: lora_config.rank is %d, but this server trains every parameter and takes rank 0 only", req.LoraConfig.Rank)
+	if req.LoraConfig.Rank < 0 {
+		return nil, errorf(http.StatusBadRequest, "create_model: lora_config.rank is %d: want 0 (every parameter) or a LoRA rank", req.LoraConfig.Rank)
 	}
 	find := func() (*trainModel, error) {
 		sess, err := s.sessionLocked(req.SessionID, time.Now())
@@ -393,9 +413,17 @@ func (s *Server) newModel(req *tinker.CreateModelRequest) (*trainModel, error) {
 		return nil, err
 	}
 	copy(mm.Params, b.loaded.Model.Params)
-	learner, err := local.NewLearner(mm, optim.DefaultAdamW())
+	var learner *local.Learner
+	var adapters *lora.Config
+	if req.LoraConfig.Rank == 0 {
+		learner, err = local.NewLearner(mm, optim.DefaultAdamW())
+	} else {
+		cfg := loraConfig(req.LoraConfig)
+		adapters = &cfg
+		learner, err = local.NewLoRALearner(mm, optim.DefaultAdamW(), cfg)
+	}
 	if err != nil {
-		return nil, err
+		return nil, errorf(http.StatusBadRequest, "create_model: %v", err)
 	}
 	// Saves carry the base model's config.json and tokenizer files.
 	learner.Source, learner.HFConfig = b.loaded.Dir, b.loaded.HFConfig
@@ -410,7 +438,7 @@ func (s *Server) newModel(req *tinker.CreateModelRequest) (*trainModel, error) {
 		id = randomID("model_")
 	}
 	sess := s.sessions[req.SessionID]
-	m = &trainModel{id: id, sess: sess, base: b, learner: learner, wake: make(chan struct{}, 1),
+	m = &trainModel{id: id, sess: sess, base: b, lora: adapters, learner: learner, wake: make(chan struct{}, 1),
 		seqs: map[int64]seqRecord{}}
 	sess.models[req.ModelSeqID] = m
 	s.models[id] = m

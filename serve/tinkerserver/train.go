@@ -18,6 +18,8 @@ import (
 	"rlvr/api/tinker"
 	"rlvr/backend"
 	"rlvr/backend/local"
+	"rlvr/engine/lora"
+	"rlvr/engine/model"
 	"rlvr/engine/optim"
 	"rlvr/format/hf"
 	"rlvr/format/hfconfig"
@@ -29,6 +31,7 @@ type trainModel struct {
 	id   string
 	sess *session
 	base *base
+	lora *lora.Config  // the LoRA adapters trained, nil when every parameter is
 	wake chan struct{} // a call was queued, or the model stops
 
 	// Guarded by s.mu.
@@ -593,13 +596,35 @@ func (s *Server) load(m *trainModel, dir, path string, optimizer bool) error {
 			return userErr("the state at %s holds no optimizer state", path)
 		}
 	}
-	saved, _, err := hf.Load(dir)
-	if err != nil {
-		return serverErr("reading %s: %v", path, err)
+	_, err = os.Stat(filepath.Join(dir, local.LoRAFile))
+	if isLoRA := err == nil; isLoRA != (m.lora != nil) {
+		if isLoRA {
+			return userErr("the state at %s is of LoRA adapters, and model %s trains every parameter", path, m.id)
+		}
+		return userErr("the state at %s is of every parameter, and model %s trains LoRA adapters", path, m.id)
 	}
-	nl, err := local.NewLearner(saved, l.Opt.Config())
-	if err != nil {
-		return serverErr("%v", err)
+	var nl *local.Learner
+	if m.lora != nil {
+		// Adapters over a fresh copy of the base weights.
+		base, err := model.NewEmpty(m.base.loaded.Model.Config)
+		if err != nil {
+			return serverErr("%v", err)
+		}
+		copy(base.Params, m.base.loaded.Model.Params)
+		if nl, err = local.NewLoRALearner(base, l.Opt.Config(), *m.lora); err != nil {
+			return serverErr("%v", err)
+		}
+		if err := nl.LoadLoRA(dir); err != nil {
+			return userErr("reading %s: %v", path, err)
+		}
+	} else {
+		saved, _, err := hf.Load(dir)
+		if err != nil {
+			return serverErr("reading %s: %v", path, err)
+		}
+		if nl, err = local.NewLearner(saved, l.Opt.Config()); err != nil {
+			return serverErr("%v", err)
+		}
 	}
 	// Saves still carry the base model's config.json and tokenizer files.
 	nl.Source, nl.HFConfig = l.Source, l.HFConfig

@@ -15,6 +15,7 @@ import (
 	"rlvr/backend"
 	"rlvr/backend/local"
 	"rlvr/checkpoint"
+	"rlvr/engine/lora"
 	"rlvr/engine/optim"
 )
 
@@ -436,5 +437,84 @@ func TestFailureBounded(t *testing.T) {
 	}
 	if n := len(f.Message); n > maxMessageBytes+len("…") {
 		t.Errorf("the message is %d bytes, more than %d", n, maxMessageBytes+len("…"))
+	}
+}
+
+// TestLoRA trains LoRA adapters through the server: the same steps as a
+// local LoRA learner with the same seed, bit for bit; get_info says so;
+// only adapted matrices move; a saved state resumes exactly and is refused
+// by a model that trains every parameter.
+func TestLoRA(t *testing.T) {
+	h := newHarness(t, Config{})
+	seed := int64(4)
+	attnOnly := false
+	create := func() string {
+		var m tinker.CreateModelResponse
+		strict(t, h.post(tinker.PathCreateModel, tinker.CreateModelRequest{SessionID: h.session(), BaseModel: testBase,
+			LoraConfig: tinker.LoraConfig{Rank: 2, Seed: &seed, TrainMLP: &attnOnly}}), &m)
+		return m.ModelID
+	}
+	a := create()
+	var info modelInfo
+	strict(t, h.post(tinker.PathGetInfo, map[string]string{"model_id": a}), &info)
+	if !info.IsLoRA || info.LoRARank != 2 {
+		t.Errorf("get_info: %+v", info)
+	}
+
+	ref := localLearner(t)
+	base := slices.Clone(ref.Model.Params)
+	adam := tinker.AdamParams{LearningRate: 0.01, Beta1: 0.9, Beta2: 0.95, Eps: 1e-12}
+	lref, err := local.NewLoRALearner(ref.Model, optim.AdamWConfig{Beta1: adam.Beta1, Beta2: adam.Beta2, Eps: adam.Eps},
+		lora.Config{Rank: 2, Alpha: 32, Attention: true, Unembed: true, Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(8, 9))
+	step := func(id string, data []tinker.Datum, fn string) {
+		var out tinker.ForwardBackwardOutput
+		h.call(tinker.PathForwardBackward, tinker.ForwardBackwardRequest{ModelID: id, Input: tinker.ForwardBackwardInput{Data: data, LossFn: fn}}, &out)
+		var os tinker.OptimStepResponse
+		h.call(tinker.PathOptimStep, tinker.OptimStepRequest{ModelID: id, AdamParams: adam}, &os)
+	}
+	for _, tc := range []struct {
+		fn   string
+		loss backend.Loss
+	}{{tinker.CrossEntropy, backend.Loss{NLL: 1}}, {tinker.ImportanceSampling, backend.Loss{PolicyGradient: backend.Importance}}} {
+		data, batch := makeBatch(t, r, tc.fn, lref)
+		step(a, data, tc.fn)
+		if _, err := lref.ForwardBackward(context.Background(), batch, tc.loss); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lref.OptimStep(context.Background(), backend.OptimParams{LearningRate: 0.01}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bitsEqual(h.params(a), lref.Model.Params) {
+		t.Fatal("the server's LoRA steps differ from the local LoRA learner's")
+	}
+	for _, tn := range lref.Model.Tensors {
+		moved := !slices.Equal(base[tn.Offset:tn.Offset+tn.Len()], lref.Model.Params[tn.Offset:tn.Offset+tn.Len()])
+		want := strings.Contains(tn.Name, "self_attn.") && strings.HasSuffix(tn.Name, "_proj.weight") ||
+			tn.Name == "lm_head.weight" || tn.Name == "model.embed_tokens.weight" && lref.Model.Config.TiedEmbeddings
+		if moved != want {
+			t.Errorf("%s: moved %v, want %v", tn.Name, moved, want)
+		}
+	}
+
+	var saved tinker.SaveWeightsResponse
+	h.call(tinker.PathSaveWeights, tinker.SaveWeightsRequest{ModelID: a, Path: "lora-1"}, &saved)
+	b := create()
+	var loaded tinker.LoadWeightsResponse
+	h.call(tinker.PathLoadWeights, tinker.LoadWeightsRequest{ModelID: b, Path: saved.Path, Optimizer: true}, &loaded)
+	next, _ := makeBatch(t, r, tinker.CrossEntropy, lref)
+	step(a, next, tinker.CrossEntropy)
+	step(b, next, tinker.CrossEntropy)
+	if !bitsEqual(h.params(a), h.params(b)) {
+		t.Fatal("a step after loading the adapters with their optimizer differs from the step after saving")
+	}
+	_, full := h.newModel()
+	if f := h.failure(tinker.PathLoadWeights, tinker.LoadWeightsRequest{ModelID: full, Path: saved.Path}); f.Category != "user" ||
+		!strings.Contains(f.Message, "is of LoRA adapters, and model "+full+" trains every parameter") {
+		t.Errorf("a full model loading adapters: %+v", f)
 	}
 }
