@@ -11,6 +11,7 @@ import (
 	"rlvr/backend/local"
 	"rlvr/backend/remote"
 	"rlvr/checkpoint"
+	"rlvr/engine/lora"
 	"rlvr/internal/httpurl"
 	"rlvr/rollout"
 )
@@ -36,9 +37,11 @@ type BackendConfig struct {
 	// BaseModel is the server's name of the model (e.g. Qwen/Qwen3-8B);
 	// default the model directory's name.
 	BaseModel string `yaml:"base_model,omitempty"`
-	// LoraRank is the LoRA rank trained; 0 trains every parameter (rlvr
-	// serve --tinker). SkyRL tx's JAX backend and hosted Tinker train LoRA
-	// adapters only, of rank 1 to 32 by default.
+	// LoraRank is the LoRA rank trained; 0 trains every parameter (the
+	// local engine, rlvr serve --tinker). SkyRL tx's JAX backend and hosted
+	// Tinker train LoRA adapters only, of rank 1 to 32 by default. The
+	// local engine trains them as Tinker's service does: alpha 32, every
+	// attention, MLP and unembedding matrix, A drawn from the run's seed.
 	LoraRank int `yaml:"lora_rank,omitempty"`
 	// Reduction is how the server reduces a loss: "sum" (hosted Tinker,
 	// rlvr serve --tinker; the default) or "datum-mean" (SkyRL tx's JAX
@@ -56,6 +59,13 @@ type BackendConfig struct {
 	Timeout string `yaml:"timeout,omitempty"`
 }
 
+// localLoRA is the adapters a local run with LoraRank trains: Tinker's
+// choice of matrices and alpha, A drawn from the run's seed as the tinker
+// backend asks the server to draw it.
+func (b *BackendConfig) localLoRA(seed uint64) lora.Config {
+	return lora.Config{Rank: b.LoraRank, Alpha: lora.DefaultAlpha, Attention: true, MLP: true, Unembed: true, Seed: seed}
+}
+
 // remote says the run trains on a Tinker server.
 func (b *BackendConfig) remote() bool { return b != nil && b.Kind == BackendTinker }
 
@@ -69,6 +79,18 @@ func (c *RLConfig) resolveBackend(add func(format string, args ...any)) {
 	switch b.Kind {
 	case "", BackendLocal:
 		b.Kind = BackendLocal
+		if b.LoraRank < 0 {
+			add("backend.lora_rank = %d is negative", b.LoraRank)
+		}
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"url", b.URL != ""}, {"base_model", b.BaseModel != ""}, {"reduction", b.Reduction != ""},
+			{"api_key_env", b.APIKeyEnv != ""}, {"retries", b.Retries != 0}, {"timeout", b.Timeout != ""}} {
+			if f.set {
+				add("backend.%s is for kind %s, not %s", f.name, BackendTinker, BackendLocal)
+			}
+		}
 		return
 	case BackendTinker:
 	default:
@@ -125,11 +147,16 @@ type policy struct {
 // contact with a concrete backend.
 func openPolicy(ctx context.Context, base, ckpt string, c *RLConfig) (*policy, error) {
 	if !c.Backend.remote() {
-		dir := base
-		if ckpt != "" {
-			dir = ckpt
+		var s *local.Session
+		var err error
+		switch {
+		case c.Backend != nil && c.Backend.LoraRank > 0:
+			s, err = local.OpenLoRA(base, ckpt, c.AdamW, c.Backend.localLoRA(c.Seed))
+		case ckpt != "":
+			s, err = local.Open(ckpt, c.AdamW, true)
+		default:
+			s, err = local.Open(base, c.AdamW, false)
 		}
-		s, err := local.Open(dir, c.AdamW, ckpt != "")
 		if err != nil {
 			return nil, err
 		}

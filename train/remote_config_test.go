@@ -38,6 +38,14 @@ func TestTinkerBackendRefusesLocalOnlyTerms(t *testing.T) {
 	if err := skyrl.Resolve(); err != nil {
 		t.Errorf("datum-mean with lora_rank 32: %v", err)
 	}
+	local := DefaultRL()
+	local.Backend = &BackendConfig{Kind: BackendLocal, URL: "http://x", LoraRank: -2, Retries: 3}
+	err = local.Resolve()
+	for _, want := range []string{"backend.lora_rank = -2", "backend.url is for kind tinker, not local", "backend.retries is for kind tinker"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("local backend: error %v does not mention %q", err, want)
+		}
+	}
 	bad := DefaultRL()
 	bad.Backend = &BackendConfig{Kind: "gpu"}
 	if err := bad.Resolve(); err == nil || !strings.Contains(err.Error(), `backend.kind "gpu"`) {

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -394,4 +396,77 @@ func BenchmarkRemoteStep(b *testing.B) {
 	b.ReportMetric(local/float64(b.N), "local-s/step")
 	b.ReportMetric(remote/float64(b.N), "remote-s/step")
 	b.ReportMetric(remote/local, "remote/local")
+}
+
+// TestLoRALocalMatchesRemote trains the same LoRA adapters in process and
+// on rlvr serve --tinker: the same metrics and final weights to float
+// tolerance. The local run, stopped after step 1 and resumed from its
+// checkpoint, ends as the straight one did.
+func TestLoRALocalMatchesRemote(t *testing.T) {
+	cfg := remoteRL(t)
+	cfg.Backend = &BackendConfig{LoraRank: 4}
+	localDir := filepath.Join(t.TempDir(), "local")
+	if err := RL(context.Background(), cfg, localDir, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	addr, state := tinkerServer(t, cfg.Model)
+	rcfg := cfg
+	onTinker(&rcfg, addr)
+	rcfg.Backend.LoraRank = 4
+	remoteDir := filepath.Join(t.TempDir(), "remote")
+	if err := RL(context.Background(), rcfg, remoteDir, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	a, b := stable(t, filepath.Join(localDir, "metrics.jsonl")), stable(t, filepath.Join(remoteDir, "metrics.jsonl"))
+	for i := range a {
+		if a[i]["grad_norm"] == 0 {
+			t.Fatalf("step %d has no gradient: %v", i+1, a[i])
+		}
+		delete(a[i], "entropy") // unknown remotely
+	}
+	if ok, diff := metricsWithin(a, b, 1e-4); !ok {
+		t.Errorf("local and remote LoRA runs differ: %s", diff)
+	}
+	path, ok, err := remote.ReadState(filepath.Join(remoteDir, "ckpt-000002"))
+	if err != nil || !ok {
+		t.Fatalf("remote checkpoint: %v %v", ok, err)
+	}
+	rest, _ := strings.CutPrefix(path, "tinker://")
+	lw := readWeights(t, filepath.Join(localDir, "ckpt-000002", "model.safetensors"))
+	rw := readWeights(t, filepath.Join(state, filepath.FromSlash(rest), "model.safetensors"))
+	base := readWeights(t, filepath.Join(cfg.Model, "model.safetensors"))
+	var worst float64
+	moved := 0
+	for name, x := range lw {
+		y := rw[name]
+		if len(x) != len(y) {
+			t.Fatalf("tensor %s missing or resized remotely", name)
+		}
+		for i := range x {
+			worst = math.Max(worst, math.Abs(float64(x[i]-y[i])))
+		}
+		if !slices.Equal(x, base[name]) {
+			moved++
+			if !strings.HasSuffix(name, "_proj.weight") && name != "model.embed_tokens.weight" && name != "lm_head.weight" {
+				t.Errorf("%s moved, which has no adapter", name)
+			}
+		}
+	}
+	if worst > 1e-5 || moved == 0 {
+		t.Errorf("weights differ by up to %g; %d tensors moved", worst, moved)
+	}
+
+	// Stopped after step 1 (its checkpoint), then resumed.
+	resumed := filepath.Join(t.TempDir(), "resumed")
+	one := cfg
+	one.Steps = 1
+	if err := RL(context.Background(), one, resumed, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := RL(context.Background(), cfg, resumed, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := readWeights(t, filepath.Join(resumed, "ckpt-000002", "model.safetensors")); !reflect.DeepEqual(got, lw) {
+		t.Error("the resumed LoRA run ends with other weights than the straight one")
+	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"rlvr/backend"
 	"rlvr/checkpoint"
+	"rlvr/engine/lora"
 	"rlvr/engine/model"
 	"rlvr/engine/optim"
 )
@@ -57,4 +58,29 @@ func OpenFrozen(dir string) (*Frozen, error) {
 // Logprobs implements backend.Logprober.
 func (f *Frozen) Logprobs(ctx context.Context, batch []backend.Datum) ([][]float32, error) {
 	return Logprobs(ctx, f.Model, batch)
+}
+
+// OpenLoRA opens the model in base for training LoRA adapters (cfg) over
+// its weights; with ckpt, a checkpoint a LoRA learner over the same base
+// saved, it restores the adapters and their optimizer state, as a resumed
+// run does.
+func OpenLoRA(base, ckpt string, adam optim.AdamWConfig, cfg lora.Config) (*Session, error) {
+	l, err := checkpoint.Open(base, "")
+	if err != nil {
+		return nil, err
+	}
+	learner, err := NewLoRALearner(l.Model, adam, cfg)
+	if err != nil {
+		return nil, err
+	}
+	learner.Source, learner.HFConfig = base, l.HFConfig
+	if ckpt != "" {
+		if err := learner.LoadLoRA(ckpt); err != nil {
+			return nil, err
+		}
+		if err := learner.LoadOptimizer(ckpt); err != nil {
+			return nil, err
+		}
+	}
+	return &Session{Learner: learner, Sampler: NewSampler(l.Model, l.Tokenizer), Text: l}, nil
 }
