@@ -308,11 +308,18 @@ type SaveWeightsResponse struct {
 // LoadWeightsRequest loads a saved training state into a model, with its
 // optimizer state when Optimizer is set.
 type LoadWeightsRequest struct {
-	ModelID   string `json:"model_id"`
+	ModelID   string `json:"model_id,omitempty"`
 	Path      string `json:"path"`
 	Optimizer bool   `json:"optimizer"`
 	SeqID     *int64 `json:"seq_id,omitempty"`
-	Type      string `json:"type,omitempty"` // "load_weights"
+	// SessionID and ModelSeqID, in place of ModelID, create the model the
+	// state is loaded into, as create_model would, its adapters those of
+	// the state (the SDK's create_training_client_from_state); BaseModel
+	// then overrides the state's base model.
+	SessionID  string `json:"session_id,omitempty"`
+	ModelSeqID *int64 `json:"model_seq_id,omitempty"`
+	BaseModel  string `json:"base_model,omitempty"`
+	Type       string `json:"type,omitempty"` // "load_weights"
 }
 
 // LoadWeightsResponse confirms a load.

@@ -214,6 +214,31 @@ func loraMetadata(c lora.Config) map[string]string {
 	}
 }
 
+// ReadLoRAConfig reads the settings of the adapters Save wrote to dir (all
+// but the seed, which their saved values supersede); ok is false when dir
+// holds no adapters.
+func ReadLoRAConfig(dir string) (cfg lora.Config, ok bool, err error) {
+	path := filepath.Join(dir, LoRAFile)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return cfg, false, nil
+	}
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return cfg, false, fmt.Errorf("local: %w", err)
+	}
+	defer f.Close()
+	meta := f.Metadata()
+	rank, err1 := strconv.Atoi(meta["rank"])
+	alpha, err2 := strconv.ParseFloat(meta["alpha"], 32)
+	attn, err3 := strconv.ParseBool(meta["attention"])
+	mlp, err4 := strconv.ParseBool(meta["mlp"])
+	unembed, err5 := strconv.ParseBool(meta["unembed"])
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil || meta["format"] != "rlvr-lora" {
+		return cfg, false, fmt.Errorf("local: %s: metadata %v is not rlvr-lora's rank, alpha, attention, mlp and unembed (%v)", path, meta, err)
+	}
+	return lora.Config{Rank: rank, Alpha: float32(alpha), Attention: attn, MLP: mlp, Unembed: unembed}, true, nil
+}
+
 // LoadLoRA restores the adapters Save wrote to dir into a LoRA learner
 // made over the same base model with the same settings, and merges them.
 func (l *Learner) LoadLoRA(dir string) error {

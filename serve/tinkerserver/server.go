@@ -104,7 +104,10 @@
 // Face directory; the adapters in lora.safetensors; AdamW's state) to
 // Config.StateDir/<model_id>/weights/<name>, and load_weights reads such a
 // state into any model of the same base and the same adapters, with or
-// without its optimizer state. save_weights_for_sampler keeps a copy
+// without its optimizer state. A load_weights that names session_id and
+// model_seq_id instead of a model_id first creates that model, of the
+// state's base and adapters (the SDK's create_training_client_from_state);
+// model ids are <session_id>:train:<model_seq_id>, as the SDK derives them. save_weights_for_sampler keeps a copy
 // of the weights in memory under tinker://<model_id>/sampler_weights/<name>
 // for asample's model_path (at most Config.MaxSamplerWeights per model,
 // the oldest dropped first).

@@ -64,7 +64,11 @@ func TestServiceCalls(t *testing.T) {
 	if again := create(0); again != a {
 		t.Errorf("a retried create_model made model %s, then %s", a, again)
 	}
-	if other := create(1); other == a || !strings.HasPrefix(other, "model_") {
+	// The ids the SDK derives for a model it creates by loading a state.
+	if a != sess+":train:0" {
+		t.Errorf("model_seq_id 0 made model %s", a)
+	}
+	if other := create(1); other != sess+":train:1" {
 		t.Errorf("model_seq_id 1 made model %s (model_seq_id 0: %s)", other, a)
 	}
 }

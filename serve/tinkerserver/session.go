@@ -433,10 +433,9 @@ func (s *Server) newModel(req *tinker.CreateModelRequest) (*trainModel, error) {
 	if m, err := find(); m != nil || err != nil {
 		return m, err
 	}
-	id := randomID("model_")
-	for s.models[id] != nil {
-		id = randomID("model_")
-	}
+	// The id the SDK derives itself for a model it creates by loading a
+	// state (create_training_client_from_state).
+	id := fmt.Sprintf("%s:train:%d", req.SessionID, req.ModelSeqID)
 	sess := s.sessions[req.SessionID]
 	m = &trainModel{id: id, sess: sess, base: b, lora: adapters, learner: learner, wake: make(chan struct{}, 1),
 		seqs: map[int64]seqRecord{}}

@@ -3,6 +3,7 @@ package tinkerserver
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -402,7 +403,7 @@ func (s *Server) optimStep(w http.ResponseWriter, r *http.Request) {
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // idPattern is what a model id in a tinker:// path may be.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_:-]+$`)
 
 // maxNameLen bounds a saved state's name, as SkyRL does.
 const maxNameLen = 255
@@ -467,6 +468,11 @@ func (s *Server) save(m *trainModel, name string) (any, error) {
 		return nil, serverErr("%v", err)
 	}
 	if err := m.learner.Save(context.Background(), tmp); err != nil {
+		os.RemoveAll(tmp)
+		return nil, serverErr("saving %s: %v", path, err)
+	}
+	b, _ := json.Marshal(savedState{BaseModel: m.base.name}) // plain data
+	if err := os.WriteFile(filepath.Join(tmp, stateFile), b, 0o644); err != nil {
 		os.RemoveAll(tmp)
 		return nil, serverErr("saving %s: %v", path, err)
 	}
@@ -547,12 +553,27 @@ type saveForSamplerResponse struct {
 	SamplingSessionID string `json:"sampling_session_id,omitempty"`
 }
 
+// stateFile records, beside a saved state, what a model made from it needs
+// that the weights do not say.
+const stateFile = "tinker_state.json"
+
+// savedState is stateFile's content.
+type savedState struct {
+	BaseModel string `json:"base_model"`
+}
+
 func (s *Server) loadWeights(w http.ResponseWriter, r *http.Request) {
 	var req tinker.LoadWeightsRequest
 	body, err := s.decode(w, r, "load_weights", &req)
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if req.ModelID == "" {
+		if req.ModelID, err = s.modelFromState(&req); err != nil {
+			writeError(w, err)
+			return
+		}
 	}
 	s.submit(w, "load_weights", req.ModelID, req.SeqID, body, func(m *trainModel) (func() (any, error), error) {
 		src, name, ok := parsePath(req.Path, "weights", false)
@@ -566,6 +587,50 @@ func (s *Server) loadWeights(w http.ResponseWriter, r *http.Request) {
 			return tinker.LoadWeightsResponse{Type: "load_weights"}, nil
 		}, nil
 	})
+}
+
+// modelFromState creates the model a load_weights request without a
+// model_id names by session_id and model_seq_id: of the saved state's base
+// model (or req.BaseModel), with the state's adapters, if any.
+func (s *Server) modelFromState(req *tinker.LoadWeightsRequest) (string, error) {
+	if req.SessionID == "" || req.ModelSeqID == nil {
+		return "", errorf(http.StatusBadRequest, "load_weights: name the model: model_id, or session_id and model_seq_id to create one")
+	}
+	src, name, ok := parsePath(req.Path, "weights", false)
+	if !ok {
+		return "", errorf(http.StatusBadRequest, "load_weights: path %q is not a saved state's path, tinker://<model_id>/weights/<name>", req.Path)
+	}
+	dir := s.stateDir(src, name)
+	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", errorf(http.StatusNotFound, "load_weights: no weights are saved at %s", req.Path)
+	}
+	var st savedState
+	if err == nil {
+		err = json.Unmarshal(b, &st)
+	}
+	if err != nil {
+		return "", errorf(http.StatusInternalServerError, "load_weights: reading %s: %v", req.Path, err)
+	}
+	cm := tinker.CreateModelRequest{SessionID: req.SessionID, ModelSeqID: *req.ModelSeqID, BaseModel: st.BaseModel, Type: "create_model"}
+	if req.BaseModel != "" {
+		cm.BaseModel = req.BaseModel
+	}
+	adapters, ok, err := local.ReadLoRAConfig(dir)
+	if err != nil {
+		return "", errorf(http.StatusInternalServerError, "load_weights: reading %s: %v", req.Path, err)
+	}
+	if ok {
+		// The seed draws A, which the load replaces.
+		var seed int64
+		cm.LoraConfig = tinker.LoraConfig{Rank: adapters.Rank, Seed: &seed,
+			TrainAttn: &adapters.Attention, TrainMLP: &adapters.MLP, TrainUnembed: &adapters.Unembed}
+	}
+	m, err := s.newModel(&cm)
+	if err != nil {
+		return "", err
+	}
+	return m.id, nil
 }
 
 // load replaces the model's learner by one of the state in dir: its

@@ -512,6 +512,38 @@ func TestLoRA(t *testing.T) {
 	if !bitsEqual(h.params(a), h.params(b)) {
 		t.Fatal("a step after loading the adapters with their optimizer differs from the step after saving")
 	}
+	// The SDK's create_training_client_from_state: a load without a
+	// model_id makes the model, with the state's adapters, under the id
+	// the SDK derives.
+	sess := h.session()
+	seq := int64(3)
+	var fut tinker.Future
+	strict(t, h.post(tinker.PathLoadWeights, tinker.LoadWeightsRequest{SessionID: sess, ModelSeqID: &seq, Path: saved.Path, Optimizer: true}), &fut)
+	var done tinker.LoadWeightsResponse
+	strict(t, h.wait(fut.RequestID), &done)
+	c := sess + ":train:3"
+	strict(t, h.post(tinker.PathGetInfo, map[string]string{"model_id": c}), &info)
+	if !info.IsLoRA || info.LoRARank != 2 {
+		t.Errorf("get_info of the model made by loading: %+v", info)
+	}
+	step(c, next, tinker.CrossEntropy)
+	if !bitsEqual(h.params(a), h.params(c)) {
+		t.Fatal("the model made by loading the state steps otherwise than the saved one")
+	}
+	for _, tc := range []struct {
+		req  tinker.LoadWeightsRequest
+		code int
+		want string
+	}{
+		{tinker.LoadWeightsRequest{Path: saved.Path}, 400, "name the model"},
+		{tinker.LoadWeightsRequest{SessionID: sess, ModelSeqID: &seq, Path: "x"}, 400, `path "x" is not a saved state's path`},
+		{tinker.LoadWeightsRequest{SessionID: sess, ModelSeqID: &seq, Path: "tinker://" + a + "/weights/none"}, 404, "no weights are saved at"},
+		{tinker.LoadWeightsRequest{SessionID: sess, ModelSeqID: &seq, Path: saved.Path, BaseModel: "other"}, 404, `base_model "other" is not served here`},
+	} {
+		status, b := h.do(http.MethodPost, tinker.PathLoadWeights, tc.req)
+		expectDetail(t, status, b, tc.code, tc.want)
+	}
+
 	_, full := h.newModel()
 	if f := h.failure(tinker.PathLoadWeights, tinker.LoadWeightsRequest{ModelID: full, Path: saved.Path}); f.Category != "user" ||
 		!strings.Contains(f.Message, "is of LoRA adapters, and model "+full+" trains every parameter") {
