@@ -156,15 +156,22 @@ tinker() {
 # downloaded); its renderer is named, since the cookbook's table of models
 # has no SmolLM2.
 cookbook() {
-  local out=runs/peers/cookbook py server
+  local out=runs/peers/cookbook py server steps=${COOKBOOK_STEPS:-10}
   local model=${TINKER_MODEL:-$cache/models/SmolLM2-135M-Instruct.Q4_1} port=${TINKER_PORT:-8765}
   py=$(peers_python)
   serve_tinker "$model"
-  local rc=0
-  TINKER_API_KEY=$tinker_key "$py" -m tinker_cookbook.recipes.math_rl.train base_url="http://127.0.0.1:$port" \
-    model_name="$model" renderer_name=qwen3_instruct env=arithmetic \
-    groups_per_batch="${COOKBOOK_GROUPS:-32}" group_size="${COOKBOOK_GROUP_SIZE:-4}" max_steps="${COOKBOOK_STEPS:-10}" \
-    eval_every=0 save_every=0 log_path="$PWD/$out/log" behavior_if_log_dir_exists=delete >"$out/cookbook.log" 2>&1 || rc=$?
+  rm -rf "$out/log"
+  : >"$out/cookbook.log"
+  # Two runs of the recipe: the first stops halfway with its final
+  # checkpoint; the second, in the same log directory, resumes from it as
+  # the cookbook resumes (create_training_client_from_state_with_optimizer).
+  local rc=0 half=$(( steps / 2 )) run
+  for run in "max_steps=$half" "max_steps=$steps"; do
+    TINKER_API_KEY=$tinker_key "$py" -m tinker_cookbook.recipes.math_rl.train base_url="http://127.0.0.1:$port" \
+      model_name="$model" renderer_name=qwen3_instruct env=arithmetic \
+      groups_per_batch="${COOKBOOK_GROUPS:-32}" group_size="${COOKBOOK_GROUP_SIZE:-4}" "$run" \
+      eval_every=0 save_every=0 log_path="$PWD/$out/log" behavior_if_log_dir_exists=resume >>"$out/cookbook.log" 2>&1 || { rc=$?; break; }
+  done
   kill "$server"
   wait "$server" 2>/dev/null || true
   [ "$rc" = 0 ] || { echo "peers: the cookbook's recipe failed (see $out/cookbook.log)" >&2; return "$rc"; }
