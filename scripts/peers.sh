@@ -125,6 +125,11 @@ serve_tinker() {
   mkdir -p "$out"
   rm -rf "$out/state"
   go build -o "$out/rlvr" ./cmd/rlvr
+  # A server still on the port (one shutting down, say) would answer for ours.
+  if curl -fsS "http://127.0.0.1:$port/api/v1/healthz" >/dev/null 2>&1; then
+    echo "peers: port $port is taken by another server; set TINKER_PORT" >&2
+    exit 1
+  fi
   RLVR_SERVE_TOKEN=$tinker_key "$out/rlvr" serve --tinker --model "$model" --name "$1" \
     --addr "127.0.0.1:$port" --state "$out/state" --verbose >"$out/server.log" 2>&1 &
   server=$!
