@@ -28,7 +28,9 @@
 #               each of SEEDS (1,2,3); held-out
 #               accuracy on EVAL_PROBLEMS GSM8K test problems (200) up to
 #               EVAL_MAX_TOKENS tokens (256). OUT (runs/peers/trl) and DOC
-#               (docs/peers.md) move its output. Needs scripts/models.sh;
+#               (docs/peers.md) move its output. TRL_PHASE=train trains
+#               (and times) only, on a quiet machine; TRL_PHASE=score then
+#               scores the trained models, at any time (default: both). Needs scripts/models.sh;
 #               sets up its own Python environment.
 #   skyrl       GRPO steps on SkyRL tx (the open-source Tinker server,
 #               serving SmolLM2 on loopback) against the same steps on
@@ -192,7 +194,8 @@ trl() {
   go build -o "$out/trl" ./scripts/peers/trl
   nice -n "${NICE:-5}" "$out/trl" run -rlvr "$out/rlvr" -python "$py" -model "$m" -data "$data" -out "$out" -doc "${DOC:-docs/peers.md}" \
     -steps "${STEPS:-10}" -prompts "${PROMPTS:-4}" -group "${G:-8}" -max-tokens "${MAX_TOKENS:-128}" \
-    -seeds "${SEEDS:-1,2,3}" -eval-problems "${EVAL_PROBLEMS:-200}" -eval-max-tokens "${EVAL_MAX_TOKENS:-256}" -lr "${LR:-1e-5}"
+    -seeds "${SEEDS:-1,2,3}" -eval-problems "${EVAL_PROBLEMS:-200}" -eval-max-tokens "${EVAL_MAX_TOKENS:-256}" -lr "${LR:-1e-5}" \
+    -phase "${TRL_PHASE:-all}"
 }
 
 skyrl() {

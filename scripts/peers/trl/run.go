@@ -85,7 +85,13 @@ func runCmd(args []string) error {
 	fs.IntVar(&s.EvalMaxTokens, "eval-max-tokens", 256, "completion budget of the held-out evaluation")
 	fs.StringVar(&s.System, "system", "Solve the math problem step by step. End with a line '#### <answer>'.", "system prompt of every chat")
 	fs.IntVar(&s.Threads, "threads", 2, "threads of each trainer")
+	phase := fs.String("phase", "all", "train (the runs, timed: on a quiet machine), score (the trained models, on held-out problems: any time), or all")
 	fs.Parse(args)
+	switch *phase {
+	case "train", "score", "all":
+	default:
+		return fmt.Errorf("-phase %q: want train, score or all", *phase)
+	}
 	var err error
 	if s.Seeds, err = ints(seeds); err != nil {
 		return fmt.Errorf("-seeds: %w", err)
@@ -113,18 +119,26 @@ func runCmd(args []string) error {
 		return err
 	}
 	test := filepath.Join(*data, "gsm8k", "test.jsonl")
-	ev := evaluator{rlvr: *rlvrBin, test: test, s: &s}
-
-	start := filepath.Join(*out, "start.samples.jsonl")
-	if _, err := os.Stat(start); err != nil {
-		fmt.Fprintln(os.Stderr, "trl: scoring the starting model")
-		if err := ev.score(s.Model, start); err != nil {
+	if *phase == "train" || *phase == "all" {
+		if err := trainAll(&s, *rlvrBin, *python, *script, self, *data, test, *out); err != nil {
 			return err
 		}
 	}
+	if *phase == "score" || *phase == "all" {
+		if err := scoreAll(&s, evaluator{rlvr: *rlvrBin, test: test, s: &s}, *out); err != nil {
+			return err
+		}
+	}
+	return table(*out, *doc)
+}
+
+// trainAll trains every run not trained yet, rlvr and TRL in turn, and
+// records each in run.json, unscored: the timings want a quiet machine,
+// the scoring does not.
+func trainAll(s *settings, rlvrBin, python, script, self, data, test, out string) error {
 	for _, seed := range s.Seeds {
-		dir := filepath.Join(*out, fmt.Sprintf("seed%d", seed))
-		if err := writePrompts(&s, filepath.Join(*data, "gsm8k", "train.jsonl"), dir, seed); err != nil {
+		dir := filepath.Join(out, fmt.Sprintf("seed%d", seed))
+		if err := writePrompts(s, filepath.Join(data, "gsm8k", "train.jsonl"), dir, seed); err != nil {
 			return err
 		}
 		for li, loss := range s.Losses {
@@ -133,7 +147,7 @@ func runCmd(args []string) error {
 				order = []string{engines[1], engines[0]}
 			}
 			for _, engine := range order {
-				run := filepath.Join(*out, "runs", fmt.Sprintf("%s-%s-seed%d", engine, loss, seed))
+				run := filepath.Join(out, "runs", fmt.Sprintf("%s-%s-seed%d", engine, loss, seed))
 				if _, err := os.Stat(filepath.Join(run, "run.json")); err == nil {
 					fmt.Fprintf(os.Stderr, "trl: %s done already\n", run)
 					continue
@@ -141,29 +155,60 @@ func runCmd(args []string) error {
 				fmt.Fprintf(os.Stderr, "trl: %s %s seed %d\n", engine, loss, seed)
 				rec := runRecord{Engine: engine, Loss: loss, Seed: seed, StartedAt: time.Now().UTC().Format(time.RFC3339)}
 				t0 := time.Now()
+				var err error
 				if engine == "rlvr" {
-					rec.Model, rec.PeakRSS, err = trainRlvr(*rlvrBin, &s, dir, test, run, loss, seed)
+					rec.Model, rec.PeakRSS, err = trainRlvr(rlvrBin, s, dir, test, run, loss, seed)
 				} else {
-					rec.Model, rec.PeakRSS, err = trainTRL(*python, *script, self, &s, dir, run, loss, seed)
+					rec.Model, rec.PeakRSS, err = trainTRL(python, script, self, s, dir, run, loss, seed)
 				}
 				if err != nil {
 					return err
 				}
 				rec.WallS = time.Since(t0).Seconds()
-				rec.EvalFile = filepath.Join(run, "eval.samples.jsonl")
-				if err := ev.score(rec.Model, rec.EvalFile); err != nil {
-					return err
-				}
-				if rec.Correct, rec.Problems, err = greedyScore(rec.EvalFile); err != nil {
-					return err
-				}
 				if err := writeJSON(filepath.Join(run, "run.json"), rec); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	return table(*out, *doc)
+	return nil
+}
+
+// scoreAll scores the starting model and every trained run not scored
+// yet on the held-out problems, and records each run's score in its
+// run.json.
+func scoreAll(s *settings, ev evaluator, out string) error {
+	start := filepath.Join(out, "start.samples.jsonl")
+	if _, err := os.Stat(start); err != nil {
+		fmt.Fprintln(os.Stderr, "trl: scoring the starting model")
+		if err := ev.score(s.Model, start); err != nil {
+			return err
+		}
+	}
+	recs, _ := filepath.Glob(filepath.Join(out, "runs", "*", "run.json"))
+	for _, path := range recs {
+		var rec runRecord
+		if err := readJSON(path, &rec); err != nil {
+			return err
+		}
+		if rec.EvalFile != "" {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "trl: scoring %s\n", filepath.Dir(path))
+		file := filepath.Join(filepath.Dir(path), "eval.samples.jsonl")
+		if err := ev.score(rec.Model, file); err != nil {
+			return err
+		}
+		var err error
+		if rec.Correct, rec.Problems, err = greedyScore(file); err != nil {
+			return err
+		}
+		rec.EvalFile = file
+		if err := writeJSON(path, rec); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writePrompts draws a seed's training questions, steps × prompts of them

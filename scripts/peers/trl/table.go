@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"image/color"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -69,11 +71,15 @@ func table(out, doc string) error {
 	for _, fs := range byKey {
 		slices.SortFunc(fs, func(a, b finished) int { return a.rec.Seed - b.rec.Seed })
 	}
+	timing, reward := timingTable(&s, byKey), rewardTable(&s, byKey)
+	acc := "Held-out accuracy: not scored yet (`TRL_PHASE=score scripts/peers.sh trl`).\n"
 	start, err := greedyByID(filepath.Join(out, "start.samples.jsonl"))
-	if err != nil {
+	switch {
+	case err == nil:
+		acc = accuracyTable(&s, byKey, start)
+	case !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
-	timing, acc, reward := timingTable(&s, byKey), accuracyTable(&s, byKey, start), rewardTable(&s, byKey)
 	if err := rewardPlot(filepath.Join(out, "reward.svg"), &s, byKey); err != nil {
 		return err
 	}
@@ -217,8 +223,12 @@ func accuracyTable(s *settings, byKey map[string][]finished, start map[string]bo
 			if len(runs) == 0 {
 				continue
 			}
-			right, n, gained, lost := 0, 0, 0, 0
+			right, n, gained, lost, scored := 0, 0, 0, 0, 0
 			for _, f := range runs {
+				if f.rec.EvalFile == "" {
+					continue // trained, not scored yet
+				}
+				scored++
 				end, err := greedyByID(f.rec.EvalFile)
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "trl: %v\n", err)
@@ -237,7 +247,10 @@ func accuracyTable(s *settings, byKey map[string][]finished, start map[string]bo
 					}
 				}
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d |\n", loss, trainerName(engine), len(runs), eval.WilsonInterval(right, n).Percent(), gained, lost)
+			if scored == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d |\n", loss, trainerName(engine), scored, eval.WilsonInterval(right, n).Percent(), gained, lost)
 		}
 	}
 	return b.String()
