@@ -378,6 +378,25 @@ type Metrics struct {
 	NLL       float64 // Σ −logp
 }
 
+// MicroBatches splits data into runs of at most maxTokens tokens (at least
+// one datum each): the passes of one gradient, accumulated, that bound a
+// pass's activations. maxTokens 0 keeps data whole.
+func MicroBatches(data []Datum, maxTokens int) [][]Datum {
+	if maxTokens <= 0 {
+		return [][]Datum{data}
+	}
+	var out [][]Datum
+	start, tokens := 0, 0
+	for i, d := range data {
+		if tokens+d.Len() > maxTokens && i > start {
+			out = append(out, data[start:i])
+			start, tokens = i, 0
+		}
+		tokens += d.Len()
+	}
+	return append(out, data[start:])
+}
+
 // Add accumulates o into m.
 func (m *Metrics) Add(o Metrics) {
 	m.Loss += o.Loss

@@ -3,6 +3,7 @@ package backend
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -170,5 +171,22 @@ func TestCISPOAndDROTerms(t *testing.T) {
 	}
 	if err := (&Loss{PolicyGradient: CISPO, ClipLow: 1.5}).Validate(); err == nil || !strings.Contains(err.Error(), "clip low 1.5") {
 		t.Errorf("cispo clip low 1.5: %v", err)
+	}
+}
+
+// TestMicroBatches checks the split: runs within the budget, a datum over
+// it alone, and 0 as one pass.
+func TestMicroBatches(t *testing.T) {
+	mk := func(n int) Datum { return Datum{Tokens: make([]int32, n)} }
+	data := []Datum{mk(5), mk(5), mk(12), mk(3), mk(3)}
+	var sizes []int
+	for _, mb := range MicroBatches(data, 10) {
+		sizes = append(sizes, len(mb))
+	}
+	if !reflect.DeepEqual(sizes, []int{2, 1, 2}) {
+		t.Fatalf("micro-batch sizes %v, want [2 1 2]", sizes)
+	}
+	if got := MicroBatches(data, 0); len(got) != 1 || len(got[0]) != 5 {
+		t.Fatal("0 must keep one pass")
 	}
 }

@@ -83,7 +83,7 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 		if err := backend.Aggregate(data, term.Aggregation, term.Norm); err != nil {
 			return fmt.Errorf("term %s: %w", term.Name, err)
 		}
-		for _, micro := range microBatches(data, cfg.MicroBatchTokens) {
+		for _, micro := range backend.MicroBatches(data, cfg.MicroBatchTokens) {
 			res, err := l.pol.learner.ForwardBackward(ctx, micro, term.Loss)
 			if err != nil {
 				return fmt.Errorf("term %s: %w", term.Name, err)
@@ -158,24 +158,6 @@ func setGradNorm(m method.Metrics, key string, sr backend.StepResult) {
 	if !math.IsNaN(sr.GradNorm) {
 		m.Set(key, sr.GradNorm)
 	}
-}
-
-// microBatches splits data into runs of at most maxTokens tokens (at least
-// one datum each); maxTokens 0 keeps it whole.
-func microBatches(data []backend.Datum, maxTokens int) [][]backend.Datum {
-	if maxTokens <= 0 {
-		return [][]backend.Datum{data}
-	}
-	var out [][]backend.Datum
-	start, tokens := 0, 0
-	for i, d := range data {
-		if tokens+d.Len() > maxTokens && i > start {
-			out = append(out, data[start:i])
-			start, tokens = i, 0
-		}
-		tokens += d.Len()
-	}
-	return append(out, data[start:])
 }
 
 // cloneWeights copies the datums' weights, which Aggregate scales in

@@ -497,21 +497,6 @@ func TestLoadRLConfig(t *testing.T) {
 	}
 }
 
-func TestMicroBatches(t *testing.T) {
-	mk := func(n int) backend.Datum { return backend.Datum{Tokens: make([]int32, n)} }
-	data := []backend.Datum{mk(5), mk(5), mk(12), mk(3), mk(3)}
-	var sizes []int
-	for _, mb := range microBatches(data, 10) {
-		sizes = append(sizes, len(mb))
-	}
-	if !reflect.DeepEqual(sizes, []int{2, 1, 2}) {
-		t.Fatalf("micro-batch sizes %v, want [2 1 2]", sizes)
-	}
-	if got := microBatches(data, 0); len(got) != 1 || len(got[0]) != 5 {
-		t.Fatal("0 must keep one pass")
-	}
-}
-
 // TestKLOptionsAndMicroBatchesRun runs the loop with the KL in the loss,
 // with the KL in the reward, and with gradient accumulation: the step-1
 // metrics of accumulation equal one pass's, and a KL is reported.

@@ -195,8 +195,14 @@ type Config struct {
 	// asample calls waiting for the sampling worker (429 beyond it). 0
 	// means 1024.
 	MaxQueue int
+	// MicroBatchTokens bounds the tokens of one pass of a forward or
+	// forward_backward call: a larger call runs in several passes, the
+	// gradient accumulated, so that its activations stay bounded. 0
+	// means 2048; negative means one pass.
+	MicroBatchTokens int
 	// MaxSamplerWeights bounds the save_weights_for_sampler copies kept
-	// per model; the oldest is dropped first. 0 means 8.
+	// per model, each a copy of every weight; the oldest is dropped first.
+	// 0 means 4.
 	MaxSamplerWeights int
 	// PollTimeout is how long retrieve_future waits for a result before
 	// answering 408. 0 means DefaultPollTimeout (SkyRL waits 300 s).
@@ -229,7 +235,13 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxNewTokens, 4096)
 	def(&c.MaxBatch, 64)
 	def(&c.MaxQueue, 1024)
-	def(&c.MaxSamplerWeights, 8)
+	def(&c.MaxSamplerWeights, 4)
+	switch {
+	case c.MicroBatchTokens == 0:
+		c.MicroBatchTokens = 2048
+	case c.MicroBatchTokens < 0:
+		c.MicroBatchTokens = 0 // backend.MicroBatches: one pass
+	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 64 << 20
 	}

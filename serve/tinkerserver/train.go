@@ -192,9 +192,9 @@ func (s *Server) forwardCall(w http.ResponseWriter, kind, modelID string, seqID 
 		}
 		return func() (any, error) {
 			if grad {
-				return m.forwardBackward(batch, spec)
+				return m.forwardBackward(batch, spec, s.cfg.MicroBatchTokens)
 			}
-			return m.forward(batch, spec)
+			return m.forward(batch, spec, s.cfg.MicroBatchTokens)
 		}, nil
 	})
 }
@@ -258,13 +258,22 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 
 // forwardBackward accumulates the loss's gradients and returns the
 // learner's logprobs, the per-token losses and the summed loss.
-func (m *trainModel) forwardBackward(batch []backend.Datum, spec lossSpec) (any, error) {
-	res, err := m.learner.ForwardBackward(context.Background(), batch, spec.loss)
-	if err != nil {
-		// A failed pass may have left part of its gradient in the output
-		// head's: the accumulated gradients are not what was asked for.
-		m.learner.Model.ZeroGrad()
-		return nil, serverErr("%v; the model's accumulated gradients were discarded", err)
+func (m *trainModel) forwardBackward(batch []backend.Datum, spec lossSpec, microTokens int) (any, error) {
+	// In passes of at most microTokens tokens, the gradient accumulated:
+	// a pass's activations grow with its tokens (about 1.3 MB a token for
+	// SmolLM2-135M), and each model keeps its own.
+	var res backend.Result
+	for _, micro := range backend.MicroBatches(batch, microTokens) {
+		r, err := m.learner.ForwardBackward(context.Background(), micro, spec.loss)
+		if err != nil {
+			// A failed pass may have left part of its gradient in the
+			// output head's: the accumulated gradients are not what was
+			// asked for.
+			m.learner.Model.ZeroGrad()
+			return nil, serverErr("%v; the model's accumulated gradients were discarded", err)
+		}
+		res.Logprobs = append(res.Logprobs, r.Logprobs...)
+		res.Metrics.Add(r.Metrics)
 	}
 	out, err := output(batch, spec, res.Logprobs)
 	if err != nil {
@@ -277,10 +286,14 @@ func (m *trainModel) forwardBackward(batch []backend.Datum, spec lossSpec) (any,
 }
 
 // forward computes the logprobs and losses with no gradient.
-func (m *trainModel) forward(batch []backend.Datum, spec lossSpec) (any, error) {
-	lps, err := local.Logprobs(context.Background(), m.learner.Model, batch)
-	if err != nil {
-		return nil, serverErr("%v", err)
+func (m *trainModel) forward(batch []backend.Datum, spec lossSpec, microTokens int) (any, error) {
+	var lps [][]float32
+	for _, micro := range backend.MicroBatches(batch, microTokens) {
+		l, err := local.Logprobs(context.Background(), m.learner.Model, micro)
+		if err != nil {
+			return nil, serverErr("%v", err)
+		}
+		lps = append(lps, l...)
 	}
 	out, err := output(batch, spec, lps)
 	if err != nil {

@@ -550,3 +550,50 @@ func TestLoRA(t *testing.T) {
 		t.Errorf("a full model loading adapters: %+v", f)
 	}
 }
+
+// TestMicroBatchedPasses runs a forward_backward larger than the server's
+// pass budget: in several passes, the gradient accumulated, it gives the
+// loss, logprobs and step of one local pass, to float rounding.
+func TestMicroBatchedPasses(t *testing.T) {
+	h := newHarness(t, Config{MicroBatchTokens: 8})
+	_, id := h.newModel()
+	learner := localLearner(t)
+	r := rand.New(rand.NewPCG(3, 4))
+	data, batch := makeBatch(t, r, tinker.CrossEntropy, learner)
+	if n := len(backend.MicroBatches(batch, 8)); n < 2 {
+		t.Fatalf("the batch fits one pass of 8 tokens (%d passes): the test needs more", n)
+	}
+	var out tinker.ForwardBackwardOutput
+	h.call(tinker.PathForwardBackward, tinker.ForwardBackwardRequest{ModelID: id, Input: tinker.ForwardBackwardInput{Data: data, LossFn: tinker.CrossEntropy}}, &out)
+	res, err := learner.ForwardBackward(context.Background(), batch, backend.Loss{NLL: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.Metrics["loss:sum"], res.Metrics.Loss; math.Abs(got-want) > 1e-5*math.Max(1, math.Abs(want)) {
+		t.Errorf("loss:sum %v in passes, %v in one", got, want)
+	}
+	for i, o := range out.LossFnOutputs {
+		lps, _ := o["logprobs"].Float32s()
+		for j := range lps {
+			if math.Abs(float64(lps[j]-res.Logprobs[i][j])) > 1e-5 {
+				t.Fatalf("datum %d position %d: logprob %v in passes, %v in one", i, j, lps[j], res.Logprobs[i][j])
+			}
+		}
+	}
+	adam := tinker.AdamParams{LearningRate: 0.01, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}
+	var os tinker.OptimStepResponse
+	h.call(tinker.PathOptimStep, tinker.OptimStepRequest{ModelID: id, AdamParams: adam}, &os)
+	if err := learner.Opt.SetConfig(optim.AdamWConfig{Beta1: adam.Beta1, Beta2: adam.Beta2, Eps: adam.Eps}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := learner.OptimStep(context.Background(), backend.OptimParams{LearningRate: 0.01}); err != nil {
+		t.Fatal(err)
+	}
+	var worst float64
+	for i, p := range h.params(id) {
+		worst = math.Max(worst, math.Abs(float64(p-learner.Model.Params[i])))
+	}
+	if worst > 1e-6 {
+		t.Errorf("the step after passes differs from one pass's by up to %g", worst)
+	}
+}
