@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -93,6 +94,10 @@ func (s *Server) runModel(m *trainModel) {
 			for _, c := range queued {
 				s.fail(c.fut, withKind(c.kind, err))
 			}
+			// A model holds gigabytes (weights, gradients, activations,
+			// sampler copies); hand them back to the system now, not at
+			// the runtime's leisure, for the models that follow.
+			debug.FreeOSMemory()
 			return
 		}
 		if len(m.queue) == 0 {
