@@ -152,6 +152,11 @@ func trainAll(s *settings, rlvrBin, python, script, self, data, test, out string
 					fmt.Fprintf(os.Stderr, "trl: %s done already\n", run)
 					continue
 				}
+				// A run stopped part-way is redone whole: its timings are
+				// of whole runs.
+				if err := os.RemoveAll(run); err != nil {
+					return err
+				}
 				fmt.Fprintf(os.Stderr, "trl: %s %s seed %d\n", engine, loss, seed)
 				rec := runRecord{Engine: engine, Loss: loss, Seed: seed, StartedAt: time.Now().UTC().Format(time.RFC3339)}
 				t0 := time.Now()
