@@ -278,6 +278,11 @@ func writePrompts(s *settings, trainFile, dir string, seed int) error {
 
 // rlvrConfig is the `rlvr train` config equal to TRL's settings for one
 // loss type; docs/peers.md gives the reason for each line.
+// microBatchTokens is rlvr's pass budget matching TRL's micro-batch of one
+// question's group: G answers at their token budget, with a prompt of about
+// as many tokens (GSM8K's chat prompts run 100–180).
+func microBatchTokens(s *settings) int { return s.Group * 2 * s.MaxTokens }
+
 func rlvrConfig(s *settings, trainFile, testFile, loss string, seed int) string {
 	alg := rlvrAlgorithm[loss]
 	clipHigh := 0.2
@@ -307,7 +312,7 @@ adamw: {beta1: 0.9, beta2: 0.999, eps: 1.0e-8, weight_decay: 0}
 grad_clip: 1
 epochs: 1
 mini_batches: 1
-micro_batch_tokens: 4096
+micro_batch_tokens: %d
 clip_low: 0.2
 clip_high: %g
 kl: 0
@@ -318,7 +323,7 @@ eval_problems: 1
 checkpoint_every: 0
 keep_last: 1
 `, alg, q(s.Model), seed, q(trainFile), q(testFile), q(s.System), s.Steps, s.PromptsPerStep, s.Group, s.MaxTokens,
-		s.Temperature, s.LR, clipHigh)
+		s.Temperature, s.LR, microBatchTokens(s), clipHigh)
 }
 
 // trainRlvr runs `rlvr train` and returns the final checkpoint and the
