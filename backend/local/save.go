@@ -227,16 +227,22 @@ func ReadLoRAConfig(dir string) (cfg lora.Config, ok bool, err error) {
 		return cfg, false, fmt.Errorf("local: %w", err)
 	}
 	defer f.Close()
-	meta := f.Metadata()
+	cfg, err = loraConfigOf(path, f.Metadata())
+	return cfg, err == nil, err
+}
+
+// loraConfigOf reads the settings loraMetadata wrote into the adapter
+// file at path.
+func loraConfigOf(path string, meta map[string]string) (lora.Config, error) {
 	rank, err1 := strconv.Atoi(meta["rank"])
 	alpha, err2 := strconv.ParseFloat(meta["alpha"], 32)
 	attn, err3 := strconv.ParseBool(meta["attention"])
 	mlp, err4 := strconv.ParseBool(meta["mlp"])
 	unembed, err5 := strconv.ParseBool(meta["unembed"])
 	if err := errors.Join(err1, err2, err3, err4, err5); err != nil || meta["format"] != "rlvr-lora" {
-		return cfg, false, fmt.Errorf("local: %s: metadata %v is not rlvr-lora's rank, alpha, attention, mlp and unembed (%v)", path, meta, err)
+		return lora.Config{}, fmt.Errorf("local: %s: metadata %v is not rlvr-lora's rank, alpha, attention, mlp and unembed (%v)", path, meta, err)
 	}
-	return lora.Config{Rank: rank, Alpha: float32(alpha), Attention: attn, MLP: mlp, Unembed: unembed}, true, nil
+	return lora.Config{Rank: rank, Alpha: float32(alpha), Attention: attn, MLP: mlp, Unembed: unembed}, nil
 }
 
 // LoadLoRA restores the adapters Save wrote to dir into a LoRA learner
@@ -251,7 +257,11 @@ func (l *Learner) LoadLoRA(dir string) error {
 		return fmt.Errorf("local: %w", err)
 	}
 	defer f.Close()
-	got, want := f.Metadata(), loraMetadata(l.LoRA.Config)
+	saved, err := loraConfigOf(path, f.Metadata())
+	if err != nil {
+		return err
+	}
+	got, want := loraMetadata(saved), loraMetadata(l.LoRA.Config)
 	for _, key := range slices.Sorted(maps.Keys(want)) {
 		if got[key] != want[key] {
 			return fmt.Errorf("local: %s: %s is %q, but the learner's adapters have %q", path, key, got[key], want[key])

@@ -375,27 +375,48 @@ func loraConfig(c tinker.LoraConfig) lora.Config {
 // newModel creates the model req asks for, or finds the one a retry of
 // the same request created.
 func (s *Server) newModel(req *tinker.CreateModelRequest) (*trainModel, error) {
-	if req.BaseModel == "" {
-		return nil, errorf(http.StatusBadRequest, "create_model: base_model is missing")
-	}
-	b := s.bases[req.BaseModel]
-	if b == nil {
-		return nil, errorf(http.StatusNotFound, "create_model: base_model %q is not served here (served: %s)", req.BaseModel, strings.Join(s.names, ", "))
+	b, err := s.baseNamed(req.BaseModel)
+	if err != nil {
+		return nil, err
 	}
 	if req.LoraConfig.Rank < 0 {
 		return nil, errorf(http.StatusBadRequest, "create_model: lora_config.rank is %d: want 0 (every parameter) or a LoRA rank", req.LoraConfig.Rank)
 	}
+	var adapters *lora.Config
+	if req.LoraConfig.Rank > 0 {
+		cfg := loraConfig(req.LoraConfig)
+		adapters = &cfg
+	}
+	return s.addModel(req.SessionID, req.ModelSeqID, b, adapters)
+}
+
+// baseNamed is the served base model a create_model names.
+func (s *Server) baseNamed(name string) (*base, error) {
+	if name == "" {
+		return nil, errorf(http.StatusBadRequest, "create_model: base_model is missing")
+	}
+	b := s.bases[name]
+	if b == nil {
+		return nil, errorf(http.StatusNotFound, "create_model: base_model %q is not served here (served: %s)", name, strings.Join(s.names, ", "))
+	}
+	return b, nil
+}
+
+// addModel creates model seq of the session over base b, training every
+// parameter or, with adapters, LoRA adapters, or finds the one a retry
+// created.
+func (s *Server) addModel(sessionID string, seq int64, b *base, adapters *lora.Config) (*trainModel, error) {
 	find := func() (*trainModel, error) {
-		sess, err := s.sessionLocked(req.SessionID, time.Now())
+		sess, err := s.sessionLocked(sessionID, time.Now())
 		if err != nil {
 			return nil, err
 		}
 		if s.closed {
 			return nil, errorf(http.StatusServiceUnavailable, "the server is shutting down")
 		}
-		if m := sess.models[req.ModelSeqID]; m != nil {
+		if m := sess.models[seq]; m != nil {
 			if m.base != b {
-				return nil, errorf(http.StatusConflict, "create_model: model_seq_id %d of session %s was already used for base model %s", req.ModelSeqID, sess.id, m.base.name)
+				return nil, errorf(http.StatusConflict, "create_model: model_seq_id %d of session %s was already used for base model %s", seq, sess.id, m.base.name)
 			}
 			return m, nil
 		}
@@ -408,25 +429,10 @@ func (s *Server) newModel(req *tinker.CreateModelRequest) (*trainModel, error) {
 		return m, err
 	}
 	// Copy the base weights outside the lock: it takes a while.
-	mm, err := model.NewEmpty(b.loaded.Model.Config)
-	if err != nil {
-		return nil, err
-	}
-	copy(mm.Params, b.loaded.Model.Params)
-	var learner *local.Learner
-	var adapters *lora.Config
-	if req.LoraConfig.Rank == 0 {
-		learner, err = local.NewLearner(mm, optim.DefaultAdamW())
-	} else {
-		cfg := loraConfig(req.LoraConfig)
-		adapters = &cfg
-		learner, err = local.NewLoRALearner(mm, optim.DefaultAdamW(), cfg)
-	}
+	learner, err := b.learner(optim.DefaultAdamW(), adapters)
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, "create_model: %v", err)
 	}
-	// Saves carry the base model's config.json and tokenizer files.
-	learner.Source, learner.HFConfig = b.loaded.Dir, b.loaded.HFConfig
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -435,11 +441,11 @@ func (s *Server) newModel(req *tinker.CreateModelRequest) (*trainModel, error) {
 	}
 	// The id the SDK derives itself for a model it creates by loading a
 	// state (create_training_client_from_state).
-	id := fmt.Sprintf("%s:train:%d", req.SessionID, req.ModelSeqID)
-	sess := s.sessions[req.SessionID]
+	id := fmt.Sprintf("%s:train:%d", sessionID, seq)
+	sess := s.sessions[sessionID]
 	m = &trainModel{id: id, sess: sess, base: b, lora: adapters, learner: learner, wake: make(chan struct{}, 1),
 		seqs: map[int64]seqRecord{}}
-	sess.models[req.ModelSeqID] = m
+	sess.models[seq] = m
 	s.models[id] = m
 	s.modelWG.Add(1)
 	go func() {
@@ -448,6 +454,28 @@ func (s *Server) newModel(req *tinker.CreateModelRequest) (*trainModel, error) {
 	}()
 	s.log.Debug("tinkerserver: model created", "model", id, "session", sess.id, "base_model", b.name)
 	return m, nil
+}
+
+// learner is a learner over a fresh copy of b's weights: of every
+// parameter, or of LoRA adapters over them. Its saves carry b's
+// config.json and tokenizer files.
+func (b *base) learner(adam optim.AdamWConfig, adapters *lora.Config) (*local.Learner, error) {
+	m, err := model.NewEmpty(b.loaded.Model.Config)
+	if err != nil {
+		return nil, err
+	}
+	copy(m.Params, b.loaded.Model.Params)
+	var l *local.Learner
+	if adapters == nil {
+		l, err = local.NewLearner(m, adam)
+	} else {
+		l, err = local.NewLoRALearner(m, adam, *adapters)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.Source, l.HFConfig = b.loaded.Dir, b.loaded.HFConfig
+	return l, nil
 }
 
 func (s *Server) retrieveFuture(w http.ResponseWriter, r *http.Request) {

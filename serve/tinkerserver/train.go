@@ -21,7 +21,6 @@ import (
 	"rlvr/backend"
 	"rlvr/backend/local"
 	"rlvr/engine/lora"
-	"rlvr/engine/model"
 	"rlvr/engine/optim"
 	"rlvr/format/hf"
 	"rlvr/format/hfconfig"
@@ -619,32 +618,34 @@ func (s *Server) modelFromState(req *tinker.LoadWeightsRequest) (string, error) 
 		return "", errorf(http.StatusBadRequest, "load_weights: path %q is not a saved state's path, tinker://<model_id>/weights/<name>", req.Path)
 	}
 	dir := s.stateDir(src, name)
-	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	raw, err := os.ReadFile(filepath.Join(dir, stateFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", errorf(http.StatusNotFound, "load_weights: no weights are saved at %s", req.Path)
 	}
 	var st savedState
 	if err == nil {
-		err = json.Unmarshal(b, &st)
+		err = json.Unmarshal(raw, &st)
 	}
 	if err != nil {
 		return "", errorf(http.StatusInternalServerError, "load_weights: reading %s: %v", req.Path, err)
 	}
-	cm := tinker.CreateModelRequest{SessionID: req.SessionID, ModelSeqID: *req.ModelSeqID, BaseModel: st.BaseModel, Type: "create_model"}
 	if req.BaseModel != "" {
-		cm.BaseModel = req.BaseModel
+		st.BaseModel = req.BaseModel
 	}
-	adapters, ok, err := local.ReadLoRAConfig(dir)
+	b, err := s.baseNamed(st.BaseModel)
+	if err != nil {
+		return "", err
+	}
+	// The adapters' seed draws A, which the load replaces.
+	cfg, ok, err := local.ReadLoRAConfig(dir)
 	if err != nil {
 		return "", errorf(http.StatusInternalServerError, "load_weights: reading %s: %v", req.Path, err)
 	}
+	var adapters *lora.Config
 	if ok {
-		// The seed draws A, which the load replaces.
-		var seed int64
-		cm.LoraConfig = tinker.LoraConfig{Rank: adapters.Rank, Seed: &seed,
-			TrainAttn: &adapters.Attention, TrainMLP: &adapters.MLP, TrainUnembed: &adapters.Unembed}
+		adapters = &cfg
 	}
-	m, err := s.newModel(&cm)
+	m, err := s.addModel(req.SessionID, *req.ModelSeqID, b, adapters)
 	if err != nil {
 		return "", err
 	}
@@ -689,12 +690,7 @@ func (s *Server) load(m *trainModel, dir, path string, optimizer bool) error {
 	var nl *local.Learner
 	if m.lora != nil {
 		// Adapters over a fresh copy of the base weights.
-		base, err := model.NewEmpty(m.base.loaded.Model.Config)
-		if err != nil {
-			return serverErr("%v", err)
-		}
-		copy(base.Params, m.base.loaded.Model.Params)
-		if nl, err = local.NewLoRALearner(base, l.Opt.Config(), *m.lora); err != nil {
+		if nl, err = m.base.learner(l.Opt.Config(), m.lora); err != nil {
 			return serverErr("%v", err)
 		}
 		if err := nl.LoadLoRA(dir); err != nil {
