@@ -92,10 +92,15 @@ func table(out, doc string) error {
 // medianOf is the median of a metric over the steps of runs, the first
 // step (warm-up) left out when there are others.
 func medianOf(runs []finished, value func(rundir.Step) (float64, bool)) float64 {
+	return medianWhere(runs, func(finished, rundir.Step) bool { return true }, value)
+}
+
+// medianWhere is medianOf over the steps that keep selects.
+func medianWhere(runs []finished, keep func(finished, rundir.Step) bool, value func(rundir.Step) (float64, bool)) float64 {
 	var xs []float64
 	for _, f := range runs {
 		for i, st := range f.run.Steps {
-			if i == 0 && len(f.run.Steps) > 1 {
+			if i == 0 && len(f.run.Steps) > 1 || !keep(f, st) {
 				continue
 			}
 			if v, ok := value(st); ok && !math.IsNaN(v) {
@@ -136,10 +141,10 @@ func rolloutTokensPerSec(answers int) func(rundir.Step) (float64, bool) {
 
 func timingTable(s *settings, byKey map[string][]finished) string {
 	var b strings.Builder
-	b.WriteString("| loss | trainer | runs | steps without signal | step s | rollout s | verify s | learn s | rollout tokens/s | peak RSS MiB |\n")
-	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| loss | trainer | runs | steps without signal | step s | step s (steps that updated) | rollout s | verify s | learn s (steps that updated) | rollout tokens/s | peak RSS MiB |\n")
+	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, loss := range s.Losses {
-		var row [2][6]float64
+		var row [2][7]float64
 		for ei, engine := range engines {
 			runs := byKey[engine+"/"+loss]
 			if len(runs) == 0 {
@@ -150,29 +155,41 @@ func timingTable(s *settings, byKey map[string][]finished) string {
 				rss = append(rss, float64(f.rec.PeakRSS)/(1<<20))
 			}
 			slices.Sort(rss)
-			row[ei] = [6]float64{medianOf(runs, metric("step_s")), medianOf(runs, metric("time_rollout_s")), medianOf(runs, metric("time_verify_s")),
-				medianOf(runs, metric("time_learn_s")), medianOf(runs, rolloutTokensPerSec(s.PromptsPerStep*s.Group)), rss[len(rss)-1]}
+			row[ei] = [7]float64{medianOf(runs, metric("step_s")), medianWhere(runs, updated, metric("step_s")), medianOf(runs, metric("time_rollout_s")), medianOf(runs, metric("time_verify_s")),
+				medianWhere(runs, updated, metric("time_learn_s")), medianOf(runs, rolloutTokensPerSec(s.PromptsPerStep*s.Group)), rss[len(rss)-1]}
 			r := row[ei]
-			fmt.Fprintf(&b, "| %s | %s | %d | %d of %d | %.2f | %.2f | %.3f | %.2f | %.0f | %.0f |\n", loss, trainerName(engine), len(runs), noSignal(runs), steps(runs),
-				r[0], r[1], r[2], r[3], r[4], r[5])
+			fmt.Fprintf(&b, "| %s | %s | %d | %d of %d | %.2f | %.2f | %.2f | %.3f | %.2f | %.0f | %.0f |\n", loss, trainerName(engine), len(runs), noSignal(runs), steps(runs),
+				r[0], r[1], r[2], r[3], r[4], r[5], r[6])
 		}
 		if len(byKey["rlvr/"+loss]) > 0 && len(byKey["trl/"+loss]) > 0 {
-			fmt.Fprintf(&b, "| %s | rlvr / TRL |  |  | %s | %s | %s | %s | %s | %s |\n", loss,
-				ratio(row[0][0], row[1][0]), ratio(row[0][1], row[1][1]), ratio(row[0][2], row[1][2]), ratio(row[0][3], row[1][3]), ratio(row[0][4], row[1][4]), ratio(row[0][5], row[1][5]))
+			fmt.Fprintf(&b, "| %s | rlvr / TRL |  |  |", loss)
+			for i := range row[0] {
+				fmt.Fprintf(&b, " %s |", ratio(row[0][i], row[1][i]))
+			}
+			b.WriteString("\n")
 		}
 	}
 	return b.String()
 }
 
-// noSignal counts the steps whose groups were all right or all wrong:
-// rlvr then skips the update (skipped_update), TRL still runs forward and
-// backward on a zero loss.
+// updated tells whether a step ran a learning pass. rlvr skips it when no
+// group had both right and wrong answers (skipped_update); TRL runs forward
+// and backward on a zero loss all the same, so learning times compare only
+// over steps that updated.
+func updated(f finished, st rundir.Step) bool {
+	v, ok := st.Value("skipped_update")
+	return !ok || v != 1
+}
+
+// noSignal counts the steps of runs whose rewards gave no signal: rlvr's
+// skipped updates, and TRL's steps whose rewards were all equal (a lower
+// bound, as TRL records the spread over the whole batch, not per group).
 func noSignal(runs []finished) int {
 	n := 0
 	for _, f := range runs {
 		for _, st := range f.run.Steps {
 			rewardStd, _ := st.Value("reward_std")
-			if v, ok := st.Value("skipped_update"); ok && v == 1 || f.rec.Engine == "trl" && rewardStd == 0 {
+			if !updated(f, st) || f.rec.Engine == "trl" && rewardStd == 0 {
 				n++
 			}
 		}
