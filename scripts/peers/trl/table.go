@@ -80,13 +80,17 @@ func table(out, doc string) error {
 	case !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
+	agree, err := agreementTable(&s, byKey)
+	if err != nil {
+		return err
+	}
 	if err := rewardPlot(filepath.Join(out, "reward.svg"), &s, byKey); err != nil {
 		return err
 	}
 	if err := report.Render(filepath.Join(out, "report"), all...); err != nil {
 		return err
 	}
-	return docblock.Replace(doc, map[string]string{"trl-timing": timing, "trl-accuracy": acc, "trl-reward": reward})
+	return docblock.Replace(doc, map[string]string{"trl-timing": timing, "trl-accuracy": acc, "trl-reward": reward, "trl-agreement": agree})
 }
 
 // medianOf is the median of a metric over the steps of runs, the first
@@ -271,6 +275,104 @@ func accuracyTable(s *settings, byKey map[string][]finished, start map[string]bo
 		}
 	}
 	return b.String()
+}
+
+// agreementTable is rlvr's learning minus TRL's for each loss type, paired
+// by seed (a seed fixes the questions and their order for both trainers):
+// the mean rollout reward over a run's steps, and the held-out greedy
+// accuracy after training, the latter also paired by problem (every run is
+// scored on the same problems). The per-problem interval counts the
+// problems' spread only; the per-seed one, over few seeds, also the
+// training's randomness.
+func agreementTable(s *settings, byKey map[string][]finished) (string, error) {
+	var b strings.Builder
+	b.WriteString("| loss | seeds | mean reward, rlvr − TRL (by seed) | MDE | held-out after, rlvr − TRL (by seed) | MDE | held-out after, rlvr − TRL (by seed and problem) | MDE |\n")
+	b.WriteString("| --- | ---: | --- | ---: | --- | ---: | --- | ---: |\n")
+	for _, loss := range s.Losses {
+		trl := map[int]finished{}
+		for _, f := range byKey["trl/"+loss] {
+			trl[f.rec.Seed] = f
+		}
+		var rewardDiffs, accDiffs, problemDiffs []float64
+		var seeds []string
+		for _, a := range byKey["rlvr/"+loss] {
+			t, ok := trl[a.rec.Seed]
+			if !ok {
+				continue
+			}
+			seeds = append(seeds, fmt.Sprint(a.rec.Seed))
+			rewardDiffs = append(rewardDiffs, meanReward(a)-meanReward(t))
+			if a.rec.EvalFile == "" || t.rec.EvalFile == "" {
+				continue
+			}
+			ra, err := greedyByID(a.rec.EvalFile)
+			if err != nil {
+				return "", err
+			}
+			rt, err := greedyByID(t.rec.EvalFile)
+			if err != nil {
+				return "", err
+			}
+			var seedDiffs []float64
+			for id, okA := range ra {
+				okT, seen := rt[id]
+				if !seen {
+					return "", fmt.Errorf("%s: problem %s is not in %s", a.rec.EvalFile, id, t.rec.EvalFile)
+				}
+				seedDiffs = append(seedDiffs, b2f(okA)-b2f(okT))
+			}
+			problemDiffs = append(problemDiffs, seedDiffs...)
+			accDiffs = append(accDiffs, eval.MeanInterval(seedDiffs).Mean)
+		}
+		if len(seeds) == 0 {
+			continue
+		}
+		rw, acc, prob := eval.MeanInterval(rewardDiffs), eval.MeanInterval(accDiffs), eval.MeanInterval(problemDiffs)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", loss, strings.Join(seeds, ","),
+			signed(rw, 1, "%+.3f", ""), mde(rw, 1, "%.3f"), signed(acc, 100, "%+.1f", " pp"), mde(acc, 100, "%.1f pp"), signed(prob, 100, "%+.1f", " pp"), mde(prob, 100, "%.1f pp"))
+	}
+	return b.String(), nil
+}
+
+// meanReward is a run's mean rollout reward over its steps.
+func meanReward(f finished) float64 {
+	var sum float64
+	n := 0
+	for _, st := range f.run.Steps {
+		if v, ok := st.Value("reward_mean"); ok && !math.IsNaN(v) {
+			sum += v
+			n++
+		}
+	}
+	return sum / float64(n)
+}
+
+func b2f(ok bool) float64 {
+	if ok {
+		return 1
+	}
+	return 0
+}
+
+// signed formats an interval's mean and bounds scaled by scale, then
+// unit; "-" when there is none.
+func signed(iv eval.Interval, scale float64, format, unit string) string {
+	switch {
+	case math.IsNaN(iv.Mean):
+		return "-"
+	case math.IsNaN(iv.Low):
+		return fmt.Sprintf(format+unit, scale*iv.Mean)
+	}
+	return fmt.Sprintf(format+unit+" ["+format+", "+format+"]", scale*iv.Mean, scale*iv.Low, scale*iv.High)
+}
+
+// mde formats an interval's minimum detectable effect at 80% power.
+func mde(iv eval.Interval, scale float64, format string) string {
+	m := eval.MinDetectable(iv)
+	if math.IsNaN(m) {
+		return "-"
+	}
+	return fmt.Sprintf(format, scale*m)
 }
 
 // rewardCurve is a trainer's mean rollout reward per step with its 95%
