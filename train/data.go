@@ -3,6 +3,7 @@ package train
 import (
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"rlvr/eval"
 	"rlvr/expert/collect"
 	"rlvr/method"
+	"rlvr/rundir"
 	"rlvr/task"
 	"rlvr/task/world"
 )
@@ -122,6 +124,51 @@ func sideOf(d *DataConfig) func(task.Example) bool {
 	return func(e task.Example) bool { return task.InWarmup(e, f) == warm }
 }
 
+// worldHeldOut draws a world run's held-out problems, validation then test
+// problems not among them, and the prompts of both, which training never
+// draws.
+func worldHeldOut(c *RLConfig) (heldOut, map[string]bool) {
+	var held heldOut
+	d := &c.Data
+	held.Val = world.Examples(c.Seed+1_000_000, c.EvalProblems*len(d.Levels), d.Levels)
+	seen := map[string]bool{}
+	for _, e := range held.Val {
+		seen[e.Prompt] = true
+	}
+	for _, e := range world.Examples(c.Seed+3_000_000, c.TestProblems*len(d.Levels), d.Levels) {
+		if !seen[e.Prompt] {
+			held.Test = append(held.Test, e)
+		}
+	}
+	for _, e := range held.Test {
+		seen[e.Prompt] = true
+	}
+	return held, seen
+}
+
+// TestSplit returns the test problems that the training run in runDir
+// scores after its last step, read from its config.yaml, and that config.
+// Only a world run's can be drawn again without its model and files: a
+// dataset run's depend on its tokenizer and data files.
+func TestSplit(runDir string) ([]task.Example, *RLConfig, error) {
+	path := filepath.Join(runDir, rundir.ConfigFile)
+	c, err := LoadRLConfig(path, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.Resolve(); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	switch {
+	case !c.Data.IsWorld():
+		return nil, nil, fmt.Errorf("%s: the run trains on %s: only a world run's test split can be drawn again", path, c.Data.Name)
+	case c.TestProblems == 0:
+		return nil, nil, fmt.Errorf("%s: the run holds out no test problems (test_problems is 0)", path)
+	}
+	held, _ := worldHeldOut(&c)
+	return held.Test, &c, nil
+}
+
 // loadData opens the training source and the held-out examples a config
 // names, setting aside examples that cannot be verified or prompted. The
 // method's prompt variants say what a D_ME file's answers are trained
@@ -132,19 +179,8 @@ func loadData(c *RLConfig, r *renderer, variants []method.Variant) (*source, hel
 	d := &c.Data
 	side := sideOf(d)
 	if d.IsWorld() {
-		held.Val = world.Examples(c.Seed+1_000_000, c.EvalProblems*len(d.Levels), d.Levels)
-		seen := map[string]bool{}
-		for _, e := range held.Val {
-			seen[e.Prompt] = true
-		}
-		for _, e := range world.Examples(c.Seed+3_000_000, c.TestProblems*len(d.Levels), d.Levels) {
-			if !seen[e.Prompt] {
-				held.Test = append(held.Test, e)
-			}
-		}
-		for _, e := range held.Test {
-			seen[e.Prompt] = true
-		}
+		var seen map[string]bool
+		held, seen = worldHeldOut(c)
 		sum.HeldOut, sum.Test = len(held.Val), len(held.Test)
 		if d.DME == "" {
 			return &source{levels: d.Levels, seed: c.Seed, held: seen, side: side}, held, sum, nil

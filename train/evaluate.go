@@ -41,7 +41,7 @@ func (l *loop) evaluate(ctx context.Context, step int) error {
 	if err != nil {
 		return err
 	}
-	test.Problems, test.ProblemSet = len(l.held.Test), problemSet(l.held.Test)
+	test.Problems, test.ProblemSet = len(l.held.Test), ProblemSet(l.held.Test)
 	return rundir.AppendEval(l.runDir, test)
 }
 
@@ -115,9 +115,9 @@ func (s sampledAnswers) Record(_ *part.Evaluation, rep *eval.Report, rec *rundir
 	rec.PassAtK = map[string]float64{strconv.Itoa(rep.K): rep.PassAtK[rep.K]}
 }
 
-// problemSet is the fingerprint of a list of problems: the first 12 hex
+// ProblemSet is the fingerprint of a list of problems: the first 12 hex
 // digits of the SHA-256 of their IDs, one per line.
-func problemSet(examples []task.Example) string {
+func ProblemSet(examples []task.Example) string {
 	h := sha256.New()
 	for _, e := range examples {
 		io.WriteString(h, e.ID+"\n")

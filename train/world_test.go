@@ -30,7 +30,7 @@ func TestWorldPretrain(t *testing.T) {
 func TestProblemSet(t *testing.T) {
 	a := world.Examples(1, 20, []int{5, 6})
 	b := append(a[1:2:2], a[0])
-	if problemSet(a) != problemSet(world.Examples(1, 20, []int{5, 6})) || problemSet(a[:2]) == problemSet(b) || problemSet(a) == problemSet(a[:19]) {
+	if ProblemSet(a) != ProblemSet(world.Examples(1, 20, []int{5, 6})) || ProblemSet(a[:2]) == ProblemSet(b) || ProblemSet(a) == ProblemSet(a[:19]) {
 		t.Error("the fingerprint does not follow the problems")
 	}
 }

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,15 +18,18 @@ import (
 	"rlvr/expert"
 	"rlvr/internal/atomicfile"
 	"rlvr/method/meml"
+	"rlvr/rundir"
 	"rlvr/sample"
 	"rlvr/task"
 	"rlvr/task/world"
+	"rlvr/train"
 )
 
 func evalCmd() *cobra.Command {
 	var (
 		modelPath, tokPath, endpoint, endpointModel, apiKey, data  string
 		chatMode, system, prefix, suffix, consultPath, samplesPath string
+		testOf, runDir                                             string
 		worldWords                                                 bool
 		levels                                                     []int
 		problems, skip, experts, expertIdx, worldVersion           int
@@ -56,6 +62,14 @@ consult in every episode, each reply accepted; --consult-open opens every
 episode with each expert asked the whole question. A pool of other models is
 the expert-assisted workflow, a pool of copies of the model (policy: true)
 self-collaboration.
+
+--test-of RUN scores the test problems of the world training run RUN, as its
+config.yaml draws them, at its max_tokens and with its eval_samples answers at
+its eval_temperature (the flags, when given, take precedence): the starting
+model, or a test-time workflow, on exactly the problems a trained run was
+scored on. --run DIR records the evaluation as a run without training
+(config.yaml with the seed, eval.jsonl with the test line), which rlvr report
+--table puts beside trained runs, paired by seed and by problem.
 
 MEML-GRPO trains one model behind several expert prompts and uses it under
 the best one. --expert I evaluates a model under expert I's prompt; for
@@ -101,6 +115,34 @@ after the --system prompt, in one system message, as training writes them.`,
 					c.add("levels", "is for --data world")
 				}
 			}
+			var testRun *train.RLConfig
+			var tested []task.Example
+			if testOf != "" {
+				for _, name := range []string{"data", "levels", "problems", "skip", "world-words"} {
+					if cmd.Flags().Changed(name) {
+						c.add(name, "--test-of draws the problems")
+					}
+				}
+				var err error
+				if tested, testRun, err = train.TestSplit(testOf); err != nil {
+					c.add("test-of", "%v", err)
+				} else {
+					if !cmd.Flags().Changed("max-tokens") {
+						cfg.MaxTokens = testRun.MaxTokens
+					}
+					if !cmd.Flags().Changed("k") {
+						cfg.K = testRun.EvalSamples
+					}
+					if !cmd.Flags().Changed("temperature") {
+						cfg.Temperature = testRun.EvalTemperature
+					}
+				}
+			}
+			if runDir != "" {
+				if _, err := os.Stat(filepath.Join(runDir, rundir.EvalFile)); err == nil {
+					c.add("run", "%s already holds an evaluation (%s)", runDir, rundir.EvalFile)
+				}
+			}
 			c.intIn("problems", problems, 1, maxProblems)
 			c.intIn("skip", skip, 0, maxProblems)
 			if worldWords && data != "world" {
@@ -136,11 +178,23 @@ after the --system prompt, in one system message, as training writes them.`,
 			if data != "world" {
 				draw.Task, draw.Path = name, path
 			}
-			examples, seed, err := draw.Examples()
-			if err != nil {
-				return err
+			var examples []task.Example
+			var err error
+			if testRun != nil {
+				// Sampled as the run's own test evaluation is seeded
+				// unless --seed says otherwise.
+				examples = tested
+				if !cmd.Flags().Changed("seed") {
+					cfg.Seed = testRun.Seed
+				}
+			} else {
+				var seed uint64
+				if examples, seed, err = draw.Examples(); err != nil {
+					return err
+				}
+				cfg.Seed = seed
 			}
-			cfg.Seed = seed
+			drawn := examples
 			prompting := eval.Prompting{Chat: chatMode, System: system, Prefix: prefix, Suffix: suffix, Expert: expertIdx, Experts: experts,
 				Persona: expertPersona}
 			var gen eval.Generator
@@ -188,6 +242,15 @@ after the --system prompt, in one system message, as training writes them.`,
 			if err != nil {
 				return err
 			}
+			if runDir != "" {
+				pairSeed := cfg.Seed
+				if testRun != nil {
+					pairSeed = testRun.Seed
+				}
+				if err := recordEvaluation(runDir, os.Args, modelPath, pairSeed, drawn, rep); err != nil {
+					return err
+				}
+			}
 			return printReport(cmd, rep, asJSON)
 		},
 	}
@@ -219,6 +282,8 @@ after the --system prompt, in one system message, as training writes them.`,
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.StringVar(&samplesPath, "samples", "", "write every scored completion to this JSON Lines file (id, pass, index, gold, text, answer, reward)")
 	f.StringVar(&consultPath, "consult", "", "a training config with the consultation part: run its consultation loop at test time, every reply accepted (EAPO's expert-assisted workflow; self-collaboration with a pool of policy copies)")
+	f.StringVar(&testOf, "test-of", "", "score the test problems of this world training run's directory, at its max_tokens, eval_samples and eval_temperature")
+	f.StringVar(&runDir, "run", "", "record the evaluation in this directory as a run without training, for rlvr report --table")
 	f.BoolVar(&consultOpen, "consult-open", false, "with --consult, open every episode with each expert of the pool asked the whole question")
 	// One flag names the model; --expert I sets the prompt itself; the
 	// consultation loop runs on a local model and asks the pool, not
@@ -229,6 +294,32 @@ after the --system prompt, in one system message, as training writes them.`,
 	cmd.MarkFlagsMutuallyExclusive("consult", "endpoint")
 	cmd.MarkFlagsMutuallyExclusive("consult", "experts")
 	return cmd
+}
+
+// recordEvaluation writes an evaluation as a run without training: a
+// config.yaml naming the command, the model and the seed the run pairs by,
+// and eval.jsonl's test line, as a trained run's final evaluation is
+// written.
+func recordEvaluation(dir string, args []string, model string, seed uint64, examples []task.Example, rep *eval.Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = strconv.Quote(a)
+	}
+	config := fmt.Sprintf("# an evaluation without training\nevaluation: [%s]\nmodel: %s\nseed: %d\n", strings.Join(quoted, ", "), strconv.Quote(model), seed)
+	if err := atomicfile.WriteBytes(filepath.Join(dir, rundir.ConfigFile), []byte(config)); err != nil {
+		return err
+	}
+	rec := rundir.Eval{Step: 0, Split: "test", Greedy: rep.Greedy.Mean, GreedyLow: rep.Greedy.Low, GreedyHigh: rep.Greedy.High,
+		Problems: len(examples), ProblemSet: train.ProblemSet(examples)}
+	if rep.K > 0 {
+		rec.Samples, rec.SampleTemperature = rep.K, rep.Temperature
+		rec.AvgAtK, rec.Variance = &rep.AvgAtK, &rep.Variance
+		rec.PassAtK = map[string]float64{strconv.Itoa(rep.K): rep.PassAtK[rep.K]}
+	}
+	return rundir.AppendEval(dir, rec)
 }
 
 // checkPrompting checks the flags that say how examples are prompted, as
