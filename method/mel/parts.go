@@ -34,8 +34,9 @@ type MetaExperienceConfig struct {
 	Temperature float32 `yaml:"temperature,omitempty"`
 	MaxTokens   int     `yaml:"max_tokens,omitempty"`
 	// Instruction is a chat model's instruction I, with {question},
-	// {correct_ans} and {error_ans}; Validation its replay preamble, with
-	// {experience}, which the question follows. Empty takes the paper's
+	// {correct_ans} and {error_ans}; Validation its replay prompt, with
+	// {experience} and {question} (without {question}, the question
+	// follows the prompt). Empty takes the paper's
 	// (PaperInstruction, PaperValidation). A model without a chat
 	// template uses the world's reflection format.
 	Instruction string `yaml:"instruction,omitempty"`

@@ -132,12 +132,16 @@ Correct
 </judge>`
 
 // PaperValidation is MEL's empirical-validation prompt (Appendix C): the
-// meta-experience as working memory; the question follows it.
+// meta-experience as working memory, then the question in place of
+// {question} (after the prompt when it has no {question}).
 const PaperValidation = `Prior study has provided some internal reference information relevant to this question, including the key approaches, steps, and reasoning needed for a correct solution; the typical reasoning biases, logical flaws, or pitfalls that appear in incorrect solutions; and various heuristic insights on how to complete this problem more effectively.
 
 {experience}
 
-Now, please fully internalize this information as your own experience, then independently think through the problem in detail and produce a complete answer.`
+Now, please fully internalize this information as your own experience, then independently think through the problem in detail and produce a complete answer. Note:
+- You must perform full, in-depth reasoning internally and arrive at the final answer while making full use of the information above.
+
+Answer the following question: {question}`
 
 // Request implements Format.
 func (c Chat) Request(question, correct, wrong string) string {
@@ -155,7 +159,10 @@ func (c Chat) Replay(question string, m Experience) string {
 		v = PaperValidation
 	}
 	exp := "Bifurcation point: " + m.Step + "\n\nCritique:\n" + m.Critique + "\n\nHeuristics:\n" + m.Heuristic
-	return strings.ReplaceAll(v, "{experience}", exp) + "\n\n" + question
+	if !strings.Contains(v, "{question}") {
+		v += "\n\n{question}"
+	}
+	return strings.NewReplacer("{experience}", exp, "{question}", question).Replace(v)
 }
 
 // chatHeading matches a numbered heading line of the paper's output

@@ -67,12 +67,17 @@ func TestChatParsesThePaperFormat(t *testing.T) {
 	}
 	replay := Chat{}.Replay("What is (12+7)*3-5?", m)
 	if !strings.HasPrefix(replay, "Prior study has provided") || !strings.Contains(replay, "Bifurcation point: Step 2") ||
-		!strings.Contains(replay, "[Carry]") || !strings.HasSuffix(replay, "produce a complete answer.\n\nWhat is (12+7)*3-5?") {
+		!strings.Contains(replay, "[Carry]") || !strings.Contains(replay, "produce a complete answer. Note:\n- You must perform full, in-depth reasoning") ||
+		!strings.HasSuffix(replay, "information above.\n\nAnswer the following question: What is (12+7)*3-5?") {
 		t.Errorf("replay %q", replay)
 	}
 	custom := Chat{Validation: "Memory: {experience}\nNow solve:"}.Replay("Q?", m)
 	if !strings.HasPrefix(custom, "Memory: Bifurcation point:") || !strings.HasSuffix(custom, "Now solve:\n\nQ?") {
 		t.Errorf("custom replay %q", custom)
+	}
+	placed := Chat{Validation: "Q: {question}\nMemory: {experience}"}.Replay("Q?", m)
+	if !strings.HasPrefix(placed, "Q: Q?\nMemory: Bifurcation point:") || strings.Count(placed, "Q?") != 1 {
+		t.Errorf("replay with {question} placed %q", placed)
 	}
 }
 
