@@ -27,20 +27,22 @@ bin/rlvr pretrain --world "$world" >/dev/null
 export GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1
 
 # run CONFIG RUN [FLAGS...]: one training run of bin/rlvr, skipped when it
-# has finished (its eval.jsonl has the test line) and resumed from its last
-# checkpoint when it has started (it has a config.yaml); its output goes
-# to RUN.log.
+# has finished (its eval.jsonl has the test line), resumed from its last
+# checkpoint when it has one, and started again when it was stopped before
+# its first; its output goes to RUN.log.
 run() {
   local config=$1 dir=$2
   shift 2
   if grep -qs '"split":"test"' "$dir/eval.jsonl"; then
     return 0
   fi
-  local resume=()
-  if [ -f "$dir/config.yaml" ]; then
-    resume=(--resume)
+  local again=()
+  if compgen -G "$dir/ckpt-*" >/dev/null; then
+    again=(--resume)
+  elif [ -e "$dir" ]; then
+    again=(--overwrite)
   fi
-  bin/rlvr train --config "$config" --run "$dir" "${resume[@]}" "$@" >"$dir.log" 2>&1 ||
+  bin/rlvr train --config "$config" --run "$dir" "${again[@]}" "$@" >"$dir.log" 2>&1 ||
     { echo "failed: $dir (see $dir.log)" >&2; return 1; }
   echo "done: $dir"
 }
