@@ -41,9 +41,13 @@ var FailureKinds = []string{FailTimeout, FailConnection, FailRateLimited, FailSe
 
 // Request is one question put to an expert, in the form of the expert's
 // API: Prompt for a completion, Messages for a chat. Exactly one is set.
+// A sampled reply is seeded by the expert's seed, the question and Seed,
+// which the asker varies between calls that ask the same question (0 for
+// none: the same question, the same reply).
 type Request struct {
 	Prompt   string
 	Messages []task.Message
+	Seed     uint64
 }
 
 // hash is an FNV-1a hash of the request's text.

@@ -76,7 +76,7 @@ func (e *Endpoint) ask(ctx context.Context, r Request) (string, error) {
 	}
 	p := e.Params
 	temp := float64(p.Temperature)
-	seed := int64((p.Seed + r.hash()) & math.MaxInt64) // servers want it non-negative
+	seed := int64((p.Seed + r.hash() + r.Seed) & math.MaxInt64) // servers want it non-negative
 	var maxTokens *int
 	if p.MaxTokens > 0 {
 		maxTokens = &p.MaxTokens

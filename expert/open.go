@@ -18,8 +18,8 @@ type Options struct {
 	// experts load.
 	Policy string
 	// Seed seeds the experts' sampling: each question is sampled with
-	// Seed plus a hash of its text, the same however the questions are
-	// batched or resumed.
+	// Seed, the member's index, a hash of its text and the Ask's Seed,
+	// the same however the questions are batched or resumed.
 	Seed uint64
 	// Batch, when positive, answers checkpoint experts (Model, Policy) in
 	// this process, Batch prompts per call of the model (Batched): an
@@ -102,13 +102,18 @@ func Open(experts []Config, opt Options) (*Pool, error) {
 			if key == "" && e.APIKeyEnv != "" {
 				key = os.Getenv(e.APIKeyEnv)
 			}
-			m.Answerer = endpoint(e.URL, key, m.Model, e, opt.Seed)
+			m.Answerer = endpoint(e.URL, key, m.Model, e, memberSeed(opt.Seed, i))
 		case m.Answerer == nil: // served
-			m.Answerer = endpoint(base, "", e.Name, e, opt.Seed)
+			m.Answerer = endpoint(base, "", e.Name, e, memberSeed(opt.Seed, i))
 		}
 	}
 	return pool, nil
 }
+
+// memberSeed is the seed of the pool's member i: members that serve the
+// same model (self-collaboration's copies of the policy) sample different
+// replies to one question.
+func memberSeed(seed uint64, i int) uint64 { return seed + uint64(i)*0x9e3779b97f4a7c15 }
 
 // endpoint asks model at url, with the bearer token key, as e says: its
 // own client, whose concurrency limit is the expert's.

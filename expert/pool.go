@@ -49,6 +49,7 @@ func (p *Pool) Names() []string {
 type Ask struct {
 	Member   int
 	Question string
+	Seed     uint64 // Request.Seed
 }
 
 // Answer is a member's answer to an Ask: its text, or the kind of failure
@@ -102,9 +103,9 @@ func (p *Pool) Answers(ctx context.Context, asks []Ask) []Answer {
 		reqs := make([]Request, len(idx))
 		for k, i := range idx {
 			if member.API == APIChat {
-				reqs[k] = Request{Messages: []task.Message{{Role: "user", Content: asks[i].Question}}}
+				reqs[k] = Request{Messages: []task.Message{{Role: "user", Content: asks[i].Question}}, Seed: asks[i].Seed}
 			} else {
-				reqs[k] = Request{Prompt: asks[i].Question}
+				reqs[k] = Request{Prompt: asks[i].Question, Seed: asks[i].Seed}
 			}
 		}
 		wg.Go(func() {

@@ -183,7 +183,7 @@ func TestPoolAnswerFailures(t *testing.T) {
 		{Name: "late", Answerer: answerer{err: context.DeadlineExceeded}},
 		{Name: "refused", Answerer: answerer{err: fmt.Errorf("too long: %w", ErrRefused)}},
 	}}
-	out := p.Answers(context.Background(), []Ask{{0, "q"}, {1, "q"}, {2, "q"}, {3, "q"}})
+	out := p.Answers(context.Background(), []Ask{{Member: 0, Question: "q"}, {Member: 1, Question: "q"}, {Member: 2, Question: "q"}, {Member: 3, Question: "q"}})
 	want := []string{"", FailEmpty, FailTimeout, FailRefused}
 	for i, a := range out {
 		if a.Failure != want[i] {
@@ -319,7 +319,7 @@ func TestPoolEndpointFailures(t *testing.T) {
 			cfg := tt.cfg
 			cfg.URL = srv.URL + "/v1"
 			p := open(t, cfg)
-			out := p.Answers(context.Background(), []Ask{{0, "Q:1+1\n"}, {0, "Q:2+2\n"}, {3, "Q:3+3\n"}})
+			out := p.Answers(context.Background(), []Ask{{Member: 0, Question: "Q:1+1\n"}, {Member: 0, Question: "Q:2+2\n"}, {Member: 3, Question: "Q:3+3\n"}})
 			if len(out) != 3 {
 				t.Fatalf("%d answers to 3 asks", len(out))
 			}
@@ -344,7 +344,7 @@ func TestPoolEndpointFailures(t *testing.T) {
 		addr := ln.Addr().String()
 		ln.Close()
 		p := open(t, Config{URL: "http://" + addr + "/v1", Retries: -1})
-		out := p.Answers(context.Background(), []Ask{{0, "Q:1+1\n"}})
+		out := p.Answers(context.Background(), []Ask{{Member: 0, Question: "Q:1+1\n"}})
 		if len(out) != 1 || out[0].Failure != FailConnection {
 			t.Errorf("answers %+v", out)
 		}
@@ -365,7 +365,7 @@ func TestPoolCancelled(t *testing.T) {
 	p := open(t, Config{URL: srv.URL + "/v1", Concurrency: 1, Retries: -1})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	out := p.Answers(ctx, []Ask{{0, "a"}, {0, "b"}, {0, "c"}})
+	out := p.Answers(ctx, []Ask{{Member: 0, Question: "a"}, {Member: 0, Question: "b"}, {Member: 0, Question: "c"}})
 	if len(out) != 3 {
 		t.Fatalf("%d answers", len(out))
 	}
@@ -406,7 +406,7 @@ func TestOpenURLExperts(t *testing.T) {
 			t.Errorf("member %d: %+v, want model %s", i, m, want)
 		}
 	}
-	for _, a := range p.Answers(context.Background(), []Ask{{0, "q"}, {1, "q"}, {2, "q"}}) {
+	for _, a := range p.Answers(context.Background(), []Ask{{Member: 0, Question: "q"}, {Member: 1, Question: "q"}, {Member: 2, Question: "q"}}) {
 		if a.Failure != "" {
 			t.Fatalf("%s: %v", a.Failure, a.Err)
 		}
@@ -448,11 +448,52 @@ func TestOpenCheckpoint(t *testing.T) {
 				t.Errorf("batch %d: %s answers through %T", batch, m.Name, m.Answerer)
 			}
 		}
-		for _, a := range p.Answers(context.Background(), []Ask{{0, "Q:1+1\n"}, {1, "Q:2+2\n"}}) {
+		for _, a := range p.Answers(context.Background(), []Ask{{Member: 0, Question: "Q:1+1\n"}, {Member: 1, Question: "Q:2+2\n"}}) {
 			if a.Failure != "" && a.Failure != FailEmpty {
 				t.Errorf("batch %d: %s: %v", batch, a.Failure, a.Err)
 			}
 		}
 		p.Close()
+	}
+}
+
+// TestOpenSeedsEachMemberAndAsk reads the seed of every request on the
+// wire: two members serving one model (self-collaboration's copies) are
+// sent different seeds for one question, and one member different seeds
+// for one question under two Ask seeds, the same seed under the same.
+func TestOpenSeedsEachMemberAndAsk(t *testing.T) {
+	var mu sync.Mutex
+	seeds := map[string][]int64{} // prompt → seeds, in arrival order per prompt
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Prompt string `json:"prompt"`
+			Seed   int64  `json:"seed"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			t.Error(err)
+		}
+		mu.Lock()
+		seeds[req.Prompt] = append(seeds[req.Prompt], req.Seed)
+		mu.Unlock()
+		io.WriteString(w, completion)
+	}))
+	defer srv.Close()
+	p := open(t, Config{Name: "a", URL: srv.URL + "/v1", RemoteModel: "same", Temperature: 1},
+		Config{Name: "b", URL: srv.URL + "/v1", RemoteModel: "same", Temperature: 1})
+	for _, asks := range [][]Ask{
+		{{Member: 0, Question: "members"}}, {{Member: 1, Question: "members"}},
+		{{Member: 0, Question: "asks", Seed: 1}}, {{Member: 0, Question: "asks", Seed: 2}}, {{Member: 0, Question: "asks", Seed: 1}},
+	} {
+		for _, a := range p.Answers(context.Background(), asks) {
+			if a.Failure != "" {
+				t.Fatalf("%s: %v", a.Failure, a.Err)
+			}
+		}
+	}
+	if s := seeds["members"]; len(s) != 2 || s[0] == s[1] {
+		t.Errorf("two members asked one question with seeds %v", s)
+	}
+	if s := seeds["asks"]; len(s) != 3 || s[0] == s[1] || s[0] != s[2] {
+		t.Errorf("one member asked under Ask seeds 1, 2, 1 with seeds %v", s)
 	}
 }

@@ -180,6 +180,9 @@ func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollo
 		// One stream of draws per call: the same step, episode and turn
 		// draw the same acceptances, whatever else the step holds.
 		rng := rand.New(rand.NewPCG(e.seed^0x636f6e73756c74, uint64(call.Episode)<<16|uint64(call.Turn)))
+		// and of seeds for sampled replies, so that a question asked again
+		// in another episode, turn or step is answered afresh.
+		replySeeds := rand.New(rand.NewPCG(e.seed^0x7265706c79, uint64(call.Episode)<<16|uint64(call.Turn)))
 		replies[i] = make([]Reply, len(qs))
 		for j, q := range qs {
 			replies[i][j] = Reply{Expert: q.Expert}
@@ -197,7 +200,7 @@ func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollo
 				continue
 			}
 			replies[i][j].Expert = c.Pool.Members[m].Name
-			asks = append(asks, expert.Ask{Member: m, Question: c.Format.Question(q)})
+			asks = append(asks, expert.Ask{Member: m, Question: c.Format.Question(q), Seed: replySeeds.Uint64()})
 			slots = append(slots, slot{i, j})
 		}
 	}

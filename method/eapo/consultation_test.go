@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -71,6 +72,7 @@ func (c *consulter) Sample(_ context.Context, reqs []sample.Request) ([][]sample
 type answerFunc struct {
 	mu    sync.Mutex
 	asked int
+	seeds []uint64 // of the requests, in the order asked
 	f     func(q string) (string, error)
 }
 
@@ -78,6 +80,7 @@ func (a *answerFunc) Answer(_ context.Context, reqs []expert.Request, done func(
 	for i, r := range reqs {
 		a.mu.Lock()
 		a.asked++
+		a.seeds = append(a.seeds, r.Seed)
 		a.mu.Unlock()
 		text, err := a.f(r.Prompt)
 		done(i, text, err)
@@ -144,6 +147,33 @@ func TestConsultationAcceptsWithProbabilityP(t *testing.T) {
 		if math.Abs(m["reward_mean"]-(m["accuracy"]-0.1)) > 1e-9 {
 			t.Fatalf("p=%v: mean reward %v, accuracy %v: the penalty is not 0.1 per consultation", p, m["reward_mean"], m["accuracy"])
 		}
+	}
+}
+
+// TestConsultationSeedsEachAsk: 600 episodes ask one expert one
+// question; each ask carries its own seed, so that a sampled expert
+// answers each afresh, and the same step draws the same seeds again.
+func TestConsultationSeedsEachAsk(t *testing.T) {
+	var runs [2][]uint64
+	for k := range runs {
+		e1 := seven()
+		c := consultation(1, e1)
+		r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 8, Rollout: c, Shapers: []method.Shaper{c}}
+		var examples []task.Example
+		for i := range 75 {
+			examples = append(examples, methodtest.Example(fmt.Sprint("q", i), "7"))
+		}
+		if _, err := r.Step(context.Background(), policyEnv(&consulter{Action: "?E1:1+2?\n", Own: "0"}), examples); err != nil {
+			t.Fatal(err)
+		}
+		runs[k] = slices.Clone(e1.seeds)
+		slices.Sort(runs[k])
+	}
+	if len(runs[0]) != 600 || len(slices.Compact(slices.Clone(runs[0]))) != 600 {
+		t.Fatalf("%d asks, %d distinct seeds", len(runs[0]), len(slices.Compact(slices.Clone(runs[0]))))
+	}
+	if !slices.Equal(runs[0], runs[1]) {
+		t.Errorf("the same step drew other seeds")
 	}
 }
 

@@ -2,6 +2,7 @@ package eapo
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"rlvr/engine/optim"
@@ -51,6 +52,10 @@ type ConsultationConfig struct {
 	// Turns is the turn budget T(t), rounded; default linear from 3 to 1,
 	// the evaluation's single turn.
 	Turns *Schedule `yaml:"turns,omitempty"`
+	// BudgetMatched holds both constant, at the same consultation budget
+	// as the schedules above (EAPO App. H's fixed rate): see
+	// BudgetMatched.
+	BudgetMatched bool `yaml:"budget_matched,omitempty"`
 	// MaxTokens bounds an episode's whole response, expert replies
 	// included; 0 means max_tokens.
 	MaxTokens int `yaml:"max_tokens,omitempty"`
@@ -144,8 +149,32 @@ func (k *ConsultationConfig) Consultation(runSteps int, chat bool, pool *expert.
 	if chat {
 		format = Chat{}
 	}
-	return &Consultation{Format: format, Pool: pool, Accept: *k.Acceptance, Turns: *k.Turns, RunSteps: runSteps,
+	accept, turns := *k.Acceptance, *k.Turns
+	if k.BudgetMatched {
+		accept, turns = BudgetMatched(accept, turns, runSteps)
+	}
+	return &Consultation{Format: format, Pool: pool, Accept: accept, Turns: turns, RunSteps: runSteps,
 		MaxQueries: k.MaxQueries, Penalty: *k.Penalty, MaxTokens: k.MaxTokens}
+}
+
+// BudgetMatched returns constant schedules with the consultation budget of
+// the acceptance and turn schedules over a run of runSteps steps. A
+// consultation is possible on every turn of an episode but its last, and
+// is answered with probability p, so the budget is Σ_t p(t)·(T(t) − 1)
+// answered consultations per episode that consults whenever it may. The
+// turn budget becomes its mean, rounded, and at least 2 (one turn to
+// consult, one to answer); the acceptance the p that spends the same
+// budget at that turn budget, at most 1.
+func BudgetMatched(accept, turns Schedule, runSteps int) (Schedule, Schedule) {
+	c := Consultation{Accept: accept, Turns: turns, RunSteps: runSteps}
+	n := max(runSteps, 1)
+	var budget float64
+	for t := range n {
+		budget += c.Acceptance(t) * float64(c.TurnBudget(t)-1)
+	}
+	fixedTurns := max(2, math.Round(turns.Mean(runSteps)))
+	p := min(1, budget/(float64(n)*(fixedTurns-1)))
+	return Schedule{Kind: optim.Constant, Start: p, End: p}, Schedule{Kind: optim.Constant, Start: fixedTurns, End: fixedTurns}
 }
 
 // Grant is the system prompt text granting a chat policy the consult

@@ -1,6 +1,7 @@
 package eapo
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -37,6 +38,26 @@ func TestConsultationDefaults(t *testing.T) {
 	for in, want := range map[method.AdvantageNorm]method.AdvantageNorm{method.NormGroupStd: method.NormCorrectnessStd, method.NormNone: method.NormNone} {
 		if got := part.DefaultAdvantageNorm([]string{PartConsultation}, in); got != want {
 			t.Errorf("norm %s becomes %s, want %s", in, got, want)
+		}
+	}
+}
+
+// TestConsultationBudgetMatched: consultation.budget_matched makes the
+// part's schedules the constants of BudgetMatched; without it the part
+// anneals.
+func TestConsultationBudgetMatched(t *testing.T) {
+	for _, matched := range []bool{false, true} {
+		k := &ConsultationConfig{BudgetMatched: matched}
+		if err := methodtest.Resolve(k, &part.Run{World: true, MaxTokens: 256, Steps: 200, Parts: []string{PartConsultation}}); err != "" {
+			t.Fatal(err)
+		}
+		c := k.Consultation(200, false, nil)
+		p0, p199, t0, t199 := c.Acceptance(0), c.Acceptance(199), c.TurnBudget(0), c.TurnBudget(199)
+		switch {
+		case matched && (p0 != p199 || math.Abs(p0-146.5/200) > 0.01 || t0 != 2 || t199 != 2):
+			t.Errorf("budget-matched: p %v → %v, turns %d → %d", p0, p199, t0, t199)
+		case !matched && (p0 != 1 || p199 > 0.01 || t0 != 3 || t199 != 1):
+			t.Errorf("annealed: p %v → %v, turns %d → %d", p0, p199, t0, t199)
 		}
 	}
 }

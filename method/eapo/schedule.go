@@ -17,15 +17,14 @@ type Schedule struct {
 	Kind  optim.ScheduleKind `yaml:"kind"`
 	Start float64            `yaml:"start"`
 	End   float64            `yaml:"end"`
-	// Steps is the decay's length in steps; 0 takes the run's steps.
-	Steps int `yaml:"steps,omitempty"`
+	// Steps is the decay's length in steps, or Length its length as a
+	// multiple of the run's steps (2: a decay twice as slow as the run);
+	// neither takes the run's steps.
+	Steps  int     `yaml:"steps,omitempty"`
+	Length float64 `yaml:"length,omitempty"`
 	// Rate is the exponential's: at Steps the gap to End is exp(−Rate)
 	// of what it was, and then it closes. 0 means 5.
 	Rate float64 `yaml:"rate,omitempty"`
-	// BudgetMatched replaces the schedule by the constant with the same
-	// total over the run: its mean over the run's steps (EAPO App. H's
-	// fixed rate matched to the annealed schedule's consultation budget).
-	BudgetMatched bool `yaml:"budget_matched,omitempty"`
 }
 
 // Check reports a schedule that cannot be followed, naming it by name.
@@ -33,11 +32,14 @@ func (s Schedule) Check(name string) error {
 	if !slices.Contains(optim.ScheduleKinds, s.Kind) {
 		return fmt.Errorf("%s.kind %q is not one of %v", name, s.Kind, optim.ScheduleKinds)
 	}
-	if s.Steps < 0 || s.Rate < 0 {
-		return fmt.Errorf("%s: steps %d and rate %g must not be negative", name, s.Steps, s.Rate)
+	if s.Steps < 0 || s.Rate < 0 || s.Length < 0 {
+		return fmt.Errorf("%s: steps %d, length %g and rate %g must not be negative", name, s.Steps, s.Length, s.Rate)
 	}
-	if math.IsNaN(s.Rate) || math.IsInf(s.Rate, 0) {
-		return fmt.Errorf("%s: rate %g must be finite", name, s.Rate)
+	if math.IsNaN(s.Rate) || math.IsInf(s.Rate, 0) || math.IsNaN(s.Length) || s.Length > 1000 {
+		return fmt.Errorf("%s: rate %g must be finite, length %g at most 1000", name, s.Rate, s.Length)
+	}
+	if s.Steps > 0 && s.Length > 0 {
+		return fmt.Errorf("%s: steps %d and length %g both set the decay's length", name, s.Steps, s.Length)
 	}
 	if math.IsNaN(s.Start) || math.IsNaN(s.End) || math.IsInf(s.Start, 0) || math.IsInf(s.End, 0) {
 		return fmt.Errorf("%s: start %g and end %g must be finite", name, s.Start, s.End)
@@ -47,13 +49,11 @@ func (s Schedule) Check(name string) error {
 
 // At is the value at a 0-based step of a run of runSteps steps.
 func (s Schedule) At(step, runSteps int) float64 {
-	if s.BudgetMatched {
-		m := s
-		m.BudgetMatched = false
-		return m.Mean(runSteps)
-	}
 	n := s.Steps
-	if n <= 0 {
+	switch {
+	case s.Length > 0:
+		n = max(1, int(math.Round(s.Length*float64(runSteps))))
+	case n <= 0:
 		n = runSteps
 	}
 	if s.Kind == optim.Constant || n <= 0 {

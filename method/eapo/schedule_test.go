@@ -147,6 +147,19 @@ func TestScheduleHorizon(t *testing.T) {
 		if got := slow.At(n, n); kind != optim.Constant && got <= def.End {
 			t.Errorf("%s: slower decay at the run's end is %v, already End", kind, got)
 		}
+		// Length gives the same decays as a multiple of the run's steps,
+		// at any run length.
+		slowBy, fastBy := def, def
+		slowBy.Length, fastBy.Length = 2, 1.0/3
+		for _, runSteps := range []int{n, 3 * n} {
+			slow.Steps, fast.Steps = 2*runSteps, int(math.Round(float64(runSteps)/3))
+			for step := 0; step <= runSteps; step++ {
+				if slowBy.At(step, runSteps) != slow.At(step, runSteps) || fastBy.At(step, runSteps) != fast.At(step, runSteps) {
+					t.Fatalf("%s: run of %d, step %d: length 2 and 1/3 give %v and %v, steps %d and %d give %v and %v", kind, runSteps, step,
+						slowBy.At(step, runSteps), fastBy.At(step, runSteps), slow.Steps, fast.Steps, slow.At(step, runSteps), fast.At(step, runSteps))
+				}
+			}
+		}
 	}
 }
 
@@ -179,39 +192,43 @@ func TestScheduleExponentialRate(t *testing.T) {
 	}
 }
 
-func TestScheduleBudgetMatched(t *testing.T) {
-	for _, kind := range optim.ScheduleKinds {
-		for _, r := range ranges {
-			for _, steps := range []int{0, 30, 200} {
-				const n = 90
-				s := Schedule{Kind: kind, Start: r.start, End: r.end, Steps: steps}
-				b := s
-				b.BudgetMatched = true
-				mean := s.Mean(n)
-				var sum float64
-				for step := range n {
-					sum += s.At(step, n)
-				}
-				if math.Abs(mean-sum/n) > 1e-12 {
-					t.Fatalf("%+v: Mean(%d) = %v, want the average %v", s, n, mean, sum/n)
-				}
-				for step := 0; step <= n+5; step++ {
-					if got := b.At(step, n); got != mean {
-						t.Fatalf("%+v budget-matched: At(%d, %d) = %v, want the constant %v", s, step, n, got, mean)
-					}
-				}
-				// The same total budget over the run.
-				if got := b.Mean(n); math.Abs(got-mean) > 1e-12 {
-					t.Errorf("%+v budget-matched: Mean(%d) = %v, want %v", s, n, got, mean)
-				}
+// TestBudgetMatched: the constant schedules spend the annealed ones'
+// consultation budget, Σ p(t)·(T(t) − 1), over the run: EAPO's defaults
+// over 200 steps (about 146.5 consultations per episode, where matching
+// each schedule's mean alone would give 100), budgets p cannot reach
+// (p stays at 1), and none at all.
+func TestBudgetMatched(t *testing.T) {
+	budget := func(accept, turns Schedule, n int) float64 {
+		c := Consultation{Accept: accept, Turns: turns, RunSteps: n}
+		var b float64
+		for step := range n {
+			b += c.Acceptance(step) * float64(c.TurnBudget(step)-1)
+		}
+		return b
+	}
+	for _, tt := range []struct {
+		accept, turns Schedule
+		n             int
+		p, t          float64
+	}{
+		{Schedule{Kind: optim.Cosine, Start: 1, End: 0}, Schedule{Kind: optim.Linear, Start: 3, End: 1}, 200, 146.5 / 200, 2},
+		{Schedule{Kind: optim.Constant, Start: 1}, Schedule{Kind: optim.Constant, Start: 3}, 50, 1, 3},
+		{Schedule{Kind: optim.Constant, Start: 1}, Schedule{Kind: optim.Linear, Start: 5, End: 1}, 40, 1, 3},
+		{Schedule{Kind: optim.Cosine, Start: 1, End: 0}, Schedule{Kind: optim.Constant, Start: 1}, 30, 0, 2},
+	} {
+		a, turns := BudgetMatched(tt.accept, tt.turns, tt.n)
+		for step := range tt.n + 3 {
+			if a.At(step, tt.n) != a.At(0, tt.n) || turns.At(step, tt.n) != turns.At(0, tt.n) {
+				t.Fatalf("%+v: not constant at step %d", tt, step)
 			}
 		}
-	}
-	// optim.Linear from 1 to 0 over n steps: the mean of 1 − t/n for t < n.
-	const n = 10
-	s := Schedule{Kind: optim.Linear, Start: 1, End: 0, BudgetMatched: true}
-	if got, want := s.At(3, n), float64(n+1)/(2*n); math.Abs(got-want) > 1e-12 {
-		t.Errorf("budget-matched linear: %v, want %v", got, want)
+		if got := a.At(0, tt.n); math.Abs(got-tt.p) > 0.01 || turns.At(0, tt.n) != tt.t {
+			t.Errorf("%+v, %+v: p = %v, T = %v; want about %v and %v", tt.accept, tt.turns, got, turns.At(0, tt.n), tt.p, tt.t)
+		}
+		want, got := budget(tt.accept, tt.turns, tt.n), budget(a, turns, tt.n)
+		if tt.p < 1 && math.Abs(got-want) > 1e-9 {
+			t.Errorf("%+v, %+v: budget %v, want %v", tt.accept, tt.turns, got, want)
+		}
 	}
 }
 
@@ -224,7 +241,7 @@ func TestScheduleCheck(t *testing.T) {
 		{Schedule{Kind: optim.Constant, Start: 1}, nil},
 		{Schedule{Kind: optim.Linear, Start: 1, End: 0, Steps: 10}, nil},
 		{Schedule{Kind: optim.Cosine, Start: 0, End: 1}, nil},
-		{Schedule{Kind: optim.Exponential, Start: 1, End: 0, Rate: 3, BudgetMatched: true}, nil},
+		{Schedule{Kind: optim.Exponential, Start: 1, End: 0, Rate: 3}, nil},
 		{Schedule{Kind: "step", Start: 1}, []string{"consult.accept.kind", `"step"`}},
 		{Schedule{Kind: "Linear", Start: 1}, []string{"consult.accept.kind"}},
 		{Schedule{Kind: optim.Linear, Start: 1, Steps: -1}, []string{"consult.accept", "steps -1"}},
@@ -235,6 +252,9 @@ func TestScheduleCheck(t *testing.T) {
 		{Schedule{Kind: optim.Cosine, Start: 1, End: -inf}, []string{"consult.accept", "end"}},
 		{Schedule{Kind: optim.Exponential, Start: 1, Rate: nan}, []string{"consult.accept", "rate"}},
 		{Schedule{Kind: optim.Exponential, Start: 1, Rate: inf}, []string{"consult.accept", "rate"}},
+		{Schedule{Kind: optim.Linear, Start: 1, Length: -1}, []string{"consult.accept", "length -1"}},
+		{Schedule{Kind: optim.Linear, Start: 1, Length: nan}, []string{"consult.accept", "length"}},
+		{Schedule{Kind: optim.Linear, Start: 1, Length: 2, Steps: 10}, []string{"consult.accept", "both"}},
 	} {
 		err := tt.s.Check("consult.accept")
 		if tt.want == nil {
