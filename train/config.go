@@ -459,30 +459,44 @@ func (c *RLConfig) resolveData(add func(string, ...any)) {
 }
 
 // LoadRLConfig reads a YAML config: the defaults, then the preset (the
-// file's, or preset when not empty), then the file. Unknown keys are
-// errors naming them and their line.
-func LoadRLConfig(path, preset string) (RLConfig, error) {
+// file's, or preset when not empty), then the file with each of sets
+// applied (SetKeys). Unknown keys are errors naming them and their line.
+// An empty path reads an empty file.
+func LoadRLConfig(path, preset string, sets ...string) (RLConfig, error) {
 	cfg := DefaultRL()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return cfg, fmt.Errorf("train config: %w", err)
+	var b []byte
+	name := "the config"
+	if path != "" {
+		var err error
+		if b, err = os.ReadFile(path); err != nil {
+			return cfg, fmt.Errorf("train config: %w", err)
+		}
+		name = path
+	}
+	if len(sets) > 0 {
+		var err error
+		if b, err = SetKeys(b, sets); err != nil {
+			return cfg, fmt.Errorf("train config: %s: %w", name, err)
+		}
+		// Lines then count in the file as the overrides left it.
+		name += " after --set " + strings.Join(sets, " --set ")
 	}
 	if preset == "" {
 		var head struct {
 			Preset string `yaml:"preset"`
 		}
 		if err := yaml.Unmarshal(b, &head); err != nil {
-			return cfg, fmt.Errorf("train config: %s: %w", path, err)
+			return cfg, fmt.Errorf("train config: %s: %w", name, err)
 		}
 		preset = head.Preset
 	}
 	if err := cfg.ApplyPreset(preset); err != nil {
-		return cfg, fmt.Errorf("%w (in %s)", err, path)
+		return cfg, fmt.Errorf("%w (in %s)", err, name)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return cfg, fmt.Errorf("train config: %s: %w", path, err)
+		return cfg, fmt.Errorf("train config: %s: %w", name, err)
 	}
 	if preset != "" {
 		cfg.Preset = preset

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -116,4 +117,65 @@ type rawNode struct{ Node *yaml.Node }
 func (r *rawNode) UnmarshalYAML(n *yaml.Node) error {
 	r.Node = n
 	return nil
+}
+
+// SetKeys applies overrides to a YAML config document, each
+// "key.path=value": value, read as YAML ("[1, 2]", "0.5", "{kind: cosine}"),
+// replaces or adds the key at the dotted path, whose maps are made as
+// needed. The config's own checks then see the result as if written so.
+func SetKeys(doc []byte, sets []string) ([]byte, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(doc, &root); err != nil {
+		return nil, err
+	}
+	if root.Kind == 0 { // an empty document
+		root = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode, Tag: "!!map"}}}
+	}
+	if len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("--set: the config is not a map of keys")
+	}
+	for _, set := range sets {
+		key, text, ok := strings.Cut(set, "=")
+		if !ok || key == "" {
+			return nil, fmt.Errorf("--set %q: want KEY=VALUE, such as expert_prompts.experts=[1]", set)
+		}
+		var v yaml.Node
+		if err := yaml.Unmarshal([]byte(text), &v); err != nil {
+			return nil, fmt.Errorf("--set %s: the value %q: %w", key, text, err)
+		}
+		value := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}
+		if len(v.Content) == 1 {
+			value = v.Content[0]
+		}
+		m := root.Content[0]
+		path := strings.Split(key, ".")
+		for i, k := range path {
+			if k == "" {
+				return nil, fmt.Errorf("--set %s: an empty key in the path", key)
+			}
+			if m.Kind != yaml.MappingNode {
+				return nil, fmt.Errorf("--set %s: %s is not a map", key, strings.Join(path[:i], "."))
+			}
+			at := -1
+			for j := 0; j+1 < len(m.Content); j += 2 {
+				if m.Content[j].Value == k {
+					at = j + 1
+				}
+			}
+			last := i == len(path)-1
+			switch {
+			case at < 0 && last:
+				m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, value)
+			case at < 0:
+				child := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+				m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, child)
+				m = child
+			case last:
+				m.Content[at] = value
+			default:
+				m = m.Content[at]
+			}
+		}
+	}
+	return yaml.Marshal(&root)
 }

@@ -121,3 +121,47 @@ func TestPresetOverConfig(t *testing.T) {
 		t.Errorf("max_rounds %d, buffer %d; want the preset's 3 and the file's 8", d.MaxRounds, o.Buffer)
 	}
 }
+
+// TestSetKeys: --set replaces a section's list, a top-level scalar and a
+// nested map's key, adds keys and the maps on their path, and applies to
+// no file at all; a bad override, and a key the config does not know, are
+// errors naming them.
+func TestSetKeys(t *testing.T) {
+	path := writeYAML(t, `algorithm: grpo
+parts: [expert_prompts]
+expert_prompts:
+  experts: [0]
+data: {name: world, levels: [5, 6]}
+steps: 200
+`)
+	c, err := LoadRLConfig(path, "", "expert_prompts.experts=[1, 2]", "steps=7", "data.levels=[3]", "eval_samples=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := part.Get[*meml.ExpertPromptsConfig](c.Sections)
+	if e == nil || !slices.Equal(e.Experts, []int{1, 2}) || c.Steps != 7 || !slices.Equal(c.Data.Levels, []int{3}) || c.Data.Name != "world" || c.EvalSamples != 4 {
+		t.Errorf("after --set: experts %v, steps %d, data %+v, eval_samples %d", e, c.Steps, c.Data, c.EvalSamples)
+	}
+	c, err = LoadRLConfig("", "", "algorithm=dr_grpo", "meta_experience.weight=0.5", "parts=[meta_experience]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Algorithm != "dr_grpo" || len(c.Parts) != 1 || len(c.Sections) != 1 {
+		t.Errorf("from no file: algorithm %s, parts %v, sections %v", c.Algorithm, c.Parts, c.Sections)
+	}
+	for set, want := range map[string]string{
+		"steps":                          "want KEY=VALUE",
+		"=3":                             "want KEY=VALUE",
+		"steps.every=1":                  "steps is not a map",
+		"data..levels=[1]":               "an empty key",
+		"steps=[1":                       "the value",
+		"expert_prompts.expertz=[1]":     "expertz",
+		"no_such_key=1":                  "no_such_key",
+		"expert_prompts.experts=nothing": "expert_prompts",
+	} {
+		_, err := LoadRLConfig(path, "", set)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "c.yaml") {
+			t.Errorf("--set %s: err = %v, want it to name %q and the file", set, err, want)
+		}
+	}
+}

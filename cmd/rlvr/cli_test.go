@@ -275,6 +275,9 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"train", "--model", "nosuch"}, []string{"model: stat nosuch"}},
 		{[]string{"train", "--data", "gsm8k", "--train-file", "nosuch.jsonl"}, []string{"data.train: stat nosuch.jsonl"}},
 		{[]string{"train", "--eval-problems", "0"}, []string{"eval_problems = 0"}},
+		{[]string{"train", "--set", "steps"}, []string{"--set \"steps\": want KEY=VALUE"}},
+		{[]string{"train", "--set", "steps=0"}, []string{"steps = 0"}},
+		{[]string{"train", "--set", "expert_prompts.expertz=[1]", "--parts", "expert_prompts"}, []string{"expertz"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) { refused(t, dir, tc.args, tc.want) })
 	}

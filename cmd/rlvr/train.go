@@ -61,6 +61,7 @@ func rlCommand(use, preset, short, long, example string) *cobra.Command {
 		panic(err) // a preset name in this file
 	}
 	var configPath, runDir, presetFlag, out string
+	var sets []string
 	var resume, overwrite bool
 	cmd := &cobra.Command{Use: use, Short: short, Long: long, Example: example, Args: cobra.NoArgs}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -69,11 +70,11 @@ func rlCommand(use, preset, short, long, example string) *cobra.Command {
 			// change the knobs that are safe to change.
 			configPath = filepath.Join(runDir, rundir.ConfigFile)
 		}
-		if configPath != "" || presetFlag != "" {
+		if configPath != "" || presetFlag != "" || len(sets) > 0 {
 			var fileCfg train.RLConfig
 			var err error
-			if configPath != "" {
-				if fileCfg, err = train.LoadRLConfig(configPath, presetFlag); err != nil {
+			if configPath != "" || len(sets) > 0 {
+				if fileCfg, err = train.LoadRLConfig(configPath, presetFlag, sets...); err != nil {
 					return err
 				}
 			} else {
@@ -144,6 +145,7 @@ func rlCommand(use, preset, short, long, example string) *cobra.Command {
 	}
 	bindRLFlags(cmd.Flags(), &cfg)
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML config (flags override it)")
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "KEY=VALUE: set a config key, dotted for a section's (expert_prompts.experts=[1]), the value read as YAML; repeatable, applied to the config file before the flags")
 	cmd.Flags().StringVar(&presetFlag, "preset", "", fmt.Sprintf("a named recipe, one of %v (the config file and flags override it)", train.PresetNames()))
 	cmd.Flags().StringVar(&runDir, "run", "", "run directory (default: runs/<algorithm>-seed<seed>)")
 	cmd.Flags().BoolVar(&resume, "resume", false, "continue from the run directory's newest intact checkpoint, with its recorded config")
