@@ -21,6 +21,9 @@ type Config struct {
 
 	URL   string `yaml:"url,omitempty"`   // base URL with the version: http://gpu1:8000/v1
 	World *int   `yaml:"world,omitempty"` // a world style, 1 to 3
+	// Wrong makes a World expert's every reply wrong: its last step slips
+	// (world.SolveWrong; EAPO App. E's high-error experts).
+	Wrong bool   `yaml:"wrong,omitempty"`
 	Reply string `yaml:"reply,omitempty"` // the same reply to everything
 	Model string `yaml:"model,omitempty"` // a checkpoint directory, .gguf file or llama2.c .bin
 	// Policy is a frozen copy of the run's starting model: experts that
@@ -110,6 +113,9 @@ func (e *Config) Check(field string, i int, chat bool) error {
 	}
 	if e.World != nil && (*e.World < 1 || *e.World >= len(world.Styles)) {
 		add("world %d: the world's experts are styles 1 to %d", *e.World, len(world.Styles)-1)
+	}
+	if e.Wrong && e.World == nil {
+		add("wrong is for a world expert (world: 1 to %d)", len(world.Styles)-1)
 	}
 	if e.API == "" {
 		e.API = APICompletion

@@ -94,6 +94,7 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Reply: "x", Temperature: -0.1}, 0, []string{"consult.experts[0]", "temperature"}},
 		{Config{Reply: "x", Temperature: 11}, 0, []string{"consult.experts[0]", "temperature"}},
 		{Config{Reply: "x", Temperature: float32(math.NaN())}, 0, []string{"consult.experts[0]", "temperature"}},
+		{Config{Reply: "x", Wrong: true}, 0, []string{"consult.experts[0]", "wrong is for a world expert"}},
 		// Everything wrong at once is reported at once.
 		{Config{Name: "a b", URL: "gpu", World: &four, API: "x"}, 7,
 			[]string{`consult.experts[7]: name "a b"`, "consult.experts[7]: set exactly one", `consult.experts[7]: url "gpu"`,

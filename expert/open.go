@@ -52,6 +52,8 @@ func Open(experts []Config, opt Options) (*Pool, error) {
 		m := &pool.Members[i]
 		m.Name, m.API, m.Model = e.Name, e.API, e.Name
 		switch {
+		case e.World != nil && e.Wrong:
+			served = append(served, WrongModel(e.Name, *e.World))
 		case e.World != nil:
 			w := WorldModels()[*e.World]
 			w.Name = e.Name

@@ -100,8 +100,9 @@ func TestPoolWorldExperts(t *testing.T) {
 		Config{World: style(3)},
 		Config{Name: "blank", Reply: "I cannot help."},
 		Config{Name: "chat3", World: style(3), API: "chat"},
+		Config{Name: "wrong2", World: style(2), Wrong: true},
 	)
-	if got, want := p.Names(), []string{"E1", "E2", "E3", "blank", "chat3"}; !reflect.DeepEqual(got, want) {
+	if got, want := p.Names(), []string{"E1", "E2", "E3", "blank", "chat3", "wrong2"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}
 	if p.Members[0].API != APICompletion || p.Members[4].API != APIChat {
@@ -123,7 +124,7 @@ func TestPoolWorldExperts(t *testing.T) {
 	if len(out) != len(asks) {
 		t.Fatalf("%d answers to %d asks", len(out), len(asks))
 	}
-	styles := []int{1, 2, 3, -1, 3}
+	styles := []int{1, 2, 3, -1, 3, 2}
 	for i, a := range out {
 		if a.Failure != "" || a.Err != nil {
 			t.Fatalf("ask %d (%+v): %s: %v", i, asks[i], a.Failure, a.Err)
@@ -143,6 +144,9 @@ func TestPoolWorldExperts(t *testing.T) {
 			continue
 		}
 		want, _ := world.Solve(pr, s)
+		if p.Members[asks[i].Member].Name == "wrong2" {
+			want, _ = world.SolveWrong(pr, s)
+		}
 		if a.Text != want {
 			t.Errorf("ask %d: %s on %q answered %q, want style %d's %q", i, p.Members[asks[i].Member].Name, pr.Question, a.Text, s, want)
 		}

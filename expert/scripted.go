@@ -21,6 +21,7 @@ import (
 // unhelpful answer would be.
 type Scripted struct {
 	Style     int
+	Wrong     bool // every answer wrong (world.SolveWrong)
 	Tokenizer tokenizer.Encoder
 }
 
@@ -73,7 +74,11 @@ func (s Scripted) answer(prompt string) string {
 	if err != nil {
 		return fmt.Sprintf("I cannot read the question %q.\n", line)
 	}
-	text, _ := world.Solve(p, s.Style)
+	solve := world.Solve
+	if s.Wrong {
+		solve = world.SolveWrong
+	}
+	text, _ := solve(p, s.Style)
 	return text
 }
 
@@ -87,6 +92,13 @@ func WorldModels() []serve.Model {
 		ms = append(ms, byteModel(fmt.Sprintf("E%d", i), tok, Scripted{Style: i, Tokenizer: tok}))
 	}
 	return ms
+}
+
+// WrongModel returns the world's style as a served model whose every
+// answer is wrong (Scripted.Wrong), named name.
+func WrongModel(name string, style int) serve.Model {
+	tok := tokenizer.NewByteTokenizer()
+	return byteModel(name, tok, Scripted{Style: style, Wrong: true, Tokenizer: tok})
 }
 
 // FixedModel returns an expert that answers every request with text (see

@@ -2,9 +2,10 @@
 # EAPO on the built-in world (docs/eapo.md): EAPO against self-exploratory
 # RL, the consultation-schedule ablation (App. H), a homogeneous pool
 # (Table 3), meaningless experts (App. E) and SFT distillation of the
-# experts' answers, five seeds per row (SEEDS); then the
-# test-time workflows (the expert-assisted workflow and self-collaboration,
-# no training), the tables and one report page.
+# experts' answers, five seeds per row (SEEDS); then the test-time
+# workflows on each seed's test problems, without training (Table 1: the
+# model alone, the expert-assisted workflow, self-collaboration; App. E:
+# meaningless and high-error experts), the tables and one report page.
 #
 #   scripts/eapo.sh                 # everything, under runs/eapo/
 #   JOBS=1 SEEDS="1 2 3 4 5" STEPS=200 TEST_PROBLEMS=500 WORLD=2 scripts/eapo.sh
@@ -33,29 +34,31 @@ for row in "${rows[@]}"; do
   done
 done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
 
-# The test-time workflows on the starting model, without training, on the
-# training runs' test problems (levels 5 and 6, 100 each: the test split of
-# seed 1, which eval draws with --seed 2999001): the model alone; the
-# expert-assisted workflow (every episode opens with E1-E3 asked the whole
-# question); self-collaboration (the same with three copies of the model).
-for wf in alone expert-assisted self-collaboration; do
-  [ -s "$out/workflow-$wf.json" ] && continue
+# The test-time workflows on the starting model, without training, each
+# on the test problems of the same seed's training runs: the model alone;
+# the expert-assisted workflow (every episode opens with E1-E3 asked the
+# whole question); self-collaboration (the same with three copies of the
+# model, sampling); and App. E's meaningless and high-error experts.
+workflows=(alone expert-assisted self-collaboration meaningless high-error)
+for wf in "${workflows[@]}"; do
   case $wf in
-    alone) flags=() ;;
-    expert-assisted) flags=(--consult configs/world-eapo.yaml --consult-open) ;;
-    self-collaboration) flags=(--consult configs/world-eapo-homogeneous.yaml --consult-open) ;;
+    alone) flags= ;;
+    expert-assisted) flags="--consult configs/world-eapo.yaml --consult-open" ;;
+    self-collaboration) flags="--consult configs/world-eapo-homogeneous.yaml --consult-open" ;;
+    meaningless) flags="--consult configs/world-eapo-meaningless.yaml --consult-open" ;;
+    high-error) flags="--consult configs/world-eapo-error.yaml --consult-open" ;;
   esac
-  bin/rlvr eval --levels 5,6 --problems 100 --seed 2999001 --k 8 --json --world "$world" "${flags[@]}" >"$out/workflow-$wf.json" 2>"$out/workflow-$wf.log"
-done
+  for seed in $seeds; do
+    echo "$out/workflow-$wf-seed$seed $out/self-rl-seed$seed $flags"
+  done
+done | xargs -P "$jobs" -L 1 bash -c 'score "$@"' _
 
-dirs=()
-for row in self-rl "${rows[@]/self-rl/}"; do
-  [ -n "$row" ] || continue
-  for seed in $seeds; do dirs+=("$out/$row-seed$seed"); done
-done
-bin/rlvr report --table --baseline self-rl "${dirs[@]}" | tee "$out/table.md"
-page=()
-for row in self-rl eapo eapo-fixed; do
-  for seed in $seeds; do page+=("$out/$row-seed$seed"); done
-done
-bin/rlvr report --out "$out/report" "${page[@]}"
+dirs() { for row in "$@"; do [ -z "$row" ] || for seed in $seeds; do echo "$out/$row-seed$seed"; done; done; }
+# shellcheck disable=SC2046
+bin/rlvr report --table --baseline self-rl $(dirs self-rl "${rows[@]/self-rl/}" "${workflows[@]/#/workflow-}") | tee "$out/table.md"
+echo | tee -a "$out/table.md"
+# App. H and Table 3 against EAPO itself.
+# shellcheck disable=SC2046
+bin/rlvr report --table --baseline eapo $(dirs eapo eapo-fixed eapo-slow eapo-fast eapo-homogeneous) | tee -a "$out/table.md"
+# shellcheck disable=SC2046
+bin/rlvr report --out "$out/report" $(dirs self-rl eapo eapo-fixed)

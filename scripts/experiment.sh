@@ -4,7 +4,7 @@
 # WORLD (the world version, 1) and TEST_PROBLEMS (per level, 500) into
 # $jobs, $seeds, $steps, $world and $tests, moves $out to $out-worldN for
 # a later world version, builds bin/rlvr, installs or pretrains the world
-# model, and runs every training run on one core.
+# model, and runs every training run and evaluation on one core.
 
 jobs=${JOBS:-2}
 seeds=${SEEDS:-"1 2 3 4 5"}
@@ -47,3 +47,22 @@ run() {
   echo "done: $dir"
 }
 export -f run
+
+# score RUN TRAINED [FLAGS...]: the starting model of world version $world,
+# scored without training on the test problems of the training run
+# TRAINED (rlvr eval --test-of), recorded as the run RUN (--run) that rlvr
+# report pairs with trained runs by seed and problem; skipped when RUN has
+# its score, and its output goes to RUN.log.
+score() {
+  local dir=$1 trained=$2
+  shift 2
+  if [ -s "$dir/eval.jsonl" ]; then
+    return 0
+  fi
+  rm -rf "$dir"
+  bin/rlvr eval --world "$world" --test-of "$trained" --run "$dir" "$@" >"$dir.log" 2>&1 ||
+    { echo "failed: $dir (see $dir.log)" >&2; return 1; }
+  echo "done: $dir"
+}
+export -f score
+export world

@@ -2,8 +2,10 @@
 # MEL on the built-in world (docs/mel.md): MEL against the same base
 # without it, for GRPO, RFT and REINFORCE++ (paper Fig. 5), and the three
 # methods in one run against each single method at the same questions,
-# steps and seeds; five seeds per row (SEEDS), then the tables and one report
-# page.
+# steps and seeds; five seeds per row (SEEDS); the starting model on each
+# seed's test problems (Table 1's Baseline row); then the tables and one
+# report page. The composed run's baseline, MEL on GRPO, is fixed here in
+# advance.
 #
 #   scripts/mel.sh                 # everything, under runs/mel/
 #   JOBS=1 SEEDS="1 2 3 4 5" STEPS=200 TEST_PROBLEMS=500 WORLD=2 scripts/mel.sh
@@ -26,11 +28,17 @@ for row in "${rows[@]}"; do
   done
 done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
 
+# The starting model, untrained, at the runs' evaluation (greedy, and 8
+# answers at their temperature).
+for seed in $seeds; do
+  echo "$out/base-seed$seed $out/sparse-grpo-seed$seed"
+done | xargs -P "$jobs" -L 1 bash -c 'score "$@"' _
+
 dirs() { for row in "$@"; do for seed in $seeds; do echo "$out/$row-seed$seed"; done; done; }
 : >"$out/table.md"
 for base in "${bases[@]}"; do
   # shellcheck disable=SC2046
-  bin/rlvr report --table --baseline "sparse-$base" $(dirs "sparse-$base" "mel-$base") | tee -a "$out/table.md"
+  bin/rlvr report --table --baseline "sparse-$base" $(dirs base "sparse-$base" "mel-$base") | tee -a "$out/table.md"
   echo | tee -a "$out/table.md"
 done
 # shellcheck disable=SC2046

@@ -85,7 +85,16 @@ func coin(style int, a int64, op byte, b int64) bool {
 // Solve writes p's solution in style s: one line per step, each step
 // continuing from the previous (possibly slipped) result, then the final
 // answer after "####". It returns the text and the answer it reached.
-func Solve(p Problem, s int) (string, int64) {
+func Solve(p Problem, s int) (string, int64) { return solve(p, s, false) }
+
+// SolveWrong writes p's solution in style s as Solve does, but its last
+// step always slips (its operator's SlipKinds mistake, or ten off where
+// that would reach p's answer all the same), so its answer is always
+// wrong: EAPO App. E's high-error experts, in the world's own kinds of
+// error.
+func SolveWrong(p Problem, s int) (string, int64) { return solve(p, s, true) }
+
+func solve(p Problem, s int, wrongLast bool) (string, int64) {
 	st := Styles[s]
 	var b strings.Builder
 	var acc int64
@@ -97,6 +106,15 @@ func Solve(p Problem, s int) (string, int64) {
 		r := apply(a, step.Op, step.Arg)
 		if w, slipped := st.slip(s, a, step.Op, step.Arg); slipped {
 			r = w
+		}
+		if wrongLast && i == len(p.Ops)-1 {
+			right := apply(a, step.Op, step.Arg)
+			if r = SlipKinds[step.Op].Wrong(a, step.Arg); r == right || r == p.Answer {
+				r = right - 10
+			}
+			if r == p.Answer {
+				r = right + 10
+			}
 		}
 		b.WriteString(st.line(a, step.Op, step.Arg, r))
 		b.WriteByte('\n')

@@ -63,3 +63,28 @@ func TestStyleErrorsOverlapLittle(t *testing.T) {
 		t.Errorf("styles err together on %.1f%% of hard problems, want ≤ 5%%", 100*shared)
 	}
 }
+
+// TestSolveWrong: on every level and style, SolveWrong's answer is never
+// p's, its steps are Solve's but for the last, and its text ends with the
+// answer it reached.
+func TestSolveWrong(t *testing.T) {
+	for level := range Levels {
+		for _, p := range Mix(uint64(40+level), 500, []int{level}) {
+			for s := range Styles {
+				text, ans := SolveWrong(p, s)
+				right, _ := Solve(p, s)
+				if ans == p.Answer {
+					t.Fatalf("level %d, style %d: %q reaches the answer %d", level, s, text, p.Answer)
+				}
+				lines, rightLines := strings.Split(text, "\n"), strings.Split(right, "\n")
+				n := len(p.Ops)
+				if len(lines) != n+2 || strings.Join(lines[:n-1], "\n") != strings.Join(rightLines[:n-1], "\n") || lines[n-1] == rightLines[n-1] && ans == p.Answer {
+					t.Fatalf("level %d, style %d: %q against %q", level, s, text, right)
+				}
+				if !strings.HasSuffix(text, "####"+strconv.FormatInt(ans, 10)+"\n") {
+					t.Fatalf("style %d: text %q does not end with its answer %d", s, text, ans)
+				}
+			}
+		}
+	}
+}
