@@ -8,13 +8,15 @@
 # 1. D_ME: the world's scripted experts E1-E3 and the reference E0 answer
 #    100 questions per level (five-six-ops, seven-eight-ops) on the warm-up
 #    20% side of the split; Table 1 for them.
-# 2. Warm-up SFT per seed: Expert0-SFT (@E0 only) and MoE-SFT (@E0-@E2).
-# 3. RL per seed on the other 80%: Expert0-SFT-GRPO, Expert0-SFT-Dr.GRPO,
-#    MoE-SFT-GRPO, MoE-SFT-Dr.GRPO, MEML-GRPO, and the ablation rows
+# 2. Warm-up SFT per seed on every answer of D_ME (eq. 2 keeps wrong ones
+#    too): ExpertX-SFT for X = 0, 1, 2 (@EX only) and MoE-SFT (@E0-@E2).
+# 3. RL per seed on the other 80%: ExpertX-SFT-GRPO and -Dr.GRPO for each
+#    X, MoE-SFT-GRPO, MoE-SFT-Dr.GRPO, MEML-GRPO, and the ablation rows
 #    +HSFT and +IML; greedy accuracy per expert on the validation problems
 #    and on TEST_PROBLEMS test problems per level, the best expert chosen on
 #    validation.
-# 4. The tables (rlvr report --table) and one report page.
+# 4. The tables (rlvr report --table) against Expert0-SFT-GRPO (Table 4)
+#    and against MoE-SFT-GRPO (Tables 5 and 6), and one report page.
 #
 # Every run is one process on one core (GOMAXPROCS=1), JOBS at a time. A
 # finished run is skipped when the script is run again, and an unfinished
@@ -30,32 +32,34 @@ if [ ! -s "$dme" ]; then
 fi
 bin/rlvr experts analyze "$dme" >"$out/table1.txt"
 
-# Stage 2: warm-up SFT.
+# Stage 2: warm-up SFT. ExpertX rows run Expert0's configs under expert X.
+single() { [ "$1" = 0 ] || echo "--set expert_prompts.experts=[$1]"; }
 for seed in $seeds; do
-  for sft in expert0-sft moe-sft; do
-    echo "configs/world-$sft.yaml $out/$sft-seed$seed --seed $seed --dme $dme --out $out/$sft-seed$seed-model $from_world $test_flags"
+  for x in 0 1 2; do
+    echo "configs/world-expert0-sft.yaml $out/expert$x-sft-seed$seed --seed $seed --dme $dme --out $out/expert$x-sft-seed$seed-model $from_world $test_flags $(single $x)"
   done
+  echo "configs/world-moe-sft.yaml $out/moe-sft-seed$seed --seed $seed --dme $dme --out $out/moe-sft-seed$seed-model $from_world $test_flags"
 done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
 
 # Stage 3: RL from the warm-up models, the rows in order of importance.
-for row in meml-grpo moe-sft-grpo expert0-sft-grpo meml-grpo-hsft meml-grpo-iml moe-sft-dr-grpo expert0-sft-dr-grpo; do
+for row in meml-grpo moe-sft-grpo expert0-sft-grpo meml-grpo-hsft meml-grpo-iml moe-sft-dr-grpo expert0-sft-dr-grpo \
+           expert1-sft-grpo expert2-sft-grpo expert1-sft-dr-grpo expert2-sft-dr-grpo; do
   for seed in $seeds; do
     case $row in
-      expert0-*) base=expert0-sft ;;
-      *) base=moe-sft ;;
+      expert?-*) x=${row:6:1} base=expert$x-sft config=configs/world-expert0-${row#expert?-}.yaml set=$(single "$x") ;;
+      *) base=moe-sft config=configs/world-$row.yaml set= ;;
     esac
-    echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps --model $out/$base-seed$seed-model $test_flags"
+    echo "$config $out/$row-seed$seed --seed $seed --steps $steps --model $out/$base-seed$seed-model $test_flags $set"
   done
 done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
 
-rows=(expert0-sft moe-sft expert0-sft-grpo expert0-sft-dr-grpo moe-sft-grpo moe-sft-dr-grpo meml-grpo-hsft meml-grpo-iml meml-grpo)
-dirs=()
-for row in "${rows[@]}"; do
-  for seed in $seeds; do dirs+=("$out/$row-seed$seed"); done
-done
-bin/rlvr report --table --baseline expert0-sft-grpo "${dirs[@]}" | tee "$out/table.md"
-page=()
-for row in expert0-sft-grpo moe-sft-grpo meml-grpo; do
-  for seed in $seeds; do page+=("$out/$row-seed$seed"); done
-done
-bin/rlvr report --out "$out/report" "${page[@]}"
+rows=(expert0-sft expert1-sft expert2-sft moe-sft expert0-sft-grpo expert1-sft-grpo expert2-sft-grpo expert0-sft-dr-grpo
+      expert1-sft-dr-grpo expert2-sft-dr-grpo moe-sft-grpo moe-sft-dr-grpo meml-grpo-hsft meml-grpo-iml meml-grpo)
+dirs() { for row in "$@"; do for seed in $seeds; do echo "$out/$row-seed$seed"; done; done; }
+# shellcheck disable=SC2046
+bin/rlvr report --table --baseline expert0-sft-grpo $(dirs "${rows[@]}") | tee "$out/table.md"
+echo | tee -a "$out/table.md"
+# shellcheck disable=SC2046
+bin/rlvr report --table --baseline moe-sft-grpo $(dirs moe-sft-grpo moe-sft-dr-grpo meml-grpo-hsft meml-grpo-iml meml-grpo) | tee -a "$out/table.md"
+# shellcheck disable=SC2046
+bin/rlvr report --out "$out/report" $(dirs expert0-sft-grpo moe-sft-grpo meml-grpo)
