@@ -64,6 +64,12 @@ type RLConfig struct {
 	// larger mini-batch accumulates gradients over several. 0 means one
 	// pass per mini-batch.
 	MicroBatchTokens int `yaml:"micro_batch_tokens"`
+	// NoSignal is what a step whose batch gives no gradient does (every
+	// group all right or all wrong, say): NoSignalSkip takes no optimizer
+	// step, so the weights and Adam's state stay as they were;
+	// NoSignalStep takes its optimizer steps on a zero gradient, as TRL,
+	// verl and OpenRLHF do, so Adam's momentum moves the weights on.
+	NoSignal string `yaml:"no_signal"`
 
 	// Loss. Clip bounds of 0 take the algorithm's (0.2/0.2; DAPO 0.2/0.28).
 
@@ -185,6 +191,12 @@ type DataConfig struct {
 	DMEAnswers string `yaml:"dme_answers,omitempty"`
 }
 
+// What a step without a gradient does (RLConfig.NoSignal).
+const (
+	NoSignalSkip = "skip"
+	NoSignalStep = "step"
+)
+
 // The orders a dataset's training examples are drawn in (DataConfig.Order).
 const (
 	OrderShuffle = "shuffle"
@@ -221,7 +233,7 @@ type ChatConfig struct {
 func DefaultRL() RLConfig {
 	return RLConfig{Algorithm: method.GRPO, Data: DataConfig{Name: "world"}, Chat: ChatConfig{Template: "auto"},
 		Seed: 1, Steps: 100, PromptsPerStep: 16, GroupSize: 8, MaxTokens: 256, Temperature: 1, LR: 5e-5, Warmup: 5,
-		AdamW: optim.DefaultAdamW(), GradClip: 1, Epochs: 1, MiniBatches: 1, KLEstimator: backend.K3,
+		AdamW: optim.DefaultAdamW(), GradClip: 1, Epochs: 1, MiniBatches: 1, NoSignal: NoSignalSkip, KLEstimator: backend.K3,
 		EvalEvery: 25, EvalProblems: 200, CheckpointEvery: 25, KeepLast: 2}
 }
 
@@ -308,6 +320,7 @@ func (c *RLConfig) Resolve() error {
 			add("%s = %d must not be negative", f.name, f.v)
 		}
 	}
+	part.OneOf(add, "no_signal", &c.NoSignal, NoSignalSkip, NoSignalStep)
 	if c.EvalTemperature == 0 {
 		c.EvalTemperature = c.Temperature
 	}

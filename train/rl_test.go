@@ -21,6 +21,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"rlvr/backend"
+	"rlvr/backend/local"
 	"rlvr/engine/model"
 	"rlvr/engine/optim"
 	"rlvr/format/hf"
@@ -426,6 +427,52 @@ func TestTermsShareOneGradient(t *testing.T) {
 	}
 	if len(rec2.calls) != 0 || m["skipped_update"] != 1 {
 		t.Fatalf("an empty batch made calls %v (skipped %v)", rec2.calls, m["skipped_update"])
+	}
+	// no_signal: step takes the update's optimizer steps on a zero
+	// gradient, at the schedule's learning rate, and counts them.
+	cfg.NoSignal = NoSignalStep
+	rec3 := &recordingLearner{}
+	l.pol.learner = rec3
+	if err := l.learn(context.Background(), &method.Batch{Terms: []method.Term{{Name: "pg"}}}, m); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rec3.calls, []string{"step", "step"}) || rec3.lrs[0] != 1e-6 || l.optSteps != 4 || m["skipped_update"] != 1 {
+		t.Fatalf("no_signal step: calls %v, learning rates %v, %d optimizer steps, skipped %v", rec3.calls, rec3.lrs, l.optSteps, m["skipped_update"])
+	}
+}
+
+// TestNoSignalStepMovesWeightsByMomentum: on the local learner, an
+// optimizer step on the zero gradient after one with a gradient moves the
+// weights (Adam's momentum), as a trainer that steps on an all-zero loss
+// does; skipping leaves them.
+func TestNoSignalStepMovesWeightsByMomentum(t *testing.T) {
+	for _, mode := range []string{NoSignalSkip, NoSignalStep} {
+		cfg := DefaultRL()
+		cfg.LR, cfg.Warmup, cfg.NoSignal = 1e-3, 0, mode
+		m, err := model.New(model.Tiny(16), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		learner, err := local.NewLearner(m, cfg.AdamW)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := &loop{cfg: &cfg, pol: &policy{learner: learner}, sched: scheduleOf(&cfg)}
+		d := backend.Datum{Tokens: []int32{1, 2, 3}, Targets: []int32{2, 3, 4}, Weights: []float32{1, 1, 1},
+			Advantages: []float32{1, 1, 1}, SamplerLogprobs: []float32{-1, -1, -1}}
+		signal := &method.Batch{Terms: []method.Term{{Name: "pg", Data: []backend.Datum{d},
+			Loss: backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.2}, Aggregation: backend.TokenMean}}}
+		if err := l.learn(context.Background(), signal, method.Metrics{}); err != nil {
+			t.Fatal(err)
+		}
+		before := slices.Clone(m.Params)
+		if err := l.learn(context.Background(), &method.Batch{Terms: []method.Term{{Name: "pg"}}}, method.Metrics{}); err != nil {
+			t.Fatal(err)
+		}
+		moved := !slices.Equal(before, m.Params)
+		if moved != (mode == NoSignalStep) {
+			t.Errorf("no_signal %s: the weights moved %v", mode, moved)
+		}
 	}
 }
 

@@ -313,6 +313,7 @@ grad_clip: 1
 epochs: 1
 mini_batches: 1
 micro_batch_tokens: %d
+no_signal: step
 clip_low: 0.2
 clip_high: %g
 kl: 0

@@ -39,6 +39,10 @@ func TestRlvrConfigMatchesTRL(t *testing.T) {
 		if a := c.AdamW; a.Beta1 != 0.9 || a.Beta2 != 0.999 || a.Eps != 1e-8 || a.WeightDecay != 0 || c.GradClip != 1 || c.KL != 0 || c.Epochs != 1 || c.MiniBatches != 1 {
 			t.Errorf("%s: adamw %+v, grad_clip %v, kl %v, epochs %d, mini_batches %d", loss, a, c.GradClip, c.KL, c.Epochs, c.MiniBatches)
 		}
+		// TRL steps its optimizer on an all-zero loss: so does rlvr here.
+		if c.NoSignal != train.NoSignalStep {
+			t.Errorf("%s: no_signal %q, want %q as TRL", loss, c.NoSignal, train.NoSignalStep)
+		}
 		if c.Steps != s.Steps || c.PromptsPerStep != s.PromptsPerStep || c.GroupSize != s.Group || c.MaxTokens != s.MaxTokens {
 			t.Errorf("%s: steps %d, prompts %d, group %d, max_tokens %d", loss, c.Steps, c.PromptsPerStep, c.GroupSize, c.MaxTokens)
 		}
