@@ -98,20 +98,27 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 		}
 		return nil
 	}
+	// step takes the shared update's optimizer step.
+	step := func() error {
+		lr := l.sched.LR(l.optSteps)
+		sr, err := l.pol.learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(lr), GradClipNorm: cfg.GradClip})
+		if err != nil {
+			return err
+		}
+		setGradNorm(m, MetricGradNorm, sr)
+		m.Set(MetricLR, lr)
+		l.optSteps++
+		return nil
+	}
 	t0 := time.Now()
 	if len(shared) == 0 && len(own) == 0 && cfg.NoSignal == NoSignalStep {
 		// The optimizer steps a full update would take, on a zero
 		// gradient (every step leaves the gradients zeroed): what a
 		// trainer without the skip does with an all-zero loss.
 		for range cfg.Epochs * cfg.MiniBatches {
-			lr := l.sched.LR(l.optSteps)
-			sr, err := l.pol.learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(lr), GradClipNorm: cfg.GradClip})
-			if err != nil {
+			if err := step(); err != nil {
 				return err
 			}
-			setGradNorm(m, MetricGradNorm, sr)
-			m.Set(MetricLR, lr)
-			l.optSteps++
 		}
 	}
 	if len(shared) > 0 {
@@ -127,14 +134,9 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 						return err
 					}
 				}
-				lr := l.sched.LR(l.optSteps)
-				sr, err := l.pol.learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(lr), GradClipNorm: cfg.GradClip})
-				if err != nil {
+				if err := step(); err != nil {
 					return err
 				}
-				setGradNorm(m, MetricGradNorm, sr)
-				m.Set(MetricLR, lr)
-				l.optSteps++
 			}
 		}
 		for _, term := range shared {
