@@ -1,7 +1,10 @@
 package local
 
 import (
+	"context"
+	"encoding/json"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"rlvr/engine/lora"
 	"rlvr/engine/model"
 	"rlvr/engine/optim"
+	"rlvr/format/safetensors"
 )
 
 var everyMatrix = lora.Config{Rank: 4, Attention: true, MLP: true, Unembed: true, Seed: 9}
@@ -113,7 +117,58 @@ func TestLoRASaveLoadContinuesExactly(t *testing.T) {
 		t.Errorf("a full learner loading the adapters' optimizer state: %v", err)
 	}
 	other := newLoRA(t, lora.Config{Rank: 2, Attention: true, MLP: true, Unembed: true})
-	if err := other.LoadLoRA(dir); err == nil || !strings.Contains(err.Error(), `rank is "4"`) {
+	if err := other.LoadLoRA(dir); err == nil || !strings.Contains(err.Error(), "r is 4, but the learner's adapters have 2") {
 		t.Errorf("rank 2 adapters loading rank 4: %v", err)
+	}
+}
+
+// TestLoRAFileFormat: the adapters are saved in Tinker's adapter format:
+// PEFT's tensor names under base_model.model., the output head's (here
+// the tied embedding's) as model.unembed_tokens, A (r × in) and B
+// (out × r), and adapter_config.json's r, lora_alpha and target_modules;
+// adapter settings rlvr cannot hold are refused naming the file.
+func TestLoRAFileFormat(t *testing.T) {
+	l := newLoRA(t, everyMatrix)
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	if err := l.Save(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	f, err := safetensors.Open(filepath.Join(dir, "adapter_model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c := l.Model.Config
+	for name, want := range map[string][]int{
+		"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": {4, c.Dim},
+		"base_model.model.model.layers.1.mlp.down_proj.lora_B.weight":    {c.Dim, 4},
+		"base_model.model.model.unembed_tokens.lora_B.weight":            {c.Vocab, 4},
+	} {
+		if _, shape, err := f.Float32(name); err != nil || !slices.Equal(shape, want) {
+			t.Errorf("%s: shape %v, %v; want %v", name, shape, err, want)
+		}
+	}
+	var ac map[string]any
+	b, err := os.ReadFile(filepath.Join(dir, "adapter_config.json"))
+	if err != nil || json.Unmarshal(b, &ac) != nil {
+		t.Fatalf("adapter_config.json: %s, %v", b, err)
+	}
+	if ac["r"] != 4.0 || ac["lora_alpha"] != 32.0 || ac["peft_type"] != "LORA" || len(ac["target_modules"].([]any)) != 8 {
+		t.Errorf("adapter_config.json: %v", ac)
+	}
+	for _, tc := range []struct{ config, want string }{
+		{`{"peft_type": "LORA", "r": 4, "lora_alpha": 32, "target_modules": ["q_proj"]}`, "part of the attention"},
+		{`{"peft_type": "LORA", "r": 4, "lora_alpha": 32, "target_modules": ["fc1"]}`, `"fc1"`},
+		{`{"peft_type": "IA3", "r": 4, "lora_alpha": 32, "target_modules": []}`, "peft_type"},
+		{`{"peft_type": "LORA", "r": 0, "lora_alpha": 32, "target_modules": []}`, "r = 0"},
+		{`{"peft_type": "LORA", "r": 4`, "adapter_config.json"},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "adapter_config.json"), []byte(tc.config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := ReadLoRAConfig(dir)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "adapter_config.json") {
+			t.Errorf("%s: err = %v, want it to name %q and the file", tc.config, err, tc.want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -48,7 +49,7 @@ func (l *Learner) Save(ctx context.Context, dir string) error {
 		return fmt.Errorf("local: save: %w", err)
 	}
 	if l.LoRA != nil {
-		if err := saveLoRA(filepath.Join(dir, LoRAFile), l.LoRA); err != nil {
+		if err := saveLoRA(dir, l.LoRA); err != nil {
 			return fmt.Errorf("local: save: %w", err)
 		}
 	}
@@ -190,83 +191,156 @@ func (l *Learner) LoadOptimizer(dir string) error {
 	return nil
 }
 
-// LoRAFile holds a LoRA learner's adapters beside its merged weights.
-const LoRAFile = "lora.safetensors"
+// A LoRA learner's adapters are saved beside its merged weights in
+// Tinker's adapter format, which tinker-cookbook's weights.build_hf_model
+// merges into a Hugging Face model: PEFT's (adapter_model.safetensors,
+// adapter_config.json), with the output head's adapter named
+// model.unembed_tokens whether or not the head is tied to the embedding.
+const (
+	LoRAFile       = "adapter_model.safetensors"
+	LoRAConfigFile = "adapter_config.json"
+)
 
-// saveLoRA writes a's adapters to path: each target's A and B as
-// NAME.lora_A (rank × in) and NAME.lora_B (out × rank), and its settings
-// in the metadata.
-func saveLoRA(path string, a *lora.Adapters) error {
+// adapterName is the name of target t's adapter matrix part ("lora_A" or
+// "lora_B") in an adapter file.
+func adapterName(t lora.Target, part string) string {
+	module := strings.TrimSuffix(t.Name, ".weight")
+	if t.Unembed {
+		module = "model.unembed_tokens"
+	}
+	return "base_model.model." + module + "." + part + ".weight"
+}
+
+// adapterConfig is adapter_config.json: PEFT's fields, which rlvr reads
+// back as the adapters' settings.
+type adapterConfig struct {
+	PEFTType      string   `json:"peft_type"`
+	TaskType      string   `json:"task_type"`
+	R             int      `json:"r"`
+	LoRAAlpha     float32  `json:"lora_alpha"`
+	LoRADropout   float32  `json:"lora_dropout"`
+	Bias          string   `json:"bias"`
+	TargetModules []string `json:"target_modules"`
+}
+
+// The modules each setting of lora.Config adapts, as target_modules
+// names them.
+var (
+	attentionModules = []string{"q_proj", "k_proj", "v_proj", "o_proj"}
+	mlpModules       = []string{"gate_proj", "up_proj", "down_proj"}
+	unembedModule    = "unembed_tokens"
+)
+
+func adapterConfigOf(c lora.Config) adapterConfig {
+	var modules []string
+	if c.Attention {
+		modules = append(modules, attentionModules...)
+	}
+	if c.MLP {
+		modules = append(modules, mlpModules...)
+	}
+	if c.Unembed {
+		modules = append(modules, unembedModule)
+	}
+	return adapterConfig{PEFTType: "LORA", TaskType: "CAUSAL_LM", R: c.Rank, LoRAAlpha: c.Alpha, Bias: "none", TargetModules: modules}
+}
+
+// saveLoRA writes a's adapters into dir: each target's A (rank × in) and
+// B (out × rank), and their settings.
+func saveLoRA(dir string, a *lora.Adapters) error {
 	var ts []safetensors.Tensor
 	r := a.Config.Rank
 	for _, t := range a.Targets {
-		ts = append(ts, safetensors.Tensor{Name: t.Name + ".lora_A", Shape: []int{r, t.Cols}, Data: a.A(t)},
-			safetensors.Tensor{Name: t.Name + ".lora_B", Shape: []int{t.Rows, r}, Data: a.B(t)})
+		ts = append(ts, safetensors.Tensor{Name: adapterName(t, "lora_A"), Shape: []int{r, t.Cols}, Data: a.A(t)},
+			safetensors.Tensor{Name: adapterName(t, "lora_B"), Shape: []int{t.Rows, r}, Data: a.B(t)})
 	}
-	return safetensors.Write(path, ts, loraMetadata(a.Config), safetensors.F32)
+	b, err := json.MarshalIndent(adapterConfigOf(a.Config), "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteBytes(filepath.Join(dir, LoRAConfigFile), append(b, '\n')); err != nil {
+		return err
+	}
+	return safetensors.Write(filepath.Join(dir, LoRAFile), ts, map[string]string{"format": "pt"}, safetensors.F32)
 }
 
-// loraMetadata is what a saved adapter file says of its settings.
-func loraMetadata(c lora.Config) map[string]string {
-	return map[string]string{
-		"format": "rlvr-lora", "rank": strconv.Itoa(c.Rank), "alpha": strconv.FormatFloat(float64(c.Alpha), 'g', -1, 32),
-		"attention": strconv.FormatBool(c.Attention), "mlp": strconv.FormatBool(c.MLP), "unembed": strconv.FormatBool(c.Unembed),
-	}
-}
-
-// ReadLoRAConfig reads the settings of the adapters Save wrote to dir (all
-// but the seed, which their saved values supersede); ok is false when dir
+// ReadLoRAConfig reads the settings of the adapters saved in dir (all but
+// the seed, which their saved values supersede); ok is false when dir
 // holds no adapters.
 func ReadLoRAConfig(dir string) (cfg lora.Config, ok bool, err error) {
-	path := filepath.Join(dir, LoRAFile)
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+	path := filepath.Join(dir, LoRAConfigFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return cfg, false, nil
 	}
-	f, err := safetensors.Open(path)
 	if err != nil {
 		return cfg, false, fmt.Errorf("local: %w", err)
 	}
-	defer f.Close()
-	cfg, err = loraConfigOf(path, f.Metadata())
-	return cfg, err == nil, err
-}
-
-// loraConfigOf reads the settings loraMetadata wrote into the adapter
-// file at path.
-func loraConfigOf(path string, meta map[string]string) (lora.Config, error) {
-	rank, err1 := strconv.Atoi(meta["rank"])
-	alpha, err2 := strconv.ParseFloat(meta["alpha"], 32)
-	attn, err3 := strconv.ParseBool(meta["attention"])
-	mlp, err4 := strconv.ParseBool(meta["mlp"])
-	unembed, err5 := strconv.ParseBool(meta["unembed"])
-	if err := errors.Join(err1, err2, err3, err4, err5); err != nil || meta["format"] != "rlvr-lora" {
-		return lora.Config{}, fmt.Errorf("local: %s: metadata %v is not rlvr-lora's rank, alpha, attention, mlp and unembed (%v)", path, meta, err)
+	var ac adapterConfig
+	if err := json.Unmarshal(b, &ac); err != nil {
+		return cfg, false, fmt.Errorf("local: %s: %w", path, err)
 	}
-	return lora.Config{Rank: rank, Alpha: float32(alpha), Attention: attn, MLP: mlp, Unembed: unembed}, nil
+	cfg = lora.Config{Rank: ac.R, Alpha: ac.LoRAAlpha}
+	for _, m := range ac.TargetModules {
+		switch {
+		case slices.Contains(attentionModules, m):
+			cfg.Attention = true
+		case slices.Contains(mlpModules, m):
+			cfg.MLP = true
+		case m == unembedModule:
+			cfg.Unembed = true
+		default:
+			return cfg, false, fmt.Errorf("local: %s: target_modules: %q is none of %v, %v or %s", path, m, attentionModules, mlpModules, unembedModule)
+		}
+	}
+	if !sameSet(adapterConfigOf(cfg).TargetModules, ac.TargetModules) {
+		return cfg, false, fmt.Errorf("local: %s: target_modules %v adapt part of the attention or MLP projections; rlvr adapts all of a block's or none", path, ac.TargetModules)
+	}
+	switch {
+	case ac.PEFTType != "LORA":
+		return cfg, false, fmt.Errorf("local: %s: peft_type %q, want LORA", path, ac.PEFTType)
+	case ac.R < 1:
+		return cfg, false, fmt.Errorf("local: %s: r = %d, want at least 1", path, ac.R)
+	case !(ac.LoRAAlpha > 0):
+		return cfg, false, fmt.Errorf("local: %s: lora_alpha = %v, want a positive number", path, ac.LoRAAlpha)
+	}
+	return cfg, true, nil
 }
 
-// LoadLoRA restores the adapters Save wrote to dir into a LoRA learner
-// made over the same base model with the same settings, and merges them.
+// sameSet reports whether a and b hold the same strings.
+func sameSet(a, b []string) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(x string) bool { return !slices.Contains(b, x) })
+}
+
+// LoadLoRA restores the adapters saved in dir into a LoRA learner made
+// over the same base model with the same settings, and merges them.
 func (l *Learner) LoadLoRA(dir string) error {
 	path := filepath.Join(dir, LoRAFile)
 	if l.LoRA == nil {
 		return fmt.Errorf("local: %s: the learner trains every parameter, not adapters", path)
+	}
+	saved, ok, err := ReadLoRAConfig(dir)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("local: %s: no %s", dir, LoRAConfigFile)
+	}
+	want := l.LoRA.Config
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{{"r", saved.Rank, want.Rank}, {"lora_alpha", saved.Alpha, want.Alpha}, {"attention", saved.Attention, want.Attention},
+		{"mlp", saved.MLP, want.MLP}, {"unembedding", saved.Unembed, want.Unembed}} {
+		if c.got != c.want {
+			return fmt.Errorf("local: %s: %s is %v, but the learner's adapters have %v", filepath.Join(dir, LoRAConfigFile), c.name, c.got, c.want)
+		}
 	}
 	f, err := safetensors.Open(path)
 	if err != nil {
 		return fmt.Errorf("local: %w", err)
 	}
 	defer f.Close()
-	saved, err := loraConfigOf(path, f.Metadata())
-	if err != nil {
-		return err
-	}
-	got, want := loraMetadata(saved), loraMetadata(l.LoRA.Config)
-	for _, key := range slices.Sorted(maps.Keys(want)) {
-		if got[key] != want[key] {
-			return fmt.Errorf("local: %s: %s is %q, but the learner's adapters have %q", path, key, got[key], want[key])
-		}
-	}
 	// Read into the adapters in place; a file that fails part-way leaves
 	// them as they were.
 	kept := slices.Clone(l.LoRA.Params)
@@ -277,16 +351,16 @@ func (l *Learner) LoadLoRA(dir string) error {
 	r := l.LoRA.Config.Rank
 	for _, t := range l.LoRA.Targets {
 		for _, part := range []struct {
-			suffix     string
+			name       string
 			rows, cols int
 			dst        []float32
-		}{{".lora_A", r, t.Cols, l.LoRA.A(t)}, {".lora_B", t.Rows, r, l.LoRA.B(t)}} {
-			data, shape, err := f.Float32(t.Name + part.suffix)
+		}{{adapterName(t, "lora_A"), r, t.Cols, l.LoRA.A(t)}, {adapterName(t, "lora_B"), t.Rows, r, l.LoRA.B(t)}} {
+			data, shape, err := f.Float32(part.name)
 			if err != nil {
 				return fail(err)
 			}
 			if !slices.Equal(shape, []int{part.rows, part.cols}) {
-				return fail(fmt.Errorf("%s%s has shape %v, want [%d %d]", t.Name, part.suffix, shape, part.rows, part.cols))
+				return fail(fmt.Errorf("%s has shape %v, want [%d %d]", part.name, shape, part.rows, part.cols))
 			}
 			copy(part.dst, data)
 		}

@@ -48,6 +48,7 @@ const DefaultAlpha = 32
 type Target struct {
 	Name       string // the model's tensor name
 	Rows, Cols int    // out × in
+	Unembed    bool   // the output head (lm_head, or the embedding tied to it)
 	offset     int    // the matrix's first element in the model's slab
 	a, b       int    // A's and B's first elements in Params
 	base       int    // W0's first element in base
@@ -87,7 +88,7 @@ func New(m *model.Model, cfg Config) (*Adapters, error) {
 		if cfg.Rank > min(rows, cols) {
 			return nil, fmt.Errorf("lora: rank %d exceeds %s's %d × %d", cfg.Rank, t.Name, rows, cols)
 		}
-		tg := Target{Name: t.Name, Rows: rows, Cols: cols, offset: t.Offset, a: nParams, base: nBase}
+		tg := Target{Name: t.Name, Rows: rows, Cols: cols, Unembed: t.Name == "lm_head.weight" || t.Name == "model.embed_tokens.weight", offset: t.Offset, a: nParams, base: nBase}
 		nParams += cfg.Rank * cols
 		tg.b = nParams
 		nParams += rows * cfg.Rank

@@ -101,13 +101,15 @@
 // train_attn, train_mlp and train_unembed choose, all by default; A drawn
 // from lora_config.seed, at random without one). save_weights writes the
 // full training state (the weights, merged with any adapters, as a Hugging
-// Face directory; the adapters in lora.safetensors; AdamW's state) to
+// Face directory; the adapters in Tinker's adapter format,
+// adapter_model.safetensors and adapter_config.json; AdamW's state) to
 // Config.StateDir/<model_id>/weights/<name>, and load_weights reads such a
 // state into any model of the same base and the same adapters, with or
 // without its optimizer state. A load_weights that names session_id and
 // model_seq_id instead of a model_id first creates that model, of the
 // state's base and adapters (the SDK's create_training_client_from_state);
-// model ids are <session_id>:train:<model_seq_id>, as the SDK derives them. save_weights_for_sampler keeps a copy
+// model ids are <session_id>:train:<model_seq_id>, as the SDK derives
+// them. save_weights_for_sampler keeps a copy
 // of the weights in memory under tinker://<model_id>/sampler_weights/<name>
 // for asample's model_path (at most Config.MaxSamplerWeights per model,
 // the oldest dropped first).
