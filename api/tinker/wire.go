@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"time"
 )
 
 // The paths of the calls, under the base URL.
@@ -43,7 +44,15 @@ const (
 	PathTelemetry             = "/api/v1/telemetry"
 	PathCreateSamplingSession = "/api/v1/create_sampling_session"
 	PathSamplers              = "/api/v1/samplers/"
-	HeaderAPIKey              = "X-API-Key"
+	// Weights exported for other programs (save_weights_external), the
+	// REST reads of a training run's checkpoints under PathTrainingRuns
+	// (<model_id>/checkpoints, and .../checkpoints/external_weights/<name>/
+	// external_weights_urls), and the download URLs those hand out, which
+	// rlvr's server serves under PathFiles.
+	PathSaveWeightsExternal = "/api/v1/save_weights_external"
+	PathTrainingRuns        = "/api/v1/training_runs/"
+	PathFiles               = "/api/v1/files/"
+	HeaderAPIKey            = "X-API-Key"
 )
 
 // Tensor dtypes.
@@ -288,6 +297,54 @@ type SaveWeightsRequest struct {
 	Path    string `json:"path"`
 	SeqID   *int64 `json:"seq_id,omitempty"`
 	Type    string `json:"type,omitempty"` // "save_weights"
+}
+
+// SaveWeightsExternalRequest exports a model's weights for other programs
+// under Path, a name: its LoRA adapters in Tinker's adapter format, or a
+// full model as a Hugging Face directory. TTLSeconds nil keeps them;
+// AgeEncryptionRecipients asks for the files encrypted to age keys.
+type SaveWeightsExternalRequest struct {
+	ModelID                 string   `json:"model_id"`
+	Path                    string   `json:"path"`
+	SeqID                   *int64   `json:"seq_id,omitempty"`
+	TTLSeconds              *int64   `json:"ttl_seconds,omitempty"`
+	AgeEncryptionRecipients []string `json:"age_encryption_recipients,omitempty"`
+	Type                    string   `json:"type,omitempty"` // "save_weights_external"
+}
+
+// SaveWeightsExternalResponse is save_weights_external's result: the
+// export's tinker://<model_id>/external_weights/<name> path and size.
+type SaveWeightsExternalResponse struct {
+	Path      string `json:"path"`
+	SizeBytes int64  `json:"size_bytes"`
+	Type      string `json:"type,omitempty"`
+}
+
+// Checkpoint is one saved checkpoint of a training run, as the REST
+// listing gives it: CheckpointType is "training" (save_weights),
+// "sampler" (save_weights_for_sampler) or "external"
+// (save_weights_external), and CheckpointID the path's part after the
+// model id ("weights/step-10").
+type Checkpoint struct {
+	CheckpointID   string     `json:"checkpoint_id"`
+	CheckpointType string     `json:"checkpoint_type"`
+	Time           time.Time  `json:"time"`
+	TinkerPath     string     `json:"tinker_path"`
+	SizeBytes      *int64     `json:"size_bytes"`
+	Public         bool       `json:"public"`
+	ExpiresAt      *time.Time `json:"expires_at"`
+}
+
+// CheckpointsListResponse lists a training run's checkpoints.
+type CheckpointsListResponse struct {
+	Checkpoints []Checkpoint `json:"checkpoints"`
+}
+
+// ExternalWeightsURLsResponse gives a download URL for each file of an
+// export, keyed by the file's path in it, valid until Expires.
+type ExternalWeightsURLsResponse struct {
+	URLs    map[string]string `json:"urls"`
+	Expires time.Time         `json:"expires"`
 }
 
 // SaveWeightsForSamplerRequest publishes the weights for sampling.

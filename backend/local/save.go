@@ -38,15 +38,8 @@ func (l *Learner) Save(ctx context.Context, dir string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	cfg, err := l.saveConfig()
-	if err != nil {
+	if err := l.saveModel(dir); err != nil {
 		return err
-	}
-	if err := hf.Save(dir, l.Model, cfg, safetensors.F32); err != nil {
-		return err
-	}
-	if err := l.writeSourceFiles(dir); err != nil {
-		return fmt.Errorf("local: save: %w", err)
 	}
 	if l.LoRA != nil {
 		if err := saveLoRA(dir, l.LoRA); err != nil {
@@ -65,6 +58,42 @@ func (l *Learner) Save(ctx context.Context, dir string) error {
 		meta[namedStatePrefix+name] = strconv.FormatInt(step, 10)
 	}
 	return safetensors.Write(filepath.Join(dir, OptimizerFile), ts, meta, safetensors.F32)
+}
+
+// saveModel writes the merged weights as a Hugging Face directory, with
+// Source's tokenizer files.
+func (l *Learner) saveModel(dir string) error {
+	cfg, err := l.saveConfig()
+	if err != nil {
+		return err
+	}
+	if err := hf.Save(dir, l.Model, cfg, safetensors.F32); err != nil {
+		return err
+	}
+	if err := l.writeSourceFiles(dir); err != nil {
+		return fmt.Errorf("local: save: %w", err)
+	}
+	return nil
+}
+
+// Export writes the weights as other programs take them, without the
+// optimizer state: a LoRA learner's adapters alone, in Tinker's adapter
+// format (what Tinker's save_weights_external exports), and a full
+// learner's model as a Hugging Face directory.
+func (l *Learner) Export(ctx context.Context, dir string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if l.LoRA == nil {
+		return l.saveModel(dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("local: export: %w", err)
+	}
+	if err := saveLoRA(dir, l.LoRA); err != nil {
+		return fmt.Errorf("local: export: %w", err)
+	}
+	return nil
 }
 
 // namedStatePrefix marks a named optimizer state's step in the optimizer

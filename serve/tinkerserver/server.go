@@ -143,7 +143,6 @@ import (
 	"mime"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -290,7 +289,8 @@ type Server struct {
 	futures  map[string]*future
 	// samplingSessions are every session's sampling sessions, by id.
 	samplingSessions map[string]*samplingSession
-	lastID           int64 // the last request_id issued
+	downloads        map[string]*download // by token
+	lastID           int64                // the last request_id issued
 	sampling         samplingQueue
 
 	// hook, when set, runs on a worker before each call (tests block
@@ -339,6 +339,7 @@ func New(cfg Config) (*Server, error) {
 		futures:  map[string]*future{},
 
 		samplingSessions: map[string]*samplingSession{},
+		downloads:        map[string]*download{},
 	}
 	if cfg.APIKey != "" {
 		k := secret.NewKey(cfg.APIKey)
@@ -442,6 +443,9 @@ func (s *Server) routes() http.Handler {
 		tinker.PathTelemetry:             {http.MethodPost, true, s.telemetry},
 		tinker.PathCreateSamplingSession: {http.MethodPost, true, s.createSamplingSession},
 		tinker.PathSamplers:              {http.MethodGet, true, s.getSampler},
+		tinker.PathSaveWeightsExternal:   {http.MethodPost, true, s.saveWeightsExternal},
+		tinker.PathTrainingRuns:          {http.MethodGet, true, s.trainingRuns},
+		tinker.PathFiles:                 {http.MethodGet, false, s.serveFile},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -454,8 +458,10 @@ func (s *Server) routes() http.Handler {
 			}
 		}()
 		path := r.URL.Path
-		if strings.HasPrefix(path, tinker.PathSamplers) {
-			path = tinker.PathSamplers // samplers/<id>
+		for _, prefix := range []string{tinker.PathSamplers, tinker.PathTrainingRuns, tinker.PathFiles} {
+			if strings.HasPrefix(path, prefix) {
+				path = prefix // samplers/<id>, training_runs/<id>/…, files/<token>/<file>
+			}
 		}
 		rt, ok := routes[path]
 		// An unknown path needs the key too: an unauthenticated client
@@ -690,10 +696,10 @@ func notOffered(path string) string {
 	}
 	switch rest {
 	case "cancel_future", "copy_weights", "create_custom_loss", "join_sampling_session", "retrieve_futures",
-		"save_weights_external", "weights_info", "checkpoints", "client/dynamic_config", "audit":
+		"weights_info", "checkpoints", "client/dynamic_config", "audit", "training_runs":
 		return rest
 	}
-	for _, prefix := range []string{"sessions", "training_runs", "auth/", "billing/"} {
+	for _, prefix := range []string{"sessions", "auth/", "billing/"} {
 		if strings.HasPrefix(rest, prefix) {
 			return strings.TrimSuffix(prefix, "/") + " (" + rest + ")"
 		}
@@ -729,9 +735,4 @@ func userErr(format string, args ...any) *callErr {
 
 func serverErr(format string, args ...any) *callErr {
 	return &callErr{"server", fmt.Sprintf(format, args...)}
-}
-
-// stateDir is where save_weights keeps a model's state called name.
-func (s *Server) stateDir(modelID, name string) string {
-	return filepath.Join(s.cfg.StateDir, modelID, "weights", name)
 }

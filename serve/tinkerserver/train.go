@@ -475,7 +475,7 @@ func (s *Server) saveWeights(w http.ResponseWriter, r *http.Request) {
 // directory first, renamed into place when complete, so that a path
 // handed out always holds a whole state.
 func (s *Server) save(m *trainModel, name string) (any, error) {
-	dir := s.stateDir(m.id, name)
+	dir := s.savedDir(m.id, "weights", name)
 	path := weightsPath(m.id, "weights", name)
 	if _, err := os.Stat(dir); err == nil {
 		return nil, userErr("weights %s are saved already", path)
@@ -598,7 +598,7 @@ func (s *Server) loadWeights(w http.ResponseWriter, r *http.Request) {
 			return nil, userErr("path %q is not a saved state's path, tinker://<model_id>/weights/<name>", req.Path)
 		}
 		return func() (any, error) {
-			if err := s.load(m, s.stateDir(src, name), req.Path, req.Optimizer); err != nil {
+			if err := s.load(m, s.savedDir(src, "weights", name), req.Path, req.Optimizer); err != nil {
 				return nil, err
 			}
 			return tinker.LoadWeightsResponse{Type: "load_weights"}, nil
@@ -617,7 +617,7 @@ func (s *Server) modelFromState(req *tinker.LoadWeightsRequest) (string, error) 
 	if !ok {
 		return "", errorf(http.StatusBadRequest, "load_weights: path %q is not a saved state's path, tinker://<model_id>/weights/<name>", req.Path)
 	}
-	dir := s.stateDir(src, name)
+	dir := s.savedDir(src, "weights", name)
 	raw, err := os.ReadFile(filepath.Join(dir, stateFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", errorf(http.StatusNotFound, "load_weights: no weights are saved at %s", req.Path)

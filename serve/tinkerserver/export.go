@@ -1,0 +1,229 @@
+package tinkerserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"rlvr/api/tinker"
+)
+
+// Exports and downloads: save_weights_external writes a model's weights as
+// other programs take them (its LoRA adapters in Tinker's adapter format,
+// which tinker-cookbook's weights.build_hf_model merges into a Hugging
+// Face model; a full model as a Hugging Face directory) to
+// Config.StateDir/<model_id>/external_weights/<name>. The REST reads list
+// a training run's checkpoints and hand out a download URL per file of an
+// export, as Tinker's signed URLs: an unguessable token, valid for
+// downloadTTL, served under tinker.PathFiles without the API key (the
+// SDK fetches the URLs with a plain HTTP client).
+
+// downloadTTL is how long a download URL stays valid.
+const downloadTTL = time.Hour
+
+// download is the files one download token serves.
+type download struct {
+	dir     string
+	files   []string // relative to dir
+	expires time.Time
+}
+
+// savedDir is where a model's saved weights of a kind ("weights",
+// "external_weights") called name are kept.
+func (s *Server) savedDir(modelID, kind, name string) string {
+	return filepath.Join(s.cfg.StateDir, modelID, kind, name)
+}
+
+func (s *Server) saveWeightsExternal(w http.ResponseWriter, r *http.Request) {
+	var req tinker.SaveWeightsExternalRequest
+	body, err := s.decode(w, r, "save_weights_external", &req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.submit(w, "save_weights_external", req.ModelID, req.SeqID, body, func(m *trainModel) (func() (any, error), error) {
+		if err := checkName("path", req.Path); err != nil {
+			return nil, err
+		}
+		if len(req.AgeEncryptionRecipients) > 0 {
+			return nil, userErr("age_encryption_recipients: this server exports unencrypted files only; send none")
+		}
+		return func() (any, error) { return s.export(m, req.Path) }, nil
+	})
+}
+
+// export writes the model's weights for other programs under name, into a
+// hidden directory first, renamed into place when complete.
+func (s *Server) export(m *trainModel, name string) (any, error) {
+	dir := s.savedDir(m.id, "external_weights", name)
+	path := weightsPath(m.id, "external_weights", name)
+	if _, err := os.Stat(dir); err == nil {
+		return nil, userErr("weights %s are exported already", path)
+	}
+	tmp := filepath.Join(filepath.Dir(dir), ".exporting-"+name)
+	if err := os.RemoveAll(tmp); err != nil {
+		return nil, serverErr("%v", err)
+	}
+	if err := m.learner.Export(context.Background(), tmp); err != nil {
+		os.RemoveAll(tmp)
+		return nil, serverErr("exporting %s: %v", path, err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		return nil, serverErr("exporting %s: %v", path, err)
+	}
+	_, size, err := filesOf(dir)
+	if err != nil {
+		return nil, serverErr("exporting %s: %v", path, err)
+	}
+	return tinker.SaveWeightsExternalResponse{Path: path, SizeBytes: size, Type: "save_weights_external"}, nil
+}
+
+// filesOf lists the regular files under dir, relative to it, and their
+// total size.
+func filesOf(dir string) (files []string, size int64, err error) {
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		files, size = append(files, filepath.ToSlash(rel)), size+info.Size()
+		return nil
+	})
+	return files, size, err
+}
+
+// trainingRuns answers the REST reads under tinker.PathTrainingRuns:
+// <model_id>/checkpoints and
+// <model_id>/checkpoints/external_weights/<name>/external_weights_urls.
+func (s *Server) trainingRuns(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, tinker.PathTrainingRuns)
+	modelID, sub, _ := strings.Cut(rest, "/")
+	if !idPattern.MatchString(modelID) {
+		writeDetail(w, http.StatusNotFound, "training_runs: "+rest+" names no training run")
+		return
+	}
+	parts := strings.Split(sub, "/")
+	switch {
+	case sub == "checkpoints":
+		s.listCheckpoints(w, modelID)
+	case len(parts) == 4 && parts[0] == "checkpoints" && parts[1] == "external_weights" && parts[3] == "external_weights_urls":
+		s.externalWeightsURLs(w, r, modelID, parts[2])
+	default:
+		writeDetail(w, http.StatusNotFound, "training_runs ("+rest+") is not offered by this server (rlvr serve --tinker): it answers <model_id>/checkpoints and .../external_weights_urls")
+	}
+}
+
+// listCheckpoints lists a model's saved states and exports, on disk
+// whether or not the model still runs, and its copies for sampling while
+// it does.
+func (s *Server) listCheckpoints(w http.ResponseWriter, modelID string) {
+	var out []tinker.Checkpoint
+	for _, kind := range []struct{ dir, typ string }{{"weights", "training"}, {"external_weights", "external"}} {
+		entries, err := os.ReadDir(filepath.Join(s.cfg.StateDir, modelID, kind.dir))
+		if err != nil && !os.IsNotExist(err) {
+			writeDetail(w, http.StatusInternalServerError, "listing checkpoints: "+err.Error())
+			return
+		}
+		for _, e := range entries {
+			if !e.IsDir() || !namePattern.MatchString(e.Name()) { // not a hidden one being written
+				continue
+			}
+			info, err := e.Info()
+			if err != nil {
+				continue // removed meanwhile
+			}
+			_, size, _ := filesOf(filepath.Join(s.cfg.StateDir, modelID, kind.dir, e.Name()))
+			out = append(out, tinker.Checkpoint{CheckpointID: kind.dir + "/" + e.Name(), CheckpointType: kind.typ, Time: info.ModTime().UTC(),
+				TinkerPath: weightsPath(modelID, kind.dir, e.Name()), SizeBytes: &size})
+		}
+	}
+	s.mu.Lock()
+	m, running := s.models[modelID]
+	if running {
+		for _, c := range m.samplers {
+			out = append(out, tinker.Checkpoint{CheckpointID: "sampler_weights/" + c.name, CheckpointType: "sampler", Time: time.Now().UTC(), TinkerPath: c.path})
+		}
+	}
+	s.mu.Unlock()
+	if len(out) == 0 && !running {
+		if _, err := os.Stat(filepath.Join(s.cfg.StateDir, modelID)); err != nil {
+			writeDetail(w, http.StatusNotFound, "training_runs: no training run "+modelID)
+			return
+		}
+	}
+	if out == nil {
+		out = []tinker.Checkpoint{}
+	}
+	writeJSON(w, http.StatusOK, tinker.CheckpointsListResponse{Checkpoints: out})
+}
+
+// externalWeightsURLs hands out a download URL for each file of an export,
+// on the host the request came to.
+func (s *Server) externalWeightsURLs(w http.ResponseWriter, r *http.Request, modelID, name string) {
+	dir := s.savedDir(modelID, "external_weights", name)
+	path := weightsPath(modelID, "external_weights", name)
+	if !namePattern.MatchString(name) {
+		writeDetail(w, http.StatusNotFound, "no weights are exported at "+path)
+		return
+	}
+	files, _, err := filesOf(dir)
+	if err != nil || len(files) == 0 {
+		writeDetail(w, http.StatusNotFound, "no weights are exported at "+path)
+		return
+	}
+	var b [16]byte
+	rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	now := time.Now()
+	d := &download{dir: dir, files: files, expires: now.Add(downloadTTL)}
+	s.mu.Lock()
+	for t, old := range s.downloads {
+		if now.After(old.expires) {
+			delete(s.downloads, t)
+		}
+	}
+	s.downloads[token] = d
+	s.mu.Unlock()
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	urls := map[string]string{}
+	for _, f := range files {
+		urls[f] = scheme + "://" + r.Host + tinker.PathFiles + token + "/" + f
+	}
+	writeJSON(w, http.StatusOK, tinker.ExternalWeightsURLsResponse{URLs: urls, Expires: d.expires.UTC()})
+}
+
+// serveFile serves one file of a download token, without the API key: the
+// token is the capability.
+func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
+	token, file, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, tinker.PathFiles), "/")
+	s.mu.Lock()
+	d := s.downloads[token]
+	s.mu.Unlock()
+	switch {
+	case d == nil:
+		writeDetail(w, http.StatusNotFound, "no such download (ask external_weights_urls for one)")
+		return
+	case time.Now().After(d.expires):
+		writeDetail(w, http.StatusGone, "the download URL has expired (ask external_weights_urls for another)")
+		return
+	case !slices.Contains(d.files, file):
+		writeDetail(w, http.StatusNotFound, "the export holds no file "+file)
+		return
+	}
+	http.ServeFile(w, r, filepath.Join(d.dir, filepath.FromSlash(file)))
+}

@@ -1,0 +1,113 @@
+package tinkerserver
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rlvr/api/tinker"
+	"rlvr/backend/local"
+	"rlvr/format/safetensors"
+)
+
+// TestExportAndDownload exports a LoRA model's adapters and a full model's
+// weights (save_weights_external), lists the runs' checkpoints, and
+// downloads each export through the URLs external_weights_urls hands out,
+// without the API key, byte for byte what the server wrote: the adapters
+// in Tinker's format, which loading them back into a learner accepts. A
+// second export under the same name, an age-encrypted one, a file the
+// export lacks and a download token that was never issued are refused.
+func TestExportAndDownload(t *testing.T) {
+	const key = "export-key"
+	h := newHarness(t, Config{APIKey: key})
+	rank := 2
+	var m tinker.CreateModelResponse
+	strict(t, h.post(tinker.PathCreateModel, tinker.CreateModelRequest{SessionID: h.session(), BaseModel: testBase,
+		LoraConfig: tinker.LoraConfig{Rank: rank}}), &m)
+	_, full := h.newModel()
+	for _, tc := range []struct {
+		id    string
+		files []string
+	}{
+		{m.ModelID, []string{"adapter_config.json", "adapter_model.safetensors"}},
+		{full, []string{"config.json", "model.safetensors"}},
+	} {
+		var res tinker.SaveWeightsExternalResponse
+		h.call(tinker.PathSaveWeightsExternal, tinker.SaveWeightsExternalRequest{ModelID: tc.id, Path: "final"}, &res)
+		if want := "tinker://" + tc.id + "/external_weights/final"; res.Path != want || res.SizeBytes <= 0 {
+			t.Fatalf("save_weights_external: %+v, want path %s", res, want)
+		}
+		if rf := h.failure(tinker.PathSaveWeightsExternal, tinker.SaveWeightsExternalRequest{ModelID: tc.id, Path: "final"}); !strings.Contains(rf.Message, "exported already") {
+			t.Errorf("a second export under one name: %+v", rf)
+		}
+		var list tinker.CheckpointsListResponse
+		status, b := h.do(http.MethodGet, tinker.PathTrainingRuns+tc.id+"/checkpoints", nil)
+		if status != http.StatusOK {
+			t.Fatalf("checkpoints: %d %s", status, b)
+		}
+		strict(t, b, &list)
+		if len(list.Checkpoints) != 1 || list.Checkpoints[0].CheckpointID != "external_weights/final" || list.Checkpoints[0].CheckpointType != "external" ||
+			list.Checkpoints[0].TinkerPath != res.Path || *list.Checkpoints[0].SizeBytes != res.SizeBytes {
+			t.Errorf("checkpoints: %+v", list)
+		}
+		var urls tinker.ExternalWeightsURLsResponse
+		status, b = h.do(http.MethodGet, tinker.PathTrainingRuns+tc.id+"/checkpoints/external_weights/final/external_weights_urls", nil)
+		if status != http.StatusOK {
+			t.Fatalf("external_weights_urls: %d %s", status, b)
+		}
+		strict(t, b, &urls)
+		dir := filepath.Join(h.srv.cfg.StateDir, tc.id, "external_weights", "final")
+		for _, f := range tc.files {
+			u, ok := urls.URLs[f]
+			if !ok {
+				t.Fatalf("no URL for %s in %v", f, urls.URLs)
+			}
+			resp, err := http.Get(u) // no API key: the URL is the capability
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			want, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil || resp.StatusCode != http.StatusOK || !bytes.Equal(got, want) {
+				t.Errorf("%s: status %d, %d bytes downloaded, %d on disk (%v)", f, resp.StatusCode, len(got), len(want), err)
+			}
+			if f == "adapter_model.safetensors" {
+				st, err := safetensors.Open(filepath.Join(dir, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, ok := st.Tensor("base_model.model.model.unembed_tokens.lora_A.weight")
+				n := len(st.Tensors())
+				st.Close()
+				if !ok || n == 0 {
+					t.Errorf("the adapters hold %d tensors, the output head's %v", n, ok)
+				}
+			}
+			other := u[:strings.LastIndex(u, "/")+1] + "optimizer.safetensors"
+			if resp, err := http.Get(other); err != nil || resp.StatusCode != http.StatusNotFound {
+				t.Errorf("a file the export lacks: %v %v", resp.Status, err)
+			}
+		}
+		if tc.id == m.ModelID {
+			cfg, ok, err := local.ReadLoRAConfig(dir)
+			if err != nil || !ok || cfg.Rank != rank || !cfg.Attention || !cfg.MLP || !cfg.Unembed {
+				t.Errorf("the exported adapters read back as %+v, %v, %v", cfg, ok, err)
+			}
+		}
+	}
+	if rf := h.failure(tinker.PathSaveWeightsExternal, tinker.SaveWeightsExternalRequest{ModelID: full, Path: "secret",
+		AgeEncryptionRecipients: []string{"age1xyz"}}); !strings.Contains(rf.Message, "unencrypted files only") {
+		t.Errorf("an age-encrypted export: %+v", rf)
+	}
+	status, b := h.do(http.MethodGet, tinker.PathTrainingRuns+full+"/checkpoints", nil, tinker.HeaderAPIKey, "")
+	expectDetail(t, status, b, http.StatusUnauthorized, "API key")
+	resp, err := http.Get(h.url + tinker.PathFiles + "00112233/adapter_config.json")
+	if err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a token never issued: %v %v", resp.Status, err)
+	}
+}
