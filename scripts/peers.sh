@@ -17,6 +17,10 @@
 #   tinker      the official Tinker SDK (python/tinker_sdk_loop.py) against
 #               rlvr serve --tinker over SmolLM2-135M-Instruct: a supervised
 #               loop and an RL loop with every built-in loss.
+#   weights     LoRA adapters trained on rlvr serve --tinker, exported
+#               (save_weights_external), downloaded and merged with
+#               tinker-cookbook's weights module (python/tinker_export.py),
+#               the merged model scored in transformers against the server.
 #   cookbook    tinker-cookbook's math_rl recipe (its arithmetic task, no
 #               downloads) against rlvr serve --tinker over SmolLM2:
 #               COOKBOOK_STEPS steps (default 10) of COOKBOOK_GROUPS groups
@@ -54,7 +58,7 @@ cd "$(dirname "$0")/.."
 cache=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}
 data=${DATA:-../shared/data}
 samples=${SAMPLES-runs/calibration}
-sections=(rollouts learner tinker cookbook skyrl mathverify trl)
+sections=(rollouts learner tinker weights cookbook skyrl mathverify trl)
 
 # venv_python NAME REQUIREMENTS sets up the pinned requirements file in its
 # own virtual environment, $cache/NAME, and prints its python's path.
@@ -152,6 +156,23 @@ tinker() {
   local rc=0
   TINKER_API_KEY=$tinker_key "$py" python/tinker_sdk_loop.py --base-url "http://127.0.0.1:$port" \
     --model SmolLM2-135M-Instruct --tokenizer "$model" --out "$out" --doc docs/peers.md || rc=$?
+  kill "$server"
+  wait "$server" 2>/dev/null || true
+  return "$rc"
+}
+
+# LoRA weights trained on rlvr serve --tinker, exported and merged as a
+# Tinker user takes them out: save_weights_external, tinker-cookbook's
+# weights.download and weights.build_hf_model, and the merged model scored
+# in transformers against the server's forward pass.
+weights() {
+  local out=runs/peers/weights py server
+  local model=${TINKER_MODEL:-$cache/models/SmolLM2-135M-Instruct.Q4_1} port=${TINKER_PORT:-8765}
+  py=$(peers_python)
+  serve_tinker SmolLM2-135M-Instruct
+  local rc=0
+  TINKER_API_KEY=$tinker_key "$py" python/tinker_export.py --base-url "http://127.0.0.1:$port" \
+    --model SmolLM2-135M-Instruct --hf-dir "$model" --out "$out/check" --doc docs/peers.md || rc=$?
   kill "$server"
   wait "$server" 2>/dev/null || true
   return "$rc"
