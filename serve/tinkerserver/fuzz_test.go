@@ -18,6 +18,7 @@ var fuzzPaths = []string{
 	tinker.PathCreateSession, tinker.PathHeartbeat, tinker.PathCreateModel, tinker.PathForward,
 	tinker.PathForwardBackward, tinker.PathOptimStep, tinker.PathSaveWeights, tinker.PathSaveForSampler,
 	tinker.PathLoadWeights, tinker.PathSample, tinker.PathRetrieveFuture, tinker.PathClientConfig,
+	tinker.PathSaveWeightsExternal,
 }
 
 // FuzzRequest sends arbitrary bodies to every call: the server answers
@@ -82,6 +83,45 @@ func FuzzRequest(f *testing.F) {
 		var failed tinker.RequestFailed
 		if json.Unmarshal(res.Body.Bytes(), &failed) == nil && strings.Contains(failed.Message, "internal error") {
 			t.Fatalf("%s %q: %s", path, body, failed.Message)
+		}
+	})
+}
+
+// FuzzReadPaths sends arbitrary paths to the REST reads and the download
+// URLs: each answers 200 or 404 with a JSON body, and none reads outside
+// the state directory (a name that is not a saved state's is never found).
+func FuzzReadPaths(f *testing.F) {
+	state := f.TempDir()
+	srv, err := New(Config{Models: map[string]string{testBase: testModelDir(f)}, StateDir: state, Logger: discard()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer srv.Close()
+	for _, p := range []string{"m/checkpoints", "m/checkpoints/external_weights/final/external_weights_urls", "../../etc/checkpoints",
+		"m/checkpoints/external_weights/../../x/external_weights_urls", "%2e%2e/checkpoints"} {
+		f.Add(false, p)
+	}
+	f.Add(true, "0123/../../config.json")
+	f.Fuzz(func(t *testing.T, files bool, rest string) {
+		prefix := tinker.PathTrainingRuns
+		if files {
+			prefix = tinker.PathFiles
+		}
+		req, err := http.NewRequest(http.MethodGet, "http://x"+prefix, nil)
+		if err != nil {
+			t.Skip()
+		}
+		req.URL.Path += rest
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, req)
+		if w.Code != http.StatusOK && w.Code != http.StatusNotFound && w.Code != http.StatusMethodNotAllowed {
+			t.Fatalf("GET %q: status %d: %s", req.URL.Path, w.Code, w.Body)
+		}
+		if w.Code == http.StatusOK && files {
+			t.Fatalf("GET %q: a download served without a token: %s", req.URL.Path, w.Body)
+		}
+		if !json.Valid(w.Body.Bytes()) {
+			t.Fatalf("GET %q: body %q is not JSON", req.URL.Path, w.Body)
 		}
 	})
 }
