@@ -15,7 +15,7 @@
 # one resumes from its last checkpoint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=runs/eapo
+out=${OUT:-runs/eapo}
 source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...]
 
 # The experts' answers to training questions, for the distillation row.

@@ -1,5 +1,6 @@
-# Sourced by the experiment scripts (scripts/meml-grpo.sh, scripts/eapo.sh)
-# from the repository's root, with $out set to the experiment's directory:
+# Sourced by the experiment scripts (scripts/meml-grpo.sh, scripts/eapo.sh,
+# scripts/mel.sh) from the repository's root, with $out set to the
+# experiment's directory (OUT, when set, else runs/<experiment>):
 # what they share. It reads JOBS (2), SEEDS ("1 2 3 4 5"), STEPS (200),
 # WORLD (the world version, 1) and TEST_PROBLEMS (per level, 500) into
 # $jobs, $seeds, $steps, $world and $tests, moves $out to $out-worldN for

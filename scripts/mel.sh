@@ -15,7 +15,7 @@
 # one resumes from its last checkpoint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=runs/mel
+out=${OUT:-runs/mel}
 source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...]
 
 bases=(grpo rft reinforce-pp)

@@ -23,7 +23,7 @@
 # one resumes from its last checkpoint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=runs/meml-grpo
+out=${OUT:-runs/meml-grpo}
 source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...]
 
 dme=$out/dme.jsonl
