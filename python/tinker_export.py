@@ -12,7 +12,11 @@ server hands out; tinker_cookbook.weights.build_hf_model merges them into
 the base model's Hugging Face directory in float32. transformers then
 scores held-out chat answers with the merged model, and the training
 client's forward pass scores the same tokens: the two logprobs must agree.
-The base model's logprobs show that the adapters moved the model.
+The base model's logprobs show that the adapters moved the model. Last,
+the training state saved beside the export is downloaded as the cookbook
+downloads a save_state checkpoint (a new training client from the state,
+an export encrypted to a fresh age key, decrypted on arrival): it must give
+the same files, byte for byte.
 Everything measured goes to OUT/export.json; with --doc, its table is
 written between the tinker-export markers of that file (docs/peers.md).
 """
@@ -93,10 +97,19 @@ def main():
         training.optim_step(types.AdamParams(learning_rate=args.lr)).result()
         losses.append(out.metrics.get("loss:sum"))
     saved = training.save_weights_external("final").result()
+    state = training.save_state("final").result()
 
     shutil.rmtree(args.out, ignore_errors=True)
     adapter, merged = os.path.join(args.out, "adapter"), os.path.join(args.out, "merged")
     weights.download(tinker_path=saved.path, output_dir=adapter, base_url=args.base_url)
+    # A training state's download: the cookbook loads it into a new
+    # training client, exports it encrypted to a fresh age key and
+    # decrypts what it downloads.
+    from_state = os.path.join(args.out, "from_state")
+    weights.download(tinker_path=state.path, output_dir=from_state, base_url=args.base_url)
+    same = sorted(os.listdir(from_state)) == sorted(os.listdir(adapter)) and all(
+        open(os.path.join(from_state, f), "rb").read() == open(os.path.join(adapter, f), "rb").read() for f in os.listdir(adapter)
+    )
     weights.build_hf_model(base_model=hf_dir, adapter_path=adapter, output_path=merged, dtype="float32")
 
     hf = AutoModelForCausalLM.from_pretrained(merged, torch_dtype=torch.float32)
@@ -115,6 +128,8 @@ def main():
         "files": sorted(os.listdir(adapter)),
         "adapter_config": json.load(open(os.path.join(adapter, "adapter_config.json"))),
         "train_loss_sum": losses,
+        "state": state.path,
+        "state_download_equals_export": same,
         "tokens": n,
         "max_abs_logprob_gap_server_vs_merged": gap,
         "max_abs_logprob_change_merged_vs_base": moved,
@@ -122,13 +137,14 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "export.json"), "w") as f:
         json.dump(result, f, indent=1)
-    ok = gap < 1e-3 and moved > 1e-2
+    ok = gap < 1e-3 and moved > 1e-2 and same
     if args.doc:
         write_doc(
             args.doc,
             "| | |\n| --- | --- |\n"
             f"| SDK | tinker {result['sdk_version']} |\n"
             f"| adapters | rank {args.rank}, {args.steps} supervised steps at lr {args.lr:g}; files {', '.join(result['files'])} |\n"
+            f"| the training state's download (loaded, exported encrypted to an age key, decrypted) | {'the export, byte for byte' if same else 'DIFFERS from the export'} |\n"
             f"| tokens scored | {n} (2 held-out chat answers, every position) |\n"
             f"| max \\|Δ logprob\\|, server's forward vs merged model in transformers | {gap:.2e} |\n"
             f"| max \\|Δ logprob\\|, merged vs base model (the adapters' effect) | {moved:.2e} |",

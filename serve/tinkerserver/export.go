@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -12,13 +13,17 @@ import (
 	"strings"
 	"time"
 
+	"filippo.io/age"
+	"filippo.io/age/agessh"
+
 	"rlvr/api/tinker"
 )
 
 // Exports and downloads: save_weights_external writes a model's weights as
 // other programs take them (its LoRA adapters in Tinker's adapter format,
 // which tinker-cookbook's weights.build_hf_model merges into a Hugging
-// Face model; a full model as a Hugging Face directory) to
+// Face model; a full model as a Hugging Face directory), each file
+// encrypted with age (filippo.io/age) when the call names recipients, to
 // Config.StateDir/<model_id>/external_weights/<name>. The REST reads list
 // a training run's checkpoints and hand out a download URL per file of an
 // export, as Tinker's signed URLs: an unguessable token, valid for
@@ -52,16 +57,46 @@ func (s *Server) saveWeightsExternal(w http.ResponseWriter, r *http.Request) {
 		if err := checkName("path", req.Path); err != nil {
 			return nil, err
 		}
-		if len(req.AgeEncryptionRecipients) > 0 {
-			return nil, userErr("age_encryption_recipients: this server exports unencrypted files only; send none")
+		recipients, err := ageRecipients(req.AgeEncryptionRecipients)
+		if err != nil {
+			return nil, err
 		}
-		return func() (any, error) { return s.export(m, req.Path) }, nil
+		return func() (any, error) { return s.export(m, req.Path, recipients) }, nil
 	})
 }
 
-// export writes the model's weights for other programs under name, into a
-// hidden directory first, renamed into place when complete.
-func (s *Server) export(m *trainModel, name string) (any, error) {
+// maxAgeRecipients bounds an export's age recipients, as Tinker's
+// service does.
+const maxAgeRecipients = 10
+
+// ageRecipients parses save_weights_external's age recipients: native
+// age1… keys or SSH public keys.
+func ageRecipients(keys []string) ([]age.Recipient, error) {
+	if len(keys) > maxAgeRecipients {
+		return nil, userErr("age_encryption_recipients: %d recipients, at most %d", len(keys), maxAgeRecipients)
+	}
+	var out []age.Recipient
+	for i, k := range keys {
+		var r age.Recipient
+		var err error
+		if strings.HasPrefix(k, "age1") {
+			r, err = age.ParseX25519Recipient(k)
+		} else {
+			r, err = agessh.ParseRecipient(k)
+		}
+		if err != nil {
+			return nil, userErr("age_encryption_recipients[%d]: %v", i, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// export writes the model's weights for other programs under name, each
+// file encrypted to the recipients when there are any (and named with a
+// .age suffix), into a hidden directory first, renamed into place when
+// complete.
+func (s *Server) export(m *trainModel, name string, recipients []age.Recipient) (any, error) {
 	dir := s.savedDir(m.id, "external_weights", name)
 	path := weightsPath(m.id, "external_weights", name)
 	if _, err := os.Stat(dir); err == nil {
@@ -75,6 +110,12 @@ func (s *Server) export(m *trainModel, name string) (any, error) {
 		os.RemoveAll(tmp)
 		return nil, serverErr("exporting %s: %v", path, err)
 	}
+	if len(recipients) > 0 {
+		if err := encryptFiles(tmp, recipients); err != nil {
+			os.RemoveAll(tmp)
+			return nil, serverErr("encrypting %s: %v", path, err)
+		}
+	}
 	if err := os.Rename(tmp, dir); err != nil {
 		os.RemoveAll(tmp)
 		return nil, serverErr("exporting %s: %v", path, err)
@@ -84,6 +125,48 @@ func (s *Server) export(m *trainModel, name string) (any, error) {
 		return nil, serverErr("exporting %s: %v", path, err)
 	}
 	return tinker.SaveWeightsExternalResponse{Path: path, SizeBytes: size, Type: "save_weights_external"}, nil
+}
+
+// encryptFiles replaces every file under dir by its age encryption to
+// recipients, named with a .age suffix.
+func encryptFiles(dir string, recipients []age.Recipient) error {
+	files, _, err := filesOf(dir)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		plain := filepath.Join(dir, filepath.FromSlash(f))
+		if err := encryptFile(plain, plain+".age", recipients); err != nil {
+			return err
+		}
+		if err := os.Remove(plain); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func encryptFile(src, dst string, recipients []age.Recipient) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	w, err := age.Encrypt(out, recipients...)
+	if err == nil {
+		_, err = io.Copy(w, in)
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // filesOf lists the regular files under dir, relative to it, and their
@@ -104,9 +187,10 @@ func filesOf(dir string) (files []string, size int64, err error) {
 	return files, size, err
 }
 
-// trainingRuns answers the REST reads under tinker.PathTrainingRuns:
-// <model_id>/checkpoints and
-// <model_id>/checkpoints/external_weights/<name>/external_weights_urls.
+// trainingRuns answers the REST calls under tinker.PathTrainingRuns:
+// GET <model_id>/checkpoints, GET
+// <model_id>/checkpoints/external_weights/<name>/external_weights_urls,
+// and DELETE <model_id>/checkpoints/<kind>/<name>.
 func (s *Server) trainingRuns(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, tinker.PathTrainingRuns)
 	modelID, sub, _ := strings.Cut(rest, "/")
@@ -115,14 +199,66 @@ func (s *Server) trainingRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	parts := strings.Split(sub, "/")
+	want := http.MethodGet
 	switch {
-	case sub == "checkpoints":
+	case sub == "checkpoints" && r.Method == want:
 		s.listCheckpoints(w, modelID)
-	case len(parts) == 4 && parts[0] == "checkpoints" && parts[1] == "external_weights" && parts[3] == "external_weights_urls":
+	case len(parts) == 4 && parts[0] == "checkpoints" && parts[1] == "external_weights" && parts[3] == "external_weights_urls" && r.Method == want:
 		s.externalWeightsURLs(w, r, modelID, parts[2])
+	case len(parts) == 3 && parts[0] == "checkpoints" && r.Method == http.MethodDelete:
+		s.deleteCheckpoint(w, modelID, parts[1], parts[2])
+	case len(parts) == 3 && parts[0] == "checkpoints":
+		want = http.MethodDelete
+		fallthrough
+	case sub == "checkpoints", len(parts) == 4 && parts[3] == "external_weights_urls":
+		w.Header().Set("Allow", want)
+		writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed: "+r.URL.Path+" takes "+want)
 	default:
-		writeDetail(w, http.StatusNotFound, "training_runs ("+rest+") is not offered by this server (rlvr serve --tinker): it answers <model_id>/checkpoints and .../external_weights_urls")
+		// A checkpoint's TTL among them: checkpoints here stay until
+		// deleted, so there is none to set.
+		writeDetail(w, http.StatusNotFound, "training_runs ("+rest+") is not offered by this server (rlvr serve --tinker): it answers <model_id>/checkpoints, .../external_weights_urls and DELETE of a checkpoint; checkpoints stay until deleted")
 	}
+}
+
+// deleteCheckpoint deletes a saved state or export from disk, or drops a
+// running model's copy for sampling.
+func (s *Server) deleteCheckpoint(w http.ResponseWriter, modelID, kind, name string) {
+	path := weightsPath(modelID, kind, name)
+	if !namePattern.MatchString(name) {
+		writeDetail(w, http.StatusNotFound, "no checkpoint "+path)
+		return
+	}
+	switch kind {
+	case "weights", "external_weights":
+		dir := s.savedDir(modelID, kind, name)
+		if _, err := os.Stat(dir); err != nil {
+			writeDetail(w, http.StatusNotFound, "no checkpoint "+path)
+			return
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			writeDetail(w, http.StatusInternalServerError, "deleting "+path+": "+err.Error())
+			return
+		}
+	case "sampler_weights":
+		s.mu.Lock()
+		m := s.models[modelID]
+		i := -1
+		if m != nil {
+			i = m.samplerIndex(name)
+		}
+		if i >= 0 {
+			m.samplers = slices.Delete(m.samplers, i, i+1)
+		}
+		s.mu.Unlock()
+		if i < 0 {
+			writeDetail(w, http.StatusNotFound, "no checkpoint "+path)
+			return
+		}
+	default:
+		writeDetail(w, http.StatusNotFound, "no checkpoint "+path+": the kinds are weights, sampler_weights and external_weights")
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
 }
 
 // listCheckpoints lists a model's saved states and exports, on disk

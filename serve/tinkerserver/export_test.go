@@ -6,8 +6,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"filippo.io/age"
 
 	"rlvr/api/tinker"
 	"rlvr/backend/local"
@@ -18,9 +21,11 @@ import (
 // weights (save_weights_external), lists the runs' checkpoints, and
 // downloads each export through the URLs external_weights_urls hands out,
 // without the API key, byte for byte what the server wrote: the adapters
-// in Tinker's format, which loading them back into a learner accepts. A
-// second export under the same name, an age-encrypted one, a file the
-// export lacks and a download token that was never issued are refused.
+// in Tinker's format, which loading them back into a learner accepts. An
+// export encrypted to an age key decrypts to the plain one's bytes. A
+// second export under the same name, recipients that are not age or SSH
+// keys, a file the export lacks and a download token that was never
+// issued are refused.
 func TestExportAndDownload(t *testing.T) {
 	const key = "export-key"
 	h := newHarness(t, Config{APIKey: key})
@@ -100,11 +105,75 @@ func TestExportAndDownload(t *testing.T) {
 			}
 		}
 	}
-	if rf := h.failure(tinker.PathSaveWeightsExternal, tinker.SaveWeightsExternalRequest{ModelID: full, Path: "secret",
-		AgeEncryptionRecipients: []string{"age1xyz"}}); !strings.Contains(rf.Message, "unencrypted files only") {
-		t.Errorf("an age-encrypted export: %+v", rf)
+	// Encrypted to an age key: every file gets a .age suffix and decrypts
+	// to the plain export's bytes.
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
 	}
-	status, b := h.do(http.MethodGet, tinker.PathTrainingRuns+full+"/checkpoints", nil, tinker.HeaderAPIKey, "")
+	var res tinker.SaveWeightsExternalResponse
+	h.call(tinker.PathSaveWeightsExternal, tinker.SaveWeightsExternalRequest{ModelID: m.ModelID, Path: "secret",
+		AgeEncryptionRecipients: []string{id.Recipient().String()}}, &res)
+	var urls tinker.ExternalWeightsURLsResponse
+	status, b := h.do(http.MethodGet, tinker.PathTrainingRuns+m.ModelID+"/checkpoints/external_weights/secret/external_weights_urls", nil)
+	if status != http.StatusOK {
+		t.Fatalf("external_weights_urls: %d %s", status, b)
+	}
+	strict(t, b, &urls)
+	for _, f := range []string{"adapter_config.json", "adapter_model.safetensors"} {
+		u, ok := urls.URLs[f+".age"]
+		if !ok || len(urls.URLs) != 2 {
+			t.Fatalf("encrypted export's URLs %v", urls.URLs)
+		}
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := age.Decrypt(resp.Body, id)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		got, err := io.ReadAll(r)
+		resp.Body.Close()
+		want, _ := os.ReadFile(filepath.Join(h.srv.cfg.StateDir, m.ModelID, "external_weights", "final", f))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s decrypts to %d bytes, the plain export has %d (%v)", f, len(got), len(want), err)
+		}
+	}
+	for _, bad := range [][]string{{"age1notakey"}, {"ssh-rsa AAAA"}, slices.Repeat([]string{id.Recipient().String()}, 11)} {
+		if rf := h.failure(tinker.PathSaveWeightsExternal, tinker.SaveWeightsExternalRequest{ModelID: full, Path: "bad",
+			AgeEncryptionRecipients: bad}); !strings.Contains(rf.Message, "age_encryption_recipients") {
+			t.Errorf("recipients %.40q: %+v", bad, rf)
+		}
+	}
+	// Deleting: the export goes from the listing, its URLs and the disk;
+	// a second delete, another kind and a TTL are refused.
+	ckpt := tinker.PathTrainingRuns + full + "/checkpoints/external_weights/final"
+	if status, b := h.do(http.MethodDelete, ckpt, nil); status != http.StatusOK {
+		t.Fatalf("DELETE %s: %d %s", ckpt, status, b)
+	}
+	status, b = h.do(http.MethodGet, tinker.PathTrainingRuns+full+"/checkpoints", nil)
+	var list tinker.CheckpointsListResponse
+	strict(t, b, &list)
+	if status != http.StatusOK || len(list.Checkpoints) != 0 {
+		t.Errorf("after the delete: %d %+v", status, list)
+	}
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		want         string
+	}{
+		{http.MethodDelete, ckpt, 404, "no checkpoint tinker://" + full + "/external_weights/final"},
+		{http.MethodGet, ckpt + "/external_weights_urls", 404, "no weights are exported"},
+		{http.MethodGet, ckpt, 405, "takes DELETE"},
+		{http.MethodDelete, tinker.PathTrainingRuns + full + "/checkpoints/sampler_weights/none", 404, "no checkpoint"},
+		{http.MethodDelete, tinker.PathTrainingRuns + full + "/checkpoints/other/x", 404, "the kinds are"},
+		{http.MethodPut, tinker.PathTrainingRuns + m.ModelID + "/checkpoints/external_weights/secret/ttl", 404, "checkpoints stay until deleted"},
+	} {
+		status, b := h.do(tc.method, tc.path, nil)
+		expectDetail(t, status, b, tc.status, tc.want)
+	}
+	status, b = h.do(http.MethodGet, tinker.PathTrainingRuns+full+"/checkpoints", nil, tinker.HeaderAPIKey, "")
 	expectDetail(t, status, b, http.StatusUnauthorized, "API key")
 	resp, err := http.Get(h.url + tinker.PathFiles + "00112233/adapter_config.json")
 	if err != nil || resp.StatusCode != http.StatusNotFound {

@@ -417,7 +417,7 @@ func (s *Server) Close() error {
 
 // route is one endpoint.
 type route struct {
-	method string
+	method string // "" when the handler checks it
 	auth   bool
 	serve  func(w http.ResponseWriter, r *http.Request)
 }
@@ -444,7 +444,7 @@ func (s *Server) routes() http.Handler {
 		tinker.PathCreateSamplingSession: {http.MethodPost, true, s.createSamplingSession},
 		tinker.PathSamplers:              {http.MethodGet, true, s.getSampler},
 		tinker.PathSaveWeightsExternal:   {http.MethodPost, true, s.saveWeightsExternal},
-		tinker.PathTrainingRuns:          {http.MethodGet, true, s.trainingRuns},
+		tinker.PathTrainingRuns:          {"", true, s.trainingRuns}, // GET and DELETE, by path
 		tinker.PathFiles:                 {http.MethodGet, false, s.serveFile},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -480,7 +480,7 @@ func (s *Server) routes() http.Handler {
 			writeDetail(w, http.StatusNotFound, "Not Found")
 			return
 		}
-		if r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
+		if rt.method != "" && r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
 			w.Header().Set("Allow", rt.method)
 			writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed: "+r.URL.Path+" takes "+rt.method)
 			return
