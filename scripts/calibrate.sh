@@ -28,7 +28,7 @@ cache=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}
 data=../shared/data
 out=runs/calibration
 mkdir -p "$out"
-tasks=${TASKS:-"gsm8k math500 world mathqa strategyqa"}
+tasks=${TASKS:-"gsm8k world mathqa strategyqa math500"}
 declare -A files=([gsm8k]=gsm8k/test.jsonl [math500]=math500/test.jsonl [mathqa]=mathqa/test.jsonl
                   [strategyqa]=strategyqa/dev.json)
 declare -A sizes=([gsm8k]=1319 [math500]=500 [mathqa]=1000 [strategyqa]=229)
