@@ -65,9 +65,9 @@ self-collaboration.
 
 --test-of RUN scores the test problems of the world training run RUN, as its
 config.yaml draws them, at its max_tokens and with its eval_samples answers at
-its eval_temperature (the flags, when given, take precedence): the starting
-model, or a test-time workflow, on exactly the problems a trained run was
-scored on. --run DIR records the evaluation as a run without training
+its eval_temperature, with RUN's starting model (the flags, when given, take
+precedence): the starting model, or a test-time workflow, on exactly the
+problems a trained run was scored on. --run DIR records the evaluation as a run without training
 (config.yaml with the seed, eval.jsonl with the test line), which rlvr report
 --table puts beside trained runs, paired by seed and by problem.
 
@@ -95,6 +95,36 @@ after the --system prompt, in one system message, as training writes them.`,
 					modelPath = p
 				}
 			}
+			var testRun *train.RLConfig
+			var tested []task.Example
+			if testOf != "" {
+				for _, name := range []string{"data", "levels", "problems", "skip", "world-words"} {
+					if cmd.Flags().Changed(name) {
+						c.add(name, "--test-of draws the problems")
+					}
+				}
+				var err error
+				if tested, testRun, err = train.TestSplit(testOf); err != nil {
+					c.add("test-of", "%v", err)
+				} else {
+					// The run's own starting model, unless another is named.
+					if !cmd.Flags().Changed("model") && !cmd.Flags().Changed("world") && endpoint == "" {
+						modelPath = testRun.Model
+						if modelPath == "" {
+							modelPath = worldModelPath(max(testRun.Data.World, 1))
+						}
+					}
+					if !cmd.Flags().Changed("max-tokens") {
+						cfg.MaxTokens = testRun.MaxTokens
+					}
+					if !cmd.Flags().Changed("k") {
+						cfg.K = testRun.EvalSamples
+					}
+					if !cmd.Flags().Changed("temperature") {
+						cfg.Temperature = testRun.EvalTemperature
+					}
+				}
+			}
 			if endpoint != "" {
 				c.url("endpoint", endpoint)
 			} else {
@@ -113,29 +143,6 @@ after the --system prompt, in one system message, as training writes them.`,
 				c.file("data", path)
 				if cmd.Flags().Changed("levels") {
 					c.add("levels", "is for --data world")
-				}
-			}
-			var testRun *train.RLConfig
-			var tested []task.Example
-			if testOf != "" {
-				for _, name := range []string{"data", "levels", "problems", "skip", "world-words"} {
-					if cmd.Flags().Changed(name) {
-						c.add(name, "--test-of draws the problems")
-					}
-				}
-				var err error
-				if tested, testRun, err = train.TestSplit(testOf); err != nil {
-					c.add("test-of", "%v", err)
-				} else {
-					if !cmd.Flags().Changed("max-tokens") {
-						cfg.MaxTokens = testRun.MaxTokens
-					}
-					if !cmd.Flags().Changed("k") {
-						cfg.K = testRun.EvalSamples
-					}
-					if !cmd.Flags().Changed("temperature") {
-						cfg.Temperature = testRun.EvalTemperature
-					}
 				}
 			}
 			if runDir != "" {
@@ -282,7 +289,7 @@ after the --system prompt, in one system message, as training writes them.`,
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.StringVar(&samplesPath, "samples", "", "write every scored completion to this JSON Lines file (id, pass, index, gold, text, answer, reward)")
 	f.StringVar(&consultPath, "consult", "", "a training config with the consultation part: run its consultation loop at test time, every reply accepted (EAPO's expert-assisted workflow; self-collaboration with a pool of policy copies)")
-	f.StringVar(&testOf, "test-of", "", "score the test problems of this world training run's directory, at its max_tokens, eval_samples and eval_temperature")
+	f.StringVar(&testOf, "test-of", "", "score the test problems of this world training run's directory, at its max_tokens, eval_samples and eval_temperature, with its starting model unless --model or --world names one")
 	f.StringVar(&runDir, "run", "", "record the evaluation in this directory as a run without training, for rlvr report --table")
 	f.BoolVar(&consultOpen, "consult-open", false, "with --consult, open every episode with each expert of the pool asked the whole question")
 	// One flag names the model; --expert I sets the prompt itself; the
