@@ -253,7 +253,31 @@ type CreateModelRequest struct {
 	ModelSeqID int64      `json:"model_seq_id"`
 	BaseModel  string     `json:"base_model"`
 	LoraConfig LoraConfig `json:"lora_config"`
-	Type       string     `json:"type,omitempty"` // "create_model"
+	// UserMetadata is the user's, kept with the training run (the
+	// cookbook records its renderer there); OptimizerConfig names the
+	// optimizer family for the model's life ("adamw" unless set).
+	UserMetadata    map[string]any   `json:"user_metadata,omitempty"`
+	OptimizerConfig *OptimizerConfig `json:"optimizer_config,omitempty"`
+	Type            string           `json:"type,omitempty"` // "create_model"
+}
+
+// OptimizerConfig is the optimizer family a model is created with.
+type OptimizerConfig struct {
+	Type string `json:"type"`
+}
+
+// TrainingRun is a model as the REST reads describe it.
+type TrainingRun struct {
+	TrainingRunID         string         `json:"training_run_id"`
+	BaseModel             string         `json:"base_model"`
+	ModelOwner            string         `json:"model_owner"`
+	IsLoRA                bool           `json:"is_lora"`
+	Corrupted             bool           `json:"corrupted"`
+	LoRARank              *int           `json:"lora_rank"`
+	LastRequestTime       time.Time      `json:"last_request_time"`
+	LastCheckpoint        *Checkpoint    `json:"last_checkpoint"`
+	LastSamplerCheckpoint *Checkpoint    `json:"last_sampler_checkpoint"`
+	UserMetadata          map[string]any `json:"user_metadata"`
 }
 
 // CreateModelResponse names the model. The SDK reads create_model's
@@ -373,10 +397,11 @@ type LoadWeightsRequest struct {
 	// state is loaded into, as create_model would, its adapters those of
 	// the state (the SDK's create_training_client_from_state); BaseModel
 	// then overrides the state's base model.
-	SessionID  string `json:"session_id,omitempty"`
-	ModelSeqID *int64 `json:"model_seq_id,omitempty"`
-	BaseModel  string `json:"base_model,omitempty"`
-	Type       string `json:"type,omitempty"` // "load_weights"
+	SessionID    string         `json:"session_id,omitempty"`
+	ModelSeqID   *int64         `json:"model_seq_id,omitempty"`
+	BaseModel    string         `json:"base_model,omitempty"`
+	UserMetadata map[string]any `json:"user_metadata,omitempty"` // the created model's, as create_model's
+	Type         string         `json:"type,omitempty"`          // "load_weights"
 }
 
 // LoadWeightsResponse confirms a load.

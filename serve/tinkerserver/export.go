@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"io/fs"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"filippo.io/age/agessh"
 
 	"rlvr/api/tinker"
+	"rlvr/internal/atomicfile"
 )
 
 // Exports and downloads: save_weights_external writes a model's weights as
@@ -188,7 +190,7 @@ func filesOf(dir string) (files []string, size int64, err error) {
 }
 
 // trainingRuns answers the REST calls under tinker.PathTrainingRuns:
-// GET <model_id>/checkpoints, GET
+// GET <model_id>, GET <model_id>/checkpoints, GET
 // <model_id>/checkpoints/external_weights/<name>/external_weights_urls,
 // and DELETE <model_id>/checkpoints/<kind>/<name>.
 func (s *Server) trainingRuns(w http.ResponseWriter, r *http.Request) {
@@ -201,6 +203,8 @@ func (s *Server) trainingRuns(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(sub, "/")
 	want := http.MethodGet
 	switch {
+	case sub == "" && r.Method == want:
+		s.trainingRun(w, modelID)
 	case sub == "checkpoints" && r.Method == want:
 		s.listCheckpoints(w, modelID)
 	case len(parts) == 4 && parts[0] == "checkpoints" && parts[1] == "external_weights" && parts[3] == "external_weights_urls" && r.Method == want:
@@ -210,7 +214,7 @@ func (s *Server) trainingRuns(w http.ResponseWriter, r *http.Request) {
 	case len(parts) == 3 && parts[0] == "checkpoints":
 		want = http.MethodDelete
 		fallthrough
-	case sub == "checkpoints", len(parts) == 4 && parts[3] == "external_weights_urls":
+	case sub == "", sub == "checkpoints", len(parts) == 4 && parts[3] == "external_weights_urls":
 		w.Header().Set("Allow", want)
 		writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed: "+r.URL.Path+" takes "+want)
 	default:
@@ -261,17 +265,90 @@ func (s *Server) deleteCheckpoint(w http.ResponseWriter, modelID, kind, name str
 	writeJSON(w, http.StatusOK, struct{}{})
 }
 
+// runRecordFile is where a model's training run is recorded, in its state
+// directory beside its saved weights.
+const runRecordFile = "training_run.json"
+
+// runRecord is what the state directory keeps of a model: what the REST
+// reads report of it once it has stopped.
+type runRecord struct {
+	BaseModel    string         `json:"base_model"`
+	LoRARank     int            `json:"lora_rank"` // 0: every parameter
+	UserMetadata map[string]any `json:"user_metadata,omitempty"`
+	Created      time.Time      `json:"created"`
+}
+
+func (s *Server) writeRunRecord(modelID string, rec runRecord) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(s.cfg.StateDir, modelID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteBytes(filepath.Join(dir, runRecordFile), b)
+}
+
+// trainingRun describes a model, running or stopped: its record, its last
+// request, and its newest saved state and copy for sampling.
+func (s *Server) trainingRun(w http.ResponseWriter, modelID string) {
+	b, err := os.ReadFile(filepath.Join(s.cfg.StateDir, modelID, runRecordFile))
+	if err != nil {
+		writeDetail(w, http.StatusNotFound, "training_runs: no training run "+modelID)
+		return
+	}
+	var rec runRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		writeDetail(w, http.StatusInternalServerError, "training_runs: reading "+modelID+"'s record: "+err.Error())
+		return
+	}
+	run := tinker.TrainingRun{TrainingRunID: modelID, BaseModel: rec.BaseModel, ModelOwner: "local", IsLoRA: rec.LoRARank > 0,
+		LastRequestTime: rec.Created, UserMetadata: rec.UserMetadata}
+	if rec.LoRARank > 0 {
+		run.LoRARank = &rec.LoRARank
+	}
+	for _, c := range s.checkpoints(modelID) {
+		switch c.CheckpointType {
+		case "training":
+			if run.LastCheckpoint == nil || c.Time.After(run.LastCheckpoint.Time) {
+				run.LastCheckpoint = &c
+			}
+		case "sampler":
+			run.LastSamplerCheckpoint = &c // in the order saved
+		}
+		if c.Time.After(run.LastRequestTime) {
+			run.LastRequestTime = c.Time
+		}
+	}
+	s.mu.Lock()
+	if m := s.models[modelID]; m != nil && m.lastRequest.After(run.LastRequestTime) {
+		run.LastRequestTime = m.lastRequest.UTC()
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, run)
+}
+
 // listCheckpoints lists a model's saved states and exports, on disk
 // whether or not the model still runs, and its copies for sampling while
 // it does.
 func (s *Server) listCheckpoints(w http.ResponseWriter, modelID string) {
-	var out []tinker.Checkpoint
-	for _, kind := range []struct{ dir, typ string }{{"weights", "training"}, {"external_weights", "external"}} {
-		entries, err := os.ReadDir(filepath.Join(s.cfg.StateDir, modelID, kind.dir))
-		if err != nil && !os.IsNotExist(err) {
-			writeDetail(w, http.StatusInternalServerError, "listing checkpoints: "+err.Error())
+	out := s.checkpoints(modelID)
+	if len(out) == 0 {
+		if _, err := os.Stat(filepath.Join(s.cfg.StateDir, modelID)); err != nil {
+			writeDetail(w, http.StatusNotFound, "training_runs: no training run "+modelID)
 			return
 		}
+	}
+	writeJSON(w, http.StatusOK, tinker.CheckpointsListResponse{Checkpoints: out})
+}
+
+// checkpoints are a model's saved states and exports, on disk whether or
+// not the model still runs, and its copies for sampling while it does.
+func (s *Server) checkpoints(modelID string) []tinker.Checkpoint {
+	out := []tinker.Checkpoint{}
+	for _, kind := range []struct{ dir, typ string }{{"weights", "training"}, {"external_weights", "external"}} {
+		entries, _ := os.ReadDir(filepath.Join(s.cfg.StateDir, modelID, kind.dir))
 		for _, e := range entries {
 			if !e.IsDir() || !namePattern.MatchString(e.Name()) { // not a hidden one being written
 				continue
@@ -286,23 +363,13 @@ func (s *Server) listCheckpoints(w http.ResponseWriter, modelID string) {
 		}
 	}
 	s.mu.Lock()
-	m, running := s.models[modelID]
-	if running {
+	if m := s.models[modelID]; m != nil {
 		for _, c := range m.samplers {
-			out = append(out, tinker.Checkpoint{CheckpointID: "sampler_weights/" + c.name, CheckpointType: "sampler", Time: time.Now().UTC(), TinkerPath: c.path})
+			out = append(out, tinker.Checkpoint{CheckpointID: "sampler_weights/" + c.name, CheckpointType: "sampler", Time: c.saved.UTC(), TinkerPath: c.path})
 		}
 	}
 	s.mu.Unlock()
-	if len(out) == 0 && !running {
-		if _, err := os.Stat(filepath.Join(s.cfg.StateDir, modelID)); err != nil {
-			writeDetail(w, http.StatusNotFound, "training_runs: no training run "+modelID)
-			return
-		}
-	}
-	if out == nil {
-		out = []tinker.Checkpoint{}
-	}
-	writeJSON(w, http.StatusOK, tinker.CheckpointsListResponse{Checkpoints: out})
+	return out
 }
 
 // externalWeightsURLs hands out a download URL for each file of an export,

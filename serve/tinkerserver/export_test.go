@@ -180,3 +180,38 @@ func TestExportAndDownload(t *testing.T) {
 		t.Errorf("a token never issued: %v %v", resp.Status, err)
 	}
 }
+
+// TestTrainingRunRecord: GET training_runs/<id> describes a model from the
+// record create_model wrote, with the user's metadata (where the cookbook
+// keeps its renderer's name), its LoRA rank and its newest saved state,
+// and still does once the server that made it has stopped; an optimizer
+// other than AdamW is refused at create_model.
+func TestTrainingRunRecord(t *testing.T) {
+	state := t.TempDir()
+	h := newHarness(t, Config{StateDir: state})
+	var m tinker.CreateModelResponse
+	strict(t, h.post(tinker.PathCreateModel, tinker.CreateModelRequest{SessionID: h.session(), BaseModel: testBase,
+		LoraConfig: tinker.LoraConfig{Rank: 2}, UserMetadata: map[string]any{"renderer_name": "qwen3"}, OptimizerConfig: &tinker.OptimizerConfig{Type: "adamw"}}), &m)
+	var saved tinker.SaveWeightsResponse
+	h.call(tinker.PathSaveWeights, tinker.SaveWeightsRequest{ModelID: m.ModelID, Path: "step-1"}, &saved)
+	check := func(h *harness) {
+		t.Helper()
+		status, b := h.do(http.MethodGet, tinker.PathTrainingRuns+m.ModelID, nil)
+		if status != http.StatusOK {
+			t.Fatalf("training_runs: %d %s", status, b)
+		}
+		var run tinker.TrainingRun
+		strict(t, b, &run)
+		if run.TrainingRunID != m.ModelID || run.BaseModel != testBase || !run.IsLoRA || run.LoRARank == nil || *run.LoRARank != 2 ||
+			run.UserMetadata["renderer_name"] != "qwen3" || run.LastCheckpoint == nil || run.LastCheckpoint.TinkerPath != saved.Path || run.LastRequestTime.IsZero() {
+			t.Errorf("training run %s", b)
+		}
+	}
+	check(h)
+	check(newHarness(t, Config{StateDir: state})) // another server over the same state
+	status, b := h.do(http.MethodPost, tinker.PathCreateModel, tinker.CreateModelRequest{SessionID: h.session(), BaseModel: testBase,
+		OptimizerConfig: &tinker.OptimizerConfig{Type: "dimuon"}})
+	expectDetail(t, status, b, http.StatusBadRequest, `optimizer_config.type "dimuon" is not offered`)
+	status, b = h.do(http.MethodGet, tinker.PathTrainingRuns+"model_none", nil)
+	expectDetail(t, status, b, http.StatusNotFound, "no training run model_none")
+}

@@ -316,8 +316,9 @@ type base struct {
 type weights struct {
 	base   *base
 	params []float32
-	path   string // the tinker:// path, or the base model's name
-	name   string // the name of a copy saved for sampling; "" for a base model's
+	path   string    // the tinker:// path, or the base model's name
+	name   string    // the name of a copy saved for sampling; "" for a base model's
+	saved  time.Time // when a copy was saved
 }
 
 // New opens every base model, creates the state directory if need be and

@@ -382,12 +382,15 @@ func (s *Server) newModel(req *tinker.CreateModelRequest) (*trainModel, error) {
 	if req.LoraConfig.Rank < 0 {
 		return nil, errorf(http.StatusBadRequest, "create_model: lora_config.rank is %d: want 0 (every parameter) or a LoRA rank", req.LoraConfig.Rank)
 	}
+	if oc := req.OptimizerConfig; oc != nil && oc.Type != "adamw" {
+		return nil, errorf(http.StatusBadRequest, "create_model: optimizer_config.type %q is not offered: this server trains with AdamW (\"adamw\")", oc.Type)
+	}
 	var adapters *lora.Config
 	if req.LoraConfig.Rank > 0 {
 		cfg := loraConfig(req.LoraConfig)
 		adapters = &cfg
 	}
-	return s.addModel(req.SessionID, req.ModelSeqID, b, adapters)
+	return s.addModel(req.SessionID, req.ModelSeqID, b, adapters, req.UserMetadata)
 }
 
 // baseNamed is the served base model a create_model names.
@@ -404,8 +407,9 @@ func (s *Server) baseNamed(name string) (*base, error) {
 
 // addModel creates model seq of the session over base b, training every
 // parameter or, with adapters, LoRA adapters, or finds the one a retry
-// created.
-func (s *Server) addModel(sessionID string, seq int64, b *base, adapters *lora.Config) (*trainModel, error) {
+// created. A new model's training run is recorded in the state directory
+// with the user's metadata (runRecord).
+func (s *Server) addModel(sessionID string, seq int64, b *base, adapters *lora.Config, metadata map[string]any) (*trainModel, error) {
 	find := func() (*trainModel, error) {
 		sess, err := s.sessionLocked(sessionID, time.Now())
 		if err != nil {
@@ -443,8 +447,15 @@ func (s *Server) addModel(sessionID string, seq int64, b *base, adapters *lora.C
 	// state (create_training_client_from_state).
 	id := fmt.Sprintf("%s:train:%d", sessionID, seq)
 	sess := s.sessions[sessionID]
+	rec := runRecord{BaseModel: b.name, UserMetadata: metadata, Created: time.Now().UTC()}
+	if adapters != nil {
+		rec.LoRARank = adapters.Rank
+	}
+	if err := s.writeRunRecord(id, rec); err != nil {
+		return nil, errorf(http.StatusInternalServerError, "create_model: %v", err)
+	}
 	m = &trainModel{id: id, sess: sess, base: b, lora: adapters, learner: learner, wake: make(chan struct{}, 1),
-		seqs: map[int64]seqRecord{}}
+		seqs: map[int64]seqRecord{}, lastRequest: rec.Created}
 	sess.models[seq] = m
 	s.models[id] = m
 	s.modelWG.Add(1)

@@ -41,6 +41,7 @@ type trainModel struct {
 	samplers     []*weights // save_weights_for_sampler copies, oldest first
 	samplerSaves int        // save_weights_for_sampler calls, naming unnamed copies
 	stopErr      *callErr   // why the model stopped; nil while it runs
+	lastRequest  time.Time  // of the last call submitted
 
 	// Owned by the worker.
 	learner *local.Learner
@@ -121,7 +122,11 @@ func (s *Server) runModel(m *trainModel) {
 func (s *Server) submit(w http.ResponseWriter, kind, modelID string, seqID *int64, body []byte,
 	prepare func(m *trainModel) (func() (any, error), error)) {
 	s.mu.Lock()
-	m, err := s.modelLocked(modelID, time.Now())
+	now := time.Now()
+	m, err := s.modelLocked(modelID, now)
+	if err == nil {
+		m.lastRequest = now
+	}
 	s.mu.Unlock()
 	if err != nil {
 		writeError(w, fmt.Errorf("%s: %w", kind, err))
@@ -545,7 +550,7 @@ func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
 				// calls queued already keep the copy they named.
 				m.samplers = slices.Delete(m.samplers, i, i+1)
 			}
-			m.samplers = append(m.samplers, &weights{base: m.base, params: params, path: path, name: name})
+			m.samplers = append(m.samplers, &weights{base: m.base, params: params, path: path, name: name, saved: time.Now()})
 			if n := len(m.samplers) - s.cfg.MaxSamplerWeights; n > 0 {
 				clear(m.samplers[:n]) // so that the dropped copies are freed
 				m.samplers = m.samplers[n:]
@@ -645,7 +650,7 @@ func (s *Server) modelFromState(req *tinker.LoadWeightsRequest) (string, error) 
 	if ok {
 		adapters = &cfg
 	}
-	m, err := s.addModel(req.SessionID, *req.ModelSeqID, b, adapters)
+	m, err := s.addModel(req.SessionID, *req.ModelSeqID, b, adapters, req.UserMetadata)
 	if err != nil {
 		return "", err
 	}
