@@ -2,7 +2,7 @@
 # EAPO on the built-in world (docs/eapo.md): EAPO against self-exploratory
 # RL, the consultation-schedule ablation (App. H), a homogeneous pool
 # (Table 3), meaningless experts (App. E) and SFT distillation of the
-# experts' answers, five seeds per row (SEEDS); then the test-time
+# experts' answers (full and LoRA, Table 1), five seeds per row (SEEDS); then the test-time
 # workflows on each seed's test problems, without training (Table 1: the
 # model alone, the expert-assisted workflow, self-collaboration; App. E:
 # meaningless and high-error experts), the tables and one report page.
@@ -24,11 +24,14 @@ if [ ! -s "$dme" ]; then
   bin/rlvr experts collect --levels 5,6 --problems 200 --out "$dme" >"$out/collect.txt"
 fi
 
-rows=(eapo self-rl eapo-fixed eapo-slow eapo-fast eapo-homogeneous eapo-meaningless eapo-distill)
+rows=(eapo self-rl eapo-fixed eapo-slow eapo-fast eapo-homogeneous eapo-meaningless eapo-distill eapo-distill-lora)
 for row in "${rows[@]}"; do
   for seed in $seeds; do
     case $row in
       eapo-distill) echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --dme $dme $from_world $test_flags" ;; # its own steps: SFT
+      # Table 1's LoRA distillation: rank 16 (alpha 32), at 10 times the
+      # full fine-tune's learning rate, as LoRA is usually run.
+      eapo-distill-lora) echo "configs/world-eapo-distill.yaml $out/$row-seed$seed --seed $seed --dme $dme $from_world $test_flags --set backend.lora_rank=16 --set lr=0.001" ;;
       *) echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps $from_world $test_flags" ;;
     esac
   done
