@@ -28,6 +28,7 @@ import shutil
 import sys
 
 os.environ.setdefault("TINKER_TELEMETRY", "0")
+import docblock  # noqa: E402
 import tinker  # noqa: E402
 import torch  # noqa: E402
 from tinker import types  # noqa: E402
@@ -64,22 +65,10 @@ def hf_logprobs(model, full):
     return lp[torch.arange(len(full) - 1), torch.tensor(full[1:])].tolist()
 
 
-def write_doc(path, text):
-    begin, end = "<!-- begin tinker-export -->", "<!-- end tinker-export -->"
-    with open(path) as f:
-        doc = f.read()
-    i, j = doc.index(begin) + len(begin), doc.index(end)
-    with open(path, "w") as f:
-        f.write(doc[:i] + "\n" + text + "\n" + doc[j:])
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--base-url", required=True)
-    ap.add_argument("--model", required=True, help="the server's name of the base model")
+    docblock.server_flags(ap)
     ap.add_argument("--hf-dir", required=True, help="the base model's Hugging Face directory")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--api-key", default=os.environ.get("TINKER_API_KEY", "tml-rlvr-local"))
     ap.add_argument("--rank", type=int, default=8)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--lr", type=float, default=1e-3)

@@ -27,6 +27,7 @@ import sys
 import time
 
 os.environ.setdefault("TINKER_TELEMETRY", "0")  # the server would drop it
+import docblock  # noqa: E402
 import tinker  # noqa: E402
 from tinker import types  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
@@ -227,22 +228,10 @@ def tables(result):
     return "\n".join(lines)
 
 
-def write_doc(path, text):
-    begin, end = "<!-- begin tinker-table -->", "<!-- end tinker-table -->"
-    with open(path) as f:
-        doc = f.read()
-    i, j = doc.index(begin) + len(begin), doc.index(end)
-    with open(path, "w") as f:
-        f.write(doc[:i] + "\n" + text + "\n" + doc[j:])
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--base-url", required=True)
-    ap.add_argument("--model", required=True, help="the server's name of the base model")
+    docblock.server_flags(ap)
     ap.add_argument("--tokenizer", required=True, help="the model's Hugging Face directory")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--api-key", default=os.environ.get("TINKER_API_KEY", "tml-rlvr-local"))
     ap.add_argument("--sft-steps", type=int, default=5)
     ap.add_argument("--rl-steps", type=int, default=2)
     ap.add_argument("--group", type=int, default=4)
@@ -264,7 +253,7 @@ def main():
         s["max_logprob_gap_before_step"] < 1e-3 and s["max_logprob_gap_saved_weights"] < 1e-3 for s in result["rl"]["steps"]
     )
     if args.doc:
-        write_doc(args.doc, tables(result))
+        docblock.replace(args.doc, "tinker-table", tables(result))
     print(json.dumps({"sdk_version": result["sdk_version"], "ok": ok}))
     sys.exit(0 if ok else 1)
 

@@ -148,17 +148,26 @@ serve_tinker() {
   [ -n "$up" ] || { kill "$server" 2>/dev/null; echo "peers: rlvr serve --tinker did not start (see $out/server.log)" >&2; exit 1; }
 }
 
-tinker() {
-  local out=runs/peers/tinker py server
+# sdk_driver OUT SCRIPT FLAGS... runs a Python driver of the official SDK
+# (python/SCRIPT) against rlvr serve --tinker over SmolLM2, served under
+# the name SmolLM2-135M-Instruct, with the server's flags and its own; the
+# server's state and log go under OUT.
+sdk_driver() {
+  local out=$1 script=$2 py server
+  shift 2
   local model=${TINKER_MODEL:-$cache/models/SmolLM2-135M-Instruct.Q4_1} port=${TINKER_PORT:-8765}
   py=$(peers_python)
   serve_tinker SmolLM2-135M-Instruct
   local rc=0
-  TINKER_API_KEY=$tinker_key "$py" python/tinker_sdk_loop.py --base-url "http://127.0.0.1:$port" \
-    --model SmolLM2-135M-Instruct --tokenizer "$model" --out "$out" --doc docs/peers.md || rc=$?
+  TINKER_API_KEY=$tinker_key "$py" "python/$script" --base-url "http://127.0.0.1:$port" \
+    --model SmolLM2-135M-Instruct "${@//@MODEL@/$model}" --doc docs/peers.md || rc=$?
   kill "$server"
   wait "$server" 2>/dev/null || true
   return "$rc"
+}
+
+tinker() {
+  sdk_driver runs/peers/tinker tinker_sdk_loop.py --tokenizer @MODEL@ --out runs/peers/tinker
 }
 
 # LoRA weights trained on rlvr serve --tinker, exported and merged as a
@@ -166,16 +175,7 @@ tinker() {
 # weights.download and weights.build_hf_model, and the merged model scored
 # in transformers against the server's forward pass.
 weights() {
-  local out=runs/peers/weights py server
-  local model=${TINKER_MODEL:-$cache/models/SmolLM2-135M-Instruct.Q4_1} port=${TINKER_PORT:-8765}
-  py=$(peers_python)
-  serve_tinker SmolLM2-135M-Instruct
-  local rc=0
-  TINKER_API_KEY=$tinker_key "$py" python/tinker_export.py --base-url "http://127.0.0.1:$port" \
-    --model SmolLM2-135M-Instruct --hf-dir "$model" --out "$out/check" --doc docs/peers.md || rc=$?
-  kill "$server"
-  wait "$server" 2>/dev/null || true
-  return "$rc"
+  sdk_driver runs/peers/weights tinker_export.py --hf-dir @MODEL@ --out runs/peers/weights/check
 }
 
 # The tinker-cookbook's math_rl recipe, run as its README runs it, against
