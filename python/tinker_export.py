@@ -128,8 +128,9 @@ def main():
         json.dump(result, f, indent=1)
     ok = gap < 1e-3 and moved > 1e-2 and same
     if args.doc:
-        write_doc(
+        docblock.replace(
             args.doc,
+            "tinker-export",
             "| | |\n| --- | --- |\n"
             f"| SDK | tinker {result['sdk_version']} |\n"
             f"| adapters | rank {args.rank}, {args.steps} supervised steps at lr {args.lr:g}; files {', '.join(result['files'])} |\n"

@@ -49,6 +49,7 @@ const (
 	// (<model_id>/checkpoints, and .../checkpoints/external_weights/<name>/
 	// external_weights_urls), and the download URLs those hand out, which
 	// rlvr's server serves under PathFiles.
+	PathSessions            = "/api/v1/sessions/" // <id>/finish: the SDK's ServiceClient.close
 	PathSaveWeightsExternal = "/api/v1/save_weights_external"
 	PathTrainingRuns        = "/api/v1/training_runs/"
 	PathFiles               = "/api/v1/files/"

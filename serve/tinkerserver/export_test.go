@@ -215,3 +215,30 @@ func TestTrainingRunRecord(t *testing.T) {
 	status, b = h.do(http.MethodGet, tinker.PathTrainingRuns+"model_none", nil)
 	expectDetail(t, status, b, http.StatusNotFound, "no training run model_none")
 }
+
+// TestFinishSession: the SDK's ServiceClient.close ends the session at
+// once: its models stop, and a call on one says why; other session paths
+// are refused by name.
+func TestFinishSession(t *testing.T) {
+	h := newHarness(t, Config{})
+	sess, id := h.newModel()
+	if status, b := h.do(http.MethodPost, tinker.PathSessions+sess+"/finish", `{"reason": {"type": "success"}, "detail": null}`); status != http.StatusOK {
+		t.Fatalf("finish: %d %s", status, b)
+	}
+	status, b := h.do(http.MethodPost, tinker.PathOptimStep, tinker.OptimStepRequest{ModelID: id, AdamParams: tinker.AdamParams{LearningRate: 1e-3}})
+	if status == http.StatusOK && !bytes.Contains(b, []byte("request_id")) || status != http.StatusOK && !bytes.Contains(b, []byte("finished by its client")) {
+		t.Errorf("a call after finish: %d %s", status, b)
+	}
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		want         string
+	}{
+		{http.MethodPost, tinker.PathSessions + sess + "/other", 404, "it answers sessions/<id>/finish"},
+		{http.MethodGet, tinker.PathSessions + sess + "/finish", 405, "takes POST"},
+		{http.MethodPost, tinker.PathSessions + "session_none/finish", 404, "session_none"},
+	} {
+		status, b := h.do(tc.method, tc.path, nil)
+		expectDetail(t, status, b, tc.status, tc.want)
+	}
+}

@@ -447,6 +447,7 @@ func (s *Server) routes() http.Handler {
 		tinker.PathSaveWeightsExternal:   {http.MethodPost, true, s.saveWeightsExternal},
 		tinker.PathTrainingRuns:          {"", true, s.trainingRuns}, // GET and DELETE, by path
 		tinker.PathFiles:                 {http.MethodGet, false, s.serveFile},
+		tinker.PathSessions:              {"", true, s.finishSession}, // POST <id>/finish
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -459,7 +460,7 @@ func (s *Server) routes() http.Handler {
 			}
 		}()
 		path := r.URL.Path
-		for _, prefix := range []string{tinker.PathSamplers, tinker.PathTrainingRuns, tinker.PathFiles} {
+		for _, prefix := range []string{tinker.PathSamplers, tinker.PathTrainingRuns, tinker.PathFiles, tinker.PathSessions} {
 			if strings.HasPrefix(path, prefix) {
 				path = prefix // samplers/<id>, training_runs/<id>/…, files/<token>/<file>
 			}
@@ -700,7 +701,7 @@ func notOffered(path string) string {
 		"weights_info", "checkpoints", "client/dynamic_config", "audit", "training_runs":
 		return rest
 	}
-	for _, prefix := range []string{"sessions", "auth/", "billing/"} {
+	for _, prefix := range []string{"sessions", "auth/", "billing/"} { // "sessions" itself; sessions/… is routed
 		if strings.HasPrefix(rest, prefix) {
 			return strings.TrimSuffix(prefix, "/") + " (" + rest + ")"
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	mathrand "math/rand/v2"
 	"mime"
 	"net/http"
@@ -26,7 +27,8 @@ import (
 type session struct {
 	id      string
 	last    time.Time // the last heartbeat
-	expired time.Time // when it expired; zero while it lives
+	expired time.Time // when it expired or was finished; zero while it lives
+	ended   *callErr  // why it ended
 	// models by model_seq_id, so a retried create_model finds its model.
 	models map[int64]*trainModel
 	// samplers are its sampling sessions by sampling_session_seq_id.
@@ -159,15 +161,24 @@ func (s *Server) runCall(kind string, f *future, run func() (any, error)) {
 
 // expireLocked ends a session and stops its models. s.mu is held.
 func (s *Server) expireLocked(sess *session, now time.Time) {
+	s.endLocked(sess, now, userErr("session %s expired: no heartbeat for %v", sess.id, s.cfg.SessionTTL), "expired")
+}
+
+// finishLocked ends a session its client closed. s.mu is held.
+func (s *Server) finishLocked(sess *session, now time.Time) {
+	s.endLocked(sess, now, userErr("session %s was finished by its client", sess.id), "finished")
+}
+
+// endLocked ends a session, stopping its models with err. s.mu is held.
+func (s *Server) endLocked(sess *session, now time.Time, err *callErr, how string) {
 	if !sess.expired.IsZero() {
 		return
 	}
-	sess.expired = now
-	err := userErr("session %s expired: no heartbeat for %v", sess.id, s.cfg.SessionTTL)
+	sess.expired, sess.ended = now, err
 	for _, m := range sess.models {
 		m.stop(err)
 	}
-	s.log.Info("tinkerserver: session expired", "session", sess.id, "models", len(sess.models))
+	s.log.Info("tinkerserver: session "+how, "session", sess.id, "models", len(sess.models))
 }
 
 // checkSessionLocked reports a session that has expired, expiring it
@@ -177,7 +188,7 @@ func (s *Server) checkSessionLocked(sess *session, now time.Time) error {
 		s.expireLocked(sess, now)
 	}
 	if !sess.expired.IsZero() {
-		return errorf(http.StatusGone, "session %s expired: no heartbeat for %v", sess.id, s.cfg.SessionTTL)
+		return errorf(http.StatusGone, "%s", sess.ended.msg)
 	}
 	return nil
 }
@@ -292,6 +303,36 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"type": "session_heartbeat"})
+}
+
+// finishSession is the SDK's ServiceClient.close: POST
+// sessions/<id>/finish ends the session at once, as its expiry would,
+// stopping its models and freeing their memory; its saved weights stay.
+// The body (the reason) is not read.
+func (s *Server) finishSession(w http.ResponseWriter, r *http.Request) {
+	id, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, tinker.PathSessions), "/")
+	if rest != "finish" {
+		writeDetail(w, http.StatusNotFound, "sessions ("+strings.TrimPrefix(r.URL.Path, "/api/v1/")+") is not offered by this server (rlvr serve --tinker): it answers sessions/<id>/finish")
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed: "+r.URL.Path+" takes POST")
+		return
+	}
+	io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	s.mu.Lock()
+	now := time.Now()
+	sess, err := s.sessionLocked(id, now)
+	if err == nil {
+		s.finishLocked(sess, now)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
 }
 
 func (s *Server) createModel(w http.ResponseWriter, r *http.Request) {
