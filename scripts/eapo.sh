@@ -52,7 +52,8 @@ for wf in "${workflows[@]}"; do
     high-error) flags="--consult configs/world-eapo-error.yaml --consult-open" ;;
   esac
   for seed in $seeds; do
-    echo "$out/workflow-$wf-seed$seed $out/self-rl-seed$seed $flags"
+    # No trailing blank: xargs -L would join the next line to this one.
+    echo "$out/workflow-$wf-seed$seed $out/self-rl-seed$seed${flags:+ $flags}"
   done
 done | xargs -P "$jobs" -L 1 bash -c 'score "$@"' _
 

@@ -33,10 +33,12 @@ fi
 bin/rlvr experts analyze "$dme" >"$out/table1.txt"
 
 # Stage 2: warm-up SFT. ExpertX rows run Expert0's configs under expert X.
-single() { [ "$1" = 0 ] || echo "--set expert_prompts.experts=[$1]"; }
+# (An empty override adds nothing to the line: a trailing blank would make
+# xargs -L join the next line to it.)
+single() { [ "$1" = 0 ] || echo " --set expert_prompts.experts=[$1]"; }
 for seed in $seeds; do
   for x in 0 1 2; do
-    echo "configs/world-expert0-sft.yaml $out/expert$x-sft-seed$seed --seed $seed --dme $dme --out $out/expert$x-sft-seed$seed-model $from_world $test_flags $(single $x)"
+    echo "configs/world-expert0-sft.yaml $out/expert$x-sft-seed$seed --seed $seed --dme $dme --out $out/expert$x-sft-seed$seed-model $from_world $test_flags$(single $x)"
   done
   echo "configs/world-moe-sft.yaml $out/moe-sft-seed$seed --seed $seed --dme $dme --out $out/moe-sft-seed$seed-model $from_world $test_flags"
 done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
@@ -49,7 +51,7 @@ for row in meml-grpo moe-sft-grpo expert0-sft-grpo meml-grpo-hsft meml-grpo-iml 
       expert?-*) x=${row:6:1} base=expert$x-sft config=configs/world-expert0-${row#expert?-}.yaml set=$(single "$x") ;;
       *) base=moe-sft config=configs/world-$row.yaml set= ;;
     esac
-    echo "$config $out/$row-seed$seed --seed $seed --steps $steps --model $out/$base-seed$seed-model $test_flags $set"
+    echo "$config $out/$row-seed$seed --seed $seed --steps $steps --model $out/$base-seed$seed-model $test_flags$set"
   done
 done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
 
