@@ -96,31 +96,16 @@ func ageRecipients(keys []string) ([]age.Recipient, error) {
 
 // export writes the model's weights for other programs under name, each
 // file encrypted to the recipients when there are any (and named with a
-// .age suffix), into a hidden directory first, renamed into place when
-// complete.
+// .age suffix).
 func (s *Server) export(m *trainModel, name string, recipients []age.Recipient) (any, error) {
-	dir := s.savedDir(m.id, "external_weights", name)
-	path := weightsPath(m.id, "external_weights", name)
-	if _, err := os.Stat(dir); err == nil {
-		return nil, userErr("weights %s are exported already", path)
-	}
-	tmp := filepath.Join(filepath.Dir(dir), ".exporting-"+name)
-	if err := os.RemoveAll(tmp); err != nil {
-		return nil, serverErr("%v", err)
-	}
-	if err := m.learner.Export(context.Background(), tmp); err != nil {
-		os.RemoveAll(tmp)
-		return nil, serverErr("exporting %s: %v", path, err)
-	}
-	if len(recipients) > 0 {
-		if err := encryptFiles(tmp, recipients); err != nil {
-			os.RemoveAll(tmp)
-			return nil, serverErr("encrypting %s: %v", path, err)
+	path, dir, err := s.writeSaved(m, "external_weights", name, "exported", "exporting", func(tmp string) error {
+		if err := m.learner.Export(context.Background(), tmp); err != nil || len(recipients) == 0 {
+			return err
 		}
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		os.RemoveAll(tmp)
-		return nil, serverErr("exporting %s: %v", path, err)
+		return encryptFiles(tmp, recipients)
+	})
+	if err != nil {
+		return nil, err
 	}
 	_, size, err := filesOf(dir)
 	if err != nil {

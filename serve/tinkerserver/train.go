@@ -476,33 +476,45 @@ func (s *Server) saveWeights(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// save writes the model's training state under name: into a hidden
-// directory first, renamed into place when complete, so that a path
-// handed out always holds a whole state.
+// save writes the model's training state under name.
 func (s *Server) save(m *trainModel, name string) (any, error) {
-	dir := s.savedDir(m.id, "weights", name)
-	path := weightsPath(m.id, "weights", name)
+	path, _, err := s.writeSaved(m, "weights", name, "saved", "saving", func(tmp string) error {
+		if err := m.learner.Save(context.Background(), tmp); err != nil {
+			return err
+		}
+		b, _ := json.Marshal(savedState{BaseModel: m.base.name}) // plain data
+		return os.WriteFile(filepath.Join(tmp, stateFile), b, 0o644)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tinker.SaveWeightsResponse{Path: path, Type: "save_weights"}, nil
+}
+
+// writeSaved writes a model's saved weights of a kind ("weights",
+// "external_weights") under name with write: into a hidden directory
+// first, renamed into place when complete, so that a path handed out
+// always holds a whole save. It returns the save's tinker:// path and
+// directory; done and doing name the work in errors ("saved", "saving").
+func (s *Server) writeSaved(m *trainModel, kind, name, done, doing string, write func(tmp string) error) (path, dir string, err error) {
+	dir = s.savedDir(m.id, kind, name)
+	path = weightsPath(m.id, kind, name)
 	if _, err := os.Stat(dir); err == nil {
-		return nil, userErr("weights %s are saved already", path)
+		return "", "", userErr("weights %s are %s already", path, done)
 	}
-	tmp := filepath.Join(filepath.Dir(dir), ".saving-"+name)
+	tmp := filepath.Join(filepath.Dir(dir), "."+doing+"-"+name)
 	if err := os.RemoveAll(tmp); err != nil {
-		return nil, serverErr("%v", err)
+		return "", "", serverErr("%v", err)
 	}
-	if err := m.learner.Save(context.Background(), tmp); err != nil {
+	if err := write(tmp); err != nil {
 		os.RemoveAll(tmp)
-		return nil, serverErr("saving %s: %v", path, err)
-	}
-	b, _ := json.Marshal(savedState{BaseModel: m.base.name}) // plain data
-	if err := os.WriteFile(filepath.Join(tmp, stateFile), b, 0o644); err != nil {
-		os.RemoveAll(tmp)
-		return nil, serverErr("saving %s: %v", path, err)
+		return "", "", serverErr("%s %s: %v", doing, path, err)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		os.RemoveAll(tmp)
-		return nil, serverErr("saving %s: %v", path, err)
+		return "", "", serverErr("%s %s: %v", doing, path, err)
 	}
-	return tinker.SaveWeightsResponse{Path: path, Type: "save_weights"}, nil
+	return path, dir, nil
 }
 
 // saveForSamplerRequest is save_weights_for_sampler's body with the SDK's
