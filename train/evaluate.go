@@ -110,6 +110,13 @@ func (s sampledAnswers) Record(_ *part.Evaluation, rep *eval.Report, rec *rundir
 	if rep.K == 0 {
 		return
 	}
+	RecordSampled(rep, rec)
+}
+
+// RecordSampled writes a report's sampled answers (k per problem) into an
+// evaluation record: their number and temperature, avg@k, pass@k and the
+// per-problem variance.
+func RecordSampled(rep *eval.Report, rec *rundir.Eval) {
 	rec.Samples, rec.SampleTemperature = rep.K, rep.Temperature
 	rec.AvgAtK, rec.Variance = &rep.AvgAtK, &rep.Variance
 	rec.PassAtK = map[string]float64{strconv.Itoa(rep.K): rep.PassAtK[rep.K]}

@@ -322,9 +322,7 @@ func recordEvaluation(dir string, args []string, model string, seed uint64, exam
 	rec := rundir.Eval{Step: 0, Split: "test", Greedy: rep.Greedy.Mean, GreedyLow: rep.Greedy.Low, GreedyHigh: rep.Greedy.High,
 		Problems: len(examples), ProblemSet: train.ProblemSet(examples)}
 	if rep.K > 0 {
-		rec.Samples, rec.SampleTemperature = rep.K, rep.Temperature
-		rec.AvgAtK, rec.Variance = &rep.AvgAtK, &rep.Variance
-		rec.PassAtK = map[string]float64{strconv.Itoa(rep.K): rep.PassAtK[rep.K]}
+		train.RecordSampled(rep, &rec)
 	}
 	return rundir.AppendEval(dir, rec)
 }
