@@ -30,6 +30,7 @@ import sys
 os.environ.setdefault("TINKER_TELEMETRY", "0")
 import docblock  # noqa: E402
 import tinker  # noqa: E402
+from tinker_sdk_loop import sft_datum  # noqa: E402
 import torch  # noqa: E402
 from tinker import types  # noqa: E402
 from tinker_cookbook import weights  # noqa: E402
@@ -47,14 +48,9 @@ HELD_OUT = [
 
 
 def datum(tok, question, answer):
-    prompt = tok.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True, tokenize=True)
-    completion = tok.encode(answer + tok.eos_token, add_special_tokens=False)
-    full = prompt + completion
-    weights_ = [0.0] * (len(prompt) - 1) + [1.0] * len(completion)
-    return types.Datum(
-        model_input=types.ModelInput.from_ints(full[:-1]),
-        loss_fn_inputs={"target_tokens": full[1:], "weights": weights_},
-    ), full
+    """tinker_sdk_loop's supervised datum, and the whole token sequence it holds."""
+    d = sft_datum(tok, question, answer)
+    return d, d.model_input.to_ints() + [int(d.loss_fn_inputs["target_tokens"].tolist()[-1])]
 
 
 def hf_logprobs(model, full):
