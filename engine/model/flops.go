@@ -3,8 +3,8 @@ package model
 // TrainFLOPs counts the floating-point operations of one forward and
 // backward pass over b as the engine performs them: 6 per parameter of every
 // matrix product per token (2 forward, 4 backward), and attention's score
-// and value products over the full T×T square each sequence computes,
-// also 3× forward. Norms, activations and the optimizer are left out, as
+// and value products over the full T×(P+T) rectangle each sequence
+// computes (P its parent's length), also 3× forward. Norms, activations and the optimizer are left out, as
 // is customary; they are memory-bound and small.
 func TrainFLOPs(c Config, b Batch) float64 {
 	c = c.WithDefaults()
@@ -14,9 +14,9 @@ func TrainFLOPs(c Config, b Batch) float64 {
 	var sq float64
 	for s := 0; s+1 < len(b.Offsets); s++ {
 		t := float64(b.Offsets[s+1] - b.Offsets[s])
-		sq += t * t
+		sq += t * (float64(b.parentLen(s)) + t)
 	}
-	attention := 3 * 2 * 2 * sq * O * float64(c.Layers) // QKᵀ and PV, each 2·T²·hd per head
+	attention := 3 * 2 * 2 * sq * O * float64(c.Layers) // QKᵀ and PV, each 2·T·(P+T)·hd per head
 	return matmuls + attention
 }
 

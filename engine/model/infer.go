@@ -113,6 +113,9 @@ func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
 	if err := m.Validate(b); err != nil {
 		return err
 	}
+	if b.Parents != nil {
+		return fmt.Errorf("extend: a batch with parents: the cache's slots hold what a sequence continues")
+	}
 	S := len(b.Offsets) - 1
 	cf := m.Config
 	if len(slots) != S || len(logits) < S*cf.Vocab {

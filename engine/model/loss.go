@@ -164,8 +164,9 @@ func (t *Targets) inputs(n int) TokenInputs {
 }
 
 // logitsBudget bounds the logits the loss head materializes at once
-// (floats); with a large vocabulary the head runs in token chunks.
-const logitsBudget = 1 << 22
+// (floats); with a large vocabulary the head runs in token chunks. A
+// variable so that tests can make small models chunk too.
+var logitsBudget = 1 << 22
 
 // tokenStats are one position's results.
 type tokenStats struct {
@@ -174,6 +175,10 @@ type tokenStats struct {
 	terms                    TokenTerms
 	logp, entropy, teacherKL float64
 	top                      bool // the target is the most likely token
+	// grad: the logits row holds dloss/dz, which is not all zero. An
+	// inert position's row (a prompt token's, whose weight is 0) keeps its
+	// logits and is left out of the head's backward.
+	grad bool
 }
 
 // validateTargets checks the per-token inputs against the batch and loss.
@@ -275,6 +280,9 @@ func (m *Model) ForwardBackward(b Batch, t Targets, loss Loss, teacher *TeacherB
 	}
 	if live > 0 {
 		prefix := Batch{Tokens: b.Tokens[:b.Offsets[live]], Offsets: b.Offsets[:live+1]}
+		if b.Parents != nil {
+			prefix.Parents = b.Parents[:live]
+		}
 		m.backward(prefix, m.act.dnormed[:len(prefix.Tokens)*m.Config.Dim])
 	}
 	return met, nil
@@ -282,12 +290,22 @@ func (m *Model) ForwardBackward(b Batch, t Targets, loss Loss, teacher *TeacherB
 
 // liveFirst finds the sequences of b with a position that is not inert
 // under loss, and returns an order of all sequences that puts them first,
-// each group in its own order, with their count. The order is nil when
-// they come first already.
+// each group in its own order, with their count. A parent and its
+// continuations move together, live when any of them is. The order is nil
+// when they come first already.
 func liveFirst(b Batch, t Targets, loss *Loss) ([]int, int) {
 	S := len(b.Offsets) - 1
-	isLive := func(s int) bool {
-		for n := b.Offsets[s]; n < b.Offsets[s+1]; n++ {
+	// family returns the end of the family starting at sequence s: s and
+	// its continuations, which follow it.
+	family := func(s int) int {
+		e := s + 1
+		for b.Parents != nil && e < S && b.Parents[e] >= 0 {
+			e++
+		}
+		return e
+	}
+	isLive := func(s, e int) bool {
+		for n := b.Offsets[s]; n < b.Offsets[e]; n++ {
 			if !loss.inert(t.inputs(n), t.TeacherRows != nil && t.TeacherRows[n] >= 0) {
 				return true
 			}
@@ -297,24 +315,31 @@ func liveFirst(b Batch, t Targets, loss *Loss) ([]int, int) {
 	// A first pass counts the live sequences and checks that they come
 	// first, allocating nothing; only a reorder needs a second pass.
 	live, sorted := 0, true
-	for s := range S {
-		if isLive(s) {
+	for s := 0; s < S; {
+		e := family(s)
+		if isLive(s, e) {
 			sorted = sorted && live == s
-			live++
+			live += e - s
 		}
+		s = e
 	}
 	if sorted {
 		return nil, live
 	}
 	order := make([]int, live, S)
 	l := 0
-	for s := range S {
-		if isLive(s) {
-			order[l] = s
-			l++
-		} else {
-			order = append(order, s)
+	for s := 0; s < S; {
+		e := family(s)
+		alive := isLive(s, e)
+		for i := s; i < e; i++ {
+			if alive {
+				order[l] = i
+				l++
+			} else {
+				order = append(order, i)
+			}
 		}
+		s = e
 	}
 	return order, live
 }
@@ -324,6 +349,19 @@ func permute(b Batch, t Targets, order []int) (Batch, Targets) {
 	p := Batch{Tokens: gather(b.Tokens, b.Offsets, order), Offsets: make([]int, 1, len(b.Offsets))}
 	for _, s := range order {
 		p.Offsets = append(p.Offsets, p.Offsets[len(p.Offsets)-1]+b.Offsets[s+1]-b.Offsets[s])
+	}
+	if b.Parents != nil {
+		at := make([]int, len(order)) // a sequence's index in p
+		for i, s := range order {
+			at[s] = i
+		}
+		p.Parents = make([]int, len(order))
+		for i, s := range order {
+			p.Parents[i] = -1
+			if q := b.Parents[s]; q >= 0 {
+				p.Parents[i] = at[q]
+			}
+		}
 	}
 	return p, Targets{
 		Targets:         gather(t.Targets, b.Offsets, order),
@@ -411,6 +449,11 @@ func (m *Model) head(b Batch, t Targets, loss *Loss, teacherLogp, logprobs []flo
 		a.dnormed = make([]float32, a.N*D)
 		a.stats = make([]tokenStats, a.N)
 	}
+	if gradRows > 0 && len(a.headRows) < chunk {
+		a.headRows = make([]int, chunk)
+		a.headIn = make([]float32, chunk*D)
+		a.headOut = make([]float32, chunk*D)
+	}
 	stats := a.stats[:N]
 	for c0 := 0; c0 < N; c0 += chunk {
 		c1 := min(c0+chunk, N)
@@ -427,7 +470,8 @@ func (m *Model) head(b Batch, t Targets, loss *Loss, teacherLogp, logprobs []flo
 					r := int(t.TeacherRows[n])
 					q = teacherLogp[r*V : (r+1)*V]
 				}
-				stats[n] = tokenTerms(logits[i*V:(i+1)*V], a.expScratch[w*V:(w+1)*V], n, t, q, loss, n < gradRows)
+				grad := n < gradRows && !loss.inert(t.inputs(n), q != nil)
+				stats[n] = tokenTerms(logits[i*V:(i+1)*V], a.expScratch[w*V:(w+1)*V], n, t, q, loss, grad)
 			}
 		})
 		m.toc(OpLossTerms, false, t0)
@@ -442,8 +486,7 @@ func (m *Model) head(b Batch, t Targets, loss *Loss, teacherLogp, logprobs []flo
 		}
 		if g1 := min(c1, gradRows); g1 > c0 {
 			t0 = m.tic()
-			gemm.Sgemm(false, false, g1-c0, D, V, 1, logits, V, m.w.head, D, 0, a.dnormed[c0*D:], D)
-			gemm.Sgemm(true, false, V, D, g1-c0, 1, logits, V, a.normed[c0*D:], D, 1, m.g.head, D)
+			m.headBackward(c0, g1, logits)
 			m.toc(OpHeadMatmul, true, t0)
 		}
 	}
@@ -457,6 +500,43 @@ func (m *Model) head(b Batch, t Targets, loss *Loss, teacherLogp, logprobs []flo
 		}
 	}
 	return met, nil
+}
+
+// headBackward writes dnormed for positions [c0, g1) of the current chunk,
+// whose logits rows hold dloss/dz, and adds the head's gradient into
+// m.Grads. Inert positions have a zero row: they leave both products, and
+// their dnormed is zero. In a policy-gradient batch those are the prompt
+// tokens, about half of the rows, so this halves the head's backward.
+func (m *Model) headBackward(c0, g1 int, logits []float32) {
+	a, D, V := &m.act, m.Config.Dim, m.Config.Vocab
+	rows := a.headRows[:0]
+	for n := c0; n < g1; n++ {
+		if a.stats[n].grad {
+			rows = append(rows, n)
+		}
+	}
+	K := len(rows)
+	if K == g1-c0 {
+		gemm.Sgemm(false, false, K, D, V, 1, logits, V, m.w.head, D, 0, a.dnormed[c0*D:], D)
+		gemm.Sgemm(true, false, V, D, K, 1, logits, V, a.normed[c0*D:], D, 1, m.g.head, D)
+		return
+	}
+	clear(a.dnormed[c0*D : g1*D])
+	if K == 0 {
+		return
+	}
+	// Rows move only towards the front (k ≤ n − c0), so the logits
+	// compact in place.
+	in, out := a.headIn[:K*D], a.headOut[:K*D]
+	for k, n := range rows {
+		copy(logits[k*V:(k+1)*V], logits[(n-c0)*V:(n-c0+1)*V])
+		copy(in[k*D:(k+1)*D], a.normed[n*D:(n+1)*D])
+	}
+	gemm.Sgemm(false, false, K, D, V, 1, logits, V, m.w.head, D, 0, out, D)
+	gemm.Sgemm(true, false, V, D, K, 1, logits, V, in, D, 1, m.g.head, D)
+	for k, n := range rows {
+		copy(a.dnormed[n*D:(n+1)*D], out[k*D:(k+1)*D])
+	}
 }
 
 // tokenTerms evaluates every term of the loss at packed position n from its
@@ -501,6 +581,7 @@ func tokenTerms(z, scratch []float32, n int, t Targets, q []float32, l *Loss, gr
 	if !grad {
 		return s
 	}
+	s.grad = true
 	if e == 0 && q == nil {
 		// The common case (likelihood, policy gradients):
 		// dz = G·(onehot − p).

@@ -109,9 +109,28 @@ func (m *Model) Gradients() []float32 {
 }
 
 // Batch is a packed batch: sequence s is Tokens[Offsets[s]:Offsets[s+1]].
+//
+// A sequence may continue another, its parent: its tokens then come after
+// all of the parent's, in positions and in attention, as if the parent's
+// tokens were copied in front of it. A group of answers to one prompt
+// packs the prompt once as the parent of every answer, and the forward and
+// backward run over the prompt once instead of once per answer. Parents
+// (nil, or one entry per sequence: −1, or the parent's index) must name a
+// sequence that continues none, with every sequence between the two
+// continuing the same parent.
 type Batch struct {
 	Tokens  []int32 // (N)
 	Offsets []int   // (S+1), starting at 0 and ending at N
+	Parents []int   // (S) or nil
+}
+
+// parentLen is the length of sequence s's parent, 0 when it has none.
+func (b Batch) parentLen(s int) int {
+	if b.Parents == nil || b.Parents[s] < 0 {
+		return 0
+	}
+	p := b.Parents[s]
+	return b.Offsets[p+1] - b.Offsets[p]
 }
 
 // Pack concatenates sequences into a Batch.
@@ -151,13 +170,22 @@ func (m *Model) Validate(b Batch) error {
 	if len(b.Offsets) < 2 || b.Offsets[0] != 0 || b.Offsets[len(b.Offsets)-1] != len(b.Tokens) {
 		return fmt.Errorf("batch: offsets %v do not cover %d tokens", short(b.Offsets), len(b.Tokens))
 	}
-	for s := 0; s+1 < len(b.Offsets); s++ {
+	S := len(b.Offsets) - 1
+	if b.Parents != nil && len(b.Parents) != S {
+		return fmt.Errorf("batch: %d parents for %d sequences", len(b.Parents), S)
+	}
+	for s := range S {
 		T := b.Offsets[s+1] - b.Offsets[s]
 		if T <= 0 {
 			return fmt.Errorf("batch: sequence %d is empty or offsets decrease", s)
 		}
-		if T > m.Config.MaxSeq {
-			return fmt.Errorf("batch: sequence %d has %d tokens, more than max_seq %d", s, T, m.Config.MaxSeq)
+		if b.Parents != nil {
+			if p := b.Parents[s]; p >= s || p < -1 || p >= 0 && b.Parents[p] != -1 || p >= 0 && s > p+1 && b.Parents[s-1] != p {
+				return fmt.Errorf("batch: sequence %d has parent %d: a parent comes before its continuations, continues none, and its continuations follow it", s, p)
+			}
+		}
+		if T += b.parentLen(s); T > m.Config.MaxSeq {
+			return fmt.Errorf("batch: sequence %d has %d tokens with its parent's, more than max_seq %d", s, T, m.Config.MaxSeq)
 		}
 		for i, t := range b.Tokens[b.Offsets[s]:b.Offsets[s+1]] {
 			if t < 0 || int(t) >= m.Config.Vocab {
@@ -183,7 +211,6 @@ func short(v []int) string {
 // Model.Recompute the one block's the forward and backward share.
 type activations struct {
 	N, S, probs int // capacity: tokens, sequences, attention probabilities
-	maxT        int // longest sequence of the current batch
 
 	pos     []int32   // (N) position of each token in its sequence
 	resid   []float32 // (L+1, N, D) residual stream entering each layer, and the last
@@ -202,6 +229,9 @@ type activations struct {
 	logits     []float32    // (chunk, V) the loss head's logits, then their gradient
 	expScratch []float32    // (threads, V) exp(z − max) of a row being scored
 	dnormed    []float32    // (N, D) gradient at the final norm's output
+	headRows   []int        // (chunk) the positions of a chunk with a gradient
+	headIn     []float32    // (chunk, D) their final-norm outputs
+	headOut    []float32    // (chunk, D) their dnormed
 	stats      []tokenStats // (N) per-position loss results
 }
 
@@ -230,16 +260,12 @@ func (c Config) qkvWidth() int { return (c.Heads + 2*c.KVHeads) * c.HeadDim }
 func (m *Model) ensure(b Batch) {
 	c, a := m.Config, &m.act
 	N, S := len(b.Tokens), len(b.Offsets)-1
-	probs := nn.AttentionProbsSize(b.Offsets, c.Heads)
+	probs := nn.AttentionProbsSize(b.Offsets, b.Parents, c.Heads)
 	blocks := c.Layers
 	if m.Recompute {
 		blocks = 1
 	}
-	a.maxT = 0
-	for s := 0; s < S; s++ {
-		a.maxT = max(a.maxT, b.Offsets[s+1]-b.Offsets[s])
-	}
-	if need := parallel.Threads() * nn.AttentionScratch(a.maxT); len(a.scratch) < need {
+	if need := parallel.Threads() * nn.AttentionScratch(b.Offsets, b.Parents); len(a.scratch) < need {
 		a.scratch = make([]float32, need)
 	}
 	if N <= a.N && probs <= a.probs && S <= a.S {
@@ -254,9 +280,9 @@ func (m *Model) ensure(b Batch) {
 	N, probs, S = max(N, a.N), max(probs, a.probs), max(S, a.S)
 	D, Q, F, Hd := c.Dim, c.qkvWidth(), c.Hidden, c.Heads*c.HeadDim
 	f := func(n int) []float32 { return make([]float32, n) }
-	maxT, scratch := a.maxT, a.scratch
+	scratch := a.scratch
 	*a = activations{} // lets the old buffers go before the new ones are made
-	*a = activations{N: N, S: S, probs: probs, maxT: maxT,
+	*a = activations{N: N, S: S, probs: probs,
 		pos: make([]int32, N), resid: f((c.Layers + 1) * N * D), normed: f(N * D), rstd: f(N),
 		dresid: f(N * D), dh: f(N * D), dqkv: f(N * Q), dattn: f(N * Hd), dgu: f(N * 2 * F), dact: f(N * F),
 		scratch: scratch,
@@ -330,7 +356,7 @@ func (m *Model) forward(b Batch) {
 	N, D := len(b.Tokens), c.Dim
 	for s := 0; s+1 < len(b.Offsets); s++ {
 		for n := b.Offsets[s]; n < b.Offsets[s+1]; n++ {
-			a.pos[n] = int32(n - b.Offsets[s])
+			a.pos[n] = int32(b.parentLen(s) + n - b.Offsets[s])
 		}
 	}
 	x := a.resid[:N*D]
@@ -374,7 +400,7 @@ func (m *Model) block(l int, b Batch, next []float32) {
 	// Gemma 3
 	m.attentionInput(l, w, nil, x, la.h1, la.rstd1, la.qkv, la.qkvRaw, la.qkRstd, a.pos[:N], N)
 	t0 := m.tic()
-	nn.AttentionForward(la.attn, la.probs, la.qkv[:N*Q], b.Offsets, H, KV, hd, c.attentionScale(), c.window(l))
+	nn.AttentionForward(la.attn, la.probs, la.qkv[:N*Q], b.Offsets, b.Parents, H, KV, hd, c.attentionScale(), c.window(l))
 	m.toc(OpAttention, false, t0)
 	m.attentionOutput(w, nil, la.mid[:N*D], x, la.attn, la.ao, la.rstdA, N)
 	// next = mid + down(silu(gate(norm(mid))) ⊙ up(norm(mid))), with
@@ -585,7 +611,7 @@ func (m *Model) backward(b Batch, dnormed []float32) {
 		m.toc(OpMatmul, true, t0)
 		clear(dqkv)
 		t0 = m.tic()
-		nn.AttentionBackward(dqkv, dattn, la.qkv, la.probs, a.scratch, b.Offsets, H, KV, hd, a.maxT, c.attentionScale())
+		nn.AttentionBackward(dqkv, dattn, la.qkv, la.probs, a.scratch, b.Offsets, b.Parents, H, KV, hd, c.attentionScale())
 		m.toc(OpAttention, true, t0)
 		t0 = m.tic()
 		cos, sin := m.rope(l)

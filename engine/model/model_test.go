@@ -434,3 +434,48 @@ func TestGradientsOnlyWhenTraining(t *testing.T) {
 		t.Fatalf("%d gradients after a backward, want %d", len(m.Grads), m.NumParams())
 	}
 }
+
+// TestHeadChunksGiveOneGradient runs the loss head in chunks of one to
+// five positions, with a third of the positions inert (weight 0) so that
+// the head's backward leaves rows out of each chunk, and checks the
+// gradients, logprobs and loss against one chunk for the whole batch,
+// which TestModelGradients checks against finite differences.
+func TestHeadChunksGiveOneGradient(t *testing.T) {
+	for name, cfg := range variants {
+		t.Run(name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(21, 21))
+			b := Pack(randomSeqs(r, cfg.Vocab, 7, 5, 9))
+			tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
+			loss := Loss{Logp: testLoss{NLL: 0.3, PG: 1, Ref: 0.2}}
+			run := func(rows int) ([]float32, []float32, Metrics) {
+				defer func(budget int) { logitsBudget = budget }(logitsBudget)
+				logitsBudget = rows * cfg.Vocab
+				m, _ := New(cfg, 5)
+				perturb(m, 6)
+				lp := make([]float32, len(b.Tokens))
+				met, err := m.ForwardBackward(b, tg, loss, nil, lp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m.Grads, lp, met
+			}
+			g, lp, met := run(len(b.Tokens))
+			for rows := 1; rows <= 5; rows++ {
+				cg, clp, cmet := run(rows)
+				for i := range g {
+					if d := math.Abs(float64(cg[i] - g[i])); d > 1e-5+1e-4*math.Abs(float64(g[i])) {
+						t.Fatalf("chunks of %d: gradient %d is %v, %v in one chunk", rows, i, cg[i], g[i])
+					}
+				}
+				for n := range lp {
+					if math.Abs(float64(clp[n]-lp[n])) > 1e-5 {
+						t.Fatalf("chunks of %d: logprob %d is %v, %v in one chunk", rows, n, clp[n], lp[n])
+					}
+				}
+				if math.Abs(cmet.Loss-met.Loss) > 1e-5*math.Abs(met.Loss)+1e-6 {
+					t.Fatalf("chunks of %d: loss %v, %v in one chunk", rows, cmet.Loss, met.Loss)
+				}
+			}
+		})
+	}
+}

@@ -184,17 +184,47 @@ func RoPE(x []float32, N, heads, hd, stride int, pos []int32, cos, sin []float32
 	})
 }
 
-// AttentionScratch returns the size of the per-thread scratch the attention
-// backward needs for sequences of at most maxT tokens.
-func AttentionScratch(maxT int) int { return maxT * maxT }
+// Sequences of a packed batch may continue another: parents, when not
+// nil, holds one entry per sequence, −1 for a sequence of its own and p for
+// one that continues sequence p (a shared prompt, packed once before the
+// answers that follow it). A continuation's tokens come after all of its
+// parent's: its queries see the parent's keys, then its own causally. A
+// parent continues nothing, and every sequence between a parent and its
+// continuation continues the same parent (model.Batch checks both), so a
+// parent and its continuations form one contiguous family.
 
-// AttentionProbsSize returns how many floats AttentionForward saves for the
-// backward: one T×T matrix per sequence and head.
-func AttentionProbsSize(offsets []int, H int) int {
+// parentLen is the length of sequence s's parent, 0 when it has none.
+func parentLen(offsets, parents []int, s int) int {
+	if parents == nil || parents[s] < 0 {
+		return 0
+	}
+	p := parents[s]
+	return offsets[p+1] - offsets[p]
+}
+
+// AttentionScratch returns the size of the per-thread scratch the attention
+// backward needs: the largest of its sequences' T × (parent's T + T).
+func AttentionScratch(offsets, parents []int) int {
 	n := 0
 	for s := 0; s+1 < len(offsets); s++ {
 		t := offsets[s+1] - offsets[s]
-		n += H * t * t
+		n = max(n, t*(parentLen(offsets, parents, s)+t))
+	}
+	return n
+}
+
+// AttentionProbsSize returns how many floats AttentionForward saves for the
+// backward: one T × (parent's T + T) matrix per sequence and head.
+func AttentionProbsSize(offsets, parents []int, H int) int {
+	return attOffset(offsets, parents, len(offsets)-1, H)
+}
+
+// attOffset is where sequence s's probabilities start in att.
+func attOffset(offsets, parents []int, s, H int) int {
+	n := 0
+	for i := 0; i < s; i++ {
+		t := offsets[i+1] - offsets[i]
+		n += H * t * (parentLen(offsets, parents, i) + t)
 	}
 	return n
 }
@@ -202,84 +232,149 @@ func AttentionProbsSize(offsets []int, H int) int {
 // AttentionForward is causal grouped-query attention over packed sequences:
 // softmax(scale·q·kᵀ)·v. qkv holds each token's H query heads, then KV key
 // heads, then KV value heads (post-RoPE); query head h reads key/value head
-// h/(H/KV). window, when positive, is a sliding window: the query at
-// position i sees only the keys j with i − j < window. It writes out and
-// saves the softmax probabilities att (AttentionProbsSize floats; entries
-// above the diagonal and outside the window are zero) for the backward.
-func AttentionForward(out, att, qkv []float32, offsets []int, H, KV, hd int, scale float32, window int) {
-	// out (N, H·hd), qkv (N, (H+2KV)·hd), att (Σ_s H·T_s²)
+// h/(H/KV). A sequence that continues a parent (see parents above) sees the
+// parent's keys before its own. window, when positive, is a sliding
+// window: the query at position i (counted from the parent's start) sees
+// only the keys j with i − j < window. It writes out and saves the softmax
+// probabilities att (AttentionProbsSize floats; entries above the diagonal
+// and outside the window are zero) for the backward.
+func AttentionForward(out, att, qkv []float32, offsets, parents []int, H, KV, hd int, scale float32, window int) {
+	// out (N, H·hd), qkv (N, (H+2KV)·hd), att (Σ_s H·T_s·(P_s+T_s))
 	ld, rep := (H+2*KV)*hd, H/KV
 	S := len(offsets) - 1
 	parallel.Each(S*KV, func(task int) {
 		s, g := task/KV, task%KV
 		o, T := offsets[s], offsets[s+1]-offsets[s]
+		P := parentLen(offsets, parents, s)
+		L := P + T
 		k := qkv[o*ld+(H+g)*hd:]
 		v := qkv[o*ld+(H+KV+g)*hd:]
+		var pk, pv []float32
+		if P > 0 {
+			po := offsets[parents[s]]
+			pk, pv = qkv[po*ld+(H+g)*hd:], qkv[po*ld+(H+KV+g)*hd:]
+		}
+		base := attOffset(offsets, parents, s, H)
 		for h := g * rep; h < (g+1)*rep; h++ {
-			p := att[attOffset(offsets, s, H)+h*T*T:][:T*T]
-			q := qkv[o*ld+h*hd:]
-			gemm.SgemmSerial(false, true, T, T, hd, scale, q, ld, k, ld, 0, p, T)
-			vec.SoftmaxWindow(p, T, T, 0, window)
-			gemm.SgemmSerial(false, false, T, hd, T, 1, p, T, v, ld, 0, out[o*H*hd+h*hd:], H*hd)
+			p := att[base+h*T*L:][:T*L]
+			q, dst := qkv[o*ld+h*hd:], out[o*H*hd+h*hd:]
+			var beta float32 // 1 once the parent's values are in dst
+			if P > 0 {
+				gemm.SgemmSerial(false, true, T, P, hd, scale, q, ld, pk, ld, 0, p, L)
+			}
+			gemm.SgemmSerial(false, true, T, T, hd, scale, q, ld, k, ld, 0, p[P:], L)
+			vec.SoftmaxWindow(p, T, L, P, window)
+			if P > 0 {
+				gemm.SgemmSerial(false, false, T, hd, P, 1, p, L, pv, ld, 0, dst, H*hd)
+				beta = 1
+			}
+			gemm.SgemmSerial(false, false, T, hd, T, 1, p[P:], L, v, ld, beta, dst, H*hd)
 		}
 	})
-}
-
-// attOffset is where sequence s's probabilities start in att.
-func attOffset(offsets []int, s, H int) int {
-	n := 0
-	for i := 0; i < s; i++ {
-		t := offsets[i+1] - offsets[i]
-		n += H * t * t
-	}
-	return n
 }
 
 // AttentionBackward adds the gradients of AttentionForward, which ran with
 // this scale, into dqkv (same layout as qkv). The window needs no
 // argument: att is zero outside it, and so is its gradient. scratch holds
-// parallel.Threads() blocks of AttentionScratch(maxT) floats. Work is split
-// by (sequence, key/value head), so the heads sharing a key/value head
-// accumulate into it in order on one goroutine.
-func AttentionBackward(dqkv, dout, qkv, att, scratch []float32, offsets []int, H, KV, hd, maxT int, scale float32) {
-	ld, rep := (H+2*KV)*hd, H/KV
+// parallel.Threads() blocks of AttentionScratch floats. Work is split by
+// (family, key/value head): the heads sharing a key/value head, and a
+// parent's continuations, accumulate into its gradient in order on one
+// goroutine.
+func AttentionBackward(dqkv, dout, qkv, att, scratch []float32, offsets, parents []int, H, KV, hd int, scale float32) {
+	ld := (H + 2*KV) * hd
+	size := AttentionScratch(offsets, parents)
 	S := len(offsets) - 1
-	parallel.Worker(S*KV, func(w, lo, hi int) {
-		dp := scratch[w*AttentionScratch(maxT):][:AttentionScratch(maxT)]
+	families := S
+	if parents != nil {
+		families = 0
+		for _, p := range parents {
+			if p < 0 {
+				families++
+			}
+		}
+	}
+	parallel.Worker(families*KV, func(w, lo, hi int) {
+		dp := scratch[w*size:][:size]
 		for task := lo; task < hi; task++ {
-			s, g := task/KV, task%KV
-			o, T := offsets[s], offsets[s+1]-offsets[s]
-			k, v := qkv[o*ld+(H+g)*hd:], qkv[o*ld+(H+KV+g)*hd:]
-			dk, dv := dqkv[o*ld+(H+g)*hd:], dqkv[o*ld+(H+KV+g)*hd:]
-			base := attOffset(offsets, s, H)
-			for h := g * rep; h < (g+1)*rep; h++ {
-				p := att[base+h*T*T:][:T*T]
-				q, dq := qkv[o*ld+h*hd:], dqkv[o*ld+h*hd:]
-				do := dout[o*H*hd+h*hd:]
-				d := dp[:T*T]
-				// dP = dout·vᵀ ; dv += Pᵀ·dout
-				gemm.SgemmSerial(false, true, T, T, hd, 1, do, H*hd, v, ld, 0, d, T)
-				gemm.SgemmSerial(true, false, T, hd, T, 1, p, T, do, H*hd, 1, dv, ld)
-				// dS = P ⊙ (dP − Σ_j dP⊙P), the softmax backward; masked
-				// entries (above the diagonal, outside the window) have
-				// P = 0 and stay 0.
-				for i := 0; i < T; i++ {
-					pr, dr := p[i*T:i*T+i+1], d[i*T:i*T+i+1]
-					var dot float32
-					for j := range pr {
-						dot += pr[j] * dr[j]
-					}
-					for j := range pr {
-						dr[j] = pr[j] * (dr[j] - dot)
-					}
-					clear(d[i*T+i+1 : (i+1)*T])
+			f, g := task/KV, task%KV
+			first, last := f, f+1
+			if parents != nil {
+				first = nthRoot(parents, f)
+				for last = first + 1; last < S && parents[last] >= 0; last++ {
 				}
-				// dq += scale·dS·k ; dk += scale·dSᵀ·q
-				gemm.SgemmSerial(false, false, T, hd, T, scale, d, T, k, ld, 1, dq, ld)
-				gemm.SgemmSerial(true, false, T, hd, T, scale, d, T, q, ld, 1, dk, ld)
+			}
+			for s := first; s < last; s++ {
+				attentionBackwardSeq(dqkv, dout, qkv, att, dp, offsets, parents, s, g, H, KV, hd, ld, scale)
 			}
 		}
 	})
+}
+
+// nthRoot is the index of the f-th sequence that continues no other.
+func nthRoot(parents []int, f int) int {
+	for s, p := range parents {
+		if p < 0 {
+			if f == 0 {
+				return s
+			}
+			f--
+		}
+	}
+	return -1
+}
+
+// attentionBackwardSeq adds sequence s's part of the attention gradient for
+// key/value head g, its parent's keys and values included.
+func attentionBackwardSeq(dqkv, dout, qkv, att, dp []float32, offsets, parents []int, s, g, H, KV, hd, ld int, scale float32) {
+	rep := H / KV
+	o, T := offsets[s], offsets[s+1]-offsets[s]
+	P := parentLen(offsets, parents, s)
+	L := P + T
+	k, v := qkv[o*ld+(H+g)*hd:], qkv[o*ld+(H+KV+g)*hd:]
+	dk, dv := dqkv[o*ld+(H+g)*hd:], dqkv[o*ld+(H+KV+g)*hd:]
+	var pk, pv, pdk, pdv []float32
+	if P > 0 {
+		po := offsets[parents[s]]
+		pk, pv = qkv[po*ld+(H+g)*hd:], qkv[po*ld+(H+KV+g)*hd:]
+		pdk, pdv = dqkv[po*ld+(H+g)*hd:], dqkv[po*ld+(H+KV+g)*hd:]
+	}
+	base := attOffset(offsets, parents, s, H)
+	for h := g * rep; h < (g+1)*rep; h++ {
+		p := att[base+h*T*L:][:T*L]
+		q, dq := qkv[o*ld+h*hd:], dqkv[o*ld+h*hd:]
+		do := dout[o*H*hd+h*hd:]
+		d := dp[:T*L]
+		// dP = dout·vᵀ ; dv += Pᵀ·dout, over the parent's columns and then
+		// the sequence's own
+		if P > 0 {
+			gemm.SgemmSerial(false, true, T, P, hd, 1, do, H*hd, pv, ld, 0, d, L)
+			gemm.SgemmSerial(true, false, P, hd, T, 1, p, L, do, H*hd, 1, pdv, ld)
+		}
+		gemm.SgemmSerial(false, true, T, T, hd, 1, do, H*hd, v, ld, 0, d[P:], L)
+		gemm.SgemmSerial(true, false, T, hd, T, 1, p[P:], L, do, H*hd, 1, dv, ld)
+		// dS = P ⊙ (dP − Σ_j dP⊙P), the softmax backward; masked
+		// entries (above the diagonal, outside the window) have P = 0 and
+		// stay 0.
+		for i := 0; i < T; i++ {
+			n := P + i + 1
+			pr, dr := p[i*L:i*L+n], d[i*L:i*L+n]
+			var dot float32
+			for j := range pr {
+				dot += pr[j] * dr[j]
+			}
+			for j := range pr {
+				dr[j] = pr[j] * (dr[j] - dot)
+			}
+			clear(d[i*L+n : (i+1)*L])
+		}
+		// dq += scale·dS·k ; dk += scale·dSᵀ·q
+		if P > 0 {
+			gemm.SgemmSerial(false, false, T, hd, P, scale, d, L, pk, ld, 1, dq, ld)
+			gemm.SgemmSerial(true, false, P, hd, T, scale, d, L, q, ld, 1, pdk, ld)
+		}
+		gemm.SgemmSerial(false, false, T, hd, T, scale, d[P:], L, k, ld, 1, dq, ld)
+		gemm.SgemmSerial(true, false, T, hd, T, scale, d[P:], L, q, ld, 1, dk, ld)
+	}
 }
 
 // SwiGLUForward computes out = silu(gate) ⊙ up, where each row of gu holds

@@ -110,31 +110,89 @@ func TestRoPEIsARotationAndItsInverse(t *testing.T) {
 	check(t, loss, "x", orig, grad)
 }
 
-func attentionCase(t *testing.T, offsets []int, H, KV, hd int, scale float32, window int) {
+func attentionCase(t *testing.T, offsets, parents []int, H, KV, hd int, scale float32, window int) {
 	r := rand.New(rand.NewPCG(uint64(H), uint64(KV)))
 	N := offsets[len(offsets)-1]
-	maxT := 0
-	for s := 0; s+1 < len(offsets); s++ {
-		maxT = max(maxT, offsets[s+1]-offsets[s])
-	}
 	qkv := randn(r, N*(H+2*KV)*hd, 1)
-	out, att := make([]float32, N*H*hd), make([]float32, AttentionProbsSize(offsets, H))
+	out, att := make([]float32, N*H*hd), make([]float32, AttentionProbsSize(offsets, parents, H))
 	dout := randn(r, len(out), 1)
 	loss := func() float64 {
-		AttentionForward(out, att, qkv, offsets, H, KV, hd, scale, window)
+		AttentionForward(out, att, qkv, offsets, parents, H, KV, hd, scale, window)
 		return gradcheck.Dot(dout, out)
 	}
 	loss()
 	dqkv := make([]float32, len(qkv))
-	AttentionBackward(dqkv, dout, qkv, att, make([]float32, parallel.Threads()*AttentionScratch(maxT)), offsets, H, KV, hd, maxT, scale)
+	AttentionBackward(dqkv, dout, qkv, att, make([]float32, parallel.Threads()*AttentionScratch(offsets, parents)), offsets, parents, H, KV, hd, scale)
 	check(t, loss, "qkv", qkv, dqkv)
 }
 
 func TestAttentionGrad(t *testing.T) {
-	attentionCase(t, []int{0, 5, 8, 9}, 2, 2, 4, 0.5, 0)
-	attentionCase(t, []int{0, 4, 10}, 4, 2, 4, 0.5, 0) // grouped-query
-	attentionCase(t, []int{0, 7}, 3, 1, 2, 0.7, 0)     // multi-query
-	attentionCase(t, []int{0, 7, 10}, 4, 2, 4, 0.3, 3) // a sliding window of 3
+	attentionCase(t, []int{0, 5, 8, 9}, nil, 2, 2, 4, 0.5, 0)
+	attentionCase(t, []int{0, 4, 10}, nil, 4, 2, 4, 0.5, 0) // grouped-query
+	attentionCase(t, []int{0, 7}, nil, 3, 1, 2, 0.7, 0)     // multi-query
+	attentionCase(t, []int{0, 7, 10}, nil, 4, 2, 4, 0.3, 3) // a sliding window of 3
+	// A shared prefix (sequence 0) with three continuations, a sequence of
+	// its own, and a second family: the parents' keys and values gather
+	// gradient from every continuation.
+	families := []int{0, 4, 7, 9, 12, 15, 18, 21}
+	parents := []int{-1, 0, 0, 0, -1, -1, 5}
+	attentionCase(t, families, parents, 4, 2, 4, 0.5, 0)
+	attentionCase(t, families, parents, 2, 1, 4, 0.4, 3) // the window reaches into the parent
+}
+
+// TestAttentionContinuationIsTheWholeSequence checks a continuation's
+// outputs and gradients against the same tokens packed as one sequence
+// with its parent's copied in front.
+func TestAttentionContinuationIsTheWholeSequence(t *testing.T) {
+	for _, window := range []int{0, 3} {
+		r := rand.New(rand.NewPCG(7, uint64(window)))
+		H, KV, hd := 4, 2, 4
+		ld := (H + 2*KV) * hd
+		// Shared: a parent of 5 tokens and continuations of 3 and 4.
+		offsets, parents := []int{0, 5, 8, 12}, []int{-1, 0, 0}
+		qkv := randn(r, 12*ld, 1)
+		dout := randn(r, 12*H*hd, 1)
+		out := make([]float32, 12*H*hd)
+		att := make([]float32, AttentionProbsSize(offsets, parents, H))
+		AttentionForward(out, att, qkv, offsets, parents, H, KV, hd, 0.5, window)
+		dqkv := make([]float32, len(qkv))
+		AttentionBackward(dqkv, dout, qkv, att, make([]float32, parallel.Threads()*AttentionScratch(offsets, parents)), offsets, parents, H, KV, hd, 0.5)
+		// Unshared: parent+first (8 tokens), parent+second (9 tokens); the
+		// parent's output gradient is given to the first copy only.
+		rows := func(v []float32, w, from, to int) []float32 { return v[from*w : to*w] }
+		flat := append(append(append([]float32{}, rows(qkv, ld, 0, 5)...), rows(qkv, ld, 5, 8)...), rows(qkv, ld, 0, 5)...)
+		flat = append(flat, rows(qkv, ld, 8, 12)...)
+		fdout := append(append(append([]float32{}, rows(dout, H*hd, 0, 5)...), rows(dout, H*hd, 5, 8)...), make([]float32, 5*H*hd)...)
+		fdout = append(fdout, rows(dout, H*hd, 8, 12)...)
+		foffsets := []int{0, 8, 17}
+		fout := make([]float32, 17*H*hd)
+		fatt := make([]float32, AttentionProbsSize(foffsets, nil, H))
+		AttentionForward(fout, fatt, flat, foffsets, nil, H, KV, hd, 0.5, window)
+		fdqkv := make([]float32, len(flat))
+		AttentionBackward(fdqkv, fdout, flat, fatt, make([]float32, parallel.Threads()*AttentionScratch(foffsets, nil)), foffsets, nil, H, KV, hd, 0.5)
+		near := func(what string, i int, a, b float32) {
+			if math.Abs(float64(a-b)) > 1e-5 {
+				t.Fatalf("window %d: %s %d: %v shared, %v unshared", window, what, i, a, b)
+			}
+		}
+		w := H * hd
+		for i := range 8 * w {
+			near("output", i, out[i], fout[i])
+		}
+		for i := range 4 * w {
+			near("output", 8*w+i, out[8*w+i], fout[13*w+i])
+		}
+		// The parent's gradient is the sum of its two copies'.
+		for i := range 5 * ld {
+			near("parent gradient", i, dqkv[i], fdqkv[i]+fdqkv[8*ld+i])
+		}
+		for i := range 3 * ld {
+			near("gradient", 5*ld+i, dqkv[5*ld+i], fdqkv[5*ld+i])
+		}
+		for i := range 4 * ld {
+			near("gradient", 8*ld+i, dqkv[8*ld+i], fdqkv[13*ld+i])
+		}
+	}
 }
 
 // TestAttentionWindow checks that a query of a windowed attention depends
@@ -145,13 +203,13 @@ func TestAttentionWindow(t *testing.T) {
 	offsets := []int{0, 8}
 	N, ld := 8, (H+2*KV)*hd
 	qkv := randn(r, N*ld, 1)
-	att := make([]float32, AttentionProbsSize(offsets, H))
+	att := make([]float32, AttentionProbsSize(offsets, nil, H))
 	out1, out2 := make([]float32, N*H*hd), make([]float32, N*H*hd)
-	AttentionForward(out1, att, qkv, offsets, H, KV, hd, 0.5, window)
+	AttentionForward(out1, att, qkv, offsets, nil, H, KV, hd, 0.5, window)
 	for i := 2*ld + H*hd; i < 3*ld; i++ { // token 2's key and value
 		qkv[i] += 1
 	}
-	AttentionForward(out2, att, qkv, offsets, H, KV, hd, 0.5, window)
+	AttentionForward(out2, att, qkv, offsets, nil, H, KV, hd, 0.5, window)
 	for n := 0; n < N; n++ {
 		same := true
 		for i := n * H * hd; i < (n+1)*H*hd; i++ {
@@ -171,13 +229,13 @@ func TestAttentionIsCausalAndPerSequence(t *testing.T) {
 	offsets := []int{0, 6, 10}
 	N, ld := 10, (H+2*KV)*hd
 	qkv := randn(r, N*ld, 1)
-	out1, att := make([]float32, N*H*hd), make([]float32, AttentionProbsSize(offsets, H))
-	AttentionForward(out1, att, qkv, offsets, H, KV, hd, 0.5, 0)
+	out1, att := make([]float32, N*H*hd), make([]float32, AttentionProbsSize(offsets, nil, H))
+	AttentionForward(out1, att, qkv, offsets, nil, H, KV, hd, 0.5, 0)
 	for i := 4 * ld; i < 7*ld; i++ { // tokens 4, 5 of sequence 0 and token 0 of sequence 1
 		qkv[i] += 1
 	}
 	out2 := make([]float32, len(out1))
-	AttentionForward(out2, att, qkv, offsets, H, KV, hd, 0.5, 0)
+	AttentionForward(out2, att, qkv, offsets, nil, H, KV, hd, 0.5, 0)
 	for n := 0; n < N; n++ {
 		same := true
 		for i := n * H * hd; i < (n+1)*H*hd; i++ {
