@@ -124,10 +124,10 @@ func TestBadParentsAreAnError(t *testing.T) {
 		want    string
 	}{
 		{[]int{-1, 0}, "2 parents for 3 sequences"},
-		{[]int{-1, 2, -1}, "sequence 1 has parent 2"},  // after it
-		{[]int{-1, 0, 1}, "sequence 2 has parent 1"},   // a continuation's continuation
-		{[]int{0, -1, -1}, "sequence 0 has parent 0"},  // itself
-		{[]int{-1, -1, 0}, "sequence 2 has parent 0"},  // another family between
+		{[]int{-1, 2, -1}, "sequence 1 has parent 2"},   // after it
+		{[]int{-1, 0, 1}, "sequence 2 has parent 1"},    // a continuation's continuation
+		{[]int{0, -1, -1}, "sequence 0 has parent 0"},   // itself
+		{[]int{-1, -1, 0}, "sequence 2 has parent 0"},   // another family between
 		{[]int{-1, -2, -1}, "sequence 1 has parent -2"}, // not an index
 	} {
 		b := Batch{Tokens: []int32{1, 2, 3, 4, 5, 6}, Offsets: []int{0, 2, 4, 6}, Parents: c.parents}
