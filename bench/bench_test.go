@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -80,5 +81,80 @@ func TestEngineRecomputeHoldsLessActivations(t *testing.T) {
 		if !strings.Contains(rec.Table(), want) {
 			t.Errorf("table does not mention %q:\n%s", want, rec.Table())
 		}
+	}
+}
+
+// BenchmarkPolicyGradientStep times the learner's forward and backward of
+// one GRPO group on SmolLM2-135M's shape (random weights): 8 answers of
+// 128 tokens to one 150-token prompt, the prompt weighing 0 (the
+// decoder's and the head's work of a policy gradient; its per-token terms
+// cost nothing beside them). "copies"
+// packs each answer after its own copy of the prompt; "shared" packs the
+// prompt once as every answer's parent, as the local learner does.
+func BenchmarkPolicyGradientStep(b *testing.B) {
+	cfg := model.Config{Vocab: 49152, Dim: 576, Layers: 30, Heads: 9, KVHeads: 3, Hidden: 1536, MaxSeq: 2048,
+		RopeTheta: 100000, NormEps: 1e-5, TiedEmbeddings: true}
+	const G, prompt, answer = 8, 150, 128
+	r := rand.New(rand.NewPCG(3, 4))
+	tokens := func(n int) []int32 {
+		s := make([]int32, n)
+		for i := range s {
+			s[i] = int32(r.IntN(cfg.Vocab))
+		}
+		return s
+	}
+	p := tokens(prompt)
+	answers := make([][]int32, G)
+	for i := range answers {
+		answers[i] = tokens(answer)
+	}
+	// targets appends n positions of weight w.
+	targets := func(t *model.Targets, n int, w float32) {
+		for range n {
+			t.Targets = append(t.Targets, int32(r.IntN(cfg.Vocab)))
+			t.Weights = append(t.Weights, w)
+		}
+	}
+	var copies, shared model.Batch
+	var ct, st model.Targets
+	copies.Offsets, shared.Offsets = []int{0}, []int{0}
+	shared.Tokens = append(shared.Tokens, p[:prompt-1]...)
+	shared.Offsets = append(shared.Offsets, len(shared.Tokens))
+	shared.Parents = []int{-1}
+	targets(&st, prompt-1, 0)
+	for _, a := range answers {
+		copies.Tokens = append(append(copies.Tokens, p...), a...)
+		copies.Offsets = append(copies.Offsets, len(copies.Tokens))
+		targets(&ct, prompt-1, 0)
+		targets(&ct, answer+1, 1.0/(G*answer))
+		shared.Tokens = append(append(shared.Tokens, p[prompt-1]), a...)
+		shared.Offsets = append(shared.Offsets, len(shared.Tokens))
+		shared.Parents = append(shared.Parents, 0)
+		targets(&st, answer+1, 1.0/(G*answer))
+	}
+	m, err := model.New(cfg, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	loss := model.Loss{Logp: model.NLL{}}
+	for _, c := range []struct {
+		name string
+		b    model.Batch
+		t    model.Targets
+	}{{"copies", copies, ct}, {"shared", shared, st}} {
+		b.Run(c.name, func(b *testing.B) {
+			if _, err := m.ForwardBackward(c.b, c.t, loss, nil, nil); err != nil { // size the activations
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				m.ZeroGrad()
+				if _, err := m.ForwardBackward(c.b, c.t, loss, nil, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(G*answer*b.N)/b.Elapsed().Seconds(), "answer-tokens/s")
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"rlvr/backend"
 	"rlvr/engine/lora"
@@ -115,61 +116,136 @@ func (l *Learner) optimizer(name string) (*optim.AdamW, error) {
 	return a, nil
 }
 
+// packed is a batch in the engine's terms, and where each datum's
+// positions went: datum d is its parent's sequence parent[d] (−1: none),
+// then its own sequence seq[d].
+type packed struct {
+	b           model.Batch
+	t           model.Targets
+	teacher     *model.TeacherBatch
+	parent, seq []int
+}
+
 // pack turns datums into the engine's packed batch and targets, and the
-// teacher batch when the loss has a teacher-KL term.
-func pack(batch []backend.Datum, loss *backend.Loss) (model.Batch, model.Targets, *model.TeacherBatch, error) {
-	var b model.Batch
-	var t model.Targets
+// teacher batch when the loss has a teacher-KL term. Consecutive datums
+// that begin with the same context (tokens and targets equal, weight 0, no
+// teacher: a GRPO group's prompt) share it: it is packed once, as the
+// parent of each datum's rest (see model.Batch).
+func pack(batch []backend.Datum, loss *backend.Loss) (packed, error) {
+	var p packed
 	if len(batch) == 0 {
-		return b, t, nil, fmt.Errorf("local: empty batch")
-	}
-	adv, q, ref := loss.Needs()
-	b.Offsets = []int{0}
-	var tb *model.TeacherBatch
-	if loss.TeacherKL != 0 {
-		tb = &model.TeacherBatch{Batch: model.Batch{Offsets: []int{0}}}
-		t.TeacherRows = []int32{}
+		return p, fmt.Errorf("local: empty batch")
 	}
 	for i := range batch {
-		d := &batch[i]
-		if err := loss.CheckDatum(d); err != nil {
-			return b, t, nil, fmt.Errorf("local: datum %d: %w", i, err)
+		if err := loss.CheckDatum(&batch[i]); err != nil {
+			return p, fmt.Errorf("local: datum %d: %w", i, err)
 		}
+	}
+	adv, q, ref := loss.Needs()
+	b, t := &p.b, &p.t
+	b.Offsets = []int{0}
+	if loss.TeacherKL != 0 {
+		p.teacher = &model.TeacherBatch{Batch: model.Batch{Offsets: []int{0}}}
+		t.TeacherRows = []int32{}
+	}
+	// add packs positions [lo, hi) of d as a sequence with the given
+	// parent, and returns its index.
+	add := func(d *backend.Datum, lo, hi, parent int) int {
 		start := len(b.Tokens)
-		b.Tokens = append(b.Tokens, d.Tokens...)
+		b.Tokens = append(b.Tokens, d.Tokens[lo:hi]...)
 		b.Offsets = append(b.Offsets, len(b.Tokens))
-		t.Targets = append(t.Targets, d.Targets...)
-		t.Weights = append(t.Weights, d.Weights...)
+		b.Parents = append(b.Parents, parent)
+		t.Targets = append(t.Targets, d.Targets[lo:hi]...)
+		t.Weights = append(t.Weights, d.Weights[lo:hi]...)
 		if adv {
-			t.Advantages = append(t.Advantages, d.Advantages...)
+			t.Advantages = append(t.Advantages, d.Advantages[lo:hi]...)
 		}
 		if q {
-			t.SamplerLogprobs = append(t.SamplerLogprobs, d.SamplerLogprobs...)
+			t.SamplerLogprobs = append(t.SamplerLogprobs, d.SamplerLogprobs[lo:hi]...)
 		}
 		if ref {
-			t.RefLogprobs = append(t.RefLogprobs, d.RefLogprobs...)
+			t.RefLogprobs = append(t.RefLogprobs, d.RefLogprobs[lo:hi]...)
 		}
-		if tb == nil {
-			continue
+		if tb := p.teacher; tb != nil {
+			for range hi - lo {
+				t.TeacherRows = append(t.TeacherRows, -1)
+			}
+			// The aligned positions are the datum's last, never shared.
+			if d.Teacher != nil && hi == len(d.Tokens) {
+				tStart := len(tb.Batch.Tokens)
+				tb.Batch.Tokens = append(tb.Batch.Tokens, d.Teacher.Tokens...)
+				tb.Batch.Offsets = append(tb.Batch.Offsets, len(tb.Batch.Tokens))
+				for k := d.Teacher.Aligned; k >= 1; k-- {
+					t.TeacherRows[start+hi-lo-k] = int32(len(tb.Positions))
+					tb.Positions = append(tb.Positions, tStart+len(d.Teacher.Tokens)-k)
+				}
+			}
 		}
-		for range d.Tokens {
-			t.TeacherRows = append(t.TeacherRows, -1)
+		return len(b.Offsets) - 2
+	}
+	p.parent, p.seq = make([]int, len(batch)), make([]int, len(batch))
+	for i := 0; i < len(batch); {
+		// The run of datums from i that share a context with it, and
+		// the context all of them share.
+		j, c := i+1, len(batch[i].Tokens)
+		for ; j < len(batch); j++ {
+			n := sharedContext(&batch[i], &batch[j])
+			if n == 0 {
+				break
+			}
+			c = min(c, n)
 		}
-		if d.Teacher == nil {
-			continue
+		parent := -1
+		if j > i+1 {
+			parent = add(&batch[i], 0, c, -1)
+		} else {
+			c = 0
 		}
-		tStart := len(tb.Batch.Tokens)
-		tb.Batch.Tokens = append(tb.Batch.Tokens, d.Teacher.Tokens...)
-		tb.Batch.Offsets = append(tb.Batch.Offsets, len(tb.Batch.Tokens))
-		for k := d.Teacher.Aligned; k >= 1; k-- {
-			t.TeacherRows[start+len(d.Tokens)-k] = int32(len(tb.Positions))
-			tb.Positions = append(tb.Positions, tStart+len(d.Teacher.Tokens)-k)
+		for k := i; k < j; k++ {
+			p.parent[k], p.seq[k] = parent, add(&batch[k], c, len(batch[k].Tokens), parent)
+		}
+		i = j
+	}
+	if p.teacher != nil && len(p.teacher.Positions) == 0 {
+		return p, fmt.Errorf("local: the loss has a teacher-KL term but no datum has a teacher")
+	}
+	if !slices.ContainsFunc(b.Parents, func(q int) bool { return q >= 0 }) {
+		b.Parents = nil
+	}
+	return p, nil
+}
+
+// sharedContext is how many leading positions a and b share as context:
+// equal tokens and targets, weight 0 in both, and outside a teacher's
+// aligned positions. Each keeps at least one position of its own.
+func sharedContext(a, b *backend.Datum) int {
+	n := min(len(a.Tokens), len(b.Tokens)) - 1
+	for _, d := range []*backend.Datum{a, b} {
+		if d.Teacher != nil {
+			n = min(n, len(d.Tokens)-d.Teacher.Aligned)
 		}
 	}
-	if tb != nil && len(tb.Positions) == 0 {
-		return b, t, nil, fmt.Errorf("local: the loss has a teacher-KL term but no datum has a teacher")
+	for i := range max(n, 0) {
+		if a.Tokens[i] != b.Tokens[i] || a.Targets[i] != b.Targets[i] || a.Weights[i] != 0 || b.Weights[i] != 0 {
+			return i
+		}
 	}
-	return b, t, tb, nil
+	return max(n, 0)
+}
+
+// split returns each datum's values of v (one per packed position): its
+// parent's, then its own.
+func (p *packed) split(v []float32) [][]float32 {
+	out := make([][]float32, len(p.seq))
+	off := p.b.Offsets
+	for d, s := range p.seq {
+		own := v[off[s]:off[s+1]]
+		if q := p.parent[d]; q >= 0 {
+			own = append(append(make([]float32, 0, off[q+1]-off[q]+len(own)), v[off[q]:off[q+1]]...), own...)
+		}
+		out[d] = own
+	}
+	return out
 }
 
 // ForwardBackward implements backend.Learner.
@@ -180,16 +256,16 @@ func (l *Learner) ForwardBackward(ctx context.Context, batch []backend.Datum, lo
 	if err := loss.Validate(); err != nil {
 		return backend.Result{}, fmt.Errorf("local: %w", err)
 	}
-	b, t, tb, err := pack(batch, &loss)
+	p, err := pack(batch, &loss)
 	if err != nil {
 		return backend.Result{}, err
 	}
-	lp := make([]float32, len(b.Tokens))
-	met, err := l.Model.ForwardBackward(b, t, engineLoss(loss), tb, lp)
+	lp := make([]float32, len(p.b.Tokens))
+	met, err := l.Model.ForwardBackward(p.b, p.t, engineLoss(loss), p.teacher, lp)
 	if err != nil {
 		return backend.Result{}, fmt.Errorf("local: %w", err)
 	}
-	return backend.Result{Logprobs: split(lp, b.Offsets), Metrics: backend.Metrics(met)}, nil
+	return backend.Result{Logprobs: p.split(lp), Metrics: backend.Metrics(met)}, nil
 }
 
 // engineLoss is loss in the engine's terms: the terms of the target's
@@ -231,23 +307,15 @@ func Logprobs(ctx context.Context, m *model.Model, batch []backend.Datum) ([][]f
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	b, t, _, err := pack(batch, &backend.Loss{NLL: 1})
+	p, err := pack(batch, &backend.Loss{NLL: 1})
 	if err != nil {
 		return nil, err
 	}
-	lp := make([]float32, len(b.Tokens))
-	if err := m.Logprobs(b, t.Targets, lp, nil); err != nil {
+	lp := make([]float32, len(p.b.Tokens))
+	if err := m.Logprobs(p.b, p.t.Targets, lp, nil); err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	return split(lp, b.Offsets), nil
-}
-
-func split(v []float32, offsets []int) [][]float32 {
-	out := make([][]float32, len(offsets)-1)
-	for s := range out {
-		out[s] = v[offsets[s]:offsets[s+1]]
-	}
-	return out
+	return p.split(lp), nil
 }
 
 // OptimStep implements backend.Learner: it clips the global gradient norm,

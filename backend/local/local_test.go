@@ -248,3 +248,79 @@ func TestBadDatumNamesIt(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// TestSharedPromptsAreExact packs two GRPO groups whose answers share
+// their prompt (weight 0), with a teacher on their last positions, and
+// checks the logprobs, metrics and gradient against each datum run alone.
+func TestSharedPromptsAreExact(t *testing.T) {
+	prompts := [][]int32{{1, 2, 3, 4, 5}, {6, 5, 4}}
+	answers := [][][]int32{{{7, 1}, {2, 2, 3}, {4}}, {{1, 1, 1, 2}, {3, 3}}}
+	var batch []backend.Datum
+	for g, p := range prompts {
+		for i, a := range answers[g] {
+			seq := append(append([]int32{}, p...), a...)
+			n := len(seq) - 1
+			d := backend.Datum{Tokens: seq[:n], Targets: seq[1:], Weights: make([]float32, n),
+				Advantages: make([]float32, n), SamplerLogprobs: make([]float32, n)}
+			for j := len(p) - 1; j < n; j++ {
+				d.Weights[j], d.Advantages[j], d.SamplerLogprobs[j] = 1, float32(i)-1, -2
+			}
+			d.Teacher = &backend.Teacher{Tokens: append([]int32{7, int32(g)}, seq[:n]...), Aligned: len(a)}
+			batch = append(batch, d)
+		}
+	}
+	loss := backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.2, TeacherKL: 0.5}
+	p, err := pack(batch, &loss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{-1, 0, 0, 0, -1, 4, 4}; !slices.Equal(p.b.Parents, want) {
+		t.Fatalf("parents %v, want %v (each group's prompt but its last token packed once)", p.b.Parents, want)
+	}
+	learner := func() *Learner {
+		m, _ := model.New(tinyConfig(8), 3)
+		l, _ := NewLearner(m, optim.DefaultAdamW())
+		return l
+	}
+	shared := learner()
+	res, err := shared.ForwardBackward(ctx, batch, loss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := learner()
+	var sum backend.Metrics
+	for i := range batch {
+		r, err := alone.ForwardBackward(ctx, batch[i:i+1], loss)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum.Loss += r.Metrics.Loss
+		sum.Tokens += r.Metrics.Tokens
+		for j, v := range r.Logprobs[0] {
+			if math.Abs(float64(v-res.Logprobs[i][j])) > 1e-5 {
+				t.Fatalf("datum %d position %d: logprob %v shared, %v alone", i, j, res.Logprobs[i][j], v)
+			}
+		}
+		if len(r.Logprobs[0]) != len(res.Logprobs[i]) {
+			t.Fatalf("datum %d: %d logprobs shared, %d alone", i, len(res.Logprobs[i]), len(r.Logprobs[0]))
+		}
+	}
+	if math.Abs(sum.Loss-res.Metrics.Loss) > 1e-5 || sum.Tokens != res.Metrics.Tokens {
+		t.Fatalf("metrics: loss %v over %v tokens shared, %v over %v alone", res.Metrics.Loss, res.Metrics.Tokens, sum.Loss, sum.Tokens)
+	}
+	g, ga := shared.Model.Gradients(), alone.Model.Gradients()
+	for i := range g {
+		if math.Abs(float64(g[i]-ga[i])) > 1e-5+1e-4*math.Abs(float64(ga[i])) {
+			t.Fatalf("gradient %d: %v shared, %v alone", i, g[i], ga[i])
+		}
+	}
+	lps, err := Logprobs(ctx, shared.Model, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range batch {
+		if !slices.Equal(lps[i], res.Logprobs[i]) {
+			t.Fatalf("datum %d: Logprobs %v, ForwardBackward %v", i, lps[i], res.Logprobs[i])
+		}
+	}
+}
