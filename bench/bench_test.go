@@ -86,7 +86,7 @@ func TestEngineRecomputeHoldsLessActivations(t *testing.T) {
 
 // BenchmarkPolicyGradientStep times the learner's forward and backward of
 // one GRPO group on SmolLM2-135M's shape (random weights): 8 answers of
-// 128 tokens to one 150-token prompt, the prompt weighing 0 (the
+// 128 tokens to one 80-token prompt (GSM8K's in SmolLM2's chat template with a system prompt), the prompt weighing 0 (the
 // decoder's and the head's work of a policy gradient; its per-token terms
 // cost nothing beside them). "copies"
 // packs each answer after its own copy of the prompt; "shared" packs the
@@ -94,7 +94,7 @@ func TestEngineRecomputeHoldsLessActivations(t *testing.T) {
 func BenchmarkPolicyGradientStep(b *testing.B) {
 	cfg := model.Config{Vocab: 49152, Dim: 576, Layers: 30, Heads: 9, KVHeads: 3, Hidden: 1536, MaxSeq: 2048,
 		RopeTheta: 100000, NormEps: 1e-5, TiedEmbeddings: true}
-	const G, prompt, answer = 8, 150, 128
+	const G, prompt, answer = 8, 80, 128
 	r := rand.New(rand.NewPCG(3, 4))
 	tokens := func(n int) []int32 {
 		s := make([]int32, n)

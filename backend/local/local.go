@@ -185,15 +185,16 @@ func pack(batch []backend.Datum, loss *backend.Loss) (packed, error) {
 	}
 	p.parent, p.seq = make([]int, len(batch)), make([]int, len(batch))
 	for i := 0; i < len(batch); {
-		// The run of datums from i that share a context with it, and
-		// the context all of them share.
-		j, c := i+1, len(batch[i].Tokens)
-		for ; j < len(batch); j++ {
-			n := sharedContext(&batch[i], &batch[j])
-			if n == 0 {
-				break
-			}
-			c = min(c, n)
+		// The run of datums from i that share with it the context it
+		// shares with the next: a group's prompt. A shorter context that
+		// later datums share too (a system prompt common to every
+		// group) ends the run, so each group keeps its whole prompt.
+		j, c := i+1, 0
+		if i+1 < len(batch) {
+			c = sharedContext(&batch[i], &batch[i+1])
+		}
+		for c > 0 && j < len(batch) && sharedContext(&batch[i], &batch[j]) >= c {
+			j++
 		}
 		parent := -1
 		if j > i+1 {

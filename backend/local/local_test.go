@@ -250,10 +250,12 @@ func TestBadDatumNamesIt(t *testing.T) {
 }
 
 // TestSharedPromptsAreExact packs two GRPO groups whose answers share
-// their prompt (weight 0), with a teacher on their last positions, and
+// their prompt (weight 0), the two prompts sharing their first tokens, with a teacher on their last positions, and
 // checks the logprobs, metrics and gradient against each datum run alone.
 func TestSharedPromptsAreExact(t *testing.T) {
-	prompts := [][]int32{{1, 2, 3, 4, 5}, {6, 5, 4}}
+	// The prompts begin alike, as a system prompt: each group still
+	// shares its whole prompt.
+	prompts := [][]int32{{1, 2, 3, 4, 5}, {1, 2, 5, 4}}
 	answers := [][][]int32{{{7, 1}, {2, 2, 3}, {4}}, {{1, 1, 1, 2}, {3, 3}}}
 	var batch []backend.Datum
 	for g, p := range prompts {
