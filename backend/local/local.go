@@ -5,6 +5,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -234,6 +235,30 @@ func sharedContext(a, b *backend.Datum) int {
 	return max(n, 0)
 }
 
+// datumError restates an engine error at a packed position as one at the
+// datum's own position: a shared context is the first datum's of its run.
+func (p *packed) datumError(err error) error {
+	var pe *model.PositionError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	off := p.b.Offsets
+	for d, s := range p.seq {
+		pos := pe.Position
+		switch q := p.parent[d]; {
+		case q >= 0 && q == pe.Sequence:
+		case s == pe.Sequence:
+			if q >= 0 {
+				pos += off[q+1] - off[q]
+			}
+		default:
+			continue
+		}
+		return fmt.Errorf("%s: datum %d position %d: %s", pe.What, d, pos, pe.Detail)
+	}
+	return err
+}
+
 // split returns each datum's values of v (one per packed position): its
 // parent's, then its own.
 func (p *packed) split(v []float32) [][]float32 {
@@ -264,7 +289,7 @@ func (l *Learner) ForwardBackward(ctx context.Context, batch []backend.Datum, lo
 	lp := make([]float32, len(p.b.Tokens))
 	met, err := l.Model.ForwardBackward(p.b, p.t, engineLoss(loss), p.teacher, lp)
 	if err != nil {
-		return backend.Result{}, fmt.Errorf("local: %w", err)
+		return backend.Result{}, fmt.Errorf("local: %w", p.datumError(err))
 	}
 	return backend.Result{Logprobs: p.split(lp), Metrics: backend.Metrics(met)}, nil
 }
@@ -314,7 +339,7 @@ func Logprobs(ctx context.Context, m *model.Model, batch []backend.Datum) ([][]f
 	}
 	lp := make([]float32, len(p.b.Tokens))
 	if err := m.Logprobs(p.b, p.t.Targets, lp, nil); err != nil {
-		return nil, fmt.Errorf("local: %w", err)
+		return nil, fmt.Errorf("local: %w", p.datumError(err))
 	}
 	return p.split(lp), nil
 }

@@ -247,6 +247,39 @@ func TestBadDatumNamesIt(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "needs advantages") {
 		t.Fatalf("error %v", err)
 	}
+	// Three datums sharing a context of two tokens, packed as one parent
+	// and three continuations: a bad token or target is named at its
+	// datum's own position, in the context or after it.
+	shared := func() []backend.Datum {
+		var out []backend.Datum
+		for _, tail := range [][]int32{{3, 4}, {4, 5, 1}, {5}} {
+			toks := append([]int32{1, 2}, tail...)
+			w := make([]float32, len(toks))
+			for i := 1; i < len(toks); i++ {
+				w[i] = 1
+			}
+			out = append(out, backend.Datum{Tokens: toks, Targets: append(toks[1:len(toks):len(toks)], 0), Weights: w})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		edit func([]backend.Datum)
+		want string
+	}{
+		{func(b []backend.Datum) { b[2].Targets[1] = 9 }, "targets: datum 2 position 1: target 9 outside"},
+		{func(b []backend.Datum) { b[1].Tokens[3] = 7 }, "batch: datum 1 position 3: token 7 outside"},
+		{func(b []backend.Datum) { b[0].Tokens[0], b[1].Tokens[0], b[2].Tokens[0] = 8, 8, 8 }, "batch: datum 0 position 0: token 8 outside"},
+	} {
+		batch := shared()
+		c.edit(batch)
+		if p, err := pack(batch, &backend.Loss{NLL: 1}); err != nil || len(p.b.Parents) != 4 {
+			t.Fatalf("packed as %v (%v), want one parent and three continuations", p.b.Parents, err)
+		}
+		_, err := l.ForwardBackward(ctx, batch, backend.Loss{NLL: 1})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("error %v, want %q", err, c.want)
+		}
+	}
 }
 
 // TestSharedPromptsAreExact packs two GRPO groups whose answers share

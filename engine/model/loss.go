@@ -203,14 +203,26 @@ func (m *Model) validateTargets(b Batch, t Targets, loss *Loss, teacherRows int)
 	for n, y := range t.Targets {
 		if y < 0 || int(y) >= m.Config.Vocab {
 			s, p := locate(b, n)
-			return fmt.Errorf("targets: sequence %d position %d: target %d outside the vocabulary [0, %d)", s, p, y, m.Config.Vocab)
+			return &PositionError{"targets", s, p, fmt.Sprintf("target %d outside the vocabulary [0, %d)", y, m.Config.Vocab)}
 		}
 		if t.TeacherRows != nil && (t.TeacherRows[n] < -1 || int(t.TeacherRows[n]) >= teacherRows) {
 			s, p := locate(b, n)
-			return fmt.Errorf("targets: sequence %d position %d: teacher row %d outside [−1, %d)", s, p, t.TeacherRows[n], teacherRows)
+			return &PositionError{"targets", s, p, fmt.Sprintf("teacher row %d outside [−1, %d)", t.TeacherRows[n], teacherRows)}
 		}
 	}
 	return nil
+}
+
+// PositionError is a problem at one position of a batch: its sequence and
+// its position in it, as the batch packs them.
+type PositionError struct {
+	What               string // the input: batch, targets, loss
+	Sequence, Position int
+	Detail             string
+}
+
+func (e *PositionError) Error() string {
+	return fmt.Sprintf("%s: sequence %d position %d: %s", e.What, e.Sequence, e.Position, e.Detail)
 }
 
 // locate turns a packed index into (sequence, position).
@@ -481,7 +493,7 @@ func (m *Model) head(b Batch, t Targets, loss *Loss, teacherLogp, logprobs []flo
 				if order != nil {
 					seq = order[seq]
 				}
-				return Metrics{}, fmt.Errorf("non-finite loss %v (logprob %v) at sequence %d position %d", s.terms.Loss, s.logp, seq, p)
+				return Metrics{}, &PositionError{"loss", seq, p, fmt.Sprintf("non-finite loss %v (logprob %v)", s.terms.Loss, s.logp)}
 			}
 		}
 		if g1 := min(c1, gradRows); g1 > c0 {

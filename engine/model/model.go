@@ -189,7 +189,7 @@ func (m *Model) Validate(b Batch) error {
 		}
 		for i, t := range b.Tokens[b.Offsets[s]:b.Offsets[s+1]] {
 			if t < 0 || int(t) >= m.Config.Vocab {
-				return fmt.Errorf("batch: sequence %d position %d: token %d outside the vocabulary [0, %d)", s, i, t, m.Config.Vocab)
+				return &PositionError{"batch", s, i, fmt.Sprintf("token %d outside the vocabulary [0, %d)", t, m.Config.Vocab)}
 			}
 		}
 	}
