@@ -45,15 +45,7 @@ func TestInertSequencesChangeNoResult(t *testing.T) {
 					t.Fatalf("live-first order %v with %d live, want [1 3 0 2 4] with 2", order, live)
 				}
 				run := func(b Batch, tg Targets) ([]float32, []float32, Metrics) {
-					m, _ := New(cfg, 11)
-					perturb(m, 12)
-					m.Recompute = recompute
-					lp := make([]float32, len(b.Tokens))
-					met, err := m.ForwardBackward(b, tg, loss, nil, lp)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return m.Grads, lp, met
+					return trainOnce(t, cfg, recompute, b, tg, loss)
 				}
 				g, lp, met := run(b, tg)
 				// The same data with the live sequences first, as a caller

@@ -450,14 +450,7 @@ func TestHeadChunksGiveOneGradient(t *testing.T) {
 			run := func(rows int) ([]float32, []float32, Metrics) {
 				defer func(budget int) { logitsBudget = budget }(logitsBudget)
 				logitsBudget = rows * cfg.Vocab
-				m, _ := New(cfg, 5)
-				perturb(m, 6)
-				lp := make([]float32, len(b.Tokens))
-				met, err := m.ForwardBackward(b, tg, loss, nil, lp)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return m.Grads, lp, met
+				return trainOnce(t, cfg, false, b, tg, loss)
 			}
 			g, lp, met := run(len(b.Tokens))
 			for rows := 1; rows <= 5; rows++ {
@@ -478,4 +471,19 @@ func TestHeadChunksGiveOneGradient(t *testing.T) {
 			}
 		})
 	}
+}
+
+// trainOnce runs one ForwardBackward of a fresh, perturbed model of cfg
+// and returns its gradients, logprobs and metrics.
+func trainOnce(t *testing.T, cfg Config, recompute bool, b Batch, tg Targets, loss Loss) ([]float32, []float32, Metrics) {
+	t.Helper()
+	m, _ := New(cfg, 11)
+	perturb(m, 12)
+	m.Recompute = recompute
+	lp := make([]float32, len(b.Tokens))
+	met, err := m.ForwardBackward(b, tg, loss, nil, lp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Grads, lp, met
 }

@@ -75,15 +75,7 @@ func TestParentsAreTheirCopies(t *testing.T) {
 				r := rand.New(rand.NewPCG(8, 8))
 				sb, st, ub, ut, copies := sharedBatch(r, cfg.Vocab)
 				run := func(b Batch, tg Targets) ([]float32, []float32, Metrics) {
-					m, _ := New(cfg, 11)
-					perturb(m, 12)
-					m.Recompute = recompute
-					lp := make([]float32, len(b.Tokens))
-					met, err := m.ForwardBackward(b, tg, loss, nil, lp)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return m.Grads, lp, met
+					return trainOnce(t, cfg, recompute, b, tg, loss)
 				}
 				sg, slp, smet := run(sb, st)
 				ug, ulp, umet := run(ub, ut)
