@@ -190,18 +190,16 @@ func pack(batch []backend.Datum, loss *backend.Loss) (packed, error) {
 		// shares with the next: a group's prompt. A shorter context that
 		// later datums share too (a system prompt common to every
 		// group) ends the run, so each group keeps its whole prompt.
-		j, c := i+1, 0
+		j, c, parent := i+1, 0, -1
 		if i+1 < len(batch) {
 			c = sharedContext(&batch[i], &batch[i+1])
 		}
-		for c > 0 && j < len(batch) && sharedContext(&batch[i], &batch[j]) >= c {
-			j++
-		}
-		parent := -1
-		if j > i+1 {
+		if c > 0 {
+			j = i + 2
+			for j < len(batch) && sharedContext(&batch[i], &batch[j]) >= c {
+				j++
+			}
 			parent = add(&batch[i], 0, c, -1)
-		} else {
-			c = 0
 		}
 		for k := i; k < j; k++ {
 			p.parent[k], p.seq[k] = parent, add(&batch[k], c, len(batch[k].Tokens), parent)

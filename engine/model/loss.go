@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"rlvr/engine/gemm"
+	"rlvr/engine/nn"
 	"rlvr/engine/parallel"
 	"rlvr/engine/vec"
 )
@@ -307,15 +308,6 @@ func (m *Model) ForwardBackward(b Batch, t Targets, loss Loss, teacher *TeacherB
 // when they come first already.
 func liveFirst(b Batch, t Targets, loss *Loss) ([]int, int) {
 	S := len(b.Offsets) - 1
-	// family returns the end of the family starting at sequence s: s and
-	// its continuations, which follow it.
-	family := func(s int) int {
-		e := s + 1
-		for b.Parents != nil && e < S && b.Parents[e] >= 0 {
-			e++
-		}
-		return e
-	}
 	isLive := func(s, e int) bool {
 		for n := b.Offsets[s]; n < b.Offsets[e]; n++ {
 			if !loss.inert(t.inputs(n), t.TeacherRows != nil && t.TeacherRows[n] >= 0) {
@@ -328,7 +320,7 @@ func liveFirst(b Batch, t Targets, loss *Loss) ([]int, int) {
 	// first, allocating nothing; only a reorder needs a second pass.
 	live, sorted := 0, true
 	for s := 0; s < S; {
-		e := family(s)
+		e := nn.FamilyEnd(b.Parents, s)
 		if isLive(s, e) {
 			sorted = sorted && live == s
 			live += e - s
@@ -341,7 +333,7 @@ func liveFirst(b Batch, t Targets, loss *Loss) ([]int, int) {
 	order := make([]int, live, S)
 	l := 0
 	for s := 0; s < S; {
-		e := family(s)
+		e := nn.FamilyEnd(b.Parents, s)
 		alive := isLive(s, e)
 		for i := s; i < e; i++ {
 			if alive {

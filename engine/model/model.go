@@ -125,13 +125,7 @@ type Batch struct {
 }
 
 // parentLen is the length of sequence s's parent, 0 when it has none.
-func (b Batch) parentLen(s int) int {
-	if b.Parents == nil || b.Parents[s] < 0 {
-		return 0
-	}
-	p := b.Parents[s]
-	return b.Offsets[p+1] - b.Offsets[p]
-}
+func (b Batch) parentLen(s int) int { return nn.ParentLen(b.Offsets, b.Parents, s) }
 
 // Pack concatenates sequences into a Batch.
 func Pack(seqs [][]int32) Batch {

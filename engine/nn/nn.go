@@ -193,13 +193,23 @@ func RoPE(x []float32, N, heads, hd, stride int, pos []int32, cos, sin []float32
 // continuation continues the same parent (model.Batch checks both), so a
 // parent and its continuations form one contiguous family.
 
-// parentLen is the length of sequence s's parent, 0 when it has none.
-func parentLen(offsets, parents []int, s int) int {
+// ParentLen is the length of sequence s's parent, 0 when it has none.
+func ParentLen(offsets, parents []int, s int) int {
 	if parents == nil || parents[s] < 0 {
 		return 0
 	}
 	p := parents[s]
 	return offsets[p+1] - offsets[p]
+}
+
+// FamilyEnd is the end of the family that starts at sequence s: s and the
+// continuations that follow it.
+func FamilyEnd(parents []int, s int) int {
+	e := s + 1
+	for e < len(parents) && parents[e] >= 0 {
+		e++
+	}
+	return e
 }
 
 // AttentionScratch returns the size of the per-thread scratch the attention
@@ -208,7 +218,7 @@ func AttentionScratch(offsets, parents []int) int {
 	n := 0
 	for s := 0; s+1 < len(offsets); s++ {
 		t := offsets[s+1] - offsets[s]
-		n = max(n, t*(parentLen(offsets, parents, s)+t))
+		n = max(n, t*(ParentLen(offsets, parents, s)+t))
 	}
 	return n
 }
@@ -224,7 +234,7 @@ func attOffset(offsets, parents []int, s, H int) int {
 	n := 0
 	for i := 0; i < s; i++ {
 		t := offsets[i+1] - offsets[i]
-		n += H * t * (parentLen(offsets, parents, i) + t)
+		n += H * t * (ParentLen(offsets, parents, i) + t)
 	}
 	return n
 }
@@ -245,7 +255,7 @@ func AttentionForward(out, att, qkv []float32, offsets, parents []int, H, KV, hd
 	parallel.Each(S*KV, func(task int) {
 		s, g := task/KV, task%KV
 		o, T := offsets[s], offsets[s+1]-offsets[s]
-		P := parentLen(offsets, parents, s)
+		P := ParentLen(offsets, parents, s)
 		L := P + T
 		k := qkv[o*ld+(H+g)*hd:]
 		v := qkv[o*ld+(H+KV+g)*hd:]
@@ -297,13 +307,11 @@ func AttentionBackward(dqkv, dout, qkv, att, scratch []float32, offsets, parents
 		dp := scratch[w*size:][:size]
 		for task := lo; task < hi; task++ {
 			f, g := task/KV, task%KV
-			first, last := f, f+1
+			first := f
 			if parents != nil {
 				first = nthRoot(parents, f)
-				for last = first + 1; last < S && parents[last] >= 0; last++ {
-				}
 			}
-			for s := first; s < last; s++ {
+			for s := first; s < FamilyEnd(parents, first); s++ {
 				attentionBackwardSeq(dqkv, dout, qkv, att, dp, offsets, parents, s, g, H, KV, hd, ld, scale)
 			}
 		}
@@ -328,7 +336,7 @@ func nthRoot(parents []int, f int) int {
 func attentionBackwardSeq(dqkv, dout, qkv, att, dp []float32, offsets, parents []int, s, g, H, KV, hd, ld int, scale float32) {
 	rep := H / KV
 	o, T := offsets[s], offsets[s+1]-offsets[s]
-	P := parentLen(offsets, parents, s)
+	P := ParentLen(offsets, parents, s)
 	L := P + T
 	k, v := qkv[o*ld+(H+g)*hd:], qkv[o*ld+(H+KV+g)*hd:]
 	dk, dv := dqkv[o*ld+(H+g)*hd:], dqkv[o*ld+(H+KV+g)*hd:]

@@ -200,12 +200,11 @@ func (s *Server) trainingRuns(w http.ResponseWriter, r *http.Request) {
 		want = http.MethodDelete
 		fallthrough
 	case sub == "", sub == "checkpoints", len(parts) == 4 && parts[3] == "external_weights_urls":
-		w.Header().Set("Allow", want)
-		writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed: "+r.URL.Path+" takes "+want)
+		writeMethodNotAllowed(w, r, want)
 	default:
 		// A checkpoint's TTL among them: checkpoints here stay until
 		// deleted, so there is none to set.
-		writeDetail(w, http.StatusNotFound, "training_runs ("+rest+") is not offered by this server (rlvr serve --tinker): it answers <model_id>/checkpoints, .../external_weights_urls and DELETE of a checkpoint; checkpoints stay until deleted")
+		writeNotOffered(w, "training_runs ("+rest+")", "<model_id>/checkpoints, .../external_weights_urls and DELETE of a checkpoint; checkpoints stay until deleted")
 	}
 }
 

@@ -476,15 +476,14 @@ func (s *Server) routes() http.Handler {
 			// 404 rather than 501: the SDK retries every 5xx, and treats
 			// a 404 of an optional endpoint as its absence.
 			if what := notOffered(path); what != "" {
-				writeDetail(w, http.StatusNotFound, what+" is not offered by this server (rlvr serve --tinker)")
+				writeNotOffered(w, what, "")
 				return
 			}
 			writeDetail(w, http.StatusNotFound, "Not Found")
 			return
 		}
 		if rt.method != "" && r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
-			w.Header().Set("Allow", rt.method)
-			writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed: "+r.URL.Path+" takes "+rt.method)
+			writeMethodNotAllowed(w, r, rt.method)
 			return
 		}
 		s.log.Debug("tinkerserver: request", "path", r.URL.Path, "remote", r.RemoteAddr, "type", r.Header.Get("Content-Type"), "encoding", r.Header.Get("Content-Encoding"), "accept", r.Header.Get("Accept"))
@@ -521,6 +520,23 @@ func errorf(status int, format string, args ...any) *httpError {
 // writeDetail writes FastAPI's error body.
 func writeDetail(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, tinker.ErrorDetail{Detail: msg})
+}
+
+// writeMethodNotAllowed answers a request for a path that takes only the
+// allowed method.
+func writeMethodNotAllowed(w http.ResponseWriter, r *http.Request, allowed string) {
+	w.Header().Set("Allow", allowed)
+	writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed: "+r.URL.Path+" takes "+allowed)
+}
+
+// writeNotOffered answers a path of the Tinker API this server does not
+// serve, what, naming what it serves instead there when answers is set.
+func writeNotOffered(w http.ResponseWriter, what, answers string) {
+	msg := what + " is not offered by this server (rlvr serve --tinker)"
+	if answers != "" {
+		msg += ": it answers " + answers
+	}
+	writeDetail(w, http.StatusNotFound, msg)
 }
 
 // writeError writes err as an HTTP error; an error that is not an

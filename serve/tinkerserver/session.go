@@ -312,12 +312,11 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 func (s *Server) finishSession(w http.ResponseWriter, r *http.Request) {
 	id, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, tinker.PathSessions), "/")
 	if rest != "finish" {
-		writeDetail(w, http.StatusNotFound, "sessions ("+strings.TrimPrefix(r.URL.Path, "/api/v1/")+") is not offered by this server (rlvr serve --tinker): it answers sessions/<id>/finish")
+		writeNotOffered(w, "sessions ("+strings.TrimPrefix(r.URL.Path, "/api/v1/")+")", "sessions/<id>/finish")
 		return
 	}
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed: "+r.URL.Path+" takes POST")
+		writeMethodNotAllowed(w, r, http.MethodPost)
 		return
 	}
 	io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
