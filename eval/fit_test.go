@@ -291,3 +291,57 @@ func TestLocalStopStrings(t *testing.T) {
 		t.Fatalf("with stop %q: %q, want %q (whole %q)", stop, cut[0][0], want, text)
 	}
 }
+
+// countingGenerator counts the calls to the generator it wraps, and
+// streams when that one does.
+type countingGenerator struct {
+	g     eval.Generator
+	calls *int
+}
+
+func (c countingGenerator) Generate(ctx context.Context, prompts []string, p sample.Params) ([][]string, error) {
+	*c.calls++
+	return c.g.Generate(ctx, prompts, p)
+}
+
+func (c countingGenerator) Streaming(n int) (eval.Generator, bool) {
+	s, ok := c.g.(eval.Streamer)
+	if !ok {
+		return c, false
+	}
+	g, ok := s.Streaming(n)
+	return countingGenerator{g, c.calls}, ok
+}
+
+// hidden hides its generator's methods but Generate.
+type hidden struct{ eval.Generator }
+
+// TestStreamingIsTheBatchedDraw checks that a local model given a whole
+// pass at once, at most Batch sequences in flight, draws every sample a
+// batch-by-batch run draws, in one call per pass.
+func TestStreamingIsTheBatchedDraw(t *testing.T) {
+	l := smallModel(t)
+	var questions []string
+	for i := range 11 {
+		questions = append(questions, fmt.Sprintf("q%d", i))
+	}
+	_, examples := gsm8kFile(t, questions...)
+	run := func(gen eval.Generator) []eval.Sample {
+		var samples []eval.Sample
+		cfg := eval.Config{K: 3, Temperature: 1, MaxTokens: 12, Batch: 5, Seed: 9,
+			OnSample: func(s eval.Sample) error { samples = append(samples, s); return nil }}
+		if _, err := eval.Run(context.Background(), gen, examples, cfg); err != nil {
+			t.Fatal(err)
+		}
+		return samples
+	}
+	var streamed, batched int
+	got := run(countingGenerator{eval.NewLocal(l), &streamed})
+	want := run(countingGenerator{hidden{eval.NewLocal(l)}, &batched})
+	if streamed != 2 || batched != 3+11 {
+		t.Errorf("%d and %d calls, want 2 (a pass each) and 14 (5 greedy prompts a call, then one prompt of 3 samples)", streamed, batched)
+	}
+	if len(got) != 11*4 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("streamed samples differ from batched ones:\n%v\n%v", got, want)
+	}
+}

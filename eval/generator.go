@@ -36,6 +36,16 @@ type PromptFitter interface {
 	Fits(prompt string, maxTokens int) bool
 }
 
+// A Streamer is a Generator that can bound the sequences it decodes at
+// once by itself, starting a prompt's samples as earlier ones end
+// (continuous batching). Run then gives it a whole pass in one call, so
+// that no batch of prompts waits on its slowest sample.
+type Streamer interface {
+	// Streaming returns the generator with at most n sequences in flight,
+	// and false if it cannot bound them itself.
+	Streaming(n int) (Generator, bool)
+}
+
 // PromptError is a generator's error about one prompt of a batch.
 type PromptError struct {
 	Index int // the prompt's position in the batch
@@ -70,16 +80,34 @@ func (e *RefusedError) Error() string {
 	return b.String()
 }
 
-// Local generates with a model in this process, all prompts in one batch.
+// Local generates with a model in this process, all prompts in one batch,
+// or at most a given number of sequences at a time (Streaming).
 type Local struct {
 	Model   *checkpoint.Loaded // its tokenizer side encodes and decodes
 	sampler Sampler
+	streams int // sequences in flight at most; 0 for all
 }
 
 // Sampler generates token continuations: rlvr's sampler, or a training
 // backend's.
 type Sampler interface {
 	Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error)
+}
+
+// A StreamingSampler is a Sampler that can keep at most streams sequences
+// in flight, starting a request's samples as earlier ones end.
+type StreamingSampler interface {
+	SampleStreaming(ctx context.Context, reqs []sample.Request, streams int) ([][]sample.Completion, error)
+}
+
+// Streaming implements Streamer when the generator's sampler streams.
+func (g *Local) Streaming(n int) (Generator, bool) {
+	if _, ok := g.sampler.(StreamingSampler); !ok || n <= 0 {
+		return g, false
+	}
+	bounded := *g
+	bounded.streams = n
+	return &bounded, true
 }
 
 // Fits implements PromptFitter: the prompt's tokens and maxTokens must fit
@@ -110,7 +138,13 @@ func (g *Local) Generate(ctx context.Context, prompts []string, p sample.Params)
 		reqs[i] = sample.Request{Prompt: g.Model.Encode(text), Params: p}
 		reqs[i].Params.Seed = sample.PromptSeed(p.Seed, i)
 	}
-	out, err := g.sampler.Sample(ctx, reqs)
+	var out [][]sample.Completion
+	var err error
+	if s, ok := g.sampler.(StreamingSampler); ok && g.streams > 0 {
+		out, err = s.SampleStreaming(ctx, reqs, g.streams)
+	} else {
+		out, err = g.sampler.Sample(ctx, reqs)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -210,8 +210,15 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 		var refusals int
 		var first Failure
 		// Each prompt is sampled p.N times: fewer prompts per call keep
-		// the sequences in flight, and the memory they hold, at batch.
+		// the sequences in flight, and the memory they hold, at batch,
+		// unless the generator bounds them itself.
 		perCall := max(1, batch/max(1, p.N))
+		gen := gen
+		if s, ok := gen.(Streamer); ok {
+			if bounded, ok := s.Streaming(batch); ok {
+				gen, perCall = bounded, len(usable)
+			}
+		}
 		for lo := 0; lo < len(usable); lo += perCall {
 			hi := min(lo+perCall, len(usable))
 			prompts := make([]string, 0, hi-lo)

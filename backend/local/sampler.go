@@ -33,6 +33,15 @@ func NewFixedSampler(m *model.Model, dec sample.Decoder) *Sampler {
 	return &Sampler{Engine: sampler.NewFixed(m), Decoder: dec}
 }
 
+// SampleStreaming is Sample with at most streams continuations in flight:
+// a request starts when its samples fit beside those drawing, and joins
+// their batch (sampler.Sampler.MaxStreams). The completions are the same.
+func (s *Sampler) SampleStreaming(ctx context.Context, reqs []sample.Request, streams int) ([][]sample.Completion, error) {
+	defer func(bound int) { s.Engine.MaxStreams = bound }(s.Engine.MaxStreams)
+	s.Engine.MaxStreams = streams
+	return s.Sample(ctx, reqs)
+}
+
 // Repack tells a fixed sampler that the weights have changed.
 func (s *Sampler) Repack() { s.Engine.Repack() }
 

@@ -57,6 +57,10 @@ type Sampler struct {
 	// trainer's updates are always seen; packing costs a copy of the
 	// weights.
 	PackOnce bool
+	// MaxStreams bounds the continuations in flight, and so the cache's
+	// memory; 0 runs every continuation of a call at once. A long
+	// continuation then holds up one slot, not a whole batch.
+	MaxStreams int
 
 	cache   *model.Cache
 	stale   bool // the packed weights must be refreshed before the next call
@@ -69,6 +73,11 @@ type Sampler struct {
 	next    []int32
 	slots   []int
 	offsets []int
+	// the streams in flight, the free slots, and the slots prompts are
+	// prefilled into
+	active []*stream
+	free   []int
+	first  []int
 }
 
 // scratch is one thread's working space for drawing a token.
@@ -102,15 +111,18 @@ type stream struct {
 	done  bool
 }
 
-// Sample draws every request's continuations. All of them run as one
-// batch: a step feeds one token of every unfinished continuation through
-// the model together. A continuation's draws depend only on its request's
-// Seed and its index k, so they are the same alone or in any batch.
+// Sample draws every request's continuations. They run as one batch: a
+// step feeds one token of every unfinished continuation through the model
+// together. With MaxStreams set, a request waits until its continuations
+// fit beside those in flight and joins the batch when earlier ones end
+// (continuous batching). A continuation's draws depend only on its
+// request's Seed and its index k, so they are the same alone, in any
+// batch, and whenever they start.
 func (s *Sampler) Sample(ctx context.Context, reqs []Request) error {
 	m := s.Model
 	V := m.Config.Vocab
 	var streams []*stream
-	capacity := 0
+	capacity, widest := 0, 0
 	for i := range reqs {
 		r := &reqs[i]
 		if len(r.Prompt) == 0 {
@@ -128,45 +140,79 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) error {
 			return fmt.Errorf("request %d: MaxNew %d, want at least 1", i, r.MaxNew)
 		}
 		for k := range max(r.N, 1) {
-			streams = append(streams, &stream{req: r, k: k, slot: len(streams), rng: rand.New(rand.NewPCG(r.Seed, uint64(k)))})
+			streams = append(streams, &stream{req: r, k: k, rng: rand.New(rand.NewPCG(r.Seed, uint64(k)))})
 		}
 		capacity = max(capacity, min(len(r.Prompt)+r.MaxNew, m.Config.MaxSeq))
+		widest = max(widest, max(r.N, 1))
 	}
 	if len(streams) == 0 {
 		return nil
 	}
-	if err := s.ensure(len(streams), capacity); err != nil {
+	slots := len(streams)
+	if s.MaxStreams > 0 {
+		// A request's continuations share one prefill, so they start
+		// together: the widest request fits however small the bound.
+		slots = min(slots, max(s.MaxStreams, widest))
+	}
+	if err := s.ensure(slots, capacity); err != nil {
 		return err
 	}
-	// Prefill each prompt once, then copy it to the request's other slots.
-	var prompts [][]int32
-	var first []int
-	for _, st := range streams {
-		if st.k == 0 {
-			prompts = append(prompts, st.req.Prompt)
-			first = append(first, st.slot)
+	free := s.free[:0]
+	for slot := slots - 1; slot >= 0; slot-- {
+		free = append(free, slot) // slot 0 is taken first
+	}
+	logits := s.logits[:slots*V]
+	active := s.active[:0]
+	next, tokenSlots := s.next, s.slots
+	waiting := streams // requests not yet started, in order
+	for {
+		// Start every waiting request whose continuations fit: prefill
+		// each prompt once into its first continuation's slot, below the
+		// logits rows of the streams in flight, then copy it to the
+		// request's other continuations.
+		var prompts [][]int32
+		first := s.first[:0]
+		started := len(active)
+		for len(waiting) > 0 {
+			n := max(waiting[0].req.N, 1)
+			if n > len(free) {
+				break
+			}
+			for _, st := range waiting[:n] {
+				st.slot, free = free[len(free)-1], free[:len(free)-1]
+				active = append(active, st)
+			}
+			prompts = append(prompts, waiting[0].req.Prompt)
+			first = append(first, waiting[0].slot)
+			waiting = waiting[n:]
 		}
-	}
-	logits := s.logits[:len(streams)*V]
-	if err := m.Extend(s.cache, first, model.Pack(prompts), logits); err != nil {
-		return err
-	}
-	// Spread each prompt's logits to its continuations, in slot order.
-	for i := len(streams) - 1; i >= 0; i-- {
-		st := streams[i]
-		src := slices.Index(first, st.slot-st.k)
-		copy(logits[st.slot*V:(st.slot+1)*V], logits[src*V:(src+1)*V])
-		if st.k > 0 {
-			s.cache.CopySlot(st.slot, st.slot-st.k)
+		if len(prompts) > 0 {
+			if err := m.Extend(s.cache, first, model.Pack(prompts), logits[started*V:]); err != nil {
+				return err
+			}
+			// Row started+j holds prompt j's logits and slot first[j] its
+			// keys and values. A request's continuations follow its
+			// prompt's row in order, so spreading from the last row down
+			// reads every prompt's row before it is overwritten.
+			j := len(prompts) - 1
+			for i := len(active) - 1; i >= started; i-- {
+				st := active[i]
+				copy(logits[i*V:(i+1)*V], logits[(started+j)*V:(started+j+1)*V])
+				if st.k > 0 {
+					s.cache.CopySlot(st.slot, first[j])
+				} else {
+					j--
+				}
+			}
+			s.first = first
 		}
-	}
-	active := slices.Clone(streams)
-	next, slots := s.next, s.slots
-	for len(active) > 0 {
+		if len(active) == 0 {
+			break
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		next, slots = next[:0], slots[:0]
+		next, tokenSlots = next[:0], tokenSlots[:0]
 		// Draw every stream's token in parallel (each has its own random
 		// source and scratch), then accept them in order.
 		toks, lps := s.toks[:len(active)], s.lps[:len(active)]
@@ -175,29 +221,30 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) error {
 				toks[i], lps[i] = pick(logits[i*V:(i+1)*V], active[i], s.scratch[w])
 			}
 		})
+		kept := active[:0]
 		for i, st := range active {
 			s.accept(st, toks[i], lps[i])
-			if !st.done {
-				next = append(next, toks[i])
-				slots = append(slots, st.slot)
+			if st.done {
+				s.cache.Len[st.slot] = 0
+				free = append(free, st.slot)
+				continue
 			}
-		}
-		kept := active[:0]
-		for _, st := range active {
-			if !st.done {
-				kept = append(kept, st)
-			}
+			next = append(next, toks[i])
+			tokenSlots = append(tokenSlots, st.slot)
+			kept = append(kept, st)
 		}
 		active = kept
 		if len(active) == 0 {
-			break
+			continue // start the waiting requests, if any
 		}
 		// One token per live stream: offsets 0, 1, …, len(next).
 		step := model.Batch{Tokens: next, Offsets: s.offsets[:len(next)+1]}
-		if err := m.Extend(s.cache, slots, step, logits[:len(active)*V]); err != nil {
+		if err := m.Extend(s.cache, tokenSlots, step, logits[:len(active)*V]); err != nil {
 			return err
 		}
 	}
+	clear(active[:cap(active)]) // drop the finished streams' requests
+	s.active, s.free = active[:0], free[:0]
 	return nil
 }
 

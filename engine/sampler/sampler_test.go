@@ -202,6 +202,68 @@ func TestBatchInvariantAtScale(t *testing.T) {
 	}
 }
 
+// TestMaxStreamsIsTheSame checks that a bound on the streams in flight
+// (continuous batching: requests start as others end, in slots others
+// left) draws bitwise the same tokens and logprobs as one batch of all,
+// for bounds below, at and above the widest request, with continuations
+// ending early at a stop token and late at their token budget.
+func TestMaxStreamsIsTheSame(t *testing.T) {
+	m, err := model.New(model.Config{Vocab: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 96, MaxSeq: 64, AttentionBias: true, TiedEmbeddings: true}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := func() ([]Request, []*drawn) {
+		reqs := []Request{
+			{Prompt: []int32{5, 17, 42}, MaxNew: 20, Temperature: 1, N: 3, Seed: 11},
+			{Prompt: []int32{1, 2, 3, 4, 5, 6, 7}, MaxNew: 40, Temperature: 0.7, N: 2, Seed: 3},
+			{Prompt: []int32{9}, MaxNew: 6, N: 1, Seed: 4}, // greedy
+			{Prompt: []int32{8, 8, 8, 8}, MaxNew: 30, Temperature: 1.3, TopK: 50, N: 4, Seed: 5},
+			{Prompt: []int32{250, 3}, MaxNew: 12, Temperature: 1, N: 1, Seed: 6},
+		}
+		out := make([]*drawn, len(reqs))
+		for i := range reqs {
+			// Tokens below 30 end a continuation: about one draw in ten.
+			out[i] = record(&reqs[i], slices.Collect(func(yield func(int32) bool) {
+				for tok := range int32(30) {
+					if !yield(tok) {
+						return
+					}
+				}
+			})...)
+		}
+		return reqs, out
+	}
+	s := New(m)
+	reqs, all := requests()
+	if err := s.Sample(ctx, reqs); err != nil {
+		t.Fatal(err)
+	}
+	var lengths []int
+	for _, d := range all {
+		for _, toks := range d.tokens {
+			lengths = append(lengths, len(toks))
+		}
+	}
+	if slices.Min(lengths) == slices.Max(lengths) {
+		t.Fatalf("every continuation drew %d tokens: the test needs some to end before others", lengths[0])
+	}
+	for _, bound := range []int{1, 2, 3, 4, 5, 9, 100} {
+		s.MaxStreams = bound
+		reqs, got := requests()
+		if err := s.Sample(ctx, reqs); err != nil {
+			t.Fatal(err)
+		}
+		for i := range all {
+			for k := range all[i].tokens {
+				if !slices.Equal(all[i].tokens[k], got[i].tokens[k]) || !sameBits(all[i].logprobs[k], got[i].logprobs[k]) {
+					t.Fatalf("MaxStreams %d: request %d's continuation %d differs from the unbounded batch:\n%v\n%v",
+						bound, i, k, all[i].tokens[k], got[i].tokens[k])
+				}
+			}
+		}
+	}
+}
+
 func sameBits(a, b []float32) bool {
 	return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
 }
