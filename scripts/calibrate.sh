@@ -66,6 +66,13 @@ for name in $tasks; do
       fi
       to=$(( from + step < total ? from + step : total ))
       dst=$out/$m.$name.$from-$to
+      # Several runs of the script (with TASKS in other orders) share the
+      # parts: a part another run is writing is left to it.
+      if ! (set -C; : >"$dst.json.tmp") 2>/dev/null; then
+        echo "calibrate: $dst.json.tmp exists: another run is writing it (remove it if none is)" >&2
+        from=$to
+        continue
+      fi
       echo "calibrate: $m on $name, problems $from to $to" >&2
       "$bin" eval --model "$model" "${flags[@]}" "${args[@]}" --skip "$from" --problems $(( to - from )) "${common[@]}" \
         --samples "$dst.samples.jsonl" >"$dst.json.tmp" && mv "$dst.json.tmp" "$dst.json"
