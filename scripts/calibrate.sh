@@ -35,10 +35,11 @@ declare -A sizes=([gsm8k]=1319 [math500]=500 [mathqa]=1000 [strategyqa]=229)
 bin=$out/rlvr.$$
 go build -o "$bin" ./cmd/rlvr
 trap 'rm -f "$bin"' EXIT
-# At most BATCH sequences are in flight (default 256; about 7 GB for
-# Gemma 3): a problem's samples start as others end. The samples do not
-# depend on it.
-common=(--k 8 --temperature 0.6 --max-tokens 320 --seed 0 --json --batch "${BATCH:-256}")
+# At most BATCH sequences are in flight (default 128): a problem's samples
+# start as others end. Each holds a KV cache of the longest prompt and the
+# answer (MATH500's longest: about 5 GB for SmolLM2 and 4 GB for Gemma 3 at
+# 128). The samples do not depend on it.
+common=(--k 8 --temperature 0.6 --max-tokens 320 --seed 0 --json --batch "${BATCH:-128}")
 part=${PART:-100}
 for name in $tasks; do
   for m in $models; do
