@@ -4,7 +4,9 @@
 // run in parts, with greedy accuracy and pass@k as proportions of
 // problems (95% Wilson intervals), avg@k with its Student-t interval over
 // problems, and the share of problems with a signal for GRPO (some but
-// not all of the k samples right).
+// not all of the k samples right), and how many of the right samples of
+// a free-form task state their answer (####, \boxed, "the answer is")
+// rather than end on it (verify's last-number rule).
 //
 //	go run ./scripts/calibration runs/calibration/*.samples.jsonl
 package main
@@ -19,6 +21,7 @@ import (
 	"strings"
 
 	"rlvr/eval"
+	"rlvr/verify"
 )
 
 func main() {
@@ -26,8 +29,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: calibration MODEL.TASK[.FROM-TO].samples.jsonl...")
 		os.Exit(2)
 	}
-	fmt.Println("| model | task | problems | greedy | k | pass@k | avg@k | problems with signal |")
-	fmt.Println("| --- | --- | ---: | --- | ---: | --- | --- | ---: |")
+	fmt.Println("| model | task | problems | greedy | k | pass@k | avg@k | problems with signal | right samples stating their answer |")
+	fmt.Println("| --- | --- | ---: | --- | ---: | --- | --- | ---: | ---: |")
 	rows := map[string][]problem{}
 	var order []string
 	for _, path := range os.Args[1:] {
@@ -58,6 +61,7 @@ type problem struct {
 	id             string
 	greedy         bool
 	sampled, right int
+	stated         int // right samples whose answer is stated, not the last number
 }
 
 // rowKey is the MODEL.TASK a samples file belongs to: the parts of one
@@ -114,6 +118,9 @@ func read(path string) ([]problem, error) {
 			p.sampled++
 			if s.Reward > 0 {
 				p.right++
+				if _, rule := verify.Extract(s.Text); rule != verify.RuleLastNumber && rule != verify.RuleNone {
+					p.stated++
+				}
 			}
 		}
 	}
@@ -126,7 +133,7 @@ func read(path string) ([]problem, error) {
 func printRow(key string, ps []problem) error {
 	dot := strings.LastIndex(key, ".")
 	model, task := key[:dot], key[dot+1:]
-	var greedy, pass, signal int
+	var greedy, pass, signal, right, stated int
 	var avg []float64
 	k := 0
 	for _, p := range ps {
@@ -146,13 +153,19 @@ func printRow(key string, ps []problem) error {
 			signal++
 		}
 		avg = append(avg, float64(p.right)/float64(k))
+		right, stated = right+p.right, stated+p.stated
 	}
 	n := len(ps)
 	if n == 0 {
 		return fmt.Errorf("%s: no problems", key)
 	}
-	fmt.Printf("| %s | %s | %d | %s | %d | %s | %s | %d%% |\n", model, task, n,
+	// A choice or a yes/no is read by its own rules, not extracted.
+	statedCell := "—"
+	if task != "mathqa" && task != "strategyqa" {
+		statedCell = fmt.Sprintf("%d of %d", stated, right)
+	}
+	fmt.Printf("| %s | %s | %d | %s | %d | %s | %s | %d%% | %s |\n", model, task, n,
 		eval.WilsonInterval(greedy, n).Percent(), k, eval.WilsonInterval(pass, n).Percent(),
-		eval.MeanInterval(avg).Percent(), (100*signal+n/2)/n)
+		eval.MeanInterval(avg).Percent(), (100*signal+n/2)/n, statedCell)
 	return nil
 }

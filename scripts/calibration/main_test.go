@@ -30,8 +30,8 @@ func TestReadByPosition(t *testing.T) {
 		`{"ID":"w/1+1","Pass":"greedy","Index":0,"Reward":1}`,
 		`{"ID":"w/2+2","Pass":"greedy","Index":0,"Reward":0}`,
 		`{"ID":"w/1+1","Pass":"greedy","Index":0,"Reward":0}`,
-		`{"ID":"w/1+1","Pass":"sampled","Index":0,"Reward":1}`,
-		`{"ID":"w/1+1","Pass":"sampled","Index":1,"Reward":1}`,
+		`{"ID":"w/1+1","Pass":"sampled","Index":0,"Reward":1,"Text":"1 + 1 = 2\n#### 2"}`,
+		`{"ID":"w/1+1","Pass":"sampled","Index":1,"Reward":1,"Text":"1 + 1 = 2"}`,
 		`{"ID":"w/2+2","Pass":"sampled","Index":0,"Reward":0}`,
 		`{"ID":"w/2+2","Pass":"sampled","Index":1,"Reward":1}`,
 		`{"ID":"w/1+1","Pass":"sampled","Index":0,"Reward":0}`,
@@ -45,7 +45,7 @@ func TestReadByPosition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []problem{{"w/1+1", true, 2, 2}, {"w/2+2", false, 2, 1}, {"w/1+1", false, 2, 0}}
+	want := []problem{{"w/1+1", true, 2, 2, 1}, {"w/2+2", false, 2, 1, 0}, {"w/1+1", false, 2, 0, 0}}
 	if len(ps) != len(want) {
 		t.Fatalf("%d problems, want %d", len(ps), len(want))
 	}
