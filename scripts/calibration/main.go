@@ -5,8 +5,8 @@
 // problems (95% Wilson intervals), avg@k with its Student-t interval over
 // problems, and the share of problems with a signal for GRPO (some but
 // not all of the k samples right), and how many of the right samples of
-// a free-form task state their answer (####, \boxed, "the answer is")
-// rather than end on it (verify's last-number rule).
+// a free-form task state their answer (####, \boxed, "the answer is", or
+// the answer alone) rather than end on it (verify's last-number rule).
 //
 //	go run ./scripts/calibration runs/calibration/*.samples.jsonl
 package main
@@ -118,7 +118,7 @@ func read(path string) ([]problem, error) {
 			p.sampled++
 			if s.Reward > 0 {
 				p.right++
-				if _, rule := verify.Extract(s.Text); rule != verify.RuleLastNumber && rule != verify.RuleNone {
+				if stated(s.Text) {
 					p.stated++
 				}
 			}
@@ -128,6 +128,20 @@ func read(path string) ([]problem, error) {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	return ps, nil
+}
+
+// stated reports whether a completion states its answer: by a marker
+// verify reads, or as the whole completion (a base model's " 18" after
+// "Answer:"), rather than as the last number of a text.
+func stated(text string) bool {
+	answer, rule := verify.Extract(text)
+	switch rule {
+	case verify.RuleHashes, verify.RuleBoxed, verify.RuleAnswerPhrase:
+		return true
+	case verify.RuleLastNumber:
+		return strings.Trim(text, " \t\n$.") == answer
+	}
+	return false
 }
 
 func printRow(key string, ps []problem) error {

@@ -22,6 +22,23 @@ func TestRowKey(t *testing.T) {
 	}
 }
 
+func TestStated(t *testing.T) {
+	for text, want := range map[string]bool{
+		"1 + 1 = 2\n#### 2":               true,
+		"so \\boxed{2}":                   true,
+		"The answer is 2.":                true,
+		" 18":                             true,
+		" $12.50":                         true,
+		"1 + 1 = 2":                       false,
+		"She has 3 apples, so 3 + 4 is 7": false,
+		"":                                false,
+	} {
+		if got := stated(text); got != want {
+			t.Errorf("stated(%q) = %v, want %v", text, got, want)
+		}
+	}
+}
+
 // TestReadByPosition checks that problems are told apart by their place in
 // the file: two problems with one ID (a world question drawn twice) stay
 // two problems with k samples each.
