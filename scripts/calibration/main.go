@@ -4,7 +4,7 @@
 // run in parts, with greedy accuracy and pass@k as proportions of
 // problems (95% Wilson intervals), avg@k with its Student-t interval over
 // problems, and the share of problems with a signal for GRPO (some but
-// not all of the k samples right), and how many of the right samples of
+// not all of the k samples right; the world's rows also per level), and how many of the right samples of
 // a free-form task state their answer (####, \boxed, "the answer is", or
 // the answer alone) rather than end on it (verify's last-number rule).
 //
@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"rlvr/eval"
+	"rlvr/task/world"
 	"rlvr/verify"
 )
 
@@ -49,7 +50,25 @@ func main() {
 		}
 	}
 	for _, key := range order {
-		if err := printRow(key, rows[key]); err != nil {
+		dot := strings.LastIndex(key, ".")
+		model, task := key[:dot], key[dot+1:]
+		err := printRow(model, task, task, rows[key])
+		// The world's rows pool its levels; each level follows on its own.
+		for _, level := range world.Levels {
+			if err != nil || task != "world" {
+				break
+			}
+			var ps []problem
+			for _, p := range rows[key] {
+				if strings.HasPrefix(p.id, "world/"+level.Name+"/") {
+					ps = append(ps, p)
+				}
+			}
+			if len(ps) > 0 {
+				err = printRow(model, task, "world: "+level.Name, ps)
+			}
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "calibration:", err)
 			os.Exit(1)
 		}
@@ -144,9 +163,9 @@ func stated(text string) bool {
 	return false
 }
 
-func printRow(key string, ps []problem) error {
-	dot := strings.LastIndex(key, ".")
-	model, task := key[:dot], key[dot+1:]
+// printRow prints the row labelled label of a model's problems of task.
+func printRow(model, task, label string, ps []problem) error {
+	key := model + "." + label
 	var greedy, pass, signal, right, stated int
 	var avg []float64
 	k := 0
@@ -178,7 +197,7 @@ func printRow(key string, ps []problem) error {
 	if task != "mathqa" && task != "strategyqa" {
 		statedCell = fmt.Sprintf("%d of %d", stated, right)
 	}
-	fmt.Printf("| %s | %s | %d | %s | %d | %s | %s | %d%% | %s |\n", model, task, n,
+	fmt.Printf("| %s | %s | %d | %s | %d | %s | %s | %d%% | %s |\n", model, label, n,
 		eval.WilsonInterval(greedy, n).Percent(), k, eval.WilsonInterval(pass, n).Percent(),
 		eval.MeanInterval(avg).Percent(), (100*signal+n/2)/n, statedCell)
 	return nil
