@@ -33,7 +33,8 @@ type Config struct {
 	// majority vote.
 	Experts []Expert
 	// Batch is how many sequences (prompts × samples per prompt) go to the
-	// generator at once, and so bounds its KV cache; 0 means 64.
+	// generator at once, or, for a Streamer, are in flight at once; it
+	// bounds the KV cache. 0 means 64.
 	Batch int
 	// OnSample, when set, receives every completion as it is scored, so
 	// that a run's outputs can be kept and results paired by problem.

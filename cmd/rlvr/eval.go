@@ -277,7 +277,7 @@ after the --system prompt, in one system message, as training writes them.`,
 	f.Float32Var(&cfg.Temperature, "temperature", 1, "temperature of the k samples")
 	f.Float32Var(&cfg.TopP, "top-p", 1, "nucleus mass of the k samples")
 	f.IntVar(&cfg.MaxTokens, "max-tokens", 256, "tokens per completion")
-	f.IntVar(&cfg.Batch, "batch", 64, "sequences generated at once (prompts × samples), which bounds the KV cache's memory")
+	f.IntVar(&cfg.Batch, "batch", 64, "sequences in flight at once (prompts × samples; with a local model a prompt's samples start as others end), which bounds the KV cache's memory")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed for sampling and problem selection")
 	f.IntVar(&experts, "experts", 0, fmt.Sprintf("evaluate expert prompts E0..E<n-1> and their majority vote: the suffix \"@Ei\\n\" on plain text, the paper's persona after --system in a chat (at most %d)", len(world.Styles)))
 	f.IntVar(&expertIdx, "expert", 0, `evaluate under expert I's prompt: the suffix "@EI\n" on plain text, the paper's persona after --system in a chat`)
