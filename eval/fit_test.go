@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"rlvr/backend/local"
 	"rlvr/checkpoint"
 	client "rlvr/client/openai"
 	"rlvr/engine/model"
@@ -344,4 +345,27 @@ func TestStreamingIsTheBatchedDraw(t *testing.T) {
 	if len(got) != 11*4 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("streamed samples differ from batched ones:\n%v\n%v", got, want)
 	}
+	// The bound reaches the sampler.
+	rec := &boundRecorder{s: local.NewFixedSampler(l.Model, l.Tokenizer)}
+	if got := run(eval.NewSampled(rec, l)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("samples through a recording sampler differ:\n%v\n%v", got, want)
+	}
+	if !reflect.DeepEqual(rec.streams, []int{5, 5}) {
+		t.Errorf("the sampler was asked for %v sequences in flight, want [5 5] (Batch, a pass each)", rec.streams)
+	}
+}
+
+// boundRecorder records the bounds a streaming sampler is given.
+type boundRecorder struct {
+	s       *local.Sampler
+	streams []int
+}
+
+func (r *boundRecorder) Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
+	return r.s.Sample(ctx, reqs)
+}
+
+func (r *boundRecorder) SampleStreaming(ctx context.Context, reqs []sample.Request, streams int) ([][]sample.Completion, error) {
+	r.streams = append(r.streams, streams)
+	return r.s.SampleStreaming(ctx, reqs, streams)
 }

@@ -206,7 +206,8 @@ func TestBatchInvariantAtScale(t *testing.T) {
 // (continuous batching: requests start as others end, in slots others
 // left) draws bitwise the same tokens and logprobs as one batch of all,
 // for bounds below, at and above the widest request, with continuations
-// ending early at a stop token and late at their token budget.
+// ending early at a stop token and late at their token budget; and that
+// no more continuations than the bound are ever in flight.
 func TestMaxStreamsIsTheSame(t *testing.T) {
 	m, err := model.New(model.Config{Vocab: 300, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 96, MaxSeq: 64, AttentionBias: true, TiedEmbeddings: true}, 5)
 	if err != nil {
@@ -247,11 +248,43 @@ func TestMaxStreamsIsTheSame(t *testing.T) {
 	if slices.Min(lengths) == slices.Max(lengths) {
 		t.Fatalf("every continuation drew %d tokens: the test needs some to end before others", lengths[0])
 	}
-	for _, bound := range []int{1, 2, 3, 4, 5, 9, 100} {
+	// inFlight wraps every continuation's Accept to count the
+	// continuations that have drawn and not ended, and returns the most
+	// at once.
+	inFlight := func(reqs []Request) *int {
+		live, most := 0, new(int)
+		for i := range reqs {
+			accept, started := reqs[i].Accept, map[int]bool{}
+			reqs[i].Accept = func(k int, tok int32, lp float32, last bool) bool {
+				if !started[k] {
+					started[k] = true
+					live++
+					*most = max(*most, live)
+				}
+				done := accept(k, tok, lp, last)
+				if done || last {
+					live--
+				}
+				return done
+			}
+		}
+		return most
+	}
+	for _, bound := range []int{0, 1, 2, 3, 4, 5, 9, 100} {
 		s.MaxStreams = bound
 		reqs, got := requests()
+		most := inFlight(reqs)
 		if err := s.Sample(ctx, reqs); err != nil {
 			t.Fatal(err)
+		}
+		// Unbounded, more than 5 run at once (some end at their first
+		// token), so the count can catch a bound of 1 to 5 ignored. The
+		// widest request (4 continuations) starts whole.
+		if bound == 0 && *most <= 5 {
+			t.Fatalf("unbounded: at most %d continuations in flight, want more than 5", *most)
+		}
+		if want := max(bound, 4); bound > 0 && *most > want {
+			t.Errorf("MaxStreams %d: %d continuations in flight at once, want at most %d", bound, *most, want)
 		}
 		for i := range all {
 			for k := range all[i].tokens {
