@@ -140,8 +140,8 @@ func (g *Local) Generate(ctx context.Context, prompts []string, p sample.Params)
 	}
 	var out [][]sample.Completion
 	var err error
-	if s, ok := g.sampler.(StreamingSampler); ok && g.streams > 0 {
-		out, err = s.SampleStreaming(ctx, reqs, g.streams)
+	if g.streams > 0 { // set by Streaming, for a streaming sampler only
+		out, err = g.sampler.(StreamingSampler).SampleStreaming(ctx, reqs, g.streams)
 	} else {
 		out, err = g.sampler.Sample(ctx, reqs)
 	}

@@ -213,11 +213,10 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 		// Each prompt is sampled p.N times: fewer prompts per call keep
 		// the sequences in flight, and the memory they hold, at batch,
 		// unless the generator bounds them itself.
-		perCall := max(1, batch/max(1, p.N))
-		gen := gen
+		perCall, passGen := max(1, batch/max(1, p.N)), gen
 		if s, ok := gen.(Streamer); ok {
 			if bounded, ok := s.Streaming(batch); ok {
-				gen, perCall = bounded, len(usable)
+				perCall, passGen = len(usable), bounded
 			}
 		}
 		for lo := 0; lo < len(usable); lo += perCall {
@@ -228,7 +227,7 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 			}
 			call := p
 			call.Seed = sample.PromptSeed(p.Seed, lo)
-			out, err := gen.Generate(ctx, prompts, call)
+			out, err := passGen.Generate(ctx, prompts, call)
 			var refused *RefusedError
 			switch {
 			case errors.As(err, &refused):

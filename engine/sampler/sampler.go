@@ -73,11 +73,12 @@ type Sampler struct {
 	next    []int32
 	slots   []int
 	offsets []int
-	// the streams in flight, the free slots, and the slots prompts are
-	// prefilled into
-	active []*stream
-	free   []int
-	first  []int
+	// the streams in flight, the free slots, and the prompts starting
+	// and the slots they are prefilled into
+	active  []*stream
+	free    []int
+	prompts [][]int32
+	first   []int
 }
 
 // scratch is one thread's working space for drawing a token.
@@ -170,8 +171,7 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) error {
 		// each prompt once into its first continuation's slot, below the
 		// logits rows of the streams in flight, then copy it to the
 		// request's other continuations.
-		var prompts [][]int32
-		first := s.first[:0]
+		prompts, first := s.prompts[:0], s.first[:0]
 		started := len(active)
 		for len(waiting) > 0 {
 			n := max(waiting[0].req.N, 1)
@@ -204,7 +204,7 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) error {
 					j--
 				}
 			}
-			s.first = first
+			s.prompts, s.first = prompts, first
 		}
 		if len(active) == 0 {
 			break
@@ -243,7 +243,9 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) error {
 			return err
 		}
 	}
-	clear(active[:cap(active)]) // drop the finished streams' requests
+	// Drop the finished streams' requests and prompts.
+	clear(active[:cap(active)])
+	clear(s.prompts[:cap(s.prompts)])
 	s.active, s.free = active[:0], free[:0]
 	return nil
 }

@@ -3,10 +3,11 @@
 // markdown row per MODEL.TASK, pooling the parts MODEL.TASK.FROM-TO of a
 // run in parts, with greedy accuracy and pass@k as proportions of
 // problems (95% Wilson intervals), avg@k with its Student-t interval over
-// problems, and the share of problems with a signal for GRPO (some but
-// not all of the k samples right; the world's rows also per level), and how many of the right samples of
-// a free-form task state their answer (####, \boxed, "the answer is", or
-// the answer alone) rather than end on it (verify's last-number rule).
+// problems, the share of problems with a signal for GRPO (some but not all
+// of the k samples right), and how many of the right samples of a
+// free-form task state their answer (####, \boxed, "the answer is", or the
+// answer alone) rather than end on it (verify's last-number rule). A
+// world row is followed by one row per level.
 //
 //	go run ./scripts/calibration runs/calibration/*.samples.jsonl
 package main
@@ -53,20 +54,8 @@ func main() {
 		dot := strings.LastIndex(key, ".")
 		model, task := key[:dot], key[dot+1:]
 		err := printRow(model, task, task, rows[key])
-		// The world's rows pool its levels; each level follows on its own.
-		for _, level := range world.Levels {
-			if err != nil || task != "world" {
-				break
-			}
-			var ps []problem
-			for _, p := range rows[key] {
-				if strings.HasPrefix(p.id, "world/"+level.Name+"/") {
-					ps = append(ps, p)
-				}
-			}
-			if len(ps) > 0 {
-				err = printRow(model, task, "world: "+level.Name, ps)
-			}
+		if err == nil && task == "world" {
+			err = printLevels(model, rows[key])
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "calibration:", err)
@@ -161,6 +150,25 @@ func stated(text string) bool {
 		return strings.Trim(text, " \t\n$.") == answer
 	}
 	return false
+}
+
+// printLevels prints a world row's problems level by level.
+func printLevels(model string, ps []problem) error {
+	for _, level := range world.Levels {
+		var at []problem
+		for _, p := range ps {
+			if strings.HasPrefix(p.id, "world/"+level.Name+"/") {
+				at = append(at, p)
+			}
+		}
+		if len(at) == 0 {
+			continue
+		}
+		if err := printRow(model, "world", "world: "+level.Name, at); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // printRow prints the row labelled label of a model's problems of task.
