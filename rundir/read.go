@@ -178,17 +178,24 @@ func Load(dir string, numeric ...string) (*Run, error) {
 	return r, nil
 }
 
-// readLines calls parse on each non-blank line of the file at path, reporting
-// whether the file exists. A parse error is returned as a *located.Error, except
+// readLines calls parse on each non-blank line of the file at path, or of
+// its gzip-compressed copy path+CompressedSuffix when path does not exist,
+// reporting whether either exists. A parse error is returned as a *located.Error, except
 // on a last line missing its newline, which is skipped with a warning; with
 // lenient, every line that does not parse is skipped with a warning.
 func readLines(path string, warnings *[]string, lenient bool, parse func([]byte) error) (bool, error) {
+	var f io.ReadCloser
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A run kept for the record may hold its logs compressed.
+		path += CompressedSuffix
+		f, err = jsonl.Open(path)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
-		return false, err
+		return true, err
 	}
 	defer f.Close()
 	br := bufio.NewReader(f)
@@ -201,7 +208,7 @@ func readLines(path string, warnings *[]string, lenient bool, parse func([]byte)
 	for n := 1; ; n++ {
 		line, err := br.ReadBytes('\n')
 		if err != nil && err != io.EOF {
-			return true, err
+			return true, fmt.Errorf("%s: %w", path, err)
 		}
 		complete := err == nil
 		if text := bytes.TrimSpace(line); len(text) > 0 {

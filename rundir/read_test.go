@@ -1,6 +1,8 @@
 package rundir
 
 import (
+	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"math"
@@ -195,5 +197,51 @@ func TestLoadSamples(t *testing.T) {
 	}
 	if want := path + ": skipped 2 more lines that do not parse"; !strings.Contains(all, want) {
 		t.Errorf("warnings lack %q:\n%s", want, all)
+	}
+}
+
+// TestLoadCompressed reads a run kept with its logs gzip-compressed as the
+// same run, and names the compressed file when it is not gzip.
+func TestLoadCompressed(t *testing.T) {
+	plain, kept := t.TempDir(), t.TempDir()
+	logs := map[string]string{
+		MetricsFile: `{"step":1,"kl":0.1}` + "\n" + `{"step":2,"kl":0.2}` + "\n",
+		EvalFile:    `{"step":2,"split":"test","greedy":0.25,"problems":4}` + "\n",
+		SamplesFile: `{"step":2,"title":"M","text":"H:check the carry"}` + "\n",
+	}
+	for name, content := range logs {
+		writeFile(t, filepath.Join(plain, name), content)
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.Write([]byte(content))
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(kept, name+CompressedSuffix), b.String())
+	}
+	want, err := Load(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Steps) != 2 || got.Steps[1].Values["kl"] != 0.2 || len(got.Evals) != 1 || got.Evals[0].Greedy != 0.25 ||
+		len(got.Samples) != 1 || got.Samples[0].Text != want.Samples[0].Text || fmt.Sprint(got.Steps) != fmt.Sprint(want.Steps) {
+		t.Errorf("compressed run %+v, want %+v", got, want)
+	}
+
+	// A plain log wins over a compressed one.
+	writeFile(t, filepath.Join(kept, EvalFile), `{"step":2,"split":"test","greedy":0.5}`+"\n")
+	if got, err := Load(kept); err != nil || got.Evals[0].Greedy != 0.5 {
+		t.Errorf("with both logs: %v, %+v", err, got)
+	}
+
+	bad := t.TempDir()
+	path := filepath.Join(bad, MetricsFile+CompressedSuffix)
+	writeFile(t, path, `{"step":1}`+"\n")
+	if _, err := Load(bad); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("a compressed log that is not gzip: %v, want an error naming %s", err, path)
 	}
 }

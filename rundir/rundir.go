@@ -21,7 +21,9 @@
 // mid-step leaves at most a partial last line; a resumed run first drops
 // what came after its checkpoint ([TruncateLogs]).
 //
-// [Load] reads a run back. A malformed record is an error that names the
+// [Load] reads a run back, reading a log compressed with gzip
+// (metrics.jsonl.gz) where the plain one is absent: a run kept for the
+// record, without its checkpoints, takes little space that way. A malformed record is an error that names the
 // file and line ([*located.Error]), with two exceptions: a last line without
 // its newline that does not parse is the record a live run is still
 // writing, and is skipped with a warning; and a malformed line of
@@ -32,6 +34,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"rlvr/internal/jsonl"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,6 +48,9 @@ const (
 	SamplesFile = "samples.jsonl"
 	// StateFile is the loop's state inside a checkpoint directory.
 	StateFile = "state.json"
+	// CompressedSuffix ends a log kept gzip-compressed ("metrics.jsonl.gz"),
+	// which Load reads where the plain log is absent.
+	CompressedSuffix = jsonl.Compressed
 )
 
 // Files are what a run writes into its directory besides checkpoints.

@@ -7,21 +7,22 @@
 # model alone, the expert-assisted workflow, self-collaboration; App. E:
 # meaningless and high-error experts), the tables and one report page.
 #
-#   scripts/eapo.sh                 # everything, under runs/eapo/
+#   scripts/eapo.sh                 # everything: runs under runs/eapo/, kept in results/eapo/
 #   JOBS=1 SEEDS="1 2 3 4 5" STEPS=200 TEST_PROBLEMS=500 WORLD=2 scripts/eapo.sh
 #
 # Every run is one process on one core (GOMAXPROCS=1), JOBS at a time. A
-# finished run is skipped when the script is run again, and an unfinished
-# one resumes from its last checkpoint.
+# finished run is kept in results/ (scripts/experiment.sh) and skipped when
+# the script is run again, here or from a clone; an unfinished one resumes
+# from its last checkpoint. The tables go to results/<experiment>/table.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-runs/eapo}
 source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...]
 
 # The experts' answers to training questions, for the distillation row.
-dme=$out/dme.jsonl
+dme=$results/dme.jsonl
 if [ ! -s "$dme" ]; then
-  bin/rlvr experts collect --levels 5,6 --problems 200 --out "$dme" >"$out/collect.txt"
+  bin/rlvr experts collect --levels 5,6 --problems 200 --out "$dme" >"$results/collect.txt"
 fi
 
 rows=(eapo self-rl eapo-fixed eapo-slow eapo-fast eapo-homogeneous eapo-meaningless eapo-distill eapo-distill-lora)
@@ -57,12 +58,11 @@ for wf in "${workflows[@]}"; do
   done
 done | xargs -P "$jobs" -L 1 bash -c 'score "$@"' _
 
-dirs() { for row in "$@"; do [ -z "$row" ] || for seed in $seeds; do echo "$out/$row-seed$seed"; done; done; }
 # shellcheck disable=SC2046
-bin/rlvr report --table --baseline self-rl $(dirs self-rl "${rows[@]/self-rl/}" "${workflows[@]/#/workflow-}") | tee "$out/table.md"
-echo | tee -a "$out/table.md"
+bin/rlvr report --table --baseline self-rl $(dirs self-rl "${rows[@]/self-rl/}" "${workflows[@]/#/workflow-}") | tee "$results/table.md"
+echo | tee -a "$results/table.md"
 # App. H and Table 3 against EAPO itself.
 # shellcheck disable=SC2046
-bin/rlvr report --table --baseline eapo $(dirs eapo eapo-fixed eapo-slow eapo-fast eapo-homogeneous) | tee -a "$out/table.md"
+bin/rlvr report --table --baseline eapo $(dirs eapo eapo-fixed eapo-slow eapo-fast eapo-homogeneous) | tee -a "$results/table.md"
 # shellcheck disable=SC2046
 bin/rlvr report --out "$out/report" $(dirs self-rl eapo eapo-fixed)

@@ -6,6 +6,14 @@
 # $jobs, $seeds, $steps, $world and $tests, moves $out to $out-worldN for
 # a later world version, builds bin/rlvr, installs or pretrains the world
 # model, and runs every training run and evaluation on one core.
+#
+# A finished run is kept for the record in $results (RESULTS, else
+# results/<the experiment's directory name>, in the repository): its
+# config.yaml, eval.jsonl, samples.jsonl and metrics.jsonl.gz, without
+# checkpoints, a few tens of kB, which rlvr report reads as the run. The
+# tables and the report page are made from the kept runs, and a run kept
+# there is not run again: an experiment of many hours goes on where it
+# stopped on another machine, from a clone of the repository.
 
 jobs=${JOBS:-2}
 seeds=${SEEDS:-"1 2 3 4 5"}
@@ -15,11 +23,12 @@ tests=${TEST_PROBLEMS:-500}
 if [ "$world" != 1 ]; then
   out=$out-world$world
 fi
+results=${RESULTS:-results/$(basename "$out")}
 # The flags of every run that starts from the world model, and of every
 # RL run: the world version, and the test problems per level.
 from_world="--world $world"
 test_flags="--test-problems $tests"
-mkdir -p "$out"
+mkdir -p "$out" "$results"
 go build -o bin/rlvr ./cmd/rlvr
 # The world model: version 1's installs from the repository; version 2's
 # is pretrained once (16,000 steps, about 65 minutes on two cores) and
@@ -27,43 +36,80 @@ go build -o bin/rlvr ./cmd/rlvr
 bin/rlvr pretrain --world "$world" >/dev/null
 export GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1
 
+# kept RUN: whether RUN is kept in $results with its test evaluation.
+kept() {
+  grep -qs '"split":"test"' "$results/$(basename "$1")/eval.jsonl"
+}
+
+# keep RUN: keeps the finished run RUN in $results.
+keep() {
+  local dir=$1 dst=$results/$(basename "$1") f
+  rm -rf "$dst.tmp" && mkdir -p "$dst.tmp"
+  for f in config.yaml eval.jsonl samples.jsonl; do
+    [ ! -e "$dir/$f" ] || cp "$dir/$f" "$dst.tmp/"
+  done
+  [ ! -e "$dir/metrics.jsonl" ] || gzip -9 -n -c "$dir/metrics.jsonl" >"$dst.tmp/metrics.jsonl.gz"
+  rm -rf "$dst" && mv "$dst.tmp" "$dst"
+}
+
+# needs-out FLAGS...: whether the flags name a model directory (--out DIR)
+# that is missing; a later run starts from it.
+needs_out() {
+  while [ $# -gt 0 ]; do
+    if [ "$1" = --out ] && [ ! -e "$2/config.json" ]; then
+      return 0
+    fi
+    shift
+  done
+  return 1
+}
+
 # run CONFIG RUN [FLAGS...]: one training run of bin/rlvr, skipped when it
-# has finished (its eval.jsonl has the test line), resumed from its last
-# checkpoint when it has one, and started again when it was stopped before
-# its first; its output goes to RUN.log.
+# is kept in $results (and the model it writes with --out, if any, is on
+# disk or no longer needed: the caller leaves such a run out), resumed from
+# its last checkpoint when it has one, and started again when it was
+# stopped before its first; its output goes to RUN.log, and the finished
+# run is kept.
 run() {
   local config=$1 dir=$2
   shift 2
-  if grep -qs '"split":"test"' "$dir/eval.jsonl"; then
+  if kept "$dir" && ! needs_out "$@"; then
     return 0
   fi
   local again=()
-  if compgen -G "$dir/ckpt-*" >/dev/null; then
+  if grep -qs '"split":"test"' "$dir/eval.jsonl"; then
+    again=(--overwrite) # finished, but its model is gone: trained again
+  elif compgen -G "$dir/ckpt-*" >/dev/null; then
     again=(--resume)
   elif [ -e "$dir" ]; then
     again=(--overwrite)
   fi
   bin/rlvr train --config "$config" --run "$dir" "${again[@]}" "$@" >"$dir.log" 2>&1 ||
     { echo "failed: $dir (see $dir.log)" >&2; return 1; }
+  keep "$dir"
   echo "done: $dir"
 }
-export -f run
+export -f run kept keep needs_out
 
 # score RUN TRAINED [FLAGS...]: the starting model of world version $world,
 # scored without training on the test problems of the training run
-# TRAINED (rlvr eval --test-of), recorded as the run RUN (--run) that rlvr
-# report pairs with trained runs by seed and problem; skipped when RUN has
-# its score, and its output goes to RUN.log.
+# TRAINED (rlvr eval --test-of; kept in $results), recorded as the run RUN
+# (--run) that rlvr report pairs with trained runs by seed and problem;
+# skipped when RUN is kept, and its output goes to RUN.log.
 score() {
-  local dir=$1 trained=$2
+  local dir=$1 trained=$results/$(basename "$2")
   shift 2
-  if [ -s "$dir/eval.jsonl" ]; then
+  if kept "$dir"; then
     return 0
   fi
   rm -rf "$dir"
   bin/rlvr eval --world "$world" --test-of "$trained" --run "$dir" "$@" >"$dir.log" 2>&1 ||
     { echo "failed: $dir (see $dir.log)" >&2; return 1; }
+  keep "$dir"
   echo "done: $dir"
 }
 export -f score
-export world
+export world results
+
+# dirs ROW...: the kept runs of each row, one per seed.
+dirs() { for row in "$@"; do [ -z "$row" ] || for seed in $seeds; do echo "$results/$row-seed$seed"; done; done; }

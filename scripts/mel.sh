@@ -7,12 +7,13 @@
 # report page. The composed run's baseline, MEL on GRPO, is fixed here in
 # advance.
 #
-#   scripts/mel.sh                 # everything, under runs/mel/
+#   scripts/mel.sh                 # everything: runs under runs/mel/, kept in results/mel/
 #   JOBS=1 SEEDS="1 2 3 4 5" STEPS=200 TEST_PROBLEMS=500 WORLD=2 scripts/mel.sh
 #
 # Every run is one process on one core (GOMAXPROCS=1), JOBS at a time. A
-# finished run is skipped when the script is run again, and an unfinished
-# one resumes from its last checkpoint.
+# finished run is kept in results/ (scripts/experiment.sh) and skipped when
+# the script is run again, here or from a clone; an unfinished one resumes
+# from its last checkpoint. The tables go to results/<experiment>/table.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-runs/mel}
@@ -34,14 +35,13 @@ for seed in $seeds; do
   echo "$out/base-seed$seed $out/sparse-grpo-seed$seed"
 done | xargs -P "$jobs" -L 1 bash -c 'score "$@"' _
 
-dirs() { for row in "$@"; do for seed in $seeds; do echo "$out/$row-seed$seed"; done; done; }
-: >"$out/table.md"
+: >"$results/table.md"
 for base in "${bases[@]}"; do
   # shellcheck disable=SC2046
-  bin/rlvr report --table --baseline "sparse-$base" $(dirs base "sparse-$base" "mel-$base") | tee -a "$out/table.md"
-  echo | tee -a "$out/table.md"
+  bin/rlvr report --table --baseline "sparse-$base" $(dirs base "sparse-$base" "mel-$base") | tee -a "$results/table.md"
+  echo | tee -a "$results/table.md"
 done
 # shellcheck disable=SC2046
-bin/rlvr report --table --baseline mel-grpo $(dirs mel-grpo sparse-meml-grpo sparse-eapo meml-eapo-mel) | tee -a "$out/table.md"
+bin/rlvr report --table --baseline mel-grpo $(dirs mel-grpo sparse-meml-grpo sparse-eapo meml-eapo-mel) | tee -a "$results/table.md"
 # shellcheck disable=SC2046
 bin/rlvr report --out "$out/report" $(dirs sparse-grpo mel-grpo sparse-rft mel-rft sparse-reinforce-pp mel-reinforce-pp meml-eapo-mel)

@@ -2,7 +2,7 @@
 # MEML-GRPO on the built-in world (docs/meml-grpo.md): the Table 4, 5 and 6
 # analogues, five seeds per row (SEEDS), from one command.
 #
-#   scripts/meml-grpo.sh            # everything, under runs/meml-grpo/
+#   scripts/meml-grpo.sh            # everything: runs under runs/meml-grpo/, kept in results/meml-grpo/
 #   JOBS=1 SEEDS="1 2 3 4 5" STEPS=200 TEST_PROBLEMS=500 WORLD=2 scripts/meml-grpo.sh
 #
 # 1. D_ME: the world's scripted experts E1-E3 and the reference E0 answer
@@ -19,24 +19,35 @@
 #    and against MoE-SFT-GRPO (Tables 5 and 6), and one report page.
 #
 # Every run is one process on one core (GOMAXPROCS=1), JOBS at a time. A
-# finished run is skipped when the script is run again, and an unfinished
-# one resumes from its last checkpoint.
+# finished run is kept in results/ (scripts/experiment.sh) and skipped when
+# the script is run again, here or from a clone; an unfinished one resumes
+# from its last checkpoint. The tables go to results/<experiment>/table.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-runs/meml-grpo}
 source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...]
 
-dme=$out/dme.jsonl
+dme=$results/dme.jsonl
 if [ ! -s "$dme" ]; then
-  bin/rlvr experts collect --levels 5,6 --problems 100 --warmup-fraction 0.2 --out "$dme" >"$out/collect.txt"
+  bin/rlvr experts collect --levels 5,6 --problems 100 --warmup-fraction 0.2 --out "$dme" >"$results/collect.txt"
 fi
-bin/rlvr experts analyze "$dme" >"$out/table1.txt"
+bin/rlvr experts analyze "$dme" >"$results/table1.txt"
 
 # Stage 2: warm-up SFT. ExpertX rows run Expert0's configs under expert X.
 # (An empty override adds nothing to the line: a trailing blank would make
 # xargs -L join the next line to it.)
 single() { [ "$1" = 0 ] || echo " --set expert_prompts.experts=[$1]"; }
+rl_rows=(meml-grpo moe-sft-grpo expert0-sft-grpo meml-grpo-hsft meml-grpo-iml moe-sft-dr-grpo expert0-sft-dr-grpo
+         expert1-sft-grpo expert2-sft-grpo expert1-sft-dr-grpo expert2-sft-dr-grpo)
+# A seed's fine-tuned models are made (again) while one of its RL runs,
+# which start from them, is not kept.
 for seed in $seeds; do
+  needed=
+  for row in "${rl_rows[@]}"; do kept "$results/$row-seed$seed" || needed=1; done
+  for row in expert0-sft expert1-sft expert2-sft moe-sft; do
+    kept "$results/$row-seed$seed" || needed=1
+  done
+  [ -n "$needed" ] || continue
   for x in 0 1 2; do
     echo "configs/world-expert0-sft.yaml $out/expert$x-sft-seed$seed --seed $seed --dme $dme --out $out/expert$x-sft-seed$seed-model $from_world $test_flags$(single $x)"
   done
@@ -44,8 +55,7 @@ for seed in $seeds; do
 done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
 
 # Stage 3: RL from the warm-up models, the rows in order of importance.
-for row in meml-grpo moe-sft-grpo expert0-sft-grpo meml-grpo-hsft meml-grpo-iml moe-sft-dr-grpo expert0-sft-dr-grpo \
-           expert1-sft-grpo expert2-sft-grpo expert1-sft-dr-grpo expert2-sft-dr-grpo; do
+for row in "${rl_rows[@]}"; do
   for seed in $seeds; do
     case $row in
       expert?-*) x=${row:6:1} base=expert$x-sft config=configs/world-expert0-${row#expert?-}.yaml set=$(single "$x") ;;
@@ -57,11 +67,10 @@ done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
 
 rows=(expert0-sft expert1-sft expert2-sft moe-sft expert0-sft-grpo expert1-sft-grpo expert2-sft-grpo expert0-sft-dr-grpo
       expert1-sft-dr-grpo expert2-sft-dr-grpo moe-sft-grpo moe-sft-dr-grpo meml-grpo-hsft meml-grpo-iml meml-grpo)
-dirs() { for row in "$@"; do for seed in $seeds; do echo "$out/$row-seed$seed"; done; done; }
 # shellcheck disable=SC2046
-bin/rlvr report --table --baseline expert0-sft-grpo $(dirs "${rows[@]}") | tee "$out/table.md"
-echo | tee -a "$out/table.md"
+bin/rlvr report --table --baseline expert0-sft-grpo $(dirs "${rows[@]}") | tee "$results/table.md"
+echo | tee -a "$results/table.md"
 # shellcheck disable=SC2046
-bin/rlvr report --table --baseline moe-sft-grpo $(dirs moe-sft-grpo moe-sft-dr-grpo meml-grpo-hsft meml-grpo-iml meml-grpo) | tee -a "$out/table.md"
+bin/rlvr report --table --baseline moe-sft-grpo $(dirs moe-sft-grpo moe-sft-dr-grpo meml-grpo-hsft meml-grpo-iml meml-grpo) | tee -a "$results/table.md"
 # shellcheck disable=SC2046
 bin/rlvr report --out "$out/report" $(dirs expert0-sft-grpo moe-sft-grpo meml-grpo)

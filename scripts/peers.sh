@@ -46,7 +46,7 @@
 # blocks of docs/peers.md.
 #
 # Environment: DATA, the shared data (default ../shared/data); SAMPLES, the
-# folder of scripts/calibrate.sh's *.samples.jsonl (default runs/calibration;
+# folder of scripts/calibrate.sh's *.samples.jsonl.gz (default results/calibration;
 # empty to leave the samples out); RLVR_CACHE, the cache holding the peers'
 # Python environment, $RLVR_CACHE/peers (default ~/.cache/rlvr); TINKER_MODEL,
 # the Hugging Face directory `rlvr serve --tinker` trains (default the cache's
@@ -57,7 +57,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}
 data=${DATA:-../shared/data}
-samples=${SAMPLES-runs/calibration}
+samples=${SAMPLES-results/calibration}
 sections=(rollouts learner tinker weights cookbook skyrl mathverify trl)
 
 # venv_python NAME REQUIREMENTS sets up the pinned requirements file in its
@@ -111,7 +111,7 @@ mathverify() {
   py=$(peers_python)
   mkdir -p "$out"
   go build -o "$out/mathverify" ./scripts/peers/mathverify
-  if [ -n "$samples" ] && ! compgen -G "$samples/SmolLM2-135M-Instruct.Q4_1.*.samples.jsonl" >/dev/null; then
+  if [ -n "$samples" ] && ! compgen -G "$samples/SmolLM2-135M-Instruct.Q4_1.*.samples.jsonl*" >/dev/null; then
     echo "peers: no SmolLM2 samples in $samples: run scripts/calibrate.sh first, or set SAMPLES= to leave them out" >&2
     exit 1
   fi

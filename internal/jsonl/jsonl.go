@@ -5,20 +5,56 @@ package jsonl
 
 import (
 	"bufio"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/big"
 	"os"
 	"reflect"
+	"strings"
 	"time"
 
 	"rlvr/internal/atomicfile"
 )
 
-// Read decodes every record of the file at path; an error names the file.
-func Read[T any](path string) ([]T, error) {
+// Compressed ends the name of a gzip-compressed file, which Open and Read
+// decompress: results kept in the repository are stored that way.
+const Compressed = ".gz"
+
+// Open opens the file at path for reading, decompressing it when its name
+// ends in [Compressed]; closing the result closes the file.
+func Open(path string) (io.ReadCloser, error) {
 	f, err := os.Open(path)
+	if err != nil || !strings.HasSuffix(path, Compressed) {
+		return f, err
+	}
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return gzipFile{zr, f}, nil
+}
+
+// gzipFile reads the decompressed stream of an open file.
+type gzipFile struct {
+	*gzip.Reader
+	f *os.File
+}
+
+func (g gzipFile) Close() error {
+	err := g.Reader.Close()
+	if ferr := g.f.Close(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// Read decodes every record of the file at path (decompressed when its
+// name ends in [Compressed]); an error names the file.
+func Read[T any](path string) ([]T, error) {
+	f, err := Open(path)
 	if err != nil {
 		return nil, err
 	}

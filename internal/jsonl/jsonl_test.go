@@ -1,6 +1,8 @@
 package jsonl
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -34,6 +36,30 @@ func TestWriteRead(t *testing.T) {
 	}
 	if _, err := Read[record](path); err == nil || !strings.Contains(err.Error(), "record 2") {
 		t.Errorf("a bad second record: %v", err)
+	}
+}
+
+// TestReadCompressed reads a gzip-compressed file as the plain one, and
+// names a .gz file that is not gzip.
+func TestReadCompressed(t *testing.T) {
+	dir := t.TempDir()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	zw.Write([]byte("{\"Name\":\"a\",\"N\":1}\n{\"Name\":\"b\",\"N\":2}\n"))
+	zw.Close()
+	path := filepath.Join(dir, "r.jsonl"+Compressed)
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := Read[record](path); err != nil || !slices.Equal(out, []record{{"a", 1}, {"b", 2}}) {
+		t.Errorf("read %v, %v", out, err)
+	}
+	plain := filepath.Join(dir, "plain.jsonl"+Compressed)
+	if err := os.WriteFile(plain, []byte("{\"N\":1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read[record](plain); err == nil || !strings.Contains(err.Error(), plain) {
+		t.Errorf("a .gz file that is not gzip: %v", err)
 	}
 }
 

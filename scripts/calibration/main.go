@@ -7,9 +7,10 @@
 // of the k samples right), and how many of the right samples of a
 // free-form task state their answer (####, \boxed, "the answer is", or the
 // answer alone) rather than end on it (verify's last-number rule). A
-// world row is followed by one row per level.
+// world row is followed by one row per level. A samples file may be
+// gzip-compressed (.samples.jsonl.gz), as scripts/calibrate.sh keeps them.
 //
-//	go run ./scripts/calibration runs/calibration/*.samples.jsonl
+//	go run ./scripts/calibration results/calibration/*.samples.jsonl.gz
 package main
 
 import (
@@ -22,13 +23,14 @@ import (
 	"strings"
 
 	"rlvr/eval"
+	"rlvr/internal/jsonl"
 	"rlvr/task/world"
 	"rlvr/verify"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: calibration MODEL.TASK[.FROM-TO].samples.jsonl...")
+		fmt.Fprintln(os.Stderr, "usage: calibration MODEL.TASK[.FROM-TO].samples.jsonl[.gz]...")
 		os.Exit(2)
 	}
 	fmt.Println("| model | task | problems | greedy | k | pass@k | avg@k | problems with signal | right samples stating their answer |")
@@ -75,7 +77,7 @@ type problem struct {
 // rowKey is the MODEL.TASK a samples file belongs to: the parts of one
 // evaluation run with --skip (named MODEL.TASK.FROM-TO) share a row.
 func rowKey(path string) (string, error) {
-	name := strings.TrimSuffix(filepath.Base(path), ".samples.jsonl")
+	name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), jsonl.Compressed), ".samples.jsonl")
 	if dot := strings.LastIndex(name, "."); dot >= 0 {
 		from, to, ok := strings.Cut(name[dot+1:], "-")
 		if _, err := strconv.Atoi(from); err == nil && ok {
@@ -85,7 +87,7 @@ func rowKey(path string) (string, error) {
 		}
 	}
 	if !strings.Contains(name, ".") {
-		return "", fmt.Errorf("%s: want MODEL.TASK[.FROM-TO].samples.jsonl", path)
+		return "", fmt.Errorf("%s: want MODEL.TASK[.FROM-TO].samples.jsonl[.gz]", path)
 	}
 	return name, nil
 }
@@ -95,7 +97,7 @@ func rowKey(path string) (string, error) {
 // completion, then each problem's k samples from index 0, in one order
 // (two world problems may ask the same question).
 func read(path string) ([]problem, error) {
-	f, err := os.Open(path)
+	f, err := jsonl.Open(path)
 	if err != nil {
 		return nil, err
 	}

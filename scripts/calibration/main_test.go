@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,6 +73,21 @@ func TestReadByPosition(t *testing.T) {
 		if ps[i] != want[i] {
 			t.Errorf("problem %d: %+v, want %+v", i, ps[i], want[i])
 		}
+	}
+	// The same file compressed, as scripts/calibrate.sh keeps it.
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	zw.Write([]byte(strings.Join(lines, "\n") + "\n"))
+	zw.Close()
+	gz := path + ".gz"
+	if err := os.WriteFile(gz, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := read(gz); err != nil || fmt.Sprint(got) != fmt.Sprint(ps) {
+		t.Errorf("compressed: %+v, %v; want %+v", got, err, ps)
+	}
+	if key, err := rowKey(gz); err != nil || key != "M.world" {
+		t.Errorf("rowKey(%q) = %q, %v", gz, key, err)
 	}
 	// A sample out of the greedy pass's order is an error, naming the line.
 	bad := append(append([]string{}, lines[:3]...), lines[5])

@@ -121,7 +121,7 @@ type Timing struct {
 func pairsCmd(args []string) error {
 	fs := flag.NewFlagSet("pairs", flag.ExitOnError)
 	data := fs.String("data", "../shared/data", "the shared data folder")
-	samples := fs.String("samples", "", "the folder of the calibration run's *.samples.jsonl (none when empty)")
+	samples := fs.String("samples", "", "the folder of the calibration run's *.samples.jsonl or .samples.jsonl.gz (none when empty)")
 	out := fs.String("out", "runs/peers/mathverify", "the output folder")
 	fs.Parse(args)
 	var pairs []Pair
@@ -151,7 +151,7 @@ func pairsCmd(args []string) error {
 	if *samples != "" {
 		for _, name := range sampleSets {
 			// The calibration writes a run in parts, MODEL.TASK.FROM-TO.
-			paths, _ := filepath.Glob(filepath.Join(*samples, sampleModel+"."+name+".*samples.jsonl"))
+			paths, _ := filepath.Glob(filepath.Join(*samples, sampleModel+"."+name+".*samples.jsonl*"))
 			if len(paths) == 0 {
 				fmt.Fprintf(os.Stderr, "mathverify: no %s.%s samples in %s; they are left out\n", sampleModel, name, *samples)
 				continue
