@@ -20,7 +20,7 @@ out=${OUT:-runs/eapo}
 source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...]
 
 # The experts' answers to training questions, for the distillation row.
-dme=$results/dme.jsonl
+dme=$out/dme.jsonl # made again in a clone: the same draw
 if [ ! -s "$dme" ]; then
   bin/rlvr experts collect --levels 5,6 --problems 200 --out "$dme" >"$results/collect.txt"
 fi
@@ -36,7 +36,7 @@ for row in "${rows[@]}"; do
       *) echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps $from_world $test_flags" ;;
     esac
   done
-done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
+done | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
 
 # The test-time workflows on the starting model, without training, each
 # on the test problems of the same seed's training runs: the model alone;
@@ -56,7 +56,7 @@ for wf in "${workflows[@]}"; do
     # No trailing blank: xargs -L would join the next line to this one.
     echo "$out/workflow-$wf-seed$seed $out/self-rl-seed$seed${flags:+ $flags}"
   done
-done | xargs -P "$jobs" -L 1 bash -c 'score "$@"' _
+done | xargs -r -P "$jobs" -L 1 bash -c 'score "$@"' _
 
 # shellcheck disable=SC2046
 bin/rlvr report --table --baseline self-rl $(dirs self-rl "${rows[@]/self-rl/}" "${workflows[@]/#/workflow-}") | tee "$results/table.md"

@@ -27,13 +27,13 @@ for row in "${rows[@]}"; do
   for seed in $seeds; do
     echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps $from_world $test_flags"
   done
-done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
+done | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
 
 # The starting model, untrained, at the runs' evaluation (greedy, and 8
 # answers at their temperature).
 for seed in $seeds; do
   echo "$out/base-seed$seed $out/sparse-grpo-seed$seed"
-done | xargs -P "$jobs" -L 1 bash -c 'score "$@"' _
+done | xargs -r -P "$jobs" -L 1 bash -c 'score "$@"' _
 
 : >"$results/table.md"
 for base in "${bases[@]}"; do

@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 out=${OUT:-runs/meml-grpo}
 source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...]
 
-dme=$results/dme.jsonl
+dme=$out/dme.jsonl # made again in a clone: the same draw
 if [ ! -s "$dme" ]; then
   bin/rlvr experts collect --levels 5,6 --problems 100 --warmup-fraction 0.2 --out "$dme" >"$results/collect.txt"
 fi
@@ -52,7 +52,7 @@ for seed in $seeds; do
     echo "configs/world-expert0-sft.yaml $out/expert$x-sft-seed$seed --seed $seed --dme $dme --out $out/expert$x-sft-seed$seed-model $from_world $test_flags$(single $x)"
   done
   echo "configs/world-moe-sft.yaml $out/moe-sft-seed$seed --seed $seed --dme $dme --out $out/moe-sft-seed$seed-model $from_world $test_flags"
-done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
+done | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
 
 # Stage 3: RL from the warm-up models, the rows in order of importance.
 for row in "${rl_rows[@]}"; do
@@ -63,7 +63,7 @@ for row in "${rl_rows[@]}"; do
     esac
     echo "$config $out/$row-seed$seed --seed $seed --steps $steps --model $out/$base-seed$seed-model $test_flags$set"
   done
-done | xargs -P "$jobs" -L 1 bash -c 'run "$@"' _
+done | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
 
 rows=(expert0-sft expert1-sft expert2-sft moe-sft expert0-sft-grpo expert1-sft-grpo expert2-sft-grpo expert0-sft-dr-grpo
       expert1-sft-dr-grpo expert2-sft-dr-grpo moe-sft-grpo moe-sft-dr-grpo meml-grpo-hsft meml-grpo-iml meml-grpo)
