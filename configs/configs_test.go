@@ -225,7 +225,7 @@ func weightsMoved(t *testing.T, start, run string) bool {
 // embedded in the binary.
 func worldModel(t *testing.T) string {
 	dir := filepath.Join(t.TempDir(), "world")
-	if err := worldmodel.Install(worldmodel.FS(), dir); err != nil {
+	if err := worldmodel.Install(worldmodel.FS(1), dir); err != nil {
 		t.Fatal(err)
 	}
 	return dir

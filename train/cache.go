@@ -60,23 +60,24 @@ func WriteResult(dir string, res *PretrainResult) error {
 
 // EnsurePretrained returns the directory of cfg's model, caching it first
 // when it is not cached yet: the model embedded in the binary (package
-// worldmodel) when cfg is the configuration it was trained from, otherwise
+// worldmodel) when cfg is a configuration one was trained from, otherwise
 // a model trained now, with progress. The result is the training run's, or
 // the cached or embedded one's (then Cached is set).
 func EnsurePretrained(ctx context.Context, cfg PretrainConfig, progress func(Progress)) (string, *PretrainResult, error) {
-	return ensurePretrained(ctx, cfg, PretrainOptions{Progress: progress}, worldmodel.FS(), worldmodel.ConfigHash)
+	return EnsurePretrainedWith(ctx, cfg, PretrainOptions{Progress: progress})
 }
 
 // EnsurePretrainedWith is EnsurePretrained with options: a pretraining it
 // starts can be stopped (opts.State is ignored: a stopped run keeps its
 // state beside the cache directory, and the next call continues it).
 func EnsurePretrainedWith(ctx context.Context, cfg PretrainConfig, opts PretrainOptions) (string, *PretrainResult, error) {
-	return ensurePretrained(ctx, cfg, opts, worldmodel.FS(), worldmodel.ConfigHash)
+	embedded, _ := worldmodel.Lookup(ConfigHash(cfg))
+	return ensurePretrained(ctx, cfg, opts, embedded)
 }
 
-// ensurePretrained is EnsurePretrained with the embedded model's files and
-// configuration hash as arguments.
-func ensurePretrained(ctx context.Context, cfg PretrainConfig, opts PretrainOptions, embedded fs.FS, embeddedHash string) (string, *PretrainResult, error) {
+// ensurePretrained is EnsurePretrained with the embedded model of cfg's
+// configuration as an argument, nil when there is none.
+func ensurePretrained(ctx context.Context, cfg PretrainConfig, opts PretrainOptions, embedded fs.FS) (string, *PretrainResult, error) {
 	dir := PretrainedPath(cfg)
 	if res, err := readResult(dir); err == nil {
 		return dir, res, nil
@@ -87,7 +88,7 @@ func ensurePretrained(ctx context.Context, cfg PretrainConfig, opts PretrainOpti
 		return "", nil, err
 	}
 	var res *PretrainResult
-	if ConfigHash(cfg) == embeddedHash {
+	if embedded != nil {
 		tmp, err := os.MkdirTemp(CacheDir(), ".pretrain-*")
 		if err != nil {
 			return "", nil, err

@@ -18,12 +18,28 @@ import (
 	"rlvr/worldmodel"
 )
 
-// TestEmbeddedWorldModelIsTheDefault fails when the default pretraining
-// configuration no longer is the one the embedded model was trained from.
-func TestEmbeddedWorldModelIsTheDefault(t *testing.T) {
-	if got := ConfigHash(DefaultPretrain()); got != worldmodel.ConfigHash {
-		t.Fatalf("DefaultPretrain() hashes to %s, but the model embedded in package worldmodel was trained from %s:\n"+
-			"regenerate it with `go generate ./worldmodel` (about ten minutes on two cores) and commit the new files", got, worldmodel.ConfigHash)
+// TestEmbeddedWorldModels fails when a world version's pretraining
+// configuration no longer is the one its embedded model was trained from,
+// or when world version 1's model is not embedded.
+func TestEmbeddedWorldModels(t *testing.T) {
+	if !slices.Contains(worldmodel.Versions(), 1) {
+		t.Fatalf("world version 1's model is not embedded (versions %v)", worldmodel.Versions())
+	}
+	for _, v := range worldmodel.Versions() {
+		cfg, err := WorldPretrain(v)
+		if err != nil {
+			t.Fatalf("package worldmodel embeds world version %d: %v", v, err)
+		}
+		if got, want := ConfigHash(cfg), worldmodel.ConfigHash(v); got != want {
+			t.Errorf("world version %d's pretraining hashes to %s, but its model embedded in package worldmodel was trained from %s:\n"+
+				"regenerate it (see package worldmodel) and commit the new files", v, got, want)
+		}
+		if fsys, ok := worldmodel.Lookup(ConfigHash(cfg)); !ok || fsys == nil {
+			t.Errorf("world version %d: Lookup of its hash found nothing", v)
+		}
+	}
+	if cfg := DefaultPretrain(); ConfigHash(cfg) != worldmodel.ConfigHash(1) {
+		t.Errorf("DefaultPretrain() is not world version 1's configuration")
 	}
 }
 
@@ -33,7 +49,7 @@ func TestEnsurePretrainedInstallsEmbedded(t *testing.T) {
 	t.Setenv("RLVR_CACHE", t.TempDir())
 	cfg := DefaultPretrain()
 	trained := false
-	dir, res, err := ensurePretrained(context.Background(), cfg, PretrainOptions{Progress: func(Progress) { trained = true }}, worldmodel.FS(), ConfigHash(cfg))
+	dir, res, err := ensurePretrained(context.Background(), cfg, PretrainOptions{Progress: func(Progress) { trained = true }}, worldmodel.FS(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +57,7 @@ func TestEnsurePretrainedInstallsEmbedded(t *testing.T) {
 		t.Fatalf("trained %v, cached %v, dir %s (want %s), %d levels", trained, res.Cached, dir, PretrainedPath(cfg), len(res.Eval))
 	}
 	for _, name := range worldmodel.Files {
-		want, _ := fs.ReadFile(worldmodel.FS(), name)
+		want, _ := fs.ReadFile(worldmodel.FS(1), name)
 		if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !bytes.Equal(got, want) {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -57,7 +73,7 @@ func TestEnsurePretrainedInstallsEmbedded(t *testing.T) {
 		t.Errorf("tokenizer %T, AddBOS %v", l.Tokenizer, l.AddBOS)
 	}
 	// Then it is an ordinary cache entry.
-	again, res2, err := ensurePretrained(context.Background(), cfg, PretrainOptions{}, fstest.MapFS{}, ConfigHash(cfg))
+	again, res2, err := ensurePretrained(context.Background(), cfg, PretrainOptions{}, fstest.MapFS{})
 	if err != nil || again != dir || !res2.Cached {
 		t.Fatalf("second call: %s, %+v, %v", again, res2, err)
 	}
@@ -70,7 +86,7 @@ func TestEnsurePretrainedRefusesCorruptEmbedded(t *testing.T) {
 	t.Setenv("RLVR_CACHE", t.TempDir())
 	bad := fstest.MapFS{}
 	for _, name := range append(slices.Clone(worldmodel.Files), worldmodel.SumsFile) {
-		data, err := fs.ReadFile(worldmodel.FS(), name)
+		data, err := fs.ReadFile(worldmodel.FS(1), name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +96,7 @@ func TestEnsurePretrainedRefusesCorruptEmbedded(t *testing.T) {
 	weights[len(weights)-1] ^= 0xff
 	bad["model.safetensors"].Data = weights
 	cfg := DefaultPretrain()
-	_, _, err := ensurePretrained(context.Background(), cfg, PretrainOptions{}, bad, ConfigHash(cfg))
+	_, _, err := ensurePretrained(context.Background(), cfg, PretrainOptions{}, bad)
 	if err == nil || !strings.Contains(err.Error(), "model.safetensors") {
 		t.Fatalf("error %v, want one naming model.safetensors", err)
 	}
@@ -98,7 +114,7 @@ func TestPretrainWritesCompleteDirectory(t *testing.T) {
 	cfg.Model.Dim, cfg.Model.Layers, cfg.Model.Hidden = 32, 1, 64
 	cfg.Steps, cfg.BatchTokens, cfg.EvalProblems = 2, 256, 2
 	cfg.Schedule = optim.Schedule{Kind: optim.Constant, PeakLR: 1e-3, TotalSteps: 2}
-	dir, res, err := ensurePretrained(context.Background(), cfg, PretrainOptions{}, worldmodel.FS(), worldmodel.ConfigHash)
+	dir, res, err := ensurePretrained(context.Background(), cfg, PretrainOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

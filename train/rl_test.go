@@ -82,7 +82,7 @@ func tinyWorldModel(t *testing.T) string {
 func worldModel(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "world")
-	if err := worldmodel.Install(worldmodel.FS(), dir); err != nil {
+	if err := worldmodel.Install(worldmodel.FS(1), dir); err != nil {
 		t.Fatal(err)
 	}
 	return dir

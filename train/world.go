@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"rlvr/worldmodel"
 
 	"rlvr/task/world"
 )
@@ -32,9 +33,10 @@ const Version2Steps = 16000
 
 // WorldModel returns the directory of a world version's model, the
 // starting point of every run that names no model, making it available in
-// the cache first when it is not there yet (see EnsurePretrained): version
-// 1's comes with rlvr, version 2's is pretrained on first use, which logf
-// (nil: nothing) is told before it starts.
+// the cache first when it is not there yet (see EnsurePretrained): from
+// the binary when it comes with rlvr (package worldmodel), else
+// pretrained on first use, which logf (nil: nothing) is told before it
+// starts.
 func WorldModel(ctx context.Context, version int, logf func(string, ...any)) (string, error) {
 	cfg, err := WorldPretrain(version)
 	if err != nil {
@@ -43,7 +45,7 @@ func WorldModel(ctx context.Context, version int, logf func(string, ...any)) (st
 	if dir := PretrainedPath(cfg); exists(dir) {
 		return dir, nil
 	}
-	if version != 1 && logf != nil {
+	if _, shipped := worldmodel.Lookup(ConfigHash(cfg)); !shipped && logf != nil {
 		logf("pretraining world version %d's model first (about %d minutes on two cores; `rlvr pretrain --world %d` does it alone)", version, PretrainMinutes(cfg), version)
 	}
 	dir, _, err := EnsurePretrained(ctx, cfg, nil)

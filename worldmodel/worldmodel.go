@@ -1,34 +1,36 @@
-// Package worldmodel is the built-in world's pretrained model, kept in the
-// repository and embedded in the binary, so that a fresh machine runs the
-// world's commands at once instead of pretraining for ten minutes first.
+// Package worldmodel holds the built-in world's pretrained models, kept in
+// the repository and embedded in the binary, so that a fresh machine runs
+// the world's commands at once instead of pretraining first (ten minutes
+// on two cores for world version 1, an hour for version 2).
 //
-// The files are what `rlvr pretrain` writes for the default configuration
-// (train.DefaultPretrain): a complete Hugging Face model directory
-// (config.json, model.safetensors in float32, the byte tokenizer's
-// tokenizer.json and tokenizer_config.json) and pretrain.json, the
-// training run's train.PretrainResult, with their SHA-256 sums in
-// SHA256SUMS. [ConfigHash] is the hash of the configuration they were
-// trained from (train.ConfigHash); train.EnsurePretrained installs them
-// into the cache with [Install] when asked for a model of that
-// configuration, and trains as before for any other.
+// Each world version's model is a directory vN: what `rlvr pretrain
+// --world N` writes for that version's configuration (train.WorldPretrain):
+// a complete Hugging Face model directory (config.json, model.safetensors in
+// float32, the byte tokenizer's tokenizer.json and tokenizer_config.json)
+// and pretrain.json, the training run's train.PretrainResult, with their
+// SHA-256 sums in SHA256SUMS, and in CONFIG_HASH the hash of the
+// configuration they were trained from (train.ConfigHash).
+// train.EnsurePretrained installs a model into the cache with [Install]
+// when asked for a model of an embedded configuration ([Lookup]), and
+// trains as before for any other.
 //
 // # Regenerating
 //
 // Pretraining is deterministic for a seed and a thread count: the same
 // configuration on the same number of threads gives bit-identical
-// weights on any machine with the same GEMM kernels. When the default
+// weights on any machine with the same GEMM kernels. When a version's
 // pretraining configuration, the world's corpus or the engine's numerics
-// change, regenerate the files (about ten minutes on two cores):
+// change, regenerate its files:
 //
-//	go generate ./worldmodel
+//	go generate ./worldmodel                                  # version 1, about ten minutes on two cores
+//	cd worldmodel && go run gen.go -threads 2 -world 2       # version 2, about an hour
 //
-// which runs gen.go: it pretrains train.DefaultPretrain() on 2 threads,
-// writes the files into this directory, and rewrites SHA256SUMS and
-// confighash.go. A test of package train fails while ConfigHash differs
-// from the default configuration's hash.
+// which runs gen.go: it pretrains the version's configuration on 2
+// threads and writes the files into vN. A test of package train fails
+// while an embedded version's hash differs from its configuration's.
 package worldmodel
 
-//go:generate go run gen.go -threads 2
+//go:generate go run gen.go -threads 2 -world 1
 
 import (
 	"bufio"
@@ -40,16 +42,83 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 
 	"rlvr/internal/atomicfile"
 )
 
-//go:embed config.json model.safetensors tokenizer.json tokenizer_config.json pretrain.json SHA256SUMS
+//go:embed v*
 var files embed.FS
 
-// FS returns the embedded files: [Files] and [SumsFile].
-func FS() fs.FS { return files }
+// Dir is the directory of a world version's model in the package.
+func Dir(version int) string { return "v" + strconv.Itoa(version) }
+
+// Versions lists the world versions whose model is embedded, ascending.
+func Versions() []int {
+	entries, _ := fs.ReadDir(files, ".") // embedded: it always reads
+	var vs []int
+	for _, e := range entries {
+		if v, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "v")); err == nil && e.IsDir() && Dir(v) == e.Name() {
+			vs = append(vs, v)
+		}
+	}
+	slices.Sort(vs)
+	return vs
+}
+
+// FS returns the embedded files of version's model, [Files], [SumsFile]
+// and [HashFile]; nil when no model of that version is embedded.
+func FS(version int) fs.FS {
+	if !slices.Contains(Versions(), version) {
+		return nil
+	}
+	sub, _ := fs.Sub(files, Dir(version)) // a valid name: it always succeeds
+	return sub
+}
+
+// ConfigHash is the configuration hash in version's [HashFile], "" when no
+// model of that version is embedded or the file does not hold one.
+func ConfigHash(version int) string {
+	fsys := FS(version)
+	if fsys == nil {
+		return ""
+	}
+	h, _ := ReadHash(fsys)
+	return h
+}
+
+// Lookup returns the embedded model trained from the configuration whose
+// train.ConfigHash is hash.
+func Lookup(hash string) (fs.FS, bool) {
+	for _, v := range Versions() {
+		if ConfigHash(v) == hash {
+			return FS(v), true
+		}
+	}
+	return nil, false
+}
+
+// HashFile holds the train.ConfigHash of the configuration a model
+// directory was trained from: twelve hexadecimal digits and a newline.
+const HashFile = "CONFIG_HASH"
+
+var hashPattern = regexp.MustCompile(`^[0-9a-f]{12}$`)
+
+// ReadHash reads fsys's [HashFile].
+func ReadHash(fsys fs.FS) (string, error) {
+	data, err := fs.ReadFile(fsys, HashFile)
+	if err != nil {
+		return "", fmt.Errorf("worldmodel: %w", err)
+	}
+	h := strings.TrimSuffix(string(data), "\n")
+	if !hashPattern.MatchString(h) {
+		return "", fmt.Errorf("worldmodel: %s: %q is not twelve hexadecimal digits", HashFile, data)
+	}
+	return h, nil
+}
 
 // Files are the files of the model directory, in the order [Install]
 // writes them. pretrain.json comes last: a cache directory holding it is

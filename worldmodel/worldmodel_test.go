@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -16,49 +15,85 @@ import (
 )
 
 func TestEmbeddedFilesMatchSums(t *testing.T) {
-	if err := Verify(FS()); err != nil {
-		t.Fatalf("%v\nregenerate the model with `go generate ./worldmodel` (see the package doc)", err)
+	if vs := Versions(); len(vs) == 0 || vs[0] != 1 {
+		t.Fatalf("embedded versions %v, want 1 first", vs)
 	}
-	sums, err := fs.ReadFile(FS(), SumsFile)
-	if err != nil {
-		t.Fatal(err)
+	for _, v := range Versions() {
+		fsys := FS(v)
+		if err := Verify(fsys); err != nil {
+			t.Fatalf("version %d: %v\nregenerate the model (see the package doc)", v, err)
+		}
+		sums, err := fs.ReadFile(fsys, SumsFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Sums(fsys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(sums, want) {
+			t.Errorf("version %d: %s is not as Sums writes it:\n%s\nwant\n%s", v, SumsFile, sums, want)
+		}
+		h, err := ReadHash(fsys)
+		if err != nil || h != ConfigHash(v) {
+			t.Errorf("version %d: hash %q, %v; ConfigHash %q", v, h, err, ConfigHash(v))
+		}
+		if got, ok := Lookup(h); !ok || got == nil {
+			t.Errorf("version %d: Lookup(%s) found nothing", v, h)
+		}
 	}
-	want, err := Sums(FS())
-	if err != nil {
-		t.Fatal(err)
+	if FS(0) != nil || ConfigHash(99) != "" {
+		t.Error("a version with no embedded model has files or a hash")
 	}
-	if !bytes.Equal(sums, want) {
-		t.Errorf("%s is not as Sums writes it:\n%s\nwant\n%s", SumsFile, sums, want)
+	if _, ok := Lookup("000000000000"); ok {
+		t.Error("Lookup found a model for a hash no model has")
 	}
-	if !regexp.MustCompile(`^[0-9a-f]{12}$`).MatchString(ConfigHash) {
-		t.Errorf("ConfigHash %q is not twelve hexadecimal digits", ConfigHash)
+}
+
+func TestReadHash(t *testing.T) {
+	for data, want := range map[string]string{
+		"99cb24d58265\n": "",
+		"99cb24d58265":   "",
+		"99CB24D58265\n": "not twelve hexadecimal digits",
+		"99cb24d5826\n":  "not twelve hexadecimal digits",
+		"":               "not twelve hexadecimal digits",
+	} {
+		_, err := ReadHash(fstest.MapFS{HashFile: {Data: []byte(data)}})
+		if (want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), want) {
+			t.Errorf("ReadHash(%q): %v, want %q", data, err, want)
+		}
+	}
+	if _, err := ReadHash(fstest.MapFS{}); err == nil || !strings.Contains(err.Error(), HashFile) {
+		t.Errorf("no hash file: %v", err)
 	}
 }
 
 func TestEmbeddedModelOpens(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "world")
-	if err := Install(FS(), dir); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range Files {
-		want, _ := fs.ReadFile(FS(), name)
-		got, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("%s installed wrong: %v", name, err)
+	for _, v := range Versions() {
+		dir := filepath.Join(t.TempDir(), "world")
+		if err := Install(FS(v), dir); err != nil {
+			t.Fatal(err)
 		}
-	}
-	l, err := checkpoint.Open(dir, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := l.Tokenizer.(*tokenizer.ByteTokenizer); !ok || !l.AddBOS || !slices.Equal(l.StopTokens, []int32{tokenizer.ByteEOS}) {
-		t.Errorf("tokenizer %T, AddBOS %v, stop tokens %v: not the world's", l.Tokenizer, l.AddBOS, l.StopTokens)
-	}
-	if !slices.Equal(l.HFConfig.BOSTokenIDs, []int32{tokenizer.ByteBOS}) || !slices.Equal(l.HFConfig.EOSTokenIDs, []int32{tokenizer.ByteEOS}) {
-		t.Errorf("config.json: bos %v eos %v", l.HFConfig.BOSTokenIDs, l.HFConfig.EOSTokenIDs)
-	}
-	if l.Model.Config.Vocab != tokenizer.NewByteTokenizer().VocabSize() {
-		t.Errorf("vocab %d", l.Model.Config.Vocab)
+		for _, name := range Files {
+			want, _ := fs.ReadFile(FS(v), name)
+			got, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("version %d: %s installed wrong: %v", v, name, err)
+			}
+		}
+		l, err := checkpoint.Open(dir, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := l.Tokenizer.(*tokenizer.ByteTokenizer); !ok || !l.AddBOS || !slices.Equal(l.StopTokens, []int32{tokenizer.ByteEOS}) {
+			t.Errorf("version %d: tokenizer %T, AddBOS %v, stop tokens %v: not the world's", v, l.Tokenizer, l.AddBOS, l.StopTokens)
+		}
+		if !slices.Equal(l.HFConfig.BOSTokenIDs, []int32{tokenizer.ByteBOS}) || !slices.Equal(l.HFConfig.EOSTokenIDs, []int32{tokenizer.ByteEOS}) {
+			t.Errorf("version %d: config.json: bos %v eos %v", v, l.HFConfig.BOSTokenIDs, l.HFConfig.EOSTokenIDs)
+		}
+		if l.Model.Config.Vocab != tokenizer.NewByteTokenizer().VocabSize() {
+			t.Errorf("version %d: vocab %d", v, l.Model.Config.Vocab)
+		}
 	}
 }
 
