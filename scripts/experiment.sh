@@ -52,7 +52,7 @@ keep() {
   rm -rf "$dst" && mv "$dst.tmp" "$dst"
 }
 
-# needs-out FLAGS...: whether the flags name a model directory (--out DIR)
+# needs_out FLAGS...: whether the flags name a model directory (--out DIR)
 # that is missing; a later run starts from it.
 needs_out() {
   while [ $# -gt 0 ]; do
