@@ -86,6 +86,8 @@ run() {
   fi
   bin/rlvr train --config "$config" --run "$dir" "${again[@]}" "$@" >"$dir.log" 2>&1 ||
     { echo "failed: $dir (see $dir.log)" >&2; return 1; }
+  # A run stopped by a signal checkpoints and exits cleanly: not kept.
+  grep -qs '"split":"test"' "$dir/eval.jsonl" || { echo "stopped: $dir" >&2; return 1; }
   keep "$dir"
   echo "done: $dir"
 }
