@@ -180,9 +180,10 @@ func Load(dir string, numeric ...string) (*Run, error) {
 
 // readLines calls parse on each non-blank line of the file at path, or of
 // its gzip-compressed copy path+CompressedSuffix when path does not exist,
-// reporting whether either exists. A parse error is returned as a *located.Error, except
-// on a last line missing its newline, which is skipped with a warning; with
-// lenient, every line that does not parse is skipped with a warning.
+// reporting whether either exists. A parse error is returned as a
+// *located.Error, except on a last line missing its newline, which is
+// skipped with a warning; with lenient, every line that does not parse is
+// skipped with a warning.
 func readLines(path string, warnings *[]string, lenient bool, parse func([]byte) error) (bool, error) {
 	var f io.ReadCloser
 	f, err := os.Open(path)

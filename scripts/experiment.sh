@@ -36,10 +36,11 @@ go build -o bin/rlvr ./cmd/rlvr
 bin/rlvr pretrain --world "$world" >/dev/null
 export GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1
 
-# kept RUN: whether RUN is kept in $results with its test evaluation.
-kept() {
-  grep -qs '"split":"test"' "$results/$(basename "$1")/eval.jsonl"
-}
+# finished DIR: whether the run in DIR reached its test evaluation.
+finished() { grep -qs '"split":"test"' "$1/eval.jsonl"; }
+
+# kept RUN: whether RUN is kept in $results, finished.
+kept() { finished "$results/$(basename "$1")"; }
 
 # keep RUN: keeps the finished run RUN in $results.
 keep() {
@@ -77,7 +78,7 @@ run() {
     return 0
   fi
   local again=()
-  if grep -qs '"split":"test"' "$dir/eval.jsonl"; then
+  if finished "$dir"; then
     again=(--overwrite) # finished, but its model is gone: trained again
   elif compgen -G "$dir/ckpt-*" >/dev/null; then
     again=(--resume)
@@ -87,11 +88,11 @@ run() {
   bin/rlvr train --config "$config" --run "$dir" "${again[@]}" "$@" >"$dir.log" 2>&1 ||
     { echo "failed: $dir (see $dir.log)" >&2; return 1; }
   # A run stopped by a signal checkpoints and exits cleanly: not kept.
-  grep -qs '"split":"test"' "$dir/eval.jsonl" || { echo "stopped: $dir" >&2; return 1; }
+  finished "$dir" || { echo "stopped: $dir" >&2; return 1; }
   keep "$dir"
   echo "done: $dir"
 }
-export -f run kept keep needs_out
+export -f run finished kept keep needs_out
 
 # score RUN TRAINED [FLAGS...]: the starting model of world version $world,
 # scored without training on the test problems of the training run
