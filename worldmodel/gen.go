@@ -9,7 +9,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"log"
 	"os"
 	"path/filepath"
@@ -38,9 +37,6 @@ func run(threads, version int, out string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
 	tmp, err := os.MkdirTemp("", "rlvr-worldmodel-*")
 	if err != nil {
 		return err
@@ -57,6 +53,12 @@ func run(threads, version int, out string) error {
 		return err
 	}
 	if err := train.WriteResult(tmp, res); err != nil {
+		return err
+	}
+	// The version's directory appears only now: an empty one would stop
+	// the package from building (go:embed refuses it) during the hour
+	// of pretraining.
+	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
 	for _, name := range worldmodel.Files {
