@@ -127,6 +127,9 @@ func (c *RLConfig) resolveBackend(add func(format string, args ...any)) {
 	}
 	// The terms no Tinker loss_fn expresses, refused before any work (the
 	// parts refuse theirs through part.Run.CheckLoss).
+	if c.SampleBatch != 0 {
+		add("backend tinker: sample_batch = %d bounds rlvr's own sampler; the server schedules its sampling (sample_batch: 0)", c.SampleBatch)
+	}
 	if c.Entropy != 0 {
 		add("backend tinker: entropy = %v: %v (entropy: 0)", c.Entropy, remote.CheckLoss(backend.Loss{Entropy: c.Entropy}))
 	}
@@ -160,6 +163,7 @@ func openPolicy(ctx context.Context, base, ckpt string, c *RLConfig) (*policy, e
 		if err != nil {
 			return nil, err
 		}
+		s.Sampler.Engine.MaxStreams = c.SampleBatch
 		return &policy{learner: s, sampler: s.Sampler, text: s.Text, maxLen: s.Model.Config.MaxSeq, close: func() error { return nil }}, nil
 	}
 	var state string

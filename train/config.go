@@ -64,6 +64,14 @@ type RLConfig struct {
 	// larger mini-batch accumulates gradients over several. 0 means one
 	// pass per mini-batch.
 	MicroBatchTokens int `yaml:"micro_batch_tokens"`
+	// SampleBatch bounds the sequences rlvr's sampler draws at once, in
+	// rollouts, a part's sampling passes and evaluation (vLLM's
+	// max_num_seqs): a prompt's samples start as others end. Each
+	// completion depends only on its seed, so it changes speed and memory,
+	// never what is sampled. A small model samples fastest with a batch
+	// whose KV cache stays in the CPU's cache. 0: a step's requests all at
+	// once, and 64 at a time in evaluation.
+	SampleBatch int `yaml:"sample_batch,omitempty"`
 	// NoSignal is what a step whose batch gives no gradient does (every
 	// group all right or all wrong, say): NoSignalSkip takes no optimizer
 	// step, so the weights and Adam's state stay as they were;
@@ -315,7 +323,7 @@ func (c *RLConfig) Resolve() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"warmup", c.Warmup}, {"micro_batch_tokens", c.MicroBatchTokens}, {"eval_every", c.EvalEvery}, {"eval_problems", c.EvalProblems}, {"test_problems", c.TestProblems}, {"checkpoint_every", c.CheckpointEvery}, {"keep_last", c.KeepLast}} {
+	}{{"warmup", c.Warmup}, {"micro_batch_tokens", c.MicroBatchTokens}, {"sample_batch", c.SampleBatch}, {"eval_every", c.EvalEvery}, {"eval_problems", c.EvalProblems}, {"test_problems", c.TestProblems}, {"checkpoint_every", c.CheckpointEvery}, {"keep_last", c.KeepLast}} {
 		if f.v < 0 {
 			add("%s = %d must not be negative", f.name, f.v)
 		}

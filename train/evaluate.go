@@ -51,7 +51,7 @@ func (l *loop) evaluate(ctx context.Context, step int) error {
 func (l *loop) score(ctx context.Context, split string, step int, examples []task.Example, final bool) (rundir.Eval, error) {
 	rec := rundir.Eval{Step: step, Split: split}
 	ev := &part.Evaluation{Split: split, Step: step, Final: final, Examples: examples, Prompt: l.render.Text,
-		Config: &eval.Config{MaxTokens: l.cfg.MaxTokens}}
+		Config: &eval.Config{MaxTokens: l.cfg.MaxTokens, Batch: l.cfg.SampleBatch}}
 	prompted := make([]task.Example, len(examples))
 	for i, e := range examples {
 		text, err := l.render.Text(e, method.Variant{})

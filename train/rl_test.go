@@ -2,6 +2,7 @@ package train
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -570,6 +571,38 @@ func TestKLOptionsAndMicroBatchesRun(t *testing.T) {
 	inReward := run(func(c *RLConfig) { c.KL, c.KLInReward = 0.1, true })
 	if inLoss[1]["kl"] <= 0 || inReward[1]["kl"] <= 0 {
 		t.Fatalf("KL not reported: loss %v reward %v", inLoss[1]["kl"], inReward[1]["kl"])
+	}
+}
+
+// TestSampleBatchChangesNothingSampled: bounding the sequences in flight,
+// below one step's rollouts and one evaluation's samples, leaves every
+// metric and evaluation of a run as it was.
+func TestSampleBatchChangesNothingSampled(t *testing.T) {
+	base := smallRL(t)
+	// The world model, whose answers are partly right: the evaluations
+	// have something to differ in.
+	base.Model, base.Data.Levels, base.MaxTokens, base.Entropy = worldModel(t), []int{1}, 64, 0
+	base.Steps, base.CheckpointEvery, base.EvalEvery, base.EvalSamples = 2, 0, 1, 3
+	run := func(batch int) ([]map[string]float64, []byte) {
+		c := base
+		c.SampleBatch = batch
+		dir := filepath.Join(t.TempDir(), "run")
+		if err := RL(context.Background(), c, dir, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		evals, err := os.ReadFile(filepath.Join(dir, "eval.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stable(t, filepath.Join(dir, "metrics.jsonl")), evals
+	}
+	allMetrics, allEvals := run(0)
+	boundMetrics, boundEvals := run(base.GroupSize) // one group at a time
+	if !reflect.DeepEqual(allMetrics, boundMetrics) {
+		t.Errorf("metrics with sample_batch %d differ:\n%v\nwant\n%v", base.GroupSize, boundMetrics, allMetrics)
+	}
+	if !bytes.Equal(allEvals, boundEvals) {
+		t.Errorf("evaluations with sample_batch %d differ:\n%s\nwant\n%s", base.GroupSize, boundEvals, allEvals)
 	}
 }
 

@@ -64,8 +64,8 @@ the expert-assisted workflow, a pool of copies of the model (policy: true)
 self-collaboration.
 
 --test-of RUN scores the test problems of the world training run RUN, as its
-config.yaml draws them, at its max_tokens and with its eval_samples answers at
-its eval_temperature, with RUN's starting model (the flags, when given, take
+config.yaml draws them, at its max_tokens, with its eval_samples answers at its
+eval_temperature and its sample_batch in flight, with RUN's starting model (the flags, when given, take
 precedence): the starting model, or a test-time workflow, on exactly the
 problems a trained run was scored on. --run DIR records the evaluation as a run without training
 (config.yaml with the seed, eval.jsonl with the test line), which rlvr report
@@ -122,6 +122,9 @@ after the --system prompt, in one system message, as training writes them.`,
 					}
 					if !cmd.Flags().Changed("temperature") {
 						cfg.Temperature = testRun.EvalTemperature
+					}
+					if !cmd.Flags().Changed("batch") && testRun.SampleBatch > 0 {
+						cfg.Batch = testRun.SampleBatch
 					}
 				}
 			}
@@ -289,7 +292,7 @@ after the --system prompt, in one system message, as training writes them.`,
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.StringVar(&samplesPath, "samples", "", "write every scored completion to this JSON Lines file (id, pass, index, gold, text, answer, reward)")
 	f.StringVar(&consultPath, "consult", "", "a training config with the consultation part: run its consultation loop at test time, every reply accepted (EAPO's expert-assisted workflow; self-collaboration with a pool of policy copies)")
-	f.StringVar(&testOf, "test-of", "", "score the test problems of this world training run's directory, at its max_tokens, eval_samples and eval_temperature, with its starting model unless --model or --world names one")
+	f.StringVar(&testOf, "test-of", "", "score the test problems of this world training run's directory, at its max_tokens, eval_samples, eval_temperature and sample_batch, with its starting model unless --model or --world names one")
 	f.StringVar(&runDir, "run", "", "record the evaluation in this directory as a run without training, for rlvr report --table")
 	f.BoolVar(&consultOpen, "consult-open", false, "with --consult, open every episode with each expert of the pool asked the whole question")
 	// One flag names the model; --expert I sets the prompt itself; the
