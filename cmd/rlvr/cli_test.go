@@ -251,6 +251,9 @@ func TestHostileFlags(t *testing.T) {
 		// train and sft, validated by train.RLConfig.Resolve, which names
 		// the config keys the flags set.
 		{[]string{"train", "--steps", "0"}, []string{"steps = 0"}},
+		{[]string{"train", "--config", "", "--run", ""}, []string{"--config is empty"}},
+		{[]string{"train", "--run", ""}, []string{"--run is empty"}},
+		{[]string{"sft", "--out", ""}, []string{"--out is empty"}},
 		{[]string{"train", "--lr", "NaN"}, []string{"lr = NaN"}},
 		{[]string{"train", "--temperature", "-1"}, []string{"temperature = -1"}},
 		{[]string{"train", "--kl", "-1"}, []string{"kl = -1"}},

@@ -65,6 +65,13 @@ func rlCommand(use, preset, short, long, example string) *cobra.Command {
 	var resume, overwrite bool
 	cmd := &cobra.Command{Use: use, Short: short, Long: long, Example: example, Args: cobra.NoArgs}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		// An empty value given on purpose would otherwise read as unset:
+		// the defaults, trained into runs/<algorithm>-seed<seed>.
+		for _, f := range []struct{ name, v string }{{"config", configPath}, {"run", runDir}, {"out", out}} {
+			if cmd.Flags().Changed(f.name) && f.v == "" {
+				return fmt.Errorf("--%s is empty", f.name)
+			}
+		}
 		if resume && configPath == "" && runDir != "" && fileExists(filepath.Join(runDir, rundir.ConfigFile)) {
 			// A resumed run starts from what it recorded; flags may then
 			// change the knobs that are safe to change.
