@@ -30,9 +30,7 @@ from_world="--world $world"
 test_flags="--test-problems $tests"
 mkdir -p "$out" "$results"
 go build -o bin/rlvr ./cmd/rlvr
-# The world model: version 1's installs from the repository; version 2's
-# is pretrained once (16,000 steps, about 65 minutes on two cores) and
-# cached.
+# The world model of the version, installed from the repository.
 bin/rlvr pretrain --world "$world" >/dev/null
 export GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1
 

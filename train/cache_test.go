@@ -20,10 +20,12 @@ import (
 
 // TestEmbeddedWorldModels fails when a world version's pretraining
 // configuration no longer is the one its embedded model was trained from,
-// or when world version 1's model is not embedded.
+// or when the model of world version 1 or 2 is not embedded.
 func TestEmbeddedWorldModels(t *testing.T) {
-	if !slices.Contains(worldmodel.Versions(), 1) {
-		t.Fatalf("world version 1's model is not embedded (versions %v)", worldmodel.Versions())
+	for _, v := range []int{1, 2} {
+		if !slices.Contains(worldmodel.Versions(), v) {
+			t.Fatalf("world version %d's model is not embedded (versions %v)", v, worldmodel.Versions())
+		}
 	}
 	for _, v := range worldmodel.Versions() {
 		cfg, err := WorldPretrain(v)

@@ -23,10 +23,10 @@ the loss falling, scores held-out problems of every level, and saves a Hugging
 Face checkpoint (config.json + model.safetensors). Without --out the model is
 cached under a hash of its configuration (see rlvr's cache directory, or
 $RLVR_CACHE), and later commands start from it; a second run with the same
-settings finds it there and only prints its scores. The default settings' model
-is kept in the repository and installs at once. --world 2 trains on world
-version 2's corpus, in which the policy has a habit of slipping that only its
-context corrects (docs/world.md).
+settings finds it there and only prints its scores. Each world version's model
+(--world 1, the default settings, and --world 2) is kept in the repository and
+installs at once. --world 2's corpus is world version 2's, in which the policy
+has a habit of slipping that only its context corrects (docs/world.md).
 
 SIGINT or SIGTERM ends the run after the step under way with a checkpoint (in
 --out, or beside the cache entry); the same command then continues it.`,
