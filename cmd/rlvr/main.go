@@ -20,6 +20,7 @@ import (
 	_ "rlvr/method/part/all"
 	"rlvr/task/world"
 	"rlvr/train"
+	"rlvr/worldmodel"
 )
 
 func main() {
@@ -121,9 +122,9 @@ func worldVersionOf(path string) int {
 }
 
 // ensureWorldModel makes the world model at path available when it is one
-// and is missing: version 1's comes with rlvr and installs at once; a later
-// version's must be pretrained first, which this says how to do rather
-// than start a long run unasked.
+// and is missing: a version whose model comes with rlvr installs at once;
+// another must be pretrained first, which this says how to do rather than
+// start a long run unasked.
 func ensureWorldModel(ctx context.Context, path string) error {
 	v := worldVersionOf(path)
 	if v == 0 {
@@ -132,8 +133,10 @@ func ensureWorldModel(ctx context.Context, path string) error {
 	if _, err := os.Stat(path); err == nil {
 		return nil
 	}
-	if cfg, err := train.WorldPretrain(v); err == nil && v != 1 {
-		return fmt.Errorf("world version %d's model is not pretrained yet: run `rlvr pretrain --world %d` (about %d minutes on two cores)", v, v, train.PretrainMinutes(cfg))
+	if cfg, err := train.WorldPretrain(v); err == nil {
+		if _, embedded := worldmodel.Lookup(train.ConfigHash(cfg)); !embedded {
+			return fmt.Errorf("world version %d's model is not pretrained yet: run `rlvr pretrain --world %d` (about %d minutes on two cores)", v, v, train.PretrainMinutes(cfg))
+		}
 	}
 	_, err := train.WorldModel(ctx, v, nil)
 	return err

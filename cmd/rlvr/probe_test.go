@@ -56,3 +56,16 @@ func TestProbeWorldModel(t *testing.T) {
 		t.Errorf("readable over %d of %d queries; consulting over %d of %d episodes", rep.Readable.N, rep.Queries, rep.Consulting.N, rep.Episodes)
 	}
 }
+
+// TestEmbeddedWorldVersionInstalls: a command on world version 2, whose
+// model comes with rlvr, installs it into an empty cache instead of asking
+// for an hour of pretraining.
+func TestEmbeddedWorldVersionInstalls(t *testing.T) {
+	cliFixture(t) // an empty cache
+	if _, stderr, err := execute(t, context.Background(), "eval", "--world", "2", "--levels", "0", "--problems", "2", "--max-tokens", "16"); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(worldModelPath(2), "config.json")); err != nil {
+		t.Fatalf("world version 2's model not installed: %v", err)
+	}
+}
