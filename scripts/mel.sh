@@ -22,10 +22,16 @@ source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLA
 bases=(grpo rft reinforce-pp)
 rows=()
 for base in "${bases[@]}"; do rows+=("sparse-$base" "mel-$base"); done
-rows+=(sparse-meml-grpo sparse-eapo meml-eapo-mel)
+# mel-grpo-pooled: MEL's term averaged over the step's meta-experiences
+# alike instead of per question (eq. 10), as MEL ran before the two were
+# told apart.
+rows+=(sparse-meml-grpo sparse-eapo meml-eapo-mel mel-grpo-pooled)
 for row in "${rows[@]}"; do
   for seed in $seeds; do
-    echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps $from_world $test_flags"
+    case $row in
+      mel-grpo-pooled) echo "configs/world-mel-grpo.yaml $out/$row-seed$seed --seed $seed --steps $steps $from_world $test_flags --set meta_experience.aggregation=pooled" ;;
+      *) echo "configs/world-$row.yaml $out/$row-seed$seed --seed $seed --steps $steps $from_world $test_flags" ;;
+    esac
   done
 done | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
 
@@ -37,8 +43,9 @@ done | xargs -r -P "$jobs" -L 1 bash -c 'score "$@"' _
 
 : >"$results/table.md"
 for base in "${bases[@]}"; do
+  pooled=; [ "$base" != grpo ] || pooled=mel-grpo-pooled
   # shellcheck disable=SC2046
-  bin/rlvr report --table --baseline "sparse-$base" $(dirs base "sparse-$base" "mel-$base") | tee -a "$results/table.md"
+  bin/rlvr report --table --baseline "sparse-$base" $(dirs base "sparse-$base" "mel-$base" "$pooled") | tee -a "$results/table.md"
   echo | tee -a "$results/table.md"
 done
 # shellcheck disable=SC2046

@@ -30,8 +30,11 @@ import (
 //     batch; M is kept only if that answer verifies.
 //  4. Internalization (eq. 7): the NLL of each kept M, as the policy wrote
 //     it, given the retrospective context [I, x, y+, y−], a token mean per
-//     M averaged over the Ms (seq-mean-token-mean) and weighted by Weight,
-//     joins the base objective's gradient: J = J_base + J_MEL.
+//     M, averaged over each question's Ms and then over the step's
+//     questions (eq. 10: R_MEL sits inside the expectation over x, and a
+//     question without a kept M adds 0), or with Pooled over all the
+//     step's Ms alike, and weighted by Weight, joins the base objective's
+//     gradient: J = J_base + J_MEL.
 //
 // Only M's tokens carry weight; the context's are 0. Answers are paired
 // within a group, so under several prompt variants (expert prompts) a pair
@@ -46,6 +49,8 @@ type MetaExperience struct {
 	// |Y+|·|Y−| = G²/4.
 	Pairs  int
 	Weight float32 // λ of the NLL term
+	// Pooled averages the step's kept Ms alike instead of per question.
+	Pooled bool
 	// Temperature and MaxTokens are the reflection pass's sampling; 0
 	// takes the rollouts'. Replays sample as rollouts do.
 	Temperature float32
@@ -55,6 +60,12 @@ type MetaExperience struct {
 	// evaluation (and kept in the state so a resumed run shows the same).
 	last *metaExample
 }
+
+// The ways the kept Ms' NLLs make MEL's term (MetaExperienceConfig.Aggregation).
+const (
+	PromptMean = "prompt-mean" // eq. 10: per question, then over the step's questions
+	Pooled     = "pooled"      // every kept M of the step alike
+)
 
 // singleTurn is the variant of MEL's own prompts, the reflection request
 // and the replay: the plain prompt, without the consult grant.
@@ -148,6 +159,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *method.Env, groups []m
 		replayed = append(replayed, mp)
 	}
 	var data []backend.Datum
+	var kept []*method.Scored // the group of each datum's M
 	var nll float64
 	if len(replayed) > 0 {
 		p := env.Sampling
@@ -173,6 +185,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *method.Env, groups []m
 				continue
 			}
 			data = append(data, method.ResponseDatum(mp.request, mp.reflection.Tokens))
+			kept = append(kept, mp.group)
 			nll += tokenNLL(mp.reflection.Logprobs)
 			if len(data) == 1 {
 				me.last = &metaExample{Step: env.Step + 1, Question: mp.group.Example.Prompt, Correct: mp.correct,
@@ -192,7 +205,29 @@ func (me *MetaExperience) Terms(ctx context.Context, env *method.Env, groups []m
 	// The sampler's NLL of the kept Ms under the policy that wrote them
 	// (at the reflection temperature), before this step's update.
 	env.Metrics.Set("mel/nll", nll/float64(len(data)))
+	if !me.Pooled {
+		perQuestion(data, kept, len(groups))
+	}
 	return []method.Term{{Name: "mel", Data: data, Loss: backend.Loss{NLL: me.Weight}, Aggregation: backend.SeqMeanTokenMean}}, nil
+}
+
+// perQuestion scales each datum's token weights so that the term's
+// seq-mean-token-mean aggregate over the len(data) kept Ms becomes eq. 10's
+// nesting: a token mean per M, a mean over its question's Ms, and a mean
+// over the step's questions, of which one without a kept M adds 0. The
+// aggregate gives M 1/(len(data)·|M|); times len(data)/(questions·n_x) it
+// is 1/(questions·n_x·|M|), with n_x the Ms kept from M's question.
+func perQuestion(data []backend.Datum, group []*method.Scored, questions int) {
+	n := map[*method.Scored]int{}
+	for _, g := range group {
+		n[g]++
+	}
+	for i := range data {
+		f := float32(len(data)) / float32(questions*n[group[i]])
+		for j := range data[i].Weights {
+			data[i].Weights[j] *= f
+		}
+	}
 }
 
 // pairs forms the step's contrastive pairs (mel/pairs) and renders their

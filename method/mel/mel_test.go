@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"rlvr/backend"
 	"rlvr/method"
 	"rlvr/method/methodtest"
 	"rlvr/method/part"
@@ -90,7 +91,9 @@ func TestMetaExperiencePairsReflectsValidatesAndTrains(t *testing.T) {
 	env := methodtest.NewEnv(nil)
 	env.Render, env.Policy, env.Seed = wideRender{limit: 1 << 10}, pol, 7
 	env.Sampling = sample.Params{MaxTokens: 32, Temperature: 1, StopTokens: []int32{0}}
-	me := &MetaExperience{Format: World{}, Weight: 0.5, Temperature: 0.7, MaxTokens: 48}
+	// Pooled leaves each M's token weights at 1 (eq. 10's nesting is
+	// TestMetaExperienceAveragesPerQuestion's).
+	me := &MetaExperience{Format: World{}, Weight: 0.5, Pooled: true, Temperature: 0.7, MaxTokens: 48}
 	terms, err := me.Terms(context.Background(), env, groups)
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +157,67 @@ func TestMetaExperiencePairsReflectsValidatesAndTrains(t *testing.T) {
 	}
 	if want := "step 1\nquestion:\nQ:1+2\n\ncorrect answer (y+):\n####3\n\nwrong answer (y−):\n####0\n\nmeta-experience M:\nS:1+2=3\nC:1+2=4 is wrong\nH:add carefully\n\nreplay with M (verified):\n####3"; ex[0].Text != want {
 		t.Fatalf("exhibit text %q, want %q", ex[0].Text, want)
+	}
+}
+
+// TestMetaExperienceAveragesPerQuestion: after the learner's aggregation,
+// each kept M weighs 1/(questions · its question's Ms), as eq. 10 nests
+// R_MEL inside the expectation over questions (one without a kept M adds
+// 0); pooled, every M weighs 1/Ms.
+func TestMetaExperienceAveragesPerQuestion(t *testing.T) {
+	two, one := methodtest.Example("1+2", "3"), methodtest.Example("2+2", "4")
+	groups := []method.Scored{
+		worldGroup(methodtest.ByteRender{}, two, true, false, false), // 2 pairs
+		worldGroup(methodtest.ByteRender{}, one, false, true),        // 1 pair
+		worldGroup(methodtest.ByteRender{}, methodtest.Example("5+5", "10"), true, true),
+		worldGroup(methodtest.ByteRender{}, methodtest.Example("9*9", "81"), false, false),
+	}
+	for _, tc := range []struct {
+		pooled bool
+		want   map[string]float64 // the weight of each kept M, by its question
+	}{
+		{false, map[string]float64{"R:1+2": 1.0 / 8, "R:2+2": 1.0 / 4}},
+		{true, map[string]float64{"R:1+2": 1.0 / 3, "R:2+2": 1.0 / 3}},
+	} {
+		pol := &reflector{
+			reflect: func(p string) string { return "S:x\nC:y\nH:z\n" },
+			answer: func(p string) string {
+				if strings.HasPrefix(p, "M:") { // every replay verifies
+					return "####" + map[bool]string{true: "3", false: "4"}[strings.Contains(p, "1+2")]
+				}
+				return "####0"
+			},
+		}
+		env := methodtest.NewEnv(nil)
+		env.Render, env.Policy, env.Seed = wideRender{limit: 1 << 10}, pol, 7
+		env.Sampling = sample.Params{MaxTokens: 32, Temperature: 1, StopTokens: []int32{0}}
+		me := &MetaExperience{Format: World{}, Weight: 1, Pooled: tc.pooled}
+		terms, err := me.Terms(context.Background(), env, groups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(terms) != 1 || len(terms[0].Data) != 3 {
+			t.Fatalf("pooled %v: terms %+v", tc.pooled, terms)
+		}
+		data := terms[0].Data
+		if err := backend.Aggregate(data, terms[0].Aggregation, terms[0].Norm); err != nil {
+			t.Fatal(err)
+		}
+		total := 0.0
+		for _, d := range data {
+			sum := 0.0
+			for _, w := range d.Weights {
+				sum += float64(w)
+			}
+			question, _, _ := strings.Cut(methodtest.ByteRender{}.Decode(d.Tokens), "\n")
+			if want := tc.want[question]; math.Abs(sum-want) > 1e-6 {
+				t.Errorf("pooled %v: an M of %q weighs %v, want %v", tc.pooled, question, sum, want)
+			}
+			total += sum
+		}
+		if want := map[bool]float64{false: 2.0 / 4, true: 1}[tc.pooled]; math.Abs(total-want) > 1e-6 {
+			t.Errorf("pooled %v: the term weighs %v in all, want %v", tc.pooled, total, want)
+		}
 	}
 }
 

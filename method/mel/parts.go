@@ -29,6 +29,13 @@ type MetaExperienceConfig struct {
 	// |Y+|·|Y−| of them: up to 16 reflections per group at G = 8.
 	AllPairs bool    `yaml:"all_pairs,omitempty"`
 	Weight   float32 `yaml:"weight,omitempty"` // λ of the NLL term; 0 means 1
+	// Aggregation is how the kept meta-experiences' NLLs make the term:
+	// PromptMean (the default, eq. 10's R_MEL inside the expectation over
+	// questions) averages each question's, then the step's questions, one
+	// without a kept meta-experience counting 0; Pooled averages every
+	// kept meta-experience of the step alike, so that the term weighs as
+	// much when one question in the step yields them as when all do.
+	Aggregation string `yaml:"aggregation,omitempty"`
 	// Temperature and MaxTokens are the reflection pass's sampling; 0
 	// takes temperature and max_tokens. Replays sample as rollouts do.
 	Temperature float32 `yaml:"temperature,omitempty"`
@@ -57,6 +64,7 @@ func (m *MetaExperienceConfig) Resolve(run *part.Run, add func(string, ...any)) 
 	if m.Weight == 0 {
 		m.Weight = 1
 	}
+	part.OneOf(add, "meta_experience.aggregation", &m.Aggregation, PromptMean, Pooled)
 	if m.MaxTokens == 0 {
 		m.MaxTokens = run.MaxTokens
 	}
@@ -84,6 +92,6 @@ func (m *MetaExperienceConfig) Join(b *part.Build) error {
 		format = Chat{Instruction: m.Instruction, Validation: m.Validation}
 	}
 	b.Extras = append(b.Extras, &MetaExperience{Format: format, Pairs: m.Pairs, Weight: m.Weight,
-		Temperature: m.Temperature, MaxTokens: m.MaxTokens})
+		Pooled: m.Aggregation == Pooled, Temperature: m.Temperature, MaxTokens: m.MaxTokens})
 	return nil
 }
