@@ -24,10 +24,11 @@
 // [Load] reads a run back, reading a log compressed with gzip
 // (metrics.jsonl.gz) where the plain one is absent: a run kept for the
 // record, without its checkpoints, takes little space that way. A
-// malformed record is an error that names the file and line ([*located.Error]), with two exceptions: a last line without
-// its newline that does not parse is the record a live run is still
-// writing, and is skipped with a warning; and a malformed line of
-// samples.jsonl is skipped with a warning ([Run.Warnings]).
+// malformed record is an error that names the file and line
+// ([*located.Error]), with two exceptions: a last line without its newline
+// that does not parse is the record a live run is still writing, and is
+// skipped with a warning; and a malformed line of samples.jsonl is skipped
+// with a warning ([Run.Warnings]).
 package rundir
 
 import (

@@ -66,23 +66,22 @@ needs_out() {
 # run CONFIG RUN [FLAGS...]: one training run of bin/rlvr, skipped when it
 # is kept in $results (and the model it writes with --out, if any, is on
 # disk or no longer needed: the caller leaves such a run out), kept when it
-# finished in RUN without being kept, resumed from
-# its last checkpoint when it has one, and started again when it was
-# stopped before its first; its output goes to RUN.log, and the finished
-# run is kept.
+# finished in RUN without being kept, resumed from its last checkpoint when
+# it has one, and started again when it was stopped before its first; its
+# output goes to RUN.log, and the finished run is kept.
 run() {
   local config=$1 dir=$2
   shift 2
   if kept "$dir" && ! needs_out "$@"; then
     return 0
   fi
-  if finished "$dir" && ! needs_out "$@"; then
-    keep "$dir" # finished here before it was kept
-    echo "done: $dir"
-    return 0
-  fi
   local again=()
   if finished "$dir"; then
+    if ! needs_out "$@"; then
+      keep "$dir" # finished here before it was kept
+      echo "done: $dir"
+      return 0
+    fi
     again=(--overwrite) # finished, but its model is gone: trained again
   elif compgen -G "$dir/ckpt-*" >/dev/null; then
     again=(--resume)

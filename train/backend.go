@@ -125,11 +125,11 @@ func (c *RLConfig) resolveBackend(add func(format string, args ...any)) {
 			add("backend.timeout %q is not a positive duration", b.Timeout)
 		}
 	}
-	// The terms no Tinker loss_fn expresses, refused before any work (the
-	// parts refuse theirs through part.Run.CheckLoss).
 	if c.SampleBatch != 0 {
 		add("backend tinker: sample_batch = %d bounds rlvr's own sampler; the server schedules its sampling (sample_batch: 0)", c.SampleBatch)
 	}
+	// The terms no Tinker loss_fn expresses, refused before any work (the
+	// parts refuse theirs through part.Run.CheckLoss).
 	if c.Entropy != 0 {
 		add("backend tinker: entropy = %v: %v (entropy: 0)", c.Entropy, remote.CheckLoss(backend.Loss{Entropy: c.Entropy}))
 	}

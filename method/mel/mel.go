@@ -159,7 +159,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *method.Env, groups []m
 		replayed = append(replayed, mp)
 	}
 	var data []backend.Datum
-	var kept []*method.Scored // the group of each datum's M
+	var groupOf []*method.Scored // the group of each datum's M
 	var nll float64
 	if len(replayed) > 0 {
 		p := env.Sampling
@@ -185,7 +185,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *method.Env, groups []m
 				continue
 			}
 			data = append(data, method.ResponseDatum(mp.request, mp.reflection.Tokens))
-			kept = append(kept, mp.group)
+			groupOf = append(groupOf, mp.group)
 			nll += tokenNLL(mp.reflection.Logprobs)
 			if len(data) == 1 {
 				me.last = &metaExample{Step: env.Step + 1, Question: mp.group.Example.Prompt, Correct: mp.correct,
@@ -206,7 +206,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *method.Env, groups []m
 	// (at the reflection temperature), before this step's update.
 	env.Metrics.Set("mel/nll", nll/float64(len(data)))
 	if !me.Pooled {
-		perQuestion(data, kept, len(groups))
+		perQuestion(data, groupOf, len(groups))
 	}
 	return []method.Term{{Name: "mel", Data: data, Loss: backend.Loss{NLL: me.Weight}, Aggregation: backend.SeqMeanTokenMean}}, nil
 }
