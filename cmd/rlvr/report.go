@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +15,8 @@ import (
 func reportCmd() *cobra.Command {
 	var out, baseline string
 	var table bool
+	var blocks int
+	var metrics []string
 	cmd := &cobra.Command{
 		Use:   "report RUN_DIR [RUN_DIR...]",
 		Short: "Render training runs as an HTML page of charts and tables",
@@ -38,10 +41,17 @@ its difference from the best expert, each seed's best expert, the accuracy
 before training, the zero-variance fraction, rollout accuracy over the first
 and last 10 steps, and seconds per step. A run without a test evaluation
 contributes its last validation one, marked †. --baseline ROW adds each
-row's difference from that row, paired by seed (config.yaml's seed).`,
+row's difference from that row, paired by seed (config.yaml's seed).
+
+With --blocks N it prints, instead of a page (and after the table with
+--table), each of --metrics per block of N training steps: one line per
+row, each cell the mean over seeds of every seed's mean over the block,
+with a 95% t-interval over the seeds. It is how a write-up shows how fast a
+row learned, or how often it consulted, in each stage of its runs.`,
 		Example: `  rlvr report runs/grpo-s1
   rlvr report runs/grpo-s1 runs/grpo-s2 runs/dapo-s1 runs/dapo-s2 --out reports/grpo-vs-dapo
-  rlvr report --table --baseline grpo runs/grpo-s{1,2,3} runs/dapo-s{1,2,3} >> docs/dapo.md`,
+  rlvr report --table --baseline grpo runs/grpo-s{1,2,3} runs/dapo-s{1,2,3} >> docs/dapo.md
+  rlvr report --blocks 50 --metrics accuracy,grad_norm runs/grpo-s{1,2,3} runs/dapo-s{1,2,3}`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
@@ -54,6 +64,18 @@ row's difference from that row, paired by seed (config.yaml's seed).`,
 			}
 			if out != "" && !table {
 				c.outDir("out", out, true)
+			}
+			if cmd.Flags().Changed("blocks") && blocks < 1 {
+				c.add("blocks", "%d: a block is at least one step", blocks)
+			}
+			if cmd.Flags().Changed("metrics") && blocks == 0 {
+				c.add("metrics", "needs --blocks")
+			}
+			for _, m := range metrics {
+				if strings.TrimSpace(m) == "" {
+					c.add("metrics", "an empty metric name")
+					break
+				}
 			}
 			if !table && cmd.Flags().Changed("baseline") {
 				c.add("baseline", "needs --table")
@@ -72,7 +94,23 @@ row's difference from that row, paired by seed (config.yaml's seed).`,
 				runs[i] = r
 			}
 			if table {
-				return printTable(cmd, runs, baseline)
+				if err := printTable(cmd, runs, baseline); err != nil {
+					return err
+				}
+			}
+			if blocks > 0 {
+				t, err := report.Blocks(runs, metrics, blocks)
+				if err != nil {
+					return fmt.Errorf("--metrics: %w", err)
+				}
+				if table {
+					fmt.Fprintln(cmd.OutOrStdout())
+				}
+				_, err = fmt.Fprint(cmd.OutOrStdout(), t)
+				return err
+			}
+			if table {
+				return nil
 			}
 			if out == "" {
 				out = args[0]
@@ -87,7 +125,10 @@ row's difference from that row, paired by seed (config.yaml's seed).`,
 	cmd.Flags().StringVarP(&out, "out", "o", "", "directory to write report.html and its charts into (default: the first run directory)")
 	cmd.Flags().BoolVar(&table, "table", false, "print a markdown table of rows across seeds instead of writing the page")
 	cmd.Flags().StringVar(&baseline, "baseline", "", "with --table, the row that a \"Δ vs\" column compares every row with, paired by seed")
+	cmd.Flags().IntVar(&blocks, "blocks", 0, "print --metrics per block of this many training steps, across seeds, instead of a page")
+	cmd.Flags().StringSliceVar(&metrics, "metrics", []string{"accuracy"}, "with --blocks, the metrics.jsonl fields to table, comma-separated")
 	cmd.MarkFlagsMutuallyExclusive("table", "out") // --table prints to standard output
+	cmd.MarkFlagsMutuallyExclusive("blocks", "out")
 	return cmd
 }
 

@@ -1,0 +1,87 @@
+package report
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rlvr/rundir"
+)
+
+func TestBlocksAveragesEachSeedThenTheSeeds(t *testing.T) {
+	root := t.TempDir()
+	var runs []*rundir.Run
+	load := func(dir string) {
+		r, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	// Accuracy at step s is offset + s/100: seed 1's blocks of 10 steps
+	// average 0.055 and 0.155, seed 2's 0.155 and 0.255.
+	load(writeSeedRun(t, root, seedRun{name: "a-seed1", seed: "1"}))
+	load(writeSeedRun(t, root, seedRun{name: "a-seed2", seed: "2", offset: 0.1}))
+	// A row whose one seed logs the metric only on steps 3 and 15, and
+	// whose other seed never does.
+	for name, metrics := range map[string]string{
+		"b-seed1": `{"step":3,"accuracy":0.4}` + "\n" + `{"step":7}` + "\n" + `{"step":15,"accuracy":0.8}` + "\n" + `{"step":20}` + "\n",
+		"b-seed2": `{"step":20,"grad_norm":1}` + "\n",
+	} {
+		dir := filepath.Join(root, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, rundir.MetricsFile), metrics)
+		load(dir)
+	}
+
+	got, err := Blocks(runs, []string{"accuracy"}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// t(0.975, 1) = 12.706 times the standard error 0.05 of two block
+	// means 0.1 apart: ±0.635.
+	for _, want := range []string{
+		"| accuracy | steps 1–10 | steps 11–20 |",
+		"| a | 0.105 [−0.53, 0.74] | 0.205 [−0.43, 0.84] |",
+		"| b | 0.4 (1 of 2 seeds) | 0.8 (1 of 2 seeds) |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the table lacks %q:\n%s", want, got)
+		}
+	}
+
+	// The last block ends at the last step logged.
+	got, err = Blocks(runs, []string{"accuracy"}, 15)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, "| accuracy | steps 1–15 | steps 16–20 |") {
+		t.Errorf("blocks of 15 over 20 steps:\n%s", got)
+	}
+}
+
+func TestBlocksRefusesWhatItCannotTable(t *testing.T) {
+	root := t.TempDir()
+	r, err := Load(writeSeedRun(t, root, seedRun{name: "a-seed1", seed: "1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := []*rundir.Run{r}
+	for _, c := range []struct {
+		metrics []string
+		every   int
+		want    string
+	}{
+		{[]string{"accuracy"}, 0, "blocks of 0 steps"},
+		{nil, 10, "no metric named"},
+		{[]string{"acuracy"}, 10, `no run logs the metric "acuracy"; the runs log accuracy, step_s, zero_variance_frac`},
+	} {
+		_, err := Blocks(runs, c.metrics, c.every)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Blocks(%v, %d): error %v, want one containing %q", c.metrics, c.every, err, c.want)
+		}
+	}
+}
