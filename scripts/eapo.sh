@@ -61,8 +61,14 @@ done | xargs -r -P "$jobs" -L 1 bash -c 'score "$@"' _
 # shellcheck disable=SC2046
 bin/rlvr report --table --baseline self-rl $(dirs self-rl "${rows[@]/self-rl/}" "${workflows[@]/#/workflow-}") | tee "$results/table.md"
 echo | tee -a "$results/table.md"
-# App. H and Table 3 against EAPO itself.
+# App. H, Table 3 and App. E against EAPO itself.
 # shellcheck disable=SC2046
-bin/rlvr report --table --baseline eapo $(dirs eapo eapo-fixed eapo-slow eapo-fast eapo-homogeneous) | tee -a "$results/table.md"
+bin/rlvr report --table --baseline eapo $(dirs eapo eapo-fixed eapo-slow eapo-fast eapo-homogeneous eapo-meaningless) | tee -a "$results/table.md"
+echo | tee -a "$results/table.md"
+# How often each consulting row consulted, and whether it paid, per
+# 50-step block (App. B).
+# shellcheck disable=SC2046
+bin/rlvr report --blocks 50 --metrics accuracy,consult/call_rate,consult/accuracy_with,consult/accuracy_without,consult/acceptance_rate \
+  $(dirs eapo eapo-fixed eapo-slow eapo-fast eapo-homogeneous eapo-meaningless) | tee -a "$results/table.md"
 # shellcheck disable=SC2046
 bin/rlvr report --out "$out/report" $(dirs self-rl eapo eapo-fixed)
