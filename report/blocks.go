@@ -20,7 +20,12 @@ import (
 // block does not count, and the cell says how many did when not all. This
 // is how a write-up says how fast a method learned, or how often it
 // consulted, per stage of the run, with the spread across seeds.
-func Blocks(runs []*rundir.Run, metrics []string, every int) (string, error) {
+//
+// With a baseline row, each metric's table is followed by one of each other
+// row's difference from the baseline per block, paired by seed ([SeedOf]):
+// the mean over the seeds both rows have of (row − baseline), with a 95%
+// paired t-interval.
+func Blocks(runs []*rundir.Run, metrics []string, every int, baseline string) (string, error) {
 	if every < 1 {
 		return "", fmt.Errorf("report: blocks of %d steps: need at least 1", every)
 	}
@@ -49,6 +54,10 @@ func Blocks(runs []*rundir.Run, metrics []string, every int) (string, error) {
 		return "", fmt.Errorf("report: blocks: the runs log no training step")
 	}
 	rows := Rows(runs)
+	base, err := rowIndex(rows, baseline)
+	if err != nil {
+		return "", err
+	}
 	var b strings.Builder
 	for i, m := range metrics {
 		if i > 0 {
@@ -68,8 +77,87 @@ func Blocks(runs []*rundir.Run, metrics []string, every int) (string, error) {
 		}
 		g.Notes = []string{fmt.Sprintf("%s: the mean over seeds of each seed's mean over the block's steps [95%% t-interval over seeds].", m)}
 		b.WriteString(g.markdown())
+		if base < 0 {
+			continue
+		}
+		d := grid{Header: []string{"Δ " + m + " vs " + rows[base].Name}, Right: []bool{false}}
+		d.Header = append(d.Header, g.Header[1:]...)
+		d.Right = append(d.Right, g.Right[1:]...)
+		for i, row := range rows {
+			if i == base {
+				continue
+			}
+			cells := []string{row.Name}
+			for lo := 1; lo <= last; lo += every {
+				cells = append(cells, blockDifference(row, rows[base], m, lo, lo+every-1))
+			}
+			d.Cells = append(d.Cells, cells)
+		}
+		d.Notes = []string{fmt.Sprintf("Δ: the mean over the seeds both rows ran of (row − %s), each seed's block means [95%% paired t-interval].", rows[base].Name)}
+		b.WriteString("\n" + d.markdown())
 	}
 	return b.String(), nil
+}
+
+// blockMeans returns each of a row's seeds' mean of the metric over steps
+// lo–hi, by seed, leaving out the seeds that log none there.
+func blockMeans(row Row, metric string, lo, hi int) map[string]float64 {
+	means := map[string]float64{}
+	for _, r := range row.Runs {
+		if v, ok := blockMean(r, metric, lo, hi); ok {
+			means[SeedOf(r)] = v
+		}
+	}
+	return means
+}
+
+// blockMean returns a run's mean of the metric over steps lo–hi, and false
+// when it logs none there.
+func blockMean(r *rundir.Run, metric string, lo, hi int) (float64, bool) {
+	var sum float64
+	n := 0
+	for _, st := range r.Steps {
+		if st.Step < lo || st.Step > hi {
+			continue
+		}
+		if v, ok := st.Values[metric]; ok && finite(v) {
+			sum += v
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return sum / float64(n), true
+}
+
+// blockDifference writes a row's paired difference from the baseline row
+// over steps lo–hi.
+func blockDifference(row, base Row, metric string, lo, hi int) string {
+	rowMeans, baseMeans := blockMeans(row, metric, lo, hi), blockMeans(base, metric, lo, hi)
+	seeds := make([]string, 0, len(rowMeans))
+	for seed := range rowMeans {
+		if _, ok := baseMeans[seed]; ok {
+			seeds = append(seeds, seed)
+		}
+	}
+	if len(seeds) == 0 {
+		return dash
+	}
+	slices.Sort(seeds)
+	diffs := make([]float64, len(seeds))
+	for i, seed := range seeds {
+		diffs[i] = rowMeans[seed] - baseMeans[seed]
+	}
+	iv := eval.MeanInterval(diffs)
+	s := signedNumber(iv.Mean)
+	if !math.IsNaN(iv.Low) {
+		s += " [" + signedNumber(iv.Low) + ", " + signedNumber(iv.High) + "]"
+	}
+	if len(seeds) < len(row.Runs) {
+		s += fmt.Sprintf(" (%d of %d seeds)", len(seeds), len(row.Runs))
+	}
+	return s
 }
 
 // blockCell writes a row's metric over steps lo–hi: the mean of its seeds'
@@ -77,19 +165,8 @@ func Blocks(runs []*rundir.Run, metrics []string, every int) (string, error) {
 func blockCell(row Row, metric string, lo, hi int) string {
 	var perSeed []float64
 	for _, r := range row.Runs {
-		var sum float64
-		n := 0
-		for _, st := range r.Steps {
-			if st.Step < lo || st.Step > hi {
-				continue
-			}
-			if v, ok := st.Values[metric]; ok && finite(v) {
-				sum += v
-				n++
-			}
-		}
-		if n > 0 {
-			perSeed = append(perSeed, sum/float64(n))
+		if v, ok := blockMean(r, metric, lo, hi); ok {
+			perSeed = append(perSeed, v)
 		}
 	}
 	if len(perSeed) == 0 {
@@ -110,4 +187,12 @@ func blockCell(row Row, metric string, lo, hi int) string {
 // typeset minus sign.
 func number(f float64) string {
 	return strings.Replace(strconv.FormatFloat(f, 'g', 3, 64), "-", "−", 1)
+}
+
+// signedNumber writes a difference as number does, with its sign.
+func signedNumber(f float64) string {
+	if f >= 0 {
+		return "+" + number(f)
+	}
+	return number(f)
 }

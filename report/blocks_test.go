@@ -37,7 +37,7 @@ func TestBlocksAveragesEachSeedThenTheSeeds(t *testing.T) {
 		load(dir)
 	}
 
-	got, err := Blocks(runs, []string{"accuracy"}, 10)
+	got, err := Blocks(runs, []string{"accuracy"}, 10, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,12 +54,49 @@ func TestBlocksAveragesEachSeedThenTheSeeds(t *testing.T) {
 	}
 
 	// The last block ends at the last step logged.
-	got, err = Blocks(runs, []string{"accuracy"}, 15)
+	got, err = Blocks(runs, []string{"accuracy"}, 15, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(got, "| accuracy | steps 1–15 | steps 16–20 |") {
 		t.Errorf("blocks of 15 over 20 steps:\n%s", got)
+	}
+}
+
+func TestBlocksPairsDifferencesBySeed(t *testing.T) {
+	root := t.TempDir()
+	var runs []*rundir.Run
+	for _, r := range []seedRun{
+		// The baseline's seeds 1 and 2, and a row 0.1 and 0.3 above them
+		// on the same seeds, given in the other order; its seed 3 has no
+		// baseline to pair with.
+		{name: "base-seed1", seed: "1"},
+		{name: "base-seed2", seed: "2", offset: 0.5},
+		{name: "row-seed3", seed: "3", offset: 9},
+		{name: "row-seed2", seed: "2", offset: 0.8},
+		{name: "row-seed1", seed: "1", offset: 0.1},
+	} {
+		run, err := Load(writeSeedRun(t, root, r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, run)
+	}
+	got, err := Blocks(runs, []string{"accuracy"}, 20, "base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Differences 0.1 and 0.3: mean 0.2, t(0.975, 1) × 0.1 = ±1.27.
+	for _, want := range []string{
+		"| Δ accuracy vs base | steps 1–20 |",
+		"| row | +0.2 [−1.07, +1.47] (2 of 3 seeds) |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the table lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "| base | +") {
+		t.Errorf("the baseline is compared with itself:\n%s", got)
 	}
 }
 
@@ -71,15 +108,17 @@ func TestBlocksRefusesWhatItCannotTable(t *testing.T) {
 	}
 	runs := []*rundir.Run{r}
 	for _, c := range []struct {
-		metrics []string
-		every   int
-		want    string
+		metrics  []string
+		every    int
+		baseline string
+		want     string
 	}{
-		{[]string{"accuracy"}, 0, "blocks of 0 steps"},
-		{nil, 10, "no metric named"},
-		{[]string{"acuracy"}, 10, `no run logs the metric "acuracy"; the runs log accuracy, step_s, zero_variance_frac`},
+		{[]string{"accuracy"}, 0, "", "blocks of 0 steps"},
+		{nil, 10, "", "no metric named"},
+		{[]string{"acuracy"}, 10, "", `no run logs the metric "acuracy"; the runs log accuracy, step_s, zero_variance_frac`},
+		{[]string{"accuracy"}, 10, "b", `no row named "b"; the rows are "a"`},
 	} {
-		_, err := Blocks(runs, c.metrics, c.every)
+		_, err := Blocks(runs, c.metrics, c.every, c.baseline)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Blocks(%v, %d): error %v, want one containing %q", c.metrics, c.every, err, c.want)
 		}

@@ -501,18 +501,27 @@ func largestPassAtK(passAtK map[string]float64) (k int, v float64) {
 // evaluation, and its row's accuracy is marked "†".
 func Table(runs []*rundir.Run, baseline string) (string, error) {
 	rows := Rows(runs)
-	base := -1
-	if baseline != "" {
-		base = slices.IndexFunc(rows, func(r Row) bool { return r.Name == baseline })
-		if base < 0 {
-			names := make([]string, len(rows))
-			for i, r := range rows {
-				names[i] = fmt.Sprintf("%q", r.Name)
-			}
-			return "", fmt.Errorf("report: no row named %q; the rows are %s", baseline, strings.Join(names, ", "))
-		}
+	base, err := rowIndex(rows, baseline)
+	if err != nil {
+		return "", err
 	}
 	return newGrid(rows, base).markdown(), nil
+}
+
+// rowIndex returns the index of the row named name, -1 for no name, or an
+// error that lists the rows there are.
+func rowIndex(rows []Row, name string) (int, error) {
+	if name == "" {
+		return -1, nil
+	}
+	if i := slices.IndexFunc(rows, func(r Row) bool { return r.Name == name }); i >= 0 {
+		return i, nil
+	}
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = fmt.Sprintf("%q", r.Name)
+	}
+	return -1, fmt.Errorf("report: no row named %q; the rows are %s", name, strings.Join(names, ", "))
 }
 
 // grid is a table as text, for markdown and for the HTML page.

@@ -66,9 +66,9 @@ echo | tee -a "$results/table.md"
 bin/rlvr report --table --baseline eapo $(dirs eapo eapo-fixed eapo-slow eapo-fast eapo-homogeneous eapo-meaningless) | tee -a "$results/table.md"
 echo | tee -a "$results/table.md"
 # How often each consulting row consulted, and whether it paid, per
-# 50-step block (App. B).
+# 50-step block (App. B), and each row's difference from EAPO there.
 # shellcheck disable=SC2046
-bin/rlvr report --blocks 50 --metrics accuracy,consult/call_rate,consult/accuracy_with,consult/accuracy_without,consult/acceptance_rate \
+bin/rlvr report --blocks 50 --baseline eapo --metrics accuracy,consult/call_rate,consult/accuracy_with,consult/accuracy_without,consult/acceptance_rate \
   $(dirs eapo eapo-fixed eapo-slow eapo-fast eapo-homogeneous eapo-meaningless) | tee -a "$results/table.md"
 # shellcheck disable=SC2046
 bin/rlvr report --out "$out/report" $(dirs self-rl eapo eapo-fixed)

@@ -52,9 +52,10 @@ done
 bin/rlvr report --table --baseline mel-grpo $(dirs mel-grpo sparse-meml-grpo sparse-eapo meml-eapo-mel) | tee -a "$results/table.md"
 echo | tee -a "$results/table.md"
 # How fast each row learned, how large its steps were, and what a
-# meta-experience did in context, per 50-step block.
+# meta-experience did in context, per 50-step block, and each row's
+# difference from GRPO there.
 # shellcheck disable=SC2046
-bin/rlvr report --blocks 50 --metrics accuracy,grad_norm,mel/replay_accuracy,mel/group_accuracy \
+bin/rlvr report --blocks 50 --baseline sparse-grpo --metrics accuracy,grad_norm,mel/replay_accuracy,mel/group_accuracy \
   $(dirs sparse-grpo mel-grpo mel-grpo-pooled sparse-meml-grpo meml-eapo-mel) | tee -a "$results/table.md"
 # shellcheck disable=SC2046
 bin/rlvr report --out "$out/report" $(dirs sparse-grpo mel-grpo sparse-rft mel-rft sparse-reinforce-pp mel-reinforce-pp meml-eapo-mel)

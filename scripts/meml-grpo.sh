@@ -74,9 +74,10 @@ echo | tee -a "$results/table.md"
 bin/rlvr report --table --baseline moe-sft-grpo $(dirs moe-sft-grpo moe-sft-dr-grpo meml-grpo-hsft meml-grpo-iml meml-grpo) | tee -a "$results/table.md"
 echo | tee -a "$results/table.md"
 # How fast each RL row learned, how often mutual learning fired and how
-# large the steps were, per 50-step block.
+# large the steps were, per 50-step block, and each row's difference from
+# MoE-SFT-GRPO there.
 # shellcheck disable=SC2046
-bin/rlvr report --blocks 50 --metrics accuracy,zero_variance_frac,mutual/fired_frac,grad_norm \
+bin/rlvr report --blocks 50 --baseline moe-sft-grpo --metrics accuracy,zero_variance_frac,mutual/fired_frac,grad_norm \
   $(dirs expert0-sft-grpo moe-sft-grpo meml-grpo-hsft meml-grpo-iml meml-grpo) | tee -a "$results/table.md"
 # shellcheck disable=SC2046
 bin/rlvr report --out "$out/report" $(dirs expert0-sft-grpo moe-sft-grpo meml-grpo)

@@ -46,12 +46,14 @@ row's difference from that row, paired by seed (config.yaml's seed).
 With --blocks N it prints, instead of a page (and after the table with
 --table), each of --metrics per block of N training steps: one line per
 row, each cell the mean over seeds of every seed's mean over the block,
-with a 95% t-interval over the seeds. It is how a write-up shows how fast a
-row learned, or how often it consulted, in each stage of its runs.`,
+with a 95% t-interval over the seeds; with --baseline, each other row's
+difference from that row per block, paired by seed. It is how a write-up
+shows how fast a row learned, or how often it consulted, in each stage of
+its runs.`,
 		Example: `  rlvr report runs/grpo-s1
   rlvr report runs/grpo-s1 runs/grpo-s2 runs/dapo-s1 runs/dapo-s2 --out reports/grpo-vs-dapo
   rlvr report --table --baseline grpo runs/grpo-s{1,2,3} runs/dapo-s{1,2,3} >> docs/dapo.md
-  rlvr report --blocks 50 --metrics accuracy,grad_norm runs/grpo-s{1,2,3} runs/dapo-s{1,2,3}`,
+  rlvr report --blocks 50 --metrics accuracy,grad_norm --baseline grpo runs/grpo-s{1,2,3} runs/dapo-s{1,2,3}`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var c flagCheck
@@ -77,8 +79,8 @@ row learned, or how often it consulted, in each stage of its runs.`,
 					break
 				}
 			}
-			if !table && cmd.Flags().Changed("baseline") {
-				c.add("baseline", "needs --table")
+			if !table && blocks == 0 && cmd.Flags().Changed("baseline") {
+				c.add("baseline", "needs --table or --blocks")
 			} else {
 				c.nonEmptyIfSet(cmd, "baseline", baseline)
 			}
@@ -99,9 +101,9 @@ row learned, or how often it consulted, in each stage of its runs.`,
 				}
 			}
 			if blocks > 0 {
-				t, err := report.Blocks(runs, metrics, blocks)
+				t, err := report.Blocks(runs, metrics, blocks, baseline)
 				if err != nil {
-					return fmt.Errorf("--metrics: %w", err)
+					return err
 				}
 				if table {
 					fmt.Fprintln(cmd.OutOrStdout())
@@ -124,7 +126,7 @@ row learned, or how often it consulted, in each stage of its runs.`,
 	}
 	cmd.Flags().StringVarP(&out, "out", "o", "", "directory to write report.html and its charts into (default: the first run directory)")
 	cmd.Flags().BoolVar(&table, "table", false, "print a markdown table of rows across seeds instead of writing the page")
-	cmd.Flags().StringVar(&baseline, "baseline", "", "with --table, the row that a \"Δ vs\" column compares every row with, paired by seed")
+	cmd.Flags().StringVar(&baseline, "baseline", "", "with --table or --blocks, the row that every other row is compared with, paired by seed")
 	cmd.Flags().IntVar(&blocks, "blocks", 0, "print --metrics per block of this many training steps, across seeds, instead of a page")
 	cmd.Flags().StringSliceVar(&metrics, "metrics", []string{"accuracy"}, "with --blocks, the metrics.jsonl fields to table, comma-separated")
 	cmd.MarkFlagsMutuallyExclusive("table", "out") // --table prints to standard output
