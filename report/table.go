@@ -499,13 +499,52 @@ func largestPassAtK(passAtK map[string]float64) (k int, v float64) {
 // the difference from the baseline. Columns that no row has a value for are
 // left out. A run without a test evaluation contributes its last validation
 // evaluation, and its row's accuracy is marked "†".
-func Table(runs []*rundir.Run, baseline string) (string, error) {
+//
+// columns, when given, keeps only those columns, in that order: each names
+// the first column whose header is it or, failing that, begins with it
+// ("Δ vs" for "Δ vs grpo"). This is how a write-up's table is printed by
+// the command it cites, rather than cut from the full one by hand.
+func Table(runs []*rundir.Run, baseline string, columns ...string) (string, error) {
 	rows := Rows(runs)
 	base, err := rowIndex(rows, baseline)
 	if err != nil {
 		return "", err
 	}
-	return newGrid(rows, base).markdown(), nil
+	g := newGrid(rows, base)
+	if len(columns) > 0 {
+		if g, err = g.only(columns); err != nil {
+			return "", err
+		}
+	}
+	return g.markdown(), nil
+}
+
+// only returns the grid with the named columns alone (see [Table]).
+func (g grid) only(columns []string) (grid, error) {
+	var keep []int
+	for _, name := range columns {
+		i := slices.Index(g.Header, name)
+		if i < 0 {
+			i = slices.IndexFunc(g.Header, func(h string) bool { return strings.HasPrefix(h, name) })
+		}
+		if i < 0 {
+			return g, fmt.Errorf("report: no column %q; the columns are %q", name, g.Header)
+		}
+		keep = append(keep, i)
+	}
+	out := grid{Notes: g.Notes}
+	for _, i := range keep {
+		out.Header = append(out.Header, g.Header[i])
+		out.Right = append(out.Right, g.Right[i])
+	}
+	for _, row := range g.Cells {
+		cells := make([]string, len(keep))
+		for j, i := range keep {
+			cells[j] = row[i]
+		}
+		out.Cells = append(out.Cells, cells)
+	}
+	return out, nil
 }
 
 // rowIndex returns the index of the row named name, -1 for no name, or an

@@ -232,6 +232,24 @@ Accuracy: mean over seeds [95% t-interval over seeds]; pooled: every seed's test
 	if err == nil || !strings.Contains(err.Error(), `no row named "dapo"; the rows are "grpo", "meml"`) {
 		t.Errorf("unknown baseline: %v", err)
 	}
+
+	// Columns by header or its start, in the order asked, with the notes.
+	got, err = Table(runs, "grpo", "Δ vs", "row", "MV")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = `| Δ vs grpo | row | MV |
+| ---: | --- | ---: |
+| (baseline) | grpo | — |
+| +6.0 pp [+3.5, +8.5] | meml | 17.3% |
+`
+	if !strings.HasPrefix(got, want) || !strings.Contains(got, "\nAccuracy: mean over seeds") {
+		t.Errorf("columns Δ vs, row, MV:\n%s\nwant it to begin:\n%s", got, want)
+	}
+	_, err = Table(runs, "grpo", "row", "Pass@1")
+	if err == nil || !strings.Contains(err.Error(), `no column "Pass@1"; the columns are ["row" "seeds"`) {
+		t.Errorf("unknown column: %v", err)
+	}
 }
 
 // TestTableFallback: a run without a test evaluation stands in with its

@@ -16,7 +16,7 @@ func reportCmd() *cobra.Command {
 	var out, baseline string
 	var table bool
 	var blocks int
-	var metrics []string
+	var metrics, columns []string
 	cmd := &cobra.Command{
 		Use:   "report RUN_DIR [RUN_DIR...]",
 		Short: "Render training runs as an HTML page of charts and tables",
@@ -42,6 +42,8 @@ before training, the zero-variance fraction, rollout accuracy over the first
 and last 10 steps, and seconds per step. A run without a test evaluation
 contributes its last validation one, marked †. --baseline ROW adds each
 row's difference from that row, paired by seed (config.yaml's seed).
+--column keeps only the columns named, in the order named (a header, or
+the start of one: "Δ vs"), as a write-up prints its table.
 
 With --blocks N it prints, instead of a page (and after the table with
 --table), each of --metrics per block of N training steps: one line per
@@ -70,6 +72,9 @@ its runs.`,
 			if cmd.Flags().Changed("blocks") && blocks < 1 {
 				c.add("blocks", "%d: a block is at least one step", blocks)
 			}
+			if len(columns) > 0 && !table {
+				c.add("column", "needs --table")
+			}
 			if cmd.Flags().Changed("metrics") && blocks == 0 {
 				c.add("metrics", "needs --blocks")
 			}
@@ -96,7 +101,7 @@ its runs.`,
 				runs[i] = r
 			}
 			if table {
-				if err := printTable(cmd, runs, baseline); err != nil {
+				if err := printTable(cmd, runs, baseline, columns); err != nil {
 					return err
 				}
 			}
@@ -127,6 +132,7 @@ its runs.`,
 	cmd.Flags().StringVarP(&out, "out", "o", "", "directory to write report.html and its charts into (default: the first run directory)")
 	cmd.Flags().BoolVar(&table, "table", false, "print a markdown table of rows across seeds instead of writing the page")
 	cmd.Flags().StringVar(&baseline, "baseline", "", "with --table or --blocks, the row that every other row is compared with, paired by seed")
+	cmd.Flags().StringArrayVar(&columns, "column", nil, "with --table, a column to keep (a header or its start; repeatable, in order)")
 	cmd.Flags().IntVar(&blocks, "blocks", 0, "print --metrics per block of this many training steps, across seeds, instead of a page")
 	cmd.Flags().StringSliceVar(&metrics, "metrics", []string{"accuracy"}, "with --blocks, the metrics.jsonl fields to table, comma-separated")
 	cmd.MarkFlagsMutuallyExclusive("table", "out") // --table prints to standard output
@@ -135,11 +141,12 @@ its runs.`,
 }
 
 // printTable prints the markdown table of the runs' rows; report.Table
-// says which rows there are when the baseline names none of them.
-func printTable(cmd *cobra.Command, runs []*rundir.Run, baseline string) error {
-	t, err := report.Table(runs, baseline)
+// says which rows or columns there are when the baseline or a column names
+// none of them.
+func printTable(cmd *cobra.Command, runs []*rundir.Run, baseline string, columns []string) error {
+	t, err := report.Table(runs, baseline, columns...)
 	if err != nil {
-		return fmt.Errorf("--baseline: %w", err)
+		return fmt.Errorf("--baseline or --column: %w", err)
 	}
 	_, err = fmt.Fprint(cmd.OutOrStdout(), t)
 	return err
