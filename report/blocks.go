@@ -149,15 +149,7 @@ func blockDifference(row, base Row, metric string, lo, hi int) string {
 	for i, seed := range seeds {
 		diffs[i] = rowMeans[seed] - baseMeans[seed]
 	}
-	iv := eval.MeanInterval(diffs)
-	s := signedNumber(iv.Mean)
-	if !math.IsNaN(iv.Low) {
-		s += " [" + signedNumber(iv.Low) + ", " + signedNumber(iv.High) + "]"
-	}
-	if len(seeds) < len(row.Runs) {
-		s += fmt.Sprintf(" (%d of %d seeds)", len(seeds), len(row.Runs))
-	}
-	return s
+	return intervalCell(diffs, signedNumber, len(row.Runs))
 }
 
 // blockCell writes a row's metric over steps lo–hi: the mean of its seeds'
@@ -172,13 +164,19 @@ func blockCell(row Row, metric string, lo, hi int) string {
 	if len(perSeed) == 0 {
 		return dash
 	}
+	return intervalCell(perSeed, number, len(row.Runs))
+}
+
+// intervalCell writes the mean of per-seed values with its t-interval, each
+// written by format, and how many of the row's seeds they are when not all.
+func intervalCell(perSeed []float64, format func(float64) string, seeds int) string {
 	iv := eval.MeanInterval(perSeed)
-	s := number(iv.Mean)
+	s := format(iv.Mean)
 	if !math.IsNaN(iv.Low) {
-		s += " [" + number(iv.Low) + ", " + number(iv.High) + "]"
+		s += " [" + format(iv.Low) + ", " + format(iv.High) + "]"
 	}
-	if len(perSeed) < len(row.Runs) {
-		s += fmt.Sprintf(" (%d of %d seeds)", len(perSeed), len(row.Runs))
+	if len(perSeed) < seeds {
+		s += fmt.Sprintf(" (%d of %d seeds)", len(perSeed), seeds)
 	}
 	return s
 }
