@@ -58,20 +58,32 @@ func Blocks(runs []*rundir.Run, metrics []string, every int, baseline string) (s
 	if err != nil {
 		return "", err
 	}
+	var starts []int // each block's first step
+	for lo := 1; lo <= last; lo += every {
+		starts = append(starts, lo)
+	}
 	var b strings.Builder
 	for i, m := range metrics {
 		if i > 0 {
 			b.WriteString("\n")
 		}
+		// means[r][k]: row r's seeds' means over block k, computed once
+		// for the row's line and for its difference from the baseline.
+		means := make([][][]seedMean, len(rows))
+		for r, row := range rows {
+			for _, lo := range starts {
+				means[r] = append(means[r], blockMeans(row, m, lo, lo+every-1))
+			}
+		}
 		g := grid{Header: []string{m}, Right: []bool{false}}
-		for lo := 1; lo <= last; lo += every {
+		for _, lo := range starts {
 			g.Header = append(g.Header, fmt.Sprintf("steps %d–%d", lo, min(lo+every-1, last)))
 			g.Right = append(g.Right, true)
 		}
-		for _, row := range rows {
+		for r, row := range rows {
 			cells := []string{row.Name}
-			for lo := 1; lo <= last; lo += every {
-				cells = append(cells, blockCell(row, m, lo, lo+every-1))
+			for k := range starts {
+				cells = append(cells, blockCell(means[r][k], len(row.Runs)))
 			}
 			g.Cells = append(g.Cells, cells)
 		}
@@ -80,16 +92,14 @@ func Blocks(runs []*rundir.Run, metrics []string, every int, baseline string) (s
 		if base < 0 {
 			continue
 		}
-		d := grid{Header: []string{"Δ " + m + " vs " + rows[base].Name}, Right: []bool{false}}
-		d.Header = append(d.Header, g.Header[1:]...)
-		d.Right = append(d.Right, g.Right[1:]...)
-		for i, row := range rows {
-			if i == base {
+		d := grid{Header: append([]string{"Δ " + m + " vs " + rows[base].Name}, g.Header[1:]...), Right: g.Right}
+		for r, row := range rows {
+			if r == base {
 				continue
 			}
 			cells := []string{row.Name}
-			for lo := 1; lo <= last; lo += every {
-				cells = append(cells, blockDifference(row, rows[base], m, lo, lo+every-1))
+			for k := range starts {
+				cells = append(cells, blockDifference(means[r][k], means[base][k], len(row.Runs)))
 			}
 			d.Cells = append(d.Cells, cells)
 		}
@@ -99,13 +109,20 @@ func Blocks(runs []*rundir.Run, metrics []string, every int, baseline string) (s
 	return b.String(), nil
 }
 
-// blockMeans returns each of a row's seeds' mean of the metric over steps
-// lo–hi, by seed, leaving out the seeds that log none there.
-func blockMeans(row Row, metric string, lo, hi int) map[string]float64 {
-	means := map[string]float64{}
+// seedMean is one run's mean of a metric over a block, with the seed it is
+// paired by ([SeedOf]).
+type seedMean struct {
+	seed string
+	mean float64
+}
+
+// blockMeans returns the means of a row's runs over steps lo–hi, in run
+// order, leaving out the runs that log none there.
+func blockMeans(row Row, metric string, lo, hi int) []seedMean {
+	var means []seedMean
 	for _, r := range row.Runs {
 		if v, ok := blockMean(r, metric, lo, hi); ok {
-			means[SeedOf(r)] = v
+			means = append(means, seedMean{SeedOf(r), v})
 		}
 	}
 	return means
@@ -131,40 +148,32 @@ func blockMean(r *rundir.Run, metric string, lo, hi int) (float64, bool) {
 	return sum / float64(n), true
 }
 
-// blockDifference writes a row's paired difference from the baseline row
-// over steps lo–hi.
-func blockDifference(row, base Row, metric string, lo, hi int) string {
-	rowMeans, baseMeans := blockMeans(row, metric, lo, hi), blockMeans(base, metric, lo, hi)
-	seeds := make([]string, 0, len(rowMeans))
-	for seed := range rowMeans {
-		if _, ok := baseMeans[seed]; ok {
-			seeds = append(seeds, seed)
-		}
-	}
-	if len(seeds) == 0 {
+// blockCell writes a row's block: the mean of its seeds' block means with
+// their t-interval.
+func blockCell(means []seedMean, seeds int) string {
+	if len(means) == 0 {
 		return dash
 	}
-	slices.Sort(seeds)
-	diffs := make([]float64, len(seeds))
-	for i, seed := range seeds {
-		diffs[i] = rowMeans[seed] - baseMeans[seed]
+	values := make([]float64, len(means))
+	for i, sm := range means {
+		values[i] = sm.mean
 	}
-	return intervalCell(diffs, signedNumber, len(row.Runs))
+	return intervalCell(values, number, seeds)
 }
 
-// blockCell writes a row's metric over steps lo–hi: the mean of its seeds'
-// block means with their t-interval.
-func blockCell(row Row, metric string, lo, hi int) string {
-	var perSeed []float64
-	for _, r := range row.Runs {
-		if v, ok := blockMean(r, metric, lo, hi); ok {
-			perSeed = append(perSeed, v)
+// blockDifference writes a row's block less the baseline's, paired by
+// seed, in the order of the row's runs.
+func blockDifference(means, base []seedMean, seeds int) string {
+	var diffs []float64
+	for _, sm := range means {
+		if i := slices.IndexFunc(base, func(b seedMean) bool { return b.seed == sm.seed }); i >= 0 {
+			diffs = append(diffs, sm.mean-base[i].mean)
 		}
 	}
-	if len(perSeed) == 0 {
+	if len(diffs) == 0 {
 		return dash
 	}
-	return intervalCell(perSeed, number, len(row.Runs))
+	return intervalCell(diffs, signedNumber, seeds)
 }
 
 // intervalCell writes the mean of per-seed values with its t-interval, each

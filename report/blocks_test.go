@@ -11,18 +11,11 @@ import (
 
 func TestBlocksAveragesEachSeedThenTheSeeds(t *testing.T) {
 	root := t.TempDir()
-	var runs []*rundir.Run
-	load := func(dir string) {
-		r, err := Load(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs = append(runs, r)
-	}
 	// Accuracy at step s is offset + s/100: seed 1's blocks of 10 steps
 	// average 0.055 and 0.155, seed 2's 0.155 and 0.255.
-	load(writeSeedRun(t, root, seedRun{name: "a-seed1", seed: "1"}))
-	load(writeSeedRun(t, root, seedRun{name: "a-seed2", seed: "2", offset: 0.1}))
+	runs := loadRuns(t,
+		writeSeedRun(t, root, seedRun{name: "a-seed1", seed: "1"}),
+		writeSeedRun(t, root, seedRun{name: "a-seed2", seed: "2", offset: 0.1}))
 	// A row whose one seed logs the metric only on steps 3 and 15, and
 	// whose other seed never does.
 	for name, metrics := range map[string]string{
@@ -34,7 +27,7 @@ func TestBlocksAveragesEachSeedThenTheSeeds(t *testing.T) {
 			t.Fatal(err)
 		}
 		writeFile(t, filepath.Join(dir, rundir.MetricsFile), metrics)
-		load(dir)
+		runs = append(runs, load(t, dir))
 	}
 
 	got, err := Blocks(runs, []string{"accuracy"}, 10, "")
@@ -76,11 +69,7 @@ func TestBlocksPairsDifferencesBySeed(t *testing.T) {
 		{name: "row-seed2", seed: "2", offset: 0.8},
 		{name: "row-seed1", seed: "1", offset: 0.1},
 	} {
-		run, err := Load(writeSeedRun(t, root, r))
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs = append(runs, run)
+		runs = append(runs, load(t, writeSeedRun(t, root, r)))
 	}
 	got, err := Blocks(runs, []string{"accuracy"}, 20, "base")
 	if err != nil {
@@ -101,12 +90,7 @@ func TestBlocksPairsDifferencesBySeed(t *testing.T) {
 }
 
 func TestBlocksRefusesWhatItCannotTable(t *testing.T) {
-	root := t.TempDir()
-	r, err := Load(writeSeedRun(t, root, seedRun{name: "a-seed1", seed: "1"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs := []*rundir.Run{r}
+	runs := loadRuns(t, writeSeedRun(t, t.TempDir(), seedRun{name: "a-seed1", seed: "1"}))
 	for _, c := range []struct {
 		metrics  []string
 		every    int

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"rlvr/rundir"
 )
 
 // FuzzLoadRLConfig feeds arbitrary files and --set overrides to the config
@@ -38,19 +38,22 @@ func FuzzLoadRLConfig(f *testing.F) {
 		if cfg.Resolve() != nil {
 			return
 		}
-		out, err := yaml.Marshal(cfg)
-		if err != nil {
-			t.Fatalf("a resolved config does not write: %v", err)
-		}
-		again := filepath.Join(dir, "again.yaml")
-		if err := os.WriteFile(again, out, 0o644); err != nil {
+		// Written as a run writes its config.yaml, it loads and resolves.
+		runDir := filepath.Join(dir, "run")
+		if err := os.Mkdir(runDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		back, err := LoadRLConfig(again, "")
+		if err := writeConfig(runDir, cfg); err != nil {
+			t.Fatalf("a resolved config does not write: %v", err)
+		}
+		written := filepath.Join(runDir, rundir.ConfigFile)
+		back, err := LoadRLConfig(written, "")
 		if err != nil {
+			out, _ := os.ReadFile(written)
 			t.Fatalf("the written config does not load: %v\n%s", err, out)
 		}
 		if err := back.Resolve(); err != nil {
+			out, _ := os.ReadFile(written)
 			t.Fatalf("the written config does not resolve: %v\n%s", err, out)
 		}
 	})

@@ -67,9 +67,10 @@ self-collaboration.
 config.yaml draws them, at its max_tokens, with its eval_samples answers at its
 eval_temperature and its sample_batch in flight, with RUN's starting model
 (the flags, when given, take precedence): the starting model, or a test-time
-workflow, on exactly the problems a trained run was scored on. --run DIR records the evaluation as a run without training
-(config.yaml with the seed, eval.jsonl with the test line), which rlvr report
---table puts beside trained runs, paired by seed and by problem.
+workflow, on exactly the problems a trained run was scored on. --run DIR
+records the evaluation as a run without training (config.yaml with the seed,
+eval.jsonl with the test line), which rlvr report --table puts beside
+trained runs, paired by seed and by problem.
 
 MEML-GRPO trains one model behind several expert prompts and uses it under
 the best one. --expert I evaluates a model under expert I's prompt; for

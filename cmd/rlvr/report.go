@@ -100,24 +100,8 @@ its runs.`,
 				}
 				runs[i] = r
 			}
-			if table {
-				if err := printTable(cmd, runs, baseline, columns); err != nil {
-					return err
-				}
-			}
-			if blocks > 0 {
-				t, err := report.Blocks(runs, metrics, blocks, baseline)
-				if err != nil {
-					return err
-				}
-				if table {
-					fmt.Fprintln(cmd.OutOrStdout())
-				}
-				_, err = fmt.Fprint(cmd.OutOrStdout(), t)
-				return err
-			}
-			if table {
-				return nil
+			if table || blocks > 0 {
+				return printTables(cmd, runs, table, baseline, columns, blocks, metrics)
 			}
 			if out == "" {
 				out = args[0]
@@ -140,14 +124,26 @@ its runs.`,
 	return cmd
 }
 
-// printTable prints the markdown table of the runs' rows; report.Table
-// says which rows or columns there are when the baseline or a column names
-// none of them.
-func printTable(cmd *cobra.Command, runs []*rundir.Run, baseline string, columns []string) error {
-	t, err := report.Table(runs, baseline, columns...)
-	if err != nil {
-		return fmt.Errorf("--baseline or --column: %w", err)
+// printTables prints, with table, the markdown table of the runs' rows,
+// then, with blocks > 0, the per-block tables of the metrics. report.Table
+// and report.Blocks say which rows, columns or metrics there are when one
+// named is not there.
+func printTables(cmd *cobra.Command, runs []*rundir.Run, table bool, baseline string, columns []string, blocks int, metrics []string) error {
+	var parts []string
+	if table {
+		t, err := report.Table(runs, baseline, columns...)
+		if err != nil {
+			return fmt.Errorf("--baseline or --column: %w", err)
+		}
+		parts = append(parts, t)
 	}
-	_, err = fmt.Fprint(cmd.OutOrStdout(), t)
+	if blocks > 0 {
+		t, err := report.Blocks(runs, metrics, blocks, baseline)
+		if err != nil {
+			return err
+		}
+		parts = append(parts, t)
+	}
+	_, err := fmt.Fprint(cmd.OutOrStdout(), strings.Join(parts, "\n"))
 	return err
 }
