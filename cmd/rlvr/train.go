@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"gopkg.in/yaml.v3"
 
 	"rlvr/method"
 	"rlvr/method/part"
@@ -122,8 +121,7 @@ func rlCommand(use, preset, short, long, example string) *cobra.Command {
 			}
 		}
 		w := cmd.OutOrStdout()
-		b, _ := yaml.Marshal(cfg)
-		fmt.Fprintf(w, "run: %s\n%s\n", runDir, b)
+		fmt.Fprintf(w, "run: %s (the whole config: %s)\n%s\n", runDir, filepath.Join(runDir, "config.yaml"), runSummary(cfg))
 		bar := newBar(cmd, cfg.Steps)
 		graceful.Store(true)
 		last := 0
@@ -189,6 +187,28 @@ directory.`,
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// runSummary is the line a run starts with: what is trained, from what, on
+// what, and how long. The whole config goes to the run directory.
+func runSummary(cfg train.RLConfig) string {
+	model := cfg.Model
+	if model == "" {
+		model = fmt.Sprintf("the world model (version %d)", max(cfg.Data.World, 1))
+	}
+	data := cfg.Data.Name
+	if data == "world" && len(cfg.Data.Levels) > 0 {
+		data = fmt.Sprintf("world levels %v", cfg.Data.Levels)
+	}
+	recipe := string(cfg.Algorithm)
+	if cfg.Preset != "" {
+		recipe = cfg.Preset
+	}
+	line := fmt.Sprintf("%s from %s on %s: %d steps", recipe, model, data, cfg.Steps)
+	if cfg.Algorithm != method.SFT {
+		line += fmt.Sprintf(" of %d questions × %d samples", cfg.PromptsPerStep, cfg.GroupSize)
+	}
+	return line + fmt.Sprintf(", lr %g, seed %d", cfg.LR, cfg.Seed)
 }
 
 // progressLine is the progress bar's live description of a step.
