@@ -158,6 +158,48 @@ func FinalOf(r *rundir.Run) (Final, bool) {
 	return f, true
 }
 
+// UnderExpert returns copies of the runs whose headline accuracy is that
+// under the expert prompt named expert, rather than under the expert best
+// on validation: a table of them compares every row under one prompt, as
+// MEML-GRPO's Table 4 compares MEML-GRPO (Expert1) with Expert1-SFT-GRPO.
+// Each copy's final evaluation names expert as its best, with a 95%
+// Wilson interval when it counts its problems, and majority − best
+// becomes the majority vote's accuracy minus the expert's. It is an error
+// when a run's final evaluation has no such expert.
+func UnderExpert(runs []*rundir.Run, expert string) ([]*rundir.Run, error) {
+	out := make([]*rundir.Run, len(runs))
+	for i, r := range runs {
+		f, ok := FinalOf(r)
+		if _, has := f.Eval.Experts[expert]; !ok || !has {
+			return nil, fmt.Errorf("report: run %s has no final evaluation under expert %q (its experts: %q)", r.Name, expert, sortedExperts(f.Eval.Experts))
+		}
+		c := *r
+		c.Evals = slices.Clone(r.Evals)
+		for j := range c.Evals {
+			e := &c.Evals[j]
+			acc, has := e.Experts[expert]
+			if !has {
+				continue
+			}
+			e.BestExpert = expert
+			if e.Best == nil && e.Split != "test" {
+				continue // a validation line names its expert; FinalOf reads it
+			}
+			e.Best, e.BestLow, e.BestHigh, e.Delta = &acc, nil, nil, nil
+			if e.Problems > 0 {
+				w := eval.WilsonInterval(int(math.Round(acc*float64(e.Problems))), e.Problems)
+				e.BestLow, e.BestHigh = &w.Low, &w.High
+			}
+			if e.ExpertMajority != nil {
+				d := *e.ExpertMajority - acc
+				e.Delta = &d
+			}
+		}
+		out[i] = &c
+	}
+	return out, nil
+}
+
 // orNaN is *p, or NaN for a field the record lacks.
 func orNaN(p *float64) float64 {
 	if p == nil {

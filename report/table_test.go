@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"rlvr/eval"
 	"rlvr/rundir"
 )
 
@@ -457,5 +458,45 @@ func TestTableMEL(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// TestUnderExpert: every row reported under one expert prompt, its
+// interval Wilson's over the test problems, majority − best against that
+// expert; a run without the expert is refused by name.
+func TestUnderExpert(t *testing.T) {
+	_, runs := fixtureRuns(t)
+	var meml []*rundir.Run
+	for _, r := range runs {
+		if RowName(r.Name) == "meml" {
+			meml = append(meml, r)
+		}
+	}
+	under, err := UnderExpert(meml, "E0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// E0 on test: 12, 11, 13% (seeds 3, 1, 2); at step 0: 5, 5, 6%.
+	s := Rows(under)[0].Summary()
+	if !near(s.Accuracy.Mean, 0.12, 1e-9) || !near(s.Before, 0.16/3, 1e-9) || fmt.Sprint(s.BestExperts) != "[E0 E0 E0]" {
+		t.Errorf("under E0: accuracy %v, before %v, experts %v; want 12%%, 5.3%%, E0 each", s.Accuracy.Mean, s.Before, s.BestExperts)
+	}
+	// Majority − E0: 21−12, 14−11, 17−13 = 9, 3, 4 pp.
+	if !near(s.Delta.Mean, 0.16/3, 1e-9) {
+		t.Errorf("majority − E0 %v, want 5.3 pp", s.Delta.Mean)
+	}
+	f, _ := FinalOf(under[0])
+	w := eval.WilsonInterval(24, 200)
+	if f.Low != w.Low || f.High != w.High {
+		t.Errorf("seed 3's interval [%v, %v], want Wilson's [%v, %v]", f.Low, f.High, w.Low, w.High)
+	}
+	if orig, _ := FinalOf(meml[0]); orig.Expert != "E2" || orig.Acc != 0.2 {
+		t.Errorf("the runs given changed: %+v", orig)
+	}
+	if _, err := UnderExpert(runs, "E0"); err == nil || !strings.Contains(err.Error(), `run grpo-s1 has no final evaluation under expert "E0"`) {
+		t.Errorf("a run without experts: %v", err)
+	}
+	if _, err := UnderExpert(meml, "E7"); err == nil || !strings.Contains(err.Error(), `(its experts: ["E0" "E1" "E2"])`) {
+		t.Errorf("an expert no run has: %v", err)
 	}
 }

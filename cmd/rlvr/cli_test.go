@@ -224,6 +224,8 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"report", "adir", "--blocks", "0"}, []string{"--blocks 0: a block is at least one step"}},
 		{[]string{"report", "adir", "--baseline", "grpo"}, []string{"--baseline needs --table or --blocks"}},
 		{[]string{"report", "adir", "--column", "row"}, []string{"--column needs --table"}},
+		{[]string{"report", "adir", "--expert", "E1"}, []string{"--expert needs --table"}},
+		{[]string{"report", "adir", "--table", "--expert", ""}, []string{"--expert is empty"}},
 		{[]string{"report", "adir", "--metrics", "accuracy"}, []string{"--metrics needs --blocks"}},
 		{[]string{"report", "adir", "--blocks", "50", "--metrics", "accuracy,,grad_norm"}, []string{"--metrics an empty metric name"}},
 		{[]string{"report", "adir", "--blocks", "50", "--out", "x"}, []string{"blocks", "out"}},

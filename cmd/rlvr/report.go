@@ -13,7 +13,7 @@ import (
 )
 
 func reportCmd() *cobra.Command {
-	var out, baseline string
+	var out, baseline, expert string
 	var table bool
 	var blocks int
 	var metrics, columns []string
@@ -43,7 +43,10 @@ and last 10 steps, and seconds per step. A run without a test evaluation
 contributes its last validation one, marked †. --baseline ROW adds each
 row's difference from that row, paired by seed (config.yaml's seed).
 --column keeps only the columns named, in the order named (a header, or
-the start of one: "Δ vs"), as a write-up prints its table.
+the start of one: "Δ vs"), as a write-up prints its table. --expert E1
+reports every row under that expert prompt instead of the one best on
+validation, as MEML-GRPO's Table 4 sets MEML-GRPO (Expert1) beside
+Expert1-SFT-GRPO.
 
 With --blocks N it prints, instead of a page (and after the table with
 --table), each of --metrics per block of N training steps: one line per
@@ -75,6 +78,11 @@ its runs.`,
 			if len(columns) > 0 && !table {
 				c.add("column", "needs --table")
 			}
+			if cmd.Flags().Changed("expert") && !table {
+				c.add("expert", "needs --table")
+			} else {
+				c.nonEmptyIfSet(cmd, "expert", expert)
+			}
 			if cmd.Flags().Changed("metrics") && blocks == 0 {
 				c.add("metrics", "needs --blocks")
 			}
@@ -100,6 +108,12 @@ its runs.`,
 				}
 				runs[i] = r
 			}
+			if expert != "" {
+				var err error
+				if runs, err = report.UnderExpert(runs, expert); err != nil {
+					return fmt.Errorf("--expert: %w", err)
+				}
+			}
 			if table || blocks > 0 {
 				return printTables(cmd, runs, table, baseline, columns, blocks, metrics)
 			}
@@ -116,6 +130,7 @@ its runs.`,
 	cmd.Flags().StringVarP(&out, "out", "o", "", "directory to write report.html and its charts into (default: the first run directory)")
 	cmd.Flags().BoolVar(&table, "table", false, "print a markdown table of rows across seeds instead of writing the page")
 	cmd.Flags().StringVar(&baseline, "baseline", "", "with --table or --blocks, the row that every other row is compared with, paired by seed")
+	cmd.Flags().StringVar(&expert, "expert", "", "with --table, the expert prompt (E0, E1, …) every row is reported under, rather than the one best on validation")
 	cmd.Flags().StringArrayVar(&columns, "column", nil, "with --table, a column to keep (a header or its start; repeatable, in order)")
 	cmd.Flags().IntVar(&blocks, "blocks", 0, "print --metrics per block of this many training steps, across seeds, instead of a page")
 	cmd.Flags().StringSliceVar(&metrics, "metrics", []string{"accuracy"}, "with --blocks, the metrics.jsonl fields to table, comma-separated")
