@@ -15,8 +15,10 @@
 #    +HSFT and +IML; greedy accuracy per expert on the validation problems
 #    and on TEST_PROBLEMS test problems per level, the best expert chosen on
 #    validation.
-# 4. The tables (rlvr report --table) against Expert0-SFT-GRPO (Table 4)
-#    and against MoE-SFT-GRPO (Tables 5 and 6), and one report page.
+# 4. The tables (rlvr report --table) against Expert0-SFT-GRPO (Table 4),
+#    under E1 and E2 against Expert1- and Expert2-SFT-GRPO (Table 4's
+#    other experts), and against MoE-SFT-GRPO (Tables 5 and 6), and one
+#    report page.
 #
 # Every run is one process on one core (GOMAXPROCS=1), JOBS at a time. A
 # finished run is kept in results/ (scripts/experiment.sh) and skipped when
@@ -73,6 +75,14 @@ echo | tee -a "$results/table.md"
 # shellcheck disable=SC2046
 bin/rlvr report --table --baseline moe-sft-grpo $(dirs moe-sft-grpo moe-sft-dr-grpo meml-grpo-hsft meml-grpo-iml meml-grpo) | tee -a "$results/table.md"
 echo | tee -a "$results/table.md"
+# Table 4 per expert: MEML-GRPO and MoE-SFT-GRPO under expert X's prompt
+# beside ExpertX-SFT-GRPO and -Dr.GRPO, which know no other prompt.
+for x in 1 2; do
+  # shellcheck disable=SC2046
+  bin/rlvr report --table --expert "E$x" --baseline "expert$x-sft-grpo" \
+    $(dirs "expert$x-sft-grpo" "expert$x-sft-dr-grpo" moe-sft-grpo moe-sft-dr-grpo meml-grpo) | tee -a "$results/table.md"
+  echo | tee -a "$results/table.md"
+done
 # How fast each RL row learned, how often mutual learning fired and how
 # large the steps were, per 50-step block, and each row's difference from
 # MoE-SFT-GRPO there.
