@@ -318,15 +318,16 @@ type HeartbeatRequest struct {
 // under a name; the result is a SaveWeightsResponse with its tinker://
 // path.
 type SaveWeightsRequest struct {
-	ModelID string `json:"model_id"`
-	Path    string `json:"path"`
-	SeqID   *int64 `json:"seq_id,omitempty"`
-	Type    string `json:"type,omitempty"` // "save_weights"
+	ModelID    string `json:"model_id"`
+	Path       string `json:"path"`
+	SeqID      *int64 `json:"seq_id,omitempty"`
+	TTLSeconds *int64 `json:"ttl_seconds,omitempty"` // nil: kept until deleted
+	Type       string `json:"type,omitempty"`        // "save_weights"
 }
 
 // SaveWeightsExternalRequest exports a model's weights for other programs
 // under Path, a name: its LoRA adapters in Tinker's adapter format, or a
-// full model as a Hugging Face directory. TTLSeconds nil keeps them;
+// full model as a Hugging Face directory. TTLSeconds nil keeps it;
 // AgeEncryptionRecipients asks for the files encrypted to age keys.
 type SaveWeightsExternalRequest struct {
 	ModelID                 string   `json:"model_id"`
@@ -374,10 +375,11 @@ type ExternalWeightsURLsResponse struct {
 
 // SaveWeightsForSamplerRequest publishes the weights for sampling.
 type SaveWeightsForSamplerRequest struct {
-	ModelID string `json:"model_id"`
-	Path    string `json:"path,omitempty"`
-	SeqID   *int64 `json:"seq_id,omitempty"`
-	Type    string `json:"type,omitempty"` // "save_weights_for_sampler"
+	ModelID    string `json:"model_id"`
+	Path       string `json:"path,omitempty"`
+	SeqID      *int64 `json:"seq_id,omitempty"`
+	TTLSeconds *int64 `json:"ttl_seconds,omitempty"` // nil: kept until deleted
+	Type       string `json:"type,omitempty"`        // "save_weights_for_sampler"
 }
 
 // SaveWeightsResponse is the tinker:// path weights were saved under,

@@ -63,7 +63,10 @@ func (s *Server) saveWeightsExternal(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
-		return func() (any, error) { return s.export(m, req.Path, recipients) }, nil
+		if _, err := checkpointTTL("ttl_seconds", req.TTLSeconds, time.Now()); err != nil {
+			return nil, err
+		}
+		return func() (any, error) { return s.export(m, req.Path, recipients, req.TTLSeconds) }, nil
 	})
 }
 
@@ -96,9 +99,9 @@ func ageRecipients(keys []string) ([]age.Recipient, error) {
 
 // export writes the model's weights for other programs under name, each
 // file encrypted to the recipients when there are any (and named with a
-// .age suffix).
-func (s *Server) export(m *trainModel, name string, recipients []age.Recipient) (any, error) {
-	path, dir, err := s.writeSaved(m, "external_weights", name, "exported", "exporting", func(tmp string) error {
+// .age suffix), to expire after ttl seconds unless ttl is nil.
+func (s *Server) export(m *trainModel, name string, recipients []age.Recipient, ttl *int64) (any, error) {
+	path, dir, err := s.writeSaved(m, "external_weights", name, ttl, "exported", "exporting", func(tmp string) error {
 		if err := m.learner.Export(context.Background(), tmp); err != nil || len(recipients) == 0 {
 			return err
 		}
@@ -196,15 +199,17 @@ func (s *Server) trainingRuns(w http.ResponseWriter, r *http.Request) {
 		s.externalWeightsURLs(w, r, modelID, parts[2])
 	case len(parts) == 3 && parts[0] == "checkpoints" && r.Method == http.MethodDelete:
 		s.deleteCheckpoint(w, modelID, parts[1], parts[2])
+	case len(parts) == 4 && parts[0] == "checkpoints" && parts[3] == "ttl" && r.Method == http.MethodPut:
+		s.setCheckpointTTL(w, r, modelID, parts[1], parts[2])
+	case len(parts) == 4 && parts[0] == "checkpoints" && parts[3] == "ttl":
+		writeMethodNotAllowed(w, r, http.MethodPut)
 	case len(parts) == 3 && parts[0] == "checkpoints":
 		want = http.MethodDelete
 		fallthrough
 	case sub == "", sub == "checkpoints", len(parts) == 4 && parts[3] == "external_weights_urls":
 		writeMethodNotAllowed(w, r, want)
 	default:
-		// A checkpoint's TTL among them: checkpoints here stay until
-		// deleted, so there is none to set.
-		writeNotOffered(w, "training_runs ("+rest+")", "<model_id>/checkpoints, .../external_weights_urls and DELETE of a checkpoint; checkpoints stay until deleted")
+		writeNotOffered(w, "training_runs ("+rest+")", "<model_id>, <model_id>/checkpoints, .../external_weights_urls, PUT .../ttl and DELETE of a checkpoint")
 	}
 }
 
@@ -227,6 +232,7 @@ func (s *Server) deleteCheckpoint(w http.ResponseWriter, modelID, kind, name str
 			writeDetail(w, http.StatusInternalServerError, "deleting "+path+": "+err.Error())
 			return
 		}
+		setDiskExpiry(dir, time.Time{}) // the record of a TTL, if any
 	case "sampler_weights":
 		s.mu.Lock()
 		m := s.models[modelID]
@@ -341,15 +347,17 @@ func (s *Server) checkpoints(modelID string) []tinker.Checkpoint {
 			if err != nil {
 				continue // removed meanwhile
 			}
-			_, size, _ := filesOf(filepath.Join(s.cfg.StateDir, modelID, kind.dir, e.Name()))
+			dir := filepath.Join(s.cfg.StateDir, modelID, kind.dir, e.Name())
+			_, size, _ := filesOf(dir)
 			out = append(out, tinker.Checkpoint{CheckpointID: kind.dir + "/" + e.Name(), CheckpointType: kind.typ, Time: info.ModTime().UTC(),
-				TinkerPath: weightsPath(modelID, kind.dir, e.Name()), SizeBytes: &size})
+				TinkerPath: weightsPath(modelID, kind.dir, e.Name()), SizeBytes: &size, ExpiresAt: expiresAt(diskExpiry(dir))})
 		}
 	}
 	s.mu.Lock()
 	if m := s.models[modelID]; m != nil {
 		for _, c := range m.samplers {
-			out = append(out, tinker.Checkpoint{CheckpointID: "sampler_weights/" + c.name, CheckpointType: "sampler", Time: c.saved.UTC(), TinkerPath: c.path})
+			out = append(out, tinker.Checkpoint{CheckpointID: "sampler_weights/" + c.name, CheckpointType: "sampler", Time: c.saved.UTC(), TinkerPath: c.path,
+				ExpiresAt: expiresAt(c.expires)})
 		}
 	}
 	s.mu.Unlock()

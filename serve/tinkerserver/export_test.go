@@ -147,7 +147,7 @@ func TestExportAndDownload(t *testing.T) {
 		}
 	}
 	// Deleting: the export goes from the listing, its URLs and the disk;
-	// a second delete, another kind and a TTL are refused.
+	// a second delete and another kind are refused.
 	ckpt := tinker.PathTrainingRuns + full + "/checkpoints/external_weights/final"
 	if status, b := h.do(http.MethodDelete, ckpt, nil); status != http.StatusOK {
 		t.Fatalf("DELETE %s: %d %s", ckpt, status, b)
@@ -168,7 +168,6 @@ func TestExportAndDownload(t *testing.T) {
 		{http.MethodGet, ckpt, 405, "takes DELETE"},
 		{http.MethodDelete, tinker.PathTrainingRuns + full + "/checkpoints/sampler_weights/none", 404, "no checkpoint"},
 		{http.MethodDelete, tinker.PathTrainingRuns + full + "/checkpoints/other/x", 404, "the kinds are"},
-		{http.MethodPut, tinker.PathTrainingRuns + m.ModelID + "/checkpoints/external_weights/secret/ttl", 404, "checkpoints stay until deleted"},
 	} {
 		status, b := h.do(tc.method, tc.path, nil)
 		expectDetail(t, status, b, tc.status, tc.want)

@@ -319,6 +319,8 @@ type weights struct {
 	path   string    // the tinker:// path, or the base model's name
 	name   string    // the name of a copy saved for sampling; "" for a base model's
 	saved  time.Time // when a copy was saved
+	// expires is when a copy's TTL ends (see ttl.go); zero: never.
+	expires time.Time
 }
 
 // New opens every base model, creates the state directory if need be and

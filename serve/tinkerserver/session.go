@@ -232,7 +232,9 @@ func (s *Server) janitor() {
 			return
 		case <-t.C:
 		}
-		s.sweep(time.Now())
+		now := time.Now()
+		s.sweep(now)
+		s.expireCheckpoints(now)
 	}
 }
 

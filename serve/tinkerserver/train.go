@@ -472,13 +472,17 @@ func (s *Server) saveWeights(w http.ResponseWriter, r *http.Request) {
 		if err := checkName("path", req.Path); err != nil {
 			return nil, err
 		}
-		return func() (any, error) { return s.save(m, req.Path) }, nil
+		if _, err := checkpointTTL("ttl_seconds", req.TTLSeconds, time.Now()); err != nil {
+			return nil, err
+		}
+		return func() (any, error) { return s.save(m, req.Path, req.TTLSeconds) }, nil
 	})
 }
 
-// save writes the model's training state under name.
-func (s *Server) save(m *trainModel, name string) (any, error) {
-	path, _, err := s.writeSaved(m, "weights", name, "saved", "saving", func(tmp string) error {
+// save writes the model's training state under name, to expire after ttl
+// seconds unless ttl is nil.
+func (s *Server) save(m *trainModel, name string, ttl *int64) (any, error) {
+	path, _, err := s.writeSaved(m, "weights", name, ttl, "saved", "saving", func(tmp string) error {
 		if err := m.learner.Save(context.Background(), tmp); err != nil {
 			return err
 		}
@@ -494,9 +498,10 @@ func (s *Server) save(m *trainModel, name string) (any, error) {
 // writeSaved writes a model's saved weights of a kind ("weights",
 // "external_weights") under name with write: into a hidden directory
 // first, renamed into place when complete, so that a path handed out
-// always holds a whole save. It returns the save's tinker:// path and
+// always holds a whole save, whose TTL of ttl seconds (nil: none) is
+// recorded before it appears. It returns the save's tinker:// path and
 // directory; done and doing name the work in errors ("saved", "saving").
-func (s *Server) writeSaved(m *trainModel, kind, name, done, doing string, write func(tmp string) error) (path, dir string, err error) {
+func (s *Server) writeSaved(m *trainModel, kind, name string, ttl *int64, done, doing string, write func(tmp string) error) (path, dir string, err error) {
 	dir = s.savedDir(m.id, kind, name)
 	path = weightsPath(m.id, kind, name)
 	if _, err := os.Stat(dir); err == nil {
@@ -510,8 +515,18 @@ func (s *Server) writeSaved(m *trainModel, kind, name, done, doing string, write
 		os.RemoveAll(tmp)
 		return "", "", serverErr("%s %s: %v", doing, path, err)
 	}
-	if err := os.Rename(tmp, dir); err != nil {
+	expires, err := checkpointTTL("ttl_seconds", ttl, time.Now())
+	if err == nil {
+		// Written (or a stale one removed) first: the save never
+		// appears with another's TTL, or without its own.
+		err = setDiskExpiry(dir, expires)
+	}
+	if err == nil {
+		err = os.Rename(tmp, dir)
+	}
+	if err != nil {
 		os.RemoveAll(tmp)
+		setDiskExpiry(dir, time.Time{})
 		return "", "", serverErr("%s %s: %v", doing, path, err)
 	}
 	return path, dir, nil
@@ -542,6 +557,9 @@ func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
 		if req.Kind != "" && req.Kind != "snapshot" {
 			return nil, userErr("kind %q is not supported: this server saves snapshots only (fixed weights)", req.Kind)
 		}
+		if _, err := checkpointTTL("ttl_seconds", req.TTLSeconds, time.Now()); err != nil {
+			return nil, err
+		}
 		return func() (any, error) {
 			// The copy is taken here, in the model's call order, so it
 			// holds exactly the weights of the calls before it.
@@ -562,7 +580,9 @@ func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
 				// calls queued already keep the copy they named.
 				m.samplers = slices.Delete(m.samplers, i, i+1)
 			}
-			m.samplers = append(m.samplers, &weights{base: m.base, params: params, path: path, name: name, saved: time.Now()})
+			now := time.Now()
+			expires, _ := checkpointTTL("ttl_seconds", req.TTLSeconds, now) // checked above
+			m.samplers = append(m.samplers, &weights{base: m.base, params: params, path: path, name: name, saved: now, expires: expires})
 			if n := len(m.samplers) - s.cfg.MaxSamplerWeights; n > 0 {
 				clear(m.samplers[:n]) // so that the dropped copies are freed
 				m.samplers = m.samplers[n:]

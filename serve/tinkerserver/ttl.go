@@ -1,0 +1,172 @@
+package tinkerserver
+
+import (
+	"errors"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"rlvr/internal/atomicfile"
+)
+
+// Checkpoint TTLs, as Tinker's service keeps them: a save may ask for one
+// (ttl_seconds on save_weights, save_weights_for_sampler and
+// save_weights_external), PUT <model_id>/checkpoints/<kind>/<name>/ttl sets
+// one from now or removes it ({"ttl_seconds": n} or null, the SDK's
+// RestClient.set_checkpoint_ttl_from_tinker_path), the listing reports
+// expires_at, and the janitor deletes a checkpoint once it has expired. A
+// saved state's or export's expiry is kept beside it on disk, in
+// <kind>/.expires-<name> (a hidden name no save can take), so that it
+// outlives a restart of the server; a copy for sampling lives in memory
+// with its model, and its expiry with it.
+
+// The bounds of a checkpoint's TTL, Tinker's: an hour to ten years.
+const (
+	minCheckpointTTL = 3600
+	maxCheckpointTTL = 10 * 365 * 24 * 3600
+)
+
+// checkpointTTL checks a TTL in seconds and returns when it ends, counted
+// from now; nil is no TTL, the zero time.
+func checkpointTTL(field string, seconds *int64, now time.Time) (time.Time, error) {
+	if seconds == nil {
+		return time.Time{}, nil
+	}
+	if *seconds < minCheckpointTTL || *seconds > maxCheckpointTTL {
+		return time.Time{}, userErr("%s: %d seconds; a checkpoint's TTL is from %d (an hour) to %d (ten years), or null for none",
+			field, *seconds, minCheckpointTTL, maxCheckpointTTL)
+	}
+	return now.Add(time.Duration(*seconds) * time.Second).UTC(), nil
+}
+
+// expiryFile is where the expiry of the saved checkpoint in dir is kept.
+func expiryFile(dir string) string {
+	return filepath.Join(filepath.Dir(dir), ".expires-"+filepath.Base(dir))
+}
+
+// setDiskExpiry records when the saved checkpoint in dir expires, or with
+// the zero time that it does not.
+func setDiskExpiry(dir string, at time.Time) error {
+	f := expiryFile(dir)
+	if at.IsZero() {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return atomicfile.WriteBytes(f, []byte(at.UTC().Format(time.RFC3339Nano)+"\n"))
+}
+
+// diskExpiry is when the saved checkpoint in dir expires; the zero time
+// when it does not, or when its record cannot be read (a checkpoint is
+// never deleted on a doubt).
+func diskExpiry(dir string) time.Time {
+	b, err := os.ReadFile(expiryFile(dir))
+	if err != nil {
+		return time.Time{}
+	}
+	at, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(b)))
+	if err != nil {
+		return time.Time{}
+	}
+	return at
+}
+
+// expiresAt is the listing's expires_at of an expiry: nil for none.
+func expiresAt(at time.Time) *time.Time {
+	if at.IsZero() {
+		return nil
+	}
+	at = at.UTC()
+	return &at
+}
+
+// checkpointTTLRequest is PUT .../ttl's body.
+type checkpointTTLRequest struct {
+	TTLSeconds *int64 `json:"ttl_seconds"`
+}
+
+// setCheckpointTTL answers PUT <model_id>/checkpoints/<kind>/<name>/ttl.
+func (s *Server) setCheckpointTTL(w http.ResponseWriter, r *http.Request, modelID, kind, name string) {
+	var req checkpointTTLRequest
+	if _, err := s.decode(w, r, "checkpoint ttl", &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	at, err := checkpointTTL("ttl_seconds", req.TTLSeconds, time.Now())
+	if err != nil {
+		writeDetail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	path := weightsPath(modelID, kind, name)
+	if !namePattern.MatchString(name) {
+		writeDetail(w, http.StatusNotFound, "no checkpoint "+path)
+		return
+	}
+	switch kind {
+	case "weights", "external_weights":
+		dir := s.savedDir(modelID, kind, name)
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			writeDetail(w, http.StatusNotFound, "no checkpoint "+path)
+			return
+		}
+		if err := setDiskExpiry(dir, at); err != nil {
+			writeDetail(w, http.StatusInternalServerError, "setting the TTL of "+path+": "+err.Error())
+			return
+		}
+	case "sampler_weights":
+		s.mu.Lock()
+		var c *weights
+		if m := s.models[modelID]; m != nil {
+			if i := m.samplerIndex(name); i >= 0 {
+				c = m.samplers[i]
+				c.expires = at
+			}
+		}
+		s.mu.Unlock()
+		if c == nil {
+			writeDetail(w, http.StatusNotFound, "no checkpoint "+path)
+			return
+		}
+	default:
+		writeDetail(w, http.StatusNotFound, "no checkpoint "+path+": the kinds are weights, sampler_weights and external_weights")
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// expireCheckpoints deletes every checkpoint whose TTL has ended by now:
+// saved states and exports from disk, copies for sampling from their
+// models (sampling calls queued already keep the copy they named).
+func (s *Server) expireCheckpoints(now time.Time) {
+	records, _ := filepath.Glob(filepath.Join(s.cfg.StateDir, "*", "*", ".expires-*"))
+	for _, f := range records {
+		dir := filepath.Join(filepath.Dir(f), strings.TrimPrefix(filepath.Base(f), ".expires-"))
+		at := diskExpiry(dir)
+		if at.IsZero() || now.Before(at) {
+			continue
+		}
+		rel, _ := filepath.Rel(s.cfg.StateDir, dir)
+		if err := os.RemoveAll(dir); err != nil {
+			s.log.Error("tinkerserver: deleting an expired checkpoint", "checkpoint", filepath.ToSlash(rel), "err", err)
+			continue
+		}
+		os.Remove(f)
+		s.log.Info("tinkerserver: deleted an expired checkpoint", "checkpoint", filepath.ToSlash(rel), "expired", at)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.models {
+		kept := m.samplers[:0]
+		for _, c := range m.samplers {
+			if c.expires.IsZero() || now.Before(c.expires) {
+				kept = append(kept, c)
+			}
+		}
+		clear(m.samplers[len(kept):])
+		m.samplers = kept
+	}
+}
