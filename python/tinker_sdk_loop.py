@@ -15,7 +15,10 @@ sampling client, score the answers, check the learner's logprobs of the
 sampled tokens against the sampler's, run forward_backward with
 cross_entropy, importance_sampling, ppo, cispo and dro, step, save the
 weights for the sampler, sample from the saved weights and check again.
-Last, two calls the server cannot honour, to see what the SDK raises.
+Then checkpoint TTLs: saves with ttl_seconds, set_checkpoint_ttl_from_tinker_path
+setting and removing one, a TTL out of bounds, and the listing's expires_at
+after each. Last, two calls the server cannot honour, to see what the SDK
+raises.
 Everything measured goes to OUT/sdk_loop.json; with --doc, its tables are
 written between the tinker markers of that file (docs/peers.md).
 """
@@ -178,6 +181,42 @@ def rl(service, training, tok, steps, group, lr):
     return {"question": RL_QUESTION, "group": group, "lr": lr, "steps": log}
 
 
+def checkpoint_ttls(service, training):
+    """Checkpoint TTLs through the SDK: what the listing says of each
+    checkpoint after each call, in whole minutes until it expires."""
+    state = training.save_state("ttl-hour", ttl_seconds=3600).result().path
+    training.save_weights_for_sampler("ttl-sampler", ttl_seconds=7200).result()
+    kept = training.save_state("ttl-kept").result().path
+    rest = service.create_rest_client()
+    run_id = state.split("/")[2]
+
+    def listing():
+        now = time.time()
+        return {
+            c.checkpoint_id: None if c.expires_at is None else round((c.expires_at.timestamp() - now) / 60)
+            for c in rest.list_checkpoints(run_id).result().checkpoints
+            if c.checkpoint_id.split("/")[1].startswith("ttl-")
+        }
+
+    steps = [("saved: ttl-hour with 3600 s, ttl-sampler with 7200 s, ttl-kept without", listing())]
+    rest.set_checkpoint_ttl_from_tinker_path(kept, 86400).result()
+    steps.append(("set_checkpoint_ttl_from_tinker_path(ttl-kept, 86400)", listing()))
+    rest.set_checkpoint_ttl_from_tinker_path(state, None).result()
+    steps.append(("set_checkpoint_ttl_from_tinker_path(ttl-hour, None)", listing()))
+    try:
+        rest.set_checkpoint_ttl_from_tinker_path(kept, 60).result()
+        refused = "accepted"
+    except Exception as e:
+        refused = f"{type(e).__module__}.{type(e).__name__}: {e}"
+    want = [
+        {"weights/ttl-hour": 60, "sampler_weights/ttl-sampler": 120, "weights/ttl-kept": None},
+        {"weights/ttl-hour": 60, "sampler_weights/ttl-sampler": 120, "weights/ttl-kept": 1440},
+        {"weights/ttl-hour": None, "sampler_weights/ttl-sampler": 120, "weights/ttl-kept": 1440},
+    ]
+    ok = [s[1] for s in steps] == want and "400" in refused
+    return {"steps": steps, "ttl_60_seconds": refused, "ok": ok}
+
+
 def refusals(training, tok):
     """Calls the server refuses, and what the SDK makes of them."""
     data = [sft_datum(tok, *SFT_EXAMPLES[0])]
@@ -222,6 +261,19 @@ def tables(result):
             f"| {l['cispo']:.4f} | {l['dro']:.4f} | {s['sum_advantage_tokens']:.4f} | {s['max_logprob_gap_before_step']:.1e} "
             f"| {s['max_logprob_gap_saved_weights']:.1e} | {s['seconds']:.1f} |"
         )
+    ttl = result["checkpoint_ttls"]
+    names = ["weights/ttl-hour", "sampler_weights/ttl-sampler", "weights/ttl-kept"]
+    lines += [
+        "",
+        "Checkpoint TTLs: minutes until each checkpoint expires, in the listing (list_checkpoints) after each call "
+        "(— never).",
+        "",
+        "| call | " + " | ".join(names) + " |",
+        "| --- |" + " ---: |" * len(names),
+    ]
+    for call, listed in ttl["steps"]:
+        lines.append(f"| {call} | " + " | ".join("—" if listed.get(n) is None else str(listed[n]) for n in names) + " |")
+    lines.append(f"| set_checkpoint_ttl_from_tinker_path(ttl-kept, 60) | {ttl['ttl_60_seconds']} | | |")
     lines += ["", "| refused call | what the SDK raised |", "| --- | --- |"]
     for name, what in result["refusals"].items():
         lines.append(f"| {name} | {what.split(' for self.request_id')[0]} |")
@@ -245,11 +297,12 @@ def main():
     result["supervised"] = supervised(training, tok, args.sft_steps, lr=1e-5)
     training = service.create_lora_training_client(base_model=args.model, rank=0).result()
     result["rl"] = rl(service, training, tok, args.rl_steps, args.group, lr=1e-5)
+    result["checkpoint_ttls"] = checkpoint_ttls(service, training)
     result["refusals"] = refusals(training, tok)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "sdk_loop.json"), "w") as f:
         json.dump(result, f, indent=1)
-    ok = result["supervised"]["decreasing"] and all(
+    ok = result["supervised"]["decreasing"] and result["checkpoint_ttls"]["ok"] and all(
         s["max_logprob_gap_before_step"] < 1e-3 and s["max_logprob_gap_saved_weights"] < 1e-3 for s in result["rl"]["steps"]
     )
     if args.doc:
