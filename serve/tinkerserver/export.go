@@ -213,9 +213,25 @@ func (s *Server) trainingRuns(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// deleteCheckpoint deletes a saved state or export from disk, or drops a
-// running model's copy for sampling.
+// deleteCheckpoint deletes a saved state or export from disk, with the
+// record of its TTL, or drops a running model's copy for sampling.
 func (s *Server) deleteCheckpoint(w http.ResponseWriter, modelID, kind, name string) {
+	s.checkpointCall(w, modelID, kind, name, "deleting", func(dir string) error {
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+		return setDiskExpiry(dir, time.Time{})
+	}, func(m *trainModel, i int) {
+		m.samplers = slices.Delete(m.samplers, i, i+1)
+	})
+}
+
+// checkpointCall answers a REST call on one checkpoint: onDisk acts on a
+// saved state's or export's directory, onSampler (under the server's lock)
+// on a running model's copy for sampling, m.samplers[i]. A checkpoint that
+// is not there is answered 404, an error of onDisk 500 (doing names the
+// work: "deleting"), and success with {}.
+func (s *Server) checkpointCall(w http.ResponseWriter, modelID, kind, name, doing string, onDisk func(dir string) error, onSampler func(m *trainModel, i int)) {
 	path := weightsPath(modelID, kind, name)
 	if !namePattern.MatchString(name) {
 		writeDetail(w, http.StatusNotFound, "no checkpoint "+path)
@@ -224,27 +240,25 @@ func (s *Server) deleteCheckpoint(w http.ResponseWriter, modelID, kind, name str
 	switch kind {
 	case "weights", "external_weights":
 		dir := s.savedDir(modelID, kind, name)
-		if _, err := os.Stat(dir); err != nil {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 			writeDetail(w, http.StatusNotFound, "no checkpoint "+path)
 			return
 		}
-		if err := os.RemoveAll(dir); err != nil {
-			writeDetail(w, http.StatusInternalServerError, "deleting "+path+": "+err.Error())
+		if err := onDisk(dir); err != nil {
+			writeDetail(w, http.StatusInternalServerError, doing+" "+path+": "+err.Error())
 			return
 		}
-		setDiskExpiry(dir, time.Time{}) // the record of a TTL, if any
 	case "sampler_weights":
 		s.mu.Lock()
-		m := s.models[modelID]
-		i := -1
-		if m != nil {
-			i = m.samplerIndex(name)
-		}
-		if i >= 0 {
-			m.samplers = slices.Delete(m.samplers, i, i+1)
+		found := false
+		if m := s.models[modelID]; m != nil {
+			if i := m.samplerIndex(name); i >= 0 {
+				onSampler(m, i)
+				found = true
+			}
 		}
 		s.mu.Unlock()
-		if i < 0 {
+		if !found {
 			writeDetail(w, http.StatusNotFound, "no checkpoint "+path)
 			return
 		}

@@ -101,41 +101,11 @@ func (s *Server) setCheckpointTTL(w http.ResponseWriter, r *http.Request, modelI
 		writeDetail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	path := weightsPath(modelID, kind, name)
-	if !namePattern.MatchString(name) {
-		writeDetail(w, http.StatusNotFound, "no checkpoint "+path)
-		return
-	}
-	switch kind {
-	case "weights", "external_weights":
-		dir := s.savedDir(modelID, kind, name)
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			writeDetail(w, http.StatusNotFound, "no checkpoint "+path)
-			return
-		}
-		if err := setDiskExpiry(dir, at); err != nil {
-			writeDetail(w, http.StatusInternalServerError, "setting the TTL of "+path+": "+err.Error())
-			return
-		}
-	case "sampler_weights":
-		s.mu.Lock()
-		var c *weights
-		if m := s.models[modelID]; m != nil {
-			if i := m.samplerIndex(name); i >= 0 {
-				c = m.samplers[i]
-				c.expires = at
-			}
-		}
-		s.mu.Unlock()
-		if c == nil {
-			writeDetail(w, http.StatusNotFound, "no checkpoint "+path)
-			return
-		}
-	default:
-		writeDetail(w, http.StatusNotFound, "no checkpoint "+path+": the kinds are weights, sampler_weights and external_weights")
-		return
-	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	s.checkpointCall(w, modelID, kind, name, "setting the TTL of", func(dir string) error {
+		return setDiskExpiry(dir, at)
+	}, func(m *trainModel, i int) {
+		m.samplers[i].expires = at
+	})
 }
 
 // expireCheckpoints deletes every checkpoint whose TTL has ended by now:
