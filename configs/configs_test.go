@@ -26,6 +26,7 @@ import (
 	_ "rlvr/method/part/all"
 	"rlvr/rundir"
 	"rlvr/serve/tinkerserver"
+	"rlvr/task"
 	"rlvr/train"
 	"rlvr/worldmodel"
 )
@@ -35,8 +36,10 @@ import (
 // world's pretrained model, which answers some questions right: every part
 // it lists must act at some step (part.Part.Acted) and the weights must
 // move. A chat recipe runs on a random model of Qwen3's tokenizer, which
-// never answers a GSM8K question right: no step has a training signal, so
-// each must skip its update and leave the weights as they were.
+// never answers a GSM8K question right: no RL step has a policy-gradient
+// signal, so each must skip its update and leave the weights as they were,
+// while an sft recipe's steps, and the steps of MEML-GRPO's hard-example
+// buffer, train on the answers given and move them.
 func TestRecipesRun(t *testing.T) {
 	files, err := filepath.Glob("*.yaml")
 	if err != nil || len(files) < 8 {
@@ -52,17 +55,27 @@ func TestRecipesRun(t *testing.T) {
 			if err := resolved.Resolve(); err != nil {
 				t.Fatalf("%s does not resolve: %v", f, err)
 			}
-			if cfg.Data.DME != "" {
-				cfg.Data.DME, _ = dmetest.World(t, 1, 60, cfg.Data.Levels)
-			}
 			world := cfg.Data.IsWorld()
 			if world {
 				cfg.Model = worldModel(t)
+				if cfg.Data.DME != "" {
+					cfg.Data.DME, _ = dmetest.World(t, 1, 60, cfg.Data.Levels)
+				}
 			} else {
 				// Paths in recipes are relative to the repository root.
 				shareddata.Path(t, strings.TrimPrefix(filepath.Dir(cfg.Data.Train), "../shared/data/"))
 				cfg.Data.Train, cfg.Data.Test = filepath.Join("..", cfg.Data.Train), filepath.Join("..", cfg.Data.Test)
 				cfg.Model = chatModel(t)
+				if cfg.Data.DME != "" {
+					// The experts answer the first training questions
+					// (some on the warm-up side of the split) as the
+					// reference does.
+					examples, err := task.Load(cfg.Data.Name, cfg.Data.Train)
+					if err != nil {
+						t.Fatal(err)
+					}
+					cfg.Data.DME = dmetest.Dataset(t, examples[:min(len(examples), 100)], 2)
+				}
 			}
 			if k := part.Get[*eapo.ConsultationConfig](cfg.Sections); k != nil {
 				// No expert servers here: a recipe's remote experts become
@@ -124,7 +137,12 @@ func TestRecipesRun(t *testing.T) {
 				}
 				steps = append(steps, m)
 			}
-			if !world {
+			// A chat model never answers right, but an sft run learns
+			// from the answers it is given, and MEML-GRPO's hard-example
+			// buffer from the reference solutions of questions every
+			// answer got wrong.
+			learns := world || resolved.Algorithm == method.SFT || slices.Contains(resolved.Parts, meml.PartHardBuffer)
+			if !learns {
 				for _, m := range steps {
 					if m[train.MetricSkippedUpdate] != 1 {
 						t.Errorf("step %v trained without a right answer: %v", m["step"], m)
@@ -148,8 +166,8 @@ func TestRecipesRun(t *testing.T) {
 				}
 			}
 			if cfg.Backend == nil { // a Tinker run's weights stay on its server
-				if moved := weightsMoved(t, cfg.Model, run); moved != world {
-					t.Errorf("weights moved: %v, want %v", moved, world)
+				if moved := weightsMoved(t, cfg.Model, run); moved != learns {
+					t.Errorf("weights moved: %v, want %v", moved, learns)
 				}
 			}
 		})

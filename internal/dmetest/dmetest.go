@@ -1,6 +1,8 @@
-// Package dmetest writes MEML-GRPO's multi-expert dataset (D_ME) for the
-// built-in world, for tests: the reference solution (E0) and each scripted
-// style's answer (E1, E2, …) to every question, each verified.
+// Package dmetest writes MEML-GRPO's multi-expert dataset (D_ME) for
+// tests: for the built-in world, the reference solution (E0) and each
+// scripted style's answer (E1, E2, …) to every question, each verified;
+// for a dataset's questions, the reference solution as every expert's
+// answer.
 package dmetest
 
 import (
@@ -11,6 +13,7 @@ import (
 
 	"rlvr/expert"
 	"rlvr/expert/collect"
+	"rlvr/task"
 	"rlvr/task/world"
 )
 
@@ -39,4 +42,30 @@ func World(t testing.TB, seed uint64, n int, levels []int) (string, []collect.Re
 		t.Fatal(err)
 	}
 	return path, recs
+}
+
+// Dataset writes a D_ME of the examples (a dataset's questions, as a run
+// loads them) to a file in a temporary directory and returns its path: the
+// reference solution (E0), and the same text as the answer of each of
+// experts chat experts E1…EN, asked through the chat API.
+func Dataset(t testing.TB, examples []task.Example, experts int) string {
+	t.Helper()
+	var recs []collect.Record
+	for _, e := range examples {
+		for i := range experts + 1 {
+			r := collect.Record{ID: e.ID, Source: e.Source, Question: e.Prompt, Answer: e.Answer, Expert: i,
+				Name: "E" + strconv.Itoa(i), Reference: i == 0, Response: e.Solution, Correct: true}
+			if i > 0 {
+				r.API, r.Model, r.Prompt = expert.APIChat, r.Name, fmt.Sprintf("You are Expert %d.", i)
+			} else {
+				r.Name = collect.ReferenceName
+			}
+			recs = append(recs, r)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "dme.jsonl")
+	if err := collect.WriteDME(path, recs); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
