@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -122,6 +123,51 @@ func FuzzReadPaths(f *testing.F) {
 		}
 		if !json.Valid(w.Body.Bytes()) {
 			t.Fatalf("GET %q: body %q is not JSON", req.URL.Path, w.Body)
+		}
+	})
+}
+
+// FuzzCheckpointTTL sends PUT …/ttl with any path and body: it answers
+// 200, 400, 404 or 405 with a JSON body, never panics, and writes a TTL's
+// record only beside a checkpoint that is there.
+func FuzzCheckpointTTL(f *testing.F) {
+	state := f.TempDir()
+	srv, err := New(Config{Models: map[string]string{testBase: testModelDir(f)}, StateDir: state, Logger: discard()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer srv.Close()
+	kept := filepath.Join(state, "m", "weights", "kept")
+	if err := os.MkdirAll(kept, 0o755); err != nil {
+		f.Fatal(err)
+	}
+	for _, p := range []string{"m/checkpoints/weights/kept/ttl", "m/checkpoints/sampler_weights/s/ttl", "m/checkpoints/weights/../../x/ttl",
+		"m/checkpoints/weights/.expires-kept/ttl", "m/checkpoints/other/kept/ttl"} {
+		for _, body := range []string{`{"ttl_seconds":3600}`, `{"ttl_seconds":null}`, `{"ttl_seconds":-1}`, `{"ttl_seconds":1e30}`, `[]`, ``} {
+			f.Add(p, []byte(body))
+		}
+	}
+	f.Fuzz(func(t *testing.T, rest string, body []byte) {
+		req, err := http.NewRequest(http.MethodPut, "http://x"+tinker.PathTrainingRuns, bytes.NewReader(body))
+		if err != nil {
+			t.Skip()
+		}
+		req.URL.Path += rest
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, req)
+		switch w.Code {
+		case http.StatusOK, http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed:
+		default:
+			t.Fatalf("PUT %q %q: status %d: %s", req.URL.Path, body, w.Code, w.Body)
+		}
+		if !json.Valid(w.Body.Bytes()) {
+			t.Fatalf("PUT %q: body %q is not JSON", req.URL.Path, w.Body)
+		}
+		records, _ := filepath.Glob(filepath.Join(state, "*", "*", ".expires-*"))
+		for _, r := range records {
+			if r != expiryFile(kept) {
+				t.Fatalf("PUT %q %q wrote %s, beside no checkpoint", req.URL.Path, body, r)
+			}
 		}
 	})
 }
