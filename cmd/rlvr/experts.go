@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"rlvr/eval"
 	"rlvr/expert"
 	"rlvr/expert/collect"
 	"rlvr/sample"
@@ -167,7 +168,8 @@ depends only on its text, so the split agrees across files).`,
 
 // collectFlags are experts collect's flags.
 type collectFlags struct {
-	data, dataFile, api, prompt, out, cache, apiKey  string
+	data, dataFile, api, prompt, system, out, cache  string
+	apiKey                                           string
 	levels                                           []int
 	experts, stop                                    []string
 	problems, concurrency, retries, maxTokens, batch int
@@ -188,6 +190,7 @@ func (o *collectFlags) bind(f *pflag.FlagSet) {
 	f.StringArrayVar(&o.experts, "expert", nil, "an expert: NAME=URL[#MODEL] for an OpenAI-compatible endpoint, NAME=PATH for a local model (repeatable; numbered 1, 2, … in order)")
 	f.StringVar(&o.api, "api", "", "how experts are asked: completion or chat (default: completion for the world, chat for a dataset)")
 	f.StringVar(&o.prompt, "prompt", "", `expert prompt P_i, {i} the expert's index and {name} its name, \n a newline (default: @E{i}\n for the world, "`+expert.DefaultPrompt+`" for a dataset)`)
+	f.StringVar(&o.system, "system", "", "instruction written before every expert's P_i, as training writes chat.system before an expert's persona (a chat's system message; after the question for a completion), so that experts answer in the format the run asks for")
 	f.StringVar(&o.out, "out", "dme.jsonl", "D_ME output file (JSON Lines)")
 	f.StringVar(&o.cache, "cache", "", "cache of answers collected so far (default: --out with .cache appended)")
 	f.IntVar(&o.concurrency, "concurrency", 8, "requests in flight per expert")
@@ -249,6 +252,12 @@ func (o *collectFlags) check(flags *pflag.FlagSet) ([]expert.Config, error) {
 	if !strings.Contains(o.prompt, "{i}") && !strings.Contains(o.prompt, "{name}") {
 		c.add("prompt", "%q has neither {i} nor {name}: every expert would get the same prompt", o.prompt)
 	}
+	if flags.Changed("system") && strings.TrimSpace(o.system) == "" {
+		c.add("system", "is empty")
+	}
+	// The instruction first, then the persona that tells the experts
+	// apart, in one message: eval.SystemPrompt, as training renders them.
+	o.prompt = eval.SystemPrompt(withNewlines(o.system), o.prompt)
 	experts := parseExpertFlags(&c, o.experts)
 	c.intIn("concurrency", o.concurrency, 1, maxConcurrency)
 	c.intIn("retries", o.retries, 0, maxRetries)

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -284,5 +287,54 @@ func TestExpertsCollectSIGINT(t *testing.T) {
 	}
 	if n := len(completeRecords(t, out+".cache")); n < 5 || n >= 200 {
 		t.Errorf("%d answers cached", n)
+	}
+}
+
+// TestExpertsCollectSystem: --system is written before each expert's P_i
+// in the chat's system message, as training writes chat.system before a
+// persona, and recorded as the prompt the expert was asked under.
+func TestExpertsCollectSystem(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "gsm8k.jsonl")
+	if err := os.WriteFile(data, []byte(`{"question":"What is 2+3?","answer":"2+3=5\n#### 5"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var systems []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct{ Role, Content string }
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		if req.Messages[0].Role == "system" {
+			systems = append(systems, req.Messages[0].Content)
+		}
+		mu.Unlock()
+		fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"2+3=5\n#### 5"},"finish_reason":"stop"}]}`)
+	}))
+	defer srv.Close()
+	const system = "Solve step by step. End with a line '#### <answer>'."
+	out := filepath.Join(dir, "dme.jsonl")
+	_, stderr, err := execute(t, context.Background(), "experts", "collect", "--data", "gsm8k", "--data-file", data,
+		"--expert", "a="+srv.URL+"/v1", "--system", system, "--out", out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	want := system + "\n\nYou are Expert 1, please provide an answer to the above question."
+	if len(systems) != 1 || systems[0] != want {
+		t.Errorf("system messages %q, want [%q]", systems, want)
+	}
+	recs, err := collect.ReadDME(out)
+	if err != nil || len(recs) != 2 || recs[1].Prompt != want || !recs[1].Correct {
+		t.Errorf("D_ME %+v, %v", recs, err)
+	}
+	_, _, err = execute(t, context.Background(), "experts", "collect", "--data", "gsm8k", "--data-file", data,
+		"--expert", "a="+srv.URL+"/v1", "--system", " ", "--out", filepath.Join(dir, "x.jsonl"))
+	if err == nil || !strings.Contains(err.Error(), "--system is empty") {
+		t.Errorf("an empty --system: %v", err)
 	}
 }
