@@ -37,11 +37,7 @@ func World(t testing.TB, seed uint64, n int, levels []int) (string, []collect.Re
 			recs = append(recs, r)
 		}
 	}
-	path := filepath.Join(t.TempDir(), "dme.jsonl")
-	if err := collect.WriteDME(path, recs); err != nil {
-		t.Fatal(err)
-	}
-	return path, recs
+	return write(t, recs), recs
 }
 
 // Dataset writes a D_ME of the examples (a dataset's questions, as a run
@@ -63,6 +59,13 @@ func Dataset(t testing.TB, examples []task.Example, experts int) string {
 			recs = append(recs, r)
 		}
 	}
+	return write(t, recs)
+}
+
+// write writes the records as a D_ME file in a temporary directory and
+// returns its path.
+func write(t testing.TB, recs []collect.Record) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "dme.jsonl")
 	if err := collect.WriteDME(path, recs); err != nil {
 		t.Fatal(err)
