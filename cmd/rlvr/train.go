@@ -204,7 +204,11 @@ func runSummary(cfg train.RLConfig) string {
 	if cfg.Preset != "" {
 		recipe = cfg.Preset
 	}
-	line := fmt.Sprintf("%s from %s on %s: %d steps", recipe, model, data, cfg.Steps)
+	steps := "steps"
+	if cfg.Steps == 1 {
+		steps = "step"
+	}
+	line := fmt.Sprintf("%s from %s on %s: %d %s", recipe, model, data, cfg.Steps, steps)
 	if cfg.Algorithm != method.SFT {
 		line += fmt.Sprintf(" of %d questions × %d samples", cfg.PromptsPerStep, cfg.GroupSize)
 	}

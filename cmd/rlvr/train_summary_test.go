@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"rlvr/method"
+	"rlvr/train"
 )
 
 // TestPrintEvalSummary: before and after come from the validation lines,
@@ -27,5 +30,24 @@ func TestPrintEvalSummary(t *testing.T) {
 		"test (200 problems): greedy 50.0% [45.0, 55.0]; E1, best on validation, 60.0% [50.0, 70.0]; majority vote 55.0% (-5.0 points)\n"
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestRunSummary: the line a run starts with names the recipe, the model,
+// the data and the budget; an sft run samples nothing, so it has no
+// questions × samples.
+func TestRunSummary(t *testing.T) {
+	rl := train.DefaultRL()
+	if err := rl.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	rl.Steps = 1
+	if got, want := runSummary(rl), "grpo from the world model (version 1) on world levels [6]: 1 step of 16 questions × 8 samples, lr 5e-05, seed 1"; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	sft := rl
+	sft.Algorithm, sft.Preset, sft.Model, sft.Steps, sft.Data.Name = method.SFT, "sft", "runs/m", 38, "gsm8k"
+	if got, want := runSummary(sft), "sft from runs/m on gsm8k: 38 steps, lr 5e-05, seed 1"; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }
