@@ -63,10 +63,11 @@ func (s *Server) saveWeightsExternal(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := checkpointTTL("ttl_seconds", req.TTLSeconds, time.Now()); err != nil {
+		ttl, err := checkpointTTL(req.TTLSeconds)
+		if err != nil {
 			return nil, err
 		}
-		return func() (any, error) { return s.export(m, req.Path, recipients, req.TTLSeconds) }, nil
+		return func() (any, error) { return s.export(m, req.Path, recipients, ttl) }, nil
 	})
 }
 
@@ -99,8 +100,8 @@ func ageRecipients(keys []string) ([]age.Recipient, error) {
 
 // export writes the model's weights for other programs under name, each
 // file encrypted to the recipients when there are any (and named with a
-// .age suffix), to expire after ttl seconds unless ttl is nil.
-func (s *Server) export(m *trainModel, name string, recipients []age.Recipient, ttl *int64) (any, error) {
+// .age suffix), to expire ttl after it is written (0: never).
+func (s *Server) export(m *trainModel, name string, recipients []age.Recipient, ttl time.Duration) (any, error) {
 	path, dir, err := s.writeSaved(m, "external_weights", name, ttl, "exported", "exporting", func(tmp string) error {
 		if err := m.learner.Export(context.Background(), tmp); err != nil || len(recipients) == 0 {
 			return err

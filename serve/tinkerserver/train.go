@@ -472,16 +472,17 @@ func (s *Server) saveWeights(w http.ResponseWriter, r *http.Request) {
 		if err := checkName("path", req.Path); err != nil {
 			return nil, err
 		}
-		if _, err := checkpointTTL("ttl_seconds", req.TTLSeconds, time.Now()); err != nil {
+		ttl, err := checkpointTTL(req.TTLSeconds)
+		if err != nil {
 			return nil, err
 		}
-		return func() (any, error) { return s.save(m, req.Path, req.TTLSeconds) }, nil
+		return func() (any, error) { return s.save(m, req.Path, ttl) }, nil
 	})
 }
 
-// save writes the model's training state under name, to expire after ttl
-// seconds unless ttl is nil.
-func (s *Server) save(m *trainModel, name string, ttl *int64) (any, error) {
+// save writes the model's training state under name, to expire ttl after
+// it is written (0: never).
+func (s *Server) save(m *trainModel, name string, ttl time.Duration) (any, error) {
 	path, _, err := s.writeSaved(m, "weights", name, ttl, "saved", "saving", func(tmp string) error {
 		if err := m.learner.Save(context.Background(), tmp); err != nil {
 			return err
@@ -498,10 +499,10 @@ func (s *Server) save(m *trainModel, name string, ttl *int64) (any, error) {
 // writeSaved writes a model's saved weights of a kind ("weights",
 // "external_weights") under name with write: into a hidden directory
 // first, renamed into place when complete, so that a path handed out
-// always holds a whole save, whose TTL of ttl seconds (nil: none) is
+// always holds a whole save, whose TTL (0: none), counted from then, is
 // recorded before it appears. It returns the save's tinker:// path and
 // directory; done and doing name the work in errors ("saved", "saving").
-func (s *Server) writeSaved(m *trainModel, kind, name string, ttl *int64, done, doing string, write func(tmp string) error) (path, dir string, err error) {
+func (s *Server) writeSaved(m *trainModel, kind, name string, ttl time.Duration, done, doing string, write func(tmp string) error) (path, dir string, err error) {
 	dir = s.savedDir(m.id, kind, name)
 	path = weightsPath(m.id, kind, name)
 	if _, err := os.Stat(dir); err == nil {
@@ -515,12 +516,9 @@ func (s *Server) writeSaved(m *trainModel, kind, name string, ttl *int64, done, 
 		os.RemoveAll(tmp)
 		return "", "", serverErr("%s %s: %v", doing, path, err)
 	}
-	expires, err := checkpointTTL("ttl_seconds", ttl, time.Now())
-	if err == nil {
-		// Written (or a stale one removed) first: the save never
-		// appears with another's TTL, or without its own.
-		err = setDiskExpiry(dir, expires)
-	}
+	// Written (or a stale one removed) first: the save never appears with
+	// another's TTL, or without its own.
+	err = setDiskExpiry(dir, expiry(ttl, time.Now()))
 	if err == nil {
 		err = os.Rename(tmp, dir)
 	}
@@ -557,7 +555,8 @@ func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
 		if req.Kind != "" && req.Kind != "snapshot" {
 			return nil, userErr("kind %q is not supported: this server saves snapshots only (fixed weights)", req.Kind)
 		}
-		if _, err := checkpointTTL("ttl_seconds", req.TTLSeconds, time.Now()); err != nil {
+		ttl, err := checkpointTTL(req.TTLSeconds)
+		if err != nil {
 			return nil, err
 		}
 		return func() (any, error) {
@@ -581,8 +580,7 @@ func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
 				m.samplers = slices.Delete(m.samplers, i, i+1)
 			}
 			now := time.Now()
-			expires, _ := checkpointTTL("ttl_seconds", req.TTLSeconds, now) // checked above
-			m.samplers = append(m.samplers, &weights{base: m.base, params: params, path: path, name: name, saved: now, expires: expires})
+			m.samplers = append(m.samplers, &weights{base: m.base, params: params, path: path, name: name, saved: now, expires: expiry(ttl, now)})
 			if n := len(m.samplers) - s.cfg.MaxSamplerWeights; n > 0 {
 				clear(m.samplers[:n]) // so that the dropped copies are freed
 				m.samplers = m.samplers[n:]

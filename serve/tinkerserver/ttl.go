@@ -29,17 +29,25 @@ const (
 	maxCheckpointTTL = 10 * 365 * 24 * 3600
 )
 
-// checkpointTTL checks a TTL in seconds and returns when it ends, counted
-// from now; nil is no TTL, the zero time.
-func checkpointTTL(field string, seconds *int64, now time.Time) (time.Time, error) {
+// checkpointTTL checks a request's ttl_seconds and returns the TTL; nil is
+// none, 0.
+func checkpointTTL(seconds *int64) (time.Duration, error) {
 	if seconds == nil {
-		return time.Time{}, nil
+		return 0, nil
 	}
 	if *seconds < minCheckpointTTL || *seconds > maxCheckpointTTL {
-		return time.Time{}, userErr("%s: %d seconds; a checkpoint's TTL is from %d (an hour) to %d (ten years), or null for none",
-			field, *seconds, minCheckpointTTL, maxCheckpointTTL)
+		return 0, userErr("ttl_seconds: %d seconds; a checkpoint's TTL is from %d (an hour) to %d (ten years), or null for none",
+			*seconds, minCheckpointTTL, maxCheckpointTTL)
 	}
-	return now.Add(time.Duration(*seconds) * time.Second).UTC(), nil
+	return time.Duration(*seconds) * time.Second, nil
+}
+
+// expiry is when a TTL counted from now ends: the zero time for none.
+func expiry(ttl time.Duration, now time.Time) time.Time {
+	if ttl == 0 {
+		return time.Time{}
+	}
+	return now.Add(ttl).UTC()
 }
 
 // expiryFile is where the expiry of the saved checkpoint in dir is kept.
@@ -96,11 +104,12 @@ func (s *Server) setCheckpointTTL(w http.ResponseWriter, r *http.Request, modelI
 		writeError(w, err)
 		return
 	}
-	at, err := checkpointTTL("ttl_seconds", req.TTLSeconds, time.Now())
+	ttl, err := checkpointTTL(req.TTLSeconds)
 	if err != nil {
 		writeDetail(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	at := expiry(ttl, time.Now())
 	s.checkpointCall(w, modelID, kind, name, "setting the TTL of", func(dir string) error {
 		return setDiskExpiry(dir, at)
 	}, func(m *trainModel, i int) {
