@@ -181,13 +181,13 @@ def rl(service, training, tok, steps, group, lr):
     return {"question": RL_QUESTION, "group": group, "lr": lr, "steps": log}
 
 
-def checkpoint_ttls(service, training):
+def checkpoint_ttls(args, training):
     """Checkpoint TTLs through the SDK: what the listing says of each
     checkpoint after each call, in whole minutes until it expires."""
     state = training.save_state("ttl-hour", ttl_seconds=3600).result().path
     training.save_weights_for_sampler("ttl-sampler", ttl_seconds=7200).result()
     kept = training.save_state("ttl-kept").result().path
-    rest = service.create_rest_client()
+    rest = tinker.RestClient(base_url=args.base_url, api_key=args.api_key)
     run_id = state.split("/")[2]
 
     def listing():
@@ -297,7 +297,7 @@ def main():
     result["supervised"] = supervised(training, tok, args.sft_steps, lr=1e-5)
     training = service.create_lora_training_client(base_model=args.model, rank=0).result()
     result["rl"] = rl(service, training, tok, args.rl_steps, args.group, lr=1e-5)
-    result["checkpoint_ttls"] = checkpoint_ttls(service, training)
+    result["checkpoint_ttls"] = checkpoint_ttls(args, training)
     result["refusals"] = refusals(training, tok)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "sdk_loop.json"), "w") as f:
