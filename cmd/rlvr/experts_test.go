@@ -332,6 +332,34 @@ func TestExpertsCollectSystem(t *testing.T) {
 	if err != nil || len(recs) != 2 || recs[1].Prompt != want || !recs[1].Correct {
 		t.Errorf("D_ME %+v, %v", recs, err)
 	}
+
+	// A completion expert continues the question, then the instruction,
+	// then P_i: the order training writes a persona in completion mode.
+	var prompts []string
+	completions := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Prompt string }
+		if r.URL.Path != "/v1/completions" || json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		prompts = append(prompts, req.Prompt)
+		mu.Unlock()
+		fmt.Fprint(w, `{"choices":[{"index":0,"text":" 2+3=5\n#### 5","finish_reason":"stop"}]}`)
+	}))
+	defer completions.Close()
+	out = filepath.Join(dir, "dme-completion.jsonl")
+	_, stderr, err = execute(t, context.Background(), "experts", "collect", "--data", "gsm8k", "--data-file", data,
+		"--expert", "a="+completions.URL+"/v1", "--api", "completion", "--system", system, "--out", out)
+	if err != nil {
+		t.Fatalf("--api completion: %v\n%s", err, stderr)
+	}
+	if len(prompts) != 1 || !strings.HasPrefix(prompts[0], "What is 2+3?") || !strings.HasSuffix(prompts[0], "\n"+want) {
+		t.Errorf("completion prompts %q, want the question, then %q", prompts, want)
+	}
+	if recs, err := collect.ReadDME(out); err != nil || len(recs) != 2 || recs[1].Prompt != want || !recs[1].Correct {
+		t.Errorf("completion D_ME %+v, %v", recs, err)
+	}
 	_, _, err = execute(t, context.Background(), "experts", "collect", "--data", "gsm8k", "--data-file", data,
 		"--expert", "a="+srv.URL+"/v1", "--system", " ", "--out", filepath.Join(dir, "x.jsonl"))
 	if err == nil || !strings.Contains(err.Error(), "--system is empty") {
