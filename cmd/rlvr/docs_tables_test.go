@@ -3,11 +3,17 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
+
+// -update-docs writes each cited command's table into its doc in place of
+// the one there (a new section may hold a one-line placeholder table).
+var updateDocs = flag.Bool("update-docs", false, "rewrite the docs' cited tables from their commands' output")
 
 // TestDocsTablesAreTheirCommandsOutput: every results table in docs/ that
 // follows the `rlvr report --table` command it cites is that command's
@@ -20,6 +26,7 @@ func TestDocsTablesAreTheirCommandsOutput(t *testing.T) {
 	}
 	checked := 0
 	for _, f := range files {
+		var rewrites []citedTable
 		for _, c := range citedTables(t, f) {
 			args := c.args[1:] // without bin/rlvr
 			for i, a := range args {
@@ -32,10 +39,16 @@ func TestDocsTablesAreTheirCommandsOutput(t *testing.T) {
 				t.Errorf("%s:%d: rlvr %s: %v", c.file, c.line, strings.Join(c.args[1:], " "), err)
 				continue
 			}
-			if got := tableLines(out); got != c.table {
+			if got := tableLines(out); got != c.table && *updateDocs {
+				c.table = got
+				rewrites = append(rewrites, c)
+			} else if got != c.table {
 				t.Errorf("%s:%d: the table below the command is not its output.\ndoc:\n%s\ncommand:\n%s", c.file, c.line, c.table, got)
 			}
 			checked++
+		}
+		if len(rewrites) > 0 {
+			rewriteTables(t, f, rewrites)
 		}
 	}
 	// The write-ups of the three experiments cite at least this many.
@@ -53,6 +66,25 @@ type citedTable struct {
 	line  int
 	args  []string
 	table string
+	// start and end are the table's lines in the doc, [start, end) from 0.
+	start, end int
+}
+
+// rewriteTables writes each table in its place in the doc at path.
+func rewriteTables(t *testing.T, path string, tables []citedTable) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	for _, c := range slices.Backward(tables) {
+		lines = slices.Replace(lines, c.start, c.end, strings.Split(c.table, "\n")...)
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %d tables rewritten", path, len(tables))
 }
 
 func citedTables(t *testing.T, path string) []citedTable {
@@ -98,9 +130,11 @@ func citedTables(t *testing.T, path string) []citedTable {
 				k++
 			}
 			var table []string
+			cmds[n].start = k
 			for ; k < len(lines) && strings.HasPrefix(lines[k], "|"); k++ {
 				table = append(table, lines[k])
 			}
+			cmds[n].end = k
 			if len(table) == 0 {
 				t.Errorf("%s:%d: no table follows the command", name, cmds[n].line)
 				break
