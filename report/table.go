@@ -235,20 +235,28 @@ func sortedExperts(experts map[string]float64) []string {
 	return names
 }
 
-// startAccuracy returns the run's accuracy at its step-0 validation
-// evaluation under expert (greedy when expert is empty or absent there),
-// NaN when it has none.
-func startAccuracy(r *rundir.Run, expert string) float64 {
+// valAccuracy returns the run's accuracy at its first (step-0) or last
+// validation evaluation under expert (greedy when expert is empty or
+// absent there), NaN when it has none; the last is after step 0, as
+// what a run ends at.
+func valAccuracy(r *rundir.Run, expert string, last bool) float64 {
+	acc := math.NaN()
 	for _, e := range r.Evals {
-		if e.Step != 0 || (e.Split != "val" && e.Split != "") {
+		if e.Split != "val" && e.Split != "" {
 			continue
 		}
-		if v, ok := e.Experts[expert]; ok && expert != "" {
-			return v
+		if (e.Step == 0) == last {
+			continue
 		}
-		return e.Greedy
+		acc = e.Greedy
+		if v, ok := e.Experts[expert]; ok && expert != "" {
+			acc = v
+		}
+		if !last {
+			break
+		}
 	}
-	return math.NaN()
+	return acc
 }
 
 // Summary is a row's numbers. A mean is over the runs that have the value,
@@ -288,6 +296,10 @@ type Summary struct {
 	// Before is the mean accuracy at step 0 (validation), under each run's
 	// best expert when it has one.
 	Before float64
+	// Validation is the mean accuracy at the last validation evaluation,
+	// under each run's best expert when it has one: what a row is chosen
+	// on, as MEL's composed run picks the best single method.
+	Validation float64
 	// ZeroVariance is the mean over runs of each run's mean
 	// zero_variance_frac.
 	ZeroVariance float64
@@ -324,7 +336,7 @@ const rolloutWindow = 10
 // Summary summarizes the row.
 func (row Row) Summary() Summary {
 	s := Summary{Name: row.Name, Runs: len(row.Runs), FirstStep: -1, LastStep: -1}
-	var acc, delta, majority, before, zeroVar, first, last, stepTime, avgK, passK, variance, callFirst, callLast []float64
+	var acc, delta, majority, before, validation, zeroVar, first, last, stepTime, avgK, passK, variance, callFirst, callLast []float64
 	byExpert := map[string][]float64{}
 	successes, problems, pooled := 0, 0, true
 	for _, r := range row.Runs {
@@ -360,7 +372,8 @@ func (row Row) Summary() Summary {
 		} else {
 			pooled = false
 		}
-		before = appendFinite(before, startAccuracy(r, f.Expert))
+		before = appendFinite(before, valAccuracy(r, f.Expert, false))
+		validation = appendFinite(validation, valAccuracy(r, f.Expert, true))
 		if _, ys := r.Series(method.MetricZeroVarianceFrac); len(ys) > 0 {
 			zeroVar = append(zeroVar, mean(ys))
 		}
@@ -394,6 +407,7 @@ func (row Row) Summary() Summary {
 	s.Majority = mean(majority)
 	s.Delta = eval.MeanInterval(delta)
 	s.Before = mean(before)
+	s.Validation = mean(validation)
 	s.ZeroVariance = mean(zeroVar)
 	s.RolloutFirst, s.RolloutLast = mean(first), mean(last)
 	s.StepTime = mean(stepTime)
@@ -709,6 +723,7 @@ func newGrid(rows []Row, base int) grid {
 			return fromTo(s.CallFirst, s.CallLast)
 		}),
 		col("before", true, true, func(_ int, s Summary) string { return percent(s.Before) }),
+		col("validation", true, true, func(_ int, s Summary) string { return percent(s.Validation) }),
 		col("zero-var", true, true, func(_ int, s Summary) string { return percent(s.ZeroVariance) }),
 		col(fmt.Sprintf("rollout acc, first → last %d steps", rolloutWindow), true, true, func(_ int, s Summary) string {
 			return fromTo(s.RolloutFirst, s.RolloutLast)

@@ -156,6 +156,7 @@ func TestSummary(t *testing.T) {
 		got, want float64
 	}{
 		{"before", g.Before, 0.07},
+		{"validation", g.Validation, 0.5},
 		{"zero variance", g.ZeroVariance, 0.4},
 		{"rollout first", g.RolloutFirst, 0.055},
 		{"rollout last", g.RolloutLast, 0.155},
@@ -192,6 +193,11 @@ func TestSummary(t *testing.T) {
 	if !near(m.Before, 0.08, tol) {
 		t.Errorf("meml before %v, want 0.08", m.Before)
 	}
+	// Validation: the last validation accuracy under the same experts,
+	// 20% each, not the greedy 10%.
+	if !near(m.Validation, 0.2, tol) {
+		t.Errorf("meml validation %v, want 0.2", m.Validation)
+	}
 }
 
 func TestPaired(t *testing.T) {
@@ -218,10 +224,10 @@ func TestTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `| row | seeds | steps | test accuracy | pooled | E0 / E1 / E2 | MV | MV − best | best expert | before | zero-var | rollout acc, first → last 10 steps | s/step | Δ vs grpo | MDE |
-| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |
-| grpo | 3 | 20 | 12.0% [7.0, 17.0] | 12.0% [9.6, 14.8] (600) | — | — | — | — | 7.0% | 40.0% | 5.5% → 15.5% | 2.00 | (baseline) | — |
-| meml | 3 | 20 | 18.0% [11.4, 24.6] | 18.0% [15.1, 21.3] (600) | 12.0 / 17.0 / 16.3 | 17.3% | −0.7 pp [−4.5, +3.1] | E2, E1, E1 | 8.0% | 20.0% | 25.5% → 35.5% | 4.00 | +6.0 pp [+3.5, +8.5] | 3.1 pp |
+	want := `| row | seeds | steps | test accuracy | pooled | E0 / E1 / E2 | MV | MV − best | best expert | before | validation | zero-var | rollout acc, first → last 10 steps | s/step | Δ vs grpo | MDE |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+| grpo | 3 | 20 | 12.0% [7.0, 17.0] | 12.0% [9.6, 14.8] (600) | — | — | — | — | 7.0% | 50.0% | 40.0% | 5.5% → 15.5% | 2.00 | (baseline) | — |
+| meml | 3 | 20 | 18.0% [11.4, 24.6] | 18.0% [15.1, 21.3] (600) | 12.0 / 17.0 / 16.3 | 17.3% | −0.7 pp [−4.5, +3.1] | E2, E1, E1 | 8.0% | 20.0% | 20.0% | 25.5% → 35.5% | 4.00 | +6.0 pp [+3.5, +8.5] | 3.1 pp |
 
 Accuracy: mean over seeds [95% t-interval over seeds]; pooled: every seed's test problems together [95% Wilson interval] (problems); Δ: mean over seeds of (row − grpo) on the same seed and the same test problems [95% paired t-interval]; MDE: the smallest Δ that test detects at 80% power, at the spread of the paired seeds.
 `

@@ -37,8 +37,9 @@ only in a seed suffix (-seed3, _seed3, -s3) form a row. Each row gives the
 final test accuracy (the best expert's, or greedy without experts) as the
 mean over seeds with a 95% t-interval, every seed's test problems pooled
 with a Wilson interval, the experts' accuracies, their majority vote and
-its difference from the best expert, each seed's best expert, the accuracy
-before training, the zero-variance fraction, rollout accuracy over the first
+its difference from the best expert, each seed's best expert, the validation
+accuracy before training and at the end (what a row is chosen on), the
+zero-variance fraction, rollout accuracy over the first
 and last 10 steps, and seconds per step. A run without a test evaluation
 contributes its last validation one, marked †. --baseline ROW adds each
 row's difference from that row, paired by seed (config.yaml's seed).
