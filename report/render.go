@@ -453,6 +453,20 @@ func mean(xs []float64) float64 {
 	return s / float64(len(xs))
 }
 
+// median is the middle of xs (the mean of the two middle values for an
+// even count), NaN for none; xs is left as it is.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
 // percent writes a fraction as a percentage, or a dash for NaN.
 func percent(f float64) string {
 	if math.IsNaN(f) {

@@ -307,7 +307,9 @@ type Summary struct {
 	// mean rollout accuracy (metrics.jsonl's accuracy) over its first and
 	// last rolloutWindow steps.
 	RolloutFirst, RolloutLast float64
-	// StepTime is the mean over runs of each run's mean step_s.
+	// StepTime is the mean over runs of each run's median step_s: the
+	// median, because a run that shared the cores with others, or waited
+	// on a resume, has a few steps hundreds of times its usual.
 	StepTime float64
 	// AvgAtK is the mean over runs of the final evaluation's avg@k (the
 	// sampled answers' mean accuracy, EAPO's Pass@32 mean) with a 95%
@@ -379,7 +381,7 @@ func (row Row) Summary() Summary {
 		}
 		first, last = appendEnds(first, last, r, method.MetricAccuracy)
 		if _, ys := r.Series(train.MetricStepSeconds); len(ys) > 0 {
-			stepTime = append(stepTime, mean(ys))
+			stepTime = append(stepTime, median(ys))
 		}
 		callFirst, callLast = appendEnds(callFirst, callLast, r, eapo.MetricCallRate)
 		for _, st := range r.Steps { // a step without them adds 0

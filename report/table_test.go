@@ -506,3 +506,38 @@ func TestUnderExpert(t *testing.T) {
 		t.Errorf("an expert no run has: %v", err)
 	}
 }
+
+// TestStepTimeIsTheMedian: a run's seconds per step is its median step,
+// so that a few steps spent waiting on shared cores or on a resume do not
+// stand for the run (the mean here would be 6.0 s).
+func TestStepTimeIsTheMedian(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "grpo-s1")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var m strings.Builder
+	for step := 1; step <= 20; step++ {
+		s := 1.0 + float64(step%2)/10 // 1.0 and 1.1, alternating
+		if step == 1 {
+			s = 100 // the step that waited
+		}
+		fmt.Fprintf(&m, `{"step":%d,"step_s":%g}`+"\n", step, s)
+	}
+	writeFile(t, filepath.Join(dir, rundir.MetricsFile), m.String())
+	writeFile(t, filepath.Join(dir, rundir.EvalFile), `{"step":20,"split":"test","greedy":0.1,"problems":10}`+"\n")
+	s := Rows([]*rundir.Run{load(t, dir)})[0].Summary()
+	if !near(s.StepTime, 1.05, 1e-9) {
+		t.Errorf("step time %v, want the median 1.05", s.StepTime)
+	}
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{{[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5}, {[]float64{7}, 7}} {
+		if got := median(c.xs); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+	if !math.IsNaN(median(nil)) {
+		t.Error("median of none is not NaN")
+	}
+}
