@@ -21,6 +21,11 @@ import (
 // is how a write-up says how fast a method learned, or how often it
 // consulted, per stage of the run, with the spread across seeds.
 //
+// A metric named A-B, where A and B are logged metrics and A-B is not, is
+// their difference at each step that logs both: a write-up's "consulting
+// episodes were right this much more often than the others", with its
+// spread over seeds.
+//
 // With a baseline row, each metric's table is followed by one of each other
 // row's difference from the baseline per block, paired by seed ([SeedOf]):
 // the mean over the seeds both rows have of (row − baseline), with a 95%
@@ -41,6 +46,9 @@ func Blocks(runs []*rundir.Run, metrics []string, every int, baseline string) (s
 		}
 	}
 	for _, m := range metrics {
+		if a, b, ok := difference(m, logged); ok && logged[a] && logged[b] {
+			continue
+		}
 		if !logged[m] {
 			keys := make([]string, 0, len(logged))
 			for k := range logged {
@@ -70,9 +78,10 @@ func Blocks(runs []*rundir.Run, metrics []string, every int, baseline string) (s
 		// means[r][k]: row r's seeds' means over block k, computed once
 		// for the row's line and for its difference from the baseline.
 		means := make([][][]seedMean, len(rows))
+		value := stepValue(m, logged)
 		for r, row := range rows {
 			for _, lo := range starts {
-				means[r] = append(means[r], blockMeans(row, m, lo, lo+every-1))
+				means[r] = append(means[r], blockMeans(row, value, lo, lo+every-1))
 			}
 		}
 		g := grid{Header: []string{m}, Right: []bool{false}}
@@ -116,28 +125,54 @@ type seedMean struct {
 	mean float64
 }
 
+// difference splits a metric named A-B into A and B, reporting whether
+// it is one: the name is not logged itself and has a single '-'.
+func difference(metric string, logged map[string]bool) (a, b string, ok bool) {
+	if logged[metric] || strings.Count(metric, "-") != 1 {
+		return "", "", false
+	}
+	a, b, _ = strings.Cut(metric, "-")
+	return a, b, a != "" && b != ""
+}
+
+// stepValue returns how a metric is read from a step: a logged value, or
+// the difference of two ([difference]), false where the step lacks it.
+func stepValue(metric string, logged map[string]bool) func(rundir.Step) (float64, bool) {
+	if a, b, ok := difference(metric, logged); ok {
+		return func(st rundir.Step) (float64, bool) {
+			x, okA := st.Values[a]
+			y, okB := st.Values[b]
+			return x - y, okA && okB
+		}
+	}
+	return func(st rundir.Step) (float64, bool) {
+		v, ok := st.Values[metric]
+		return v, ok
+	}
+}
+
 // blockMeans returns the means of a row's runs over steps lo–hi, in run
 // order, leaving out the runs that log none there.
-func blockMeans(row Row, metric string, lo, hi int) []seedMean {
+func blockMeans(row Row, value func(rundir.Step) (float64, bool), lo, hi int) []seedMean {
 	var means []seedMean
 	for _, r := range row.Runs {
-		if v, ok := blockMean(r, metric, lo, hi); ok {
+		if v, ok := blockMean(r, value, lo, hi); ok {
 			means = append(means, seedMean{SeedOf(r), v})
 		}
 	}
 	return means
 }
 
-// blockMean returns a run's mean of the metric over steps lo–hi, and false
-// when it logs none there.
-func blockMean(r *rundir.Run, metric string, lo, hi int) (float64, bool) {
+// blockMean returns a run's mean of a step value over steps lo–hi, and
+// false when no step there has it.
+func blockMean(r *rundir.Run, value func(rundir.Step) (float64, bool), lo, hi int) (float64, bool) {
 	var sum float64
 	n := 0
 	for _, st := range r.Steps {
 		if st.Step < lo || st.Step > hi {
 			continue
 		}
-		if v, ok := st.Values[metric]; ok && finite(v) {
+		if v, ok := value(st); ok && finite(v) {
 			sum += v
 			n++
 		}

@@ -108,3 +108,39 @@ func TestBlocksRefusesWhatItCannotTable(t *testing.T) {
 		}
 	}
 }
+
+// TestBlocksDifferenceOfTwoMetrics: A-B is A − B at each step that logs
+// both, averaged per seed and then over seeds, as a write-up compares
+// consulting episodes with the others.
+func TestBlocksDifferenceOfTwoMetrics(t *testing.T) {
+	root := t.TempDir()
+	var runs []*rundir.Run
+	for name, metrics := range map[string]string{
+		// Seed 1: with − without is 0.1 at step 1 and 0.3 at step 2;
+		// step 3 logs only one of them and does not count.
+		"eapo-seed1": `{"step":1,"with":0.2,"without":0.1}` + "\n" + `{"step":2,"with":0.5,"without":0.2}` + "\n" + `{"step":3,"without":0.9}` + "\n",
+		// Seed 2: −0.1 at step 1.
+		"eapo-seed2": `{"step":1,"with":0.1,"without":0.2}` + "\n" + `{"step":3,"with":0.4}` + "\n",
+	} {
+		dir := filepath.Join(root, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, rundir.MetricsFile), metrics)
+		runs = append(runs, load(t, dir))
+	}
+	got, err := Blocks(runs, []string{"with-without"}, 3, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Seed means 0.2 and −0.1: mean 0.05, t(0.975, 1)·0.15 = ±1.91.
+	for _, want := range []string{"| with-without | steps 1–3 |", "| eapo | 0.05 [−1.86, 1.96] |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the table lacks %q:\n%s", want, got)
+		}
+	}
+	// A difference of a metric no run logs is refused by its name.
+	if _, err := Blocks(runs, []string{"with-witout"}, 3, ""); err == nil || !strings.Contains(err.Error(), `"with-witout"`) {
+		t.Errorf("with-witout: %v", err)
+	}
+}

@@ -134,7 +134,7 @@ its runs.`,
 	cmd.Flags().StringVar(&expert, "expert", "", "with --table, the expert prompt (E0, E1, …) every row is reported under, rather than the one best on validation")
 	cmd.Flags().StringArrayVar(&columns, "column", nil, "with --table, a column to keep (a header or its start; repeatable, in order)")
 	cmd.Flags().IntVar(&blocks, "blocks", 0, "print --metrics per block of this many training steps, across seeds, instead of a page")
-	cmd.Flags().StringSliceVar(&metrics, "metrics", []string{"accuracy"}, "with --blocks, the metrics.jsonl fields to table, comma-separated")
+	cmd.Flags().StringSliceVar(&metrics, "metrics", []string{"accuracy"}, "with --blocks, the metrics.jsonl fields to table, comma-separated; A-B is field A less field B at each step that logs both")
 	cmd.MarkFlagsMutuallyExclusive("table", "out") // --table prints to standard output
 	cmd.MarkFlagsMutuallyExclusive("blocks", "out")
 	return cmd
