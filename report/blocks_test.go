@@ -22,12 +22,7 @@ func TestBlocksAveragesEachSeedThenTheSeeds(t *testing.T) {
 		"b-seed1": `{"step":3,"accuracy":0.4}` + "\n" + `{"step":7}` + "\n" + `{"step":15,"accuracy":0.8}` + "\n" + `{"step":20}` + "\n",
 		"b-seed2": `{"step":20,"grad_norm":1}` + "\n",
 	} {
-		dir := filepath.Join(root, name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, filepath.Join(dir, rundir.MetricsFile), metrics)
-		runs = append(runs, load(t, dir))
+		runs = append(runs, metricsRun(t, root, name, metrics))
 	}
 
 	got, err := Blocks(runs, []string{"accuracy"}, 10, "")
@@ -122,12 +117,7 @@ func TestBlocksDifferenceOfTwoMetrics(t *testing.T) {
 		// Seed 2: −0.1 at step 1.
 		"eapo-seed2": `{"step":1,"with":0.1,"without":0.2}` + "\n" + `{"step":3,"with":0.4}` + "\n",
 	} {
-		dir := filepath.Join(root, name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, filepath.Join(dir, rundir.MetricsFile), metrics)
-		runs = append(runs, load(t, dir))
+		runs = append(runs, metricsRun(t, root, name, metrics))
 	}
 	got, err := Blocks(runs, []string{"with-without"}, 3, "")
 	if err != nil {
@@ -143,4 +133,16 @@ func TestBlocksDifferenceOfTwoMetrics(t *testing.T) {
 	if _, err := Blocks(runs, []string{"with-witout"}, 3, ""); err == nil || !strings.Contains(err.Error(), `"with-witout"`) {
 		t.Errorf("with-witout: %v", err)
 	}
+}
+
+// metricsRun loads a run named name under root whose metrics.jsonl is
+// metrics, and which has nothing else.
+func metricsRun(t *testing.T, root, name, metrics string) *rundir.Run {
+	t.Helper()
+	dir := filepath.Join(root, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, rundir.MetricsFile), metrics)
+	return load(t, dir)
 }
