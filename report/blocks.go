@@ -45,11 +45,10 @@ func Blocks(runs []*rundir.Run, metrics []string, every int, baseline string) (s
 			logged[k] = true
 		}
 	}
-	for _, m := range metrics {
-		if a, b, ok := difference(m, logged); ok && logged[a] && logged[b] {
-			continue
-		}
-		if !logged[m] {
+	values := make([]func(rundir.Step) (float64, bool), len(metrics))
+	for i, m := range metrics {
+		var ok bool
+		if values[i], ok = stepValue(m, logged); !ok {
 			keys := make([]string, 0, len(logged))
 			for k := range logged {
 				keys = append(keys, k)
@@ -78,10 +77,9 @@ func Blocks(runs []*rundir.Run, metrics []string, every int, baseline string) (s
 		// means[r][k]: row r's seeds' means over block k, computed once
 		// for the row's line and for its difference from the baseline.
 		means := make([][][]seedMean, len(rows))
-		value := stepValue(m, logged)
 		for r, row := range rows {
 			for _, lo := range starts {
-				means[r] = append(means[r], blockMeans(row, value, lo, lo+every-1))
+				means[r] = append(means[r], blockMeans(row, values[i], lo, lo+every-1))
 			}
 		}
 		g := grid{Header: []string{m}, Right: []bool{false}}
@@ -125,30 +123,26 @@ type seedMean struct {
 	mean float64
 }
 
-// difference splits a metric named A-B into A and B, reporting whether
-// it is one: the name is not logged itself and has a single '-'.
-func difference(metric string, logged map[string]bool) (a, b string, ok bool) {
-	if logged[metric] || strings.Count(metric, "-") != 1 {
-		return "", "", false
-	}
-	a, b, _ = strings.Cut(metric, "-")
-	return a, b, a != "" && b != ""
-}
-
-// stepValue returns how a metric is read from a step: a logged value, or
-// the difference of two ([difference]), false where the step lacks it.
-func stepValue(metric string, logged map[string]bool) func(rundir.Step) (float64, bool) {
-	if a, b, ok := difference(metric, logged); ok {
+// stepValue returns how a metric is read from a step, false where the
+// step lacks it: a logged field, or A-B for logged fields A and B (a name
+// with one '-' that is not logged itself). It reports false when the
+// metric is neither.
+func stepValue(metric string, logged map[string]bool) (func(rundir.Step) (float64, bool), bool) {
+	if logged[metric] {
 		return func(st rundir.Step) (float64, bool) {
-			x, okA := st.Values[a]
-			y, okB := st.Values[b]
-			return x - y, okA && okB
-		}
+			v, ok := st.Values[metric]
+			return v, ok
+		}, true
+	}
+	a, b, cut := strings.Cut(metric, "-")
+	if !cut || strings.Contains(b, "-") || !logged[a] || !logged[b] {
+		return nil, false
 	}
 	return func(st rundir.Step) (float64, bool) {
-		v, ok := st.Values[metric]
-		return v, ok
-	}
+		x, okA := st.Values[a]
+		y, okB := st.Values[b]
+		return x - y, okA && okB
+	}, true
 }
 
 // blockMeans returns the means of a row's runs over steps lo–hi, in run
