@@ -235,28 +235,42 @@ func sortedExperts(experts map[string]float64) []string {
 	return names
 }
 
-// valAccuracy returns the run's accuracy at its first (step-0) or last
-// validation evaluation under expert (greedy when expert is empty or
-// absent there), NaN when it has none; the last is after step 0, as
-// what a run ends at.
-func valAccuracy(r *rundir.Run, expert string, last bool) float64 {
-	acc := math.NaN()
+// valAccuracy returns the run's accuracy at the validation evaluation
+// pick chooses among its validation lines, under expert (greedy when
+// expert is empty or absent there); NaN when pick finds none.
+func valAccuracy(r *rundir.Run, expert string, pick func(vals []rundir.Eval) *rundir.Eval) float64 {
+	var vals []rundir.Eval
 	for _, e := range r.Evals {
-		if e.Split != "val" && e.Split != "" {
-			continue
-		}
-		if (e.Step == 0) == last {
-			continue
-		}
-		acc = e.Greedy
-		if v, ok := e.Experts[expert]; ok && expert != "" {
-			acc = v
-		}
-		if !last {
-			break
+		if e.Split == "val" || e.Split == "" {
+			vals = append(vals, e)
 		}
 	}
-	return acc
+	e := pick(vals)
+	if e == nil {
+		return math.NaN()
+	}
+	if v, ok := e.Experts[expert]; ok && expert != "" {
+		return v
+	}
+	return e.Greedy
+}
+
+// atStart picks the step-0 evaluation: the starting model's.
+func atStart(vals []rundir.Eval) *rundir.Eval {
+	if i := slices.IndexFunc(vals, func(e rundir.Eval) bool { return e.Step == 0 }); i >= 0 {
+		return &vals[i]
+	}
+	return nil
+}
+
+// atEnd picks the last evaluation after step 0: what the run ends at.
+func atEnd(vals []rundir.Eval) *rundir.Eval {
+	for i, e := range slices.Backward(vals) {
+		if e.Step != 0 {
+			return &vals[i]
+		}
+	}
+	return nil
 }
 
 // Summary is a row's numbers. A mean is over the runs that have the value,
@@ -374,8 +388,8 @@ func (row Row) Summary() Summary {
 		} else {
 			pooled = false
 		}
-		before = appendFinite(before, valAccuracy(r, f.Expert, false))
-		validation = appendFinite(validation, valAccuracy(r, f.Expert, true))
+		before = appendFinite(before, valAccuracy(r, f.Expert, atStart))
+		validation = appendFinite(validation, valAccuracy(r, f.Expert, atEnd))
 		if _, ys := r.Series(method.MetricZeroVarianceFrac); len(ys) > 0 {
 			zeroVar = append(zeroVar, mean(ys))
 		}
