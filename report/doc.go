@@ -11,7 +11,9 @@
 // without a slash under "other"). The periodic evaluations of eval.jsonl
 // have a chart and a summary, and the page shows the last few samples of
 // each title in samples.jsonl. [Table] summarizes runs across seeds as
-// markdown for write-ups.
+// markdown for write-ups. Both say, below their summaries, where each
+// run's final numbers were scored and where the choice they report (the
+// best expert) was made, as the runs' test lines state it ([WhereChosen]).
 //
 // The page is self-contained but for the PNGs beside it: inline CSS, no
 // JavaScript. What loading tolerated ([rundir.Run.Warnings]) is listed on

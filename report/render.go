@@ -183,8 +183,9 @@ type page struct {
 	ShowSeed        bool
 	ShowModel       bool
 	Charts          []chart
-	MoreCharts      []chart // of the metrics beyond the fixed charts
-	Seeds           *grid   // rows across seeds, when some row has several runs
+	MoreCharts      []chart  // of the metrics beyond the fixed charts
+	Seeds           *grid    // rows across seeds, when some row has several runs
+	Choices         []string // where each run's final numbers and choices come from
 	Samples         []runSamples
 	Warnings        []string
 	Generated       string
@@ -255,6 +256,9 @@ func newPage(ss []series, charts []chart) *page {
 			v.TokensPerSec = dash
 		}
 		p.Runs = append(p.Runs, v)
+		if w := WhereChosen(r); w != "" {
+			p.Choices = append(p.Choices, s.label+": "+w+".")
+		}
 		for _, w := range r.Warnings {
 			p.Warnings = append(p.Warnings, s.label+": "+w)
 		}

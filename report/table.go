@@ -181,7 +181,8 @@ func UnderExpert(runs []*rundir.Run, expert string) ([]*rundir.Run, error) {
 			if !has {
 				continue
 			}
-			e.BestExpert = expert
+			// The expert is named here, not chosen on validation.
+			e.BestExpert, e.ChosenOn = expert, ""
 			if e.Best == nil && e.Split != "test" {
 				continue // a validation line names its expert; FinalOf reads it
 			}
@@ -824,6 +825,7 @@ func newGrid(rows []Row, base int) grid {
 			break
 		}
 	}
+	g.Notes = append(g.Notes, choiceNotes(rows)...)
 	for _, s := range sums {
 		if missing := s.Runs - s.Accuracy.N; missing > 0 {
 			g.Notes = append(g.Notes, fmt.Sprintf("%s: %d of %d runs have no evaluation.", s.Name, missing, s.Runs))

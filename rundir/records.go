@@ -11,6 +11,10 @@ type Eval struct {
 	// Split names the problems: "val" (held out from training, every
 	// periodic evaluation) or "test" (scored once, after the last step).
 	Split string `json:"split"`
+	// Source says where the problems come from, as it follows their
+	// count: "held out of the training file" (never trained on), "from
+	// the test file", …; "" when the writer does not say.
+	Source string `json:"source,omitempty"`
 	// Greedy is the greedy accuracy; GreedyLow and GreedyHigh bound its
 	// 95% interval.
 	Greedy     float64 `json:"greedy"`
@@ -33,6 +37,11 @@ type Eval struct {
 	BestLow    *float64 `json:"best_low,omitempty"`
 	BestHigh   *float64 `json:"best_high,omitempty"`
 	Delta      *float64 `json:"delta,omitempty"`
+	// ChosenOn, on the test split, says where the choices reported on it
+	// were made (the best expert): the final validation evaluation, its
+	// size and source, "validation (200 problems held out of the training
+	// file)"; "" when the line reports no choice.
+	ChosenOn string `json:"chosen_on,omitempty"`
 	// With eval_samples, at the end: n answers per problem at
 	// SampleTemperature, their mean accuracy (avg@n), pass@n (keyed by n)
 	// and the mean per-problem variance of correctness (EAPO's Pass@32

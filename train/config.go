@@ -125,11 +125,12 @@ type RLConfig struct {
 	// Evaluation and checkpoints.
 
 	EvalEvery    int `yaml:"eval_every"`    // steps between held-out evaluations; 0: only at the end
-	EvalProblems int `yaml:"eval_problems"` // held-out validation problems (per level on the world); 0 takes the whole test file
+	EvalProblems int `yaml:"eval_problems"` // held-out validation problems (per level on the world); 0 takes the whole test file, or validation file (data.validation)
 	// TestProblems are further held-out problems (per level on the world),
 	// scored once at the end: with expert prompts, the expert best on the
 	// final validation evaluation is reported on them, beside the majority
-	// vote (MEML-GRPO's inference). 0: no test split.
+	// vote (MEML-GRPO's inference). 0: no test split; with data.validation
+	// set, the whole of data.test.
 	TestProblems int `yaml:"test_problems"`
 	// EvalSamples is n, the answers sampled per problem at the end of the
 	// run (on the test split, or the validation one without it) at
@@ -157,12 +158,29 @@ type DataConfig struct {
 	// Test is the held-out file; "" holds out EvalProblems examples of
 	// Train, which training then never draws.
 	Test string `yaml:"test,omitempty"`
+	// Validation is where a dataset's validation problems come from: the
+	// problems scored during training, on which every choice a run makes
+	// (the expert best on the final validation, reported on test) is made.
+	// "" takes them from Test, as it takes the test_problems test problems
+	// (the first EvalProblems of Test's seeded shuffle, the next
+	// TestProblems; without Test, both are held out of Train). Set, Test is
+	// the test split alone: all of it when TestProblems is 0, else the
+	// first TestProblems of its seeded shuffle, and no choice is made on
+	// it. ValidationTrain ("train") holds EvalProblems examples of Train out
+	// (a seeded shuffle of its usable examples: the same ones for runs of
+	// the same seed, file, model and prompt, such as MEML-GRPO's warm-up
+	// run and its RL run), never trained on, on either side of the warm-up
+	// split; with Order "file" it is refused, as holding examples out of
+	// Train would change the questions each step draws. Any other value is
+	// a validation file, of which the first EvalProblems of a seeded
+	// shuffle are scored (0: all of it).
+	Validation string `yaml:"validation,omitempty"`
 	// Order is how a dataset's training examples are drawn: "shuffle" (the
 	// default, "": each epoch a fresh order seeded by the run's seed) or
 	// "file" (the file's own order, every epoch), so that another trainer
 	// given the same file draws the same questions at every step. With
-	// "file", the held-out examples come from data.test: holding them out
-	// of the training file would reorder it.
+	// "file", the held-out examples come from data.test or a validation
+	// file: holding them out of the training file would reorder it.
 	Order string `yaml:"order,omitempty"`
 	// Levels are the world's difficulty levels (0 to 6); default the
 	// hardest, 6.
@@ -204,6 +222,10 @@ const (
 	NoSignalSkip = "skip"
 	NoSignalStep = "step"
 )
+
+// ValidationTrain is DataConfig.Validation holding the validation problems
+// out of the training file.
+const ValidationTrain = "train"
 
 // The orders a dataset's training examples are drawn in (DataConfig.Order).
 const (
@@ -437,8 +459,8 @@ func (c *RLConfig) resolveData(add func(string, ...any)) {
 	}
 	if d.IsWorld() {
 		d.Name = "world"
-		if d.Train != "" || d.Test != "" || d.Fields != nil {
-			add("data: the world generates its problems; train, test and fields are for datasets")
+		if d.Train != "" || d.Test != "" || d.Validation != "" || d.Fields != nil {
+			add("data: the world generates its problems; train, test, validation and fields are for datasets")
 		}
 		if d.Order == OrderFile {
 			add("data.order file is for a dataset's file; the world generates its problems in a seeded order")
@@ -474,9 +496,38 @@ func (c *RLConfig) resolveData(add func(string, ...any)) {
 	if d.Train == "" {
 		add("data.train: a dataset needs its training file")
 	}
+	c.resolveValidation(add)
 	if f := d.Fields; f != nil && f.Kind != "" && !slices.Contains([]task.AnswerKind{task.Math, task.MultipleChoice, task.YesNo}, f.Kind) {
 		add("data.fields.kind %q is not math, multiple-choice or yes-no", f.Kind)
 	}
+}
+
+// resolveValidation checks data.validation of a dataset run.
+func (c *RLConfig) resolveValidation(add func(string, ...any)) {
+	d := &c.Data
+	switch {
+	case d.Validation == "":
+		return
+	case d.Test == "":
+		add("data.validation %q: the test split is then data.test, which is unset", d.Validation)
+	case d.Validation == ValidationTrain && c.EvalProblems == 0:
+		add("data.validation train holds eval_problems examples out of data.train: eval_problems must be positive")
+	case d.Validation == ValidationTrain && d.Order == OrderFile:
+		add("data.validation train with data.order file: holding examples out of data.train would change the questions each step draws; name a validation file instead")
+	case d.Validation == d.Test:
+		add("data.validation %q is data.test: a choice made on validation would be made on the test problems", d.Validation)
+	case d.Validation == d.Train:
+		add("data.validation %q is data.train: validation train holds examples out of it instead", d.Validation)
+	}
+}
+
+// ValidationFile is the validation file a dataset run reads, "" when
+// the validation problems come from data.train or data.test.
+func (d *DataConfig) ValidationFile() string {
+	if d.Validation == ValidationTrain {
+		return ""
+	}
+	return d.Validation
 }
 
 // LoadRLConfig reads a YAML config: the defaults, then the preset (the

@@ -93,6 +93,9 @@ func (s *source) epochs() float64 {
 // were set aside.
 type DataSummary struct {
 	Train, HeldOut, Test int
+	// ValFrom and TestFrom say where the validation and test problems
+	// come from (FromTrainFile, …).
+	ValFrom, TestFrom string
 	// NoAnswer counts examples whose gold answer cannot be read, and
 	// LongPrompts those whose prompt leaves no room in the context: both are
 	// skipped, not scored 0.
@@ -177,6 +180,7 @@ func loadData(c *RLConfig, r *renderer, variants []method.Variant) (*source, hel
 	var sum DataSummary
 	var held heldOut
 	d := &c.Data
+	sum.ValFrom, sum.TestFrom = splitSources(d)
 	side := sideOf(d)
 	if d.IsWorld() {
 		var seen map[string]bool
@@ -222,36 +226,17 @@ func loadData(c *RLConfig, r *renderer, variants []method.Variant) (*source, hel
 		return nil, held, sum, err
 	}
 	pool := usable(all)
-	var rest []task.Example // held-out candidates beyond validation
-	if d.Test != "" {
-		test, err := read(d.Test)
-		if err != nil {
-			return nil, held, sum, err
-		}
-		rest = usable(test)
-		task.Shuffle(rest, c.Seed+1_000_000)
+	readUsable := func(path string) ([]task.Example, error) {
+		e, err := read(path)
+		return usable(e), err
+	}
+	if d.Validation != "" {
+		pool, held, err = validationApart(c, pool, readUsable)
 	} else {
-		// No test file: the held-out problems come from the training
-		// file, which training then never draws.
-		n := c.EvalProblems + c.TestProblems
-		if c.EvalProblems == 0 || n >= len(pool) {
-			return nil, held, sum, fmt.Errorf("train: %s: holding out %d of %d usable examples leaves none to train on; name data.test or lower eval_problems", d.Train, n, len(pool))
-		}
-		task.Shuffle(pool, c.Seed+1_000_000)
-		rest, pool = pool[:n:n], pool[n:]
+		err = heldFromOneFile(c, &pool, &held, readUsable)
 	}
-	nVal := len(rest)
-	if c.EvalProblems > 0 {
-		nVal = min(nVal, c.EvalProblems)
-	} else if c.TestProblems > 0 {
-		nVal = max(0, nVal-c.TestProblems)
-	}
-	held.Val, rest = rest[:nVal:nVal], rest[nVal:]
-	if c.TestProblems > 0 {
-		if len(rest) == 0 {
-			return nil, held, sum, fmt.Errorf("train: test_problems = %d, but the held-out examples all went to validation (eval_problems = %d); name more or lower eval_problems", c.TestProblems, c.EvalProblems)
-		}
-		held.Test = rest[:min(len(rest), c.TestProblems)]
+	if err != nil {
+		return nil, held, sum, err
 	}
 	if side != nil {
 		kept := pool[:0]
@@ -273,10 +258,134 @@ func loadData(c *RLConfig, r *renderer, variants []method.Variant) (*source, hel
 		return nil, held, sum, fmt.Errorf("train: %s: no usable training example (%d without a readable gold answer, %d with prompts longer than the context, %d on the other side of the warm-up split)", d.Train, sum.NoAnswer, sum.LongPrompts, sum.OtherSide)
 	}
 	if len(held.Val) == 0 {
-		return nil, held, sum, fmt.Errorf("train: %s: no usable held-out example", d.Test)
+		return nil, held, sum, fmt.Errorf("train: %s: no usable validation example", firstOf(d.ValidationFile(), d.Test, d.Train))
+	}
+	if d.Validation != "" && len(held.Test) == 0 {
+		return nil, held, sum, fmt.Errorf("train: data.test %s: no usable test example", d.Test)
 	}
 	sum.Train, sum.HeldOut, sum.Test = len(pool), len(held.Val), len(held.Test)
 	return &source{pool: pool, seed: c.Seed, inFileOrder: d.Order == OrderFile}, held, sum, nil
+}
+
+// heldFromOneFile draws the held-out problems as data.validation "" asks:
+// validation then test problems from data.test or, without it, from the
+// training pool, which keeps the rest. read reads a file's usable
+// examples.
+func heldFromOneFile(c *RLConfig, pool *[]task.Example, held *heldOut, read func(string) ([]task.Example, error)) error {
+	d := &c.Data
+	var rest []task.Example // held-out candidates beyond validation
+	if d.Test != "" {
+		test, err := read(d.Test)
+		if err != nil {
+			return err
+		}
+		rest = test
+		task.Shuffle(rest, c.Seed+1_000_000)
+	} else {
+		// No test file: the held-out problems come from the training
+		// file, which training then never draws.
+		n := c.EvalProblems + c.TestProblems
+		if c.EvalProblems == 0 || n >= len(*pool) {
+			return fmt.Errorf("train: %s: holding out %d of %d usable examples leaves none to train on; name data.test or lower eval_problems", d.Train, n, len(*pool))
+		}
+		rest = holdOut(pool, n, c.Seed)
+	}
+	nVal := len(rest)
+	if c.EvalProblems > 0 {
+		nVal = min(nVal, c.EvalProblems)
+	} else if c.TestProblems > 0 {
+		nVal = max(0, nVal-c.TestProblems)
+	}
+	held.Val, rest = rest[:nVal:nVal], rest[nVal:]
+	if c.TestProblems > 0 {
+		if len(rest) == 0 {
+			return fmt.Errorf("train: test_problems = %d, but the held-out examples all went to validation (eval_problems = %d); name more or lower eval_problems", c.TestProblems, c.EvalProblems)
+		}
+		held.Test = rest[:min(len(rest), c.TestProblems)]
+	}
+	return nil
+}
+
+// validationApart draws the held-out problems as a set data.validation
+// asks: the test split is data.test, all of it or the first test_problems
+// of its seeded shuffle; the validation problems are held out of the
+// training pool (ValidationTrain), which it returns without them, or read
+// from a validation file. read reads a file's usable examples.
+func validationApart(c *RLConfig, pool []task.Example, read func(string) ([]task.Example, error)) ([]task.Example, heldOut, error) {
+	d := &c.Data
+	var held heldOut
+	test, err := read(d.Test)
+	if err != nil {
+		return nil, held, err
+	}
+	if c.TestProblems > 0 {
+		task.Shuffle(test, c.Seed+1_000_000)
+		test = test[:min(len(test), c.TestProblems)]
+	}
+	held.Test = test
+	if d.Validation == ValidationTrain {
+		if c.EvalProblems >= len(pool) {
+			return nil, held, fmt.Errorf("train: data.validation train: holding out %d of the %d usable examples of %s leaves none to train on; lower eval_problems", c.EvalProblems, len(pool), d.Train)
+		}
+		held.Val = holdOut(&pool, c.EvalProblems, c.Seed)
+		return pool, held, nil
+	}
+	val, err := read(d.Validation)
+	if err != nil {
+		return nil, held, fmt.Errorf("train: data.validation: %w", err)
+	}
+	task.Shuffle(val, c.Seed+1_000_000)
+	if c.EvalProblems > 0 {
+		val = val[:min(len(val), c.EvalProblems)]
+	}
+	held.Val = val
+	return pool, held, nil
+}
+
+// The places a run's held-out problems come from (rundir.Eval.Source), each
+// said as it follows a count: "200 problems held out of the training file".
+const (
+	FromTrainFile      = "held out of the training file"
+	FromTestFile       = "from the test file"
+	FromValidationFile = "from the validation file"
+	FromWorld          = "generated by the world, apart from training"
+)
+
+// splitSources says where a run's validation and test problems come from
+// (rundir.Eval.Source).
+func splitSources(d *DataConfig) (val, test string) {
+	switch {
+	case d.IsWorld():
+		return FromWorld, FromWorld + " and validation"
+	case d.Validation == ValidationTrain:
+		return FromTrainFile, FromTestFile
+	case d.Validation != "":
+		return FromValidationFile, FromTestFile
+	case d.Test != "":
+		return FromTestFile, FromTestFile + ", apart from validation"
+	}
+	return FromTrainFile, FromTrainFile + ", apart from validation"
+}
+
+// holdOut takes n examples out of a training pool, the first n of its
+// seeded shuffle, and returns them; the pool keeps the rest, in that
+// shuffled order. The same seed and pool hold out the same examples, so
+// runs on the two sides of a warm-up split hold out the same ones.
+func holdOut(pool *[]task.Example, n int, seed uint64) []task.Example {
+	p := *pool
+	task.Shuffle(p, seed+1_000_000)
+	*pool = p[n:]
+	return p[:n:n]
+}
+
+// firstOf is the first of its strings that is not empty.
+func firstOf(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
 }
 
 // dmeExamples turns a D_ME file into SFT examples: one per kept answer,
@@ -382,9 +491,15 @@ func (s DataSummary) log(c *RLConfig, logf func(string, ...any)) {
 // String is the summary as one line.
 func (s DataSummary) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d training examples, %d held out", s.Train, s.HeldOut)
+	fmt.Fprintf(&b, "%d training examples, %d for validation", s.Train, s.HeldOut)
+	if s.ValFrom != "" {
+		fmt.Fprintf(&b, " (%s)", s.ValFrom)
+	}
 	if s.Test > 0 {
 		fmt.Fprintf(&b, " + %d for test", s.Test)
+		if s.TestFrom != "" {
+			fmt.Fprintf(&b, " (%s)", s.TestFrom)
+		}
 	}
 	if s.NoAnswer > 0 || s.LongPrompts > 0 {
 		fmt.Fprintf(&b, " (skipped: %d without a readable gold answer, %d with prompts longer than the context)", s.NoAnswer, s.LongPrompts)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"strconv"
 
@@ -16,8 +17,11 @@ import (
 
 // evaluate scores the validation problems and, after the last step, the
 // test problems, each prompted as in training (chat template and system
-// prompt included): greedy accuracy, and whatever the evaluators add. It
-// first writes what the method shows of its latest work.
+// prompt included): greedy accuracy, and whatever the evaluators add. Each
+// line says where its problems come from, and the test line where the
+// choices it reports (the best expert) were made: on the final validation,
+// scored just before it. It first writes what the method shows of its
+// latest work.
 func (l *loop) evaluate(ctx context.Context, step int) error {
 	last := step == l.cfg.Steps
 	if x, ok := l.meth.(method.Exhibitor); ok {
@@ -27,10 +31,12 @@ func (l *loop) evaluate(ctx context.Context, step int) error {
 			}
 		}
 	}
+	valFrom, testFrom := splitSources(&l.cfg.Data)
 	val, err := l.score(ctx, "val", step, l.held.Val, last && len(l.held.Test) == 0)
 	if err != nil {
 		return err
 	}
+	val.Source = valFrom
 	if err := rundir.AppendEval(l.runDir, val); err != nil {
 		return err
 	}
@@ -41,7 +47,10 @@ func (l *loop) evaluate(ctx context.Context, step int) error {
 	if err != nil {
 		return err
 	}
-	test.Problems, test.ProblemSet = len(l.held.Test), ProblemSet(l.held.Test)
+	test.Problems, test.ProblemSet, test.Source = len(l.held.Test), ProblemSet(l.held.Test), testFrom
+	if test.BestExpert != "" {
+		test.ChosenOn = fmt.Sprintf("validation (%d problems %s)", len(l.held.Val), valFrom)
+	}
 	return rundir.AppendEval(l.runDir, test)
 }
 

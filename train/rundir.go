@@ -159,7 +159,7 @@ func orNone(s string) string {
 // directory is made.
 func checkPaths(c *RLConfig) error {
 	var errs []string
-	for _, p := range []struct{ key, path string }{{"model", c.Model}, {"data.train", c.Data.Train}, {"data.test", c.Data.Test}} {
+	for _, p := range []struct{ key, path string }{{"model", c.Model}, {"data.train", c.Data.Train}, {"data.test", c.Data.Test}, {"data.validation", c.Data.ValidationFile()}} {
 		if p.path == "" {
 			continue
 		}
