@@ -65,6 +65,9 @@ func TestRecipesRun(t *testing.T) {
 				// Paths in recipes are relative to the repository root.
 				shareddata.Path(t, strings.TrimPrefix(filepath.Dir(cfg.Data.Train), "../shared/data/"))
 				cfg.Data.Train, cfg.Data.Test = filepath.Join("..", cfg.Data.Train), filepath.Join("..", cfg.Data.Test)
+				if f := cfg.Data.ValidationFile(); f != "" {
+					cfg.Data.Validation = filepath.Join("..", f)
+				}
 				cfg.Model = chatModel(t)
 				if cfg.Data.DME != "" {
 					// The experts answer the first training questions
@@ -112,6 +115,9 @@ func TestRecipesRun(t *testing.T) {
 			}
 			cfg.EvalProblems, cfg.EvalEvery, cfg.CheckpointEvery = 2, 0, 0
 			cfg.TestProblems, cfg.EvalSamples = min(cfg.TestProblems, 2), min(cfg.EvalSamples, 2)
+			if cfg.Data.Validation != "" {
+				cfg.TestProblems = 2 // not 0, the whole test file
+			}
 			if o := part.Get[*dapo.OverlongPenaltyConfig](cfg.Sections); o != nil {
 				o.Buffer = cfg.MaxTokens - 16 // lowers the reward of every answer past 16 tokens
 			}
@@ -128,6 +134,16 @@ func TestRecipesRun(t *testing.T) {
 			}
 			if dir := os.Getenv("RLVR_RECIPE_METRICS"); dir != "" {
 				writeUntimed(t, run, filepath.Join(dir, strings.TrimSuffix(f, ".yaml")))
+			}
+			if !world {
+				// A dataset recipe ends with its test split's line.
+				r, err := rundir.Load(run)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := len(r.Evals); n == 0 || r.Evals[n-1].Split != "test" {
+					t.Errorf("the run's evaluations end without a test line: %+v", r.Evals)
+				}
 			}
 			var steps []method.Metrics
 			for line := range strings.Lines(string(b)) {
@@ -171,6 +187,53 @@ func TestRecipesRun(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDatasetRecipesSplits: every dataset recipe makes its choices on
+// validation problems held out of its training file and reports on its
+// whole test file, which no choice sees; MEML-GRPO's warm-up recipe and its
+// RL recipe hold out the same validation problems (the same seed, file,
+// count and prompt) from the two sides of the same split.
+func TestDatasetRecipesSplits(t *testing.T) {
+	files, err := filepath.Glob("*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	datasets := 0
+	recipes := map[string]train.RLConfig{}
+	for _, f := range files {
+		cfg, err := train.LoadRLConfig(f, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Resolve(); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		recipes[f] = cfg
+		d := cfg.Data
+		if d.IsWorld() {
+			continue
+		}
+		datasets++
+		if d.Validation != train.ValidationTrain || d.Test == "" || cfg.TestProblems != 0 || cfg.EvalProblems == 0 {
+			t.Errorf("%s: validation %q, test %q, test_problems %d, eval_problems %d: want validation held out of the training file and the whole test file as the test split",
+				f, d.Validation, d.Test, cfg.TestProblems, cfg.EvalProblems)
+		}
+	}
+	if datasets < 8 {
+		t.Errorf("%d dataset recipes, want the 8 chat and Tinker ones at least", datasets)
+	}
+	for _, name := range []string{"gsm8k", "strategyqa"} {
+		mef, rl := recipes[name+"-moe-sft-chat.yaml"], recipes[name+"-meml-grpo-chat.yaml"]
+		if mef.Seed != rl.Seed || mef.EvalProblems != rl.EvalProblems || mef.Chat != rl.Chat || mef.Data.Train != rl.Data.Train ||
+			mef.Data.Validation != rl.Data.Validation || mef.Data.WarmupFraction != rl.Data.WarmupFraction || mef.Data.Part != "warmup" || rl.Data.Part != "rl" {
+			show := func(c train.RLConfig) string {
+				return fmt.Sprintf("seed %d, eval_problems %d, chat %+v, data %s, validation %q, warm-up fraction %v, part %q",
+					c.Seed, c.EvalProblems, c.Chat, c.Data.Train, c.Data.Validation, c.Data.WarmupFraction, c.Data.Part)
+			}
+			t.Errorf("%s: the warm-up and RL recipes hold out different validation problems or train on overlapping sides:\n%s\n%s", name, show(mef), show(rl))
+		}
 	}
 }
 
