@@ -31,7 +31,7 @@ const (
 	FailRefused     = "refused"      // another 4xx, or a prompt too long for a local model
 	FailMalformed   = "malformed"    // a response body that is not the API's JSON
 	FailEmpty       = "empty"        // an answer with no text
-	FailNoSolution  = "no-solution"  // D_ME's Expert0 on a question without a reference solution
+	FailNoSolution  = "no-solution"  // D_ME's Expert0 or a reference expert on a question without a reference solution
 	FailOther       = "error"        // anything else, such as a local model's error
 )
 
@@ -48,6 +48,10 @@ type Request struct {
 	Prompt   string
 	Messages []task.Message
 	Seed     uint64
+	// Example is the dataset example the question comes from, whose
+	// reference solution a Reference answers with; nil when the asker
+	// has none. Model experts never see it.
+	Example *task.Example
 }
 
 // hash is an FNV-1a hash of the request's text.
@@ -68,6 +72,10 @@ type Answerer interface {
 // model without a chat template.
 var ErrRefused = errors.New("refused")
 
+// ErrNoSolution is wrapped by the errors of a Reference asked about an
+// example without a reference solution (FailNoSolution).
+var ErrNoSolution = errors.New("no reference solution")
+
 // Classify returns the kind of failure an Answerer's error is (one of
 // FailureKinds).
 func Classify(err error) string {
@@ -87,6 +95,8 @@ func Classify(err error) string {
 	switch {
 	case errors.Is(err, ErrRefused):
 		return FailRefused
+	case errors.Is(err, ErrNoSolution):
+		return FailNoSolution
 	case errors.Is(err, client.ErrMalformedResponse):
 		return FailMalformed
 	case errors.Is(err, context.DeadlineExceeded):

@@ -11,11 +11,12 @@ import (
 )
 
 // Config is one expert, as a run's config (consultation.experts) or
-// rlvr experts collect's --expert flags give it. Where it answers is
-// exactly one of URL (any OpenAI-compatible server), World (one of the
-// built-in world's scripted styles), Reply (a fixed reply: EAPO App. E's
-// meaningless expert), Model (a checkpoint) or Policy (the run's starting
-// model). See Open for how each is asked.
+// rlvr experts collect's --expert flags and --experts file give it. Where
+// it answers is exactly one of URL (any OpenAI-compatible server), World
+// (one of the built-in world's scripted styles), Reply (a fixed reply:
+// EAPO App. E's meaningless expert), Model (a checkpoint), Policy (the
+// run's starting model) or Kind (KindReference: the dataset's own worked
+// solution). See Open for how each is asked.
 type Config struct {
 	Name string `yaml:"name"` // what consult actions and D_ME name; default E1, E2, … by position
 
@@ -29,14 +30,28 @@ type Config struct {
 	// Policy is a frozen copy of the run's starting model: experts that
 	// think like the policy (EAPO's homogeneous pool, Table 3).
 	Policy bool `yaml:"policy,omitempty"`
+	// Kind is an expert that is no model: KindReference, the only kind,
+	// answers from the reference solution of the example being worked on
+	// (see Reference), an oracle of the training split.
+	Kind string `yaml:"kind,omitempty"`
 
 	// RemoteModel is the model asked at URL; "" sends Name.
 	RemoteModel string `yaml:"remote_model,omitempty"`
 	// API is APICompletion or APIChat (the question as a chat's user
-	// message); default completion for the world's formats, chat for a
-	// chat policy's or a dataset's. A checkpoint without a chat template
-	// is asked by completion whatever API says.
+	// message); "" is the default Check chooses: completion for the
+	// world's formats, chat for a chat policy's or a dataset's. A
+	// checkpoint without a chat template is asked by completion when API
+	// is left to the default; written as chat, Open refuses it.
 	API string `yaml:"api,omitempty"`
+	// System is the persona the expert is asked under ("" for none): with
+	// the chat API, the system message before the question's user
+	// message; with the completion API, a line of its own after the
+	// question (Concat). It is for experts that read a prompt (url,
+	// model, policy), not for the world's styles, fixed replies or the
+	// reference. In rlvr experts collect, an expert with a System is
+	// asked under it instead of its expert prompt P_i, and D_ME still
+	// records P_i, the prompt the policy is trained behind.
+	System string `yaml:"system,omitempty"`
 	// APIKeyEnv names the environment variable holding the bearer token
 	// sent to URL ("" sends none).
 	APIKeyEnv string `yaml:"api_key_env,omitempty"`
@@ -52,7 +67,30 @@ type Config struct {
 	MaxTokens   int           `yaml:"max_tokens,omitempty"`  // of a reply; 0 means 256
 	Temperature float32       `yaml:"temperature,omitempty"` // 0 is greedy
 	Stop        []string      `yaml:"stop,omitempty"`        // strings that end a reply
+
+	// defaultAPI is the API Check chose for an API left unset; never
+	// written to a config, so that a config written back and read again
+	// still says the API was not chosen.
+	defaultAPI string
 }
+
+// KindReference is the reference-solution expert's Kind.
+const KindReference = "reference"
+
+// AskedAPI is the API the expert is asked through: API, or when it is
+// unset the default Check chose (completion before any Check).
+func (e *Config) AskedAPI() string {
+	switch {
+	case e.API != "":
+		return e.API
+	case e.defaultAPI != "":
+		return e.defaultAPI
+	}
+	return APICompletion
+}
+
+// IsReference reports whether the expert is the reference solution.
+func (e *Config) IsReference() bool { return e.Kind == KindReference }
 
 // WorldPool is the built-in world's scripted experts E1 to E3, the pool
 // when none is given on the world.
@@ -87,7 +125,8 @@ func CheckAll(field string, experts []Config, chat bool) error {
 
 // Check reports, for the expert at position i of a list named field,
 // everything wrong with it, filling the defaults; chat chooses the default
-// API. Checking again changes nothing.
+// API, which is kept apart from API (see AskedAPI). Checking again
+// changes nothing.
 func (e *Config) Check(field string, i int, chat bool) error {
 	var errs []string
 	add := func(format string, args ...any) {
@@ -100,13 +139,28 @@ func (e *Config) Check(field string, i int, chat bool) error {
 		add("name %q: no spaces, quotes or ;:?! (they delimit consult actions)", e.Name)
 	}
 	set := 0
-	for _, b := range []bool{e.URL != "", e.World != nil, e.Reply != "", e.Model != "", e.Policy} {
+	for _, b := range []bool{e.URL != "", e.World != nil, e.Reply != "", e.Model != "", e.Policy, e.Kind != ""} {
 		if b {
 			set++
 		}
 	}
 	if set != 1 {
-		add("set exactly one of url, world, reply, model and policy (%d set)", set)
+		add("set exactly one of url, world, reply, model, policy and kind (%d set)", set)
+	}
+	if e.Kind != "" && e.Kind != KindReference {
+		add("kind %q: the only kind is %s (the dataset's reference solution)", e.Kind, KindReference)
+	}
+	if e.System != "" {
+		switch {
+		case e.World != nil:
+			add("system: a world expert answers in its style whatever it is asked under; a persona is for url, model or policy experts")
+		case e.Reply != "":
+			add("system: a fixed reply reads no prompt; a persona is for url, model or policy experts")
+		case e.Kind != "":
+			add("system: the %s expert reads no prompt; a persona is for url, model or policy experts", e.Kind)
+		case strings.TrimSpace(e.System) == "":
+			add("system is blank")
+		}
 	}
 	if e.URL != "" && !httpurl.Valid(e.URL) {
 		add("url %q is not http(s)://…", e.URL)
@@ -117,13 +171,13 @@ func (e *Config) Check(field string, i int, chat bool) error {
 	if e.Wrong && e.World == nil {
 		add("wrong is for a world expert (world: 1 to %d)", len(world.Styles)-1)
 	}
-	if e.API == "" {
-		e.API = APICompletion
+	if e.defaultAPI == "" {
+		e.defaultAPI = APICompletion
 		if chat {
-			e.API = APIChat
+			e.defaultAPI = APIChat
 		}
 	}
-	if e.API != APICompletion && e.API != APIChat {
+	if e.API != "" && e.API != APICompletion && e.API != APIChat {
 		add("api %q is not %s or %s", e.API, APICompletion, APIChat)
 	}
 	if e.Concurrency == 0 {

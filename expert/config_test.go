@@ -1,11 +1,14 @@
 package expert
 
 import (
+	"cmp"
 	"math"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -17,25 +20,31 @@ func TestConfigDefaults(t *testing.T) {
 		want       Config
 	}{
 		{Config{World: &style}, 0, false,
-			Config{Name: "E1", World: &style, API: APICompletion, Concurrency: 8, Timeout: 30 * time.Second,
+			Config{Name: "E1", World: &style, defaultAPI: APICompletion, Concurrency: 8, Timeout: 30 * time.Second,
 				Retries: 2, Deadline: time.Minute, MaxTokens: 256}},
 		{Config{URL: "http://gpu1:8000/v1"}, 2, true,
-			Config{Name: "E3", URL: "http://gpu1:8000/v1", API: APIChat, Concurrency: 8, Timeout: 30 * time.Second,
+			Config{Name: "E3", URL: "http://gpu1:8000/v1", defaultAPI: APIChat, Concurrency: 8, Timeout: 30 * time.Second,
 				Retries: 2, Deadline: time.Minute, MaxTokens: 256}},
 		{Config{Reply: "I cannot help."}, 4, false,
-			Config{Name: "E5", Reply: "I cannot help.", API: APICompletion, Concurrency: 8, Timeout: 30 * time.Second,
+			Config{Name: "E5", Reply: "I cannot help.", defaultAPI: APICompletion, Concurrency: 8, Timeout: 30 * time.Second,
 				Retries: 2, Deadline: time.Minute, MaxTokens: 256}},
 		// What is set stays.
 		{Config{Name: "gpt", URL: "https://api.example.com/v1", API: APICompletion, Concurrency: 2, Timeout: time.Second,
 			Retries: -1, Deadline: 3 * time.Second, MaxTokens: 64, Temperature: 0.7}, 0, true,
-			Config{Name: "gpt", URL: "https://api.example.com/v1", API: APICompletion, Concurrency: 2, Timeout: time.Second,
+			Config{Name: "gpt", URL: "https://api.example.com/v1", API: APICompletion, defaultAPI: APIChat, Concurrency: 2, Timeout: time.Second,
 				Retries: -1, Deadline: 3 * time.Second, MaxTokens: 64, Temperature: 0.7}},
 		{Config{Model: "runs/x/model", API: APIChat}, 1, false,
-			Config{Name: "E2", Model: "runs/x/model", API: APIChat, Concurrency: 8, Timeout: 30 * time.Second,
+			Config{Name: "E2", Model: "runs/x/model", API: APIChat, defaultAPI: APICompletion, Concurrency: 8, Timeout: 30 * time.Second,
 				Retries: 2, Deadline: time.Minute, MaxTokens: 256}},
 		{Config{Policy: true}, 0, false,
-			Config{Name: "E1", Policy: true, API: APICompletion, Concurrency: 8, Timeout: 30 * time.Second,
+			Config{Name: "E1", Policy: true, defaultAPI: APICompletion, Concurrency: 8, Timeout: 30 * time.Second,
 				Retries: 2, Deadline: time.Minute, MaxTokens: 256}},
+		{Config{Kind: KindReference}, 1, true,
+			Config{Name: "E2", Kind: KindReference, defaultAPI: APIChat, Concurrency: 8, Timeout: 30 * time.Second,
+				Retries: 2, Deadline: time.Minute, MaxTokens: 256}},
+		{Config{Model: "m.gguf", System: "You are a careful math teacher."}, 0, true,
+			Config{Name: "E1", Model: "m.gguf", System: "You are a careful math teacher.", defaultAPI: APIChat, Concurrency: 8,
+				Timeout: 30 * time.Second, Retries: 2, Deadline: time.Minute, MaxTokens: 256}},
 	} {
 		e := tt.e
 		if err := e.Check("consult.experts", tt.i, tt.chatPolicy); err != nil {
@@ -95,6 +104,12 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Reply: "x", Temperature: 11}, 0, []string{"consult.experts[0]", "temperature"}},
 		{Config{Reply: "x", Temperature: float32(math.NaN())}, 0, []string{"consult.experts[0]", "temperature"}},
 		{Config{Reply: "x", Wrong: true}, 0, []string{"consult.experts[0]", "wrong is for a world expert"}},
+		{Config{Kind: "oracle"}, 0, []string{"consult.experts[0]", `kind "oracle"`, "reference"}},
+		{Config{Kind: KindReference, URL: "http://a/v1"}, 0, []string{"consult.experts[0]", "kind", "(2 set)"}},
+		{Config{World: &one, System: "Be brief."}, 0, []string{"consult.experts[0]", "system", "world"}},
+		{Config{Reply: "x", System: "Be brief."}, 1, []string{"consult.experts[1]", "system", "fixed reply"}},
+		{Config{Kind: KindReference, System: "Be brief."}, 2, []string{"consult.experts[2]", "system", "reference"}},
+		{Config{URL: "http://a/v1", System: " \n"}, 0, []string{"consult.experts[0]", "system is blank"}},
 		// Everything wrong at once is reported at once.
 		{Config{Name: "a b", URL: "gpu", World: &four, API: "x"}, 7,
 			[]string{`consult.experts[7]: name "a b"`, "consult.experts[7]: set exactly one", `consult.experts[7]: url "gpu"`,
@@ -125,5 +140,40 @@ func TestCheckAll(t *testing.T) {
 	}
 	if err := CheckAll("experts", WorldPool(), false); err != nil {
 		t.Errorf("the world's pool: %v", err)
+	}
+}
+
+// TestAskedAPI checks that the API Check chooses is kept apart from the
+// one written: a config written back (as a run's config.yaml is) and read
+// again still leaves it to the default, which a checkpoint without a chat
+// template may then turn into completion.
+func TestAskedAPI(t *testing.T) {
+	for _, tt := range []struct {
+		e    Config
+		chat bool
+		want string
+	}{
+		{Config{Model: "m"}, true, APIChat},
+		{Config{Model: "m"}, false, APICompletion},
+		{Config{Model: "m", API: APICompletion}, true, APICompletion},
+		{Config{Model: "m", API: APIChat}, false, APIChat},
+	} {
+		e := tt.e
+		if got := e.AskedAPI(); got != cmp.Or(tt.e.API, APICompletion) {
+			t.Errorf("%+v unchecked: AskedAPI %s", tt.e, got)
+		}
+		if err := e.Check("experts", 0, tt.chat); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.AskedAPI(); got != tt.want || e.API != tt.e.API {
+			t.Errorf("%+v checked with chat %v: AskedAPI %s, API %q", tt.e, tt.chat, got, e.API)
+		}
+		b, err := yaml.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if written := strings.Contains(string(b), "api:"); written != (tt.e.API != "") {
+			t.Errorf("%+v written as\n%s", tt.e, b)
+		}
 	}
 }

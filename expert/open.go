@@ -27,9 +27,9 @@ type Options struct {
 	// them on loopback beside the world's and fixed experts, asked over
 	// HTTP like the rest.
 	Batch int
-	// Warn receives what Open changes about an expert, such as a chat
-	// expert on a model without a chat template being asked by
-	// completion; nil discards it.
+	// Warn receives what Open changes about an expert, such as an expert
+	// whose API was left to the default (chat) being asked by completion
+	// because its model has no chat template; nil discards it.
 	Warn func(msg string)
 }
 
@@ -39,8 +39,10 @@ type Options struct {
 // checkpoint experts — on a loopback port of this process, where one
 // server serves them all, so that every expert is asked over HTTP with
 // the same retries, deadlines and failure kinds. With Options.Batch,
-// checkpoints are asked directly instead. Close the pool when it is no
-// longer used.
+// checkpoints are asked directly instead. A reference expert answers in
+// this process (Reference). An expert written as api: chat on a
+// checkpoint without a chat template is an error naming both. Close the
+// pool when it is no longer used.
 func Open(experts []Config, opt Options) (*Pool, error) {
 	warn := opt.Warn
 	if warn == nil {
@@ -50,8 +52,10 @@ func Open(experts []Config, opt Options) (*Pool, error) {
 	var served []serve.Model
 	for i, e := range experts {
 		m := &pool.Members[i]
-		m.Name, m.API, m.Model = e.Name, e.API, e.Name
+		m.Name, m.API, m.Model, m.System = e.Name, e.AskedAPI(), e.Name, e.System
 		switch {
+		case e.IsReference():
+			m.Model, m.Answerer = KindReference, Reference{}
 		case e.World != nil && e.Wrong:
 			served = append(served, WrongModel(e.Name, *e.World))
 		case e.World != nil:
@@ -70,6 +74,9 @@ func Open(experts []Config, opt Options) (*Pool, error) {
 				return nil, fmt.Errorf("expert %s: %w", e.Name, err)
 			}
 			if m.API == APIChat && l.Chat == nil {
+				if e.API != "" {
+					return nil, fmt.Errorf("expert %s: api: %s, but the model %s has no chat template: write api: %s, or give a chat model", e.Name, e.API, m.Model, APICompletion)
+				}
 				m.API = APICompletion
 				warn(fmt.Sprintf("expert %s: %s has no chat template; it is asked by completion", e.Name, m.Model))
 			}

@@ -15,6 +15,10 @@ type Member struct {
 	// API is how the member is asked: APIChat puts the question as a
 	// chat's user message, APICompletion as a completion prompt.
 	API string
+	// System is the persona the member is asked under ("" for none): the
+	// system message of a chat, or a line after the question of a
+	// completion (Concat).
+	System string
 	// Model names what answers, for the record: the model asked at a
 	// URL, a checkpoint's path, or Name for the world's and fixed experts.
 	Model    string
@@ -50,6 +54,9 @@ type Ask struct {
 	Member   int
 	Question string
 	Seed     uint64 // Request.Seed
+	// Example is the example being worked on (Request.Example): what a
+	// reference expert answers from; nil for none.
+	Example *task.Example
 }
 
 // Answer is a member's answer to an Ask: its text, or the kind of failure
@@ -102,11 +109,7 @@ func (p *Pool) Answers(ctx context.Context, asks []Ask) []Answer {
 		member := p.Members[m]
 		reqs := make([]Request, len(idx))
 		for k, i := range idx {
-			if member.API == APIChat {
-				reqs[k] = Request{Messages: []task.Message{{Role: "user", Content: asks[i].Question}}, Seed: asks[i].Seed}
-			} else {
-				reqs[k] = Request{Prompt: asks[i].Question, Seed: asks[i].Seed}
-			}
+			reqs[k] = member.request(asks[i])
 		}
 		wg.Go(func() {
 			member.Answerer.Answer(ctx, reqs, func(k int, text string, err error) {
@@ -123,4 +126,17 @@ func (p *Pool) Answers(ctx context.Context, asks []Ask) []Answer {
 	}
 	wg.Wait()
 	return out
+}
+
+// request is an ask as the member's API puts it, under the member's
+// persona.
+func (m *Member) request(a Ask) Request {
+	if m.API == APIChat {
+		var msgs []task.Message
+		if m.System != "" {
+			msgs = append(msgs, task.Message{Role: "system", Content: m.System})
+		}
+		return Request{Messages: append(msgs, task.Message{Role: "user", Content: a.Question}), Seed: a.Seed, Example: a.Example}
+	}
+	return Request{Prompt: Concat(a.Question, m.System), Seed: a.Seed, Example: a.Example}
 }

@@ -423,14 +423,14 @@ func TestOpenURLExperts(t *testing.T) {
 	}
 }
 
-// TestOpenCheckpoint opens a checkpoint without a chat template as a chat
-// expert: it is asked by completion, says so, and answers, served on
-// loopback or, with Options.Batch, in this process.
+// TestOpenCheckpoint opens a checkpoint without a chat template as an
+// expert whose API defaults to chat: it is asked by completion, says so,
+// and answers, served on loopback or, with Options.Batch, in this process.
 func TestOpenCheckpoint(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "tiny")
 	modeltest.Byte(t, dir, 128)
 	for _, batch := range []int{0, 4} {
-		experts := []Config{{Name: "tiny", Model: dir, API: APIChat, MaxTokens: 4}, {Name: "copy", Policy: true, MaxTokens: 4}}
+		experts := []Config{{Name: "tiny", Model: dir, MaxTokens: 4}, {Name: "copy", Policy: true, MaxTokens: 4}}
 		for i := range experts {
 			if err := experts[i].Check("experts", i, true); err != nil {
 				t.Fatal(err)

@@ -18,3 +18,13 @@ const WorldPrompt = "@E{i}\n"
 func RenderPrompt(template string, i int, name string) string {
 	return strings.NewReplacer("{i}", strconv.Itoa(i), "{name}", name).Replace(template)
 }
+
+// Concat is MEML-GRPO's Concat(Q, P): the question, then the prompt on a
+// line of its own; a question alone when the prompt is "". It is how a
+// completion puts an expert prompt or an expert's persona.
+func Concat(question, prompt string) string {
+	if prompt == "" || question == "" || strings.HasSuffix(question, "\n") {
+		return question + prompt
+	}
+	return question + "\n" + prompt
+}

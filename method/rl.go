@@ -49,9 +49,12 @@ type RL struct {
 	shownStep int
 }
 
-// Rollout turns prompts into groups of g trajectories each.
+// Rollout turns prompts into groups of g trajectories each. examples[i]
+// is the example prompts[i] was rendered from (the two have the same
+// length): what an environment that reads the example, such as a
+// reference-solution expert, answers from.
 type Rollout interface {
-	Rollout(ctx context.Context, env *Env, prompts [][]int32, g int, seed uint64) ([]rollout.Group, error)
+	Rollout(ctx context.Context, env *Env, prompts [][]int32, examples []task.Example, g int, seed uint64) ([]rollout.Group, error)
 }
 
 // Shaper adjusts the rewards of scored groups in place.
@@ -82,7 +85,7 @@ type Filter interface {
 type SingleTurn struct{}
 
 // Rollout implements Rollout.
-func (SingleTurn) Rollout(ctx context.Context, env *Env, prompts [][]int32, g int, seed uint64) ([]rollout.Group, error) {
+func (SingleTurn) Rollout(ctx context.Context, env *Env, prompts [][]int32, _ []task.Example, g int, seed uint64) ([]rollout.Group, error) {
 	p := env.Sampling
 	p.Seed = seed
 	return rollout.SampleGroups(ctx, env.Policy, env.Render, prompts, g, p)
@@ -170,7 +173,11 @@ func (r *RL) sample(ctx context.Context, env *Env, examples []task.Example, vari
 	if ro == nil {
 		ro = SingleTurn{}
 	}
-	groups, err := ro.Rollout(ctx, env, prompts, r.GroupSize, seed)
+	from := make([]task.Example, len(scored)) // prompts[i]'s example
+	for i := range scored {
+		from[i] = scored[i].Example
+	}
+	groups, err := ro.Rollout(ctx, env, prompts, from, r.GroupSize, seed)
 	if err != nil {
 		return nil, err
 	}

@@ -100,7 +100,7 @@ func TestConsultationChatEpisode(t *testing.T) {
 		t.Fatal(err)
 	}
 	pol := &chatPolicy{r: r, turns: []string{`<consult>{"question": "What is 12+7?"}</consult>`, "The expert says 19. #### 19"}}
-	groups, _, err := c.Episodes(context.Background(), pol, r, [][]int32{prompt}, 1, sampleParams(), 0)
+	groups, _, err := c.Episodes(context.Background(), pol, r, [][]int32{prompt}, nil, 1, sampleParams(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,6 +93,9 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	if err != nil {
 		return err
 	}
+	if err := checkExperts(&cfg, src); err != nil {
+		return err
+	}
 	sum.log(&cfg, logf)
 	// Everything above only reads (and opens what the parts use); the run
 	// directory is claimed once the config, model and data are known to be

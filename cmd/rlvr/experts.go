@@ -61,14 +61,27 @@ solution, verified like the others.
 An expert is an OpenAI-compatible endpoint, --expert NAME=URL[#MODEL] (rlvr
 serve, vLLM, SGLang, llama.cpp, Ollama, OpenAI; MODEL defaults to NAME), or a
 local model, --expert NAME=PATH (a Hugging Face directory, .gguf file or
-llama2.c .bin file), as a training config's consultation.experts gives them.
-Experts are numbered 1, 2, … in the order given; expert i's prompt P_i is
---prompt with {i} (and {name}) filled in. With --api completion the expert
-continues the question followed by P_i; with --api chat, P_i is the system
-message and the question the user's (a local model without a chat template
-gets the completion). Without --expert, on the built-in world, the world's
+llama2.c .bin file). --experts FILE gives them as a YAML list in the schema of
+a training config's consultation.experts (name; url, model, world, reply,
+policy or kind; api, system, max_tokens, temperature, …); the settings an
+entry leaves unset take the flags' values. Experts are numbered 1, 2, … in
+the order given, the file's before the --expert flags'; expert i's prompt P_i
+is --prompt with {i} (and {name}) filled in. With api completion the expert
+continues the question followed by P_i; with api chat, P_i is the system
+message and the question the user's. --api is the API of every expert that
+does not name its own (a local model without a chat template then gets the
+completion); an entry of the file written api: chat on such a model is an
+error. Without --expert or --experts, on the built-in world, the world's
 scripted experts E1-E3 are served on loopback in this process and asked over
 HTTP.
+
+An entry with its own system (a persona, such as "You are a careful math
+teacher.") is asked under it instead of P_i, after --system as P_i would be;
+D_ME still records P_i as the expert prompt, the one the policy is trained
+behind, and the persona beside it. An entry of kind: reference answers every
+question with the dataset's own worked solution and its gold answer: a named
+copy of Expert0 to mix with model personas. It is an oracle, not a model, and
+a dataset without reference solutions is refused.
 
 Requests have a per-attempt --timeout and an overall --deadline per answer,
 are retried (--retries) with backoff on 429, 5xx, timeouts and dropped
@@ -87,6 +100,7 @@ warm-up side of that split, the one a training config with
 data.warmup_fraction 0.2 and data.part warmup trains on (a question's side
 depends only on its text, so the split agrees across files).`,
 		Example: `  rlvr experts collect --out dme.jsonl
+  rlvr experts collect --data gsm8k --data-file ../shared/data/gsm8k/train.jsonl --experts experts.yaml --out gsm8k-dme.jsonl
   rlvr serve --world-experts &
   rlvr experts collect --expert E1=http://127.0.0.1:8000/v1 --expert E2=http://127.0.0.1:8000/v1 --out dme.jsonl
   rlvr experts collect --data gsm8k --data-file ../shared/data/gsm8k/train.jsonl \
@@ -102,14 +116,17 @@ depends only on its text, so the split agrees across files).`,
 			if err != nil {
 				return err
 			}
+			if err := expert.CheckSolutions(o.expertsFile, experts[:o.fromFile], o.dataset(), examples); err != nil {
+				return err
+			}
 			stderr := cmd.ErrOrStderr()
-			if len(o.experts) == 0 {
+			if len(o.experts) == 0 && o.expertsFile == "" {
 				fmt.Fprintf(stderr, "no --expert: asking the world's scripted experts E1-E%d, served on loopback\n", len(experts))
 			}
 			for _, e := range experts {
 				if e.Model != "" {
 					if err := ensureWorldModel(cmd.Context(), e.Model); err != nil {
-						return fmt.Errorf("--expert %s: %w", e.Name, err)
+						return fmt.Errorf("expert %s: %w", e.Name, err)
 					}
 				}
 			}
@@ -120,7 +137,7 @@ depends only on its text, so the split agrees across files).`,
 			defer pool.Close()
 			var bar *progressbar.ProgressBar
 			cfg := collect.Config{
-				Experts:         collect.PoolExperts(pool, o.prompt),
+				Experts:         o.poolExperts(pool),
 				ReferencePrompt: expert.RenderPrompt(o.prompt, 0, collect.ReferenceName),
 				Cache:           o.cache,
 				RetryFailures:   o.retryFailures,
@@ -169,7 +186,7 @@ depends only on its text, so the split agrees across files).`,
 // collectFlags are experts collect's flags.
 type collectFlags struct {
 	data, dataFile, api, prompt, system, out, cache  string
-	apiKey                                           string
+	apiKey, expertsFile                              string
 	levels                                           []int
 	experts, stop                                    []string
 	problems, concurrency, retries, maxTokens, batch int
@@ -178,6 +195,8 @@ type collectFlags struct {
 	timeout, deadline                                time.Duration
 	retryFailures, json                              bool
 	warmup                                           float64
+	// fromFile counts the experts of --experts, which come first.
+	fromFile int
 }
 
 func (o *collectFlags) bind(f *pflag.FlagSet) {
@@ -188,9 +207,10 @@ func (o *collectFlags) bind(f *pflag.FlagSet) {
 	f.Uint64Var(&o.seed, "seed", 0, "seed of the world's questions and of sampling")
 	f.Float64Var(&o.warmup, "warmup-fraction", 0, "ask only the questions of the warm-up side of training's split (data.warmup_fraction; 0: every question)")
 	f.StringArrayVar(&o.experts, "expert", nil, "an expert: NAME=URL[#MODEL] for an OpenAI-compatible endpoint, NAME=PATH for a local model (repeatable; numbered 1, 2, … in order)")
-	f.StringVar(&o.api, "api", "", "how experts are asked: completion or chat (default: completion for the world, chat for a dataset)")
+	f.StringVar(&o.expertsFile, "experts", "", "a YAML file listing experts in the schema of a training config's consultation.experts (url, model, kind: reference, api, system, max_tokens, …), numbered before the --expert flags")
+	f.StringVar(&o.api, "api", "", "how experts that name no api are asked: completion or chat (default: completion for the world, chat for a dataset)")
 	f.StringVar(&o.prompt, "prompt", "", `expert prompt P_i, {i} the expert's index and {name} its name, \n a newline (default: @E{i}\n for the world, "`+expert.DefaultPrompt+`" for a dataset)`)
-	f.StringVar(&o.system, "system", "", "instruction written before every expert's P_i, as training writes chat.system before an expert's persona (a chat's system message; after the question for a completion), so that experts answer in the format the run asks for")
+	f.StringVar(&o.system, "system", "", "instruction written before every expert's P_i (or its own system), as training writes chat.system before an expert's persona (a chat's system message; after the question for a completion), so that experts answer in the format the run asks for")
 	f.StringVar(&o.out, "out", "dme.jsonl", "D_ME output file (JSON Lines)")
 	f.StringVar(&o.cache, "cache", "", "cache of answers collected so far (default: --out with .cache appended)")
 	f.IntVar(&o.concurrency, "concurrency", 8, "requests in flight per expert")
@@ -258,7 +278,21 @@ func (o *collectFlags) check(flags *pflag.FlagSet) ([]expert.Config, error) {
 	// The instruction first, then the persona that tells the experts
 	// apart, in one message: eval.SystemPrompt, as training renders them.
 	o.prompt = eval.SystemPrompt(withNewlines(o.system), o.prompt)
-	experts := parseExpertFlags(&c, o.experts)
+	var fromFile []expert.Config
+	if o.expertsFile != "" {
+		before := len(c.problems)
+		c.file("experts", o.expertsFile)
+		if len(c.problems) == before {
+			var err error
+			if fromFile, err = readExpertsFile(o.expertsFile); err != nil {
+				c.add("experts", "%v", err)
+			}
+		}
+	}
+	flagExperts := parseExpertFlags(&c, o.experts)
+	if len(fromFile)+len(flagExperts) > maxExperts {
+		c.add("experts", "%s and --expert give %d experts: at most %d", o.expertsFile, len(fromFile)+len(flagExperts), maxExperts)
+	}
 	c.intIn("concurrency", o.concurrency, 1, maxConcurrency)
 	c.intIn("retries", o.retries, 0, maxRetries)
 	c.intIn("max-tokens", o.maxTokens, 1, maxNewTokens)
@@ -278,22 +312,25 @@ func (o *collectFlags) check(flags *pflag.FlagSet) ([]expert.Config, error) {
 	if o.out != "" && o.cache != "" && filepath.Clean(o.out) == filepath.Clean(o.cache) {
 		c.add("cache", "%s is --out too: the cache and D_ME must be different files", o.cache)
 	}
-	if len(experts) == 0 && !isWorld {
-		c.add("expert", "is required with --data %s (NAME=URL[#MODEL] or NAME=PATH)", o.data)
+	if len(flagExperts) == 0 && o.expertsFile == "" && !isWorld {
+		c.add("expert", "is required with --data %s (NAME=URL[#MODEL] or NAME=PATH, or --experts FILE)", o.data)
 	}
 	if err := c.err(); err != nil {
 		return nil, err
 	}
-	if len(experts) == 0 {
-		experts = expert.WorldPool()
+	if len(flagExperts) == 0 && len(fromFile) == 0 {
+		flagExperts = expert.WorldPool()
 	}
 	retries := o.retries
 	if retries == 0 {
 		retries = -1 // expert.Config's "none"
 	}
-	for i := range experts {
-		e := &experts[i]
-		e.API, e.Concurrency, e.Timeout, e.Retries, e.Deadline = o.api, o.concurrency, o.timeout, retries, o.deadline
+	for i := range fromFile {
+		o.fillFromFlags(&fromFile[i], retries, flags.Changed("api-key"))
+	}
+	for i := range flagExperts {
+		e := &flagExperts[i]
+		e.Concurrency, e.Timeout, e.Retries, e.Deadline = o.concurrency, o.timeout, retries, o.deadline
 		e.MaxTokens, e.Temperature, e.Stop = o.maxTokens, o.temperature, o.stop
 		if e.URL != "" {
 			if e.APIKey = o.apiKey; !flags.Changed("api-key") {
@@ -301,7 +338,53 @@ func (o *collectFlags) check(flags *pflag.FlagSet) ([]expert.Config, error) {
 			}
 		}
 	}
-	return experts, expert.CheckAll("--expert", experts, !isWorld)
+	// --api is the default of every expert that names no api of its own.
+	chat := o.api == expert.APIChat || o.api == "" && !isWorld
+	var errs []string
+	if err := expert.CheckAll(o.expertsFile, fromFile, chat); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if err := expert.CheckAll("--expert", flagExperts, chat); err != nil {
+		errs = append(errs, err.Error())
+	}
+	names := map[string]bool{}
+	for i, e := range fromFile {
+		if e.Name == collect.ReferenceName {
+			errs = append(errs, fmt.Sprintf("%s[%d]: the name %q names Expert0, the dataset's reference solution (give a kind: reference expert another name)", o.expertsFile, i, e.Name))
+		}
+		names[e.Name] = true
+	}
+	for _, e := range flagExperts {
+		if names[e.Name] {
+			errs = append(errs, fmt.Sprintf("--expert %s: the name is given in %s too", e.Name, o.expertsFile))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.New(strings.Join(errs, "; "))
+	}
+	o.fromFile = len(fromFile)
+	return append(fromFile, flagExperts...), nil
+}
+
+// dataset names the flags' dataset for a message.
+func (o *collectFlags) dataset() string {
+	if o.data == "world" {
+		return "the world"
+	}
+	return o.data + " (" + o.dataFile + ")"
+}
+
+// poolExperts are the pool's members as the collection's experts: expert
+// i prompted with P_i, and one with a persona of its own asked under it,
+// after --system's instruction as P_i is.
+func (o *collectFlags) poolExperts(pool *expert.Pool) []collect.Expert {
+	xs := collect.PoolExperts(pool, o.prompt)
+	for i := range xs {
+		if xs[i].System != "" {
+			xs[i].System = eval.SystemPrompt(withNewlines(o.system), xs[i].System)
+		}
+	}
+	return xs
 }
 
 // examples are the questions the flags ask for.

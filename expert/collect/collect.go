@@ -34,13 +34,9 @@ import (
 const ReferenceName = "reference"
 
 // Concat is MEML-GRPO's Concat(Q, P): the question, then the expert
-// prompt, on a line of its own.
-func Concat(question, prompt string) string {
-	if question == "" || strings.HasSuffix(question, "\n") {
-		return question + prompt
-	}
-	return question + "\n" + prompt
-}
+// prompt, on a line of its own (expert.Concat, as a pool puts an
+// expert's persona).
+func Concat(question, prompt string) string { return expert.Concat(question, prompt) }
 
 // ChatMessages is the question as a chat with the expert prompt as its
 // system message: ahead of the question's own system message, if it has
@@ -58,10 +54,16 @@ func ChatMessages(e task.Example, prompt string) []task.Message {
 type Expert struct {
 	Name  string // unique; not ReferenceName
 	Index int    // i, at least 1; Expert0 is the reference
-	// Prompt is the expert prompt P_i (see expert.RenderPrompt).
+	// Prompt is the expert prompt P_i (see expert.RenderPrompt): what
+	// D_ME records, the prompt the policy is trained behind.
 	Prompt string
+	// System, when set, is the persona the expert is asked under instead
+	// of Prompt (its expert.Config.System); the record keeps Prompt as
+	// P_i and System beside it.
+	System string
 	// API is expert.APICompletion (the Answerer gets Concat(question,
-	// Prompt)) or expert.APIChat (it gets ChatMessages(question, Prompt)).
+	// Prompt)) or expert.APIChat (it gets ChatMessages(question, Prompt)),
+	// System in Prompt's place when it is set.
 	API string
 	// Model names what answers, for the record: an endpoint's model, a
 	// checkpoint's path.
@@ -71,12 +73,14 @@ type Expert struct {
 
 // PoolExperts are the members of pool as a collection's experts, numbered
 // 1, 2, … in order, expert i prompted with template's P_i
-// (expert.RenderPrompt).
+// (expert.RenderPrompt) and asked under its own persona (Member.System)
+// when it has one.
 func PoolExperts(pool *expert.Pool, template string) []Expert {
 	out := make([]Expert, len(pool.Members))
 	for k, m := range pool.Members {
 		i := k + 1
-		out[k] = Expert{Name: m.Name, Index: i, Prompt: expert.RenderPrompt(template, i, m.Name), API: m.API, Model: m.Model, Answerer: m.Answerer}
+		out[k] = Expert{Name: m.Name, Index: i, Prompt: expert.RenderPrompt(template, i, m.Name), System: m.System, API: m.API,
+			Model: m.Model, Answerer: m.Answerer}
 	}
 	return out
 }
@@ -203,7 +207,7 @@ func Collect(ctx context.Context, examples []task.Example, cfg Config) (*Result,
 			old, ok := cached[k]
 			switch {
 			case ok && (old.Question != want.Question || old.Answer != want.Answer || old.Prompt != want.Prompt ||
-				old.API != want.API || old.Expert != want.Expert):
+				old.System != want.System || old.API != want.API || old.Expert != want.Expert):
 				sum.Stale++
 			case ok && old.Failure != "" && cfg.RetryFailures:
 				sum.Retried++
@@ -216,9 +220,13 @@ func Collect(ctx context.Context, examples []task.Example, cfg Config) (*Result,
 				sum.Cached++
 				continue
 			}
-			r := expert.Request{Prompt: Concat(q.Prompt, ex.Prompt)}
+			under := ex.Prompt
+			if ex.System != "" {
+				under = ex.System
+			}
+			r := expert.Request{Prompt: Concat(q.Prompt, under), Example: &qs[qi]}
 			if ex.API == expert.APIChat {
-				r = expert.Request{Messages: ChatMessages(q, ex.Prompt)}
+				r = expert.Request{Messages: ChatMessages(q, under), Example: &qs[qi]}
 			}
 			jobs[x] = append(jobs[x], job{q: qi, req: r})
 		}
@@ -338,7 +346,7 @@ func (s *Summary) Missing() int { return s.missing }
 // base is an expert's record for a question, without its answer.
 func base(q task.Example, ex Expert) Record {
 	return Record{ID: q.ID, Source: q.Source, Question: q.Prompt, Answer: q.Answer, Expert: ex.Index, Name: ex.Name,
-		API: ex.API, Prompt: ex.Prompt}
+		API: ex.API, Prompt: ex.Prompt, System: ex.System}
 }
 
 // reference is Expert0's record for a question: its reference solution.

@@ -45,7 +45,12 @@ type Record struct {
 	Model string `json:"model,omitempty"`
 	// Prompt is the expert prompt P_i: appended to the question for a
 	// completion, the system message of a chat.
-	Prompt   string `json:"prompt"`
+	Prompt string `json:"prompt"`
+	// System is the persona the expert was asked under in P_i's place,
+	// when it had its own (expert.Config.System); "" when it was asked
+	// under Prompt. Training reads Prompt: the policy learns the answer
+	// behind P_i whatever persona the expert answered under.
+	System   string `json:"system,omitempty"`
 	Response string `json:"response"` // the expert's answer A_i; "" when it failed
 	Correct  bool   `json:"correct"`  // the verdict of eval.Reward on Response
 	Failure  string `json:"failure,omitempty"`
@@ -71,7 +76,7 @@ func lineError(file string, n int, err error) *Error {
 func FieldOf(err error) string { return located.FieldOf(err) }
 
 // ParseRecord reads one D_ME line. Every key of the schema but "source",
-// "reference", "api", "model", "failure" and "error" is required; unknown
+// "reference", "api", "model", "system", "failure" and "error" is required; unknown
 // keys, values of the wrong type and inconsistent fields are errors, which
 // name their key (see FieldOf).
 func ParseRecord(line []byte) (Record, error) {
@@ -92,7 +97,7 @@ func ParseRecord(line []byte) (Record, error) {
 		{"id", true, &r.ID}, {"source", false, &r.Source}, {"question", true, &r.Question},
 		{"answer", true, &r.Answer}, {"expert", true, &r.Expert}, {"expert_name", true, &r.Name},
 		{"reference", false, &r.Reference}, {"api", false, &r.API}, {"model", false, &r.Model},
-		{"prompt", true, &r.Prompt}, {"response", true, &r.Response}, {"correct", true, &r.Correct},
+		{"prompt", true, &r.Prompt}, {"system", false, &r.System}, {"response", true, &r.Response}, {"correct", true, &r.Correct},
 		{"failure", false, &r.Failure}, {"error", false, &r.Error},
 	}
 	known := map[string]bool{}
@@ -133,6 +138,8 @@ func (r Record) check() error {
 		return bad("expert", "%d: the reference is expert 0", r.Expert)
 	case !r.Reference && r.Expert == 0:
 		return bad("reference", "expert 0 is the reference solution, but reference is not true")
+	case r.Reference && r.System != "":
+		return bad("system", "%q: the reference solution was not asked under a persona", r.System)
 	case r.Reference && r.API != "":
 		return bad("api", "%q: the reference solution was not asked through an API", r.API)
 	case !r.Reference && r.API != expert.APICompletion && r.API != expert.APIChat:

@@ -14,6 +14,7 @@ import (
 	"rlvr/method"
 	"rlvr/rollout"
 	"rlvr/sample"
+	"rlvr/task"
 )
 
 // Consultation is EAPO's expert consultation, a part of the RL method in
@@ -100,10 +101,10 @@ func (c *Consultation) Acceptance(step int) float64 {
 }
 
 // Rollout implements Rollout.
-func (c *Consultation) Rollout(ctx context.Context, env *method.Env, prompts [][]int32, g int, seed uint64) ([]rollout.Group, error) {
+func (c *Consultation) Rollout(ctx context.Context, env *method.Env, prompts [][]int32, examples []task.Example, g int, seed uint64) ([]rollout.Group, error) {
 	p := env.Sampling
 	p.Seed = seed
-	groups, wait, err := c.Episodes(ctx, env.Policy, env.Render, prompts, g, p, env.Step)
+	groups, wait, err := c.Episodes(ctx, env.Policy, env.Render, prompts, examples, g, p, env.Step)
 	if err != nil {
 		return nil, err
 	}
@@ -113,10 +114,16 @@ func (c *Consultation) Rollout(ctx context.Context, env *method.Env, prompts [][
 
 // Episodes runs consultation episodes from prompts, g per prompt, under
 // the schedules at step; p bounds each policy turn and seeds the draws. It
-// returns them with the time spent waiting on the experts. Training runs
-// it through Rollout; rlvr eval runs it for the test-time workflows.
-func (c *Consultation) Episodes(ctx context.Context, policy rollout.Sampler, render method.Renderer, prompts [][]int32, g int, p sample.Params, step int) ([]rollout.Group, time.Duration, error) {
-	e := &consultEnv{c: c, render: render, p: c.Acceptance(step), seed: p.Seed}
+// returns them with the time spent waiting on the experts. examples, nil
+// or one per prompt, are the examples the prompts come from: each query
+// an episode asks carries its example to the pool, for a reference expert
+// to answer from (without examples it answers none). Training runs it
+// through Rollout; rlvr eval runs it for the test-time workflows.
+func (c *Consultation) Episodes(ctx context.Context, policy rollout.Sampler, render method.Renderer, prompts [][]int32, examples []task.Example, g int, p sample.Params, step int) ([]rollout.Group, time.Duration, error) {
+	if examples != nil && len(examples) != len(prompts) {
+		return nil, 0, fmt.Errorf("eapo: %d examples for %d prompts", len(examples), len(prompts))
+	}
+	e := &consultEnv{c: c, render: render, p: c.Acceptance(step), seed: p.Seed, examples: examples, g: g}
 	maxTokens := c.MaxTokens
 	if maxTokens <= 0 {
 		maxTokens = p.MaxTokens
@@ -127,10 +134,15 @@ func (c *Consultation) Episodes(ctx context.Context, policy rollout.Sampler, ren
 
 // Opening is a consultation written before the policy's first turn: for
 // each prompt, its queries as a consult action and the experts' replies,
-// under p(t) at step 0, as tokens to follow the prompt. The test-time
-// workflows open this way (every expert asked the whole question).
-func (c *Consultation) Opening(ctx context.Context, render method.Renderer, queries [][]Query, seed uint64) ([][]int32, error) {
-	e := &consultEnv{c: c, render: render, p: c.Acceptance(0), seed: seed}
+// under p(t) at step 0, as tokens to follow the prompt. examples, nil or
+// one per prompt, are what the queries are about (see Episodes). The
+// test-time workflows open this way (every expert asked the whole
+// question).
+func (c *Consultation) Opening(ctx context.Context, render method.Renderer, queries [][]Query, examples []task.Example, seed uint64) ([][]int32, error) {
+	if examples != nil && len(examples) != len(queries) {
+		return nil, fmt.Errorf("eapo: %d examples for %d prompts", len(examples), len(queries))
+	}
+	e := &consultEnv{c: c, render: render, p: c.Acceptance(0), seed: seed, examples: examples, g: 1}
 	calls := make([]rollout.Call, len(queries))
 	for i, qs := range queries {
 		calls[i] = rollout.Call{Episode: i, Text: c.Format.Action(qs)}
@@ -156,6 +168,18 @@ type consultEnv struct {
 	p      float64 // p(t)
 	seed   uint64
 	wait   time.Duration // spent waiting on the pool
+	// examples are the prompts' examples (nil for none), g the episodes
+	// per prompt: episode n works on examples[n/g].
+	examples []task.Example
+	g        int
+}
+
+// example is the example episode n works on, or nil.
+func (e *consultEnv) example(n int) *task.Example {
+	if e.g <= 0 || n < 0 || n/e.g >= len(e.examples) {
+		return nil
+	}
+	return &e.examples[n/e.g]
 }
 
 // Respond implements rollout.Environment.
@@ -200,7 +224,7 @@ func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollo
 				continue
 			}
 			replies[i][j].Expert = c.Pool.Members[m].Name
-			asks = append(asks, expert.Ask{Member: m, Question: c.Format.Question(q), Seed: replySeeds.Uint64()})
+			asks = append(asks, expert.Ask{Member: m, Question: c.Format.Question(q), Seed: replySeeds.Uint64(), Example: e.example(call.Episode)})
 			slots = append(slots, slot{i, j})
 		}
 	}

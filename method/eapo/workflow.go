@@ -66,7 +66,7 @@ func (w *Workflow) Generate(ctx context.Context, prompts []string, p sample.Para
 				queries[i] = append(queries[i], Query{Expert: name, Question: q})
 			}
 		}
-		opening, err := c.Opening(ctx, w.Render, queries, p.Seed)
+		opening, err := c.Opening(ctx, w.Render, queries, nil, p.Seed)
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +74,7 @@ func (w *Workflow) Generate(ctx context.Context, prompts []string, p sample.Para
 			toks[i] = append(toks[i], opening[i]...)
 		}
 	}
-	groups, _, err := c.Episodes(ctx, w.Policy, w.Render, toks, max(p.N, 1), p, 0)
+	groups, _, err := c.Episodes(ctx, w.Policy, w.Render, toks, nil, max(p.N, 1), p, 0)
 	if err != nil {
 		return nil, err
 	}

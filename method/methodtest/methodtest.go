@@ -99,7 +99,7 @@ type ScriptedRollout struct {
 }
 
 // Rollout implements method.Rollout.
-func (s *ScriptedRollout) Rollout(_ context.Context, env *method.Env, prompts [][]int32, g int, seed uint64) ([]rollout.Group, error) {
+func (s *ScriptedRollout) Rollout(_ context.Context, env *method.Env, prompts [][]int32, _ []task.Example, g int, seed uint64) ([]rollout.Group, error) {
 	s.Calls++
 	groups := make([]rollout.Group, len(prompts))
 	for i, p := range prompts {

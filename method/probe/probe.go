@@ -304,7 +304,8 @@ func consultation(ctx context.Context, progress io.Writer, w *eapo.Workflow, l *
 	p.Seed += 4
 	var groups []rollout.Group
 	for i := 0; i < len(toks); i += Chunk {
-		g, _, err := w.Consultation.Episodes(ctx, w.Policy, w.Render, toks[i:min(i+Chunk, len(toks))], p.N, p, 0)
+		end := min(i+Chunk, len(toks))
+		g, _, err := w.Consultation.Episodes(ctx, w.Policy, w.Render, toks[i:end], examples[i:end], p.N, p, 0)
 		if err != nil {
 			return err
 		}
