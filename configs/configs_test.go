@@ -85,7 +85,7 @@ func TestRecipesRun(t *testing.T) {
 				// copies of the policy, served on loopback as a
 				// homogeneous pool is.
 				for i := range k.Experts {
-					if k.Experts[i].URL != "" {
+					if k.Experts[i].URL != "" || k.Experts[i].Model != "" {
 						k.Experts[i] = expert.Config{Name: k.Experts[i].Name, Policy: true, API: k.Experts[i].API, MaxTokens: 8}
 					}
 				}
@@ -121,6 +121,9 @@ func TestRecipesRun(t *testing.T) {
 			if o := part.Get[*dapo.OverlongPenaltyConfig](cfg.Sections); o != nil {
 				o.Buffer = cfg.MaxTokens - 16 // lowers the reward of every answer past 16 tokens
 			}
+			if cs := cfg.ColdStart; cs != nil {
+				cs.Examples, cs.Epochs, cs.Batch, cs.Probe = 4, 1, 4, 2
+			}
 			if h := part.Get[*meml.HardBufferConfig](cfg.Sections); h != nil {
 				h.K, h.Capacity = 1, 2
 			}
@@ -154,10 +157,10 @@ func TestRecipesRun(t *testing.T) {
 				steps = append(steps, m)
 			}
 			// A chat model never answers right, but an sft run learns
-			// from the answers it is given, and MEML-GRPO's hard-example
+			// from the answers it is given, MEML-GRPO's hard-example
 			// buffer from the reference solutions of questions every
-			// answer got wrong.
-			learns := world || resolved.Algorithm == method.SFT || slices.Contains(resolved.Parts, meml.PartHardBuffer)
+			// answer got wrong, and a cold start from its demonstrations.
+			learns := world || resolved.Algorithm == method.SFT || slices.Contains(resolved.Parts, meml.PartHardBuffer) || cfg.ColdStart != nil
 			if !learns {
 				for _, m := range steps {
 					if m[train.MetricSkippedUpdate] != 1 {

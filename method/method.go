@@ -190,6 +190,21 @@ func PolicyDatum(t *rollout.Trajectory, adv float32) backend.Datum {
 	return d
 }
 
+// EpisodeDatum trains NLL on the policy's part of a written episode:
+// each of t.Tokens where t.Policy is true carries weight 1, the prompt and
+// the environment's tokens 0. A demonstration (a cold start's) is such an
+// episode.
+func EpisodeDatum(t *rollout.Trajectory) backend.Datum {
+	d := ResponseDatum(t.Prompt, t.Tokens)
+	off := len(t.Prompt) - 1
+	for i, p := range t.Policy {
+		if !p {
+			d.Weights[off+i] = 0
+		}
+	}
+	return d
+}
+
 // ResponseDatum trains NLL on a response after a prompt: the response's
 // positions carry weight 1, the prompt's 0.
 func ResponseDatum(prompt, response []int32) backend.Datum {

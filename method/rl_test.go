@@ -200,22 +200,6 @@ func TestSupervisedTrainsAnswersBehindTheirExpert(t *testing.T) {
 	}
 }
 
-func TestReferenceResponse(t *testing.T) {
-	for _, tc := range []struct {
-		e    task.Example
-		want string
-	}{
-		{task.Example{Solution: "3 + 4 = 7", Answer: "7"}, "3 + 4 = 7\n#### 7\n"},
-		{task.Example{Solution: "12+7=19\n####19\n", Answer: "19"}, "12+7=19\n####19\n"},
-		{task.Example{Solution: `so \boxed{5}`, Answer: "5"}, "so \\boxed{5}\n"},
-		{task.Example{Answer: "5"}, ""},
-	} {
-		if got := method.ReferenceResponse(tc.e); got != tc.want {
-			t.Errorf("ReferenceResponse(%+v) = %q, want %q", tc.e, got, tc.want)
-		}
-	}
-}
-
 // adv is the advantage a datum's first policy position carries.
 func adv(d backend.Datum) float32 {
 	for i, w := range d.Weights {

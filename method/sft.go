@@ -2,7 +2,6 @@ package method
 
 import (
 	"context"
-	"strings"
 
 	"rlvr/backend"
 	"rlvr/task"
@@ -28,7 +27,7 @@ func (s *Supervised) Step(ctx context.Context, env *Env, examples []task.Example
 	}
 	var data []backend.Datum
 	for _, e := range examples {
-		resp := ReferenceResponse(e)
+		resp := task.ReferenceResponse(e)
 		if resp == "" {
 			env.Metrics["data/skipped_no_solution"]++
 			continue
@@ -55,19 +54,4 @@ func (s *Supervised) Step(ctx context.Context, env *Env, examples []task.Example
 		return &Batch{}, nil
 	}
 	return &Batch{Terms: []Term{{Name: "sft", Data: data, Loss: backend.Loss{NLL: 1}, Aggregation: backend.TokenMean}}}, nil
-}
-
-// ReferenceResponse is what a model is taught to answer for an example:
-// its reference solution, ending with the gold answer after "####" unless
-// the solution already states it (GSM8K's convention, which verifiers
-// read). It is "" when the example has no solution.
-func ReferenceResponse(e task.Example) string {
-	s := strings.TrimRight(e.Solution, "\n")
-	if s == "" {
-		return ""
-	}
-	if !strings.Contains(s, "####") && !strings.Contains(s, `\boxed`) {
-		s += "\n#### " + e.Answer
-	}
-	return s + "\n"
 }

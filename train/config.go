@@ -122,6 +122,12 @@ type RLConfig struct {
 	// They are written after parts, in registry order.
 	Sections part.Sections `yaml:"-"`
 
+	// ColdStart, when set, is an SFT stage before the first step that
+	// teaches the listed parts' protocols to a model that does not follow
+	// them from the prompt (EAPO's consult action, MEL's reflection), on
+	// demonstrations written from training examples; see ColdStartConfig.
+	ColdStart *ColdStartConfig `yaml:"cold_start,omitempty"`
+
 	// Evaluation and checkpoints.
 
 	EvalEvery    int `yaml:"eval_every"`    // steps between held-out evaluations; 0: only at the end
@@ -378,6 +384,7 @@ func (c *RLConfig) Resolve() error {
 		{"entropy", float64(c.Entropy), true}, {"grad_clip", float64(c.GradClip), true}, {"clip_low", float64(c.ClipLow), true}, {"clip_high", float64(c.ClipHigh), true}} {
 		part.Real(add, f.name, f.v, f.zeroOK)
 	}
+	c.ColdStart.resolve(c, add)
 	if len(errs) > 0 {
 		return fmt.Errorf("train config: %s", strings.Join(errs, "; "))
 	}

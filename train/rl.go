@@ -97,6 +97,9 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 		return err
 	}
 	sum.log(&cfg, logf)
+	if err := checkColdStart(&cfg, build.ColdStarts, src); err != nil {
+		return err
+	}
 	// Everything above only reads (and opens what the parts use); the run
 	// directory is claimed once the config, model and data are known to be
 	// usable.
@@ -120,6 +123,11 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	}
 	l := &loop{cfg: &cfg, pol: pol, ref: ref, render: render, src: src, held: held, meth: meth, runDir: runDir,
 		optSteps: start.optimizerSteps(&cfg), sched: scheduleOf(&cfg), evaluators: evaluators(&cfg, build)}
+	if cfg.ColdStart != nil && start.Step == 0 {
+		if err := l.coldStart(ctx, build.ColdStarts, logf); err != nil {
+			return err
+		}
+	}
 	if start.Step == 0 { // the starting model's score, for before/after
 		if err := l.evaluate(ctx, 0); err != nil {
 			return err

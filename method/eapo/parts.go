@@ -138,6 +138,9 @@ func (k *ConsultationConfig) Join(b *part.Build) error {
 	b.Rollout = c
 	b.Shapers = append(b.Shapers, c)
 	b.Grant = k.Grant()
+	if b.Chat {
+		b.ColdStarts = append(b.ColdStarts, c.ColdStart())
+	}
 	return nil
 }
 

@@ -99,19 +99,3 @@ func TestConsultationExamplesAligned(t *testing.T) {
 		t.Error("an opening with 3 examples for 2 prompts")
 	}
 }
-
-// TestReferenceResponseAgrees: the reference expert states the gold
-// answer as the SFT targets do (method.ReferenceResponse).
-func TestReferenceResponseAgrees(t *testing.T) {
-	examples := []task.Example{
-		{Answer: "72", Solution: "48/2 = 24\n48+24 = 72"},
-		{Answer: "3", Solution: `So $x = \boxed{3}$.` + "\n"},
-		{Answer: "5", Solution: "2+3 = 5\n#### 5"},
-		{Answer: "5"},
-	}
-	for _, e := range examples {
-		if got, want := task.ReferenceResponse(e), method.ReferenceResponse(e); got != want {
-			t.Errorf("%q: task %q, method %q", e.Solution, got, want)
-		}
-	}
-}

@@ -91,7 +91,11 @@ func (m *MetaExperienceConfig) Join(b *part.Build) error {
 	if b.Chat {
 		format = Chat{Instruction: m.Instruction, Validation: m.Validation}
 	}
-	b.Extras = append(b.Extras, &MetaExperience{Format: format, Pairs: m.Pairs, Weight: m.Weight,
-		Pooled: m.Aggregation == Pooled, Temperature: m.Temperature, MaxTokens: m.MaxTokens})
+	me := &MetaExperience{Format: format, Pairs: m.Pairs, Weight: m.Weight,
+		Pooled: m.Aggregation == Pooled, Temperature: m.Temperature, MaxTokens: m.MaxTokens}
+	b.Extras = append(b.Extras, me)
+	if b.Chat {
+		b.ColdStarts = append(b.ColdStarts, me.ColdStart())
+	}
 	return nil
 }

@@ -55,7 +55,7 @@ func (h *HardBuffer) Terms(_ context.Context, env *method.Env, groups []method.S
 			}
 		}
 		n := len(g.Correct)
-		if n == 0 || wrong <= h.K || method.ReferenceResponse(g.Example) == "" {
+		if n == 0 || wrong <= h.K || task.ReferenceResponse(g.Example) == "" {
 			continue
 		}
 		if rng.Float64() < float64(h.K)/float64(n) {
@@ -77,7 +77,7 @@ func (h *HardBuffer) Terms(_ context.Context, env *method.Env, groups []method.S
 		} else if p == nil {
 			continue
 		}
-		data = append(data, method.ResponseDatum(p, env.Render.Response(method.ReferenceResponse(e.Example))))
+		data = append(data, method.ResponseDatum(p, env.Render.Response(task.ReferenceResponse(e.Example))))
 	}
 	h.Entries, h.Passes = nil, h.Passes+1
 	env.Metrics.Set(MetricBufferFill, 0)

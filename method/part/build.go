@@ -47,6 +47,9 @@ type Build struct {
 	Grant string
 	// Evaluators add to every held-out evaluation.
 	Evaluators []Evaluator
+	// ColdStarts are the protocols a cold start (cold_start:) teaches
+	// before RL, one per part that has one.
+	ColdStarts []ColdStart
 
 	closers []func() error
 }

@@ -1,0 +1,135 @@
+package eapo
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"rlvr/backend"
+	"rlvr/expert"
+	"rlvr/method"
+	"rlvr/method/part"
+	"rlvr/rollout"
+	"rlvr/task"
+	"rlvr/verify"
+)
+
+// ColdStart is the consultation's cold start. Each demonstration is an
+// episode as training samples them: the training prompt (the grant in its
+// system message), one consult action asking one expert of the pool, in
+// turn, the whole question, that expert's reply as the environment writes
+// it, and a final turn stating the answer the reply gives ("#### X").
+// Only the action and the final turn are trained. The demonstrations
+// teach the action's form and that a reply is read back; whether an
+// expert is right is its own, so a model expert's wrong answers are
+// demonstrated as they come, and only the reference expert's replies are
+// the dataset's solutions.
+func (c *Consultation) ColdStart() part.ColdStart {
+	return part.ColdStart{Part: PartConsultation, Protocol: "consult", Demonstrations: c.demonstrations, Rate: c.protocolRate}
+}
+
+// Cold-start metrics: examples left without a demonstration, by reason.
+const (
+	MetricColdStartSkipped = "cold_start/skipped/"
+	skipExpertFailed       = "expert_failed"
+	skipNoAnswer           = "reply_without_answer"
+	skipLongPrompt         = "long_prompt"
+)
+
+// demonstrations implements part.ColdStart.Demonstrations.
+func (c *Consultation) demonstrations(ctx context.Context, env *method.Env, examples []task.Example) ([]backend.Datum, error) {
+	if c.Pool == nil || len(c.Pool.Members) == 0 {
+		return nil, fmt.Errorf("consultation: the cold start needs an expert pool")
+	}
+	type demo struct {
+		prompt []int32
+		query  Query
+	}
+	var demos []demo
+	var asks []expert.Ask
+	rng := rand.New(rand.NewPCG(env.Seed, 0x636f6c64)) // "cold"
+	for i, e := range examples {
+		p, err := env.Prompt(e, method.Variant{})
+		if err != nil {
+			return nil, err
+		} else if p == nil {
+			env.Metrics[MetricColdStartSkipped+skipLongPrompt]++
+			continue
+		}
+		m := i % len(c.Pool.Members)
+		q := Query{Expert: c.Pool.Members[m].Name, Question: strings.TrimSpace(e.Prompt)}
+		demos = append(demos, demo{prompt: p, query: q})
+		asks = append(asks, expert.Ask{Member: m, Question: c.Format.Question(q), Seed: rng.Uint64(), Example: &examples[i]})
+	}
+	answers := c.Pool.Answers(ctx, asks)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []backend.Datum
+	for k, a := range answers {
+		d := demos[k]
+		if a.Failure != "" {
+			env.Metrics[MetricColdStartSkipped+skipExpertFailed]++
+			continue
+		}
+		reply, ok := c.Format.Answer(a.Text)
+		final, rule := verify.ExtractWith(reply, verify.ExtractOptions{})
+		if !ok || rule == verify.RuleNone {
+			env.Metrics[MetricColdStartSkipped+skipNoAnswer]++
+			continue
+		}
+		envTurn, err := env.Render.EnvTurn(c.Format.Replies([]Reply{{Expert: d.query.Expert, Answer: reply, OK: true}}))
+		if err != nil {
+			return nil, fmt.Errorf("consultation: rendering a demonstration's reply: %w", err)
+		}
+		action := env.Render.Encode(c.Format.Action([]Query{d.query}))
+		closing := env.Render.Response("#### " + final)
+		t := rollout.Trajectory{Prompt: d.prompt}
+		t.Tokens = slices.Concat(action, envTurn, closing)
+		t.Policy = slices.Concat(ones(len(action)), make([]bool, len(envTurn)), ones(len(closing)))
+		out = append(out, method.EpisodeDatum(&t))
+	}
+	return out, nil
+}
+
+// protocolRate implements part.ColdStart.Rate: one answer per example to
+// the training prompt, at the rollouts' temperature, stopped at the end of
+// a consult action; well-formed are those that end in an action that
+// parses.
+func (c *Consultation) protocolRate(ctx context.Context, env *method.Env, examples []task.Example) (int, int, error) {
+	var prompts [][]int32
+	for _, e := range examples {
+		p, err := env.Prompt(e, method.Variant{})
+		if err != nil {
+			return 0, 0, err
+		} else if p != nil {
+			prompts = append(prompts, p)
+		}
+	}
+	p := env.Sampling
+	p.Stop = append(slices.Clone(p.Stop), c.Format.Stops()...)
+	p.IncludeStop = true
+	p.Seed = env.Seed ^ 0x636f6e732d726174 // "cons-rat"
+	groups, err := rollout.SampleGroups(ctx, env.Policy, env.Render, prompts, 1, p)
+	if err != nil {
+		return 0, 0, err
+	}
+	ok := 0
+	for _, g := range groups {
+		if _, err := c.Format.Parse(g.Trajectories[0].Text); err == nil {
+			ok++
+		}
+	}
+	return ok, len(groups), nil
+}
+
+// ones is n true values.
+func ones(n int) []bool {
+	out := make([]bool, n)
+	for i := range out {
+		out[i] = true
+	}
+	return out
+}

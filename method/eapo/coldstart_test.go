@@ -1,0 +1,58 @@
+package eapo
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"rlvr/expert"
+	"rlvr/method/methodtest"
+	"rlvr/task"
+)
+
+// TestColdStartDemonstrations: each demonstration is the training
+// prompt, a consult action asking the pool's experts in turn the whole
+// question, the reply as the environment writes it and a closing answer
+// read from the reply; only the action and the closing carry weight. An
+// expert that fails or replies without an answer leaves its question
+// without a demonstration, counted.
+func TestColdStartDemonstrations(t *testing.T) {
+	right := &answerFunc{f: func(string) (string, error) { return "2+3=5\n#### 5", nil }}
+	vague := &answerFunc{f: func(string) (string, error) { return "I am not sure.", nil }}
+	down := &answerFunc{f: func(string) (string, error) { return "", fmt.Errorf("down: %w", expert.ErrRefused) }}
+	c := consultation(1, right, vague, down)
+	c.Format = Chat{}
+	env := methodtest.NewEnv(nil)
+	examples := []task.Example{{ID: "a", Prompt: "2+3?", Answer: "5"}, {ID: "b", Prompt: "1+1?", Answer: "2"},
+		{ID: "c", Prompt: "4+4?", Answer: "8"}, {ID: "d", Prompt: "5+1?", Answer: "6"}}
+	data, err := c.ColdStart().Demonstrations(context.Background(), env, examples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// E1 answers a and d, E2 b, E3 c.
+	if len(data) != 2 || env.Metrics[MetricColdStartSkipped+skipNoAnswer] != 1 || env.Metrics[MetricColdStartSkipped+skipExpertFailed] != 1 {
+		t.Fatalf("%d demonstrations, metrics %v", len(data), env.Metrics)
+	}
+	r := methodtest.ByteRender{}
+	for i, q := range []string{"2+3?", "5+1?"} {
+		d := data[i]
+		var trained []int32
+		for k, w := range d.Weights {
+			switch w {
+			case 1:
+				trained = append(trained, d.Targets[k])
+			case 0:
+			default:
+				t.Fatalf("weight %g", w)
+			}
+		}
+		action := `<consult>[{"expert":"E1","question":"` + q + `"}]</consult>`
+		if got, want := trained, append(r.Encode(action+"#### 5"), 0); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("trained tokens %q, want %q and the stop token", r.Decode(got), action+"#### 5")
+		}
+		seq := append(d.Tokens, d.Targets[len(d.Targets)-1])
+		if got, want := seq, append(r.Encode(q+action+"<expert name=\"E1\">2+3=5\n#### 5</expert>#### 5"), 0); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("sequence %q, want %q", r.Decode(got), r.Decode(want))
+		}
+	}
+}

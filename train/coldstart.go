@@ -1,0 +1,340 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"rlvr/backend"
+	"rlvr/eval"
+	"rlvr/internal/atomicfile"
+	"rlvr/method"
+	"rlvr/method/part"
+	"rlvr/sample"
+	"rlvr/task"
+)
+
+// ColdStartConfig is a cold start: before the first step, an SFT stage on
+// demonstrations of the listed parts' protocols (EAPO's consult action,
+// MEL's four-section reflection), each written from a training example by
+// the part (part.ColdStart). The papers' 4B–14B models follow those
+// protocols from the prompt; a 135M–270M model does not, so without a cold
+// start the parts never act on it. The stage teaches the protocols' form,
+// not the task: the record (ColdStartFile) gives the protocol rates and
+// the validation accuracy before and after it, paired by problem.
+//
+// The demonstrations are trained as one loss term with a learning rate
+// and AdamW moments of their own, so the RL steps that follow start with
+// the optimizer state they would have had without it.
+type ColdStartConfig struct {
+	// Examples is how many training questions the demonstrations are
+	// written from, drawn in a seeded order of their own; 0 means 256.
+	Examples int `yaml:"examples,omitempty"`
+	// Epochs is the passes over the demonstrations; 0 means 2.
+	Epochs int `yaml:"epochs,omitempty"`
+	// Batch is the demonstrations per optimizer step; 0 means 16.
+	Batch int `yaml:"batch,omitempty"`
+	// LR is the stage's constant learning rate; 0 means 1e-5.
+	LR float64 `yaml:"lr,omitempty"`
+	// Probe is how many validation questions each protocol rate is
+	// measured on, before the stage and after it; 0 means 64, −1 none.
+	Probe int `yaml:"probe,omitempty"`
+}
+
+// resolve fills the defaults and reports what is inconsistent with the
+// run.
+func (cs *ColdStartConfig) resolve(c *RLConfig, add func(string, ...any)) {
+	if cs == nil {
+		return
+	}
+	if cs.Examples == 0 {
+		cs.Examples = 256
+	}
+	if cs.Epochs == 0 {
+		cs.Epochs = 2
+	}
+	if cs.Batch == 0 {
+		cs.Batch = 16
+	}
+	if cs.LR == 0 {
+		cs.LR = 1e-5
+	}
+	if cs.Probe == 0 {
+		cs.Probe = 64
+	}
+	for _, f := range []struct {
+		name    string
+		v, lo   int
+		hi      int
+		meaning string
+	}{{"examples", cs.Examples, 1, 1 << 20, "training questions"}, {"epochs", cs.Epochs, 1, 1000, "passes"},
+		{"batch", cs.Batch, 1, 1 << 16, "demonstrations per step"}, {"probe", cs.Probe, -1, 1 << 16, "validation questions, or −1 for none"}} {
+		if f.v < f.lo || f.v > f.hi {
+			add("cold_start.%s = %d must be in [%d, %d] (%s)", f.name, f.v, f.lo, f.hi, f.meaning)
+		}
+	}
+	if !(cs.LR > 0 && cs.LR < 1) {
+		add("cold_start.lr = %g must be in (0, 1)", cs.LR)
+	}
+	switch {
+	case c.Data.IsWorld():
+		add("cold_start is for a chat model on a dataset: the world's model learns its protocols in pretraining")
+	case c.Algorithm == method.SFT:
+		add("cold_start precedes RL, and algorithm sft has no protocol to teach")
+	case c.Backend.remote():
+		add("cold_start trains on the local engine; backend %s keeps one optimizer state", c.Backend.Kind)
+	}
+}
+
+// ColdStartFile is the record of a run's cold start, in its directory.
+const ColdStartFile = "cold_start.json"
+
+// ColdStartRecord is what a cold start did and measured.
+type ColdStartRecord struct {
+	Parts          []string `json:"parts"`
+	Examples       int      `json:"examples"`       // training questions drawn
+	Demonstrations int      `json:"demonstrations"` // written from them
+	// Skipped counts the questions left without a demonstration, by
+	// reason (no reference solution, an expert that failed, …).
+	Skipped map[string]float64 `json:"skipped,omitempty"`
+	Steps   int                `json:"steps"` // optimizer steps
+	LR      float64            `json:"lr"`
+	// Loss is each step's token-mean NLL of the demonstrations.
+	Loss     []float64      `json:"loss"`
+	Protocol []ProtocolRate `json:"protocol,omitempty"`
+	// Greedy validation accuracy without the grant, before and after, on
+	// the same Problems, and their difference paired by problem with its
+	// 95% interval.
+	Problems       int     `json:"problems"`
+	AccuracyBefore float64 `json:"accuracy_before"`
+	AccuracyAfter  float64 `json:"accuracy_after"`
+	Delta          float64 `json:"delta"`
+	DeltaLow       float64 `json:"delta_low"`
+	DeltaHigh      float64 `json:"delta_high"`
+	Seconds        float64 `json:"seconds"`
+}
+
+// ProtocolRate is a part's protocol rate before and after a cold start.
+type ProtocolRate struct {
+	Part     string        `json:"part"`
+	Protocol string        `json:"protocol"` // what was counted: "consult" actions, "reflection"s
+	Before   eval.Interval `json:"before"`
+	After    eval.Interval `json:"after"`
+}
+
+// coldStart runs the stage: protocol rates and validation accuracy
+// before, the demonstrations' SFT, the same measurements after. It writes
+// ColdStartFile and logs a summary.
+func (l *loop) coldStart(ctx context.Context, starts []part.ColdStart, logf func(string, ...any)) error {
+	cs, cfg := l.cfg.ColdStart, l.cfg
+	t0 := time.Now()
+	rec := ColdStartRecord{Examples: cs.Examples, LR: cs.LR, Skipped: map[string]float64{}}
+	for _, s := range starts {
+		rec.Parts = append(rec.Parts, s.Part)
+	}
+	examples, err := coldStartExamples(l.src, cs.Examples, cfg.Seed)
+	if err != nil {
+		return err
+	}
+	probe := l.held.Val
+	if cs.Probe >= 0 && cs.Probe < len(probe) {
+		probe = probe[:cs.Probe]
+	} else if cs.Probe < 0 {
+		probe = nil
+	}
+	env := l.coldStartEnv(0)
+	rates := make([]ProtocolRate, len(starts))
+	for i, s := range starts {
+		rates[i] = ProtocolRate{Part: s.Part, Protocol: s.Protocol}
+		if len(probe) > 0 {
+			if rates[i].Before, err = protocolRate(ctx, s, env, probe); err != nil {
+				return err
+			}
+			logf("cold start: %s %s rate before: %s", s.Part, s.Protocol, rateText(rates[i].Before))
+		}
+	}
+	before, err := l.greedyByProblem(ctx)
+	if err != nil {
+		return err
+	}
+
+	var demos []backend.Datum
+	for _, s := range starts {
+		d, err := s.Demonstrations(ctx, env, examples)
+		if err != nil {
+			return err
+		}
+		logf("cold start: %d %s demonstrations from %d training questions", len(d), s.Part, len(examples))
+		demos = append(demos, d...)
+	}
+	for k, v := range env.Metrics {
+		if name, ok := strings.CutPrefix(k, "cold_start/skipped/"); ok {
+			rec.Skipped[name] += v
+		}
+	}
+	rec.Demonstrations = len(demos)
+	if len(demos) == 0 {
+		return fmt.Errorf("cold_start: no demonstration could be written from %d training questions (skipped: %v)", len(examples), rec.Skipped)
+	}
+	for i := range demos {
+		if demos[i].Len() > l.pol.maxLen {
+			return fmt.Errorf("cold_start: a demonstration of %d tokens exceeds the model's context of %d", demos[i].Len(), l.pol.maxLen)
+		}
+	}
+	for epoch := range cs.Epochs {
+		order := make([]backend.Datum, len(demos))
+		copy(order, demos)
+		task.Shuffle(order, cfg.Seed+uint64(epoch)*1_000_003+77)
+		for b := 0; b < len(order); b += cs.Batch {
+			m := method.Metrics{}
+			batch := &method.Batch{Terms: []method.Term{{Name: "cold_start", Data: order[b:min(b+cs.Batch, len(order))],
+				Loss: backend.Loss{NLL: 1}, Aggregation: backend.TokenMean, LR: cs.LR}}}
+			if err := l.learn(ctx, batch, m); err != nil {
+				return fmt.Errorf("cold start step %d: %w", rec.Steps+1, err)
+			}
+			rec.Steps++
+			rec.Loss = append(rec.Loss, m[LossMetric("cold_start")])
+		}
+		logf("cold start: epoch %d of %d, %d steps, loss %.4f", epoch+1, cs.Epochs, rec.Steps, rec.Loss[len(rec.Loss)-1])
+	}
+
+	env = l.coldStartEnv(1)
+	for i, s := range starts {
+		if len(probe) > 0 {
+			if rates[i].After, err = protocolRate(ctx, s, env, probe); err != nil {
+				return err
+			}
+			logf("cold start: %s %s rate after: %s", s.Part, s.Protocol, rateText(rates[i].After))
+		}
+	}
+	rec.Protocol = rates
+	after, err := l.greedyByProblem(ctx)
+	if err != nil {
+		return err
+	}
+	var diffs []float64
+	for id, a := range after {
+		if b, ok := before[id]; ok {
+			diffs = append(diffs, a-b)
+			rec.AccuracyBefore += b
+			rec.AccuracyAfter += a
+		}
+	}
+	rec.Problems = len(diffs)
+	if n := float64(len(diffs)); n > 0 {
+		rec.AccuracyBefore /= n
+		rec.AccuracyAfter /= n
+		d := eval.MeanInterval(diffs)
+		rec.Delta, rec.DeltaLow, rec.DeltaHigh = d.Mean, d.Low, d.High
+	}
+	logf("cold start: validation greedy accuracy without the grant %.1f%% -> %.1f%% on %d problems (paired Δ %+.1f pp [%+.1f, %+.1f])",
+		100*rec.AccuracyBefore, 100*rec.AccuracyAfter, rec.Problems, 100*rec.Delta, 100*rec.DeltaLow, 100*rec.DeltaHigh)
+	rec.Seconds = time.Since(t0).Seconds()
+	b, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteBytes(filepath.Join(l.runDir, ColdStartFile), append(b, '\n'))
+}
+
+// checkColdStart checks, before the run directory is claimed, that the
+// listed parts have a protocol to teach and that the training examples
+// give what their demonstrations are written from.
+func checkColdStart(cfg *RLConfig, starts []part.ColdStart, src *source) error {
+	if cfg.ColdStart == nil {
+		return nil
+	}
+	if len(starts) == 0 {
+		return fmt.Errorf("train config: cold_start: none of the listed parts %v has a protocol to teach this model (consultation and meta_experience do, on a chat model)", cfg.Parts)
+	}
+	examples, err := coldStartExamples(src, cfg.ColdStart.Examples, cfg.Seed)
+	if err != nil {
+		return err
+	}
+	for _, s := range starts {
+		if !s.NeedsSolutions {
+			continue
+		}
+		if !slices.ContainsFunc(examples, func(e task.Example) bool { return task.ReferenceResponse(e) != "" }) {
+			return fmt.Errorf("cold_start: %s writes its demonstrations from reference solutions, and none of the %d training examples drawn from %s (dataset %s) has one: name the solution field (data.fields.solution) or drop cold_start",
+				s.Part, len(examples), cfg.Data.Train, cfg.Data.Name)
+		}
+	}
+	return nil
+}
+
+// coldStartEnv is the method environment the parts write demonstrations
+// and sample protocols in: the rollouts' sampling, seeded apart from the
+// steps' (phase 0 before the stage, 1 after).
+func (l *loop) coldStartEnv(phase uint64) *method.Env {
+	cfg := l.cfg
+	return &method.Env{
+		Policy:   l.pol.sampler,
+		Render:   l.render,
+		Reward:   eval.Reward,
+		Sampling: sample.Params{MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature, StopTokens: l.pol.text.StopTokens},
+		Step:     0,
+		Seed:     cfg.Seed*1_000_003 ^ 0x636f6c642d737461 + phase, // "cold-sta"
+		More:     func(int) ([]task.Example, error) { return nil, fmt.Errorf("cold_start: no more examples") },
+		Metrics:  method.Metrics{},
+	}
+}
+
+// coldStartExamples draws n training examples in a seeded order of their
+// own, without moving the run's cursor: the RL steps draw what they would
+// have drawn without a cold start.
+func coldStartExamples(src *source, n int, seed uint64) ([]task.Example, error) {
+	if len(src.pool) == 0 {
+		return nil, fmt.Errorf("cold_start: the run has no training examples to write demonstrations from")
+	}
+	order := append([]task.Example(nil), src.pool...)
+	task.Shuffle(order, seed+4_000_000)
+	return order[:min(n, len(order))], nil
+}
+
+// protocolRate measures one part's protocol rate on examples.
+func protocolRate(ctx context.Context, s part.ColdStart, env *method.Env, examples []task.Example) (eval.Interval, error) {
+	ok, n, err := s.Rate(ctx, env, examples)
+	if err != nil {
+		return eval.Interval{}, fmt.Errorf("cold_start: measuring %s's %s rate: %w", s.Part, s.Protocol, err)
+	}
+	return eval.WilsonInterval(ok, n), nil
+}
+
+// rateText is a rate with its interval, in percent.
+func rateText(iv eval.Interval) string {
+	if iv.N == 0 || math.IsNaN(iv.Mean) {
+		return "no sample"
+	}
+	return fmt.Sprintf("%.1f%% [%.1f, %.1f] of %d", 100*iv.Mean, 100*iv.Low, 100*iv.High, iv.N)
+}
+
+// greedyByProblem is each validation problem's greedy reward under the
+// evaluation prompt (no grant), by example id.
+func (l *loop) greedyByProblem(ctx context.Context) (map[string]float64, error) {
+	prompted := make([]task.Example, len(l.held.Val))
+	for i, e := range l.held.Val {
+		text, err := l.render.Text(e, method.Variant{})
+		if err != nil {
+			return nil, err
+		}
+		e.Prompt = text
+		prompted[i] = e
+	}
+	out := map[string]float64{}
+	cfg := eval.Config{MaxTokens: l.cfg.MaxTokens, Batch: l.cfg.SampleBatch, OnSample: func(s eval.Sample) error {
+		if s.Pass == "greedy" {
+			out[s.ID] = s.Reward
+		}
+		return nil
+	}}
+	if _, err := eval.Run(ctx, eval.NewSampled(l.pol.sampler, l.pol.text), prompted, cfg); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

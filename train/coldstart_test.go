@@ -1,0 +1,145 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rlvr/expert"
+	"rlvr/method/eapo"
+	"rlvr/method/mel"
+)
+
+// additionData writes a GSM8K-format training and test file of short
+// additions with worked solutions, and returns their paths.
+func additionData(t *testing.T, train, test int) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name string, n, offset int) string {
+		var lines []string
+		for i := range n {
+			a, b := (i+offset)%7+1, (i+offset)/7%5+1
+			lines = append(lines, fmt.Sprintf(`{"question": "%d+%d?", "answer": "%d+%d=%d\n#### %d"}`, a, b, a, b, a+b, a+b))
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	return write("train.jsonl", train, 0), write("test.jsonl", test, 1000)
+}
+
+// consultColdStartRun is an EAPO run of a tiny random chat model on
+// additions, asking a reference expert, with a cold start.
+func consultColdStartRun(t *testing.T) RLConfig {
+	t.Helper()
+	cfg := smallRL(t)
+	trainPath, testPath := additionData(t, 35, 12)
+	cfg.Model, cfg.Chat = byteChatModel(t, 1024), ChatConfig{Template: "on", System: "Answer after ####."}
+	cfg.Data = DataConfig{Name: "gsm8k", Train: trainPath, Test: testPath}
+	cfg.Steps, cfg.PromptsPerStep, cfg.GroupSize, cfg.MaxTokens, cfg.CheckpointEvery = 1, 2, 2, 96, 0
+	cfg.EvalProblems = 12
+	cfg.Parts = []string{eapo.PartConsultation}
+	cfg.Sections.Set(&eapo.ConsultationConfig{
+		Experts: []expert.Config{{Name: "E1", Kind: expert.KindReference}},
+		System:  "Consult E1 as <consult>[{\"expert\": \"E1\", \"question\": \"...\"}]</consult>.",
+	})
+	cfg.ColdStart = &ColdStartConfig{Examples: 32, Epochs: 150, Batch: 32, LR: 1e-2, Probe: 12}
+	return cfg
+}
+
+// TestColdStartTeachesConsultAction: a model that never writes a consult
+// action writes well-formed ones after a cold start on demonstrations
+// written from training examples, each an action asking the reference
+// expert, its reply and a closing answer; the record holds the rates,
+// the loss and the paired validation accuracy, and the RL steps follow.
+func TestColdStartTeachesConsultAction(t *testing.T) {
+	cfg := consultColdStartRun(t)
+	run := filepath.Join(t.TempDir(), "run")
+	var log strings.Builder
+	if err := Run(context.Background(), cfg, run, Options{Log: func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(run, ColdStartFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec ColdStartRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Demonstrations != 32 || rec.Steps != 150 || len(rec.Loss) != 150 || rec.Problems != 12 {
+		t.Fatalf("record %s", b)
+	}
+	if !(rec.Loss[len(rec.Loss)-1] < rec.Loss[0]/4) {
+		t.Errorf("the demonstrations' loss went from %g to %g", rec.Loss[0], rec.Loss[len(rec.Loss)-1])
+	}
+	if len(rec.Protocol) != 1 || rec.Protocol[0].Part != eapo.PartConsultation || rec.Protocol[0].Protocol != "consult" {
+		t.Fatalf("protocol rates %+v", rec.Protocol)
+	}
+	before, after := rec.Protocol[0].Before, rec.Protocol[0].After
+	if before.N != 12 || after.N != 12 || before.Mean != 0 || after.Mean < 0.75 {
+		t.Fatalf("consult rate before %+v, after %+v: want 0 of 12, then at least 9 of 12", before, after)
+	}
+	if !strings.Contains(log.String(), "cold start: consultation consult rate after:") {
+		t.Errorf("log:\n%s", log.String())
+	}
+	if ms := stable(t, filepath.Join(run, "metrics.jsonl")); len(ms) != 1 || ms[0][eapo.MetricCallRate] == 0 {
+		t.Errorf("the RL step after the cold start consulted in none of its episodes: %v", ms)
+	}
+}
+
+// TestColdStartRefused: a cold start with nothing to teach, on the world,
+// with a base algorithm of sft, or on a dataset without the reference
+// solutions its demonstrations are written from, is an error naming what
+// is wrong, before the run directory is touched.
+func TestColdStartRefused(t *testing.T) {
+	world := smallRL(t)
+	world.ColdStart = &ColdStartConfig{}
+	if err := world.Resolve(); err == nil || !strings.Contains(err.Error(), "cold_start is for a chat model on a dataset") {
+		t.Errorf("world: %v", err)
+	}
+	bad := smallRL(t)
+	bad.ColdStart = &ColdStartConfig{Epochs: -1, LR: 2}
+	if err := bad.Resolve(); err == nil || !strings.Contains(err.Error(), "cold_start.epochs = -1") || !strings.Contains(err.Error(), "cold_start.lr = 2") {
+		t.Errorf("bounds: %v", err)
+	}
+
+	none := consultColdStartRun(t)
+	none.Parts = nil
+	none.Sections = nil
+	run := filepath.Join(t.TempDir(), "run")
+	if err := Run(context.Background(), none, run, Options{}); err == nil || !strings.Contains(err.Error(), "none of the listed parts") {
+		t.Errorf("no part: %v", err)
+	}
+	if _, err := os.Stat(run); !os.IsNotExist(err) {
+		t.Errorf("the refused run made its directory: %v", err)
+	}
+
+	// Questions and answers without a solution field: MEL's
+	// demonstrations have nothing to be written from.
+	noSolution := consultColdStartRun(t)
+	dir := t.TempDir()
+	var lines []string
+	for i := range 30 {
+		lines = append(lines, fmt.Sprintf(`{"q": "%d+1?", "a": "%d"}`, i, i+1))
+	}
+	path := filepath.Join(dir, "plain.jsonl")
+	os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+	noSolution.Data = DataConfig{Name: "plain", Train: path, Fields: &FieldsConfig{Question: "q", Answer: "a"}}
+	noSolution.Parts = []string{mel.PartMetaExperience}
+	noSolution.Sections = nil
+	noSolution.Sections.Set(&mel.MetaExperienceConfig{})
+	err := Run(context.Background(), noSolution, run, Options{})
+	if err == nil || !strings.Contains(err.Error(), "meta_experience writes its demonstrations from reference solutions") || !strings.Contains(err.Error(), "plain.jsonl") {
+		t.Errorf("no solutions: %v", err)
+	}
+	if _, err := os.Stat(run); !os.IsNotExist(err) {
+		t.Errorf("the refused run made its directory: %v", err)
+	}
+}
