@@ -40,6 +40,12 @@ func newConsultWorkflow(path, modelPath string, l *checkpoint.Loaded, open bool,
 	}
 	w := &eapo.Workflow{Consultation: k.TestTime(cfg.Steps, l.Chat != nil, pool), Policy: local.NewFixedSampler(l.Model, l.Tokenizer),
 		Render: render, Encode: l.Encode, Stop: l.StopTokens}
+	if len(examples) > 0 {
+		w.Examples = map[string]task.Example{}
+		for i, e := range examples {
+			w.Examples[prompted[i].Prompt] = e
+		}
+	}
 	if open {
 		w.Questions = map[string]string{}
 		for i, e := range examples {

@@ -12,6 +12,7 @@ import (
 	"rlvr/method"
 	"rlvr/rollout"
 	"rlvr/sample"
+	"rlvr/task"
 )
 
 // Workflow runs EAPO's consultation loop at test time, without training:
@@ -32,6 +33,10 @@ type Workflow struct {
 	// Questions, when set, opens every episode: it maps a prompt as the
 	// evaluation sends it to the question each expert is asked.
 	Questions map[string]string
+	// Examples, when set, maps a prompt as the evaluation sends it to its
+	// example, which a reference expert answers from; without it, such an
+	// expert has nothing to answer from (expert.FailNoSolution).
+	Examples map[string]task.Example
 
 	mu                                sync.Mutex
 	episodes, consulted, asked, fails int
@@ -55,6 +60,13 @@ func (w *Workflow) Generate(ctx context.Context, prompts []string, p sample.Para
 	for i, text := range prompts {
 		toks[i] = w.Encode(text)
 	}
+	var examples []task.Example
+	if w.Examples != nil {
+		examples = make([]task.Example, len(prompts))
+		for i, text := range prompts {
+			examples[i] = w.Examples[text]
+		}
+	}
 	if w.Questions != nil {
 		queries := make([][]Query, len(prompts))
 		for i, text := range prompts {
@@ -66,7 +78,7 @@ func (w *Workflow) Generate(ctx context.Context, prompts []string, p sample.Para
 				queries[i] = append(queries[i], Query{Expert: name, Question: q})
 			}
 		}
-		opening, err := c.Opening(ctx, w.Render, queries, nil, p.Seed)
+		opening, err := c.Opening(ctx, w.Render, queries, examples, p.Seed)
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +86,7 @@ func (w *Workflow) Generate(ctx context.Context, prompts []string, p sample.Para
 			toks[i] = append(toks[i], opening[i]...)
 		}
 	}
-	groups, _, err := c.Episodes(ctx, w.Policy, w.Render, toks, nil, max(p.N, 1), p, 0)
+	groups, _, err := c.Episodes(ctx, w.Policy, w.Render, toks, examples, max(p.N, 1), p, 0)
 	if err != nil {
 		return nil, err
 	}
