@@ -1,9 +1,17 @@
-// Package probe measures a world model before any training: whether the
-// world lets MEL's and EAPO's guidance pay (docs/world.md's preconditions
-// for a test bed). It reads the policy alone (greedy, k samples, their
-// groups and the steps they write), MEL's replay with a meta-experience
-// against without, and EAPO's consultation at its first step with every
-// reply accepted.
+// Package probe measures a model before any training: whether MEL's,
+// EAPO's and MEML-GRPO's guidance can pay on it (the step-0
+// preconditions).
+//
+// On the built-in world (Run, docs/world.md's preconditions for a test
+// bed) it reads the policy alone (greedy, k samples, their groups and the
+// steps they write), MEL's replay with a meta-experience against without,
+// and EAPO's consultation at its first step with every reply accepted.
+//
+// On a dataset (RunDataset, docs/probe.md) it reads a chat model as a
+// training config prompts it: the policy alone, each expert of the
+// consultation's pool asked the whole question with its reply in the
+// history against no consultation, MEL's replay on the questions the
+// policy failed, and each expert prompt's greedy accuracy.
 package probe
 
 import (
