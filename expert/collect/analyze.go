@@ -50,6 +50,13 @@ type ExpertErrors struct {
 	// errors).
 	CorrectedByOthers int      `json:"corrected_by_others"`
 	CorrectedRate     *float64 `json:"corrected_rate"`
+	// Kept of Answers are the expert's D_ME lines MEF trains on (the
+	// verified-correct answers, data.dme_answers "correct") of all its
+	// lines, failed ones included, over every question of D_ME, not only
+	// the tabulated ones; KeepRate is their share.
+	Answers  int           `json:"answers"`
+	Kept     int           `json:"kept"`
+	KeepRate eval.Interval `json:"keep_rate"`
 }
 
 // AnalyzeFile reads the D_ME file at path (see ReadDME) and tabulates it.
@@ -84,6 +91,7 @@ func Analyze(records []Record, opt AnalyzeOptions) (*Table1, error) {
 	var questions []string
 	seenQuestion := map[string]bool{}
 	verdict := map[key]Record{}
+	answers, kept := map[string]int{}, map[string]int{}
 	for _, r := range records {
 		if !seenQuestion[r.ID] {
 			seenQuestion[r.ID] = true
@@ -97,6 +105,10 @@ func Analyze(records []Record, opt AnalyzeOptions) (*Table1, error) {
 			experts = append(experts, expertID{r.Expert, r.Name})
 		}
 		verdict[keyOf(r)] = r
+		answers[r.Name]++
+		if r.Correct && r.Failure == "" {
+			kept[r.Name]++
+		}
 	}
 	if len(experts) == 0 {
 		return nil, errors.New("collect: D_ME has no expert's answer beyond the reference solutions")
@@ -134,7 +146,8 @@ func Analyze(records []Record, opt AnalyzeOptions) (*Table1, error) {
 	ov := eval.NewOverlap(names, right)
 	for x, row := range ov.Rows {
 		e := ExpertErrors{Index: experts[x].index, Name: row.Name, Errors: row.Errors,
-			ErrorRate: eval.WilsonInterval(row.Errors, t.Problems), CorrectedByOthers: row.CorrectedByOthers}
+			ErrorRate: eval.WilsonInterval(row.Errors, t.Problems), CorrectedByOthers: row.CorrectedByOthers,
+			Answers: answers[row.Name], Kept: kept[row.Name], KeepRate: eval.WilsonInterval(kept[row.Name], answers[row.Name])}
 		if row.Errors > 0 {
 			rate := float64(row.CorrectedByOthers) / float64(row.Errors)
 			e.CorrectedRate = &rate
@@ -189,14 +202,14 @@ func (t *Table1) Table() string {
 	if t.LeftOut > 0 {
 		fmt.Fprintf(&b, "; %d questions left out (an expert's answer missing or failed), %d tabulated", t.LeftOut, t.Problems)
 	}
-	fmt.Fprintf(&b, "\n\n%-16s %7s %10s  %-18s %s\n", "expert", "errors", "error rate", "95% interval", "corrected by others")
+	fmt.Fprintf(&b, "\n\n%-16s %7s %10s  %-18s %-20s %s\n", "expert", "errors", "error rate", "95% interval", "corrected by others", "kept for MEF")
 	for _, e := range t.Experts {
 		corr := "-"
 		if e.CorrectedRate != nil {
 			corr = fmt.Sprintf("%d (%s)", e.CorrectedByOthers, pct(*e.CorrectedRate))
 		}
-		fmt.Fprintf(&b, "%-16s %7d %10s  %-18s %s\n", e.Name, e.Errors, pct(e.ErrorRate.Mean),
-			"["+pct(e.ErrorRate.Low)+", "+pct(e.ErrorRate.High)+"]", corr)
+		fmt.Fprintf(&b, "%-16s %7d %10s  %-18s %-20s %d of %d (%s)\n", e.Name, e.Errors, pct(e.ErrorRate.Mean),
+			"["+pct(e.ErrorRate.Low)+", "+pct(e.ErrorRate.High)+"]", corr, e.Kept, e.Answers, pct(e.KeepRate.Mean))
 	}
 	fmt.Fprintf(&b, "errors shared by all experts: %d (%s) [%s, %s]\n", t.AllWrong, pct(t.AllWrongRate.Mean),
 		pct(t.AllWrongRate.Low), pct(t.AllWrongRate.High))

@@ -121,11 +121,18 @@ func TestAnalyzeHandComputed(t *testing.T) {
 	if ci := tab.Experts[0].ErrorRate; math.Abs(ci.Low-0.2307) > 1e-3 || math.Abs(ci.High-0.8824) > 1e-3 {
 		t.Errorf("A's interval %+v", ci)
 	}
+	// Kept for MEF: each expert's correct answers of all its lines, the
+	// questions left out of the table and the failed answer included.
+	for i, want := range [][2]int{{3, 7}, {2, 6}, {4, 7}} {
+		if e := tab.Experts[i]; e.Kept != want[0] || e.Answers != want[1] || e.KeepRate.N != want[1] {
+			t.Errorf("%s: kept %d of %d (rate over %d), want %d of %d", e.Name, e.Kept, e.Answers, e.KeepRate.N, want[0], want[1])
+		}
+	}
 	text := tab.Table()
 	for _, re := range []string{
 		`D_ME: 7 questions, 3 experts; 2 questions left out .*, 5 tabulated`,
-		`(?m)^A +3 +60\.0% +\[23\.1%, 88\.2%\] +2 \(66\.7%\)$`,
-		`(?m)^C +2 +40\.0% .* 1 \(50\.0%\)$`,
+		`(?m)^A +3 +60\.0% +\[23\.1%, 88\.2%\] +2 \(66\.7%\) +3 of 7 \(42\.9%\)$`,
+		`(?m)^C +2 +40\.0% .* 1 \(50\.0%\) +4 of 7 \(57\.1%\)$`,
 		`errors shared by all experts: 1 \(20\.0%\)`,
 		`(?m)^B +2 +3 +2$`,
 	} {
