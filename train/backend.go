@@ -125,6 +125,9 @@ func (c *RLConfig) resolveBackend(add func(format string, args ...any)) {
 			add("backend.timeout %q is not a positive duration", b.Timeout)
 		}
 	}
+	if c.GradientCheckpointing {
+		add("backend tinker: gradient_checkpointing sets rlvr's own engine; the server decides how it keeps activations (gradient_checkpointing: false)")
+	}
 	if c.SampleBatch != 0 {
 		add("backend tinker: sample_batch = %d bounds rlvr's own sampler; the server schedules its sampling (sample_batch: 0)", c.SampleBatch)
 	}
@@ -164,6 +167,7 @@ func openPolicy(ctx context.Context, base, ckpt string, c *RLConfig) (*policy, e
 			return nil, err
 		}
 		s.Sampler.Engine.MaxStreams = c.SampleBatch
+		s.Model.Recompute = c.GradientCheckpointing
 		return &policy{learner: s, sampler: s.Sampler, text: s.Text, maxLen: s.Model.Config.MaxSeq, close: func() error { return nil }}, nil
 	}
 	var state string

@@ -64,6 +64,13 @@ type RLConfig struct {
 	// larger mini-batch accumulates gradients over several. 0 means one
 	// pass per mini-batch.
 	MicroBatchTokens int `yaml:"micro_batch_tokens"`
+	// GradientCheckpointing keeps one block's activations instead of
+	// every block's, and recomputes each block's forward in the backward
+	// (engine/model.Model.Recompute; TRL's gradient_checkpointing). Long
+	// sequences need it: a block saves H·T² attention probabilities per
+	// sequence. Gradients are bit-identical either way; the local engine
+	// only.
+	GradientCheckpointing bool `yaml:"gradient_checkpointing,omitempty"`
 	// SampleBatch bounds the sequences rlvr's sampler draws at once, in
 	// rollouts, a part's sampling passes and evaluation (vLLM's
 	// max_num_seqs): a prompt's samples start as others end. Each

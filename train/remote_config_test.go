@@ -12,14 +12,14 @@ import (
 // and its alternative, along with every other backend mistake.
 func TestTinkerBackendRefusesLocalOnlyTerms(t *testing.T) {
 	cfg := DefaultRL()
-	cfg.Entropy = 0.01
+	cfg.Entropy, cfg.GradientCheckpointing = 0.01, true
 	cfg.Parts = []string{meml.PartExpertPrompts, meml.PartMutualLearning}
 	cfg.Sections.Set(&meml.MutualLearningConfig{Estimator: "exact"})
 	cfg.Backend = &BackendConfig{Kind: BackendTinker, URL: "ftp://x", Reduction: "mean", LoraRank: -1, Timeout: "soon"}
 	err := cfg.Resolve()
 	for _, want := range []string{"entropy bonus needs full next-token distributions", "(entropy: 0)",
 		"exact teacher KL", "(estimator: sequence)", `backend.url "ftp://x"`, `backend.reduction "mean"`,
-		"backend.lora_rank = -1", `backend.timeout "soon"`} {
+		"backend.lora_rank = -1", `backend.timeout "soon"`, "(gradient_checkpointing: false)"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not mention %q", err, want)
 		}

@@ -606,6 +606,40 @@ func TestSampleBatchChangesNothingSampled(t *testing.T) {
 	}
 }
 
+// TestGradientCheckpointing: gradient_checkpointing reaches the engine of
+// both a full and a LoRA learner, and a run with it logs every metric as
+// the run without it does.
+func TestGradientCheckpointing(t *testing.T) {
+	base := smallRL(t)
+	base.Steps, base.CheckpointEvery = 2, 0
+	for _, rank := range []int{0, 2} {
+		c := base
+		c.GradientCheckpointing = true
+		if rank > 0 {
+			c.Backend = &BackendConfig{Kind: BackendLocal, LoraRank: rank}
+		}
+		p, err := openPolicy(context.Background(), c.Model, "", &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := p.learner.(*local.Session); !s.Model.Recompute {
+			t.Errorf("lora_rank %d: gradient_checkpointing did not set the model's recomputation", rank)
+		}
+	}
+	run := func(checkpointing bool) []map[string]float64 {
+		c := base
+		c.GradientCheckpointing = checkpointing
+		dir := filepath.Join(t.TempDir(), "run")
+		if err := RL(context.Background(), c, dir, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		return stable(t, filepath.Join(dir, "metrics.jsonl"))
+	}
+	if off, on := run(false), run(true); !reflect.DeepEqual(off, on) {
+		t.Errorf("metrics with gradient_checkpointing differ:\n%v\nwant\n%v", on, off)
+	}
+}
+
 // TestExpertEvaluation: a run with expert prompts scores each expert's
 // greedy accuracy and their majority vote on the held-out problems.
 func TestExpertEvaluation(t *testing.T) {

@@ -43,6 +43,7 @@ func bindRLFlags(f *pflag.FlagSet, c *train.RLConfig) {
 	f.StringVar((*string)(&c.KLEstimator), "kl-estimator", string(c.KLEstimator), "k1, k2 or k3")
 	f.BoolVar(&c.KLInReward, "kl-in-reward", c.KLInReward, "subtract the KL from the reward instead of adding it to the loss")
 	f.IntVar(&c.MicroBatchTokens, "micro-batch-tokens", c.MicroBatchTokens, "tokens per forward/backward pass; larger mini-batches accumulate gradients (0: one pass)")
+	f.BoolVar(&c.GradientCheckpointing, "gradient-checkpointing", c.GradientCheckpointing, "keep one block's activations and recompute the rest in the backward (long sequences; same gradients)")
 	f.Float32Var(&c.Entropy, "entropy", c.Entropy, "entropy bonus")
 	f.IntVar(&c.Epochs, "epochs", c.Epochs, "update epochs per batch")
 	f.IntVar(&c.MiniBatches, "mini-batches", c.MiniBatches, "optimizer steps per epoch")
