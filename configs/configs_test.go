@@ -227,8 +227,10 @@ func TestDatasetRecipesSplits(t *testing.T) {
 	if datasets < 8 {
 		t.Errorf("%d dataset recipes, want the 8 chat and Tinker ones at least", datasets)
 	}
-	for _, name := range []string{"gsm8k", "strategyqa"} {
-		mef, rl := recipes[name+"-moe-sft-chat.yaml"], recipes[name+"-meml-grpo-chat.yaml"]
+	for _, pair := range [][2]string{{"gsm8k-moe-sft-chat", "gsm8k-meml-grpo-chat"}, {"strategyqa-moe-sft-chat", "strategyqa-meml-grpo-chat"},
+		{"gsm8k-moe-sft-smollm2", "gsm8k-meml-grpo-smollm2"}} {
+		name := pair[0]
+		mef, rl := recipes[pair[0]+".yaml"], recipes[pair[1]+".yaml"]
 		if mef.Seed != rl.Seed || mef.EvalProblems != rl.EvalProblems || mef.Chat != rl.Chat || mef.Data.Train != rl.Data.Train ||
 			mef.Data.Validation != rl.Data.Validation || mef.Data.WarmupFraction != rl.Data.WarmupFraction || mef.Data.Part != "warmup" || rl.Data.Part != "rl" {
 			show := func(c train.RLConfig) string {

@@ -157,3 +157,21 @@ func TestExpertsFileRefused(t *testing.T) {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) { refused(t, dir, tc.args, tc.want) })
 	}
 }
+
+// TestShippedExpertPools: every pool file under configs/experts reads as
+// an --experts file and passes the experts' checks.
+func TestShippedExpertPools(t *testing.T) {
+	files, err := filepath.Glob("../../configs/experts/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("pool files %v, %v", files, err)
+	}
+	for _, f := range files {
+		experts, err := readExpertsFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := expert.CheckAll(f, experts, true); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
