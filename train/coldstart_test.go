@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"rlvr/expert"
+	"rlvr/internal/datatest"
 	"rlvr/method/eapo"
 	"rlvr/method/mel"
 )
@@ -19,19 +20,7 @@ import (
 func additionData(t *testing.T, train, test int) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
-	write := func(name string, n, offset int) string {
-		var lines []string
-		for i := range n {
-			a, b := (i+offset)%7+1, (i+offset)/7%5+1
-			lines = append(lines, fmt.Sprintf(`{"question": "%d+%d?", "answer": "%d+%d=%d\n#### %d"}`, a, b, a, b, a+b, a+b))
-		}
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	return write("train.jsonl", train, 0), write("test.jsonl", test, 1000)
+	return datatest.Additions(t, filepath.Join(dir, "train.jsonl"), train, 0), datatest.Additions(t, filepath.Join(dir, "test.jsonl"), test, 1000)
 }
 
 // consultColdStartRun is an EAPO run of a tiny random chat model on

@@ -95,14 +95,7 @@ func TestDatasetSkipsUnusableExamples(t *testing.T) {
 	lines = append(lines, `{"question": "`+strings.Repeat("long ", 80)+`", "answer": "#### 5"}`)
 	path := filepath.Join(dir, "train.jsonl")
 	os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
-	l, err := checkpoint.Open(tinyWorldModel(t), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := newRenderer(l, ChatConfig{Template: "auto"}, 128)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := byteRenderer(t)
 	cfg := DefaultRL()
 	cfg.Data, cfg.EvalProblems = DataConfig{Name: "gsm8k", Train: path}, 4
 	if err := cfg.Resolve(); err != nil {
@@ -207,11 +200,7 @@ func TestDatasetFieldsAndErrors(t *testing.T) {
 	}
 	path := filepath.Join(dir, "mine.jsonl")
 	os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
-	l, err := checkpoint.Open(tinyWorldModel(t), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _ := newRenderer(l, ChatConfig{Template: "auto"}, 128)
+	r := byteRenderer(t)
 	cfg := DefaultRL()
 	cfg.Data = DataConfig{Name: "mine", Train: path, Fields: &FieldsConfig{Question: "q", Answer: "gold", Solution: "work"}}
 	cfg.EvalProblems = 2
@@ -247,14 +236,7 @@ func TestDataOrderFile(t *testing.T) {
 		}
 		return path
 	}
-	l, err := checkpoint.Open(tinyWorldModel(t), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := newRenderer(l, ChatConfig{Template: "auto"}, 128)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := byteRenderer(t)
 	cfg := DefaultRL()
 	cfg.Data = DataConfig{Name: "gsm8k", Train: write("train.jsonl", 5), Test: write("test.jsonl", 3), Order: OrderFile}
 	cfg.EvalProblems = 2

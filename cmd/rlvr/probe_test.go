@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"rlvr/internal/datatest"
 	"rlvr/internal/modeltest"
 	"rlvr/method/probe"
 )
@@ -82,16 +83,7 @@ func probeData(t *testing.T, parts string) string {
 	t.Helper()
 	dir := t.TempDir()
 	write := func(name string, offset int) string {
-		var lines []string
-		for i := range 35 {
-			a, b := (i+offset)%7+1, (i+offset)/7%5+1
-			lines = append(lines, fmt.Sprintf(`{"question": "%d+%d?", "answer": "%d+%d=%d\n#### %d"}`, a, b, a, b, a+b, a+b))
-		}
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
+		return datatest.Additions(t, filepath.Join(dir, name), 35, offset)
 	}
 	model := filepath.Join(dir, "chat")
 	modeltest.ByteChat(t, model, 1024)

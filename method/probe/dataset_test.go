@@ -2,10 +2,8 @@ package probe
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -14,6 +12,7 @@ import (
 
 	"rlvr/engine/optim"
 	"rlvr/expert"
+	"rlvr/internal/datatest"
 	"rlvr/method"
 	"rlvr/method/eapo"
 	"rlvr/method/mel"
@@ -24,17 +23,7 @@ import (
 // additions writes a GSM8K-format file of the 35 questions a+b? with a in
 // 1..7 and b in 1..5, each with its worked solution, and returns its path.
 func additions(t *testing.T, dir, name string, offset int) string {
-	t.Helper()
-	var lines []string
-	for i := range 35 {
-		a, b := (i+offset)%7+1, (i+offset)/7%5+1
-		lines = append(lines, fmt.Sprintf(`{"question": "%d+%d?", "answer": "%d+%d=%d\n#### %d"}`, a, b, a, b, a+b, a+b))
-	}
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return datatest.Additions(t, filepath.Join(dir, name), 35, offset)
 }
 
 // byteRender prompts as plain text, a byte per token; an environment turn
