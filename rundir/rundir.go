@@ -15,7 +15,9 @@
 //     reading;
 //   - ckpt-NNNNNN/ ([CheckpointDir]), a checkpoint after step NNNNNN: a
 //     model directory with the optimizer and the loop's state
-//     ([StateFile]).
+//     ([StateFile]);
+//   - .lock ([LockFile]), held by the process that writes the directory
+//     ([Lock]), so that a second one, a resume included, is refused.
 //
 // The three logs grow a synced line at a time, so that a run killed
 // mid-step leaves at most a partial last line; a resumed run first drops

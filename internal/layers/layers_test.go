@@ -21,7 +21,7 @@ var layers = []struct {
 }{
 	{"engine", []string{"engine/..."}},
 	{"helpers", []string{"internal/atomicfile", "internal/gzjson", "internal/httpretry", "internal/httpurl",
-		"internal/jsonl", "internal/layers", "internal/located", "internal/realmodel", "internal/secret", "internal/shareddata"}},
+		"internal/jsonl", "internal/layers", "internal/located", "internal/lockfile", "internal/realmodel", "internal/secret", "internal/shareddata"}},
 	{"formats", []string{"format/...", "checkpoint", "internal/modeltest"}},
 	{"shared types", []string{"sample", "backend", "api/...", "rundir"}},
 	{"backends", []string{"backend/local", "backend/remote", "client/openai"}},
