@@ -10,6 +10,7 @@ import (
 	"rlvr/backend"
 	"rlvr/engine/optim"
 	"rlvr/eval"
+	"rlvr/internal/lockfile"
 	"rlvr/method"
 	"rlvr/method/part"
 	"rlvr/rollout"
@@ -59,6 +60,18 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
+	// The run directory is locked for as long as this run may write it:
+	// at once when it exists, so that a second writer (a resume of a run
+	// still going) is refused before anything is loaded; otherwise when it
+	// is made, below.
+	var lock *lockfile.Lock
+	if exists(runDir) {
+		var err error
+		if lock, err = rundir.Lock(runDir); err != nil {
+			return err
+		}
+		defer lock.Release()
+	}
 	base, err := startingModel(ctx, &cfg, logf)
 	if err != nil {
 		return err
@@ -103,6 +116,12 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	// Everything above only reads (and opens what the parts use); the run
 	// directory is claimed once the config, model and data are known to be
 	// usable.
+	if lock == nil {
+		if lock, err = rundir.Lock(runDir); err != nil {
+			return err
+		}
+		defer lock.Release()
+	}
 	if err := claimRunDir(runDir, &cfg, resume, opts.Overwrite); err != nil {
 		return err
 	}

@@ -185,3 +185,50 @@ func TestResumeAcceptsKnobsAddedSince(t *testing.T) {
 		t.Fatalf("a knob added since, changed: %v", err)
 	}
 }
+
+// TestSecondWriterIsRefused resumes a run while it is still going, and
+// starts a fresh run into it: both are refused naming the running
+// process, which then finishes with its steps in order.
+func TestSecondWriterIsRefused(t *testing.T) {
+	cfg := smallRL(t)
+	cfg.Steps, cfg.CheckpointEvery = 2, 1
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := RL(context.Background(), cfg, dir, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	longer := cfg
+	longer.Steps = 4
+	atStep3, resumeTried := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- RL(context.Background(), longer, dir, true, func(m method.Metrics) {
+			if m[rundir.StepField] == 3 {
+				close(atStep3)
+				<-resumeTried
+			}
+		})
+	}()
+	<-atStep3
+	pid := fmt.Sprintf("PID %d", os.Getpid())
+	errResume := RL(context.Background(), longer, dir, true, nil)
+	errFresh := Run(context.Background(), longer, dir, Options{Overwrite: true})
+	close(resumeTried)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{"resume": errResume, "fresh run with overwrite": errFresh} {
+		if err == nil || !strings.Contains(err.Error(), dir+" is in use") || !strings.Contains(err.Error(), pid) {
+			t.Errorf("%s while the run goes on: %v", name, err)
+		}
+	}
+	var steps []float64
+	for _, m := range stable(t, filepath.Join(dir, rundir.MetricsFile)) {
+		steps = append(steps, m[rundir.StepField])
+	}
+	if !reflect.DeepEqual(steps, []float64{1, 2, 3, 4}) {
+		t.Fatalf("metrics steps %v", steps)
+	}
+	if err := RL(context.Background(), longer, dir, true, nil); err != nil {
+		t.Fatalf("resume after the run ended: %v", err)
+	}
+}

@@ -310,10 +310,16 @@ after the --system prompt, in one system message, as training writes them.`,
 // recordEvaluation writes an evaluation as a run without training: a
 // config.yaml naming the command, the model and the seed the run pairs by,
 // and eval.jsonl's test line, as a trained run's final evaluation is
-// written.
+// written. It holds the directory's lock while it writes, and refuses a
+// directory that another process gave an evaluation meanwhile.
 func recordEvaluation(dir string, args []string, model string, seed uint64, examples []task.Example, rep *eval.Report) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+	lock, err := rundir.Lock(dir)
+	if err != nil {
+		return fmt.Errorf("--run: %w", err)
+	}
+	defer lock.Release()
+	if _, err := os.Stat(filepath.Join(dir, rundir.EvalFile)); err == nil {
+		return fmt.Errorf("--run: %s was given an evaluation (%s) while this one ran", dir, rundir.EvalFile)
 	}
 	quoted := make([]string, len(args))
 	for i, a := range args {

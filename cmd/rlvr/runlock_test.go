@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"rlvr/eval"
+	"rlvr/rundir"
+)
+
+// TestResumeWhileTrainingIsRefused starts `rlvr train`, and while it runs
+// `rlvr train --resume` on its directory: the resume exits non-zero naming
+// the running process, whose metrics keep their steps in order.
+func TestResumeWhileTrainingIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("RLVR_CACHE", filepath.Join(dir, "cache"))
+	model := filepath.Join(dir, "model")
+	saveByteModel(t, model)
+	run := filepath.Join(dir, "run")
+	args := []string{"train", "--model", model, "--levels", "0", "--steps", "400", "--prompts", "2", "--group-size", "2",
+		"--max-tokens", "16", "--eval-problems", "2", "--eval-every", "0", "--checkpoint-every", "1", "--run", run}
+	var first bytes.Buffer
+	training := startRLVR(t, &first, args...)
+	metrics := filepath.Join(run, rundir.MetricsFile)
+	for deadline := time.Now().Add(60 * time.Second); lines(metrics) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("training never logged two steps:\n%s", first.String())
+		}
+	}
+	var second bytes.Buffer
+	err := startRLVR(t, &second, append(args, "--resume")...).Wait()
+	training.Process.Signal(syscall.SIGINT)
+	if werr := training.Wait(); werr != nil {
+		t.Fatalf("the first run exited with %v:\n%s", werr, first.String())
+	}
+	want := fmt.Sprintf("%s is in use: locked by PID %d on host", run, training.Process.Pid)
+	if err == nil || !strings.Contains(second.String(), want) {
+		t.Fatalf("resume while the run goes on: %v, want %q in:\n%s", err, want, second.String())
+	}
+	b, rerr := os.ReadFile(metrics)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		var m struct {
+			Step int `json:"step"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil || m.Step != i+1 {
+			t.Fatalf("metrics line %d is step %d (%v): %s", i+1, m.Step, err, line)
+		}
+	}
+}
+
+// TestRecordEvaluationLocks: an evaluation is not recorded into a run
+// directory another process holds, nor over one recorded meanwhile.
+func TestRecordEvaluationLocks(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	lock, err := rundir.Lock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := &eval.Report{}
+	err = recordEvaluation(dir, []string{"rlvr", "eval"}, "m", 1, nil, rep)
+	if err == nil || !strings.Contains(err.Error(), "is in use: locked by PID") {
+		t.Fatalf("recording into a held directory: %v", err)
+	}
+	lock.Release()
+	if err := recordEvaluation(dir, []string{"rlvr", "eval"}, "m", 1, nil, rep); err != nil {
+		t.Fatal(err)
+	}
+	err = recordEvaluation(dir, []string{"rlvr", "eval"}, "m", 1, nil, rep)
+	if err == nil || !strings.Contains(err.Error(), "was given an evaluation") {
+		t.Fatalf("recording twice: %v", err)
+	}
+}
