@@ -37,11 +37,18 @@ func writeConfig(runDir string, cfg RLConfig) error {
 
 // saveCheckpoint writes ckpt-<step>/ (a complete model directory, the
 // optimizer, the run and method state) atomically and keeps the newest
-// keep.
-func saveCheckpoint(ctx context.Context, l backend.Learner, runDir string, st runState, keep int) error {
+// keep. It stages the checkpoint in ckpt-<step>.tmp/, a name of the run
+// directory's lock holder alone (the remote backend names its save after
+// it), and a save that fails, on a full disk say, removes it.
+func saveCheckpoint(ctx context.Context, l backend.Learner, runDir string, st runState, keep int) (err error) {
 	final := rundir.CheckpointDir(runDir, st.Step)
 	tmp := final + ".tmp"
 	os.RemoveAll(tmp)
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
 	if err := l.Save(ctx, tmp); err != nil {
 		return err
 	}
