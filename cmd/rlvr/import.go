@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -55,10 +57,13 @@ so does every rlvr command, which also takes the .gguf file itself.`,
 			if err != nil {
 				return err
 			}
-			// Written beside out and renamed into place: a failure leaves
-			// no half directory.
-			tmp := filepath.Join(filepath.Dir(filepath.Clean(out)), ".importing-"+filepath.Base(filepath.Clean(out)))
-			os.RemoveAll(tmp)
+			// Written beside out, in a directory of this process's own,
+			// and renamed into place: a failure leaves no half directory,
+			// and imports running at once never touch each other's files.
+			tmp, err := atomicfile.StageDir(out)
+			if err != nil {
+				return fmt.Errorf("--out: %w", err)
+			}
 			defer os.RemoveAll(tmp)
 			if err := hf.Save(tmp, l.Model, l.HFConfig, dt); err != nil {
 				return err
@@ -68,15 +73,26 @@ so does every rlvr command, which also takes the .gguf file itself.`,
 					return err
 				}
 			}
-			if force {
-				if err := os.RemoveAll(out); err != nil {
-					return err
+			// out exists with contents when --force replaces it or when
+			// another import finished first: the same files are kept.
+			kept, err := atomicfile.PublishDir(tmp, out, func(dir string) (bool, error) {
+				same, err := atomicfile.SameTree(tmp, dir)
+				if errors.Is(err, fs.ErrNotExist) {
+					return false, nil // replaced meanwhile: publish again
+				} else if err != nil || same {
+					return same, err
 				}
-			} else if err := os.Remove(out); err != nil && !os.IsNotExist(err) {
-				return fmt.Errorf("--out: %w", err)
-			}
-			if err := os.Rename(tmp, out); err != nil {
+				if !force {
+					return false, fmt.Errorf("--out: %s was filled by another process during the import; replace it with --force", out)
+				}
+				return false, nil
+			})
+			if err != nil {
 				return err
+			}
+			if kept {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s already holds this import; kept it\n", out)
+				return nil
 			}
 			c := l.HFConfig
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s, %.1fM parameters (d_model %d, %d layers, %d heads / %d KV of %d, vocab %d) in %s\n",

@@ -45,10 +45,7 @@ func Write(path string, write func(io.Writer) error) (err error) {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
-	if d, err := os.Open(dir); err == nil { // make the rename durable
-		d.Sync()
-		d.Close()
-	}
+	syncDir(dir)
 	return nil
 }
 
