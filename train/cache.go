@@ -10,8 +10,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"rlvr/internal/atomicfile"
+	"rlvr/internal/lockfile"
 	"rlvr/worldmodel"
 )
 
@@ -89,7 +91,10 @@ func ensurePretrained(ctx context.Context, cfg PretrainConfig, opts PretrainOpti
 	}
 	var res *PretrainResult
 	if embedded != nil {
-		tmp, err := os.MkdirTemp(CacheDir(), ".pretrain-*")
+		// Installed in a directory of this process's own: processes
+		// installing at once each publish a whole copy, and the first
+		// one's stays.
+		tmp, err := atomicfile.StageDir(dir)
 		if err != nil {
 			return "", nil, err
 		}
@@ -104,13 +109,26 @@ func ensurePretrained(ctx context.Context, cfg PretrainConfig, opts PretrainOpti
 		return dir, res, commit(tmp, dir)
 	}
 	// A pretraining of its own, in a directory beside the cache entry that
-	// outlives a stop, so the next call continues it.
+	// outlives a stop, so the next call continues it. One process at a
+	// time pretrains there; another waits, then finds the entry made.
+	lock, err := lockfile.Wait(ctx, dir+".lock", time.Second, func(held *lockfile.HeldError) {
+		if opts.Log != nil {
+			opts.Log("waiting for the pretraining of %s that another process runs: %v", dir, held)
+		}
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("train: pretraining %s: %w", dir, err)
+	}
+	defer lock.Release()
+	if res, err := readResult(dir); err == nil {
+		return dir, res, nil
+	}
 	partial := dir + ".partial"
 	if err := os.MkdirAll(partial, 0o755); err != nil {
 		return "", nil, err
 	}
 	cfg.Out, opts.State = partial, partial
-	res, err := PretrainWith(ctx, cfg, opts)
+	res, err = PretrainWith(ctx, cfg, opts)
 	if err != nil {
 		return "", nil, err
 	}
@@ -121,10 +139,15 @@ func ensurePretrained(ctx context.Context, cfg PretrainConfig, opts PretrainOpti
 	return dir, res, commit(partial, dir)
 }
 
-// commit moves a finished model directory to its cache entry.
+// commit moves a finished model directory to its cache entry, unless
+// another process made the entry meanwhile; an entry without its result
+// file is incomplete, and replaced.
 func commit(tmp, dir string) error {
-	os.RemoveAll(dir) // an interrupted earlier run may have left a partial copy
-	return os.Rename(tmp, dir)
+	_, err := atomicfile.PublishDir(tmp, dir, func(dir string) (bool, error) {
+		_, err := readResult(dir)
+		return err == nil, nil
+	})
+	return err
 }
 
 // readResult reads the ResultFile in dir, marked Cached.

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 
@@ -112,10 +114,7 @@ func TestEnsurePretrainedRefusesCorruptEmbedded(t *testing.T) {
 // directory: the byte tokenizer's files and its BOS and EOS ids.
 func TestPretrainWritesCompleteDirectory(t *testing.T) {
 	t.Setenv("RLVR_CACHE", t.TempDir())
-	cfg := DefaultPretrain()
-	cfg.Model.Dim, cfg.Model.Layers, cfg.Model.Hidden = 32, 1, 64
-	cfg.Steps, cfg.BatchTokens, cfg.EvalProblems = 2, 256, 2
-	cfg.Schedule = optim.Schedule{Kind: optim.Constant, PeakLR: 1e-3, TotalSteps: 2}
+	cfg := tinyPretrain()
 	dir, res, err := ensurePretrained(context.Background(), cfg, PretrainOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -142,4 +141,59 @@ func TestPretrainWritesCompleteDirectory(t *testing.T) {
 	if _, ok := l.Tokenizer.(*tokenizer.ByteTokenizer); !ok || !slices.Equal(l.StopTokens, []int32{tokenizer.ByteEOS}) {
 		t.Errorf("tokenizer %T, stop tokens %v", l.Tokenizer, l.StopTokens)
 	}
+}
+
+// TestEnsurePretrainedConcurrently: callers at once, for the embedded
+// model and for one trained now, all get the same cache entry, and only
+// one of them trains; nothing is left beside the entries but the
+// pretraining's lock.
+func TestEnsurePretrainedConcurrently(t *testing.T) {
+	t.Setenv("RLVR_CACHE", t.TempDir())
+	tiny := tinyPretrain()
+	for _, tc := range []struct {
+		cfg      PretrainConfig
+		embedded fs.FS
+	}{{DefaultPretrain(), worldmodel.FS(1)}, {tiny, nil}} {
+		var steps atomic.Int32
+		var wg sync.WaitGroup
+		dirs, errs := make([]string, 3), make([]error, 3)
+		for i := range dirs {
+			wg.Go(func() {
+				opts := PretrainOptions{Progress: func(Progress) { steps.Add(1) }}
+				dirs[i], _, errs[i] = ensurePretrained(context.Background(), tc.cfg, opts, tc.embedded)
+			})
+		}
+		wg.Wait()
+		for i := range dirs {
+			if errs[i] != nil || dirs[i] != PretrainedPath(tc.cfg) {
+				t.Fatalf("caller %d: %s, %v", i, dirs[i], errs[i])
+			}
+		}
+		if want := int32(tc.cfg.Steps); tc.embedded == nil && steps.Load() != want {
+			t.Errorf("%d steps trained, want one pretraining's %d", steps.Load(), want)
+		}
+		if _, err := checkpoint.Open(dirs[0], ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, _ := os.ReadDir(CacheDir())
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	want := []string{filepath.Base(PretrainedPath(DefaultPretrain())), filepath.Base(PretrainedPath(tiny)), filepath.Base(PretrainedPath(tiny)) + ".lock"}
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
+		t.Fatalf("the cache holds %v, want %v", names, want)
+	}
+}
+
+// tinyPretrain is a configuration other than the embedded models', that
+// trains in moments.
+func tinyPretrain() PretrainConfig {
+	cfg := DefaultPretrain()
+	cfg.Model.Dim, cfg.Model.Layers, cfg.Model.Hidden = 32, 1, 64
+	cfg.Steps, cfg.BatchTokens, cfg.EvalProblems = 2, 256, 2
+	cfg.Schedule = optim.Schedule{Kind: optim.Constant, PeakLR: 1e-3, TotalSteps: 2}
+	return cfg
 }

@@ -179,6 +179,9 @@ type PretrainOptions struct {
 	// State is the directory of the resumable checkpoint: written when
 	// stopped, and continued from when it holds one. "" keeps none.
 	State string
+	// Log receives notices, such as a wait for another process that
+	// pretrains the same model into the cache; nil discards them.
+	Log func(format string, args ...any)
 }
 
 // PretrainStateFile marks a directory holding a stopped pretraining run.

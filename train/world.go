@@ -48,7 +48,7 @@ func WorldModel(ctx context.Context, version int, logf func(string, ...any)) (st
 	if _, shipped := worldmodel.Lookup(ConfigHash(cfg)); !shipped && logf != nil {
 		logf("pretraining world version %d's model first (about %d minutes on two cores; `rlvr pretrain --world %d` does it alone)", version, PretrainMinutes(cfg), version)
 	}
-	dir, _, err := EnsurePretrained(ctx, cfg, nil)
+	dir, _, err := EnsurePretrainedWith(ctx, cfg, PretrainOptions{Log: logf})
 	return dir, err
 }
 

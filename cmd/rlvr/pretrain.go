@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rlvr/engine/gemm"
+	"rlvr/rundir"
 	"rlvr/task/world"
 	"rlvr/train"
 )
@@ -70,8 +71,17 @@ SIGINT or SIGTERM ends the run after the step under way with a checkpoint (in
 			var res *train.PretrainResult
 			var err error
 			dir := cfg.Out
+			if dir != "" {
+				// --out holds the run's state while it goes: one writer.
+				lock, err := rundir.Lock(dir)
+				if err != nil {
+					return fmt.Errorf("--out: %w", err)
+				}
+				defer lock.Release()
+			}
 			graceful.Store(true)
-			opts := train.PretrainOptions{Progress: report, Stop: stopTraining, State: cfg.Out}
+			opts := train.PretrainOptions{Progress: report, Stop: stopTraining, State: cfg.Out,
+				Log: func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }}
 			if dir == "" {
 				dir, res, err = train.EnsurePretrainedWith(cmd.Context(), cfg, opts)
 			} else {
