@@ -19,10 +19,12 @@
 package gguf
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -206,7 +208,31 @@ func Parse(name string, data []byte) (*File, error) {
 			return nil, fmt.Errorf("gguf: %s: tensor %q: %d bytes at offset %d run past the end of the file (%d bytes; truncated?)", name, t.Name, t.Size, t.Offset, len(data))
 		}
 	}
+	if err := checkOverlaps(name, f.Tensors); err != nil {
+		return nil, err
+	}
 	return f, nil
+}
+
+// checkOverlaps refuses tensors whose data ranges overlap: each tensor's
+// bytes must be its own, or one tensor's values would be read as
+// another's. Gaps (alignment padding) are allowed.
+func checkOverlaps(name string, tensors []TensorInfo) error {
+	byOffset := make([]int, len(tensors))
+	for i := range byOffset {
+		byOffset[i] = i
+	}
+	slices.SortFunc(byOffset, func(a, b int) int {
+		return cmp.Or(cmp.Compare(tensors[a].Offset, tensors[b].Offset), cmp.Compare(tensors[a].Size, tensors[b].Size))
+	})
+	for k := 1; k < len(byOffset); k++ {
+		prev, t := tensors[byOffset[k-1]], tensors[byOffset[k]]
+		if t.Offset < prev.Offset+prev.Size {
+			return fmt.Errorf("gguf: %s: tensor %q: bytes [%d, %d) overlap tensor %q at [%d, %d)",
+				name, t.Name, t.Offset, t.Offset+t.Size, prev.Name, prev.Offset, prev.Offset+prev.Size)
+		}
+	}
+	return nil
 }
 
 // Tensor returns the directory entry of the named tensor.

@@ -267,6 +267,8 @@ func TestBadFiles(t *testing.T) {
 		return b
 	}
 	tokensLen := bytes.Index(good, []byte("tokenizer.ggml.tokens")) + len("tokenizer.ggml.tokens") + 4 + 4
+	// The second tensor's offset, moved into the first tensor's 68 bytes.
+	secondOffsetAt := bytes.Index(good, []byte("tQ4_K")) + len("tQ4_K") + 4 + 8 + 8 + 4
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -283,6 +285,7 @@ func TestBadFiles(t *testing.T) {
 		{"huge tensor count", set64(8, 1<<60), "tensor count"},
 		{"huge metadata count", set64(16, 1<<60), "metadata count"},
 		{"huge array", set64(tokensLen, 1<<61), "tokenizer.ggml.tokens"},
+		{"overlapping tensors", set64(secondOffsetAt, 32), `tensor "tQ4_K": bytes [`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("bad.gguf", tc.data)
