@@ -100,9 +100,11 @@ func Config(m model.Config, bos, eos []int32) *hfconfig.Config {
 // anything it checks config.json against the weight files' headers (see
 // [Check]), so a config.json that claims more than the files hold is an
 // error naming it, never a huge allocation. Every tensor the architecture
-// needs must be present with its exact shape; errors name the tensor and
-// the file. An lm_head.weight beside tied embeddings is ignored, as
-// transformers does.
+// needs must be present with its exact shape, and every tensor the files
+// hold must be one the model reads (see [Unread]); errors name the tensor
+// and the file. An lm_head.weight beside tied embeddings must hold the
+// embeddings' bytes: transformers ties the two and reads only the
+// embeddings.
 func Load(dir string) (*model.Model, *hfconfig.Config, error) {
 	configPath := filepath.Join(dir, "config.json")
 	hc, err := hfconfig.Load(configPath)
@@ -125,7 +127,58 @@ func Load(dir string) (*model.Model, *hfconfig.Config, error) {
 	if err := Fill(m, f.Float32, dir); err != nil {
 		return nil, nil, err
 	}
+	if _, ok := f.Tensor(headName); ok && mc.TiedEmbeddings {
+		same, err := f.SameData(headName, embedName)
+		if err != nil {
+			return nil, nil, fmt.Errorf("hf: %s: %w", dir, err)
+		}
+		if !same {
+			return nil, nil, fmt.Errorf("hf: %s: tensor %q differs from %q, but %s ties them (tie_word_embeddings true), so it would not be read; "+
+				"set tie_word_embeddings to false to use it", dir, headName, embedName, configPath)
+		}
+	}
 	return m, hc, nil
+}
+
+// The tensors that tied embeddings share.
+const (
+	embedName = "model.embed_tokens.weight"
+	headName  = "lm_head.weight"
+)
+
+// unreadSuffixes end the names of tensors a checkpoint may hold that no
+// model reads, each with why leaving it unread loses nothing.
+var unreadSuffixes = []struct{ suffix, why string }{
+	{".rotary_emb.inv_freq", "rotary frequencies older transformers saved as buffers; they follow from rope_theta and rope_scaling, and transformers ignores them too"},
+}
+
+// Unread returns, sorted, the names among those a checkpoint holds that a
+// model of configuration mc does not read, apart from those of
+// unreadSuffixes. An lm_head.weight beside tied embeddings is among them:
+// it is unread unless it equals the embeddings, which the caller checks.
+func Unread(mc model.Config, names []string) ([]string, error) {
+	want, err := model.Layout(mc)
+	if err != nil {
+		return nil, err
+	}
+	return unread(want, names), nil
+}
+
+// unread is Unread over the tensors of a model's layout.
+func unread(want []model.Tensor, names []string) []string {
+	read := make(map[string]bool, len(want))
+	for _, t := range want {
+		read[t.Name] = true
+	}
+	var out []string
+	for _, name := range names {
+		if read[name] || slices.ContainsFunc(unreadSuffixes, func(u struct{ suffix, why string }) bool { return strings.HasSuffix(name, u.suffix) }) {
+			continue
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // minFloatBytes is the size of the smallest element Fill converts (BF16,
@@ -137,7 +190,9 @@ const minFloatBytes = 2
 // read, and returns the engine configuration. The config's parameter count
 // must fit in the bytes the weight files hold; then every tensor the
 // config implies must be listed with its exact shape and a dtype Fill
-// converts. configPath names the config in errors and weights the weight
+// converts, and every tensor listed must be one the model reads (see
+// [Unread]; an lm_head.weight beside tied embeddings must have the
+// embeddings' dtype and shape, and Load compares their bytes). configPath names the config in errors and weights the weight
 // files (a directory or file).
 func Check(hc *hfconfig.Config, configPath string, tensors []safetensors.TensorInfo, weights string) (model.Config, error) {
 	mc, err := ModelConfig(hc)
@@ -173,6 +228,21 @@ func Check(hc *hfconfig.Config, configPath string, tensors []safetensors.TensorI
 		case got.DType.Size() < minFloatBytes || !convertible(got.DType):
 			errs = append(errs, fmt.Sprintf("tensor %q has dtype %s, not a floating-point type", t.Name, got.DType))
 		}
+	}
+	names := make([]string, 0, len(tensors))
+	for _, t := range tensors {
+		names = append(names, t.Name)
+	}
+	for _, name := range unread(want, names) {
+		if name == headName && mc.TiedEmbeddings {
+			// Load checks it holds the embeddings.
+			if got, emb := have[headName], have[embedName]; got.DType != emb.DType || !slices.Equal(got.Shape, emb.Shape) {
+				errs = append(errs, fmt.Sprintf("tensor %q (%s %v) is not the embeddings (%s %v) that tie_word_embeddings true puts in its place",
+					headName, got.DType, got.Shape, emb.DType, emb.Shape))
+			}
+			continue
+		}
+		errs = append(errs, fmt.Sprintf("tensor %q is not part of the model the config describes (%s)", name, shapeFields(name, hc)))
 	}
 	if len(errs) > 0 {
 		const shown = 4

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -324,6 +325,17 @@ func FuzzCheck(f *testing.F) {
 		}
 		if err := Fill(m, sf.Float32, "model.safetensors"); err != nil {
 			t.Fatalf("Check accepted what Fill refuses: %v", err)
+		}
+		var names []string
+		for _, ti := range sf.Tensors() {
+			names = append(names, ti.Name)
+		}
+		unread, err := Unread(mc, names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(unread) > 0 && !(mc.TiedEmbeddings && slices.Equal(unread, []string{headName})) {
+			t.Fatalf("Check accepted tensors the model does not read: %v", unread)
 		}
 	})
 }

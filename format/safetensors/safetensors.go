@@ -16,6 +16,7 @@
 package safetensors
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -202,6 +203,39 @@ func (f *File) Bytes(name string) ([]byte, error) {
 		return nil, fmt.Errorf("safetensors: %s: tensor %q: %w", s.name, name, err)
 	}
 	return b, nil
+}
+
+// SameData reports whether the tensors called a and b have the same
+// dtype, shape and bytes. It reads both in chunks, so comparing two large
+// tensors allocates little.
+func (f *File) SameData(a, b string) (bool, error) {
+	ta, sa, err := f.lookup(a)
+	if err != nil {
+		return false, err
+	}
+	tb, sb, err := f.lookup(b)
+	if err != nil {
+		return false, err
+	}
+	if ta.DType != tb.DType || !slices.Equal(ta.Shape, tb.Shape) {
+		return false, nil
+	}
+	n := ta.Offsets[1] - ta.Offsets[0]
+	bufA, bufB := make([]byte, min(chunkBytes, n)), make([]byte, min(chunkBytes, n))
+	for done := int64(0); done < n; {
+		k := min(int64(len(bufA)), n-done)
+		if err := sa.readAt(bufA[:k], ta.Offsets[0]+done); err != nil {
+			return false, fmt.Errorf("safetensors: %s: tensor %q: %w", sa.name, a, err)
+		}
+		if err := sb.readAt(bufB[:k], tb.Offsets[0]+done); err != nil {
+			return false, fmt.Errorf("safetensors: %s: tensor %q: %w", sb.name, b, err)
+		}
+		if !bytes.Equal(bufA[:k], bufB[:k]) {
+			return false, nil
+		}
+		done += k
+	}
+	return true, nil
 }
 
 // converters decode little-endian elements of a dtype into float32.
