@@ -53,6 +53,9 @@ func openGGUF(path, tokenizerPath string) (*Loaded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
 	}
+	if err := checkAllRead(h, mc, path); err != nil {
+		return nil, err
+	}
 	m, err := model.NewEmpty(mc)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
@@ -93,6 +96,28 @@ func openGGUF(path, tokenizerPath string) (*Loaded, error) {
 
 // gemma3ChatTemplate is the chat template Gemma 3's instruction-tuned
 // models publish in their tokenizer_config.json; GGUF files of them may
+// checkAllRead refuses a GGUF tensor the model of mc would not read (a
+// bias the architecture has no place for, say): it would be dropped.
+func checkAllRead(h *gguf.HF, mc model.Config, path string) error {
+	source := make(map[string]string, len(h.Tensors))
+	names := make([]string, len(h.Tensors))
+	for i, t := range h.Tensors {
+		names[i], source[t.Name] = t.Name, t.Source
+	}
+	unread, err := hf.Unread(mc, names)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	if len(unread) > 0 {
+		more := ""
+		if len(unread) > 1 {
+			more = fmt.Sprintf(" (and %d more)", len(unread)-1)
+		}
+		return fmt.Errorf("checkpoint: %s: tensor %q (%s) is not part of the model its metadata describes%s", path, source[unread[0]], unread[0], more)
+	}
+	return nil
+}
+
 // carry none.
 //
 //go:embed gemma3_chat_template.jinja

@@ -3,7 +3,9 @@ package gguf
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -65,9 +67,43 @@ var archNames = map[string]map[string]string{
 	},
 }
 
+// unreadTensors are the GGUF tensors no Hugging Face tensor is read from,
+// each with the check that leaving it unread loses nothing.
+var unreadTensors = map[string]func(f *File, t TensorInfo) error{
+	// llama.cpp stores Llama 3's rotary frequency factors, which it
+	// computes from config.json's rope_scaling, as a tensor and leaves
+	// the scaling out of the metadata; config.json built from the
+	// metadata then has plain RoPE, which the tensor agrees with only
+	// when every factor is 1.
+	"rope_freqs.weight": (*File).checkUnitRopeFreqs,
+}
+
+// checkUnitRopeFreqs refuses rotary frequency factors other than 1: they
+// scale the rotation of some frequencies, and the model built from
+// config.json would rotate them unscaled.
+func (f *File) checkUnitRopeFreqs(t TensorInfo) error {
+	if t.Elements() > 1<<16 {
+		return fmt.Errorf("gguf: %s: tensor %q has %d values; rotary frequency factors are one per pair of a head's dimensions", f.Path, t.Name, t.Elements())
+	}
+	factors := make([]float32, t.Elements())
+	if err := f.Dequantize(t.Name, factors); err != nil {
+		return err
+	}
+	for i, v := range factors {
+		if v != 1 {
+			return fmt.Errorf("gguf: %s: tensor %q scales rotary frequency %d by %v (Llama 3's rope_scaling), which the config read from the metadata does not; "+
+				"load the model from its Hugging Face directory instead", f.Path, t.Name, i, v)
+		}
+	}
+	return nil
+}
+
 // HF maps the file to a Hugging Face checkpoint. Only the llama and gemma3
 // architectures are mapped; others are refused naming
-// general.architecture.
+// general.architecture. Every tensor must be accounted for: a tensor with
+// no Hugging Face name, a layer beyond <arch>.block_count, or a layer
+// tensor missing below it is an error naming the tensor, and the only
+// tensors left unread are those of unreadTensors.
 func (f *File) HF() (*HF, error) {
 	arch := f.String("general.architecture")
 	names, ok := archNames[arch]
@@ -78,6 +114,10 @@ func (f *File) HF() (*HF, error) {
 	if err != nil {
 		return nil, err
 	}
+	blocks, _ := f.Uint(arch + ".block_count") // checked by hfConfig
+	// The weights seen of each layer: a map, not a slice, since a file may
+	// claim more layers than it holds tensors for.
+	layers := map[int]map[string]bool{}
 	h := &HF{file: f, byName: map[string]int{}}
 	for _, t := range f.Tensors {
 		ht := HFTensor{Source: t.Name, Shape: t.Shape()}
@@ -88,16 +128,27 @@ func (f *File) HF() (*HF, error) {
 			ht.Name = "model.norm.weight"
 		case t.Name == "output.weight":
 			ht.Name = "lm_head.weight"
-		case t.Name == "rope_freqs.weight":
-			continue // Llama 3's scaled frequencies; config.json's rope_scaling says the same
+		case unreadTensors[t.Name] != nil:
+			if err := unreadTensors[t.Name](f, t); err != nil {
+				return nil, err
+			}
+			continue
 		case strings.HasPrefix(t.Name, "blk."):
 			rest := strings.TrimPrefix(t.Name, "blk.")
 			layer, part, ok := strings.Cut(rest, ".")
 			base, suffix, ok2 := strings.Cut(part, ".")
 			hf, known := names[base]
-			if _, err := strconv.Atoi(layer); err != nil || !ok || !ok2 || !known || suffix != "weight" && suffix != "bias" {
+			n, err := strconv.Atoi(layer)
+			if err != nil || n < 0 || strconv.Itoa(n) != layer || !ok || !ok2 || !known || suffix != "weight" && suffix != "bias" {
 				return nil, fmt.Errorf("gguf: %s: tensor %q has no Hugging Face name for the %s architecture", f.Path, t.Name, arch)
 			}
+			if uint64(n) >= blocks {
+				return nil, fmt.Errorf("gguf: %s: tensor %q is of layer %d, beyond %s.block_count %d", f.Path, t.Name, n, arch, blocks)
+			}
+			if layers[n] == nil {
+				layers[n] = map[string]bool{}
+			}
+			layers[n][part] = true
 			ht.Name = "model.layers." + layer + "." + hf + "." + suffix
 			if arch == "llama" && (base == "attn_q" || base == "attn_k") {
 				ht.Heads = heads
@@ -116,6 +167,17 @@ func (f *File) HF() (*HF, error) {
 		}
 		h.byName[ht.Name] = len(h.Tensors)
 		h.Tensors = append(h.Tensors, ht)
+	}
+	if _, ok := f.Tensor("output_norm.weight"); !ok {
+		return nil, fmt.Errorf("gguf: %s: tensor \"output_norm.weight\" is missing", f.Path)
+	}
+	bases := slices.Sorted(maps.Keys(names))
+	for n := range int(blocks) {
+		for _, base := range bases {
+			if !layers[n][base+".weight"] {
+				return nil, fmt.Errorf("gguf: %s: tensor \"blk.%d.%s.weight\" is missing (%s.block_count %d)", f.Path, n, base, arch, blocks)
+			}
+		}
 	}
 	h.Config = cfg
 	return h, nil

@@ -5,10 +5,11 @@
 //
 //  1. engine (engine/...): kernels, the model, the optimizer and the
 //     sampler. It imports nothing of rlvr outside engine/.
-//  2. helpers (internal/atomicfile, internal/gzjson, internal/httpretry,
-//     internal/httpurl, internal/jsonl, internal/layers, internal/located,
-//     internal/lockfile, internal/realmodel, internal/secret,
-//     internal/shareddata): leaves that import nothing of rlvr.
+//  2. helpers (internal/atomicfile, internal/datatest, internal/gzjson,
+//     internal/httpretry, internal/httpurl, internal/jsonl, internal/layers,
+//     internal/located, internal/lockfile, internal/realmodel,
+//     internal/secret, internal/shareddata): leaves that import nothing of
+//     rlvr.
 //  3. formats (format/..., checkpoint, internal/modeltest): real files,
 //     read and written, and a model opened with its tokenizer.
 //  4. shared types (sample, backend, api/..., rundir): the contracts of

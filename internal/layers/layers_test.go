@@ -20,7 +20,7 @@ var layers = []struct {
 	packages []string
 }{
 	{"engine", []string{"engine/..."}},
-	{"helpers", []string{"internal/atomicfile", "internal/gzjson", "internal/httpretry", "internal/httpurl",
+	{"helpers", []string{"internal/atomicfile", "internal/datatest", "internal/gzjson", "internal/httpretry", "internal/httpurl",
 		"internal/jsonl", "internal/layers", "internal/located", "internal/lockfile", "internal/realmodel", "internal/secret", "internal/shareddata"}},
 	{"formats", []string{"format/...", "checkpoint", "internal/modeltest"}},
 	{"shared types", []string{"sample", "backend", "api/...", "rundir"}},
