@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The three methods on a real chat model (docs/smollm2.md): SmolLM2-135M-
+# Instruct trained on GSM8K's training file and tested on all 1,319 problems
+# of its test file, each comparison the paper's headline one:
+#
+#   grpo, mel-grpo                               MEL-GRPO against GRPO
+#   self-rl, eapo-reference, eapo-gemma          EAPO (the reference expert; Gemma 3
+#                                                270M) against self-exploratory RL
+#   meml-grpo, expert0-sft-grpo, grpo            MEML-GRPO against Expert0-SFT-GRPO and GRPO
+#
+# Every RL arm runs the same steps, questions per step, samples per question
+# and prompt, token budget and seeds (SEEDS, default "1 2 3"); the recipes'
+# cold starts (EAPO, MEL) and fine-tunings (MEF, Expert0-SFT) come before
+# those steps, as each method prescribes. Validation is the recipes' 200
+# problems held out of the training file; nothing is chosen on test.
+#
+#   scripts/models.sh && scripts/smollm2.sh
+#   JOBS=2 SEEDS="1 2 3" STEPS=30 scripts/smollm2.sh
+#
+# Runs go to runs/smollm2/ (OUT); a finished run is kept in results/smollm2/
+# and skipped when the script runs again, here or from a clone, and an
+# unfinished one resumes from its last checkpoint (scripts/experiment.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-runs/smollm2}
+STEPS=${STEPS:-30}
+SEEDS=${SEEDS:-"1 2 3"}
+source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...]
+# Two jobs, one core each: sampling a 135M model is bound by memory
+# traffic, which two processes share better than two threads of one.
+export GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1
+
+models=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}/models
+for m in smollm2:SmolLM2-135M-Instruct.Q4_1 gemma3-270m:gemma-3-270m-q4_k_m; do
+  if [ ! -e "runs/${m%%:*}/config.json" ]; then
+    [ -e "$models/${m#*:}.gguf" ] || { echo "smollm2: $models/${m#*:}.gguf is missing: run scripts/models.sh" >&2; exit 1; }
+    bin/rlvr import "$models/${m#*:}.gguf" --out "runs/${m%%:*}" >/dev/null
+  fi
+done
+
+# The settings every RL arm shares; the recipes' own are for a longer run.
+prompts=${PROMPTS:-8}
+group=${GROUP:-4}
+max_tokens=${MAX_TOKENS:-256}
+shared="--steps $steps --prompts $prompts --group-size $group --max-tokens $max_tokens --eval-every $steps"
+reference='consultation.experts=[{name: E1, kind: reference}]'
+gemma="consultation.experts=[{name: E2, model: runs/gemma3-270m, api: completion, max_tokens: $max_tokens, system: \"You are a careful math teacher. Solve the problem step by step and end with a line '#### <answer>'.\"}]"
+
+# D_ME: Expert0 (the reference solution), Gemma 3 and SmolLM2 under a
+# persona, on 256 warm-up questions; made again in a clone (greedy).
+dme=$out/gsm8k-dme.jsonl
+if [ ! -s "$dme" ]; then
+  bin/rlvr experts collect --data gsm8k --data-file ../shared/data/gsm8k/train.jsonl --warmup-fraction 0.2 \
+    --problems 256 --max-tokens "$max_tokens" \
+    --system "Solve the math problem step by step. End with a line '#### <answer>'." \
+    --experts configs/experts/gsm8k-smollm2-pool.yaml --out "$dme" >"$results/collect.txt"
+fi
+bin/rlvr experts analyze "$dme" >"$results/table1.txt"
+
+# The fine-tunings MEML-GRPO and its Expert0-SFT baseline start from.
+for seed in $seeds; do
+  echo "configs/gsm8k-moe-sft-smollm2.yaml $out/moe-sft-seed$seed --seed $seed --dme $dme --out $out/moe-sft-seed$seed-model"
+  echo "configs/gsm8k-moe-sft-smollm2.yaml $out/expert0-sft-seed$seed --seed $seed --dme $dme --out $out/expert0-sft-seed$seed-model --set expert_prompts.experts=[0]"
+done | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
+
+# line ARGS...: one run's arguments as a line xargs splits back into them
+# (shell-quoted; no trailing blank, which would join the next line).
+line() { local s; s=$(printf '%q ' "$@"); echo "${s% }"; }
+rows=(grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo expert0-sft-grpo)
+for seed in $seeds; do
+  for row in "${rows[@]}"; do
+    run=$out/$row-seed$seed
+    # shellcheck disable=SC2086
+    case $row in
+      grpo) line configs/gsm8k-grpo-chat.yaml "$run" --model runs/smollm2 --seed "$seed" $shared ;;
+      mel-grpo) line configs/gsm8k-mel-grpo-smollm2.yaml "$run" --seed "$seed" $shared ;;
+      self-rl) line configs/gsm8k-self-rl-smollm2.yaml "$run" --seed "$seed" $shared ;;
+      eapo-reference) line configs/gsm8k-eapo-smollm2.yaml "$run" --set "$reference" --seed "$seed" $shared ;;
+      eapo-gemma) line configs/gsm8k-eapo-smollm2.yaml "$run" --set "$gemma" --seed "$seed" $shared ;;
+      meml-grpo) line configs/gsm8k-meml-grpo-smollm2.yaml "$run" --model "$out/moe-sft-seed$seed-model" --seed "$seed" $shared ;;
+      expert0-sft-grpo) line configs/gsm8k-expert0-sft-grpo-smollm2.yaml "$run" --model "$out/expert0-sft-seed$seed-model" --seed "$seed" $shared ;;
+    esac
+  done
+done | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
+
+: >"$results/table.md"
+# shellcheck disable=SC2046
+for cmp in "grpo mel-grpo" "self-rl eapo-reference eapo-gemma" "grpo expert0-sft-grpo meml-grpo"; do
+  set -- $cmp
+  bin/rlvr report --table --baseline "$1" $(dirs "$@") | tee -a "$results/table.md"
+  echo | tee -a "$results/table.md"
+done
+# The mechanisms at work, per block of steps: the call rate, the
+# reflections parsed and gated, and how often mutual learning fired.
+# shellcheck disable=SC2046
+bin/rlvr report --blocks 10 --metrics accuracy,consult/call_rate,mel/parsed,mel/validated,mutual/fired_frac \
+  $(dirs grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo) | tee -a "$results/table.md"
