@@ -1,6 +1,7 @@
 package checkpoint_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,5 +43,21 @@ func TestOpenGGUFAccountsForEveryTensor(t *testing.T) {
 	_, err = checkpoint.Open(path, "")
 	if want := "beyond llama.block_count 1"; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), path) {
 		t.Errorf("error %v, want one naming %s and saying %q", err, path, want)
+	}
+}
+
+// TestOpenRefusesEOSOutsideTheVocabulary: an eos_token_id of
+// generation_config.json beyond the vocabulary would never stop a
+// generation; it is an error naming the file and the field.
+func TestOpenRefusesEOSOutsideTheVocabulary(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "byte")
+	modeltest.Byte(t, dir, 32)
+	gen := filepath.Join(dir, "generation_config.json")
+	if err := os.WriteFile(gen, []byte(`{"eos_token_id": [2, 259]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := checkpoint.Open(dir, "")
+	if want := "eos_token_id 259 is outside the model's vocabulary [0, 259)"; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), gen) {
+		t.Errorf("error %v, want one naming %s and saying %q", err, gen, want)
 	}
 }

@@ -182,7 +182,7 @@ func openHFText(dir, tokenizerPath string, hc *hfconfig.Config) (*Loaded, error)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
-		ids, err := generationEOS(filepath.Join(dir, "generation_config.json"), data)
+		ids, err := generationEOS(filepath.Join(dir, "generation_config.json"), data, hc.VocabSize)
 		if err != nil {
 			return nil, err
 		}
@@ -296,8 +296,9 @@ func appendNew(ids []int32, id int32) []int32 {
 
 // generationEOS reads eos_token_id, a number or a list of numbers, from
 // the generation_config.json path holds (data); an empty file or a missing
-// field gives none.
-func generationEOS(path string, data []byte) ([]int32, error) {
+// field gives none. An id outside the vocabulary of vocab tokens is an
+// error: generation would never stop at it.
+func generationEOS(path string, data []byte, vocab int) ([]int32, error) {
 	if len(data) == 0 {
 		return nil, nil
 	}
@@ -310,13 +311,17 @@ func generationEOS(path string, data []byte) ([]int32, error) {
 	if len(cfg.EOS) == 0 || string(cfg.EOS) == "null" {
 		return nil, nil
 	}
+	var list []int32
 	var one int32
 	if json.Unmarshal(cfg.EOS, &one) == nil {
-		return []int32{one}, nil
-	}
-	var list []int32
-	if err := json.Unmarshal(cfg.EOS, &list); err != nil {
+		list = []int32{one}
+	} else if err := json.Unmarshal(cfg.EOS, &list); err != nil {
 		return nil, fmt.Errorf("checkpoint: %s: eos_token_id: want a token id or a list of them, got %s", path, cfg.EOS)
+	}
+	for _, id := range list {
+		if id < 0 || int(id) >= vocab {
+			return nil, fmt.Errorf("checkpoint: %s: eos_token_id %d is outside the model's vocabulary [0, %d)", path, id, vocab)
+		}
 	}
 	return list, nil
 }

@@ -78,7 +78,7 @@ func openGGUF(path, tokenizerPath string) (*Loaded, error) {
 		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
 	}
 	useTokenizer(l, tok)
-	ids, err := generationEOS(path+" (generation_config from metadata)", files["generation_config.json"])
+	ids, err := generationEOS(path+" (generation_config from metadata)", files["generation_config.json"], hc.VocabSize)
 	if err != nil {
 		return nil, err
 	}

@@ -693,6 +693,9 @@ func (c *Config) validate(file string) error {
 			if id < 0 {
 				return fieldError(file, ids.name, "invalid token id %d", id)
 			}
+			if int(id) >= c.VocabSize {
+				return fieldError(file, ids.name, "token id %d is outside the vocabulary of vocab_size %d", id, c.VocabSize)
+			}
 		}
 	}
 	switch c.TorchDType {

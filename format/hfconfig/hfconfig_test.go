@@ -435,6 +435,8 @@ func TestMalformed(t *testing.T) {
 		{"layer_types", `{` + base + `, "num_attention_heads": 4, "layer_types": ["full_attention", "sliding_attention"]}`, []string{"layer_types: layer 1 is \"sliding_attention\""}},
 		{"eos string", `{` + base + `, "num_attention_heads": 4, "eos_token_id": "</s>"}`, []string{"eos_token_id: want a token id"}},
 		{"eos negative", `{` + base + `, "num_attention_heads": 4, "eos_token_id": [2, -1]}`, []string{"eos_token_id: want a token id"}},
+		{"eos outside the vocabulary", `{` + base + `, "num_attention_heads": 4, "eos_token_id": [2, 32]}`, []string{"eos_token_id: token id 32 is outside the vocabulary of vocab_size 32"}},
+		{"bos outside the vocabulary", `{` + base + `, "num_attention_heads": 4, "bos_token_id": 40000}`, []string{"bos_token_id: token id 40000 is outside the vocabulary of vocab_size 32"}},
 		{"bos fraction", `{` + base + `, "num_attention_heads": 4, "bos_token_id": 1.5}`, []string{"bos_token_id: want a token id"}},
 		{"rms_norm_eps", `{` + base + `, "num_attention_heads": 4, "rms_norm_eps": 0}`, []string{"rms_norm_eps: must be in (0, 1)"}},
 		{"rope_theta", `{` + base + `, "num_attention_heads": 4, "rope_theta": -1}`, []string{"rope_theta: must be positive"}},
