@@ -94,8 +94,6 @@ func openGGUF(path, tokenizerPath string) (*Loaded, error) {
 	return l, nil
 }
 
-// gemma3ChatTemplate is the chat template Gemma 3's instruction-tuned
-// models publish in their tokenizer_config.json; GGUF files of them may
 // checkAllRead refuses a GGUF tensor the model of mc would not read (a
 // bias the architecture has no place for, say): it would be dropped.
 func checkAllRead(h *gguf.HF, mc model.Config, path string) error {
@@ -118,6 +116,8 @@ func checkAllRead(h *gguf.HF, mc model.Config, path string) error {
 	return nil
 }
 
+// gemma3ChatTemplate is the chat template Gemma 3's instruction-tuned
+// models publish in their tokenizer_config.json; GGUF files of them may
 // carry none.
 //
 //go:embed gemma3_chat_template.jinja
