@@ -3,6 +3,7 @@ package tinkerserver
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"rlvr/api/tinker"
 )
@@ -168,6 +171,29 @@ func FuzzCheckpointTTL(f *testing.F) {
 			if r != expiryFile(kept) {
 				t.Fatalf("PUT %q %q wrote %s, beside no checkpoint", req.URL.Path, body, r)
 			}
+		}
+	})
+}
+
+// FuzzUnzstd decompresses arbitrary bodies under a limit: no input panics
+// or yields more than the limit, and a body is called too large only when
+// it could hold more than the limit.
+func FuzzUnzstd(f *testing.F) {
+	const limit = 1 << 16
+	enc, _ := zstd.NewWriter(nil)
+	defer enc.Close()
+	f.Add(enc.EncodeAll([]byte(`{"model_id": "m"}`), nil))
+	f.Add(enc.EncodeAll(make([]byte, 1<<20), nil))
+	f.Add([]byte("\x28\xb5\x2f\xfd\x17\xbf\x12\x21\x5d\x6c\x80\x46\x6c\x7c\x2a\xe4"))
+	f.Add([]byte("\x28\xb5\x2f\xfd junk"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out, err := unzstd(b, limit)
+		switch {
+		case errors.Is(err, errTooLarge) && len(b) <= limit/maxZstdExpansion:
+			t.Fatalf("%d bytes called too large", len(b))
+		case err == nil && len(out) > limit:
+			t.Fatalf("%d bytes out, over the limit", len(out))
 		}
 	})
 }

@@ -632,15 +632,28 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, call string) (
 // errTooLarge is a decompressed body beyond the limit.
 var errTooLarge = errors.New("the decompressed body is too large")
 
-// unzstd decompresses one zstd body of at most limit bytes.
+// maxZstdExpansion bounds the bytes one compressed byte of zstd decodes
+// to: an RLE block, the densest, holds up to 128 KiB in 4 bytes (a 3-byte
+// header and the byte repeated).
+const maxZstdExpansion = 128 << 10 / 4
+
+// unzstd decompresses one zstd body of at most limit bytes. A frame
+// header that declares more than the limit is errTooLarge only when the
+// body could hold that much; from a smaller body it is not zstd.
 func unzstd(b []byte, limit int64) ([]byte, error) {
-	dec, err := zstd.NewReader(bytes.NewReader(b), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)), zstd.WithDecoderMaxWindow(uint64(max(limit, zstd.MinWindowSize))))
+	window := max(limit, zstd.MinWindowSize)
+	dec, err := zstd.NewReader(bytes.NewReader(b), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)), zstd.WithDecoderMaxWindow(uint64(window)))
 	if err != nil {
 		return nil, err
 	}
 	defer dec.Close()
 	out, err := io.ReadAll(io.LimitReader(dec, limit+1))
-	if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
+	switch {
+	case errors.Is(err, zstd.ErrWindowSizeExceeded):
+		return nil, fmt.Errorf("its frame header asks for a window of more than %d bytes", window)
+	case errors.Is(err, zstd.ErrDecoderSizeExceeded) && int64(len(b)) <= limit/maxZstdExpansion:
+		return nil, fmt.Errorf("its frame header declares more than %d bytes of content, which %d compressed bytes cannot hold", limit, len(b))
+	case errors.Is(err, zstd.ErrDecoderSizeExceeded):
 		return nil, errTooLarge
 	}
 	if err != nil {

@@ -330,6 +330,9 @@ func TestMalformedRequests(t *testing.T) {
 		{"POST", tinker.PathForwardBackward, "\x0a\x05abc", []string{"Content-Type", "application/x-protobuf"}, 400, "not a ForwardBackwardRequest"},
 		{"POST", tinker.PathOptimStep, "\x0a\x03abc", []string{"Content-Type", "application/x-protobuf"}, 415, "reads JSON only"},
 		{"POST", tinker.PathForwardBackward, "\x28\xb5\x2f\xfd junk", []string{"Content-Type", "application/x-protobuf", "Content-Encoding", "zstd"}, 400, "not valid zstd"},
+		// 16 bytes whose frame header declares more than the 64 MiB limit.
+		{"POST", tinker.PathForwardBackward, "\x28\xb5\x2f\xfd\x17\xbf\x12\x21\x5d\x6c\x80\x46\x6c\x7c\x2a\xe4", []string{"Content-Type", "application/x-protobuf", "Content-Encoding", "zstd"},
+			400, "the body is not valid zstd (Content-Encoding: zstd): its frame header"},
 		{"POST", tinker.PathForwardBackward, `{}`, []string{"Content-Encoding", "br"}, 415, `Content-Encoding "br" is not read`},
 		{"GET", tinker.PathForwardBackward, ``, nil, 405, "takes POST"},
 		{"POST", tinker.PathHealthz, ``, nil, 405, "takes GET"},
