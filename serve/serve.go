@@ -232,6 +232,11 @@ func New(cfg Config, models ...Model) (*Server, error) {
 		case m.ContextLength < 0:
 			return nil, fmt.Errorf("serve: model %q has a negative ContextLength %d", m.Name, m.ContextLength)
 		}
+		for i, id := range m.StopTokens {
+			if vocab := m.Tokenizer.VocabSize(); id < 0 || int(id) >= vocab {
+				return nil, fmt.Errorf("serve: model %q: StopTokens[%d] is %d, outside its vocabulary [0, %d)", m.Name, i, id, vocab)
+			}
+		}
 		mm := &model{Model: m, stop: slices.Clone(m.StopTokens)}
 		if len(mm.stop) == 0 {
 			if eos, ok := m.Tokenizer.EOS(); ok {

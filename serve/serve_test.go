@@ -878,6 +878,7 @@ func TestNew(t *testing.T) {
 		{[]serve.Model{{Name: "a", Tokenizer: byteTok}}, "Generator"},
 		{[]serve.Model{{Name: "a", Generator: gen}}, "Tokenizer"},
 		{[]serve.Model{{Name: "a", Generator: gen, Tokenizer: byteTok}, {Name: "a", Generator: gen, Tokenizer: byteTok}}, "twice"},
+		{[]serve.Model{{Name: "a", Generator: gen, Tokenizer: byteTok, StopTokens: []int32{2, 300}}}, `model "a": StopTokens[1] is 300, outside its vocabulary [0, 259)`},
 	} {
 		_, err := serve.New(serve.Config{}, tc.models...)
 		if err == nil || !strings.HasPrefix(err.Error(), "serve: ") || !strings.Contains(err.Error(), tc.mention) {
