@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -211,8 +212,19 @@ func (s *Server) validate(err error, n *int, prompts, maxNew int, maxParam strin
 	if n != nil {
 		nn = *n
 	}
-	if nn > s.cfg.MaxN && !has("n") {
-		fields = append(fields, api.FieldError{Param: "n", Message: fmt.Sprintf("%d is above this server's limit of %d", nn, s.cfg.MaxN)})
+	// n's bound is this server's, which may be tighter than the one
+	// Validate states (api.MaxN): the message says the server's.
+	nMsg := ""
+	switch {
+	case nn < 1:
+		nMsg = fmt.Sprintf("%d is outside [1, %d]", nn, s.cfg.MaxN)
+	case nn > s.cfg.MaxN:
+		nMsg = fmt.Sprintf("%d is above this server's limit of %d", nn, s.cfg.MaxN)
+	}
+	if i := slices.IndexFunc(fields, func(f api.FieldError) bool { return f.Param == "n" }); i >= 0 && nMsg != "" {
+		fields[i].Message = nMsg
+	} else if nMsg != "" {
+		fields = append(fields, api.FieldError{Param: "n", Message: nMsg})
 	}
 	if maxNew > s.cfg.MaxTokens && !has(maxParam) {
 		fields = append(fields, api.FieldError{Param: maxParam, Message: fmt.Sprintf("%d is above this server's limit of %d", maxNew, s.cfg.MaxTokens)})

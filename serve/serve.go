@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	api "rlvr/api/openai"
 	"rlvr/backend/local"
 	"rlvr/checkpoint"
 	"rlvr/format/tokenizer"
@@ -106,7 +107,8 @@ type Config struct {
 	// the field beyond it), and is the bound of a chat request that sets
 	// none. 0 means 4096.
 	MaxTokens int
-	// MaxN bounds n, the choices per prompt (400 beyond it). 0 means 16.
+	// MaxN bounds n, the choices per prompt (400 beyond it), up to
+	// api.MaxN, OpenAI's own bound. 0 means DefaultMaxN.
 	MaxN int
 	// MaxBatch bounds the sequences (prompts × n) of one Generator.Sample
 	// call; a request with more is rejected (400), requests that would
@@ -139,6 +141,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultMaxN is Config.MaxN's default.
+const DefaultMaxN = 16
+
 func (c Config) withDefaults() Config {
 	def := func(v *time.Duration, d time.Duration) {
 		switch {
@@ -158,7 +163,7 @@ func (c Config) withDefaults() Config {
 		c.MaxTokens = 4096
 	}
 	if c.MaxN <= 0 {
-		c.MaxN = 16
+		c.MaxN = DefaultMaxN
 	}
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 64
@@ -210,6 +215,9 @@ func New(cfg Config, models ...Model) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if len(models) == 0 {
 		return nil, errors.New("serve: no models")
+	}
+	if cfg.MaxN > api.MaxN {
+		return nil, fmt.Errorf("serve: MaxN %d is above %d, OpenAI's bound on n", cfg.MaxN, api.MaxN)
 	}
 	s := &Server{
 		cfg:     cfg,

@@ -607,6 +607,8 @@ func TestBadRequests(t *testing.T) {
 		{"max_completion_tokens over the limit", "POST", chat, api.ChatCompletionRequest{Model: "toy", Messages: user("x"), MaxCompletionTokens: ptr(500)}, 400, "max_completion_tokens", "", "100"},
 		{"legacy max_tokens over the limit", "POST", comp, api.CompletionRequest{Model: "plain", Prompt: api.Prompt{Texts: []string{"x"}}, MaxTokens: ptr(101)}, 400, "max_tokens", "", "100"},
 		{"n over the limit", "POST", chat, api.ChatCompletionRequest{Model: "toy", Messages: user("x"), N: ptr(5)}, 400, "n", "", "limit of 4"},
+		{"n over OpenAI's bound", "POST", chat, api.ChatCompletionRequest{Model: "toy", Messages: user("x"), N: ptr(200)}, 400, "n", "", "200 is above this server's limit of 4"},
+		{"n below 1", "POST", comp, api.CompletionRequest{Model: "plain", Prompt: api.Prompt{Texts: []string{"x"}}, N: ptr(0)}, 400, "n", "", "0 is outside [1, 4]"},
 		{"too many sequences", "POST", comp, api.CompletionRequest{Model: "plain", Prompt: api.Prompt{Texts: []string{"a", "b", "c"}}, N: ptr(3)}, 400, "prompt", "", "9 sequences"},
 		{"several bad fields", "POST", chat, api.ChatCompletionRequest{Model: "toy", Messages: user("x"), Temperature: ptr(3.0), TopP: ptr(0.0)}, 400, "temperature", "", "top_p"},
 		{"unknown role", "POST", chat, api.ChatCompletionRequest{Model: "toy", Messages: []api.Message{{Role: "wizard", Content: "x"}}}, 400, "messages[0].role", "", "wizard"},
@@ -884,6 +886,15 @@ func TestNew(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), "serve: ") || !strings.Contains(err.Error(), tc.mention) {
 			t.Errorf("New(%d models) = %v, want an error mentioning %q", len(tc.models), err, tc.mention)
 		}
+	}
+}
+
+// TestNewRefusesMaxNBeyondOpenAI: n's bound cannot exceed the one the
+// request validation states.
+func TestNewRefusesMaxNBeyondOpenAI(t *testing.T) {
+	_, err := serve.New(serve.Config{MaxN: api.MaxN + 1}, toyModels(toyGen())...)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("MaxN %d is above %d", api.MaxN+1, api.MaxN)) {
+		t.Errorf("error %v", err)
 	}
 }
 

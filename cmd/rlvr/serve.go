@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	api "rlvr/api/openai"
 	"rlvr/checkpoint"
 	"rlvr/eval"
 	"rlvr/expert"
@@ -96,7 +97,11 @@ weights saved by save_weights go under --state.`,
 			c.addr("addr", cfg.Addr)
 			c.nonEmptyIfSet(cmd, "token", cfg.Token)
 			c.intIn("max-tokens", cfg.MaxTokens, 0, maxNewTokens)
-			c.intIn("max-n", cfg.MaxN, 0, maxSamples)
+			if tinkerMode {
+				c.intIn("max-n", cfg.MaxN, 0, maxSamples)
+			} else {
+				c.intIn("max-n", cfg.MaxN, 0, api.MaxN)
+			}
 			c.intIn("max-batch", cfg.MaxBatch, 0, maxServeBatch)
 			if w := cfg.BatchWindow; w < 0 || w > maxBatchWindow {
 				c.add("batch-window", "%v: must be in [0, %v]", w, maxBatchWindow)
@@ -165,7 +170,7 @@ weights saved by save_weights go under --state.`,
 	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:8000", "listen address")
 	f.StringVar(&cfg.Token, "token", "", "bearer token required on /v1 requests (default: $"+tokenEnv+"; the flag wins)")
 	f.IntVar(&cfg.MaxTokens, "max-tokens", 0, "largest max_tokens a request may ask for (0: 4096)")
-	f.IntVar(&cfg.MaxN, "max-n", 0, "largest n (with --tinker: num_samples) a request may ask for (0: 16; with --tinker 128)")
+	f.IntVar(&cfg.MaxN, "max-n", 0, fmt.Sprintf("largest n (with --tinker: num_samples) a request may ask for (0: %d, at most %d; with --tinker 128)", serve.DefaultMaxN, api.MaxN))
 	f.IntVar(&cfg.MaxBatch, "max-batch", 0, "sequences sampled together at most (0: 64)")
 	f.DurationVar(&cfg.BatchWindow, "batch-window", 0, "how long an idle server waits for more requests to batch (0: 2ms)")
 	f.BoolVar(&verbose, "verbose", false, "log every request")
