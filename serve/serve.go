@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,12 +95,16 @@ func ChatFunc(t tokenizer.ChatTemplate) func([]tokenizer.Message) (string, error
 type Config struct {
 	// Addr is the address ListenAndServe listens on. Empty means
 	// "127.0.0.1:8000": loopback only. Use ":8000" or "0.0.0.0:8000" to
-	// accept other machines, and then set Token.
+	// accept other machines, and then set Token (or Insecure).
 	Addr string
 	// Token, if set, is the bearer token every /v1 request must carry
 	// ("Authorization: Bearer <Token>"); others get 401. Empty means no
 	// authentication. /health never needs it.
 	Token string
+	// Insecure lets ListenAndServe listen beyond loopback without a
+	// Token. False means it refuses to: anyone who reaches the port
+	// could sample.
+	Insecure bool
 	// MaxBodyBytes bounds a request body; larger ones get 413. 0 means
 	// 4 MiB.
 	MaxBodyBytes int64
@@ -302,13 +307,33 @@ func (s *Server) newScheduler(g Generator) *scheduler {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // ListenAndServe listens on Config.Addr and serves until Shutdown, when
-// it returns http.ErrServerClosed.
+// it returns http.ErrServerClosed. An Addr beyond loopback needs a Token
+// or Insecure.
 func (s *Server) ListenAndServe() error {
+	if !IsLoopback(s.cfg.Addr) && s.cfg.Token == "" && !s.cfg.Insecure {
+		return fmt.Errorf("serve: %s listens beyond this machine without a token; set Config.Token, or Config.Insecure to serve anyone who reaches it", s.cfg.Addr)
+	}
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return s.Serve(ln)
+}
+
+// IsLoopback reports whether a listen address (host:port) accepts
+// connections from this machine only: its host is a loopback IP or
+// "localhost". An empty host, which listens on every interface, or any
+// other name is not loopback.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Loopback serves models with cfg on a free loopback port in the

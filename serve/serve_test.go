@@ -898,6 +898,31 @@ func TestNewRefusesMaxNBeyondOpenAI(t *testing.T) {
 	}
 }
 
+func TestIsLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8000": true, "127.1.2.3:80": true, "[::1]:8000": true, "localhost:8000": true, "LOCALHOST:1": true,
+		":8000": false, "0.0.0.0:8000": false, "[::]:8000": false, "192.168.1.5:8000": false, "example.com:80": false,
+		"127.0.0.1": false, "": false,
+	} {
+		if got := serve.IsLoopback(addr); got != want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+// TestListenAndServeRefusesOpenAddr: an Addr beyond loopback without a
+// token is refused before anything listens.
+func TestListenAndServeRefusesOpenAddr(t *testing.T) {
+	srv, err := serve.New(serve.Config{Addr: "0.0.0.0:0", Logger: quiet}, toyModels(toyGen())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	if err := srv.ListenAndServe(); err == nil || !strings.Contains(err.Error(), "0.0.0.0:0 listens beyond this machine without a token") {
+		t.Errorf("ListenAndServe = %v", err)
+	}
+}
+
 func FuzzHandler(f *testing.F) {
 	srv, err := serve.New(serve.Config{Logger: quiet, MaxTokens: 64, BatchWindow: -1}, toyModels(toyGen())...)
 	if err != nil {

@@ -56,16 +56,18 @@ func serveCmd() *cobra.Command {
 		Short: "Serve a local model over the OpenAI API, or the Tinker API with --tinker",
 		Long: `serve answers /v1/models, /v1/chat/completions and /v1/completions (with
 streaming) from a local model, batching concurrent requests into one forward
-pass. It listens on loopback unless --addr says otherwise; set a token when
-it does not. Requests must then carry "Authorization: Bearer <token>". The
-token comes from --token, or else from the environment variable
-` + tokenEnv + `, which keeps it out of the process list.
+pass. It listens on loopback unless --addr says otherwise, and refuses an
+--addr that other machines reach unless an API key is set (or --insecure
+says to serve anyone who reaches the port). With a key, requests must carry
+"Authorization: Bearer <key>"; others get 401. The key comes from --api-key,
+or else from the environment variable ` + tokenEnv + `, which keeps it out of
+the process list.
 
 With --tinker it answers the Tinker training API instead (/api/v1/...,
 the calls of SkyRL tx and hosted Tinker): clients create models of --model
 (served under --name), train every parameter on rlvr's engine and sample
-from them. The key then travels in X-API-Key (or as the bearer token);
-weights saved by save_weights go under --state.`,
+from them. The key then travels in X-API-Key, as the Tinker SDK sends it,
+or as the bearer token; weights saved by save_weights go under --state.`,
 		Example: `  rlvr serve --model ../shared/data/stories260K/stories260K.bin
   rlvr serve --model runs/meml-grpo-model --expert 1        # under the expert best on validation
   curl -s localhost:8000/v1/completions -d '{"model":"stories260K","prompt":"Once upon a time","max_tokens":40}'
@@ -95,7 +97,7 @@ weights saved by save_weights go under --state.`,
 			}
 			c.nonEmptyIfSet(cmd, "name", name)
 			c.addr("addr", cfg.Addr)
-			c.nonEmptyIfSet(cmd, "token", cfg.Token)
+			checkAPIKey(&c, cmd, &cfg)
 			c.intIn("max-tokens", cfg.MaxTokens, 0, maxNewTokens)
 			if tinkerMode {
 				c.intIn("max-n", cfg.MaxN, 0, maxSamples)
@@ -111,9 +113,6 @@ weights saved by save_weights go under --state.`,
 				return err
 			}
 			system, suffix = withNewlines(system), withNewlines(suffix)
-			if !cmd.Flags().Changed("token") {
-				cfg.Token = os.Getenv(tokenEnv)
-			}
 			level := slog.LevelInfo
 			if verbose {
 				level = slog.LevelDebug
@@ -159,7 +158,7 @@ weights saved by save_weights go under --state.`,
 			for _, m := range models {
 				fmt.Fprintf(cmd.ErrOrStderr(), "serving %s on http://%s/v1\n", m.Name, ln.Addr())
 			}
-			printTokenSource(cmd, cfg.Token, "the bearer token")
+			printTokenSource(cmd, cfg, "the bearer token")
 			return serveUntilDone(cmd, ln, srv.Serve, nil, srv.Shutdown)
 		},
 	}
@@ -168,7 +167,10 @@ weights saved by save_weights go under --state.`,
 	f.StringVar(&tokPath, "tokenizer", "", "tokenizer file (default: beside the model)")
 	f.StringVar(&name, "name", "", "model id clients ask for (default: the model's directory or file name)")
 	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:8000", "listen address")
-	f.StringVar(&cfg.Token, "token", "", "bearer token required on /v1 requests (default: $"+tokenEnv+"; the flag wins)")
+	f.StringVar(&cfg.Token, "api-key", "", "key every request must carry, as a bearer token (with --tinker also in X-API-Key); needed with an --addr beyond loopback (default: $"+tokenEnv+"; the flag wins)")
+	f.StringVar(&cfg.Token, "token", "", "the old name of --api-key")
+	f.MarkDeprecated("token", "use --api-key")
+	f.BoolVar(&cfg.Insecure, "insecure", false, "serve an --addr beyond loopback without an API key: anyone who reaches the port may use the server")
 	f.IntVar(&cfg.MaxTokens, "max-tokens", 0, "largest max_tokens a request may ask for (0: 4096)")
 	f.IntVar(&cfg.MaxN, "max-n", 0, fmt.Sprintf("largest n (with --tinker: num_samples) a request may ask for (0: %d, at most %d; with --tinker 128)", serve.DefaultMaxN, api.MaxN))
 	f.IntVar(&cfg.MaxBatch, "max-batch", 0, "sequences sampled together at most (0: 64)")
@@ -191,13 +193,39 @@ weights saved by save_weights go under --state.`,
 	return cmd
 }
 
-// printTokenSource says where the key requests need comes from.
-func printTokenSource(cmd *cobra.Command, token, what string) {
+// checkAPIKey checks the API key flags and fills cfg.Token from the
+// environment when no flag gives it; an --addr beyond loopback needs a key
+// or --insecure.
+func checkAPIKey(c *flagCheck, cmd *cobra.Command, cfg *serve.Config) {
+	var given []string
+	for _, f := range []string{"api-key", "token"} {
+		if cmd.Flags().Changed(f) {
+			given = append(given, f)
+			c.nonEmptyIfSet(cmd, f, cfg.Token)
+		}
+	}
 	switch {
-	case cmd.Flags().Changed("token"):
-		fmt.Fprintf(cmd.ErrOrStderr(), "requests need %s given by --token\n", what)
-	case token != "":
+	case len(given) > 1:
+		c.add("token", "is the old name of --api-key; give one of them")
+	case len(given) == 0:
+		cfg.Token = os.Getenv(tokenEnv)
+	}
+	if _, _, err := net.SplitHostPort(cfg.Addr); err == nil && !serve.IsLoopback(cfg.Addr) && cfg.Token == "" && !cfg.Insecure {
+		c.add("addr", "%q accepts connections from other machines: give --api-key (or $%s) so that requests must carry it, or --insecure to serve anyone who reaches the port",
+			cfg.Addr, tokenEnv)
+	}
+}
+
+// printTokenSource says where the key requests need comes from, or that
+// none is needed.
+func printTokenSource(cmd *cobra.Command, cfg serve.Config, what string) {
+	switch {
+	case cmd.Flags().Changed("api-key"), cmd.Flags().Changed("token"):
+		fmt.Fprintf(cmd.ErrOrStderr(), "requests need %s given by --api-key\n", what)
+	case cfg.Token != "":
 		fmt.Fprintf(cmd.ErrOrStderr(), "requests need %s in $%s\n", what, tokenEnv)
+	case !serve.IsLoopback(cfg.Addr):
+		fmt.Fprintf(cmd.ErrOrStderr(), "serving anyone who reaches %s, without %s (--insecure)\n", cfg.Addr, what)
 	}
 }
 
@@ -255,7 +283,7 @@ func serveTinker(cmd *cobra.Command, modelPath, name string, cfg serve.Config, s
 	}
 	fmt.Fprintf(out, "serving %s over the Tinker API on http://%s\n", name, ln.Addr())
 	fmt.Fprintf(out, "saving weights under %s\n", stateDir)
-	printTokenSource(cmd, cfg.Token, "the API key")
+	printTokenSource(cmd, cfg, "the API key")
 	// Stop the workers first: every call then settles (the running ones
 	// finish, the queued ones fail), so long-polls in flight answer and
 	// the HTTP server can shut down.
@@ -284,8 +312,8 @@ func serveUntilDone(cmd *cobra.Command, ln net.Listener, serve func(net.Listener
 	return shutdown(ctx)
 }
 
-// tokenEnv is the environment variable serve reads its bearer token from
-// when --token is not given.
+// tokenEnv is the environment variable serve reads its API key from when
+// --api-key is not given.
 const tokenEnv = "RLVR_SERVE_TOKEN"
 
 // Bounds on serve's flags.

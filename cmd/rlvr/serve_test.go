@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -10,13 +11,15 @@ import (
 	"testing"
 	"time"
 
+	api "rlvr/api/openai"
 	"rlvr/format/tokenizer"
 	"rlvr/serve"
 )
 
 // TestServeTokenFromEnvironment serves the world's experts over loopback
-// with the bearer token given by --token, by $RLVR_SERVE_TOKEN, by both
-// (the flag wins) or by neither, and checks which requests are let in.
+// with the API key given by --api-key (or its old name --token), by
+// $RLVR_SERVE_TOKEN, by both (the flag wins) or by neither, and checks
+// which requests are let in: the others get OpenAI's 401 envelope.
 func TestServeTokenFromEnvironment(t *testing.T) {
 	cliFixture(t)
 	for _, tc := range []struct {
@@ -26,8 +29,9 @@ func TestServeTokenFromEnvironment(t *testing.T) {
 		refused   []string
 	}{
 		{"environment", "from-env", nil, "from-env", []string{"", "wrong"}},
-		{"flag", "", []string{"--token", "from-flag"}, "from-flag", []string{"", "wrong"}},
-		{"flag wins", "from-env", []string{"--token", "from-flag"}, "from-flag", []string{"", "from-env"}},
+		{"flag", "", []string{"--api-key", "from-flag"}, "from-flag", []string{"", "wrong"}},
+		{"old flag", "", []string{"--token", "from-flag"}, "from-flag", []string{"", "wrong"}},
+		{"flag wins", "from-env", []string{"--api-key", "from-flag"}, "from-flag", []string{"", "from-env"}},
 		{"neither", "", nil, "", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -35,7 +39,7 @@ func TestServeTokenFromEnvironment(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			base, done := startServe(t, ctx, append([]string{"serve", "--world-experts", "--addr", "127.0.0.1:0"}, tc.flag...), `serving E0 on (http://\S+/v1)`)
-			status := func(token string) int {
+			status := func(token string) (int, []byte) {
 				req, err := http.NewRequest("GET", base+"/models", nil)
 				if err != nil {
 					t.Fatal(err)
@@ -47,15 +51,18 @@ func TestServeTokenFromEnvironment(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				resp.Body.Close()
-				return resp.StatusCode
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, b
 			}
-			if got := status(tc.accepted); got != http.StatusOK {
+			if got, _ := status(tc.accepted); got != http.StatusOK {
 				t.Errorf("token %q: status %d, want 200", tc.accepted, got)
 			}
 			for _, tok := range tc.refused {
-				if got := status(tok); got != http.StatusUnauthorized {
-					t.Errorf("token %q: status %d, want 401", tok, got)
+				got, b := status(tok)
+				var e api.ErrorResponse
+				if err := json.Unmarshal(b, &e); got != http.StatusUnauthorized || err != nil || e.Error.Code == nil || *e.Error.Code != api.CodeInvalidAPIKey {
+					t.Errorf("token %q: status %d %s, want 401 with code %s", tok, got, b, api.CodeInvalidAPIKey)
 				}
 			}
 			cancel()
@@ -68,6 +75,34 @@ func TestServeTokenFromEnvironment(t *testing.T) {
 				t.Fatal("serve did not stop")
 			}
 		})
+	}
+}
+
+// TestServeAddrNeedsAKey: an --addr other machines reach is refused
+// without an API key, and let through with one (from the flag or the
+// environment) or with --insecure. Nothing listens: each command line
+// also has a bad --max-n, so it stops at the flag check.
+func TestServeAddrNeedsAKey(t *testing.T) {
+	dir := cliFixture(t)
+	t.Setenv(tokenEnv, "")
+	refused(t, dir, []string{"serve", "--world-experts", "--addr", "0.0.0.0:8000"},
+		[]string{`--addr "0.0.0.0:8000" accepts connections from other machines: give --api-key (or $` + tokenEnv + `)`, "--insecure"})
+	refused(t, dir, []string{"serve", "--world-experts", "--api-key", "a", "--token", "b"}, []string{"--token is the old name of --api-key"})
+	for _, tc := range []struct {
+		env  string
+		args []string
+	}{
+		{"", []string{"--addr", "0.0.0.0:8000", "--api-key", "k"}},
+		{"", []string{"--addr", ":8000", "--insecure"}},
+		{"k", []string{"--addr", "[::]:8000"}},
+		{"", []string{"--addr", "localhost:8000"}},
+	} {
+		t.Setenv(tokenEnv, tc.env)
+		args := append([]string{"serve", "--world-experts", "--max-n", "200"}, tc.args...)
+		_, _, err := execute(t, context.Background(), args...)
+		if err == nil || !strings.Contains(err.Error(), "--max-n 200") || strings.Contains(err.Error(), "--addr") {
+			t.Errorf("%v: error %v, want one about --max-n only", args, err)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -15,8 +16,10 @@ import (
 )
 
 // TestServeTinker runs rlvr serve --tinker over loopback and makes the
-// calls of a short session: the API key is asked for, a model is created
-// and sampled from, and its weights are saved under --state.
+// calls of a short session: the API key is asked for (in X-API-Key, as the
+// Tinker SDK sends it, or as a bearer token; without it the answer is
+// FastAPI's 401 {"detail": ...}), a model is created and sampled from, and
+// its weights are saved under --state.
 func TestServeTinker(t *testing.T) {
 	cliFixture(t)
 	t.Setenv(tokenEnv, "")
@@ -24,15 +27,15 @@ func TestServeTinker(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	base, done := startServe(t, ctx, []string{"serve", "--tinker", "--model", "model", "--name", "tiny", "--addr", "127.0.0.1:0",
-		"--state", state, "--token", "k", "--poll-timeout", "5s"}, `serving tiny over the Tinker API on (http://\S+)`)
-	get := func(path, key string) (int, []byte) {
+		"--state", state, "--api-key", "k", "--poll-timeout", "5s"}, `serving tiny over the Tinker API on (http://\S+)`)
+	get := func(path string, header ...string) (int, []byte) {
 		t.Helper()
 		req, err := http.NewRequest("GET", base+path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if key != "" {
-			req.Header.Set(tinker.HeaderAPIKey, key)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -42,15 +45,21 @@ func TestServeTinker(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, b
 	}
-	if status, _ := get(tinker.PathHealthz, ""); status != http.StatusOK {
+	if status, _ := get(tinker.PathHealthz); status != http.StatusOK {
 		t.Errorf("healthz: %d", status)
 	}
-	if status, _ := get(tinker.PathCapabilities, ""); status != http.StatusUnauthorized {
-		t.Errorf("capabilities without the key: %d", status)
+	for _, header := range [][]string{nil, {tinker.HeaderAPIKey, "wrong"}, {"Authorization", "Bearer wrong"}} {
+		status, b := get(tinker.PathCapabilities, header...)
+		var detail tinker.ErrorDetail
+		if err := json.Unmarshal(b, &detail); status != http.StatusUnauthorized || err != nil || !strings.Contains(detail.Detail, "API key") {
+			t.Errorf("capabilities with %v: %d %s", header, status, b)
+		}
 	}
-	status, b := get(tinker.PathCapabilities, "k")
-	if status != http.StatusOK || !strings.Contains(string(b), `"model_name":"tiny"`) {
-		t.Errorf("capabilities: %d %s", status, b)
+	for _, header := range [][]string{{tinker.HeaderAPIKey, "k"}, {"Authorization", "Bearer k"}} {
+		status, b := get(tinker.PathCapabilities, header...)
+		if status != http.StatusOK || !strings.Contains(string(b), `"model_name":"tiny"`) {
+			t.Errorf("capabilities with %v: %d %s", header, status, b)
+		}
 	}
 	client := &remote.Client{BaseURL: base, APIKey: "k"}
 	var s tinker.CreateSessionResponse
@@ -109,6 +118,8 @@ func TestServeTinkerFlags(t *testing.T) {
 		{[]string{"serve", "--tinker", "--model", "model", "--max-n", "-1", "--addr", "x"}, []string{"--max-n -1", `--addr "x"`}},
 		{[]string{"serve", "--model", "model", "--state", "adir"}, []string{"--state is read only with --tinker"}},
 		{[]string{"serve", "--model", "model", "--poll-timeout", "1s"}, []string{"--poll-timeout is read only with --tinker"}},
+		{[]string{"serve", "--tinker", "--model", "model", "--addr", "0.0.0.0:0"}, []string{`--addr "0.0.0.0:0" accepts connections from other machines`, "--api-key", "--insecure"}},
+		{[]string{"serve", "--tinker", "--model", "model", "--addr", ":0", "--api-key", ""}, []string{"--api-key is empty", `--addr ":0" accepts connections`}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) { refused(t, dir, tc.args, tc.want) })
 	}
