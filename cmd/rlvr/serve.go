@@ -50,6 +50,7 @@ func serveCmd() *cobra.Command {
 		tinkerMode               bool
 		stateDir                 string
 		pollTimeout              time.Duration
+		limits                   tinkerLimits
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -67,7 +68,9 @@ With --tinker it answers the Tinker training API instead (/api/v1/...,
 the calls of SkyRL tx and hosted Tinker): clients create models of --model
 (served under --name), train every parameter on rlvr's engine and sample
 from them. The key then travels in X-API-Key, as the Tinker SDK sends it,
-or as the bearer token; weights saved by save_weights go under --state.`,
+or as the bearer token; weights saved by save_weights go under --state.
+--max-models, --max-saved-states and --max-saved-gib bound what clients
+may hold: the models in memory and the saves on disk.`,
 		Example: `  rlvr serve --model ../shared/data/stories260K/stories260K.bin
   rlvr serve --model runs/meml-grpo-model --expert 1        # under the expert best on validation
   curl -s localhost:8000/v1/completions -d '{"model":"stories260K","prompt":"Once upon a time","max_tokens":40}'
@@ -82,8 +85,11 @@ or as the bearer token; weights saved by save_weights go under --state.`,
 				if pollTimeout < 0 || pollTimeout > maxPollTimeout {
 					c.add("poll-timeout", "%v: must be in [0, %v]", pollTimeout, maxPollTimeout)
 				}
+				c.intIn("max-models", limits.models, 0, maxTinkerModels)
+				c.intIn("max-saved-states", limits.savedStates, 0, maxSavedStates)
+				c.intIn("max-saved-gib", limits.savedGiB, 0, maxSavedGiB)
 			} else {
-				for _, f := range []string{"state", "poll-timeout"} {
+				for _, f := range []string{"state", "poll-timeout", "max-models", "max-saved-states", "max-saved-gib"} {
 					if cmd.Flags().Changed(f) {
 						c.add(f, "is read only with --tinker")
 					}
@@ -119,7 +125,7 @@ or as the bearer token; weights saved by save_weights go under --state.`,
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			if tinkerMode {
-				return serveTinker(cmd, modelPath, name, cfg, stateDir, pollTimeout)
+				return serveTinker(cmd, modelPath, name, cfg, stateDir, pollTimeout, limits)
 			}
 			var models []serve.Model
 			if worldExperts {
@@ -183,6 +189,9 @@ or as the bearer token; weights saved by save_weights go under --state.`,
 	f.BoolVar(&tinkerMode, "tinker", false, "answer the Tinker training API (/api/v1) over --model instead of the OpenAI API")
 	f.StringVar(&stateDir, "state", "", "with --tinker: the directory save_weights writes to (default: a new directory under the system's temporary directory)")
 	f.DurationVar(&pollTimeout, "poll-timeout", 0, "with --tinker: how long retrieve_future waits for a result before answering 408 (0: 30s)")
+	f.IntVar(&limits.models, "max-models", 0, fmt.Sprintf("with --tinker: models alive at once, each a copy of --model's weights with its optimizer state (0: %d)", tinkerserver.DefaultMaxModels))
+	f.IntVar(&limits.savedStates, "max-saved-states", 0, fmt.Sprintf("with --tinker: saved states and exports kept under --state (0: %d)", tinkerserver.DefaultMaxSavedStates))
+	f.IntVar(&limits.savedGiB, "max-saved-gib", 0, fmt.Sprintf("with --tinker: GiB the saved states and exports under --state may take together (0: %d)", tinkerserver.DefaultMaxSavedBytes>>30))
 	cmd.MarkFlagsMutuallyExclusive("expert", "prompt-suffix")
 	// --tinker serves --model for training: no scripted experts, and no
 	// prompt, since Tinker calls carry their own tokens; the tokenizer is
@@ -229,9 +238,15 @@ func printTokenSource(cmd *cobra.Command, cfg serve.Config, what string) {
 	}
 }
 
+// tinkerLimits are the flags bounding what Tinker clients hold; 0 means
+// the server's default.
+type tinkerLimits struct {
+	models, savedStates, savedGiB int
+}
+
 // serveTinker serves the model at modelPath over the Tinker API until the
 // command's context ends.
-func serveTinker(cmd *cobra.Command, modelPath, name string, cfg serve.Config, stateDir string, pollTimeout time.Duration) error {
+func serveTinker(cmd *cobra.Command, modelPath, name string, cfg serve.Config, stateDir string, pollTimeout time.Duration, limits tinkerLimits) error {
 	out := cmd.ErrOrStderr()
 	if err := ensureWorldModel(cmd.Context(), modelPath); err != nil {
 		return err
@@ -257,6 +272,10 @@ func serveTinker(cmd *cobra.Command, modelPath, name string, cfg serve.Config, s
 		BatchWindow:  cfg.BatchWindow,
 		PollTimeout:  pollTimeout,
 		Logger:       cfg.Logger,
+
+		MaxModels:      limits.models,
+		MaxSavedStates: limits.savedStates,
+		MaxSavedBytes:  int64(limits.savedGiB) << 30,
 	})
 	if err != nil {
 		if made != "" {
@@ -318,7 +337,10 @@ const tokenEnv = "RLVR_SERVE_TOKEN"
 
 // Bounds on serve's flags.
 const (
-	maxServeBatch  = 4096
-	maxBatchWindow = time.Second
-	maxPollTimeout = time.Hour
+	maxServeBatch   = 4096
+	maxBatchWindow  = time.Second
+	maxPollTimeout  = time.Hour
+	maxTinkerModels = 1024
+	maxSavedStates  = 1 << 20
+	maxSavedGiB     = 1 << 30
 )

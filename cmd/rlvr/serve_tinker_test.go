@@ -118,6 +118,11 @@ func TestServeTinkerFlags(t *testing.T) {
 		{[]string{"serve", "--tinker", "--model", "model", "--max-n", "-1", "--addr", "x"}, []string{"--max-n -1", `--addr "x"`}},
 		{[]string{"serve", "--model", "model", "--state", "adir"}, []string{"--state is read only with --tinker"}},
 		{[]string{"serve", "--model", "model", "--poll-timeout", "1s"}, []string{"--poll-timeout is read only with --tinker"}},
+		{[]string{"serve", "--model", "model", "--max-models", "2"}, []string{"--max-models is read only with --tinker"}},
+		{[]string{"serve", "--model", "model", "--max-saved-states", "2"}, []string{"--max-saved-states is read only with --tinker"}},
+		{[]string{"serve", "--model", "model", "--max-saved-gib", "2"}, []string{"--max-saved-gib is read only with --tinker"}},
+		{[]string{"serve", "--tinker", "--model", "model", "--max-models", "-1", "--max-saved-states", "-2", "--max-saved-gib", "-3"},
+			[]string{"--max-models -1", "--max-saved-states -2", "--max-saved-gib -3"}},
 		{[]string{"serve", "--tinker", "--model", "model", "--addr", "0.0.0.0:0"}, []string{`--addr "0.0.0.0:0" accepts connections from other machines`, "--api-key", "--insecure"}},
 		{[]string{"serve", "--tinker", "--model", "model", "--addr", ":0", "--api-key", ""}, []string{"--api-key is empty", `--addr ":0" accepts connections`}},
 	} {

@@ -57,7 +57,8 @@
 // (or, for forward_backward, protobuf or zstd) of the call's shape — the
 // detail names the field —, a missing identifier, an unsupported feature
 // or a value beyond one of the server's limits (Config.MaxDatums and the
-// others; the detail names the field and the limit); 401 for a missing or
+// others, Config.MaxModels for create_model; the detail names the field
+// and the limit); 401 for a missing or
 // wrong API key; 404 for an unknown session, model, base model, sampler
 // weights, sampling session or future; 409 for a reused seq_id or
 // sampling_session_seq_id; 410 for an expired session (or a model of one)
@@ -69,7 +70,8 @@
 // Every problem with what a call asks for — the loss function and its
 // config, a datum's inputs (lengths, token ids, values), AdamW's
 // settings, the sampling parameters and prompt, the name or path of
-// saved weights — fails the call: retrieve_future answers 200 with
+// saved weights, a save beyond Config.MaxSavedStates or
+// Config.MaxSavedBytes — fails the call: retrieve_future answers 200 with
 // {"error": message, "category": "user"}, the message naming the datum
 // index and the field (the SDK raises it as RequestFailedError). A
 // failure of the engine itself (a non-finite loss or gradient) has
@@ -205,6 +207,18 @@ type Config struct {
 	// per model, each a copy of every weight; the oldest is dropped first.
 	// 0 means 4.
 	MaxSamplerWeights int
+	// MaxModels bounds the models alive at once, each a copy of its base
+	// model's weights with gradients and optimizer state: a create_model
+	// (or a load_weights that creates its model) beyond it gets 400. A
+	// model stops with its session. 0 means DefaultMaxModels.
+	MaxModels int
+	// MaxSavedStates bounds the saves kept in StateDir, saved states
+	// (save_weights) and exports (save_weights_external) together, and
+	// MaxSavedBytes their total size; a save beyond either fails, saying
+	// which. A save is freed by deleting it or by its TTL. 0 means
+	// DefaultMaxSavedStates and DefaultMaxSavedBytes.
+	MaxSavedStates int
+	MaxSavedBytes  int64
 	// PollTimeout is how long retrieve_future waits for a result before
 	// answering 408. 0 means DefaultPollTimeout (SkyRL waits 300 s).
 	PollTimeout time.Duration
@@ -224,6 +238,15 @@ type Config struct {
 // DefaultPollTimeout is Config.PollTimeout's default: 30 s.
 const DefaultPollTimeout = 30 * time.Second
 
+// The defaults of the limits on what clients hold: a model of a base
+// model of 135M parameters takes about 2 GB of memory with its gradients
+// and AdamW's moments, and a saved state of it about 1.6 GB of disk.
+const (
+	DefaultMaxModels      = 4
+	DefaultMaxSavedStates = 32
+	DefaultMaxSavedBytes  = 64 << 30
+)
+
 func (c Config) withDefaults() Config {
 	def := func(v *int, d int) {
 		if *v <= 0 {
@@ -237,6 +260,11 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxBatch, 64)
 	def(&c.MaxQueue, 1024)
 	def(&c.MaxSamplerWeights, 4)
+	def(&c.MaxModels, DefaultMaxModels)
+	def(&c.MaxSavedStates, DefaultMaxSavedStates)
+	if c.MaxSavedBytes <= 0 {
+		c.MaxSavedBytes = DefaultMaxSavedBytes
+	}
 	switch {
 	case c.MicroBatchTokens == 0:
 		c.MicroBatchTokens = 2048
@@ -292,6 +320,13 @@ type Server struct {
 	downloads        map[string]*download // by token
 	lastID           int64                // the last request_id issued
 	sampling         samplingQueue
+	// creating counts the models being created, outside the lock,
+	// against Config.MaxModels.
+	creating int
+
+	// saving serializes the check of the save limits with the renaming
+	// of a save into place, so two saves cannot both take the last room.
+	saving sync.Mutex
 
 	// hook, when set, runs on a worker before each call (tests block
 	// workers with it).

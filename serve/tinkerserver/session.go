@@ -470,18 +470,22 @@ func (s *Server) addModel(sessionID string, seq int64, b *base, adapters *lora.C
 	}
 	s.mu.Lock()
 	m, err := find()
+	if m == nil && err == nil {
+		err = s.reserveModelLocked(time.Now())
+	}
 	s.mu.Unlock()
 	if m != nil || err != nil {
 		return m, err
 	}
 	// Copy the base weights outside the lock: it takes a while.
 	learner, err := b.learner(optim.DefaultAdamW(), adapters)
-	if err != nil {
-		return nil, errorf(http.StatusBadRequest, "create_model: %v", err)
-	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.creating-- // the model is added below, or never
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "create_model: %v", err)
+	}
 	if m, err := find(); m != nil || err != nil {
 		return m, err
 	}

@@ -508,6 +508,9 @@ func (s *Server) writeSaved(m *trainModel, kind, name string, ttl time.Duration,
 	if _, err := os.Stat(dir); err == nil {
 		return "", "", userErr("weights %s are %s already", path, done)
 	}
+	if err := s.checkSaveRoom(path, 0); err != nil {
+		return "", "", err
+	}
 	tmp := filepath.Join(filepath.Dir(dir), "."+doing+"-"+name)
 	if err := os.RemoveAll(tmp); err != nil {
 		return "", "", serverErr("%v", err)
@@ -515,6 +518,17 @@ func (s *Server) writeSaved(m *trainModel, kind, name string, ttl time.Duration,
 	if err := write(tmp); err != nil {
 		os.RemoveAll(tmp)
 		return "", "", serverErr("%s %s: %v", doing, path, err)
+	}
+	_, size, err := filesOf(tmp)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", "", serverErr("%s %s: %v", doing, path, err)
+	}
+	s.saving.Lock()
+	defer s.saving.Unlock()
+	if err := s.checkSaveRoom(path, size); err != nil {
+		os.RemoveAll(tmp)
+		return "", "", err
 	}
 	// Written (or a stale one removed) first: the save never appears with
 	// another's TTL, or without its own.
