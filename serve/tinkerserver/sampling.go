@@ -235,10 +235,8 @@ func validateSample(req *sampleRequest, b *base) (*sampleJob, error) {
 	if err != nil {
 		bad("%v", err)
 	}
-	for i, id := range ids {
-		if vocab := b.loaded.Model.Config.Vocab; int(id) >= vocab {
-			bad("sampling_params.stop[%d] is %d, outside the model's vocabulary [0, %d)", i, id, vocab)
-		}
+	if err := checkVocab("sampling_params.stop", ids, b.loaded.Model.Config.Vocab); err != nil {
+		bad("%v", err)
 	}
 	// Every sample ends at the model's own end tokens, as vLLM's do,
 	// besides the ones the call names. A stop string's last token is

@@ -332,7 +332,7 @@ func TestSampleValidation(t *testing.T) {
 			[]string{"temperature is -1", "top_p is 0, want in (0, 1]", "top_k is -3"}},
 		{"mixed stop", map[string]any{"max_tokens": 4, "stop": []any{1, "x"}}, nil, []string{"sampling_params.stop must be a list of token ids or a list of strings"}},
 		{"negative stop token", map[string]any{"max_tokens": 4, "stop": []int{-1}}, nil, []string{"sampling_params.stop[0] is -1"}},
-		{"stop token outside the vocabulary", map[string]any{"max_tokens": 4, "stop": []int{5, 259}}, nil, []string{"sampling_params.stop[1] is 259, outside the model's vocabulary [0, 259)"}},
+		{"stop token outside the vocabulary", map[string]any{"max_tokens": 4, "stop": []int{5, 259}}, nil, []string{"sampling_params.stop token 1 is 259, outside the vocabulary [0, 259)"}},
 		{"empty stop string", map[string]any{"max_tokens": 4, "stop": []string{"x", ""}}, nil, []string{"sampling_params.stop[1] is an empty string"}},
 		{"zero samples", map[string]any{"max_tokens": 4}, map[string]any{"num_samples": 0}, []string{"num_samples is 0"}},
 		{"empty prompt", map[string]any{"max_tokens": 4}, map[string]any{"prompt": tinker.Text(nil)}, []string{"prompt has no tokens"}},
