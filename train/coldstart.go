@@ -186,10 +186,12 @@ func (l *loop) coldStart(ctx context.Context, starts []part.ColdStart, logf func
 			return fmt.Errorf("cold_start: a demonstration of %d tokens exceeds the model's context of %d", demos[i].Len(), l.pol.maxLen)
 		}
 	}
+	steps := cs.Epochs * ((len(demos) + cs.Batch - 1) / cs.Batch)
 	for epoch := range cs.Epochs {
 		order := make([]backend.Datum, len(demos))
 		copy(order, demos)
 		task.Shuffle(order, cfg.Seed+uint64(epoch)*1_000_003+77)
+		stepStart := time.Now()
 		for b := 0; b < len(order); b += cs.Batch {
 			m := method.Metrics{}
 			batch := &method.Batch{Terms: []method.Term{{Name: "cold_start", Data: order[b:min(b+cs.Batch, len(order))],
@@ -199,6 +201,10 @@ func (l *loop) coldStart(ctx context.Context, starts []part.ColdStart, logf func
 			}
 			rec.Steps++
 			rec.Loss = append(rec.Loss, m[LossMetric("cold_start")])
+			// A stage of long demonstrations takes minutes a step on a
+			// CPU: each step says where it is.
+			logf("cold start: step %d of %d, loss %.4f, %.0f s", rec.Steps, steps, rec.Loss[len(rec.Loss)-1], time.Since(stepStart).Seconds())
+			stepStart = time.Now()
 		}
 		logf("cold start: epoch %d of %d, %d steps, loss %.4f", epoch+1, cs.Epochs, rec.Steps, rec.Loss[len(rec.Loss)-1])
 	}

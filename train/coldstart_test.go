@@ -75,7 +75,7 @@ func TestColdStartTeachesConsultAction(t *testing.T) {
 	if before.N != 12 || after.N != 12 || before.Mean != 0 || after.Mean < 0.75 {
 		t.Fatalf("consult rate before %+v, after %+v: want 0 of 12, then at least 9 of 12", before, after)
 	}
-	if !strings.Contains(log.String(), "cold start: consultation consult rate after:") {
+	if !strings.Contains(log.String(), "cold start: consultation consult rate after:") || !strings.Contains(log.String(), "cold start: step 150 of 150, loss ") {
 		t.Errorf("log:\n%s", log.String())
 	}
 	if ms := stable(t, filepath.Join(run, "metrics.jsonl")); len(ms) != 1 || ms[0][eapo.MetricCallRate] == 0 {
