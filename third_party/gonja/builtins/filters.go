@@ -129,6 +129,11 @@ func filterBatch(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
+	// fill_with pads the last row up to linecount items. (Patched in for
+	// rlvr: see README.md.)
+	if err := e.Allow(exec.MulBytes(exec.AddBytes(in.Len(), max(lineCount, 0)), exec.ItemBytes)); err != nil {
+		return exec.AsValue(err)
+	}
 	out := make([]any, 0)
 	var row []any
 	in.Iterate(func(idx, count int, key, value *exec.Value) bool {
@@ -185,6 +190,9 @@ func filterCenter(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	slen := in.Len()
 	if width <= slen {
 		return in
+	}
+	if err := e.Allow(exec.AddBytes(len(in.String()), width)); err != nil { // (patched in for rlvr)
+		return exec.AsValue(err)
 	}
 
 	spaces := width - slen
@@ -375,6 +383,11 @@ func filterFormat(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	for _, arg := range params.Args {
 		args = append(args, arg.Interface())
 	}
+	// Widths and repeated arguments can make the text far longer than
+	// the format. (Patched in for rlvr: see README.md.)
+	if err := e.Allow(exec.FormatBound(in.String(), params.Args, math.MaxInt-1)); err != nil {
+		return exec.AsValue(err)
+	}
 	return exec.AsValue(fmt.Sprintf(in.String(), args...))
 }
 
@@ -436,6 +449,7 @@ func filterIndent(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	}
 	var (
 		indent string
+		spaces int // an integer width, made into indent once counted
 		first  bool
 		blank  bool
 	)
@@ -443,12 +457,7 @@ func filterIndent(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		exec.KeywordArgument("width", exec.AsValue(4), func(v *exec.Value) error {
 			switch {
 			case v.IsInteger():
-				width := v.Integer()
-				if width < 0 {
-					indent = ""
-				} else {
-					indent = strings.Repeat(" ", width)
-				}
+				spaces = max(v.Integer(), 0)
 			case v.IsString():
 				indent = v.String()
 			default:
@@ -463,6 +472,15 @@ func filterIndent(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	}
 	if !in.IsString() {
 		return exec.AsValue(exec.ErrInvalidCall(fmt.Errorf("%s is not a string", in.String())))
+	}
+	// The indent is repeated on every line: count the text before building
+	// it. (Patched in for rlvr: see README.md.)
+	lineCount := strings.Count(in.String(), "\n") + 1
+	if err := e.Allow(exec.AddBytes(len(in.String()), exec.MulBytes(max(len(indent), spaces), lineCount))); err != nil {
+		return exec.AsValue(err)
+	}
+	if spaces > 0 {
+		indent = strings.Repeat(" ", spaces)
 	}
 	lines := strings.Split(in.String(), "\n")
 	for idx, line := range lines {
@@ -483,6 +501,10 @@ func filterIndent(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	}
 	return exec.AsValue(out)
 }
+
+// maxIntegerDigits is Python's limit on the digits of an integer parsed
+// from a string (sys.get_int_max_str_digits).
+const maxIntegerDigits = 4300
 
 func filterInteger(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 	if in.IsError() {
@@ -526,6 +548,12 @@ func filterInteger(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 		raw = raw[2:]
 	}
 
+	// Parsing a big integer takes time quadratic in its digits; Python
+	// refuses more than 4300 of them. (Patched in for rlvr: see
+	// README.md.)
+	if len(raw) > maxIntegerDigits {
+		return exec.AsValue(errors.Errorf("an integer of more than %d digits", maxIntegerDigits))
+	}
 	if parsed, ok := new(big.Int).SetString(raw, base); ok {
 		if parsed.IsInt64() {
 			parsedInt := parsed.Int64()
@@ -590,6 +618,15 @@ func filterJoin(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 		return true
 	}, func() {})
 
+	// The delimiter is repeated between all items: count the text before
+	// building it. (Patched in for rlvr: see README.md.)
+	size := exec.MulBytes(len(parts), len(delimiter))
+	for _, part := range parts {
+		size = exec.AddBytes(size, len(part))
+	}
+	if err := e.Allow(size); err != nil {
+		return exec.AsValue(err)
+	}
 	joined := strings.Join(parts, delimiter)
 	if e.Config.AutoEscape {
 		return exec.AsSafeValue(joined)
@@ -662,6 +699,10 @@ func filterList(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.V
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
 	if in.IsString() {
+		// One item per character. (Patched in for rlvr: see README.md.)
+		if err := e.Allow(exec.MulBytes(len(in.String()), exec.ItemBytes+utf8.UTFMax)); err != nil {
+			return exec.AsValue(err)
+		}
 		out := []string{}
 		for _, r := range in.String() {
 			out = append(out, string(r))
@@ -969,6 +1010,15 @@ func filterReplace(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exe
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
+	// Each occurrence (each character for an empty old) takes new.
+	// (Patched in for rlvr: see README.md.)
+	occurrences := strings.Count(in.String(), old)
+	if !count.IsNil() && count.Integer() >= 0 {
+		occurrences = min(occurrences, count.Integer())
+	}
+	if err := e.Allow(exec.AddBytes(len(in.String()), exec.MulBytes(occurrences, len(new)))); err != nil {
+		return exec.AsValue(err)
+	}
 	if count.IsNil() {
 		return exec.AsValue(strings.ReplaceAll(in.String(), old, new))
 	}
@@ -1093,6 +1143,11 @@ func filterSlice(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	}
 	if !in.IsList() {
 		return exec.AsValue(exec.ErrInvalidCall(fmt.Errorf("%s is not a list", in.String())))
+	}
+	// One list per slice, however few the items. (Patched in for rlvr:
+	// see README.md.)
+	if err := e.Allow(exec.MulBytes(exec.AddBytes(slices, in.Len()), 2*exec.ItemBytes)); err != nil {
+		return exec.AsValue(err)
 	}
 	seq := make([]any, 0, in.Len())
 	in.Iterate(func(index, _ int, value, _ *exec.Value) bool {
@@ -1297,7 +1352,13 @@ func filterToJSON(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		if !indent.IsInteger() {
 			return "", errors.Errorf("Expected an integer for 'indent', got %s", indent.String())
 		}
-		b, err := stdjson.MarshalIndent(value, "", strings.Repeat(" ", indent.Integer()))
+		// Every element is on a line of its own, indented once per level
+		// of nesting. (Patched in for rlvr: see README.md.)
+		elements, depth := jsonShape(value)
+		if err := e.Allow(exec.AddBytes(exec.ValueSize(value, math.MaxInt-1), exec.MulBytes(exec.MulBytes(elements+1, depth+1), max(indent.Integer(), 0)))); err != nil {
+			return "", err
+		}
+		b, err := stdjson.MarshalIndent(value, "", strings.Repeat(" ", max(indent.Integer(), 0)))
 		if err != nil {
 			return "", err
 		}
@@ -1535,6 +1596,12 @@ func filterUrlize(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		relValue = strings.Join(parts, " ")
 	}
 
+	// Each word may become a link carrying rel and target. (Patched in
+	// for rlvr: see README.md.)
+	words := strings.Count(in.String(), " ") + 1
+	if err := e.Allow(exec.AddBytes(exec.MulBytes(len(in.String()), 3), exec.MulBytes(words, len(relValue)+len(target.String())+64))); err != nil {
+		return exec.AsValue(err)
+	}
 	s, err := filterUrlizeHelper(in.String(), trimURLLimit, relValue, target.String(), extraSchemes)
 	if err != nil {
 		return exec.AsValue(err)
@@ -1674,4 +1741,38 @@ func filterSelectAttr(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	}, func() {})
 
 	return exec.AsValue(out)
+}
+
+// jsonShape counts the elements of a JSON-like value and how deeply they
+// nest, to bound its indented text. (Patched in for rlvr: see README.md.)
+func jsonShape(value any) (elements, depth int) {
+	v := reflect.ValueOf(value)
+	for v.IsValid() && (v.Kind() == reflect.Interface || v.Kind() == reflect.Pointer) {
+		if v.IsNil() {
+			return 0, 0
+		}
+		v = v.Elem()
+	}
+	if !v.IsValid() {
+		return 0, 0
+	}
+	var items []reflect.Value
+	switch v.Kind() {
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			items = append(items, v.Index(i))
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			items = append(items, it.Value())
+		}
+	default:
+		return 0, 0
+	}
+	for _, item := range items {
+		n, d := jsonShape(item.Interface())
+		elements = exec.AddBytes(elements, n+1)
+		depth = max(depth, d+1)
+	}
+	return elements, depth
 }

@@ -1,6 +1,8 @@
 package builtins
 
 import (
+	"math"
+
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/utils"
 	"github.com/pkg/errors"
@@ -18,13 +20,19 @@ var GlobalFunctions = exec.NewContext(map[string]any{
 	"ngettext":  ngettextFunction,
 })
 
-func rangeFunction(_ *exec.Evaluator, params *exec.VarArgs) (<-chan int, error) {
+// rangeFunction returns the integers of Python's range as a list. Upstream
+// gonja sends them on a channel from a goroutine of their own, which never
+// ends when the range is not read to its end, and which a loop reads
+// whole anyway; the list is counted against the render's limits before it
+// is built, and a call without arguments is an error rather than a panic.
+// (Patched in for rlvr: see README.md.)
+func rangeFunction(e *exec.Evaluator, params *exec.VarArgs) ([]int, error) {
 	var (
 		start = 0
 		stop  = -1
 		step  = 1
 	)
-	switch n := len(params.Args); n > 0 {
+	switch n := len(params.Args); {
 	case n == 1 && params.Args[0].IsInteger():
 		stop = params.Args[0].Integer()
 	case n == 2 && params.Args[0].IsInteger() && params.Args[1].IsInteger():
@@ -42,20 +50,24 @@ func rangeFunction(_ *exec.Evaluator, params *exec.VarArgs) (<-chan int, error) 
 		return nil, exec.ErrInvalidCall(errors.New("step cannot be 0"))
 	}
 
-	channel := make(chan int)
-	go func() {
-		if step > 0 {
-			for i := start; i < stop; i += step {
-				channel <- i
-			}
-		} else {
-			for i := start; i > stop; i += step {
-				channel <- i
-			}
-		}
-		close(channel)
-	}()
-	return channel, nil
+	count := uint64(0)
+	switch {
+	case step > 0 && stop > start:
+		count = (uint64(stop-start) + uint64(step) - 1) / uint64(step)
+	case step < 0 && stop < start:
+		count = (uint64(start-stop) + uint64(-step) - 1) / uint64(-step)
+	}
+	if count > math.MaxInt32 {
+		count = math.MaxInt32 // past any limit, and a size that cannot overflow
+	}
+	if err := e.Allow(exec.MulBytes(int(count), exec.ItemBytes)); err != nil {
+		return nil, err
+	}
+	items := make([]int, count)
+	for i := range items {
+		items[i] = start + i*step
+	}
+	return items, nil
 }
 
 func dictFunction(_ *exec.Evaluator, params *exec.VarArgs) *exec.Value {
@@ -137,7 +149,7 @@ func namespaceFunction(_ *exec.Evaluator, params *exec.VarArgs) map[string]any {
 	return ns
 }
 
-func lipSumFunction(_ *exec.Evaluator, params *exec.VarArgs) *exec.Value {
+func lipSumFunction(e *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 	var (
 		n    int
 		html bool
@@ -151,6 +163,14 @@ func lipSumFunction(_ *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 		exec.KeywordArgument("max", exec.AsValue(100), exec.IntArgument(&max)),
 	); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	// n paragraphs of max-min words. (Patched in for rlvr: see README.md.)
+	words := 0
+	if max > min {
+		words = int(min64(uint64(max)-uint64(min), math.MaxInt32))
+	}
+	if err := e.Allow(exec.MulBytes(exec.MulBytes(n, words), 24)); err != nil {
+		return exec.AsValue(err)
 	}
 	return exec.AsSafeValue(utils.Lipsum(n, html, min, max))
 }
@@ -176,4 +196,11 @@ func ngettextFunction(_ *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 		return exec.AsValue(singular)
 	}
 	return exec.AsValue(plural)
+}
+
+func min64(a, b uint64) uint64 {
+	if a < b {
+		return a
+	}
+	return b
 }

@@ -80,8 +80,11 @@ func (e *Evaluator) evalCall(node *nodes.Call) *Value {
 		if err, ok := value.Interface().(ErrInvalidCall); ok {
 			return AsValue(fmt.Errorf("invalid call to function '%s': %s", functionName, err.Error()))
 		}
+		return value
 	}
-	return value
+	// A call's result counts against the render's limits. (Patched in for
+	// rlvr: see README.md.)
+	return e.built(value)
 }
 
 func (e *Evaluator) evalMethod(parentNode nodes.Node, method string, args []nodes.Expression, kwargs map[string]nodes.Expression) *Value {
@@ -107,8 +110,19 @@ func (e *Evaluator) evalMethod(parentNode nodes.Node, method string, args []node
 	}
 	var result any
 	err := fmt.Errorf("unknown method '%s' for '%s'", method, parent.String())
+	g := e.guard()
 	switch {
 	case parent.IsString():
+		// Padding, replacing, joining and splitting can outgrow their
+		// inputs: bound them before they build. (Patched in for rlvr: see
+		// README.md.)
+		if g != nil {
+			if n, ok := methodBound(method, parent.String(), parameters, g.sizeLimit()); ok {
+				if err := g.allow(n); err != nil {
+					return AsValue(err)
+				}
+			}
+		}
 		if method, ok := e.Environment.Methods.Str.Get(method); ok {
 			result, err = method(parent.String(), parent, parameters)
 		}
@@ -160,6 +174,11 @@ func (e *Evaluator) evalMethod(parentNode nodes.Node, method string, args []node
 	if n, ok := parentNode.(*nodes.Name); ok && e.Environment.Context.Has(n.Name.Val) {
 		e.Environment.Context.Set(n.Name.Val, parent.Interface())
 	}
-
-	return AsValue(result)
+	if g != nil && (parent.IsList() || parent.IsDict()) {
+		// A method may have grown its list or dict (append).
+		if err := g.chargeValue(parent.Interface()); err != nil {
+			return AsValue(err)
+		}
+	}
+	return e.built(AsValue(result))
 }

@@ -16,6 +16,10 @@ type Environment struct {
 	Tests             *TestSet
 	Context           *Context
 	Methods           Methods
+
+	// guard bounds the render this environment belongs to; nil for one
+	// without limits. (Patched in for rlvr: see README.md.)
+	guard *guard
 }
 
 type FilterSet struct {

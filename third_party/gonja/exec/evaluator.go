@@ -24,6 +24,13 @@ type Evaluator struct {
 }
 
 func (e *Evaluator) Eval(node nodes.Expression) *Value {
+	// Every expression is a step of the render: a render cancelled or
+	// past a limit stops here. (Patched in for rlvr: see README.md.)
+	if g := e.guard(); g != nil {
+		if err := g.step(); err != nil {
+			return AsValue(err)
+		}
+	}
 	switch n := node.(type) {
 	case *nodes.None:
 		return AsValue(nil)
@@ -76,6 +83,59 @@ func (e *Evaluator) Eval(node nodes.Expression) *Value {
 	}
 }
 
+// integerPower is base**exp for exp >= 0, by squaring; ok is false on
+// overflow.
+func integerPower(base, exp int) (int, bool) {
+	result := 1
+	for exp > 0 {
+		var ok bool
+		if exp&1 == 1 {
+			if result, ok = multiplyInts(result, base); !ok {
+				return 0, false
+			}
+		}
+		exp >>= 1
+		if exp > 0 {
+			if base, ok = multiplyInts(base, base); !ok {
+				return 0, false
+			}
+		}
+	}
+	return result, true
+}
+
+// multiplyInts is a*b; ok is false on overflow.
+func multiplyInts(a, b int) (int, bool) {
+	if a == 0 || b == 0 {
+		return 0, true
+	}
+	p := a * b
+	if p/b != a || (a == -1 && b == math.MinInt) || (b == -1 && a == math.MinInt) {
+		return 0, false
+	}
+	return p, true
+}
+
+// chargeSum counts the concatenation of left and right, before it is
+// built. (Patched in for rlvr: see README.md.)
+func (e *Evaluator) chargeSum(left, right *Value) error {
+	g := e.guard()
+	if g == nil {
+		return nil
+	}
+	limit := g.sizeLimit()
+	return g.charge(addBytes(ValueSize(left.Interface(), limit), ValueSize(right.Interface(), limit)))
+}
+
+// built counts v, a value just built, returning it or the limit error.
+// (Patched in for rlvr: see README.md.)
+func (e *Evaluator) built(v *Value) *Value {
+	if err := e.ChargeValue(v.Interface()); err != nil {
+		return AsValue(err)
+	}
+	return v
+}
+
 // evalConditional evaluates the expression or the alternative, which is
 // undefined when left out. (Patched in for rlvr: see README.md.)
 func (e *Evaluator) evalConditional(node *nodes.Conditional) *Value {
@@ -118,6 +178,9 @@ func (e *Evaluator) evalBinaryExpression(node *nodes.BinaryExpression) *Value {
 			if !right.IsList() {
 				return AsValue(errors.Wrapf(right, `Unable to concatenate list to %s`, node.Right))
 			}
+			if err := e.chargeSum(left, right); err != nil {
+				return AsValue(err)
+			}
 
 			v := &Value{Val: reflect.ValueOf([]any{})}
 
@@ -137,6 +200,9 @@ func (e *Evaluator) evalBinaryExpression(node *nodes.BinaryExpression) *Value {
 		}
 
 		if left.IsString() || right.IsString() {
+			if err := e.chargeSum(left, right); err != nil {
+				return AsValue(err)
+			}
 			return AsValue(left.String() + right.String())
 		}
 
@@ -155,7 +221,17 @@ func (e *Evaluator) evalBinaryExpression(node *nodes.BinaryExpression) *Value {
 			return AsValue(left.Float() * right.Float())
 		}
 		if left.IsString() {
-			return AsValue(strings.Repeat(left.String(), right.Integer()))
+			// Counted before it is built; strings.Repeat panics on a
+			// negative count, which Python repeats zero times. (Patched
+			// in for rlvr: see README.md.)
+			count := right.Integer()
+			if count < 0 {
+				return AsValue("")
+			}
+			if err := e.Charge(mulBytes(len(left.String()), count)); err != nil {
+				return AsValue(err)
+			}
+			return AsValue(strings.Repeat(left.String(), count))
 		}
 		// Result will be int
 		return AsValue(left.Integer() * right.Integer())
@@ -166,11 +242,27 @@ func (e *Evaluator) evalBinaryExpression(node *nodes.BinaryExpression) *Value {
 		// Int division
 		return AsValue(int(left.Float() / right.Float()))
 	case tokens.Modulo:
+		if right.Integer() == 0 {
+			// Go panics here; Python raises an error. (Patched in for
+			// rlvr: see README.md.)
+			return AsValue(errors.New("integer modulo by zero"))
+		}
 		// Result will be int
 		return AsValue(left.Integer() % right.Integer())
 	case tokens.Power:
+		// An integer to a non-negative integer power is an integer, as in
+		// Python, unless it overflows. (Patched in for rlvr: see
+		// README.md.)
+		if left.IsInteger() && right.IsInteger() && right.Integer() >= 0 {
+			if p, ok := integerPower(left.Integer(), right.Integer()); ok {
+				return AsValue(p)
+			}
+		}
 		return AsValue(math.Pow(left.Float(), right.Float()))
 	case tokens.Tilde:
+		if err := e.chargeSum(left, right); err != nil {
+			return AsValue(err)
+		}
 		return AsValue(strings.Join([]string{left.String(), right.String()}, ""))
 	case tokens.And:
 		// Python/Jinja2 semantics: `x and y` returns x if x is falsy,
@@ -270,7 +362,7 @@ func (e *Evaluator) evalList(node *nodes.List) *Value {
 		value := e.Eval(val)
 		values = append(values, value)
 	}
-	return AsValue(values)
+	return e.built(AsValue(values))
 }
 
 func (e *Evaluator) evalTuple(node *nodes.Tuple) *Value {
@@ -279,7 +371,7 @@ func (e *Evaluator) evalTuple(node *nodes.Tuple) *Value {
 		value := e.Eval(val)
 		values = append(values, value)
 	}
-	return AsValue(values)
+	return e.built(AsValue(values))
 }
 
 func (e *Evaluator) evalDict(node *nodes.Dict) *Value {
@@ -291,7 +383,7 @@ func (e *Evaluator) evalDict(node *nodes.Dict) *Value {
 		}
 		pairs = append(pairs, p.Interface().(*Pair))
 	}
-	return AsValue(&Dict{pairs})
+	return e.built(AsValue(&Dict{pairs}))
 }
 
 func (e *Evaluator) evalPair(node *nodes.Pair) *Value {
@@ -427,7 +519,7 @@ func (e *Evaluator) evalGetSlice(node *nodes.GetSlice) *Value {
 				ee = n + ee
 			}
 		}
-		return value.Slice(s, ee)
+		return e.built(value.Slice(s, ee))
 	}
 
 	// --- general case: emulate Python's slice with start/stop/step (incl. negative step) ---
@@ -461,7 +553,7 @@ func (e *Evaluator) evalGetSlice(node *nodes.GetSlice) *Value {
 				out = append(out, srcRunes[i])
 			}
 		}
-		return AsValue(string(out))
+		return e.built(AsValue(string(out)))
 	}
 
 	out := make([]any, 0)
@@ -486,7 +578,7 @@ func (e *Evaluator) evalGetSlice(node *nodes.GetSlice) *Value {
 			}
 		}
 	}
-	return AsValue(out)
+	return e.built(AsValue(out))
 }
 
 // pythonSliceBounds returns (start, stop) indices following Python's slice

@@ -53,13 +53,19 @@ func (e *Evaluator) ExecuteFilterByName(name string, in *Value, params *VarArgs)
 	if !e.Environment.Filters.Exists(name) || !ok {
 		return AsValue(errors.Errorf("filter '%s' not found", name))
 	}
+	// Each filter is a step of the render, and its result counts against
+	// the render's limits. (Patched in for rlvr: see README.md.)
+	if err := e.Step(); err != nil {
+		return AsValue(err)
+	}
 	returnedValue := filter(e, in, params)
 	if returnedValue.IsError() {
 		err, ok := returnedValue.Interface().(ErrInvalidCall)
 		if ok {
 			return AsValue(fmt.Errorf("invalid call to filter '%s': %s", name, err.Error()))
 		}
+		return returnedValue
 	}
 
-	return returnedValue
+	return e.built(returnedValue)
 }

@@ -43,6 +43,13 @@ func (ms *MacroSet) Replace(name string, fn Macro) error {
 
 func MacroNodeToFunc(node *nodes.Macro, r *Renderer) (Macro, error) {
 	return func(params *VarArgs) *Value {
+		// A macro may call itself, directly or through an argument: bound
+		// the depth. (Patched in for rlvr: see README.md.)
+		e := r.Evaluator()
+		if err := e.Enter(); err != nil {
+			return AsValue(err)
+		}
+		defer e.Leave()
 		var out strings.Builder
 		sub := r.Inherit()
 		sub.Output = &out

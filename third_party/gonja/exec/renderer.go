@@ -45,6 +45,7 @@ func (r *Renderer) Inherit() *Renderer {
 			Filters:           r.Environment.Filters,
 			ControlStructures: r.Environment.ControlStructures,
 			Methods:           r.Environment.Methods,
+			guard:             r.Environment.guard,
 		},
 		Template: r.Template,
 		RootNode: r.RootNode,
@@ -56,6 +57,15 @@ func (r *Renderer) Inherit() *Renderer {
 
 // Visit implements the nodes.Visitor interface
 func (r *Renderer) Visit(node nodes.Node) (nodes.Visitor, error) {
+	// Every statement is a step of a limited render, its line is where an
+	// error is reported, and what it writes counts against the limits.
+	// (Patched in for rlvr: see README.md.)
+	g := r.Environment.guard
+	if g != nil {
+		if err := g.step(); err != nil {
+			return nil, err
+		}
+	}
 	switch n := node.(type) {
 	case *nodes.Comment:
 		return nil, nil
@@ -76,50 +86,85 @@ func (r *Renderer) Visit(node nodes.Node) (nodes.Visitor, error) {
 			lines = append(lines[0:len(lines)-1], strings.TrimRight(lines[len(lines)-1], " \n\t\r"))
 			output = strings.Join(lines, "\n")
 		}
+		if g != nil {
+			if err := g.charge(len(output)); err != nil {
+				g.line = n.Data.Line
+				return nil, err
+			}
+		}
 		_, err := io.WriteString(r.Output, output)
 		return nil, err
 	case *nodes.Output:
-		var value *Value
-		if n.Condition != nil {
-			condition := r.Eval(n.Condition)
-			if condition.IsError() {
-				return nil, errors.Wrapf(condition, `Unable to render condition at line %d: %s`, n.Condition.Position().Line, n.Condition)
-			}
-			if !condition.IsNil() && condition.IsTrue() {
-				value = r.Eval(n.Expression)
-			} else if condition.IsNil() || !condition.IsTrue() {
-				if n.Alternative != nil {
-					value = r.Eval(n.Alternative)
-				} else {
-					return nil, nil
-				}
-			} else {
-				return nil, errors.Wrapf(condition, `Unable to evaluation condition as boolean at line %d: %s`, n.Condition.Position().Line, n.Condition)
-			}
-		} else {
-			value = r.Eval(n.Expression)
-		}
-		if value.IsError() {
-			return nil, errors.Wrapf(value, `Unable to render expression at line %d: %s`, n.Expression.Position().Line, n.Expression)
-		}
-		var err error
-		if r.Config.AutoEscape && value.IsString() && !value.Safe {
-			_, err = io.WriteString(r.Output, value.Escaped())
-		} else {
-			_, err = io.WriteString(r.Output, value.String())
-		}
+		outer := g.enterLine(n.Start.Line)
+		err := r.output(n)
+		g.leaveLine(outer, err)
 		return nil, err
 	case *nodes.ControlStructureBlock:
-		controlStructure, ok := n.ControlStructure.(ControlStructure)
-		if ok {
-			if err := controlStructure.Execute(r, n); err != nil {
-				return nil, errors.Wrapf(err, `Unable to execute controlStructure at line %d: %s`, n.ControlStructure.Position().Line, n.ControlStructure)
-			}
-		}
-		return nil, nil
+		outer := g.enterLine(n.Location.Line)
+		err := r.controlStructure(n)
+		g.leaveLine(outer, err)
+		return nil, err
 	default:
 		return r, nil
 	}
+}
+
+// output renders an expression statement, {{ ... }}.
+func (r *Renderer) output(n *nodes.Output) error {
+	var value *Value
+	if n.Condition != nil {
+		condition := r.Eval(n.Condition)
+		if condition.IsError() {
+			return errors.Wrapf(condition, `Unable to render condition at line %d: %s`, n.Condition.Position().Line, n.Condition)
+		}
+		if !condition.IsNil() && condition.IsTrue() {
+			value = r.Eval(n.Expression)
+		} else if condition.IsNil() || !condition.IsTrue() {
+			if n.Alternative != nil {
+				value = r.Eval(n.Alternative)
+			} else {
+				return nil
+			}
+		} else {
+			return errors.Wrapf(condition, `Unable to evaluation condition as boolean at line %d: %s`, n.Condition.Position().Line, n.Condition)
+		}
+	} else {
+		value = r.Eval(n.Expression)
+	}
+	if value.IsError() {
+		return errors.Wrapf(value, `Unable to render expression at line %d: %s`, n.Expression.Position().Line, n.Expression)
+	}
+	if g := r.Environment.guard; g != nil && !value.IsString() {
+		// The text of a list or dict holding another many times is
+		// many times its size in memory: count it before building it.
+		if err := g.allow(ValueSize(value.Interface(), g.sizeLimit())); err != nil {
+			return err
+		}
+	}
+	var text string
+	if r.Config.AutoEscape && value.IsString() && !value.Safe {
+		text = value.Escaped()
+	} else {
+		text = value.String()
+	}
+	if g := r.Environment.guard; g != nil {
+		if err := g.charge(len(text)); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(r.Output, text)
+	return err
+}
+
+// controlStructure executes a control structure statement, {% ... %}.
+func (r *Renderer) controlStructure(n *nodes.ControlStructureBlock) error {
+	controlStructure, ok := n.ControlStructure.(ControlStructure)
+	if ok {
+		if err := controlStructure.Execute(r, n); err != nil {
+			return errors.Wrapf(err, `Unable to execute controlStructure at line %d: %s`, n.ControlStructure.Position().Line, n.ControlStructure)
+		}
+	}
+	return nil
 }
 
 // ExecuteWrapper wraps the nodes.Wrapper execution logic

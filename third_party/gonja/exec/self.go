@@ -21,6 +21,14 @@ func Self(r *Renderer) map[string]func() string {
 	for name, b := range getBlocks(r.RootNode) {
 		block := b
 		blocks[name] = func() string {
+			// A block may render itself through self: bound the depth;
+			// the limit error stops the render at its next step. (Patched
+			// in for rlvr: see README.md.)
+			e := r.Evaluator()
+			if e.Enter() != nil {
+				return ""
+			}
+			defer e.Leave()
 			sub := r.Inherit()
 			var out strings.Builder
 			sub.Output = &out

@@ -26,7 +26,15 @@ type Template struct {
 }
 
 // NewTemplate creates a gonja template instance that can be executed with a given context later on
-func NewTemplate(identifier string, config *config.Config, loader loaders.Loader, environment *Environment) (*Template, error) {
+func NewTemplate(identifier string, config *config.Config, loader loaders.Loader, environment *Environment) (t *Template, err error) {
+	defer func() {
+		// Lexing and parsing meet arbitrary input: a panic in them is an
+		// error of this template, not a crash. (Patched in for rlvr: see
+		// README.md.)
+		if r := recover(); r != nil {
+			t, err = nil, fmt.Errorf("failed to parse template '%s': the template engine failed: %v", identifier, r)
+		}
+	}()
 	input, err := loader.Read(identifier)
 	if err != nil {
 		return nil, fmt.Errorf("failed to reader template '%s': %s", identifier, err)
@@ -37,7 +45,7 @@ func NewTemplate(identifier string, config *config.Config, loader loaders.Loader
 		return nil, fmt.Errorf("failed to copy '%s' to string buffer: %s", source, err)
 	}
 
-	t := &Template{
+	t = &Template{
 		source:      source.String(),
 		config:      config,
 		loader:      loader,
@@ -62,13 +70,7 @@ func (t *Template) Execute(wr io.Writer, data *Context) error {
 		data = EmptyContext()
 	}
 
-	renderer := NewRenderer(&Environment{
-		Tests:             t.environment.Tests,
-		Filters:           t.environment.Filters,
-		ControlStructures: t.environment.ControlStructures,
-		Context:           t.environment.Context.Inherit().Update(data),
-		Methods:           t.environment.Methods,
-	}, wr, t.config, t.loader, t)
+	renderer := NewRenderer(t.renderEnvironment(data, nil), wr, t.config, t.loader, t)
 
 	err := renderer.Execute()
 	if err != nil {
@@ -76,6 +78,20 @@ func (t *Template) Execute(wr io.Writer, data *Context) error {
 	}
 
 	return nil
+}
+
+// renderEnvironment is the environment of one render with data, bounded
+// by g (nil: unbounded). (Factored out for rlvr's ExecuteLimited: see
+// README.md.)
+func (t *Template) renderEnvironment(data *Context, g *guard) *Environment {
+	return &Environment{
+		Tests:             t.environment.Tests,
+		Filters:           t.environment.Filters,
+		ControlStructures: t.environment.ControlStructures,
+		Context:           t.environment.Context.Inherit().Update(data),
+		Methods:           t.environment.Methods,
+		guard:             g,
+	}
 }
 
 // ExecuteToString executes the template and returns the rendered content as a string

@@ -1162,6 +1162,12 @@ func (v *Value) Set(key *Value, value any) error {
 			return errors.Errorf(`Invalid value "%s"`, val)
 		}
 	}
+	if holds(reflect.ValueOf(value), v.Val, val) {
+		// A namespace or dict that held itself would make every walk of
+		// it (printing, comparing, copying) recurse without end. (Patched
+		// in for rlvr: see README.md.)
+		return errors.Errorf(`Can't set "%s" to a value that holds its own container`, key.String())
+	}
 
 	switch val.Kind() {
 	case reflect.Struct:
@@ -1170,12 +1176,27 @@ func (v *Value) Set(key *Value, value any) error {
 		}
 		field := val.FieldByName(key.String())
 		if field.IsValid() && field.CanSet() {
-			field.Set(reflect.ValueOf(value))
+			// reflect panics on a value of another type. (Patched in for
+			// rlvr: see README.md.)
+			v := reflect.ValueOf(value)
+			if !v.IsValid() || !v.Type().AssignableTo(field.Type()) {
+				return errors.Errorf(`Can't write a %T to field "%s"`, value, key.String())
+			}
+			field.Set(v)
 		} else {
 			return errors.Errorf(`Can't write field "%s"`, key.String())
 		}
 	case reflect.Map:
-		val.SetMapIndex(key.Val, reflect.ValueOf(value))
+		// reflect panics on a key or value of another type. (Patched in
+		// for rlvr: see README.md.)
+		k, v := key.Val, reflect.ValueOf(value)
+		if !k.IsValid() || !k.Type().AssignableTo(val.Type().Key()) {
+			return errors.Errorf(`Can't use "%s" as a key of %s`, key.String(), val.Type())
+		}
+		if v.IsValid() && !v.Type().AssignableTo(val.Type().Elem()) {
+			return errors.Errorf(`Can't store a %T in %s`, value, val.Type())
+		}
+		val.SetMapIndex(k, v)
 	default:
 		return errors.Errorf(`Unknown type "%s", can't set value on "%s"`, val.Kind(), key.String())
 	}

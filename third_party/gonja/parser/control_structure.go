@@ -1,6 +1,7 @@
 package parser
 
 import (
+	stderrors "errors"
 	"fmt"
 
 	log "github.com/sirupsen/logrus"
@@ -24,6 +25,10 @@ func (p *Parser) ParseControlStructureBlock() (*nodes.ControlStructureBlock, err
 	begin := p.Match(tokens.BlockBegin)
 	if begin == nil {
 		return nil, errors.Errorf(`Expected "%s" got "%s"`, p.Config.BlockStartString, p.Current())
+	}
+	defer p.unnest(p.nesting)
+	if err := p.nest(begin); err != nil {
+		return nil, err
 	}
 
 	name := p.Match(tokens.Name)
@@ -70,13 +75,19 @@ func (p *Parser) ParseControlStructureBlock() (*nodes.ControlStructureBlock, err
 			"stream": stream,
 		}).Trace("Got stream")
 	}
-	argParser := NewParser(p.identifier, stream, p.Config, p.Loader, p.controlStructures)
+	argParser := p.sub(stream)
 	if logging.Enabled() {
 		log.Trace("argparser")
 	}
 
 	controlStructure, err := controlStructureParser(p, argParser)
 	if err != nil {
+		// An error without a position is placed at the tag. (Patched in
+		// for rlvr: see README.md.)
+		var syntaxError *SyntaxError
+		if !stderrors.As(err, &syntaxError) {
+			err = p.Error(err.Error(), name)
+		}
 		return nil, errors.Wrapf(err, `Unable to parse controlStructure "%s"`, name.Val)
 	}
 	if logging.Enabled() {

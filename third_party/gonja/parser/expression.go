@@ -51,6 +51,10 @@ func (p *Parser) ParseExpression() (nodes.Expression, error) {
 			"current": p.Current(),
 		}).Trace("ParseExpression")
 	}
+	defer p.unnest(p.nesting)
+	if err := p.nest(p.Current()); err != nil {
+		return nil, err
+	}
 	var expr nodes.Expression
 
 	expr, err := p.ParseLogicalExpression()
@@ -81,10 +85,14 @@ func (p *Parser) parseConditionalExpression() (nodes.Expression, error) {
 	if err != nil || expr == nil {
 		return expr, err
 	}
+	defer p.unnest(p.nesting)
 	for {
 		tok := p.MatchName("if")
 		if tok == nil {
 			return expr, nil
+		}
+		if err := p.nest(tok); err != nil {
+			return nil, err
 		}
 		condition, err := p.ParseExpression()
 		if err != nil {

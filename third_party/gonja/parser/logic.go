@@ -43,8 +43,12 @@ func (p *Parser) parseOr() (nodes.Expression, error) {
 		return nil, err
 	}
 
+	defer p.unnest(p.nesting)
 	for p.Current(tokens.Or) != nil {
 		op := BinOp(p.Pop())
+		if err := p.nest(op.Token); err != nil {
+			return nil, err
+		}
 		right, err := p.parseAnd()
 		if err != nil {
 			return nil, err
@@ -78,8 +82,12 @@ func (p *Parser) parseAnd() (nodes.Expression, error) {
 		return nil, err
 	}
 
+	defer p.unnest(p.nesting)
 	for p.Current(tokens.And) != nil {
 		op := BinOp(p.Pop())
+		if err := p.nest(op.Token); err != nil {
+			return nil, err
+		}
 
 		right, err := p.parseNot()
 		if err != nil {
@@ -143,8 +151,12 @@ func (p *Parser) parseCompare() (nodes.Expression, error) {
 		return nil, err
 	}
 
+	defer p.unnest(p.nesting)
 	for p.Current(compareOps...) != nil {
 		op := p.Pop()
+		if err := p.nest(op); err != nil {
+			return nil, err
+		}
 
 		right, err := p.ParseMath()
 		if err != nil {

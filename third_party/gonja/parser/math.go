@@ -21,8 +21,12 @@ func (p *Parser) ParseMath() (nodes.Expression, error) {
 		return nil, err
 	}
 
+	defer p.unnest(p.nesting)
 	for p.Current(tokens.Addition, tokens.Subtraction) != nil {
 		op := BinOp(p.Pop())
+		if err := p.nest(op.Token); err != nil {
+			return nil, err
+		}
 		right, err := p.parseConcat()
 		if err != nil {
 			return nil, err
@@ -54,8 +58,12 @@ func (p *Parser) parseConcat() (nodes.Expression, error) {
 		return nil, err
 	}
 
+	defer p.unnest(p.nesting)
 	for p.Current(tokens.Tilde) != nil {
 		op := BinOp(p.Pop())
+		if err := p.nest(op.Token); err != nil {
+			return nil, err
+		}
 		right, err := p.ParseMathPrioritary()
 		if err != nil {
 			return nil, err
@@ -87,8 +95,12 @@ func (p *Parser) ParseMathPrioritary() (nodes.Expression, error) {
 		return nil, err
 	}
 
+	defer p.unnest(p.nesting)
 	for p.Current(tokens.Multiply, tokens.Division, tokens.FloorDivision, tokens.Modulo) != nil {
 		op := BinOp(p.Pop())
+		if err := p.nest(op.Token); err != nil {
+			return nil, err
+		}
 		right, err := p.ParsePower()
 		if err != nil {
 			return nil, err
@@ -159,8 +171,12 @@ func (p *Parser) ParsePower() (nodes.Expression, error) {
 		return nil, err
 	}
 
+	defer p.unnest(p.nesting)
 	for p.Current(tokens.Power) != nil {
 		op := BinOp(p.Pop())
+		if err := p.nest(op.Token); err != nil {
+			return nil, err
+		}
 		right, err := p.parseUnary()
 		if err != nil {
 			return nil, err

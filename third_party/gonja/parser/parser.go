@@ -34,6 +34,39 @@ type Parser struct {
 	Config   *config.Config
 	Template *nodes.Template
 	Loader   loaders.Loader
+
+	// nesting is how deeply the node being parsed nests (see nest).
+	nesting int
+}
+
+// MaxNesting bounds how deeply expressions, blocks and inherited templates
+// nest, counting every level of brackets, every operator or accessor that
+// wraps an operand, and every block inside another: parsing and rendering
+// recurse once per level, and a template nested without bound would
+// overflow the stack, which Go cannot recover from. Jinja2 itself stops at
+// Python's recursion limit, near 100 levels of parentheses. (Patched in for
+// rlvr: see README.md.)
+const MaxNesting = 256
+
+var nestingMessage = fmt.Sprintf("the template nests deeper than %d levels", MaxNesting)
+
+// nest enters one more level of nesting at tok, failing past MaxNesting.
+// Callers restore the level they started at with `defer p.unnest(p.nesting)`.
+func (p *Parser) nest(tok *tokens.Token) error {
+	p.nesting++
+	if p.nesting > MaxNesting {
+		return p.Error(nestingMessage, tok)
+	}
+	return nil
+}
+
+func (p *Parser) unnest(level int) { p.nesting = level }
+
+// sub returns a parser of stream that starts at p's nesting.
+func (p *Parser) sub(stream *tokens.Stream) *Parser {
+	s := NewParser(p.identifier, stream, p.Config, p.Loader, p.controlStructures)
+	s.nesting = p.nesting
+	return s
 }
 
 func (p *Parser) Stream() *tokens.Stream {
@@ -168,8 +201,7 @@ func (p *Parser) WrapUntil(names ...string) (*nodes.Wrapper, *Parser, error) {
 						if data := p.Current(tokens.Data); data != nil {
 							data.Trim = data.Trim || len(end.Val) > 0 && end.Val[0] == '-'
 						}
-						stream := tokens.NewStream(args)
-						return wrapper, NewParser(p.identifier, stream, p.Config, p.Loader, p.controlStructures), nil
+						return wrapper, p.sub(tokens.NewStream(args)), nil
 					}
 					if p.End() || p.Current(tokens.EOF) != nil {
 						return nil, nil, p.Error("Unexpected EOF.", p.Current())
@@ -273,6 +305,11 @@ func (p *Parser) Extend(identifier string) (*nodes.Template, error) {
 		controlStructures: p.controlStructures,
 		Config:            config,
 		Loader:            loader,
+		nesting:           p.nesting,
+	}
+	// A template that extends itself would be read without end.
+	if err := parser.nest(p.Current()); err != nil {
+		return nil, err
 	}
 	return parser.Parse()
 }

@@ -3,6 +3,7 @@ package parser
 import (
 	// "fmt"
 
+	"errors"
 	"strconv"
 	"strings"
 
@@ -319,7 +320,7 @@ func (p *Parser) ParseGetter(accessor *tokens.Token, from nodes.Expression) (nod
 		if p.Current(tokens.Colon, tokens.RightBracket) == nil {
 			expression, err := p.ParseExpression()
 			if err != nil {
-				return nil, p.Error("invalid expression", p.Current())
+				return nil, p.subscriptError(err, "invalid expression")
 			}
 			argument = expression
 		}
@@ -335,7 +336,7 @@ func (p *Parser) ParseGetter(accessor *tokens.Token, from nodes.Expression) (nod
 			if p.Current(tokens.Colon, tokens.RightBracket) == nil {
 				expression, err := p.ParseExpression()
 				if err != nil {
-					return nil, p.Error("Invalid expression", p.Current())
+					return nil, p.subscriptError(err, "Invalid expression")
 				}
 				secondArgument = expression
 			}
@@ -346,7 +347,7 @@ func (p *Parser) ParseGetter(accessor *tokens.Token, from nodes.Expression) (nod
 				if p.Current(tokens.RightBracket) == nil {
 					expression, err := p.ParseExpression()
 					if err != nil {
-						return nil, p.Error("Invalid step expression", p.Current())
+						return nil, p.subscriptError(err, "Invalid step expression")
 					}
 					thirdArgument = expression
 				}
@@ -400,8 +401,12 @@ func (p *Parser) ParseVariableOrLiteral() (nodes.Expression, error) {
 	}
 
 	var parent nodes.Node
+	defer p.unnest(p.nesting)
 	for !p.Stream().EOF() {
 		if accessor := p.Match(tokens.Dot, tokens.LeftBracket); accessor != nil {
+			if err := p.nest(accessor); err != nil {
+				return nil, err
+			}
 			getter, err := p.ParseGetter(accessor, ident)
 			if err != nil {
 				return nil, err
@@ -410,6 +415,9 @@ func (p *Parser) ParseVariableOrLiteral() (nodes.Expression, error) {
 			ident = getter
 			continue
 		} else if leftParenthesis := p.Match(tokens.LeftParenthesis); leftParenthesis != nil {
+			if err := p.nest(leftParenthesis); err != nil {
+				return nil, err
+			}
 			call := &nodes.Call{
 				Location: leftParenthesis,
 				Func:     ident,
@@ -442,4 +450,13 @@ func (p *Parser) ParseVariableOrLiteral() (nodes.Expression, error) {
 	}
 
 	return ident, nil
+}
+
+// subscriptError is the error of a subscript that does not parse: the
+// nesting limit's own, or message. (Patched in for rlvr: see README.md.)
+func (p *Parser) subscriptError(err error, message string) error {
+	if se := (*SyntaxError)(nil); errors.As(err, &se) && se.Message == nestingMessage {
+		return err
+	}
+	return p.Error(message, p.Current())
 }

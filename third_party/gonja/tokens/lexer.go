@@ -982,7 +982,10 @@ func (l *Lexer) scanNumber() (Type, error) {
 		case isSpace(next) || isNumericTerminator(next) || isEOF(next):
 			tokType = Float
 		default:
-			l.backup()
+			// Give the dot back: backup would step back the width of the
+			// rune peek read, past the dot when that rune is wider.
+			// (Patched in for rlvr: see README.md.)
+			l.Pos--
 		}
 	}
 
@@ -997,7 +1000,7 @@ func (l *Lexer) scanNumber() (Type, error) {
 	if tokType == Float && l.peek() == '.' {
 		l.next()
 		next := l.peek()
-		l.backup()
+		l.Pos-- // the dot, as above
 		if isNumeric(next) || isSpace(next) || isNumericTerminator(next) || isEOF(next) {
 			return tokType, fmt.Errorf("two dots in numeric token")
 		}

@@ -30,7 +30,14 @@ func (c *CallControlStructure) String() string {
 
 func (c *CallControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStructureBlock) error {
 	// Build the caller() closure: renders the {% call %}...{% endcall %} body.
+	evaluator := r.Evaluator()
 	callerFn := func(va *exec.VarArgs) *exec.Value {
+		// caller() may call the macro that calls it: bound the depth.
+		// (Patched in for rlvr: see README.md.)
+		if err := evaluator.Enter(); err != nil {
+			return exec.AsValue(err)
+		}
+		defer evaluator.Leave()
 		buf := new(bytes.Buffer)
 		sub := r.Inherit()
 		originalOutput := sub.Output

@@ -43,7 +43,7 @@ func extendsParser(p *parser.Parser, args *parser.Parser) (nodes.ControlStructur
 
 		extended, err := p.Extend(cs.filename)
 		if err != nil {
-			return nil, fmt.Errorf("unable to load template '%s': %s", filename, err)
+			return nil, fmt.Errorf("unable to load template '%s': %s", filename.Val, err)
 		}
 
 		p.Template.Parent = extended

@@ -171,34 +171,46 @@ func isLoopControlError[T error](err error) bool {
 // writing to the same outer renderer.
 func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value) error {
 	// First pass: materialise items, applying any {% if cond %} filter.
+	// Each item is a step of the render and counts against its limits,
+	// and only a filtered loop binds its items in a context of their own
+	// here. (Patched in for rlvr: see README.md.)
 	items := exec.NewDict()
+	evaluator := r.Evaluator()
+	var limitErr error
 	obj.Iterate(func(idx, count int, key, value *exec.Value) bool {
-		sub := r.Inherit()
-		ctx := sub.Environment.Context
+		if limitErr = evaluator.Charge(exec.ItemBytes); limitErr != nil {
+			return false
+		}
+		var sub *exec.Renderer
+		set := func(string, any) {}
+		if fcs.IfCondition != nil {
+			sub = r.Inherit()
+			set = sub.Environment.Context.Set
+		}
 		pair := &exec.Pair{}
 
 		if fcs.Value != "" && !key.IsString() && key.Len() == 2 {
 			key.Iterate(func(idx, count int, key, value *exec.Value) bool {
 				switch idx {
 				case 0:
-					ctx.Set(fcs.Key, key)
+					set(fcs.Key, key)
 					pair.Key = key
 				case 1:
-					ctx.Set(fcs.Value, key)
+					set(fcs.Value, key)
 					pair.Value = key
 				}
 				return true
 			}, func() {})
 		} else {
-			ctx.Set(fcs.Key, key)
+			set(fcs.Key, key)
 			pair.Key = key
 			if value != nil {
-				ctx.Set(fcs.Value, value)
+				set(fcs.Value, value)
 				pair.Value = value
 			}
 		}
 
-		if fcs.IfCondition != nil {
+		if sub != nil {
 			if !sub.Eval(fcs.IfCondition).IsTrue() {
 				return true
 			}
@@ -206,6 +218,9 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 		items.Pairs = append(items.Pairs, pair)
 		return true
 	}, func() {})
+	if limitErr != nil {
+		return limitErr
+	}
 
 	// Empty case.
 	length := len(items.Pairs)
@@ -243,6 +258,12 @@ func (fcs *ForControlStructure) renderIterable(r *exec.Renderer, obj *exec.Value
 			if len(va.Args) == 0 {
 				return exec.AsValue("")
 			}
+			// loop(items) may recurse without end: bound the depth.
+			// (Patched in for rlvr: see README.md.)
+			if err := evaluator.Enter(); err != nil {
+				return exec.AsValue(err)
+			}
+			defer evaluator.Leave()
 			childItems := va.Args[0]
 			buf := new(bytes.Buffer)
 			sub := r.Inherit()

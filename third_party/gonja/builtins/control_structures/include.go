@@ -65,6 +65,13 @@ func (ics *IncludeControlStructure) Execute(r *exec.Renderer, tag *nodes.Control
 		}
 	}
 
+	// A template may include itself: bound the depth. (Patched in for
+	// rlvr: see README.md.)
+	evaluator := r.Evaluator()
+	if err := evaluator.Enter(); err != nil {
+		return err
+	}
+	defer evaluator.Leave()
 	return exec.NewRenderer(r.Environment, r.Output, r.Config.Inherit(), loader, included).Execute()
 }
 

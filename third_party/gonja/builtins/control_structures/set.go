@@ -69,6 +69,14 @@ func (scs *SetControlStructure) Execute(r *exec.Renderer, tag *nodes.ControlStru
 		return value
 	}
 
+	if _, ok := scs.target.(*nodes.Name); !ok {
+		// A value stored in a namespace or dict grows it: count the value,
+		// as a list literal holding it would be. (Patched in for rlvr: see
+		// README.md.)
+		if err := r.Evaluator().ChargeValue(value.Interface()); err != nil {
+			return err
+		}
+	}
 	switch n := scs.target.(type) {
 	case *nodes.Name:
 		r.Environment.Context.Set(n.Name.Val, value.Interface())

@@ -22,7 +22,9 @@ func ZFill(s string, width int) string {
 	origLen := len(s)
 
 	sign := ""
-	if s[0] == '+' || s[0] == '-' {
+	// An empty string has no sign to keep. (Patched in for rlvr: see
+	// README.md.)
+	if s != "" && (s[0] == '+' || s[0] == '-') {
 		sign = s[:1]
 		s = s[1:]
 	}
