@@ -177,7 +177,9 @@ func openHFText(dir, tokenizerPath string, hc *hfconfig.Config) (*Loaded, error)
 	tok, err := tokenizer.Load(tokenizerPath)
 	switch {
 	case err == nil:
-		useTokenizer(l, tok)
+		if err := useTokenizer(l, tok, templateFile(tokenizerPath, tok)); err != nil {
+			return nil, err
+		}
 		data, err := os.ReadFile(filepath.Join(dir, "generation_config.json"))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
@@ -205,8 +207,12 @@ func openHFText(dir, tokenizerPath string, hc *hfconfig.Config) (*Loaded, error)
 }
 
 // useTokenizer gives l the tokenizer tok, with what its config says: BOS,
-// the chat template and the end-of-turn tokens.
-func useTokenizer(l *Loaded, tok *tokenizer.Tokenizer) {
+// the chat template and the end-of-turn tokens. templateFile names where
+// the chat template came from, in its errors. A template that does not
+// parse is an error naming that file and the template's line: taking the
+// model for one without a template would silently prompt it without its
+// chat format.
+func useTokenizer(l *Loaded, tok *tokenizer.Tokenizer, templateFile string) error {
 	l.Tokenizer = tok
 	if bt, ok := tok.ByteTokenizer(); ok {
 		// The file describes the byte tokenizer; the native one is
@@ -214,16 +220,49 @@ func useTokenizer(l *Loaded, tok *tokenizer.Tokenizer) {
 		l.Tokenizer = bt
 	}
 	l.AddBOS = tok.AddBOS()
-	if tmpl, err := tok.ChatTemplate(); err == nil {
-		l.Chat = func(msgs []tokenizer.Message) (string, error) { return tokenizer.RenderChat(tmpl, msgs, true) }
-		// Generation stops at the end of the assistant's turn: the
-		// template's end-of-turn strings that are single tokens.
-		for _, end := range tmpl.StopStrings {
-			if id, ok := tok.TokenID(end); ok {
-				l.StopTokens = appendNew(l.StopTokens, id)
-			}
+	cfg := tok.Config()
+	if cfg == nil || cfg.ChatTemplateSource == "" {
+		return nil
+	}
+	tmpl, err := tokenizer.ParseChatTemplateFile(templateFile, cfg.ChatTemplateSource)
+	if err != nil {
+		return err
+	}
+	tmpl.BOSToken, tmpl.EOSToken = cfg.BOSToken, cfg.EOSToken
+	l.Chat = func(msgs []tokenizer.Message) (string, error) { return tokenizer.RenderChat(tmpl, msgs, true) }
+	// Generation stops at the end of the assistant's turn: the template's
+	// end-of-turn strings that are single tokens (EOS joins them apart).
+	for _, end := range tmpl.StopStrings {
+		if id, ok := tok.TokenID(end); ok {
+			l.StopTokens = appendNew(l.StopTokens, id)
 		}
 	}
+	return nil
+}
+
+// templateFile names the file the chat template of tok, loaded from
+// tokenizerPath (a tokenizer.json or its directory), came from:
+// chat_template.jinja beside it when that is the template, else
+// tokenizer_config.json's chat_template.
+func templateFile(tokenizerPath string, tok *tokenizer.Tokenizer) string {
+	dir := tokenizerPath
+	if st, err := os.Stat(tokenizerPath); err != nil || !st.IsDir() {
+		dir = filepath.Dir(tokenizerPath)
+	}
+	jinja := filepath.Join(dir, tokenizer.ChatTemplateFile)
+	if data, err := os.ReadFile(jinja); err == nil && tok.Config() != nil && string(data) == tok.Config().ChatTemplateSource {
+		return jinja
+	}
+	return filepath.Join(dir, "tokenizer_config.json") + ": chat_template"
+}
+
+// ggufTemplateFile names the file the chat template of a GGUF model came
+// from: its metadata, or the tokenizer given to replace it.
+func ggufTemplateFile(path, tokenizerPath string, tok *tokenizer.Tokenizer) string {
+	if tokenizerPath != "" {
+		return templateFile(tokenizerPath, tok)
+	}
+	return path + ": tokenizer.chat_template"
 }
 
 func openLlama2C(path, tokenizerPath string) (*Loaded, error) {

@@ -77,7 +77,9 @@ func openGGUF(path, tokenizerPath string) (*Loaded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
 	}
-	useTokenizer(l, tok)
+	if err := useTokenizer(l, tok, ggufTemplateFile(path, tokenizerPath, tok)); err != nil {
+		return nil, err
+	}
 	ids, err := generationEOS(path+" (generation_config from metadata)", files["generation_config.json"], hc.VocabSize)
 	if err != nil {
 		return nil, err

@@ -51,8 +51,10 @@ type ChatTemplate struct {
 }
 
 // ChatLimits bounds the work of one render, so that a template from an
-// untrusted file cannot hang or exhaust memory. A render that exceeds a
-// limit fails with an error wrapping [ErrChatTemplateLimit].
+// untrusted file cannot hang, overflow the stack or exhaust memory. A
+// render that exceeds a limit fails with an error wrapping
+// [ErrChatTemplateLimit]. (Parsing is bounded too: a template nests at most
+// 256 levels of brackets, operators and blocks, and is at most 1 MiB.)
 type ChatLimits struct {
 	// MaxOutput is the largest render in bytes; 0 means 4 MiB.
 	MaxOutput int
@@ -60,12 +62,25 @@ type ChatLimits struct {
 	// render may produce (Jinja's sandbox allows 100000 per call); 0 means
 	// 100000.
 	MaxRange int
-	// Timeout bounds the render's wall time; 0 means 10 seconds.
+	// Timeout bounds the render's wall time; 0 means 10 seconds. The
+	// render stops at its next evaluation step once it is past.
 	Timeout time.Duration
+	// MaxCallDepth bounds how deeply macro calls nest, however a macro is
+	// reached (by name, as an argument, as caller()), and recursive loops;
+	// 0 means 100 (Jinja2 stops near there, at Python's recursion limit).
+	MaxCallDepth int
+	// MaxValue is the largest string, list or dict a render may build, in
+	// bytes of its text with 32 bytes for each element of a collection;
+	// 0 means 16 MiB. It is checked before building.
+	MaxValue int
+	// MaxBuilt bounds the sum of all values a render builds and all it
+	// writes, however short-lived; 0 means 64 MiB.
+	MaxBuilt int
 }
 
 // DefaultChatLimits are the limits of a ChatTemplate whose Limits are zero.
-var DefaultChatLimits = ChatLimits{MaxOutput: 4 << 20, MaxRange: 100000, Timeout: 10 * time.Second}
+var DefaultChatLimits = ChatLimits{MaxOutput: 4 << 20, MaxRange: 100000, Timeout: 10 * time.Second,
+	MaxCallDepth: 100, MaxValue: 16 << 20, MaxBuilt: 64 << 20}
 
 // ErrChatTemplateLimit is wrapped by the errors of renders stopped by a
 // [ChatLimits] bound.
@@ -163,14 +178,27 @@ func (t ChatTemplate) Render(msgs []Message, addGenerationPrompt bool, kwargs ma
 }
 
 // renderError turns an engine error into one that names the template's
-// file and, for raise_exception, quotes the template's message.
+// file and the line of the statement the render failed in and, for
+// raise_exception, quotes the template's message.
 func (t ChatTemplate) renderError(err error) error {
+	where := t.File
+	var re *exec.RenderError
+	if errors.As(err, &re) {
+		if re.Line > 0 {
+			where = fmt.Sprintf("%s: line %d", t.File, re.Line)
+		}
+		err = re.Err
+	}
 	var raised *templateRaise
 	if errors.As(err, &raised) {
-		return fmt.Errorf("tokenizer: %s: the template raised an exception: %q", t.File, raised.message)
+		return fmt.Errorf("tokenizer: %s: the template raised an exception: %q", where, raised.message)
 	}
 	if errors.Is(err, ErrChatTemplateLimit) {
-		return fmt.Errorf("tokenizer: %s: %w", t.File, err)
+		return fmt.Errorf("tokenizer: %s: %w", where, err)
+	}
+	if errors.Is(err, exec.ErrLimit) {
+		detail := strings.TrimPrefix(err.Error(), exec.ErrLimit.Error()+": ")
+		return fmt.Errorf("tokenizer: %s: %w: %s", where, ErrChatTemplateLimit, detail)
 	}
 	// The engine wraps every level of the template it was in; the
 	// innermost message says what went wrong, the outer ones where.
@@ -178,7 +206,7 @@ func (t ChatTemplate) renderError(err error) error {
 	if i := strings.LastIndex(msg, ": "); i >= 0 && len(msg) > 300 {
 		msg = "..." + msg[i:]
 	}
-	return fmt.Errorf("tokenizer: %s: rendering: %s", t.File, msg)
+	return fmt.Errorf("tokenizer: %s: rendering: %s", where, msg)
 }
 
 // Family names the template's family for logs, from its end-of-turn

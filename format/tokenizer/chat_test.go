@@ -269,8 +269,12 @@ func TestChatTemplateErrors(t *testing.T) {
 		}
 	}
 
-	if _, err := ParseChatTemplate("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}"); err == nil {
-		t.Error("a recursive macro parsed")
+	recursive, err := ParseChatTemplateFile("t.jinja", "{% macro f(n) %}{{ f(n) }}{% endmacro %}\n{{ f(1) }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RenderChat(recursive, msgs, true); !errors.Is(err, ErrChatTemplateLimit) || !strings.Contains(err.Error(), "t.jinja: line 1: ") {
+		t.Errorf("endless recursion: error = %v, want ErrChatTemplateLimit naming the file and line 1", err)
 	}
 	if _, err := ParseChatTemplate("{% include '/etc/passwd' %}"); err == nil {
 		tpl, _ := ParseChatTemplate("{% include '/etc/passwd' %}")

@@ -69,15 +69,17 @@
 // as json.dumps(ensure_ascii=False), Python's strip and trim, and negative
 // list indices. [RenderChat] and [ChatTemplate.Render] pass messages,
 // add_generation_prompt, bos_token, eos_token and extra kwargs such as
-// enable_thinking. Renders are bounded in output size, range() items and
-// time ([ChatLimits]); include and import cannot read files; recursive
-// macros are refused. [ChatTemplate.StopStrings] are the end-of-turn
+// enable_thinking. Renders are bounded in output size, range() items,
+// time, call depth and the size of every value built ([ChatLimits]), and
+// parsing in nesting, so that a hostile template gives an error naming
+// its file and line rather than a crash; include and import cannot read
+// files. [ChatTemplate.StopStrings] are the end-of-turn
 // strings to stop generation on. Renders are checked byte for byte against
 // transformers on Qwen3, Qwen2.5, SmolLM2, Llama 3.1 and 3.2,
 // DeepSeek-R1-Distill-Qwen and Gemma 3 templates (testdata/chat,
-// python/chat_ref.py). gonja is vendored in third_party/gonja with one
-// patch: conditional expressions inside brackets, which Gemma 3's template
-// uses.
+// python/chat_ref.py). gonja is vendored in third_party/gonja with two
+// patches: conditional expressions inside brackets, which Gemma 3's
+// template uses, and render limits (see its README.md).
 //
 // # Small vocabularies
 //

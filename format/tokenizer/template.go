@@ -2,7 +2,8 @@ package tokenizer
 
 // The Jinja engine behind ChatTemplate: gonja v2 (third_party/gonja: v2.9.1
 // patched to read conditional expressions inside parentheses, literals and
-// call arguments, as Gemma 3's template needs), configured as transformers
+// call arguments, as Gemma 3's template needs, and to render under limits
+// of nesting, call depth, value sizes and time), configured as transformers
 // configures Jinja2 (trim_blocks, lstrip_blocks, no trailing newline kept),
 // with the globals and filters transformers adds (raise_exception,
 // strftime_now, tojson) and replacements where gonja's behaviour differs
@@ -10,12 +11,12 @@ package tokenizer
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"reflect"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,12 +58,16 @@ func jinjaConfig() *config.Config {
 // rootTemplate is the name the source is loaded under.
 const rootTemplate = "chat_template"
 
-// sourceLoader serves the template's own source and nothing else, so that
-// include, import and extends cannot read files.
-type sourceLoader struct{ source string }
+// sourceLoader serves the template's own source, once, for parsing it:
+// include, import and extends can neither read files nor the template
+// again (a template that extends itself would be read without end).
+type sourceLoader struct {
+	source string
+	read   *atomic.Bool
+}
 
 func (l sourceLoader) Read(path string) (io.Reader, error) {
-	if path != rootTemplate {
+	if path != rootTemplate || l.read.Swap(true) {
 		return nil, fmt.Errorf("chat templates cannot load other templates (%q)", path)
 	}
 	return strings.NewReader(l.source), nil
@@ -70,84 +75,39 @@ func (l sourceLoader) Read(path string) (io.Reader, error) {
 func (l sourceLoader) Resolve(path string) (string, error)         { return path, nil }
 func (l sourceLoader) Inherit(from string) (loaders.Loader, error) { return l, nil }
 
-var macroDefinition = regexp.MustCompile(`\{%-?\s*macro\s+([A-Za-z_][A-Za-z0-9_]*)`)
+// maxTemplateBytes bounds a template's source: the largest published chat
+// templates are tens of kilobytes, and parsing holds a token for each few
+// bytes of the source.
+const maxTemplateBytes = 1 << 20
 
 func newJinjaTemplate(source string) (*exec.Template, error) {
-	if err := checkMacroRecursion(source); err != nil {
-		return nil, err
+	if len(source) > maxTemplateBytes {
+		return nil, fmt.Errorf("the template is %d bytes, more than the %d accepted", len(source), maxTemplateBytes)
 	}
-	return exec.NewTemplate(rootTemplate, jinjaConfig(), sourceLoader{source}, jinjaEnvironment)
-}
-
-// checkMacroRecursion refuses templates whose macros can call themselves,
-// directly or through each other: the engine has no depth limit, and an
-// endless recursion would exhaust the stack, which Go cannot recover from.
-// Chat templates in use do not recurse.
-func checkMacroRecursion(source string) error {
-	defs := macroDefinition.FindAllStringSubmatchIndex(source, -1)
-	if len(defs) == 0 {
-		return nil
-	}
-	names := make([]string, len(defs))
-	for i, d := range defs {
-		names[i] = source[d[2]:d[3]]
-	}
-	calls := make(map[string][]string)
-	for i, d := range defs {
-		end := len(source)
-		if i+1 < len(defs) {
-			end = defs[i+1][0]
-		}
-		body := source[d[1]:end]
-		for _, callee := range names {
-			if regexp.MustCompile(`\b` + regexp.QuoteMeta(callee) + `\s*\(`).MatchString(body) {
-				calls[names[i]] = append(calls[names[i]], callee)
-			}
-		}
-	}
-	state := make(map[string]int) // 1 visiting, 2 done
-	var visit func(string) bool
-	visit = func(n string) bool {
-		switch state[n] {
-		case 1:
-			return true
-		case 2:
-			return false
-		}
-		state[n] = 1
-		for _, c := range calls[n] {
-			if visit(c) {
-				return true
-			}
-		}
-		state[n] = 2
-		return false
-	}
-	for _, n := range names {
-		if visit(n) {
-			return fmt.Errorf("macro %q can call itself; recursive macros are not supported", n)
-		}
-	}
-	return nil
+	return exec.NewTemplate(rootTemplate, jinjaConfig(), sourceLoader{source, new(atomic.Bool)}, jinjaEnvironment)
 }
 
 func (t ChatTemplate) limits() ChatLimits {
-	l := t.Limits
-	if l.MaxOutput <= 0 {
-		l.MaxOutput = DefaultChatLimits.MaxOutput
-	}
-	if l.MaxRange <= 0 {
-		l.MaxRange = DefaultChatLimits.MaxRange
-	}
-	if l.Timeout <= 0 {
-		l.Timeout = DefaultChatLimits.Timeout
-	}
+	l, d := t.Limits, DefaultChatLimits
+	orDefault(&l.MaxOutput, d.MaxOutput)
+	orDefault(&l.MaxRange, d.MaxRange)
+	orDefault(&l.Timeout, d.Timeout)
+	orDefault(&l.MaxCallDepth, d.MaxCallDepth)
+	orDefault(&l.MaxValue, d.MaxValue)
+	orDefault(&l.MaxBuilt, d.MaxBuilt)
 	return l
 }
 
+// orDefault sets a limit that is not positive to its default.
+func orDefault[T int | time.Duration](limit *T, def T) {
+	if *limit <= 0 {
+		*limit = def
+	}
+}
+
 // execute renders the template with data under t's limits. The render
-// runs in its own goroutine so that a timeout can return; a render past
-// its deadline fails its next write and range call, and so ends soon after.
+// runs in its own goroutine so that a timeout returns at once; the engine
+// checks the deadline at every step, so the render stops soon after.
 func (t ChatTemplate) execute(data map[string]any) (string, error) {
 	lim := t.limits()
 	now := t.Now
@@ -155,52 +115,69 @@ func (t ChatTemplate) execute(data map[string]any) (string, error) {
 		now = time.Now
 	}
 	w := &boundedWriter{max: lim.MaxOutput}
-	budget := &rangeBudget{left: lim.MaxRange, stop: &w.stopped}
+	budget := &rangeBudget{left: lim.MaxRange}
 	data["raise_exception"] = raiseException
-	data["strftime_now"] = func(format string) string { return strftime(now(), format) }
-	data["range"] = budget.call
-	done := make(chan error, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				done <- fmt.Errorf("the template engine failed: %v", r)
-			}
-		}()
-		done <- t.template.Execute(w, exec.NewContext(data))
-	}()
-	timer := time.NewTimer(lim.Timeout)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			if w.err != nil {
-				return "", w.err
-			}
-			if budget.err != nil {
-				return "", budget.err
-			}
+	data["strftime_now"] = func(e *exec.Evaluator, params *exec.VarArgs) (string, error) {
+		if len(params.Args) != 1 {
+			return "", errors.New("strftime_now expects a format")
+		}
+		format := params.Args[0].String()
+		// A directive of two bytes writes at most ten (%F: 2006-01-02).
+		if err := e.Allow(5 * len(format)); err != nil {
 			return "", err
 		}
-		return w.buf.String(), nil
-	case <-timer.C:
-		w.stopped.Store(true)
-		return "", fmt.Errorf("%w: rendering took longer than %v", ErrChatTemplateLimit, lim.Timeout)
+		return strftime(now(), format), nil
 	}
+	data["range"] = budget.call
+	ctx, cancel := context.WithTimeout(context.Background(), lim.Timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- t.template.ExecuteLimited(ctx, w, exec.NewContext(data), exec.Limits{
+			MaxCallDepth: lim.MaxCallDepth, MaxValueBytes: lim.MaxValue, MaxTotalBytes: lim.MaxBuilt})
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		timeout := fmt.Errorf("%w: rendering took longer than %v", ErrChatTemplateLimit, lim.Timeout)
+		// The render stops at its next step; wait a little for it to
+		// say on which line it was.
+		select {
+		case err := <-done:
+			var re *exec.RenderError
+			if errors.As(err, &re) && re.Line > 0 {
+				return "", &exec.RenderError{Line: re.Line, Err: timeout}
+			}
+		case <-time.After(time.Second):
+		}
+		return "", timeout
+	}
+	if err == nil {
+		return w.buf.String(), nil
+	}
+	// Our own limits show through the engine's wrapping as their own
+	// errors, on the line the engine was at.
+	var re *exec.RenderError
+	if errors.As(err, &re) {
+		for _, own := range []error{w.err, budget.err} {
+			if own != nil {
+				return "", &exec.RenderError{Line: re.Line, Err: own}
+			}
+		}
+	}
+	return "", err
 }
 
 // boundedWriter collects the render and fails once it would exceed max
-// bytes or the render was abandoned.
+// bytes.
 type boundedWriter struct {
-	buf     bytes.Buffer
-	max     int
-	err     error
-	stopped atomic.Bool
+	buf bytes.Buffer
+	max int
+	err error
 }
 
 func (w *boundedWriter) Write(p []byte) (int, error) {
-	if w.stopped.Load() {
-		return 0, ErrChatTemplateLimit
-	}
 	if w.buf.Len()+len(p) > w.max {
 		w.err = fmt.Errorf("%w: the render exceeds %d bytes", ErrChatTemplateLimit, w.max)
 		return 0, w.err
@@ -214,13 +191,9 @@ func (w *boundedWriter) Write(p []byte) (int, error) {
 type rangeBudget struct {
 	left int
 	err  error
-	stop *atomic.Bool
 }
 
 func (b *rangeBudget) call(_ *exec.Evaluator, params *exec.VarArgs) ([]int, error) {
-	if b.stop.Load() {
-		return nil, ErrChatTemplateLimit
-	}
 	args := make([]int, len(params.Args))
 	for i, a := range params.Args {
 		if !a.IsInteger() {
@@ -393,15 +366,25 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	return exec.AsValue(b.String())
 }
 
+// maxJSON bounds the text of one tojson.
+const maxJSON = 1 << 22
+
+var errJSONTooLarge = errors.New("tojson: value too deep or too large")
+
 func writePythonJSON(b *strings.Builder, v any, indent, level, depth int) error {
-	if depth > 100 || b.Len() > 1<<22 {
-		return errors.New("tojson: value too deep or too large")
+	if depth > 100 || b.Len() > maxJSON {
+		return errJSONTooLarge
 	}
-	newline := func(l int) {
-		if indent >= 0 {
-			b.WriteByte('\n')
-			b.WriteString(strings.Repeat(" ", indent*l))
+	newline := func(l int) error {
+		if indent < 0 {
+			return nil
 		}
+		if spaces := exec.MulBytes(indent, l); spaces <= maxJSON-b.Len() {
+			b.WriteByte('\n')
+			b.WriteString(strings.Repeat(" ", spaces))
+			return nil
+		}
+		return errJSONTooLarge
 	}
 	sep := ", "
 	if indent >= 0 {
@@ -445,12 +428,16 @@ func writePythonJSON(b *strings.Builder, v any, indent, level, depth int) error 
 				if i > 0 {
 					b.WriteString(sep)
 				}
-				newline(level + 1)
+				if err := newline(level + 1); err != nil {
+					return err
+				}
 				if err := writePythonJSON(b, rv.Index(i).Interface(), indent, level+1, depth+1); err != nil {
 					return err
 				}
 			}
-			newline(level)
+			if err := newline(level); err != nil {
+				return err
+			}
 			b.WriteByte(']')
 		case reflect.Map:
 			if rv.Len() == 0 {
@@ -470,14 +457,18 @@ func writePythonJSON(b *strings.Builder, v any, indent, level, depth int) error 
 				if i > 0 {
 					b.WriteString(sep)
 				}
-				newline(level + 1)
+				if err := newline(level + 1); err != nil {
+					return err
+				}
 				writePythonJSONString(b, k)
 				b.WriteString(": ")
 				if err := writePythonJSON(b, values[k], indent, level+1, depth+1); err != nil {
 					return err
 				}
 			}
-			newline(level)
+			if err := newline(level); err != nil {
+				return err
+			}
 			b.WriteByte('}')
 		default:
 			writePythonJSONString(b, fmt.Sprint(v))
