@@ -102,6 +102,10 @@ type ColdStartRecord struct {
 	// Skipped counts the questions left without a demonstration, by
 	// reason (no reference solution, an expert that failed, …).
 	Skipped map[string]float64 `json:"skipped,omitempty"`
+	// Partial counts the questions whose demonstration is a part of the
+	// protocol only, by reason (EAPO: the action alone, when the reply
+	// gave no answer to close from).
+	Partial map[string]float64 `json:"partial,omitempty"`
 	Steps   int                `json:"steps"` // optimizer steps
 	LR      float64            `json:"lr"`
 	// Loss is each step's token-mean NLL of the demonstrations.
@@ -133,7 +137,7 @@ type ProtocolRate struct {
 func (l *loop) coldStart(ctx context.Context, starts []part.ColdStart, logf func(string, ...any)) error {
 	cs, cfg := l.cfg.ColdStart, l.cfg
 	t0 := time.Now()
-	rec := ColdStartRecord{Examples: cs.Examples, LR: cs.LR, Skipped: map[string]float64{}}
+	rec := ColdStartRecord{Examples: cs.Examples, LR: cs.LR, Skipped: map[string]float64{}, Partial: map[string]float64{}}
 	for _, s := range starts {
 		rec.Parts = append(rec.Parts, s.Part)
 	}
@@ -175,7 +179,12 @@ func (l *loop) coldStart(ctx context.Context, starts []part.ColdStart, logf func
 	for k, v := range env.Metrics {
 		if name, ok := strings.CutPrefix(k, "cold_start/skipped/"); ok {
 			rec.Skipped[name] += v
+		} else if name, ok := strings.CutPrefix(k, "cold_start/partial/"); ok {
+			rec.Partial[name] += v
 		}
+	}
+	if len(rec.Partial) > 0 {
+		logf("cold start: partial demonstrations: %v", rec.Partial)
 	}
 	rec.Demonstrations = len(demos)
 	if len(demos) == 0 {

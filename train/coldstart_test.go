@@ -83,6 +83,30 @@ func TestColdStartTeachesConsultAction(t *testing.T) {
 	}
 }
 
+// TestColdStartActionAlone: an expert whose replies give no answer to
+// close from still has its action demonstrated, alone, and the record
+// counts those demonstrations.
+func TestColdStartActionAlone(t *testing.T) {
+	cfg := consultColdStartRun(t)
+	cfg.Sections.Set(&eapo.ConsultationConfig{Experts: []expert.Config{{Name: "E1", Reply: "I am not sure."}}})
+	cfg.ColdStart = &ColdStartConfig{Examples: 4, Epochs: 1, Batch: 4, LR: 1e-3, Probe: 2}
+	run := filepath.Join(t.TempDir(), "run")
+	if err := Run(context.Background(), cfg, run, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(run, ColdStartFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec ColdStartRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Demonstrations != 4 || rec.Partial["reply_without_answer"] != 4 || len(rec.Skipped) != 0 {
+		t.Fatalf("record %s: want 4 demonstrations, each the action alone", b)
+	}
+}
+
 // TestColdStartRefused: a cold start with nothing to teach, on the world,
 // with a base algorithm of sft, or on a dataset without the reference
 // solutions its demonstrations are written from, is an error naming what

@@ -25,17 +25,20 @@ import (
 // teach the action's form and that a reply is read back; whether an
 // expert is right is its own, so a model expert's wrong answers are
 // demonstrated as they come, and only the reference expert's replies are
-// the dataset's solutions.
+// the dataset's solutions. A reply without an answer to close from
+// leaves the action alone as the demonstration.
 func (c *Consultation) ColdStart() part.ColdStart {
 	return part.ColdStart{Part: PartConsultation, Protocol: "consult", Demonstrations: c.demonstrations, Rate: c.protocolRate}
 }
 
-// Cold-start metrics: examples left without a demonstration, by reason.
+// Cold-start metrics: examples left without a demonstration, and examples
+// whose demonstration is the action alone, by reason.
 const (
 	MetricColdStartSkipped = "cold_start/skipped/"
+	MetricColdStartPartial = "cold_start/partial/"
 	skipExpertFailed       = "expert_failed"
-	skipNoAnswer           = "reply_without_answer"
 	skipLongPrompt         = "long_prompt"
+	partialNoAnswer        = "reply_without_answer"
 )
 
 // demonstrations implements part.ColdStart.Demonstrations.
@@ -74,17 +77,23 @@ func (c *Consultation) demonstrations(ctx context.Context, env *method.Env, exam
 			env.Metrics[MetricColdStartSkipped+skipExpertFailed]++
 			continue
 		}
+		action := env.Render.Encode(c.Format.Action([]Query{d.query}))
 		reply, ok := c.Format.Answer(a.Text)
 		final, rule := verify.ExtractWith(reply, verify.ExtractOptions{})
 		if !ok || rule == verify.RuleNone {
-			env.Metrics[MetricColdStartSkipped+skipNoAnswer]++
+			// A reply the policy could not close from (a weak model
+			// expert's, often) still demonstrates the action: the
+			// demonstration is the action alone, so that a pool of such
+			// experts is asked as often as the reference is.
+			env.Metrics[MetricColdStartPartial+partialNoAnswer]++
+			t := rollout.Trajectory{Prompt: d.prompt, Tokens: action, Policy: ones(len(action))}
+			out = append(out, method.EpisodeDatum(&t))
 			continue
 		}
 		envTurn, err := env.Render.EnvTurn(c.Format.Replies([]Reply{{Expert: d.query.Expert, Answer: reply, OK: true}}))
 		if err != nil {
 			return nil, fmt.Errorf("consultation: rendering a demonstration's reply: %w", err)
 		}
-		action := env.Render.Encode(c.Format.Action([]Query{d.query}))
 		closing := env.Render.Response("#### " + final)
 		t := rollout.Trajectory{Prompt: d.prompt}
 		t.Tokens = slices.Concat(action, envTurn, closing)
