@@ -35,7 +35,10 @@ import (
 func tinkerServer(t testing.TB, dir string) (string, string) {
 	t.Helper()
 	state := t.TempDir()
-	srv, err := tinkerserver.New(tinkerserver.Config{Models: map[string]string{"world": dir}, StateDir: state, APIKey: "test-key", PollTimeout: 2 * time.Second})
+	// A run's model stays alive until its session's heartbeat lapses;
+	// the tests' runs follow one another faster than that.
+	srv, err := tinkerserver.New(tinkerserver.Config{Models: map[string]string{"world": dir}, StateDir: state, APIKey: "test-key",
+		PollTimeout: 2 * time.Second, MaxModels: 32})
 	if err != nil {
 		t.Fatal(err)
 	}
