@@ -7,4 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/models.sh || echo "test: scripts/models.sh failed; tests that need the real models will skip (or fail under CI=true)" >&2
-exec go test ./... "$@"
+# The real-model parity tests take about 4 minutes of a quiet two-core
+# machine; a package's limit of 20 minutes (Go's default is 10) keeps a
+# busy machine from failing them for time alone.
+exec go test -timeout 20m ./... "$@"
