@@ -25,10 +25,7 @@ cd "$(dirname "$0")/.."
 out=${OUT:-runs/smollm2}
 STEPS=${STEPS:-30}
 SEEDS=${SEEDS:-"1 2 3"}
-source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...]
-# Two jobs, one core each: sampling a 135M model is bound by memory
-# traffic, which two processes share better than two threads of one.
-export GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1
+source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...], one core each
 
 models=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}/models
 for m in smollm2:SmolLM2-135M-Instruct.Q4_1 gemma3-270m:gemma-3-270m-q4_k_m; do
