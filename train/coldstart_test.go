@@ -23,6 +23,20 @@ func additionData(t *testing.T, train, test int) (string, string) {
 	return datatest.Additions(t, filepath.Join(dir, "train.jsonl"), train, 0), datatest.Additions(t, filepath.Join(dir, "test.jsonl"), test, 1000)
 }
 
+// readColdStart reads a run's cold_start.json, as a record and as text.
+func readColdStart(t *testing.T, run string) (ColdStartRecord, []byte) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(run, ColdStartFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec ColdStartRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec, b
+}
+
 // consultColdStartRun is an EAPO run of a tiny random chat model on
 // additions, asking a reference expert, with a cold start.
 func consultColdStartRun(t *testing.T) RLConfig {
@@ -54,14 +68,7 @@ func TestColdStartTeachesConsultAction(t *testing.T) {
 	if err := Run(context.Background(), cfg, run, Options{Log: func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(run, ColdStartFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec ColdStartRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		t.Fatal(err)
-	}
+	rec, b := readColdStart(t, run)
 	if rec.Demonstrations != 32 || rec.Steps != 150 || len(rec.Loss) != 150 || rec.Problems != 12 {
 		t.Fatalf("record %s", b)
 	}
@@ -94,14 +101,7 @@ func TestColdStartActionAlone(t *testing.T) {
 	if err := Run(context.Background(), cfg, run, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(run, ColdStartFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec ColdStartRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		t.Fatal(err)
-	}
+	rec, b := readColdStart(t, run)
 	if rec.Demonstrations != 4 || rec.Partial["reply_without_answer"] != 4 || len(rec.Skipped) != 0 {
 		t.Fatalf("record %s: want 4 demonstrations, each the action alone", b)
 	}
