@@ -38,6 +38,10 @@ type Model struct {
 	// recomputed forward counts as forward time in a Profile.
 	Recompute bool
 
+	// Precision is the arithmetic of the matrix products in the forward,
+	// the backward and the sampler; the zero value is FP32.
+	Precision Precision
+
 	w, g weights // views of Params and Grads
 	// rotary tables (MaxSeq, hd/2) of the global layers and, when there
 	// are local ones, of theirs
