@@ -176,9 +176,14 @@ const (
 	PPO                = "ppo"
 	CISPO              = "cispo"
 	DRO                = "dro"
-	ClipLowThreshold   = "clip_low_threshold"  // ppo, cispo: the ratio's lower bound, 1 − ε_low
-	ClipHighThreshold  = "clip_high_threshold" // ppo, cispo: the ratio's upper bound, 1 + ε_high
+	GSPO               = "gspo"
+	ClipLowThreshold   = "clip_low_threshold"  // ppo, cispo, gspo: the ratio's lower bound, 1 − ε_low
+	ClipHighThreshold  = "clip_high_threshold" // ppo, cispo, gspo: the ratio's upper bound, 1 + ε_high
 	Beta               = "beta"                // dro: the weight of the quadratic penalty
+
+	// SequenceRatioMask is gspo's loss_fn_input marking the positions
+	// whose log-ratios the sequence ratio averages.
+	SequenceRatioMask = "sequence_ratio_mask"
 )
 
 // ForwardBackwardInput is the data and loss of a forward(-backward) call.

@@ -13,10 +13,12 @@ import (
 )
 
 // lossSpec is a call's loss function and the engine's loss that
-// computes it.
+// computes it, or, for a sequence-level loss (gspo), the terms the server
+// computes from a forward pass's logprobs.
 type lossSpec struct {
 	fn   string
 	loss backend.Loss
+	gspo *gspoLoss // set for gspo: its terms at a position depend on the whole sequence
 }
 
 // The loss_fn_inputs keys.
@@ -25,27 +27,29 @@ const (
 	keyWeights    = "weights"
 	keyLogprobs   = "logprobs"
 	keyAdvantages = "advantages"
+	keyRatioMask  = tinker.SequenceRatioMask
 )
 
 // lossNames are the loss functions served, in the order errors list them.
-var lossNames = []string{tinker.CrossEntropy, tinker.ImportanceSampling, tinker.PPO, tinker.CISPO, tinker.DRO}
+var lossNames = []string{tinker.CrossEntropy, tinker.ImportanceSampling, tinker.PPO, tinker.CISPO, tinker.DRO, tinker.GSPO}
 
 // unsupportedLosses are the SDK's other loss functions, with why they are
 // refused.
 var unsupportedLosses = map[string]string{
-	"gspo":             "its sequence-level ratio needs sequence_ratio_mask, which this server does not read",
-	"stable_reinforce": "it needs the stability information a sampler records with record_stability_info, which this server does not record",
-	"custom":           "server-side custom losses are not supported; use forward_backward_custom, which runs the loss on the client",
+	"stable_reinforce": "Tinker publishes neither its objective nor what a sampler records for it with record_stability_info " +
+		"(its documentation calls it alpha), so this server has no definition to compute; gspo, ppo and cispo correct for an off-policy sampler",
+	"custom": "server-side custom losses are not offered (client/config answers custom_loss_server_side false); " +
+		"forward_backward_custom and create_custom_loss's handles run the loss on the client",
 }
 
 // parseLoss reads loss_fn and its config: loss_fn_config's numbers, and
 // the text values only the protobuf form's loss_fn_config_v2 carries
 // (none of these losses takes one).
 //
-// ppo and cispo take clip_low_threshold (default 0.8, in (0, 1]) and
-// clip_high_threshold (default 1.2, at least 1) — Tinker documents these
-// defaults for ppo, and cispo takes the same; dro takes beta, required,
-// since Tinker documents no default for it.
+// ppo, cispo and gspo take clip_low_threshold (default 0.8, in (0, 1])
+// and clip_high_threshold (default 1.2, at least 1) — Tinker documents
+// these defaults for ppo, and cispo and gspo take the same; dro takes
+// beta, required, since Tinker documents no default for it.
 func parseLoss(fn string, cfg map[string]float64, text map[string]string) (lossSpec, error) {
 	spec := lossSpec{fn: fn}
 	allowed := []string{}
@@ -71,6 +75,15 @@ func parseLoss(fn string, cfg map[string]float64, text map[string]string) (lossS
 		spec.loss = backend.Loss{NLL: 1}
 	case tinker.ImportanceSampling:
 		spec.loss = backend.Loss{PolicyGradient: backend.Importance}
+	case tinker.GSPO:
+		lo, hi, err := clip()
+		if err != nil {
+			return spec, err
+		}
+		spec.gspo = &gspoLoss{low: 1 - float64(lo), high: 1 + float64(hi)}
+		// The engine's pass is the gradient's: an NLL whose weights are the
+		// derivatives gspoLoss computes (sequenceForwardBackward).
+		spec.loss = backend.Loss{NLL: 1}
 	case tinker.PPO, tinker.CISPO:
 		lo, hi, err := clip()
 		if err != nil {
@@ -121,43 +134,60 @@ func parseLoss(fn string, cfg map[string]float64, text map[string]string) (lossS
 
 // policy reports whether the loss reads the sampler's logprobs and the
 // advantages.
-func (l *lossSpec) policy() bool { return l.loss.PolicyGradient != backend.NoPolicyGradient }
+func (l *lossSpec) policy() bool {
+	return l.loss.PolicyGradient != backend.NoPolicyGradient || l.gspo != nil
+}
+
+// batch is a call's data as the engine takes it, with what a
+// sequence-level loss reads beside it.
+type batch struct {
+	datums []backend.Datum
+	masks  [][]float32 // gspo's sequence_ratio_mask, per datum; nil for other losses
+}
 
 // toDatums checks the data against the loss and the model and turns it
 // into the engine's datums; an error names the datum and the field.
-func toDatums(data []tinker.Datum, spec lossSpec, mc model.Config) ([]backend.Datum, error) {
+func toDatums(data []tinker.Datum, spec lossSpec, mc model.Config) (batch, error) {
 	if len(data) == 0 {
-		return nil, userErr("data is empty")
+		return batch{}, userErr("data is empty")
 	}
-	out := make([]backend.Datum, len(data))
+	out := batch{datums: make([]backend.Datum, len(data))}
+	if spec.gspo != nil {
+		out.masks = make([][]float32, len(data))
+	}
 	for i := range data {
-		d, err := toDatum(&data[i], spec, mc)
+		d, mask, err := toDatum(&data[i], spec, mc)
 		if err != nil {
-			return nil, userErr("data[%d]: %v", i, err)
+			return batch{}, userErr("data[%d]: %v", i, err)
 		}
-		out[i] = d
+		out.datums[i] = d
+		if out.masks != nil {
+			out.masks[i] = mask
+		}
 	}
 	return out, nil
 }
 
-func toDatum(td *tinker.Datum, spec lossSpec, mc model.Config) (backend.Datum, error) {
-	var d backend.Datum
+func toDatum(td *tinker.Datum, spec lossSpec, mc model.Config) (d backend.Datum, mask []float32, err error) {
 	toks, err := td.ModelInput.Tokens()
 	if err != nil {
-		return d, fmt.Errorf("model_input.%v", err)
+		return d, nil, fmt.Errorf("model_input.%v", err)
 	}
 	n := len(toks)
 	switch {
 	case n == 0:
-		return d, fmt.Errorf("model_input has no tokens")
+		return d, nil, fmt.Errorf("model_input has no tokens")
 	case n > mc.MaxSeq:
-		return d, fmt.Errorf("model_input has %d tokens, more than the model's context of %d", n, mc.MaxSeq)
+		return d, nil, fmt.Errorf("model_input has %d tokens, more than the model's context of %d", n, mc.MaxSeq)
 	}
 	if err := checkVocab("model_input", toks, mc.Vocab); err != nil {
-		return d, err
+		return d, nil, err
 	}
 	d.Tokens = toks
 	known := []string{keyAdvantages, keyLogprobs, keyTargets, keyWeights}
+	if spec.gspo != nil {
+		known = []string{keyAdvantages, keyLogprobs, keyRatioMask, keyTargets, keyWeights}
+	}
 	var keys []string
 	for k := range td.LossFnInputs {
 		keys = append(keys, k)
@@ -165,27 +195,30 @@ func toDatum(td *tinker.Datum, spec lossSpec, mc model.Config) (backend.Datum, e
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !slices.Contains(known, k) {
-			return d, fmt.Errorf("loss_fn_inputs.%s is not an input of %s (inputs: %s)", k, spec.fn, strings.Join(known, ", "))
+			return d, nil, fmt.Errorf("loss_fn_inputs.%s is not an input of %s (inputs: %s)", k, spec.fn, strings.Join(known, ", "))
 		}
 		if got := len(td.LossFnInputs[k].Data); got != n {
-			return d, fmt.Errorf("loss_fn_inputs.%s has %d values, model_input %d", k, got, n)
+			return d, nil, fmt.Errorf("loss_fn_inputs.%s has %d values, model_input %d", k, got, n)
 		}
 	}
 	need := []string{keyTargets}
 	if spec.policy() {
 		need = append(need, keyLogprobs, keyAdvantages)
 	}
+	if spec.gspo != nil {
+		need = append(need, keyRatioMask)
+	}
 	for _, k := range need {
 		if _, ok := td.LossFnInputs[k]; !ok {
-			return d, fmt.Errorf("loss_fn_inputs.%s is missing (loss_fn %s needs %s)", k, spec.fn, strings.Join(need, ", "))
+			return d, nil, fmt.Errorf("loss_fn_inputs.%s is missing (loss_fn %s needs %s)", k, spec.fn, strings.Join(need, ", "))
 		}
 	}
 	if d.Targets, err = td.LossFnInputs[keyTargets].Int32s(); err != nil {
-		return d, fmt.Errorf("loss_fn_inputs.%s: %v", keyTargets, err)
+		return d, nil, fmt.Errorf("loss_fn_inputs.%s: %v", keyTargets, err)
 	}
 	for j, t := range d.Targets {
 		if int(t) >= mc.Vocab {
-			return d, fmt.Errorf("loss_fn_inputs.%s: data[%d] = %d is outside the vocabulary [0, %d)", keyTargets, j, t, mc.Vocab)
+			return d, nil, fmt.Errorf("loss_fn_inputs.%s: data[%d] = %d is outside the vocabulary [0, %d)", keyTargets, j, t, mc.Vocab)
 		}
 	}
 	floats := func(k string) ([]float32, error) {
@@ -200,7 +233,7 @@ func toDatum(td *tinker.Datum, spec lossSpec, mc model.Config) (backend.Datum, e
 		return f, nil
 	}
 	if d.Weights, err = floats(keyWeights); err != nil {
-		return d, err
+		return d, nil, err
 	}
 	if d.Weights == nil {
 		// SkyRL's default: every position counts.
@@ -211,26 +244,80 @@ func toDatum(td *tinker.Datum, spec lossSpec, mc model.Config) (backend.Datum, e
 	}
 	lps, err := floats(keyLogprobs)
 	if err != nil {
-		return d, err
+		return d, nil, err
 	}
 	adv, err := floats(keyAdvantages)
 	if err != nil {
-		return d, err
+		return d, nil, err
 	}
 	if spec.policy() {
 		d.SamplerLogprobs, d.Advantages = lps, adv
 	}
-	return d, nil
+	if spec.gspo != nil {
+		if mask, err = floats(keyRatioMask); err != nil {
+			return d, nil, err
+		}
+		if !slices.ContainsFunc(mask, func(m float32) bool { return m != 0 }) {
+			return d, nil, fmt.Errorf("loss_fn_inputs.%s marks no position: the sequence ratio averages over the positions it marks (non-zero)", keyRatioMask)
+		}
+	}
+	return d, mask, nil
 }
 
-// elementwise is each position's loss, as the engine's loss states it,
-// from the learner's logprobs.
-func (l *lossSpec) elementwise(d *backend.Datum, lps []float32) []float32 {
+// elementwise is each position's loss of datum i, as the engine's loss
+// (or gspoLoss) states it, from the learner's logprobs.
+func (l *lossSpec) elementwise(b *batch, i int, lps []float32) []float32 {
 	out := make([]float32, len(lps))
+	if l.gspo != nil {
+		loss, _ := l.gspo.terms(&b.datums[i], b.masks[i], lps)
+		for j, v := range loss {
+			out[j] = float32(v)
+		}
+		return out
+	}
+	d := &b.datums[i]
 	for j, lp := range lps {
 		out[j] = float32(l.loss.LogpTerms(float64(lp), d.Inputs(j)).Loss)
 	}
 	return out
+}
+
+// gspoLoss is GSPO's token-level form as Tinker states it: the sequence
+// ratio s = exp(mean over the positions sequence_ratio_mask marks of
+// (logp − sampler logp)), a value every position carries with the
+// gradient of its own logprob, s_t = sg(s)·p_t/sg(p_t), and the loss
+// −Σ_t w_t·min(s_t·A_t, clip(s_t, low, high)·A_t).
+type gspoLoss struct {
+	low, high float64 // the ratio's bounds, 1 − ε_low and 1 + ε_high
+}
+
+// terms are each position's loss and its derivative with respect to that
+// position's logprob, the others held fixed (s is a stop-gradient value):
+// −w·A·s where the unclipped branch is taken, 0 where the clip is.
+func (g *gspoLoss) terms(d *backend.Datum, mask, lps []float32) (loss, dlogp []float64) {
+	sum, n := 0.0, 0
+	for j, m := range mask {
+		if m != 0 {
+			sum += float64(lps[j]) - float64(d.SamplerLogprobs[j])
+			n++
+		}
+	}
+	logRatio := sum / float64(n) // toDatum checked that the mask marks a position
+	s := math.Exp(math.Max(-backend.MaxLogRatio, math.Min(backend.MaxLogRatio, logRatio)))
+	loss, dlogp = make([]float64, len(lps)), make([]float64, len(lps))
+	for j := range lps {
+		w, a := float64(d.Weights[j]), float64(d.Advantages[j])
+		switch {
+		case a > 0 && s > g.high:
+			loss[j] = -w * g.high * a
+		case a < 0 && s < g.low:
+			loss[j] = -w * g.low * a
+		default:
+			loss[j] = -w * s * a
+			dlogp[j] = -w * a * s
+		}
+	}
+	return loss, dlogp
 }
 
 // chunkTokens counts a model input's tokens, whatever its chunks' types.

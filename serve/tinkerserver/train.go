@@ -267,12 +267,15 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 
 // forwardBackward accumulates the loss's gradients and returns the
 // learner's logprobs, the per-token losses and the summed loss.
-func (m *trainModel) forwardBackward(batch []backend.Datum, spec lossSpec, microTokens int) (any, error) {
+func (m *trainModel) forwardBackward(b batch, spec lossSpec, microTokens int) (any, error) {
+	if spec.gspo != nil {
+		return m.sequenceForwardBackward(b, spec, microTokens)
+	}
 	// In passes of at most microTokens tokens, the gradient accumulated:
 	// a pass's activations grow with its tokens (about 1.3 MB a token for
 	// SmolLM2-135M), and each model keeps its own.
 	var res backend.Result
-	for _, micro := range backend.MicroBatches(batch, microTokens) {
+	for _, micro := range backend.MicroBatches(b.datums, microTokens) {
 		r, err := m.learner.ForwardBackward(context.Background(), micro, spec.loss)
 		if err != nil {
 			// A failed pass may have left part of its gradient in the
@@ -284,7 +287,7 @@ func (m *trainModel) forwardBackward(batch []backend.Datum, spec lossSpec, micro
 		res.Logprobs = append(res.Logprobs, r.Logprobs...)
 		res.Metrics.Add(r.Metrics)
 	}
-	out, err := output(batch, spec, res.Logprobs)
+	out, err := output(b, spec, res.Logprobs)
 	if err != nil {
 		// The call fails, so its gradient must not stay.
 		m.learner.Model.ZeroGrad()
@@ -294,35 +297,86 @@ func (m *trainModel) forwardBackward(batch []backend.Datum, spec lossSpec, micro
 	return out, nil
 }
 
-// forward computes the logprobs and losses with no gradient.
-func (m *trainModel) forward(batch []backend.Datum, spec lossSpec, microTokens int) (any, error) {
+// sequenceForwardBackward runs a loss whose terms at one position depend
+// on the whole sequence's logprobs (gspo) in two passes: a forward pass
+// for the logprobs, from which the loss and its derivative g with respect
+// to each logprob are computed here; then a backward pass of the NLL
+// −Σ w·logp with weights w = −g, whose gradient is Σ g·∇logp, the loss's.
+func (m *trainModel) sequenceForwardBackward(b batch, spec lossSpec, microTokens int) (any, error) {
+	lps, err := m.logprobs(b.datums, microTokens)
+	if err != nil {
+		return nil, err
+	}
+	out, err := output(b, spec, lps)
+	if err != nil {
+		return nil, err
+	}
+	grad := make([]backend.Datum, len(b.datums))
+	for i := range b.datums {
+		_, dlogp := spec.gspo.terms(&b.datums[i], b.masks[i], lps[i])
+		w := make([]float32, len(dlogp))
+		for j, g := range dlogp {
+			w[j] = float32(-g)
+			if math.IsInf(float64(w[j]), 0) || math.IsNaN(float64(w[j])) {
+				return nil, userErr("data[%d]: the loss's derivative at position %d is %v: an input is too large", i, j, w[j])
+			}
+		}
+		grad[i] = backend.Datum{Tokens: b.datums[i].Tokens, Targets: b.datums[i].Targets, Weights: w}
+	}
+	for _, micro := range backend.MicroBatches(grad, microTokens) {
+		if _, err := m.learner.ForwardBackward(context.Background(), micro, spec.loss); err != nil {
+			m.learner.Model.ZeroGrad()
+			return nil, serverErr("%v; the model's accumulated gradients were discarded", err)
+		}
+	}
+	out.Metrics["loss:sum"] = lossSum(out)
+	return out, nil
+}
+
+// logprobs are the learner's logprobs of the datums' targets, computed
+// with no gradient in passes of at most microTokens tokens.
+func (m *trainModel) logprobs(datums []backend.Datum, microTokens int) ([][]float32, error) {
 	var lps [][]float32
-	for _, micro := range backend.MicroBatches(batch, microTokens) {
+	for _, micro := range backend.MicroBatches(datums, microTokens) {
 		l, err := local.Logprobs(context.Background(), m.learner.Model, micro)
 		if err != nil {
 			return nil, serverErr("%v", err)
 		}
 		lps = append(lps, l...)
 	}
-	out, err := output(batch, spec, lps)
+	return lps, nil
+}
+
+// forward computes the logprobs and losses with no gradient.
+func (m *trainModel) forward(b batch, spec lossSpec, microTokens int) (any, error) {
+	lps, err := m.logprobs(b.datums, microTokens)
 	if err != nil {
 		return nil, err
 	}
+	out, err := output(b, spec, lps)
+	if err != nil {
+		return nil, err
+	}
+	out.Metrics["loss:sum"] = lossSum(out)
+	return out, nil
+}
+
+// lossSum adds up a result's per-token losses.
+func lossSum(out *tinker.ForwardBackwardOutput) float64 {
 	sum := 0.0
 	for _, o := range out.LossFnOutputs {
 		for _, v := range o["elementwise_loss"].Data {
 			sum += v
 		}
 	}
-	out.Metrics["loss:sum"] = sum
-	return out, nil
+	return sum
 }
 
 // output builds a forward(_backward) result from the learner's logprobs.
-func output(batch []backend.Datum, spec lossSpec, lps [][]float32) (*tinker.ForwardBackwardOutput, error) {
+func output(b batch, spec lossSpec, lps [][]float32) (*tinker.ForwardBackwardOutput, error) {
 	out := &tinker.ForwardBackwardOutput{LossFnOutputType: "TensorData", Metrics: map[string]float64{}}
-	for i := range batch {
-		loss := spec.elementwise(&batch[i], lps[i])
+	for i := range b.datums {
+		loss := spec.elementwise(&b, i, lps[i])
 		for j, v := range loss {
 			if math.IsInf(float64(v), 0) {
 				return nil, userErr("data[%d]: the loss at position %d is %v: an input is too large", i, j, v)

@@ -256,7 +256,7 @@ func TestLossValidation(t *testing.T) {
 		},
 			[]string{"data[1]", `loss_fn_inputs.weights: dtype "bfloat16"`}},
 		{"unknown loss", "dpo", nil, nil, []string{`loss_fn "dpo" is not supported`}},
-		{"unsupported loss", "gspo", nil, nil, []string{`loss_fn gspo is not supported here: its sequence-level ratio needs sequence_ratio_mask`}},
+		{"unsupported loss", "stable_reinforce", nil, nil, []string{`loss_fn stable_reinforce is not supported here: Tinker publishes neither its objective`}},
 		{"dro needs beta", "dro", nil, nil, []string{`loss_fn_config.beta is missing`}},
 		{"no loss", "", nil, nil, []string{"loss_fn is missing"}},
 		{"config for cross_entropy", tinker.CrossEntropy, map[string]float64{"clip_low_threshold": 0.8}, nil,
