@@ -31,6 +31,10 @@ type sampleJob struct {
 	w              *weights
 	req            sample.Request
 	promptLogprobs bool
+	// promptLastN, when positive, limits the prompt logprobs to the last
+	// promptLastN prompt tokens (prompt_logprobs_last_n); the others are
+	// null.
+	promptLastN int
 }
 
 // sampleRequest is asample's body (tinker.SampleRequest) with what may be
@@ -38,17 +42,17 @@ type sampleJob struct {
 // the fields of calls not supported, so that they are refused rather than
 // ignored.
 type sampleRequest struct {
-	NumSamples         *int              `json:"num_samples"`
-	Prompt             tinker.ModelInput `json:"prompt"`
-	SamplingParams     *samplingParams   `json:"sampling_params"`
-	ModelPath          string            `json:"model_path"`
-	BaseModel          string            `json:"base_model"`
-	PromptLogprobs     *bool             `json:"prompt_logprobs"`
-	TopKPromptLogprobs int               `json:"topk_prompt_logprobs"`
-	SamplingSessionID  string            `json:"sampling_session_id"`
+	NumSamples          *int              `json:"num_samples"`
+	Prompt              tinker.ModelInput `json:"prompt"`
+	SamplingParams      *samplingParams   `json:"sampling_params"`
+	ModelPath           string            `json:"model_path"`
+	BaseModel           string            `json:"base_model"`
+	PromptLogprobs      *bool             `json:"prompt_logprobs"`
+	TopKPromptLogprobs  int               `json:"topk_prompt_logprobs"`
+	SamplingSessionID   string            `json:"sampling_session_id"`
+	PromptLogprobsLastN *int              `json:"prompt_logprobs_last_n"`
 	// The SDK's options this server does not offer, refused when set.
 	TopKSampleLogprobs   int             `json:"topk_sample_logprobs"`
-	PromptLogprobsLastN  *int            `json:"prompt_logprobs_last_n"`
 	PromptAltTokensK     int             `json:"prompt_alt_tokens_k"`
 	TargetPromptLogprobs json.RawMessage `json:"target_prompt_logprobs"`
 	RecordStabilityInfo  bool            `json:"record_stability_info"`
@@ -134,8 +138,6 @@ func (s *Server) checkSample(req *sampleRequest) error {
 		return errorf(http.StatusBadRequest, "asample: topk_prompt_logprobs is not supported")
 	case req.TopKSampleLogprobs != 0:
 		return errorf(http.StatusBadRequest, "asample: topk_sample_logprobs is not supported")
-	case req.PromptLogprobsLastN != nil:
-		return errorf(http.StatusBadRequest, "asample: prompt_logprobs_last_n is not supported (ask for every prompt logprob)")
 	case req.PromptAltTokensK != 0:
 		return errorf(http.StatusBadRequest, "asample: prompt_alt_tokens_k is not supported")
 	case len(req.TargetPromptLogprobs) > 0 && string(req.TargetPromptLogprobs) != "null":
@@ -257,10 +259,21 @@ func validateSample(req *sampleRequest, b *base) (*sampleJob, error) {
 	if err := checkVocab("prompt", prompt, mc.Vocab); err != nil {
 		bad("%v", err)
 	}
+	wantPrompt := req.PromptLogprobs != nil && *req.PromptLogprobs
+	lastN := 0
+	if n := req.PromptLogprobsLastN; n != nil {
+		switch {
+		case !wantPrompt:
+			bad("prompt_logprobs_last_n is %d, and prompt_logprobs is not true: it limits the prompt logprobs asked for", *n)
+		case *n < 1 || *n > len(prompt)-1:
+			bad("prompt_logprobs_last_n is %d, want 1 to %d (the prompt's tokens after the first)", *n, len(prompt)-1)
+		}
+		lastN = *n
+	}
 	if len(probs) > 0 {
 		return nil, userErr("%s", strings.Join(probs, "; "))
 	}
-	return &sampleJob{req: sample.Request{Prompt: prompt, Params: p}, promptLogprobs: req.PromptLogprobs != nil && *req.PromptLogprobs}, nil
+	return &sampleJob{req: sample.Request{Prompt: prompt, Params: p}, promptLogprobs: wantPrompt, promptLastN: lastN}, nil
 }
 
 // parseStop reads sampling_params.stop: null, a string, or a list of
@@ -463,8 +476,10 @@ func (s *Server) sampleWith(ctx context.Context, jobs []*sampleJob) ([]tinker.Sa
 }
 
 // promptLogprobs fills in the logprob of each prompt token given the ones
-// before it, for the jobs that ask: null for the first, which has none.
-// Every such prompt goes through the model in one forward pass.
+// before it, for the jobs that ask: null for the first, which has none,
+// and, under prompt_logprobs_last_n, for every one before the last n.
+// Every such prompt goes through the model in one forward pass: the
+// tokens before the last n are its context, whose logprobs are not kept.
 func promptLogprobs(ctx context.Context, m *model.Model, jobs []*sampleJob, results []tinker.SampleResponse) error {
 	var data []backend.Datum
 	var which []int
@@ -491,7 +506,15 @@ func promptLogprobs(ctx context.Context, m *model.Model, jobs []*sampleJob, resu
 		return err
 	}
 	for k, i := range which {
-		for _, lp := range lps[k] {
+		first := 0 // the first position kept; lps[k][j] is prompt token j+1's
+		if n := jobs[i].promptLastN; n > 0 {
+			first = len(lps[k]) - n
+		}
+		for j, lp := range lps[k] {
+			if j < first {
+				results[i].PromptLogprobs = append(results[i].PromptLogprobs, nil)
+				continue
+			}
 			v := float64(lp)
 			results[i].PromptLogprobs = append(results[i].PromptLogprobs, &v)
 		}

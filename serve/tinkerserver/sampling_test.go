@@ -214,6 +214,41 @@ func TestPromptLogprobs(t *testing.T) {
 		if len(got.Sequences) != 1 || len(got.Sequences[0].Tokens) != 1 {
 			t.Errorf("sequences %+v, want one of one token", got.Sequences)
 		}
+		// prompt_logprobs_last_n: the same values for the last n tokens,
+		// null before them.
+		for n := 1; n < len(prompt); n++ {
+			body["prompt_logprobs_last_n"] = n
+			var last tinker.SampleResponse
+			h.call(tinker.PathSample, body, &last)
+			if len(last.PromptLogprobs) != len(prompt) {
+				t.Fatalf("prompt %v, last %d: prompt logprobs %v", prompt, n, last.PromptLogprobs)
+			}
+			for i, p := range last.PromptLogprobs {
+				switch {
+				case i < len(prompt)-n && p != nil:
+					t.Errorf("prompt %v, last %d: token %d has logprob %v, want null", prompt, n, i, *p)
+				case i >= len(prompt)-n && (p == nil || *p != float64(want[i-1])):
+					t.Errorf("prompt %v, last %d: token %d has logprob %v, want %v", prompt, n, i, p, want[i-1])
+				}
+			}
+		}
+		delete(body, "prompt_logprobs_last_n")
+	}
+	// Out of range, or without prompt_logprobs: the call fails, naming
+	// the field.
+	for _, tc := range []struct {
+		body map[string]any
+		want string
+	}{
+		{map[string]any{"prompt_logprobs": yes, "prompt_logprobs_last_n": 3}, "prompt_logprobs_last_n is 3, want 1 to 2"},
+		{map[string]any{"prompt_logprobs": yes, "prompt_logprobs_last_n": 0}, "prompt_logprobs_last_n is 0, want 1 to 2"},
+		{map[string]any{"prompt_logprobs_last_n": 1}, "prompt_logprobs_last_n is 1, and prompt_logprobs is not true"},
+	} {
+		tc.body["prompt"], tc.body["base_model"] = tinker.Text([]int32{256, 72, 105}), testBase
+		tc.body["sampling_params"] = map[string]any{"max_tokens": 1}
+		if f := h.failure(tinker.PathSample, tc.body); f.Category != "user" || !strings.Contains(f.Message, tc.want) {
+			t.Errorf("failure %+v, want %q", f, tc.want)
+		}
 	}
 }
 
