@@ -16,6 +16,14 @@
 // thread: Sgemm splits the output across the goroutines of package parallel
 // itself, and SgemmSerial runs on the calling goroutine for code that is
 // already inside a parallel loop.
+//
+// Bgemm is the same product in mixed precision, PyTorch's autocast matmul:
+// A and B rounded to bfloat16, the sums accumulated in float32 (bf16.go).
+// Its kernel is chosen once, on first use, by RLVR_BF16_KERNEL (BF16Kernels):
+// oneDNN's matmul or OpenBLAS's cblas_sbgemm, loaded at run time where the
+// CPU has AVX512-BF16 or AMX (DetectCPU); an emulation (the inputs rounded,
+// then Sgemm) that runs anywhere and is the reference; or none, where bf16
+// falls back to float32 with a one-line Notice. BF16Kernel names it.
 package gemm
 
 import (
@@ -76,8 +84,17 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	if m == 0 || n == 0 {
 		return
 	}
-	if !selfSplit || parallel.Threads() == 1 || 2*m*n*k < minSplitFLOPs {
-		kernel(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	splitProduct(kernel, selfSplit, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// splitProduct runs kern over blocks of C's rows (or columns, when C is
+// wider than tall) on the goroutines of package parallel, or once on the
+// calling goroutine when split is false (a kernel that parallelizes
+// itself), there is one thread or the product is small.
+func splitProduct[T float32 | uint16](kern func(transA, transB bool, m, n, k int, alpha float32, a []T, lda int, b []T, ldb int, beta float32, c []float32, ldc int),
+	split, transA, transB bool, m, n, k int, alpha float32, a []T, lda int, b []T, ldb int, beta float32, c []float32, ldc int) {
+	if !split || parallel.Threads() == 1 || 2*m*n*k < minSplitFLOPs {
+		kern(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	if m >= n {
@@ -88,7 +105,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 			if transA {
 				aOff = lo
 			}
-			kernel(transA, transB, hi-lo, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[lo*ldc:], ldc)
+			kern(transA, transB, hi-lo, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[lo*ldc:], ldc)
 		})
 		return
 	}
@@ -97,7 +114,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		if transB {
 			bOff = lo * ldb
 		}
-		kernel(transA, transB, m, hi-lo, k, alpha, a, lda, b[bOff:], ldb, beta, c[lo:], ldc)
+		kern(transA, transB, m, hi-lo, k, alpha, a, lda, b[bOff:], ldb, beta, c[lo:], ldc)
 	})
 }
 

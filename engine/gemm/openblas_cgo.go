@@ -8,15 +8,22 @@ package gemm
 #cgo nocallback rlvr_sgemm
 #cgo noescape rlvr_sgemv
 #cgo nocallback rlvr_sgemv
+#cgo noescape rlvr_sbgemm
+#cgo nocallback rlvr_sbgemm
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <stdint.h>
 
 typedef void (*rlvr_cblas_sgemm_t)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 typedef void (*rlvr_cblas_sgemv_t)(int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 typedef void (*rlvr_set_threads_t)(int);
+typedef void (*rlvr_cblas_sbgemm_t)(int, int, int, int, int, int, float, const uint16_t*, int, const uint16_t*, int, float, float*, int);
 
 static rlvr_cblas_sgemm_t rlvr_sgemm_ptr;
 static rlvr_cblas_sgemv_t rlvr_sgemv_ptr;
+// rlvr_sbgemm_ptr is OpenBLAS's bf16 product, in builds with
+// BUILD_BFLOAT16 only (Debian's 0.3.21 has none); NULL otherwise.
+static rlvr_cblas_sbgemm_t rlvr_sbgemm_ptr;
 
 // rlvr_open loads path and resolves cblas_sgemm; 0 on success.
 static int rlvr_open(const char* path) {
@@ -32,12 +39,19 @@ static int rlvr_open(const char* path) {
 	rlvr_set_threads_t st = (rlvr_set_threads_t)dlsym(h, "openblas_set_num_threads");
 	if (st) st(1);
 	rlvr_sgemm_ptr = f;
+	rlvr_sbgemm_ptr = (rlvr_cblas_sbgemm_t)dlsym(h, "cblas_sbgemm");
 	return 0;
 }
 
 static void rlvr_sgemm(int ta, int tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
 	// 101 = CblasRowMajor, 111 = CblasNoTrans, 112 = CblasTrans.
 	rlvr_sgemm_ptr(101, ta ? 112 : 111, tb ? 112 : 111, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static int rlvr_has_sbgemm(void) { return rlvr_sbgemm_ptr != 0; }
+
+static void rlvr_sbgemm(int ta, int tb, int m, int n, int k, float alpha, const uint16_t* a, int lda, const uint16_t* b, int ldb, float beta, float* c, int ldc) {
+	rlvr_sbgemm_ptr(101, ta ? 112 : 111, tb ? 112 : 111, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // rlvr_sgemv computes y = alpha·op(A)·x + beta·y for a row-major A.
@@ -97,6 +111,26 @@ func openblasSerial(transA, transB bool, m, n, k int, alpha float32, a []float32
 	C.rlvr_sgemm(cbool(transA), cbool(transB), C.int(m), C.int(n), C.int(k), C.float(alpha),
 		(*C.float)(unsafe.Pointer(ap)), C.int(max(lda, 1)), (*C.float)(unsafe.Pointer(bp)), C.int(max(ldb, 1)),
 		C.float(beta), (*C.float)(unsafe.Pointer(&c[0])), C.int(ldc))
+}
+
+// sbgemmName describes OpenBLAS's cblas_sbgemm when the loaded library
+// has it.
+func sbgemmName() (string, error) {
+	if !UsingBLAS() {
+		return "", fmt.Errorf("gemm: no OpenBLAS for sbgemm (%v)", LoadError())
+	}
+	if C.rlvr_has_sbgemm() == 0 {
+		return "", fmt.Errorf("gemm: %s has no cblas_sbgemm (OpenBLAS built without BUILD_BFLOAT16)", Backend())
+	}
+	return "OpenBLAS cblas_sbgemm (" + Backend() + ")", nil
+}
+
+// sbgemmSerial multiplies bf16 matrices with OpenBLAS's sbgemm on the
+// calling goroutine.
+func sbgemmSerial(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int) {
+	C.rlvr_sbgemm(cbool(transA), cbool(transB), C.int(m), C.int(n), C.int(k), C.float(alpha),
+		(*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(a))), C.int(max(lda, 1)), (*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(b))), C.int(max(ldb, 1)),
+		C.float(beta), (*C.float)(unsafe.Pointer(unsafe.SliceData(c))), C.int(ldc))
 }
 
 func cbool(b bool) C.int {
