@@ -54,6 +54,13 @@ const (
 	PathTrainingRuns        = "/api/v1/training_runs/"
 	PathFiles               = "/api/v1/files/"
 	HeaderAPIKey            = "X-API-Key"
+
+	// The REST listings and reads of the SDK's RestClient.
+	PathListTrainingRuns = "/api/v1/training_runs"
+	PathListSessions     = "/api/v1/sessions"
+	PathCheckpoints      = "/api/v1/checkpoints"
+	PathWeightsInfo      = "/api/v1/weights_info"
+	PathStorageUsage     = "/api/v1/billing/usage/checkpoints/current"
 )
 
 // Tensor dtypes.
@@ -298,9 +305,12 @@ type CreateModelResponse struct {
 
 // CreateSessionRequest opens a session.
 type CreateSessionRequest struct {
-	Tags       []string `json:"tags"`
-	SDKVersion string   `json:"sdk_version"`
-	Type       string   `json:"type,omitempty"` // "create_session"
+	Tags         []string       `json:"tags"`
+	SDKVersion   string         `json:"sdk_version"`
+	UserMetadata map[string]any `json:"user_metadata,omitempty"`
+	DisplayName  string         `json:"display_name,omitempty"`
+	ProjectID    string         `json:"project_id,omitempty"`
+	Type         string         `json:"type,omitempty"` // "create_session"
 }
 
 // CreateSessionResponse names the session.
@@ -366,9 +376,50 @@ type Checkpoint struct {
 	ExpiresAt      *time.Time `json:"expires_at"`
 }
 
-// CheckpointsListResponse lists a training run's checkpoints.
+// CheckpointsListResponse lists a training run's checkpoints, or (with a
+// Cursor) one page of every run's.
 type CheckpointsListResponse struct {
 	Checkpoints []Checkpoint `json:"checkpoints"`
+	Cursor      *Cursor      `json:"cursor,omitempty"`
+}
+
+// Cursor places one page of a listing: Limit items from Offset, of
+// TotalCount.
+type Cursor struct {
+	Offset     int `json:"offset"`
+	Limit      int `json:"limit"`
+	TotalCount int `json:"total_count"`
+}
+
+// TrainingRunsResponse is one page of the training runs.
+type TrainingRunsResponse struct {
+	TrainingRuns []TrainingRun `json:"training_runs"`
+	Cursor       Cursor        `json:"cursor"`
+}
+
+// ListSessionsResponse is one page of the session ids.
+type ListSessionsResponse struct {
+	Sessions []string `json:"sessions"`
+}
+
+// GetSessionResponse is what a session holds: its models (training runs)
+// and sampling sessions.
+type GetSessionResponse struct {
+	TrainingRunIDs []string       `json:"training_run_ids"`
+	SamplerIDs     []string       `json:"sampler_ids"`
+	UserMetadata   map[string]any `json:"user_metadata,omitempty"`
+	DisplayName    string         `json:"display_name,omitempty"`
+}
+
+// WeightsInfoResponse is what loading saved weights needs to know of
+// them: their base model and adapters.
+type WeightsInfoResponse struct {
+	BaseModel    string `json:"base_model"`
+	IsLoRA       bool   `json:"is_lora"`
+	LoRARank     *int   `json:"lora_rank,omitempty"`
+	TrainUnembed *bool  `json:"train_unembed,omitempty"`
+	TrainMLP     *bool  `json:"train_mlp,omitempty"`
+	TrainAttn    *bool  `json:"train_attn,omitempty"`
 }
 
 // ExternalWeightsURLsResponse gives a download URL for each file of an

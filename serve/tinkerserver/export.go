@@ -204,13 +204,17 @@ func (s *Server) trainingRuns(w http.ResponseWriter, r *http.Request) {
 		s.setCheckpointTTL(w, r, modelID, parts[1], parts[2])
 	case len(parts) == 4 && parts[0] == "checkpoints" && parts[3] == "ttl":
 		writeMethodNotAllowed(w, r, http.MethodPut)
+	case len(parts) == 4 && parts[0] == "checkpoints" && parts[3] == "publish" && (r.Method == http.MethodPost || r.Method == http.MethodDelete):
+		s.publishCheckpoint(w, modelID, parts[1], parts[2], r.Method == http.MethodPost)
+	case len(parts) == 4 && parts[0] == "checkpoints" && parts[3] == "publish":
+		writeMethodNotAllowed(w, r, "POST, DELETE")
 	case len(parts) == 3 && parts[0] == "checkpoints":
 		want = http.MethodDelete
 		fallthrough
 	case sub == "", sub == "checkpoints", len(parts) == 4 && parts[3] == "external_weights_urls":
 		writeMethodNotAllowed(w, r, want)
 	default:
-		writeNotOffered(w, "training_runs ("+rest+")", "<model_id>, <model_id>/checkpoints, .../external_weights_urls, PUT .../ttl and DELETE of a checkpoint")
+		writeNotOffered(w, "training_runs ("+rest+")", "<model_id>, <model_id>/checkpoints, .../external_weights_urls, PUT .../ttl, POST and DELETE .../publish, and DELETE of a checkpoint")
 	}
 }
 
@@ -221,18 +225,21 @@ func (s *Server) deleteCheckpoint(w http.ResponseWriter, modelID, kind, name str
 		if err := os.RemoveAll(dir); err != nil {
 			return err
 		}
+		os.Remove(publicFile(dir))
 		return setDiskExpiry(dir, time.Time{})
-	}, func(m *trainModel, i int) {
+	}, func(m *trainModel, i int) error {
 		m.samplers = slices.Delete(m.samplers, i, i+1)
+		return nil
 	})
 }
 
 // checkpointCall answers a REST call on one checkpoint: onDisk acts on a
 // saved state's or export's directory, onSampler (under the server's lock)
 // on a running model's copy for sampling, m.samplers[i]. A checkpoint that
-// is not there is answered 404, an error of onDisk 500 (doing names the
-// work: "deleting"), and success with {}.
-func (s *Server) checkpointCall(w http.ResponseWriter, modelID, kind, name, doing string, onDisk func(dir string) error, onSampler func(m *trainModel, i int)) {
+// is not there is answered 404, an error of either with its status (an
+// *httpError's, else 500; doing names the work: "deleting"), and success
+// with {}.
+func (s *Server) checkpointCall(w http.ResponseWriter, modelID, kind, name, doing string, onDisk func(dir string) error, onSampler func(m *trainModel, i int) error) {
 	path := weightsPath(modelID, kind, name)
 	if !namePattern.MatchString(name) {
 		writeDetail(w, http.StatusNotFound, "no checkpoint "+path)
@@ -246,21 +253,26 @@ func (s *Server) checkpointCall(w http.ResponseWriter, modelID, kind, name, doin
 			return
 		}
 		if err := onDisk(dir); err != nil {
-			writeDetail(w, http.StatusInternalServerError, doing+" "+path+": "+err.Error())
+			writeDetail(w, statusOf(err), doing+" "+path+": "+err.Error())
 			return
 		}
 	case "sampler_weights":
 		s.mu.Lock()
 		found := false
+		var err error
 		if m := s.models[modelID]; m != nil {
 			if i := m.samplerIndex(name); i >= 0 {
-				onSampler(m, i)
+				err = onSampler(m, i)
 				found = true
 			}
 		}
 		s.mu.Unlock()
 		if !found {
 			writeDetail(w, http.StatusNotFound, "no checkpoint "+path)
+			return
+		}
+		if err != nil {
+			writeDetail(w, statusOf(err), doing+" "+path+": "+err.Error())
 			return
 		}
 	default:
@@ -295,18 +307,26 @@ func (s *Server) writeRunRecord(modelID string, rec runRecord) error {
 	return atomicfile.WriteBytes(filepath.Join(dir, runRecordFile), b)
 }
 
-// trainingRun describes a model, running or stopped: its record, its last
-// request, and its newest saved state and copy for sampling.
+// trainingRun answers GET training_runs/<model_id>.
 func (s *Server) trainingRun(w http.ResponseWriter, modelID string) {
+	run, err := s.runOf(modelID)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+// runOf describes a model, running or stopped: its record, its last
+// request, and its newest saved state and copy for sampling.
+func (s *Server) runOf(modelID string) (tinker.TrainingRun, error) {
 	b, err := os.ReadFile(filepath.Join(s.cfg.StateDir, modelID, runRecordFile))
 	if err != nil {
-		writeDetail(w, http.StatusNotFound, "training_runs: no training run "+modelID)
-		return
+		return tinker.TrainingRun{}, errorf(http.StatusNotFound, "training_runs: no training run %s", modelID)
 	}
 	var rec runRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
-		writeDetail(w, http.StatusInternalServerError, "training_runs: reading "+modelID+"'s record: "+err.Error())
-		return
+		return tinker.TrainingRun{}, errorf(http.StatusInternalServerError, "training_runs: reading %s's record: %v", modelID, err)
 	}
 	run := tinker.TrainingRun{TrainingRunID: modelID, BaseModel: rec.BaseModel, ModelOwner: "local", IsLoRA: rec.LoRARank > 0,
 		LastRequestTime: rec.Created, UserMetadata: rec.UserMetadata}
@@ -331,7 +351,7 @@ func (s *Server) trainingRun(w http.ResponseWriter, modelID string) {
 		run.LastRequestTime = m.lastRequest.UTC()
 	}
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, run)
+	return run, nil
 }
 
 // listCheckpoints lists a model's saved states and exports, on disk
@@ -365,14 +385,14 @@ func (s *Server) checkpoints(modelID string) []tinker.Checkpoint {
 			dir := filepath.Join(s.cfg.StateDir, modelID, kind.dir, e.Name())
 			_, size, _ := filesOf(dir)
 			out = append(out, tinker.Checkpoint{CheckpointID: kind.dir + "/" + e.Name(), CheckpointType: kind.typ, Time: info.ModTime().UTC(),
-				TinkerPath: weightsPath(modelID, kind.dir, e.Name()), SizeBytes: &size, ExpiresAt: expiresAt(diskExpiry(dir))})
+				TinkerPath: weightsPath(modelID, kind.dir, e.Name()), SizeBytes: &size, ExpiresAt: expiresAt(diskExpiry(dir)), Public: diskPublic(dir)})
 		}
 	}
 	s.mu.Lock()
 	if m := s.models[modelID]; m != nil {
 		for _, c := range m.samplers {
 			out = append(out, tinker.Checkpoint{CheckpointID: "sampler_weights/" + c.name, CheckpointType: "sampler", Time: c.saved.UTC(), TinkerPath: c.path,
-				ExpiresAt: expiresAt(c.expires)})
+				ExpiresAt: expiresAt(c.expires), Public: c.public})
 		}
 	}
 	s.mu.Unlock()

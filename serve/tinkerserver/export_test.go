@@ -233,7 +233,7 @@ func TestFinishSession(t *testing.T) {
 		status       int
 		want         string
 	}{
-		{http.MethodPost, tinker.PathSessions + sess + "/other", 404, "it answers sessions/<id>/finish"},
+		{http.MethodPost, tinker.PathSessions + sess + "/other", 404, "it answers GET sessions/<id> and POST sessions/<id>/finish"},
 		{http.MethodGet, tinker.PathSessions + sess + "/finish", 405, "takes POST"},
 		{http.MethodPost, tinker.PathSessions + "session_none/finish", 404, "session_none"},
 	} {

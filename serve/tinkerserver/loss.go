@@ -38,8 +38,7 @@ var lossNames = []string{tinker.CrossEntropy, tinker.ImportanceSampling, tinker.
 var unsupportedLosses = map[string]string{
 	"stable_reinforce": "Tinker publishes neither its objective nor what a sampler records for it with record_stability_info " +
 		"(its documentation calls it alpha), so this server has no definition to compute; gspo, ppo and cispo correct for an off-policy sampler",
-	"custom": "server-side custom losses are not offered (client/config answers custom_loss_server_side false); " +
-		"forward_backward_custom and create_custom_loss's handles run the loss on the client",
+	"custom": customLossWhy,
 }
 
 // parseLoss reads loss_fn and its config: loss_fn_config's numbers, and

@@ -356,6 +356,7 @@ type weights struct {
 	saved  time.Time // when a copy was saved
 	// expires is when a copy's TTL ends (see ttl.go); zero: never.
 	expires time.Time
+	public  bool // a copy's published flag (see rest.go)
 }
 
 // New opens every base model, creates the state directory if need be and
@@ -484,7 +485,12 @@ func (s *Server) routes() http.Handler {
 		tinker.PathSaveWeightsExternal:   {http.MethodPost, true, s.saveWeightsExternal},
 		tinker.PathTrainingRuns:          {"", true, s.trainingRuns}, // GET and DELETE, by path
 		tinker.PathFiles:                 {http.MethodGet, false, s.serveFile},
-		tinker.PathSessions:              {"", true, s.finishSession}, // POST <id>/finish
+		tinker.PathSessions:              {"", true, s.sessionCall}, // GET <id>, POST <id>/finish
+		tinker.PathListTrainingRuns:      {http.MethodGet, true, s.listTrainingRuns},
+		tinker.PathListSessions:          {http.MethodGet, true, s.listSessions},
+		tinker.PathCheckpoints:           {http.MethodGet, true, s.listUserCheckpoints},
+		tinker.PathWeightsInfo:           {http.MethodPost, true, s.weightsInfo},
+		tinker.PathStorageUsage:          {http.MethodGet, true, s.storageUsage},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -512,8 +518,8 @@ func (s *Server) routes() http.Handler {
 		if !ok {
 			// 404 rather than 501: the SDK retries every 5xx, and treats
 			// a 404 of an optional endpoint as its absence.
-			if what := notOffered(path); what != "" {
-				writeNotOffered(w, what, "")
+			if what, why := notOffered(path); what != "" {
+				writeRefused(w, what, why)
 				return
 			}
 			writeDetail(w, http.StatusNotFound, "Not Found")
@@ -574,6 +580,12 @@ func writeNotOffered(w http.ResponseWriter, what, answers string) {
 		msg += ": it answers " + answers
 	}
 	writeDetail(w, http.StatusNotFound, msg)
+}
+
+// writeRefused answers a path of the Tinker API this server refuses,
+// saying why.
+func writeRefused(w http.ResponseWriter, what, why string) {
+	writeDetail(w, http.StatusNotFound, what+" is not offered by this server (rlvr serve --tinker): "+why)
 }
 
 // writeError writes err as an HTTP error; an error that is not an
@@ -756,24 +768,40 @@ func (s *Server) telemetry(w http.ResponseWriter, r *http.Request) {
 }
 
 // notOffered names what an SDK path asks for when this server does not
-// offer it, "" for a path the SDK does not call.
-func notOffered(path string) string {
+// offer it, and why ("" for a path the SDK does not call).
+func notOffered(path string) (what, why string) {
 	rest, ok := strings.CutPrefix(path, "/api/v1/")
 	if !ok {
-		return ""
+		return "", ""
 	}
-	switch rest {
-	case "cancel_future", "copy_weights", "create_custom_loss", "join_sampling_session", "retrieve_futures",
-		"weights_info", "checkpoints", "client/dynamic_config", "audit", "training_runs":
-		return rest
+	if why, ok := refusals[rest]; ok {
+		return rest, why
 	}
-	for _, prefix := range []string{"sessions", "auth/", "billing/"} { // "sessions" itself; sessions/… is routed
+	for _, prefix := range []string{"auth/", "billing/"} {
 		if strings.HasPrefix(rest, prefix) {
-			return strings.TrimSuffix(prefix, "/") + " (" + rest + ")"
+			return strings.TrimSuffix(prefix, "/") + " (" + rest + ")", refusals[prefix]
 		}
 	}
-	return ""
+	return "", ""
 }
+
+// refusals say why each endpoint of the SDK's that this server does not
+// offer is refused; an entry ending in "/" covers the paths under it.
+var refusals = map[string]string{
+	"cancel_future": "client/dynamic_config is not offered, so the SDK leaves sample_cancel_enabled false and never cancels; " +
+		"a sampling batch runs to its end, bounded by the server's limits",
+	"copy_weights":          "copies between accounts and projects need accounts; this server has one user (copy the state directory instead)",
+	"create_custom_loss":    customLossWhy,
+	"client/dynamic_config": "the server's flags are fixed for its life: client/config answers them once, and the SDK keeps its defaults here",
+	"audit":                 "there is one user and no audit log",
+	"auth/":                 "the API key is fixed when the server starts (--api-key); there are no tokens, key management or principals (whoami)",
+	"billing/":              "nothing is billed; GET billing/usage/checkpoints/current reports the saves' count and size",
+}
+
+// customLossWhy is why server-side custom losses are not offered.
+const customLossWhy = "a custom loss arrives as a torch.fx graph naming any torch function; running it would take an interpreter " +
+	"of torch's operators and their gradients in Go. client/config answers custom_loss_server_side false, so the SDK runs " +
+	"create_custom_loss handles and forward_backward_custom on the client, through forward and a cross_entropy backward"
 
 func (s *Server) clientConfig(w http.ResponseWriter, r *http.Request) {
 	// The SDK's handshake; the body (its version) is not read. The flags

@@ -26,6 +26,7 @@ import (
 // session is a client's session: its heartbeat and its models.
 type session struct {
 	id      string
+	created time.Time
 	last    time.Time // the last heartbeat
 	expired time.Time // when it expired or was finished; zero while it lives
 	ended   *callErr  // why it ended
@@ -33,6 +34,9 @@ type session struct {
 	models map[int64]*trainModel
 	// samplers are its sampling sessions by sampling_session_seq_id.
 	samplers map[int64]*samplingSession
+	// What create_session named: GET sessions/<id> reports it.
+	metadata    map[string]any
+	displayName string
 }
 
 // tombstoneTTL is how long an expired session and its models are
@@ -271,6 +275,10 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if req.ProjectID != "" {
+		writeError(w, errorf(http.StatusBadRequest, "create_session: project_id %q: this server keeps no projects (rlvr serve --tinker has one user)", req.ProjectID))
+		return
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -281,7 +289,8 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	for s.sessions[id] != nil {
 		id = randomID("session_")
 	}
-	s.sessions[id] = &session{id: id, last: time.Now(), models: map[int64]*trainModel{}}
+	now := time.Now()
+	s.sessions[id] = &session{id: id, created: now, last: now, models: map[int64]*trainModel{}, metadata: req.UserMetadata, displayName: req.DisplayName}
 	s.mu.Unlock()
 	s.log.Debug("tinkerserver: session created", "session", id, "tags", req.Tags, "sdk_version", req.SDKVersion)
 	writeJSON(w, http.StatusOK, tinker.CreateSessionResponse{SessionID: id, Type: "create_session"})
@@ -307,14 +316,31 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"type": "session_heartbeat"})
 }
 
-// finishSession is the SDK's ServiceClient.close: POST
-// sessions/<id>/finish ends the session at once, as its expiry would,
-// stopping its models and freeing their memory; its saved weights stay.
-// The body (the reason) is not read.
-func (s *Server) finishSession(w http.ResponseWriter, r *http.Request) {
+// sessionCall answers the calls under tinker.PathSessions: GET <id>
+// (getSession), and POST <id>/finish, the SDK's ServiceClient.close, which
+// ends the session at once, as its expiry would, stopping its models and
+// freeing their memory; its saved weights stay. finish's body (the
+// reason) is not read.
+func (s *Server) sessionCall(w http.ResponseWriter, r *http.Request) {
 	id, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, tinker.PathSessions), "/")
-	if rest != "finish" {
-		writeNotOffered(w, "sessions ("+strings.TrimPrefix(r.URL.Path, "/api/v1/")+")", "sessions/<id>/finish")
+	switch {
+	case id == "search":
+		writeRefused(w, "sessions/search", "searching by project, owner and status needs accounts this server does not keep; GET sessions lists them all")
+		return
+	case rest == "" && r.Method == http.MethodGet:
+		s.getSession(w, r, id)
+		return
+	case rest == "":
+		writeMethodNotAllowed(w, r, http.MethodGet)
+		return
+	case rest == "project":
+		writeRefused(w, "sessions/<id>/project", "this server keeps no projects (it has one user)")
+		return
+	case rest == "trace_export":
+		writeRefused(w, "sessions/<id>/trace_export", "this server keeps no traces of a session's calls")
+		return
+	case rest != "finish":
+		writeNotOffered(w, "sessions ("+strings.TrimPrefix(r.URL.Path, "/api/v1/")+")", "GET sessions/<id> and POST sessions/<id>/finish")
 		return
 	}
 	if r.Method != http.MethodPost {

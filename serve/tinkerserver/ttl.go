@@ -112,8 +112,9 @@ func (s *Server) setCheckpointTTL(w http.ResponseWriter, r *http.Request, modelI
 	at := expiry(ttl, time.Now())
 	s.checkpointCall(w, modelID, kind, name, "setting the TTL of", func(dir string) error {
 		return setDiskExpiry(dir, at)
-	}, func(m *trainModel, i int) {
+	}, func(m *trainModel, i int) error {
 		m.samplers[i].expires = at
+		return nil
 	})
 }
 
@@ -134,6 +135,7 @@ func (s *Server) expireCheckpoints(now time.Time) {
 			continue
 		}
 		os.Remove(f)
+		os.Remove(publicFile(dir))
 		s.log.Info("tinkerserver: deleted an expired checkpoint", "checkpoint", filepath.ToSlash(rel), "expired", at)
 	}
 	s.mu.Lock()
