@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"rlvr/engine/gemm"
 	"rlvr/engine/nn"
 	"rlvr/engine/parallel"
 	"rlvr/engine/vec"
@@ -424,7 +423,7 @@ func (m *Model) teacherLogprobs(tb TeacherBatch) []float32 {
 		copy(rows[r*D:(r+1)*D], m.act.normed[p*D:(p+1)*D])
 	}
 	out := make([]float32, R*V)
-	gemm.Sgemm(false, true, R, V, D, 1, rows, D, m.w.head, D, 0, out, V)
+	m.bw.Gemm(false, true, R, V, D, 1, rows, D, m.w.head, D, 0, out, V)
 	scratch := make([]float32, parallel.Threads()*V)
 	parallel.Worker(R, func(w, lo, hi int) {
 		for r := lo; r < hi; r++ {
@@ -463,7 +462,7 @@ func (m *Model) head(b Batch, t Targets, loss *Loss, teacherLogp, logprobs []flo
 		c1 := min(c0+chunk, N)
 		logits := a.logits[:(c1-c0)*V]
 		t0 := m.tic()
-		gemm.Sgemm(false, true, c1-c0, V, D, 1, a.normed[c0*D:], D, m.w.head, D, 0, logits, V)
+		m.bw.Gemm(false, true, c1-c0, V, D, 1, a.normed[c0*D:], D, m.w.head, D, 0, logits, V)
 		m.toc(OpHeadMatmul, false, t0)
 		t0 = m.tic()
 		parallel.Worker(c1-c0, func(w, lo, hi int) {
@@ -521,8 +520,8 @@ func (m *Model) headBackward(c0, g1 int, logits []float32) {
 	}
 	K := len(rows)
 	if K == g1-c0 {
-		gemm.Sgemm(false, false, K, D, V, 1, logits, V, m.w.head, D, 0, a.dnormed[c0*D:], D)
-		gemm.Sgemm(true, false, V, D, K, 1, logits, V, a.normed[c0*D:], D, 1, m.g.head, D)
+		m.bw.Gemm(false, false, K, D, V, 1, logits, V, m.w.head, D, 0, a.dnormed[c0*D:], D)
+		m.bw.Gemm(true, false, V, D, K, 1, logits, V, a.normed[c0*D:], D, 1, m.g.head, D)
 		return
 	}
 	clear(a.dnormed[c0*D : g1*D])
@@ -536,8 +535,8 @@ func (m *Model) headBackward(c0, g1 int, logits []float32) {
 		copy(logits[k*V:(k+1)*V], logits[(n-c0)*V:(n-c0+1)*V])
 		copy(in[k*D:(k+1)*D], a.normed[n*D:(n+1)*D])
 	}
-	gemm.Sgemm(false, false, K, D, V, 1, logits, V, m.w.head, D, 0, out, D)
-	gemm.Sgemm(true, false, V, D, K, 1, logits, V, in, D, 1, m.g.head, D)
+	m.bw.Gemm(false, false, K, D, V, 1, logits, V, m.w.head, D, 0, out, D)
+	m.bw.Gemm(true, false, V, D, K, 1, logits, V, in, D, 1, m.g.head, D)
 	for k, n := range rows {
 		copy(a.dnormed[n*D:(n+1)*D], out[k*D:(k+1)*D])
 	}

@@ -39,8 +39,25 @@ type Model struct {
 	Recompute bool
 
 	// Precision is the arithmetic of the matrix products in the forward,
-	// the backward and the sampler; the zero value is FP32.
+	// the backward and the sampler; the zero value is FP32. It splits the
+	// work as PyTorch's autocast does: with BF16 every linear layer's
+	// product (the q/k/v, o, gate/up and down projections and the output
+	// head), forward and backward (the input's and the weight's
+	// gradients), rounds its inputs to bfloat16 and accumulates in
+	// float32. The weights stay float32 (the master copy AdamW updates);
+	// norms, softmax, RoPE, attention, the loss and logprobs stay float32.
+	// docs/engine.md ("Precision") says where this differs from autocast.
+	// Where no bf16 kernel exists (gemm.BF16KernelOK), BF16 runs in float32
+	// after a one-line notice; EffectivePrecision says which runs. It is
+	// read at each forward and by Cache.Pack, so it may change between
+	// calls.
 	Precision Precision
+	// prec is Precision as the current forward runs it (Effective); bw
+	// is nil in FP32 and the weights' bf16 copy in BF16, rounded at the
+	// start of each forward (bf holds it between forwards).
+	prec Precision
+	bw   *gemm.BF16Weights
+	bf   *gemm.BF16Weights
 
 	w, g weights // views of Params and Grads
 	// rotary tables (MaxSeq, hd/2) of the global layers and, when there
@@ -348,6 +365,7 @@ func sliceBytes(v reflect.Value) int64 {
 // forward runs the decoder over a validated batch and leaves the final
 // normed hidden states (N, D) in m.act.normed, saving what backward needs.
 func (m *Model) forward(b Batch) {
+	m.setPrecision()
 	m.ensure(b)
 	var t0 time.Time
 	c, a := m.Config, &m.act
@@ -512,9 +530,9 @@ func (m *Model) linear(out, inp, w, bias []float32, p *gemm.Panels, N, in, outF 
 			nn.AddBias(out, bias, N, outF)
 		}
 	case accumulate:
-		nn.MatmulAccumulate(out, inp, w, N, in, outF)
+		nn.MatmulAccumulate(m.bw, out, inp, w, N, in, outF)
 	default:
-		nn.MatmulForward(out, inp, w, bias, N, in, outF)
+		nn.MatmulForward(m.bw, out, inp, w, bias, N, in, outF)
 	}
 	m.toc(OpMatmul, false, t0)
 }
@@ -583,7 +601,7 @@ func (m *Model) backward(b Batch, dnormed []float32) {
 		ddown := m.sandwichBackward(dx, dh, g.postMLPNorm, la.mo, w.postMLPNorm, la.rstdM, N)
 		clear(dact)
 		t0 = m.tic()
-		nn.MatmulBackward(dact, g.down, nil, ddown, la.act, w.down, N, F, D)
+		nn.MatmulBackward(m.bw, dact, g.down, nil, ddown, la.act, w.down, N, F, D)
 		m.toc(OpMatmul, true, t0)
 		clear(dgu)
 		t0 = m.tic()
@@ -595,7 +613,7 @@ func (m *Model) backward(b Batch, dnormed []float32) {
 		m.toc(OpSwiGLU, true, t0)
 		clear(dh)
 		t0 = m.tic()
-		nn.MatmulBackward(dh, g.gateUp, nil, dgu, la.h2, w.gateUp, N, D, 2*F)
+		nn.MatmulBackward(m.bw, dh, g.gateUp, nil, dgu, la.h2, w.gateUp, N, D, 2*F)
 		m.toc(OpMatmul, true, t0)
 		t0 = m.tic()
 		nn.RMSNormBackward(dx, g.mlpNorm, dh, la.mid, w.mlpNorm, la.rstd2, N, 1, D, D, off)
@@ -605,7 +623,7 @@ func (m *Model) backward(b Batch, dnormed []float32) {
 		dao := m.sandwichBackward(dx, dh, g.postAttnNorm, la.ao, w.postAttnNorm, la.rstdA, N)
 		clear(dattn)
 		t0 = m.tic()
-		nn.MatmulBackward(dattn, g.o, nil, dao, la.attn, w.o, N, H*hd, D)
+		nn.MatmulBackward(m.bw, dattn, g.o, nil, dao, la.attn, w.o, N, H*hd, D)
 		m.toc(OpMatmul, true, t0)
 		clear(dqkv)
 		t0 = m.tic()
@@ -632,7 +650,7 @@ func (m *Model) backward(b Batch, dnormed []float32) {
 		}
 		clear(dh)
 		t0 = m.tic()
-		nn.MatmulBackward(dh, g.qkv, g.qkvBias, dqkv, la.h1, w.qkv, N, D, Q)
+		nn.MatmulBackward(m.bw, dh, g.qkv, g.qkvBias, dqkv, la.h1, w.qkv, N, D, Q)
 		m.toc(OpMatmul, true, t0)
 		t0 = m.tic()
 		nn.RMSNormBackward(dx, g.attnNorm, dh, x, w.attnNorm, la.rstd1, N, 1, D, D, off)

@@ -445,10 +445,11 @@ func Add(dst, src []float32) {
 
 // MatmulForward is a linear layer in PyTorch's layout: out = inp·wᵀ + bias,
 // with w stored (out features, in features) as Hugging Face checkpoints do.
-// bias may be nil.
-func MatmulForward(out, inp, w, bias []float32, N, in, outF int) {
+// bias may be nil. With bw not nil (w a view of its slab) the product takes
+// bf16 inputs, autocast's product; the sum, the bias and out are float32.
+func MatmulForward(bw *gemm.BF16Weights, out, inp, w, bias []float32, N, in, outF int) {
 	// out (N, outF), inp (N, in), w (outF, in), bias (outF)
-	gemm.Sgemm(false, true, N, outF, in, 1, inp, in, w, in, 0, out, outF)
+	bw.Gemm(false, true, N, outF, in, 1, inp, in, w, in, 0, out, outF)
 	if bias != nil {
 		AddBias(out, bias, N, outF)
 	}
@@ -470,12 +471,15 @@ func AddBias(out, bias []float32, N, outF int) {
 //
 //	dinp += dout·w    dw += doutᵀ·inp    dbias += Σ_n dout
 //
-// dinp may be nil when the input needs no gradient; dbias may be nil.
-func MatmulBackward(dinp, dw, dbias, dout, inp, w []float32, N, in, outF int) {
+// dinp may be nil when the input needs no gradient; dbias may be nil. With
+// bw not nil both products take bf16-rounded inputs (dout, w; dout, inp),
+// as autocast's backward does, and add float32 sums into float32
+// gradients.
+func MatmulBackward(bw *gemm.BF16Weights, dinp, dw, dbias, dout, inp, w []float32, N, in, outF int) {
 	if dinp != nil {
-		gemm.Sgemm(false, false, N, in, outF, 1, dout, outF, w, in, 1, dinp, in)
+		bw.Gemm(false, false, N, in, outF, 1, dout, outF, w, in, 1, dinp, in)
 	}
-	gemm.Sgemm(true, false, outF, in, N, 1, dout, outF, inp, in, 1, dw, in)
+	bw.Gemm(true, false, outF, in, N, 1, dout, outF, inp, in, 1, dw, in)
 	if dbias != nil {
 		parallel.For(outF, 16, func(lo, hi int) {
 			db := dbias[lo:hi]
@@ -491,6 +495,6 @@ func MatmulBackward(dinp, dw, dbias, dout, inp, w []float32, N, in, outF int) {
 
 // MatmulAccumulate adds a linear layer's output into out: out += inp·wᵀ.
 // The residual connections use it, so the sum is formed in place.
-func MatmulAccumulate(out, inp, w []float32, N, in, outF int) {
-	gemm.Sgemm(false, true, N, outF, in, 1, inp, in, w, in, 1, out, outF)
+func MatmulAccumulate(bw *gemm.BF16Weights, out, inp, w []float32, N, in, outF int) {
+	bw.Gemm(false, true, N, outF, in, 1, inp, in, w, in, 1, out, outF)
 }

@@ -292,9 +292,9 @@ func TestMatmulGrad(t *testing.T) {
 	N, in, outF := 40, 24, 36
 	inp, w, b := randn(r, N*in, 1), randn(r, outF*in, 0.3), randn(r, outF, 1)
 	out, dout := make([]float32, N*outF), randn(r, N*outF, 1)
-	loss := func() float64 { MatmulForward(out, inp, w, b, N, in, outF); return gradcheck.Dot(dout, out) }
+	loss := func() float64 { MatmulForward(nil, out, inp, w, b, N, in, outF); return gradcheck.Dot(dout, out) }
 	dinp, dw, db := make([]float32, len(inp)), make([]float32, len(w)), make([]float32, len(b))
-	MatmulBackward(dinp, dw, db, dout, inp, w, N, in, outF)
+	MatmulBackward(nil, dinp, dw, db, dout, inp, w, N, in, outF)
 	check(t, loss, "inp", inp, dinp, "w", w, dw, "bias", b, db)
 }
 

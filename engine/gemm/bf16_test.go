@@ -1,0 +1,299 @@
+package gemm
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"rlvr/engine/parallel"
+)
+
+// useBF16 forces the bf16 kernel named by an RLVR_BF16_KERNEL value for
+// the rest of the test.
+func useBF16(t *testing.T, name string) bf16Choice {
+	t.Helper()
+	bf16Mu.Lock()
+	old := bf16Chosen
+	c := chooseBF16(name)
+	bf16Chosen = &c
+	bf16Mu.Unlock()
+	t.Cleanup(func() {
+		bf16Mu.Lock()
+		bf16Chosen = old
+		bf16Mu.Unlock()
+	})
+	return c
+}
+
+func TestParsePrecision(t *testing.T) {
+	for in, want := range map[string]Precision{"fp32": FP32, "float32": FP32, "": FP32, "BF16": BF16, "bfloat16": BF16, " bf16 ": BF16} {
+		got, err := ParsePrecision(in)
+		if err != nil || got != want {
+			t.Errorf("ParsePrecision(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParsePrecision("fp16"); err == nil || !strings.Contains(err.Error(), `"fp16"`) {
+		t.Errorf("ParsePrecision(fp16): error %v should name the value", err)
+	}
+}
+
+func TestFloat32ToBF16RoundsToNearestEven(t *testing.T) {
+	cases := []struct {
+		in   float32
+		want uint16
+	}{
+		{1, 0x3f80},
+		{1 + 1.0/256, 0x3f80},             // half an ulp above 1: tie, to the even 1
+		{1 + 3.0/256, 0x3f82},             // tie between 0x3f81 and 0x3f82: to the even
+		{1 + 1.0/256 + 1.0/65536, 0x3f81}, // just above the tie: up
+		{-2.5, 0xc020},
+		{math.MaxFloat32, 0x7f80}, // beyond bf16's largest finite value: +Inf
+		{float32(math.Inf(-1)), 0xff80},
+	}
+	for _, c := range cases {
+		if got := Float32ToBF16(c.in); got != c.want {
+			t.Errorf("Float32ToBF16(%v) = %#04x, want %#04x", c.in, got, c.want)
+		}
+	}
+	nan := Float32ToBF16(math.Float32frombits(0x7f800001)) // a NaN whose payload is only in the low bits
+	if v := BF16ToFloat32(nan); !math.IsNaN(float64(v)) {
+		t.Errorf("a NaN became %v (%#04x)", v, nan)
+	}
+}
+
+// roundedCopy is src (rows × cols, row stride ld) with every element
+// rounded to bf16, in place of the original layout.
+func roundedCopy(src []float32) []float32 {
+	out := make([]float32, len(src))
+	for i, v := range src {
+		out[i] = RoundBF16(v)
+	}
+	return out
+}
+
+// bf16Kernels are the RLVR_BF16_KERNEL values that give a kernel here.
+func bf16Kernels(t *testing.T) []string {
+	names := []string{"emulate", "go"}
+	for _, n := range []string{"onednn", "sbgemm"} {
+		if c := chooseBF16(n); c.backend != bf16None {
+			names = append(names, n)
+		} else {
+			t.Logf("%s: %s", n, c.why)
+		}
+	}
+	return names
+}
+
+// TestBgemmAgainstReference checks every bf16 kernel this machine has
+// against the reference: inputs rounded to bf16, then the three-loop
+// product in float32, on awkward shapes (one row, odd k, k = 0),
+// transposes, padded leading dimensions, alpha and beta.
+func TestBgemmAgainstReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	shapes := []struct{ m, n, k int }{{1, 1, 1}, {1, 37, 9}, {3, 5, 7}, {17, 33, 9}, {64, 64, 63}, {130, 70, 101}, {5, 4, 0}, {300, 2, 513}}
+	defer parallel.SetThreads(parallel.SetThreads(2))
+	for _, name := range bf16Kernels(t) {
+		c := useBF16(t, name)
+		t.Logf("%s: %s", name, c.name)
+		for _, s := range shapes {
+			for _, ta := range []bool{false, true} {
+				for _, tb := range []bool{false, true} {
+					for _, ab := range [][2]float32{{1, 0}, {1, 1}, {0.75, 0.5}} {
+						lda, ldb, ldc := s.k+3, s.n+2, s.n+1
+						if ta {
+							lda = s.m + 3
+						}
+						if tb {
+							ldb = s.k + 2
+						}
+						a := randSlice(r, max(s.m, s.k)*lda+1)
+						b := randSlice(r, max(s.n, s.k)*ldb+1)
+						cm := randSlice(r, s.m*ldc)
+						want := append([]float32(nil), cm...)
+						Naive(ta, tb, s.m, s.n, s.k, ab[0], roundedCopy(a), lda, roundedCopy(b), ldb, ab[1], want, ldc)
+						a0 := append([]float32(nil), a...)
+						Bgemm(ta, tb, s.m, s.n, s.k, ab[0], a, lda, b, ldb, ab[1], cm, ldc)
+						for i := range a {
+							if math.Float32bits(a[i]) != math.Float32bits(a0[i]) {
+								t.Fatalf("%s modified A", name)
+							}
+						}
+						var worst float64
+						for i := range cm {
+							worst = math.Max(worst, math.Abs(float64(cm[i]-want[i])))
+						}
+						if tol := 1e-5 * float64(s.k+1); worst > tol {
+							t.Errorf("%s %v ta=%v tb=%v alpha,beta=%v: max |diff| %.3g > %.3g", name, s, ta, tb, ab, worst, tol)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestEmulatedIsSgemmOfRoundedInputs: the emulated kernel is bit for bit
+// the float32 GEMM of the rounded inputs, so its numbers are the hardware
+// kernel's up to the order of the float32 sums.
+func TestEmulatedIsSgemmOfRoundedInputs(t *testing.T) {
+	useBF16(t, "emulate")
+	defer parallel.SetThreads(parallel.SetThreads(2))
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, s := range []struct{ m, n, k int }{{1, 300, 77}, {257, 129, 65}, {64, 700, 33}} {
+		for _, tb := range []bool{false, true} {
+			ldb := s.n
+			if tb {
+				ldb = s.k
+			}
+			a, b := randSlice(r, s.m*s.k), randSlice(r, s.k*s.n)
+			got, want := make([]float32, s.m*s.n), make([]float32, s.m*s.n)
+			Bgemm(false, tb, s.m, s.n, s.k, 1, a, s.k, b, ldb, 0, got, s.n)
+			Sgemm(false, tb, s.m, s.n, s.k, 1, roundedCopy(a), s.k, roundedCopy(b), ldb, 0, want, s.n)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%v tb=%v: element %d is %v, Sgemm of the rounded inputs gives %v", s, tb, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestBF16DiffersFromFP32 guards against a bf16 path that silently runs in
+// float32: on random inputs the rounding must show.
+func TestBF16DiffersFromFP32(t *testing.T) {
+	useBF16(t, "emulate")
+	r := rand.New(rand.NewPCG(15, 16))
+	m, n, k := 8, 8, 64
+	a, b := randSlice(r, m*k), randSlice(r, k*n)
+	c16, c32 := make([]float32, m*n), make([]float32, m*n)
+	BF16.Gemm(false, false, m, n, k, 1, a, k, b, n, 0, c16, n)
+	FP32.Gemm(false, false, m, n, k, 1, a, k, b, n, 0, c32, n)
+	var worst float64
+	for i := range c16 {
+		worst = math.Max(worst, math.Abs(float64(c16[i]-c32[i])))
+	}
+	// bf16 keeps 8 significant bits: each input is off by up to 2^-9
+	// relatively, so a sum of 64 products of size ~0.3 moves by ~1e-2.
+	if worst < 1e-4 || worst > 0.2 {
+		t.Fatalf("bf16 and fp32 products differ by %.3g; want a bf16-sized gap in (1e-4, 0.2)", worst)
+	}
+}
+
+// TestOneDNNPlumbing runs the oneDNN path in float32, which oneDNN has on
+// every x86 CPU, so that its strides, transposes, alpha and beta are
+// checked on machines where its bf16 matmul is missing.
+func TestOneDNNPlumbing(t *testing.T) {
+	if err := openOneDNN(); err != nil {
+		t.Skipf("no oneDNN here: %v", err)
+	}
+	t.Log(dnnlDesc)
+	r := rand.New(rand.NewPCG(17, 18))
+	for _, s := range []struct{ m, n, k int }{{1, 1, 1}, {1, 37, 9}, {17, 33, 9}, {130, 70, 101}} {
+		for _, ta := range []bool{false, true} {
+			for _, tb := range []bool{false, true} {
+				lda, ldb, ldc := s.k+3, s.n+2, s.n+1
+				if ta {
+					lda = s.m + 3
+				}
+				if tb {
+					ldb = s.k + 2
+				}
+				a, b := randSlice(r, max(s.m, s.k)*lda+1), randSlice(r, max(s.n, s.k)*ldb+1)
+				c := randSlice(r, s.m*ldc)
+				want := append([]float32(nil), c...)
+				Naive(ta, tb, s.m, s.n, s.k, 0.75, a, lda, b, ldb, 0.5, want, ldc)
+				if err := onednnF32(ta, tb, s.m, s.n, s.k, 0.75, a, lda, b, ldb, 0.5, c, ldc); err != nil {
+					t.Fatal(err)
+				}
+				for i := range c {
+					if d := math.Abs(float64(c[i] - want[i])); d > 1e-5*float64(s.k+1) {
+						t.Fatalf("%v ta=%v tb=%v: element %d is %v, want %v", s, ta, tb, i, c[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestFallbackNoticeOnce(t *testing.T) {
+	c := useBF16(t, "none")
+	var lines []string
+	oldNotice := Notice
+	Notice = func(s string) { lines = append(lines, s) }
+	noticeOnce = sync.Once{}
+	t.Cleanup(func() { Notice, noticeOnce = oldNotice, sync.Once{} })
+	if p := BF16.Effective(); p != FP32 {
+		t.Fatalf("BF16 without a kernel runs in %v, want fp32", p)
+	}
+	BF16.Effective()
+	a := []float32{1.001}
+	out := []float32{0}
+	Bgemm(false, false, 1, 1, 1, 1, a, 1, a, 1, 0, out, 1)
+	if out[0] != a[0]*a[0] {
+		t.Errorf("the fallback product is %v, want the float32 %v", out[0], a[0]*a[0])
+	}
+	if len(lines) != 1 || strings.Contains(lines[0], "\n") || !strings.Contains(lines[0], c.why) || !strings.Contains(lines[0], "fp32") {
+		t.Fatalf("notices %q: want one line naming the reason %q and the fp32 fallback", lines, c.why)
+	}
+	if FP32.Effective() != FP32 || len(lines) != 1 {
+		t.Fatal("fp32 must not notice anything")
+	}
+	if k := KernelFor(BF16); !strings.Contains(k, "fp32") {
+		t.Errorf("KernelFor(BF16) = %q, want it to name the fp32 fallback", k)
+	}
+}
+
+func TestAutoNeedsBF16Instructions(t *testing.T) {
+	c := chooseBF16("auto")
+	if !DetectCPU().BF16() && c.backend != bf16None {
+		t.Fatalf("auto chose %q on %v", c.name, DetectCPU())
+	}
+	if c.backend == bf16None && !strings.Contains(c.why, DetectCPU().Name) {
+		t.Fatalf("auto's reason %q does not name the processor", c.why)
+	}
+	if bad := chooseBF16("fast"); bad.backend != bf16None || !strings.Contains(bad.why, `"fast"`) {
+		t.Fatalf("an unknown RLVR_BF16_KERNEL gives %+v", bad)
+	}
+	t.Logf("%v; auto: %s", DetectCPU(), c.name+c.why)
+}
+
+// TestBgemmSteadyStateAllocs: after the first product, the rounded inputs'
+// scratch is reused, so Bgemm allocates no more than Sgemm does.
+func TestBgemmSteadyStateAllocs(t *testing.T) {
+	useBF16(t, "emulate")
+	defer parallel.SetThreads(parallel.SetThreads(1))
+	m, n, k := 16, 32, 24
+	a, b, c := make([]float32, m*k), make([]float32, k*n), make([]float32, m*n)
+	s := testing.AllocsPerRun(20, func() { Sgemm(false, true, m, n, k, 1, a, k, b, k, 0, c, n) })
+	bf := testing.AllocsPerRun(20, func() { Bgemm(false, true, m, n, k, 1, a, k, b, k, 0, c, n) })
+	if bf > s {
+		t.Fatalf("Bgemm allocates %v times a call, Sgemm %v", bf, s)
+	}
+}
+
+// BenchmarkBgemm measures the bf16 product with the kernel
+// RLVR_BF16_KERNEL selects (auto: oneDNN or sbgemm where the CPU has
+// bf16 instructions) on the training-step shapes BenchmarkSgemm uses, so
+// `go test -bench 'Sgemm|Bgemm' ./engine/gemm` compares the two.
+func BenchmarkBgemm(b *testing.B) {
+	if !BF16KernelOK() {
+		b.Skip(BF16Kernel())
+	}
+	b.Log(DetectCPU(), "; ", BF16Kernel())
+	shapes := []struct {
+		name    string
+		m, n, k int
+		ta, tb  bool
+	}{
+		{"1024", 1024, 1024, 1024, false, false},
+		{"2048", 2048, 2048, 2048, false, false},
+		{"xWt_1024x768x256", 1024, 768, 256, false, true},
+		{"dyW_1024x256x688", 1024, 256, 688, false, false},
+		{"dyTx_688x256x1024", 688, 256, 1024, true, false},
+	}
+	for _, s := range shapes {
+		b.Run(s.name, func(b *testing.B) { benchGemm(b, Bgemm, s.m, s.n, s.k, s.ta, s.tb) })
+	}
+}

@@ -1,0 +1,177 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"rlvr/engine/gemm"
+)
+
+// useBF16Kernel forces gemm's bf16 kernel for the rest of the test,
+// restoring the emulation (what the model tests measure bf16 with)
+// afterwards.
+func useBF16Kernel(t *testing.T, name string) {
+	t.Helper()
+	if err := gemm.SetBF16Kernel(name); err != nil && name != "none" {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gemm.SetBF16Kernel("emulate") })
+}
+
+func TestParsePrecisionNamesTheValue(t *testing.T) {
+	for _, s := range []string{"fp32", "float32", "bf16", "bfloat16"} {
+		if _, err := ParsePrecision(s); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+	if _, err := ParsePrecision("int4"); err == nil || !strings.Contains(err.Error(), "int4") {
+		t.Fatalf("ParsePrecision(int4): %v", err)
+	}
+}
+
+// TestBF16NearFP32 runs one ForwardBackward in each precision on every
+// variant: bf16 must differ from float32 (the products really are
+// rounded) by a bf16-sized amount, in the logprobs and in the gradients.
+func TestBF16NearFP32(t *testing.T) {
+	useBF16Kernel(t, "emulate")
+	for name, cfg := range variants {
+		t.Run(name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(31, 32))
+			b := Pack(randomSeqs(r, cfg.Vocab, 9, 5, 13))
+			tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
+			m, _ := New(cfg, 33)
+			perturb(m, 34)
+			want := runRecompute(t, m, false, b, tg)
+			m.Precision = BF16
+			got := runRecompute(t, m, false, b, tg)
+			var dlp, dg, gn float64
+			for i := range got.logprobs {
+				dlp = math.Max(dlp, math.Abs(float64(got.logprobs[i]-want.logprobs[i])))
+			}
+			for i := range got.grads {
+				d := float64(got.grads[i] - want.grads[i])
+				dg += d * d
+				gn += float64(want.grads[i]) * float64(want.grads[i])
+			}
+			rel := math.Sqrt(dg / gn)
+			t.Logf("max |Δ logprob| %.3g, ‖Δ grad‖/‖grad‖ %.3g", dlp, rel)
+			// bf16 keeps 8 significant bits (relative error ≤ 2^-9 per
+			// input): a few products deep, logprobs move by ~1e-3 to 1e-2
+			// and gradients by a few percent at most.
+			if dlp == 0 || dlp > 0.05 {
+				t.Errorf("max |Δ logprob| %.3g: want a bf16-sized gap in (0, 0.05]", dlp)
+			}
+			if rel == 0 || rel > 0.05 {
+				t.Errorf("‖Δ grad‖/‖grad‖ %.3g: want a bf16-sized gap in (0, 0.05]", rel)
+			}
+		})
+	}
+}
+
+// TestBF16KernelsAgree: the emulation through the float32 backend and the
+// pure-Go one round the same inputs, so they differ only in summation
+// order.
+func TestBF16KernelsAgree(t *testing.T) {
+	cfg := variants["qwen2-gqa"]
+	r := rand.New(rand.NewPCG(35, 36))
+	b := Pack(randomSeqs(r, cfg.Vocab, 11, 7))
+	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
+	m, _ := New(cfg, 37)
+	m.Precision = BF16
+	useBF16Kernel(t, "emulate")
+	a := runRecompute(t, m, false, b, tg)
+	useBF16Kernel(t, "go")
+	g := runRecompute(t, m, false, b, tg)
+	for i := range a.logprobs {
+		if d := math.Abs(float64(a.logprobs[i] - g.logprobs[i])); d > 1e-4 {
+			t.Fatalf("logprob %d: emulated %v, pure Go %v", i, a.logprobs[i], g.logprobs[i])
+		}
+	}
+}
+
+// TestBF16RecomputeIsBitIdentical: recomputation replays the same bf16
+// products, so it stays bit for bit.
+func TestBF16RecomputeIsBitIdentical(t *testing.T) {
+	useBF16Kernel(t, "emulate")
+	cfg := variants["qwen2-gqa"]
+	cfg.Layers = 3
+	r := rand.New(rand.NewPCG(38, 39))
+	b := Pack(randomSeqs(r, cfg.Vocab, 6, 9))
+	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
+	m, _ := New(cfg, 40)
+	m.Precision = BF16
+	sameBits(t, "bf16 recompute", runRecompute(t, m, false, b, tg), runRecompute(t, m, true, b, tg))
+}
+
+// TestBF16SeesWeightUpdates: the bf16 copy of the weights is refreshed at
+// each forward, so an update to Params (an optimizer step) is seen at
+// once, and the result is that of a model loaded with the new weights.
+func TestBF16SeesWeightUpdates(t *testing.T) {
+	useBF16Kernel(t, "emulate")
+	cfg := variants["qwen2-gqa"]
+	r := rand.New(rand.NewPCG(41, 42))
+	b := Pack(randomSeqs(r, cfg.Vocab, 8))
+	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
+	m, _ := New(cfg, 43)
+	m.Precision = BF16
+	before := runRecompute(t, m, false, b, tg)
+	for i := range m.Params {
+		m.Params[i] *= 1.5
+	}
+	after := runRecompute(t, m, false, b, tg)
+	fresh, _ := New(cfg, 43)
+	for i := range fresh.Params {
+		fresh.Params[i] *= 1.5
+	}
+	fresh.Precision = BF16
+	sameBits(t, "updated weights", runRecompute(t, fresh, false, b, tg), after)
+	if before.logprobs[0] == after.logprobs[0] {
+		t.Fatal("the forward did not see the updated weights")
+	}
+	if m.BF16WeightBytes() < int64(len(m.Params))*2 {
+		t.Fatalf("the bf16 copy holds %d bytes for %d parameters", m.BF16WeightBytes(), len(m.Params))
+	}
+}
+
+// TestBF16FallbackIsFP32: with no bf16 kernel, BF16 runs the float32
+// products exactly.
+func TestBF16FallbackIsFP32(t *testing.T) {
+	useBF16Kernel(t, "none")
+	cfg := variants["qwen2-gqa"]
+	r := rand.New(rand.NewPCG(44, 45))
+	b := Pack(randomSeqs(r, cfg.Vocab, 7, 4))
+	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
+	m, _ := New(cfg, 46)
+	want := runRecompute(t, m, false, b, tg)
+	m.Precision = BF16
+	if m.EffectivePrecision() != FP32 || !strings.Contains(m.Kernel(), "fp32") {
+		t.Fatalf("without a kernel: effective %v, kernel %q", m.EffectivePrecision(), m.Kernel())
+	}
+	sameBits(t, "fallback", want, runRecompute(t, m, false, b, tg))
+}
+
+// TestWithPrecisionSharesWeights: a bf16 view of a float32 model reads
+// the same Params and leaves the original's results alone.
+func TestWithPrecisionSharesWeights(t *testing.T) {
+	useBF16Kernel(t, "emulate")
+	cfg := variants["qwen2-gqa"]
+	r := rand.New(rand.NewPCG(47, 48))
+	b := Pack(randomSeqs(r, cfg.Vocab, 6, 5))
+	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
+	m, _ := New(cfg, 49)
+	want := runRecompute(t, m, false, b, tg)
+	v := m.WithPrecision(BF16)
+	if &v.Params[0] != &m.Params[0] || v.Precision != BF16 || m.Precision != FP32 {
+		t.Fatal("WithPrecision must share the weights and change only the copy's precision")
+	}
+	lp := make([]float32, len(b.Tokens))
+	if err := v.Logprobs(b, tg.Targets, lp, nil); err != nil {
+		t.Fatal(err)
+	}
+	if lp[0] == want.logprobs[0] {
+		t.Error("the bf16 view computed float32 logprobs")
+	}
+	sameBits(t, "the float32 original after its bf16 view ran", want, runRecompute(t, m, false, b, tg))
+}
