@@ -168,6 +168,11 @@ func openPolicy(ctx context.Context, base, ckpt string, c *RLConfig) (*policy, e
 		}
 		s.Sampler.Engine.MaxStreams = c.SampleBatch
 		s.Model.Recompute = c.GradientCheckpointing
+		learner, sampler, err := c.precisions()
+		if err != nil {
+			return nil, err
+		}
+		s.SetPrecision(learner, sampler)
 		return &policy{learner: s, sampler: s.Sampler, text: s.Text, maxLen: s.Model.Config.MaxSeq, close: func() error { return nil }}, nil
 	}
 	var state string
@@ -233,7 +238,18 @@ func remoteConfig(base string, c *RLConfig) remote.Config {
 // local engine, or the base model on the server.
 func openReference(base string, c *RLConfig) (backend.Logprober, error) {
 	if !c.Backend.remote() {
-		return local.OpenFrozen(base)
+		learner, _, err := c.precisions()
+		if err != nil {
+			return nil, err
+		}
+		f, err := local.OpenFrozen(base)
+		if err != nil {
+			return nil, err
+		}
+		// The reference is scored as the learner is, so that the KL
+		// starts at 0.
+		f.Model.Precision = learner
+		return f, nil
 	}
 	rc := remoteConfig(base, c)
 	return &remote.Reference{Client: &rc.Client, BaseModel: rc.BaseModel}, nil

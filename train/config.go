@@ -79,6 +79,32 @@ type RLConfig struct {
 	// whose KV cache stays in the CPU's cache. 0: a step's requests all at
 	// once, and 64 at a time in evaluation.
 	SampleBatch int `yaml:"sample_batch,omitempty"`
+	// Precision is the learner's arithmetic (engine/model.Precision):
+	// "fp32" (the default) computes everything in float32; "bf16" gives
+	// the matrix products bf16 inputs with float32 accumulation, and keeps
+	// the float32 master weights, AdamW, norms, softmax, RoPE, the loss
+	// and the logprobs in float32 (PyTorch's autocast split). It is the
+	// sampler's too unless SamplerPrecision says otherwise. The local
+	// engine only. A resumed run may change it: the checkpoint holds the
+	// float32 weights either way, and the steps after follow the new
+	// precision's arithmetic.
+	Precision string `yaml:"precision,omitempty"`
+	// SamplerPrecision is the sampler's arithmetic, in rollouts, a part's
+	// sampling passes and evaluation: "fp32" or "bf16"; unset, Precision.
+	// A sampler in another precision than the learner draws from a
+	// slightly different distribution; the loop logs the gap each step
+	// (logprob_gap/mean, logprob_gap/max), and SamplerCorrection corrects
+	// for it.
+	SamplerPrecision string `yaml:"sampler_precision,omitempty"`
+	// SamplerCorrection, when set, weighs each sampled token's policy
+	// gradient by the truncated importance weight min(π_old/μ, cap)
+	// between the learner before the step's update (π_old) and the
+	// sampler (μ), and takes the policy ratio against π_old (verl's
+	// rollout importance sampling; TRL's
+	// vllm_importance_sampling_correction with vllm_importance_sampling_cap).
+	// It costs a forward pass over the batch each step. nil (the default)
+	// leaves the sampler's logprobs as the ratio's denominator.
+	SamplerCorrection *SamplerCorrectionConfig `yaml:"sampler_correction,omitempty"`
 	// NoSignal is what a step whose batch gives no gradient does (every
 	// group all right or all wrong, say): NoSignalSkip takes no optimizer
 	// step, so the weights and Adam's state stay as they were;
@@ -158,6 +184,15 @@ type RLConfig struct {
 	// with their rewards, the run's samples.jsonl keeps at each
 	// evaluation for reading (TRL's log_completions); 0 keeps none.
 	ShowAnswers int `yaml:"show_answers,omitempty"`
+}
+
+// SamplerCorrectionConfig is the truncated importance-sampling correction
+// between the sampler and the learner (backend.SamplerCorrection).
+type SamplerCorrectionConfig struct {
+	// Cap truncates the weight; at least 1 (verl's rollout_is_threshold
+	// defaults to 2). It bounds the variance a token the sampler
+	// under-rated can add, at the price of a bias on those tokens.
+	Cap float64 `yaml:"cap"`
 }
 
 // DataConfig says what a run trains and evaluates on.
@@ -392,6 +427,7 @@ func (c *RLConfig) Resolve() error {
 		part.Real(add, f.name, f.v, f.zeroOK)
 	}
 	c.ColdStart.resolve(c, add)
+	c.resolvePrecision(add)
 	if len(errs) > 0 {
 		return fmt.Errorf("train config: %s", strings.Join(errs, "; "))
 	}

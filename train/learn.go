@@ -33,6 +33,20 @@ const (
 	MetricGradNorm     = "grad_norm"
 	MetricLR           = "lr"
 	MetricTokensPerSec = "tokens_per_sec" // through the learner
+	// MetricLogprobGapMean and MetricLogprobGapMax are the mean and
+	// largest |learner logprob − sampler logprob| over the sampled tokens
+	// the learner scored before the step's first update: every token of
+	// the policy-gradient terms under a sampler correction, the first
+	// mini-batch's otherwise. They are 0 when sampler and learner compute
+	// alike (float32 both), and measure the gap a sampler in another
+	// precision opens.
+	MetricLogprobGapMean = "logprob_gap/mean"
+	MetricLogprobGapMax  = "logprob_gap/max"
+	// MetricISWeightMean and MetricISCappedFrac are the sampler
+	// correction's mean weight min(π_old/μ, cap) over the sampled tokens,
+	// and the share of tokens whose weight the cap truncated.
+	MetricISWeightMean = "is_weight/mean"
+	MetricISCappedFrac = "is_weight/capped_frac"
 )
 
 // LossMetric is the name of a loss term's metric: loss/<term>.
@@ -76,9 +90,20 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 			t.Data[i].RefLogprobs = lps[i]
 		}
 	}
+	// The gap between the sampler's and the learner's logprobs, before
+	// any update; with a sampler correction, which scores every token
+	// first, over all of them.
+	var gap logprobGap
+	if cfg.SamplerCorrection != nil {
+		if err := l.correctSampler(ctx, shared, &gap, m); err != nil {
+			return err
+		}
+	}
 	var met backend.Metrics
 	tokens := 0
-	pass := func(term method.Term, data []backend.Datum, record bool) error {
+	// pass trains data; record logs its loss, and first says no update
+	// of this step came before it (the gap is then measured on it).
+	pass := func(term method.Term, data []backend.Datum, record, first bool) error {
 		data = cloneWeights(data)
 		if err := backend.Aggregate(data, term.Aggregation, term.Norm); err != nil {
 			return fmt.Errorf("term %s: %w", term.Name, err)
@@ -89,6 +114,9 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 				return fmt.Errorf("term %s: %w", term.Name, err)
 			}
 			met.Add(res.Metrics)
+			if first && cfg.SamplerCorrection == nil {
+				gap.add(micro, res.Logprobs)
+			}
 			if record {
 				m[LossMetric(term.Name)] += res.Metrics.Loss
 			}
@@ -130,7 +158,7 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 						continue
 					}
 					// The first epoch's losses, before any update of this step.
-					if err := pass(term, term.Data[lo:hi], epoch == 0); err != nil {
+					if err := pass(term, term.Data[lo:hi], epoch == 0, epoch == 0 && mb == 0); err != nil {
 						return err
 					}
 				}
@@ -144,7 +172,7 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 		}
 	}
 	for _, term := range own {
-		if err := pass(term, term.Data, true); err != nil {
+		if err := pass(term, term.Data, true, false); err != nil {
 			return err
 		}
 		sr, err := l.pol.learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(term.LR), GradClipNorm: cfg.GradClip, State: term.Name})
@@ -164,6 +192,7 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 			m.Set(method.MetricKL, met.RefKL/n)
 		}
 	}
+	gap.log(m)
 	m.Set(MetricTokensPerSec, float64(tokens)/math.Max(time.Since(t0).Seconds(), 1e-9))
 	return nil
 }

@@ -21,12 +21,14 @@ var ErrStopped = errors.New("train: stopped; the last step is checkpointed")
 
 // ResumeSafe lists the knobs a resumed run may change: they do not change
 // what was trained so far or what comes next, only how long it runs, how
-// fast it samples and learns and in how much memory, how often it is looked at or saved, and where and how
+// fast it samples and learns and in how much memory (precision and
+// sampler_precision also round the steps after differently: the
+// checkpoint holds float32 weights either way), how often it is looked at or saved, and where and how
 // patiently a remote backend is reached (its server may move between a
 // run's lives; the saved state it resumes from names the server's
 // weights).
 var ResumeSafe = []string{"steps", "eval_every", "checkpoint_every", "keep_last", "micro_batch_tokens", "gradient_checkpointing",
-	"sample_batch", "backend.url", "backend.api_key_env", "backend.retries", "backend.timeout"}
+	"sample_batch", "precision", "sampler_precision", "backend.url", "backend.api_key_env", "backend.retries", "backend.timeout"}
 
 // claimRunDir makes runDir this run's: a fresh run refuses a directory
 // holding another run unless overwrite clears it; a resumed run refuses a

@@ -42,6 +42,21 @@ func Open(dir string, adam optim.AdamWConfig, withOptimizer bool) (*Session, err
 	return &Session{Learner: learner, Sampler: NewSampler(l.Model, l.Tokenizer), Text: l}, nil
 }
 
+// SetPrecision sets the arithmetic of the learner's passes and of the
+// sampler's. They share the weights: a sampler in another precision than
+// the learner's draws from a copy of the model's header, over the same
+// parameter slab, so that it still sees every update.
+func (s *Session) SetPrecision(learner, sampler model.Precision) {
+	s.Model.Precision = learner
+	m := s.Model
+	if sampler != learner {
+		c := *s.Model
+		c.Precision = sampler
+		m = &c
+	}
+	s.Sampler.Engine.Model = m
+}
+
 // Frozen scores sequences under fixed weights: the reference model of a
 // KL term.
 type Frozen struct{ Model *model.Model }

@@ -1,0 +1,214 @@
+package train
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rlvr/backend/local"
+	"rlvr/engine/model"
+	"rlvr/method"
+	"rlvr/rollout"
+	"rlvr/sample"
+	"rlvr/task"
+)
+
+// skewedSampler draws what the run's sampler draws and reports every
+// logprob shifted by delta: a sampler that computes otherwise than the
+// learner, by a known amount.
+type skewedSampler struct {
+	s     rollout.Sampler
+	delta float32
+}
+
+func (k skewedSampler) Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
+	out, err := k.s.Sample(ctx, reqs)
+	for _, cs := range out {
+		for _, c := range cs {
+			for j := range c.Logprobs {
+				c.Logprobs[j] += k.delta
+			}
+		}
+	}
+	return out, err
+}
+
+// skewedMethod is the run's method, rolling out through a skewedSampler.
+type skewedMethod struct {
+	inner method.Method
+	delta float32
+}
+
+func (m skewedMethod) Step(ctx context.Context, env *method.Env, ex []task.Example) (*method.Batch, error) {
+	env.Policy = skewedSampler{env.Policy, m.delta}
+	return m.inner.Step(ctx, env, ex)
+}
+
+// runMetrics runs c, with the method's rollouts skewed by delta unless it
+// is 0, and returns its metrics without the timing ones.
+func runMetrics(t *testing.T, c RLConfig, delta float32) []map[string]float64 {
+	t.Helper()
+	var opts Options
+	if delta != 0 {
+		r := c
+		if err := r.Resolve(); err != nil {
+			t.Fatal(err)
+		}
+		inner, _ := newMethod(t, &r, Setup{MaxLen: 512})
+		opts.Method = skewedMethod{inner, delta}
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := Run(context.Background(), c, dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	return stable(t, filepath.Join(dir, "metrics.jsonl"))
+}
+
+// TestLogprobGapFloat32: with sampler and learner both in float32, the
+// learner's logprobs of the sampled tokens are the sampler's up to float32
+// rounding (decoding and the learner's pass multiply matrices of other
+// shapes, whose sums may round apart by an ulp), over the first
+// mini-batch and, under the correction, over every token; the
+// correction's weights are then 1 to that rounding, and the run trains as
+// the run without it.
+func TestLogprobGapFloat32(t *testing.T) {
+	c := smallRL(t)
+	c.Steps, c.CheckpointEvery, c.MiniBatches = 2, 0, 2
+	plain := runMetrics(t, c, 0)
+	c.SamplerCorrection = &SamplerCorrectionConfig{Cap: 2}
+	corrected := runMetrics(t, c, 0)
+	const rounding = 2e-6 // a few ulps of a logprob near −8
+	for i, m := range corrected {
+		for k, want := range map[string]float64{MetricLogprobGapMean: 0, MetricLogprobGapMax: 0, MetricISWeightMean: 1, MetricISCappedFrac: 0} {
+			if got, ok := m[k]; !ok || math.Abs(got-want) > rounding {
+				t.Errorf("step %d: %s = %v (logged: %v), want %v to float32 rounding", i+1, k, got, ok, want)
+			}
+		}
+	}
+	for i, m := range plain {
+		if got, ok := m[MetricLogprobGapMax]; !ok || got > rounding {
+			t.Errorf("step %d without the correction: %s = %v (logged: %v), want 0 to float32 rounding", i+1, MetricLogprobGapMax, got, ok)
+		}
+		for k, want := range m {
+			if strings.HasPrefix(k, "logprob_gap/") {
+				continue // measured over other tokens
+			}
+			if got := corrected[i][k]; math.Abs(got-want) > 1e-5*math.Max(1, math.Abs(want)) {
+				t.Errorf("step %d: %s = %v with the correction, %v without", i+1, k, got, want)
+			}
+		}
+	}
+}
+
+// TestLogprobGapOfAnotherSampler: a sampler whose logprobs differ from the
+// learner's by δ logs a gap of |δ|; under the correction each token's
+// weight is min(exp(−δ), cap): every one truncated when exp(−δ) passes the
+// cap, none when it is below.
+func TestLogprobGapOfAnotherSampler(t *testing.T) {
+	c := smallRL(t)
+	c.Steps, c.CheckpointEvery = 2, 0
+	near := func(got, want float64) bool { return math.Abs(got-want) <= 1e-5 }
+	for _, m := range runMetrics(t, c, 0.25) {
+		if !near(m[MetricLogprobGapMean], 0.25) || !near(m[MetricLogprobGapMax], 0.25) {
+			t.Errorf("δ 0.25: gap mean %v, max %v; want 0.25 both", m[MetricLogprobGapMean], m[MetricLogprobGapMax])
+		}
+	}
+	c.SamplerCorrection = &SamplerCorrectionConfig{Cap: 2}
+	for _, tc := range []struct {
+		delta        float32
+		mean, capped float64
+	}{{-1, 2, 1}, {0.5, math.Exp(-0.5), 0}} {
+		for _, m := range runMetrics(t, c, tc.delta) {
+			if !near(m[MetricISWeightMean], tc.mean) || m[MetricISCappedFrac] != tc.capped || !near(m[MetricLogprobGapMean], math.Abs(float64(tc.delta))) {
+				t.Errorf("δ %v: weight mean %v, capped %v, gap %v; want %v, %v, %v", tc.delta, m[MetricISWeightMean], m[MetricISCappedFrac], m[MetricLogprobGapMean],
+					tc.mean, tc.capped, math.Abs(float64(tc.delta)))
+			}
+		}
+	}
+}
+
+// TestPrecisionReachesTheEngine: precision sets the learner's model and the
+// reference's, sampler_precision the sampler's alone, which still reads
+// the learner's weights.
+func TestPrecisionReachesTheEngine(t *testing.T) {
+	c := smallRL(t)
+	c.Precision, c.SamplerPrecision, c.KL = "fp32", "bf16", 0.1
+	if err := c.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := openPolicy(context.Background(), c.Model, "", &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.learner.(*local.Session)
+	sm := s.Sampler.Engine.Model
+	if s.Model.Precision != model.FP32 || sm.Precision != model.BF16 {
+		t.Errorf("learner %v, sampler %v; want fp32, bf16", s.Model.Precision, sm.Precision)
+	}
+	if &sm.Params[0] != &s.Model.Params[0] {
+		t.Error("the sampler does not read the learner's weights")
+	}
+	c.Precision, c.SamplerPrecision = "bf16", ""
+	if err := c.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	if c.SamplerPrecision != "bf16" {
+		t.Errorf("sampler_precision resolved to %q, want precision's bf16", c.SamplerPrecision)
+	}
+	ref, err := openReference(c.Model, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ref.(*local.Frozen).Model.Precision; got != model.BF16 {
+		t.Errorf("reference in %v, want the learner's bf16", got)
+	}
+}
+
+// TestPrecisionConfigErrors: an unknown precision, a bad cap, a
+// correction without a policy gradient and a precision the Tinker
+// backend cannot set are refused, naming the field.
+func TestPrecisionConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*RLConfig)
+		want string
+	}{
+		{"precision", func(c *RLConfig) { c.Precision = "fp16" }, "precision \"fp16\" is not"},
+		{"sampler precision", func(c *RLConfig) { c.SamplerPrecision = "int8" }, "sampler_precision \"int8\" is not"},
+		{"cap", func(c *RLConfig) { c.SamplerCorrection = &SamplerCorrectionConfig{Cap: 0.5} }, "sampler_correction.cap = 0.5"},
+		{"no cap", func(c *RLConfig) { c.SamplerCorrection = &SamplerCorrectionConfig{} }, "sampler_correction.cap = 0"},
+		{"sft", func(c *RLConfig) {
+			c.Algorithm, c.SamplerCorrection = method.SFT, &SamplerCorrectionConfig{Cap: 2}
+		}, "sampler_correction weighs a policy gradient"},
+		{"tinker", func(c *RLConfig) {
+			c.Backend, c.Precision = &BackendConfig{Kind: BackendTinker, URL: "http://127.0.0.1:1"}, "bf16"
+		}, "backend tinker: precision bf16"},
+	} {
+		c := DefaultRL()
+		tc.edit(&c)
+		if err := c.Resolve(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestResumeMayChangePrecision: a resumed run may change precision and
+// sampler_precision, not the sampler correction.
+func TestResumeMayChangePrecision(t *testing.T) {
+	c := smallRL(t)
+	c.Steps, c.CheckpointEvery = 1, 1
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := Run(context.Background(), c, dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	c.Steps, c.Precision, c.SamplerPrecision = 2, "bf16", "fp32"
+	if err := Run(context.Background(), c, dir, Options{Resume: true}); err != nil {
+		t.Fatalf("resume in bf16: %v", err)
+	}
+	c.Steps, c.SamplerCorrection = 3, &SamplerCorrectionConfig{Cap: 2}
+	if err := Run(context.Background(), c, dir, Options{Resume: true}); err == nil || !strings.Contains(err.Error(), "sampler_correction") {
+		t.Errorf("resume with a sampler correction: error %v, want one naming sampler_correction", err)
+	}
+}
