@@ -29,7 +29,7 @@ func evalCmd() *cobra.Command {
 	var (
 		modelPath, tokPath, endpoint, endpointModel, apiKey, data  string
 		chatMode, system, prefix, suffix, consultPath, samplesPath string
-		testOf, runDir                                             string
+		testOf, runDir, precisionName                              string
 		worldWords                                                 bool
 		levels                                                     []int
 		problems, skip, experts, expertIdx, worldVersion           int
@@ -66,7 +66,7 @@ self-collaboration.
 --test-of RUN scores the test problems of the world training run RUN, as its
 config.yaml draws them, at its max_tokens, with its eval_samples answers at its
 eval_temperature and its sample_batch in flight, with RUN's starting model
-(the flags, when given, take precedence): the starting model, or a test-time
+and its sampler_precision (the flags, when given, take precedence): the starting model, or a test-time
 workflow, on exactly the problems a trained run was scored on. --run DIR
 records the evaluation as a run without training (config.yaml with the seed,
 eval.jsonl with the test line), which rlvr report --table puts beside
@@ -127,10 +127,17 @@ after the --system prompt, in one system message, as training writes them.`,
 					if !cmd.Flags().Changed("batch") && testRun.SampleBatch > 0 {
 						cfg.Batch = testRun.SampleBatch
 					}
+					if !cmd.Flags().Changed("precision") && testRun.SamplerPrecision != "" {
+						precisionName = testRun.SamplerPrecision
+					}
 				}
 			}
+			prec := c.precision("precision", precisionName)
 			if endpoint != "" {
 				c.url("endpoint", endpoint)
+				if cmd.Flags().Changed("precision") {
+					c.add("precision", "sets rlvr's own engine; an --endpoint computes in its own")
+				}
 			} else {
 				c.model("model", modelPath)
 				if tokPath != "" {
@@ -223,6 +230,7 @@ after the --system prompt, in one system message, as training writes them.`,
 				if err != nil {
 					return err
 				}
+				l.Model.Precision = prec
 				raw := examples
 				if examples, cfg.Experts, err = prompting.Local(cmd.ErrOrStderr(), l, examples); err != nil {
 					return err
@@ -293,7 +301,8 @@ after the --system prompt, in one system message, as training writes them.`,
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.StringVar(&samplesPath, "samples", "", "write every scored completion to this JSON Lines file (id, pass, index, gold, text, answer, reward)")
 	f.StringVar(&consultPath, "consult", "", "a training config with the consultation part: run its consultation loop at test time, every reply accepted (EAPO's expert-assisted workflow; self-collaboration with a pool of policy copies)")
-	f.StringVar(&testOf, "test-of", "", "score the test problems of this world training run's directory, at its max_tokens, eval_samples, eval_temperature and sample_batch, with its starting model unless --model or --world names one")
+	f.StringVar(&testOf, "test-of", "", "score the test problems of this world training run's directory, at its max_tokens, eval_samples, eval_temperature, sample_batch and sampler_precision, with its starting model unless --model or --world names one")
+	f.StringVar(&precisionName, "precision", "fp32", precisionUsage)
 	f.StringVar(&runDir, "run", "", "record the evaluation in this directory as a run without training, for rlvr report --table")
 	f.BoolVar(&consultOpen, "consult-open", false, "with --consult, open every episode with each expert of the pool asked the whole question")
 	// One flag names the model; --expert I sets the prompt itself; the

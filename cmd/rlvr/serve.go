@@ -14,6 +14,7 @@ import (
 
 	api "rlvr/api/openai"
 	"rlvr/checkpoint"
+	"rlvr/engine/model"
 	"rlvr/eval"
 	"rlvr/expert"
 	"rlvr/format/tokenizer"
@@ -43,6 +44,7 @@ func underPrompt(m serve.Model, system, suffix string) serve.Model {
 func serveCmd() *cobra.Command {
 	var (
 		modelPath, tokPath, name string
+		precisionName            string
 		system, suffix           string
 		cfg                      serve.Config
 		verbose, worldExperts    bool
@@ -115,6 +117,12 @@ may hold: the models in memory and the saves on disk.`,
 				c.add("batch-window", "%v: must be in [0, %v]", w, maxBatchWindow)
 			}
 			expertIndex = checkExpert(&c, cmd, expertIndex)
+			prec := c.precision("precision", precisionName)
+			if tinkerMode && prec != model.FP32 {
+				// The Tinker server builds its models itself and offers no
+				// precision yet.
+				c.add("precision", "%s: the Tinker server's models compute in fp32", precisionName)
+			}
 			if err := c.err(); err != nil {
 				return err
 			}
@@ -136,6 +144,7 @@ may hold: the models in memory and the saves on disk.`,
 				if err != nil {
 					return err
 				}
+				l.Model.Precision = prec
 				if name == "" {
 					name = l.Name
 				}
@@ -173,6 +182,7 @@ may hold: the models in memory and the saves on disk.`,
 	f.StringVar(&tokPath, "tokenizer", "", "tokenizer file (default: beside the model)")
 	f.StringVar(&name, "name", "", "model id clients ask for (default: the model's directory or file name)")
 	f.StringVar(&cfg.Addr, "addr", "127.0.0.1:8000", "listen address")
+	f.StringVar(&precisionName, "precision", "fp32", precisionUsage)
 	f.StringVar(&cfg.Token, "api-key", "", "key every request must carry, as a bearer token (with --tinker also in X-API-Key); needed with an --addr beyond loopback (default: $"+tokenEnv+"; the flag wins)")
 	f.StringVar(&cfg.Token, "token", "", "the old name of --api-key")
 	f.MarkDeprecated("token", "use --api-key")
