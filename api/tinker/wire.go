@@ -61,6 +61,10 @@ const (
 	PathCheckpoints      = "/api/v1/checkpoints"
 	PathWeightsInfo      = "/api/v1/weights_info"
 	PathStorageUsage     = "/api/v1/billing/usage/checkpoints/current"
+
+	// Batched futures of a sampling session, and its clones' numbers.
+	PathRetrieveFutures     = "/api/v1/retrieve_futures"
+	PathJoinSamplingSession = "/api/v1/join_sampling_session"
 )
 
 // Tensor dtypes.

@@ -18,6 +18,13 @@ type samplingSession struct {
 	sess      *session
 	baseModel string // the base model, always set
 	modelPath string // the sampler copy's path; "" for the base model's weights
+	// inflight, when set, is the model whose shared inflight weights the
+	// session samples: the newest its inflight saves published.
+	inflight *trainModel
+
+	// Guarded by s.mu.
+	logs   map[int64]*completionLog // completions by clone (futures.go)
+	clones int64                    // the clone numbers join_sampling_session gave
 }
 
 // createSamplingSessionRequest is create_sampling_session's body.
@@ -77,7 +84,7 @@ func (s *Server) createSamplingSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(statusOf(err), "%s: %v", kind, err))
 		return
 	}
-	ss, err := s.samplingSessionLocked(sess, *req.SamplingSessionSeqID, base, req.ModelPath)
+	ss, err := s.samplingSessionLocked(sess, *req.SamplingSessionSeqID, base, req.ModelPath, nil)
 	if err != nil {
 		writeError(w, errorf(statusOf(err), "%s: %v", kind, err))
 		return
@@ -86,11 +93,12 @@ func (s *Server) createSamplingSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // samplingSessionLocked makes the sampling session numbered seq in sess
-// for the weights named, or finds the one a retry of the same call made;
-// seq reused for other weights is an error. s.mu is held.
-func (s *Server) samplingSessionLocked(sess *session, seq int64, base, modelPath string) (*samplingSession, error) {
+// for the weights named — a base model, a copy's path, or with inflight
+// set that model's inflight weights — or finds the one a retry of the
+// same call made; seq reused for other weights is an error. s.mu is held.
+func (s *Server) samplingSessionLocked(sess *session, seq int64, base, modelPath string, inflight *trainModel) (*samplingSession, error) {
 	if ss := sess.samplers[seq]; ss != nil {
-		if ss.baseModel != base || ss.modelPath != modelPath {
+		if ss.baseModel != base || ss.modelPath != modelPath || ss.inflight != inflight {
 			return nil, errorf(http.StatusConflict, "sampling_session_seq_id %d of session %s was already used for other weights", seq, sess.id)
 		}
 		return ss, nil
@@ -99,7 +107,7 @@ func (s *Server) samplingSessionLocked(sess *session, seq int64, base, modelPath
 	for s.samplingSessions[id] != nil {
 		id = randomID("sampler_")
 	}
-	ss := &samplingSession{id: id, sess: sess, baseModel: base, modelPath: modelPath}
+	ss := &samplingSession{id: id, sess: sess, baseModel: base, modelPath: modelPath, inflight: inflight}
 	if sess.samplers == nil {
 		sess.samplers = map[int64]*samplingSession{}
 	}
@@ -131,6 +139,8 @@ func (s *Server) getSampler(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	// An inflight session's weights change with each inflight save: no
+	// path names them.
 	writeJSON(w, http.StatusOK, samplerResponse{SamplerID: ss.id, BaseModel: ss.baseModel, ModelPath: ss.modelPath})
 }
 

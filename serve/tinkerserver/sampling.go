@@ -50,6 +50,7 @@ type sampleRequest struct {
 	PromptLogprobs      *bool             `json:"prompt_logprobs"`
 	TopKPromptLogprobs  int               `json:"topk_prompt_logprobs"`
 	SamplingSessionID   string            `json:"sampling_session_id"`
+	SeqID               *int64            `json:"seq_id"` // its clone's number is seq_id / cloneSeqSpan
 	PromptLogprobsLastN *int              `json:"prompt_logprobs_last_n"`
 	// The SDK's options this server does not offer, refused when set.
 	TopKSampleLogprobs   int             `json:"topk_sample_logprobs"`
@@ -73,10 +74,12 @@ func (s *Server) asample(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	var ss *samplingSession
+	inflight := false // the session's model's inflight weights, as they are now
 	if req.SamplingSessionID != "" {
 		// The sampling session names the weights.
-		ss, err := s.samplingSessionByID(req.SamplingSessionID)
-		if err != nil {
+		var err error
+		if ss, err = s.samplingSessionByID(req.SamplingSessionID); err != nil {
 			writeError(w, fmt.Errorf("asample: %w", err))
 			return
 		}
@@ -85,13 +88,21 @@ func (s *Server) asample(w http.ResponseWriter, r *http.Request) {
 			if ss.modelPath == "" {
 				req.BaseModel = ss.baseModel
 			}
+			inflight = ss.inflight != nil
 		}
 	}
 	if err := s.checkSample(&req); err != nil {
 		writeError(w, err)
 		return
 	}
-	src, modelID, err := s.samplingWeights(&req)
+	var src *weights
+	var modelID string
+	var err error
+	if inflight {
+		src, modelID, err = s.inflightWeights(ss.inflight)
+	} else {
+		src, modelID, err = s.samplingWeights(&req)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -109,8 +120,11 @@ func (s *Server) asample(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := s.newFutureLocked()
+	if ss != nil {
+		ss.watch(f, req.SeqID)
+	}
 	if invalid != nil {
-		s.settleLocked(f, failureBody(withKind("asample", invalid)))
+		s.settleLocked(f, failureBody(withKind("asample", invalid)), true)
 	} else {
 		job.fut, job.w = f, src
 		s.sampling.jobs = append(s.sampling.jobs, job)
@@ -182,6 +196,19 @@ func (s *Server) samplingWeights(req *sampleRequest) (*weights, string, error) {
 		return nil, "", errorf(http.StatusNotFound, "asample: sampler weights %s not found (model %s keeps its last %d)", req.ModelPath, id, s.cfg.MaxSamplerWeights)
 	}
 	return m.samplers[i], id, nil
+}
+
+// inflightWeights are the inflight weights model m publishes now.
+func (s *Server) inflightWeights(m *trainModel) (*weights, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.modelLocked(m.id, time.Now()); err != nil {
+		return nil, "", fmt.Errorf("asample: %w", err)
+	}
+	if m.inflight == nil {
+		return nil, "", errorf(http.StatusGone, "asample: model %s has stopped; its inflight weights are gone", m.id)
+	}
+	return m.inflight, m.id, nil
 }
 
 // validateSample checks a sample call's content against its model and

@@ -491,6 +491,8 @@ func (s *Server) routes() http.Handler {
 		tinker.PathCheckpoints:           {http.MethodGet, true, s.listUserCheckpoints},
 		tinker.PathWeightsInfo:           {http.MethodPost, true, s.weightsInfo},
 		tinker.PathStorageUsage:          {http.MethodGet, true, s.storageUsage},
+		tinker.PathRetrieveFutures:       {http.MethodPost, true, s.retrieveFutures},
+		tinker.PathJoinSamplingSession:   {http.MethodPost, true, s.joinSamplingSession},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -808,7 +810,10 @@ func (s *Server) clientConfig(w http.ResponseWriter, r *http.Request) {
 	// it reads are answered as this server behaves: API-key auth, and
 	// forward_backward bodies zstd compressed, which readBody undoes.
 	io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	writeJSON(w, http.StatusOK, map[string]bool{"pjwt_auth_enabled": false, "proto_compress_fwdbwd": true})
+	// retrieve_futures and join_sampling_session are served
+	// (futures.go); custom losses run on the client (customLossWhy).
+	writeJSON(w, http.StatusOK, map[string]bool{"pjwt_auth_enabled": false, "proto_compress_fwdbwd": true,
+		"sample_use_retrieve_futures": true, "sample_join_sampling_session": true, "custom_loss_server_side": false})
 }
 
 // maxMessageBytes bounds a failed call's message: many name what the

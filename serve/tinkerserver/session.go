@@ -51,6 +51,9 @@ type future struct {
 	proto     []byte        // the result in the SDK's protobuf form, for the results that have one
 	finished  time.Time
 	retrieved time.Time // the first time it was retrieved
+	// onSettle, when set, runs under s.mu once the future settles, told
+	// whether the call failed (a sampling session's completion log).
+	onSettle func(failed bool)
 }
 
 // randomID returns prefix and 8 random hex digits, as SkyRL names
@@ -83,7 +86,8 @@ func (s *Server) finish(f *future, v any) {
 			pb, err = tinker.SampleResponseProto(&r)
 		}
 	}
-	if err != nil {
+	failed := err != nil
+	if failed {
 		b, pb = failureBody(serverErr("encoding the result: %v", err)), nil
 	}
 	s.mu.Lock()
@@ -91,25 +95,28 @@ func (s *Server) finish(f *future, v any) {
 	if f.body == nil { // a future keeps its first outcome
 		f.proto = pb
 	}
-	s.settleLocked(f, b)
+	s.settleLocked(f, b, failed)
 }
 
 // fail records a call's failure.
 func (s *Server) fail(f *future, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.settleLocked(f, failureBody(err))
+	s.settleLocked(f, failureBody(err), true)
 }
 
 // settleLocked records a future's result body, a call's outcome or its
-// failure, and wakes its waiters; a future keeps the first body recorded.
-// s.mu is held.
-func (s *Server) settleLocked(f *future, body []byte) {
+// failure (failed), and wakes its waiters; a future keeps the first body
+// recorded. s.mu is held.
+func (s *Server) settleLocked(f *future, body []byte, failed bool) {
 	if f.body != nil {
 		return
 	}
 	f.body, f.finished = body, time.Now()
 	close(f.done)
+	if f.onSettle != nil {
+		f.onSettle(failed)
+	}
 }
 
 // failureBody is the RequestFailed body of a call's failure, its message
@@ -258,6 +265,7 @@ func (s *Server) sweep(now time.Time) {
 			delete(s.sessions, id)
 		}
 	}
+	defer s.dropSettledLocked() // after the results below are dropped
 	keepRetrieved := min(time.Minute, s.cfg.ResultTTL)
 	for id, f := range s.futures {
 		if f.body == nil {

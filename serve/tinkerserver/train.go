@@ -40,6 +40,7 @@ type trainModel struct {
 	seqs         map[int64]seqRecord
 	samplers     []*weights // save_weights_for_sampler copies, oldest first
 	samplerSaves int        // save_weights_for_sampler calls, naming unnamed copies
+	inflight     *weights   // the weights the inflight saves published last; nil before the first
 	stopErr      *callErr   // why the model stopped; nil while it runs
 	lastRequest  time.Time  // of the last call submitted
 
@@ -87,7 +88,7 @@ func (s *Server) runModel(m *trainModel) {
 		s.mu.Lock()
 		if m.stopErr != nil {
 			queued := m.queue
-			m.queue, m.samplers = nil, nil
+			m.queue, m.samplers, m.inflight = nil, nil, nil
 			err := m.stopErr
 			s.mu.Unlock()
 			m.learner = nil // the weights go with the model
@@ -171,7 +172,7 @@ func (s *Server) submit(w http.ResponseWriter, kind, modelID string, seqID *int6
 	}
 	if invalid != nil {
 		// The call fails without running; it still holds its seq_id.
-		s.settleLocked(f, failureBody(withKind(kind, invalid)))
+		s.settleLocked(f, failureBody(withKind(kind, invalid)), true)
 	} else {
 		m.queue = append(m.queue, &modelCall{kind: kind, fut: f, run: run})
 		select {
@@ -620,12 +621,24 @@ func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
 				return nil, err
 			}
 		}
-		if req.Kind != "" && req.Kind != "snapshot" {
-			return nil, userErr("kind %q is not supported: this server saves snapshots only (fixed weights)", req.Kind)
-		}
 		ttl, err := checkpointTTL(req.TTLSeconds)
 		if err != nil {
 			return nil, err
+		}
+		switch req.Kind {
+		case "", "snapshot":
+		case "inflight":
+			switch {
+			case req.Path != "":
+				return nil, userErr("kind inflight publishes the model's shared weights, which have no name: path %q is not taken", req.Path)
+			case req.TTLSeconds != nil:
+				return nil, userErr("kind inflight publishes the model's shared weights, which have no TTL: ttl_seconds is not taken")
+			case req.SamplingSessionSeqID == nil:
+				return nil, userErr("kind inflight needs sampling_session_seq_id: its answer is a sampling session of the shared weights")
+			}
+			return func() (any, error) { return s.publishInflight(m, *req.SamplingSessionSeqID) }, nil
+		default:
+			return nil, userErr("kind %q is not snapshot or inflight", req.Kind)
 		}
 		return func() (any, error) {
 			// The copy is taken here, in the model's call order, so it
@@ -655,7 +668,7 @@ func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
 			}
 			res := saveForSamplerResponse{SaveWeightsResponse: tinker.SaveWeightsResponse{Path: path, Type: "save_weights_for_sampler"}}
 			if req.SamplingSessionSeqID != nil {
-				ss, err := s.samplingSessionLocked(m.sess, *req.SamplingSessionSeqID, m.base.name, path)
+				ss, err := s.samplingSessionLocked(m.sess, *req.SamplingSessionSeqID, m.base.name, path, nil)
 				if err != nil {
 					return nil, userErr("%v", err)
 				}
@@ -664,6 +677,29 @@ func (s *Server) saveForSampler(w http.ResponseWriter, r *http.Request) {
 			return res, nil
 		}, nil
 	})
+}
+
+// publishInflight is an inflight save: a copy of the model's weights
+// becomes its shared inflight weights, which every sampling session of
+// its inflight saves samples from its next request on, and a new sampling
+// session of them (a fresh namespace, numbered seq) is the answer. The
+// copy is taken in the model's call order, so a session samples the
+// weights of the save that made it or newer ones, never older.
+func (s *Server) publishInflight(m *trainModel, seq int64) (any, error) {
+	params := append([]float32(nil), m.learner.Model.Params...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.stopErr != nil {
+		return nil, m.stopErr
+	}
+	m.samplerSaves++
+	m.inflight = &weights{base: m.base, params: params, path: weightsPath(m.id, "sampler_weights", fmt.Sprintf("inflight-%06d", m.samplerSaves)),
+		saved: time.Now()}
+	ss, err := s.samplingSessionLocked(m.sess, seq, m.base.name, "", m)
+	if err != nil {
+		return nil, userErr("%v", err)
+	}
+	return saveForSamplerResponse{SaveWeightsResponse: tinker.SaveWeightsResponse{Type: "save_weights_for_sampler"}, SamplingSessionID: ss.id}, nil
 }
 
 // saveForSamplerResponse is save_weights_for_sampler's result, with the
