@@ -14,24 +14,29 @@ import (
 // PrecisionFP32 is the precision a config that names none runs in.
 const PrecisionFP32 = "fp32"
 
-// resolvePrecision fills the sampler's precision from the learner's and
-// checks both and the sampler correction.
+// resolvePrecision fills the sampler's precision from the learner's,
+// writes both by their one name (bfloat16 as bf16), and checks them and
+// the sampler correction.
 func (c *RLConfig) resolvePrecision(add func(string, ...any)) {
 	if c.Precision == "" {
 		c.Precision = PrecisionFP32
 	}
-	fields := []struct{ name, v string }{{"precision", c.Precision}}
+	check := func(name string, v *string) {
+		p, err := model.ParsePrecision(*v)
+		if err != nil {
+			add("%s %s", name, strings.TrimPrefix(err.Error(), "precision "))
+			return
+		}
+		*v = p.String()
+		if p != model.FP32 && c.Backend.remote() {
+			add("backend tinker: %s %s sets rlvr's own engine; the server computes in its own precision (%s: %s)", name, *v, name, PrecisionFP32)
+		}
+	}
+	check("precision", &c.Precision)
 	if c.SamplerPrecision == "" {
 		c.SamplerPrecision = c.Precision
 	} else {
-		fields = append(fields, struct{ name, v string }{"sampler_precision", c.SamplerPrecision})
-	}
-	for _, f := range fields {
-		if _, err := model.ParsePrecision(f.v); err != nil {
-			add("%s %s", f.name, strings.TrimPrefix(err.Error(), "precision "))
-		} else if f.v != PrecisionFP32 && c.Backend.remote() {
-			add("backend tinker: %s %s sets rlvr's own engine; the server computes in its own precision (%s: %s)", f.name, f.v, f.name, PrecisionFP32)
-		}
+		check("sampler_precision", &c.SamplerPrecision)
 	}
 	if sc := c.SamplerCorrection; sc != nil {
 		if err := (backend.SamplerCorrection{Cap: sc.Cap}).Validate(); err != nil {

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,14 @@ import (
 	"rlvr/sample"
 	"rlvr/task"
 )
+
+func init() {
+	// bf16 products on any CPU: inputs rounded to bf16, the float32 GEMM
+	// after (the hardware kernels' numbers up to summation order).
+	if os.Getenv("RLVR_BF16_KERNEL") == "" {
+		os.Setenv("RLVR_BF16_KERNEL", "emulate")
+	}
+}
 
 // skewedSampler draws what the run's sampler draws and reports every
 // logprob shifted by delta: a sampler that computes otherwise than the
@@ -129,6 +138,23 @@ func TestLogprobGapOfAnotherSampler(t *testing.T) {
 	}
 }
 
+// TestLogprobGapOfABF16Learner: a learner in bf16 beside a float32
+// sampler scores the sampled tokens otherwise, by far more than float32
+// rounding, and the correction's weights move off 1 with it.
+func TestLogprobGapOfABF16Learner(t *testing.T) {
+	c := smallRL(t)
+	c.Steps, c.CheckpointEvery = 2, 0
+	c.Precision, c.SamplerPrecision = "bf16", "fp32"
+	c.SamplerCorrection = &SamplerCorrectionConfig{Cap: 2}
+	for i, m := range runMetrics(t, c, 0) {
+		if m[MetricLogprobGapMax] < 1e-4 || m[MetricLogprobGapMean] < 1e-6 || math.Abs(m[MetricISWeightMean]-1) < 1e-7 {
+			t.Errorf("step %d: gap mean %v, max %v, weight mean %v: want a gap beyond float32 rounding (is bf16 reaching the learner?)",
+				i+1, m[MetricLogprobGapMean], m[MetricLogprobGapMax], m[MetricISWeightMean])
+		}
+		t.Logf("step %d: gap mean %.3g, max %.3g; weight mean %.6f, capped %.3g", i+1, m[MetricLogprobGapMean], m[MetricLogprobGapMax], m[MetricISWeightMean], m[MetricISCappedFrac])
+	}
+}
+
 // TestPrecisionReachesTheEngine: precision sets the learner's model and the
 // reference's, sampler_precision the sampler's alone, which still reads
 // the learner's weights.
@@ -150,12 +176,12 @@ func TestPrecisionReachesTheEngine(t *testing.T) {
 	if &sm.Params[0] != &s.Model.Params[0] {
 		t.Error("the sampler does not read the learner's weights")
 	}
-	c.Precision, c.SamplerPrecision = "bf16", ""
+	c.Precision, c.SamplerPrecision = "bfloat16", ""
 	if err := c.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	if c.SamplerPrecision != "bf16" {
-		t.Errorf("sampler_precision resolved to %q, want precision's bf16", c.SamplerPrecision)
+	if c.Precision != "bf16" || c.SamplerPrecision != "bf16" {
+		t.Errorf("precision bfloat16 resolved to %q, sampler_precision to %q; want bf16 both", c.Precision, c.SamplerPrecision)
 	}
 	ref, err := openReference(c.Model, &c)
 	if err != nil {
@@ -175,8 +201,8 @@ func TestPrecisionConfigErrors(t *testing.T) {
 		edit func(*RLConfig)
 		want string
 	}{
-		{"precision", func(c *RLConfig) { c.Precision = "fp16" }, "precision \"fp16\" is not"},
-		{"sampler precision", func(c *RLConfig) { c.SamplerPrecision = "int8" }, "sampler_precision \"int8\" is not"},
+		{"precision", func(c *RLConfig) { c.Precision = "fp16" }, "precision \"fp16\": want fp32"},
+		{"sampler precision", func(c *RLConfig) { c.SamplerPrecision = "int8" }, "sampler_precision \"int8\": want fp32"},
 		{"cap", func(c *RLConfig) { c.SamplerCorrection = &SamplerCorrectionConfig{Cap: 0.5} }, "sampler_correction.cap = 0.5"},
 		{"no cap", func(c *RLConfig) { c.SamplerCorrection = &SamplerCorrectionConfig{} }, "sampler_correction.cap = 0"},
 		{"sft", func(c *RLConfig) {

@@ -44,15 +44,13 @@ func Open(dir string, adam optim.AdamWConfig, withOptimizer bool) (*Session, err
 
 // SetPrecision sets the arithmetic of the learner's passes and of the
 // sampler's. They share the weights: a sampler in another precision than
-// the learner's draws from a copy of the model's header, over the same
-// parameter slab, so that it still sees every update.
+// the learner's draws from the model's model.Model.WithPrecision, which
+// reads the same parameters and so sees every update.
 func (s *Session) SetPrecision(learner, sampler model.Precision) {
 	s.Model.Precision = learner
 	m := s.Model
 	if sampler != learner {
-		c := *s.Model
-		c.Precision = sampler
-		m = &c
+		m = s.Model.WithPrecision(sampler)
 	}
 	s.Sampler.Engine.Model = m
 }

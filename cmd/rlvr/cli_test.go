@@ -181,7 +181,7 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"eval", "--data", "gsm8k=afile.txt", "--levels", "1"}, []string{"--levels is for --data world"}},
 		{[]string{"eval", "--endpoint", "notaurl"}, []string{"--endpoint \"notaurl\""}},
 		{[]string{"eval", "--model", "nosuch"}, []string{"--model nosuch"}},
-		{[]string{"eval", "--precision", "fp16"}, []string{`--precision "fp16" is not fp32 or bf16`}},
+		{[]string{"eval", "--precision", "fp16"}, []string{`--precision "fp16": want fp32`}},
 		{[]string{"eval", "--endpoint", "http://127.0.0.1:1/v1", "--precision", "bf16"}, []string{"--precision sets rlvr's own engine"}},
 		{[]string{"eval", "--model", "huge", "--problems", "1", "--levels", "0"}, []string{"huge/config.json", "vocab_size 1048576"}},
 		{[]string{"eval", "--problems", "-1", "--k", "-1", "--experts", "-1", "--max-tokens", "0", "--temperature", "NaN"},
@@ -217,7 +217,7 @@ func TestHostileFlags(t *testing.T) {
 		{[]string{"serve", "--world-experts", "--token", ""}, []string{"--token is empty"}},
 		{[]string{"serve", "--world-experts", "--name", " "}, []string{"--name is empty"}},
 		{[]string{"serve", "--model", "nosuch"}, []string{"--model nosuch"}},
-		{[]string{"serve", "--world-experts", "--precision", "fp16"}, []string{`--precision "fp16" is not fp32 or bf16`}},
+		{[]string{"serve", "--world-experts", "--precision", "fp16"}, []string{`--precision "fp16": want fp32`}},
 		{[]string{"serve", "--tinker", "--precision", "bf16"}, []string{"--precision bf16: the Tinker server's models compute in fp32"}},
 		{[]string{"serve", "--model", "huge"}, []string{"huge/config.json", "vocab_size 1048576"}},
 
@@ -263,8 +263,8 @@ func TestHostileFlags(t *testing.T) {
 		// train and sft, validated by train.RLConfig.Resolve, which names
 		// the config keys the flags set.
 		{[]string{"train", "--steps", "0"}, []string{"steps = 0"}},
-		{[]string{"train", "--precision", "fp16"}, []string{`precision "fp16" is not fp32 or bf16`}},
-		{[]string{"train", "--sampler-precision", "int8"}, []string{`sampler_precision "int8" is not fp32 or bf16`}},
+		{[]string{"train", "--precision", "fp16"}, []string{`precision "fp16": want fp32`}},
+		{[]string{"train", "--sampler-precision", "int8"}, []string{`sampler_precision "int8": want fp32`}},
 		{[]string{"train", "--set", "sampler_correction.cap=0.5"}, []string{"sampler_correction.cap = 0.5"}},
 		{[]string{"train", "--config", "", "--run", ""}, []string{"--config is empty"}},
 		{[]string{"train", "--run", ""}, []string{"--run is empty"}},
