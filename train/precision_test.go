@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"rlvr/backend/local"
+	"rlvr/backend/remote"
 	"rlvr/engine/model"
 	"rlvr/method"
 	"rlvr/rollout"
@@ -236,5 +237,59 @@ func TestResumeMayChangePrecision(t *testing.T) {
 	c.Steps, c.SamplerCorrection = 3, &SamplerCorrectionConfig{Cap: 2}
 	if err := Run(context.Background(), c, dir, Options{Resume: true}); err == nil || !strings.Contains(err.Error(), "sampler_correction") {
 		t.Errorf("resume with a sampler correction: error %v, want one naming sampler_correction", err)
+	}
+}
+
+// TestSamplerCorrectionRemoteMatchesLocal: the correction is folded into
+// the batch before it reaches a backend, so a run through the Tinker API
+// trains what the local engine trains: the same metrics, the correction's
+// included, and the same weights, with a sampler whose logprobs sit 0.5
+// below the learner's (every weight e^0.5).
+func TestSamplerCorrectionRemoteMatchesLocal(t *testing.T) {
+	cfg := remoteRL(t)
+	cfg.SamplerCorrection = &SamplerCorrectionConfig{Cap: 2}
+	run := func(c RLConfig) (string, []map[string]float64) {
+		r := c
+		if err := r.Resolve(); err != nil {
+			t.Fatal(err)
+		}
+		inner, _ := newMethod(t, &r, Setup{MaxLen: 512})
+		dir := filepath.Join(t.TempDir(), "run")
+		if err := Run(context.Background(), c, dir, Options{Method: skewedMethod{inner, -0.5}}); err != nil {
+			t.Fatal(err)
+		}
+		return dir, stable(t, filepath.Join(dir, "metrics.jsonl"))
+	}
+	localDir, a := run(cfg)
+	addr, state := tinkerServer(t, cfg.Model)
+	onTinker(&cfg, addr)
+	remoteDir, b := run(cfg)
+	for i := range a {
+		if a[i]["grad_norm"] == 0 || math.Abs(a[i][MetricISWeightMean]-math.Exp(0.5)) > 1e-4 {
+			t.Fatalf("step %d: grad norm %v, weight mean %v: want a gradient and weights e^0.5", i+1, a[i]["grad_norm"], a[i][MetricISWeightMean])
+		}
+		delete(a[i], "entropy") // unknown remotely
+	}
+	if ok, diff := metricsWithin(a, b, 1e-4); !ok {
+		t.Errorf("local and remote runs differ: %s", diff)
+	}
+	path, ok, err := remote.ReadState(filepath.Join(remoteDir, "ckpt-000002"))
+	if err != nil || !ok {
+		t.Fatalf("remote checkpoint: %v %v", ok, err)
+	}
+	lw := readWeights(t, filepath.Join(localDir, "ckpt-000002", "model.safetensors"))
+	rw := readWeights(t, filepath.Join(state, filepath.FromSlash(strings.TrimPrefix(path, "tinker://")), "model.safetensors"))
+	var worst float64
+	for name, x := range lw {
+		y := rw[name]
+		if len(y) != len(x) {
+			t.Fatalf("tensor %s missing or resized remotely", name)
+		}
+		for i := range x {
+			worst = math.Max(worst, math.Abs(float64(x[i]-y[i])))
+		}
+	}
+	if worst > 1e-5 {
+		t.Errorf("weights differ by up to %g", worst)
 	}
 }
