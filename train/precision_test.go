@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"rlvr/backend/local"
-	"rlvr/backend/remote"
 	"rlvr/engine/model"
 	"rlvr/method"
 	"rlvr/rollout"
@@ -273,22 +272,7 @@ func TestSamplerCorrectionRemoteMatchesLocal(t *testing.T) {
 	if ok, diff := metricsWithin(a, b, 1e-4); !ok {
 		t.Errorf("local and remote runs differ: %s", diff)
 	}
-	path, ok, err := remote.ReadState(filepath.Join(remoteDir, "ckpt-000002"))
-	if err != nil || !ok {
-		t.Fatalf("remote checkpoint: %v %v", ok, err)
-	}
-	lw := readWeights(t, filepath.Join(localDir, "ckpt-000002", "model.safetensors"))
-	rw := readWeights(t, filepath.Join(state, filepath.FromSlash(strings.TrimPrefix(path, "tinker://")), "model.safetensors"))
-	var worst float64
-	for name, x := range lw {
-		y := rw[name]
-		if len(y) != len(x) {
-			t.Fatalf("tensor %s missing or resized remotely", name)
-		}
-		for i := range x {
-			worst = math.Max(worst, math.Abs(float64(x[i]-y[i])))
-		}
-	}
+	worst := weightsDiff(t, readWeights(t, filepath.Join(localDir, "ckpt-000002", "model.safetensors")), remoteWeights(t, remoteDir, state, "ckpt-000002"))
 	if worst > 1e-5 {
 		t.Errorf("weights differ by up to %g", worst)
 	}

@@ -115,26 +115,7 @@ func remoteMatchesLocal(t *testing.T, kl float32) {
 	}
 	// The final weights: the local checkpoint's against what the server
 	// saved for the remote one.
-	path, ok, err := remote.ReadState(filepath.Join(remoteDir, "ckpt-000002"))
-	if err != nil || !ok {
-		t.Fatalf("remote checkpoint: %v %v", ok, err)
-	}
-	rest, found := strings.CutPrefix(path, "tinker://")
-	if !found {
-		t.Fatalf("saved path %q", path)
-	}
-	lw := readWeights(t, filepath.Join(localDir, "ckpt-000002", "model.safetensors"))
-	rw := readWeights(t, filepath.Join(state, filepath.FromSlash(rest), "model.safetensors"))
-	var worst float64
-	for name, x := range lw {
-		y, ok := rw[name]
-		if !ok || len(x) != len(y) {
-			t.Fatalf("tensor %s missing or resized remotely", name)
-		}
-		for i := range x {
-			worst = math.Max(worst, math.Abs(float64(x[i]-y[i])))
-		}
-	}
+	worst := weightsDiff(t, readWeights(t, filepath.Join(localDir, "ckpt-000002", "model.safetensors")), remoteWeights(t, remoteDir, state, "ckpt-000002"))
 	t.Logf("weights differ by up to %g", worst)
 	if worst > 1e-5 {
 		t.Errorf("weights differ by up to %g", worst)
@@ -142,6 +123,38 @@ func remoteMatchesLocal(t *testing.T, kl float32) {
 	if err := ExportModel(remoteDir, filepath.Join(t.TempDir(), "out")); err == nil || !strings.Contains(err.Error(), "on the server") {
 		t.Errorf("exporting a remote run: %v", err)
 	}
+}
+
+// remoteWeights reads the weights the server saved for the checkpoint
+// ckpt of the remote run in runDir, under the server's state directory.
+func remoteWeights(t *testing.T, runDir, state, ckpt string) map[string][]float32 {
+	t.Helper()
+	path, ok, err := remote.ReadState(filepath.Join(runDir, ckpt))
+	if err != nil || !ok {
+		t.Fatalf("remote checkpoint: %v %v", ok, err)
+	}
+	rest, found := strings.CutPrefix(path, "tinker://")
+	if !found {
+		t.Fatalf("saved path %q", path)
+	}
+	return readWeights(t, filepath.Join(state, filepath.FromSlash(rest), "model.safetensors"))
+}
+
+// weightsDiff is the largest difference between the weights a and b,
+// which must hold the same tensors.
+func weightsDiff(t *testing.T, a, b map[string][]float32) float64 {
+	t.Helper()
+	var worst float64
+	for name, x := range a {
+		y, ok := b[name]
+		if !ok || len(x) != len(y) {
+			t.Fatalf("tensor %s missing or resized", name)
+		}
+		for i := range x {
+			worst = math.Max(worst, math.Abs(float64(x[i]-y[i])))
+		}
+	}
+	return worst
 }
 
 func readWeights(t *testing.T, path string) map[string][]float32 {
@@ -430,24 +443,11 @@ func TestLoRALocalMatchesRemote(t *testing.T) {
 	if ok, diff := metricsWithin(a, b, 1e-4); !ok {
 		t.Errorf("local and remote LoRA runs differ: %s", diff)
 	}
-	path, ok, err := remote.ReadState(filepath.Join(remoteDir, "ckpt-000002"))
-	if err != nil || !ok {
-		t.Fatalf("remote checkpoint: %v %v", ok, err)
-	}
-	rest, _ := strings.CutPrefix(path, "tinker://")
 	lw := readWeights(t, filepath.Join(localDir, "ckpt-000002", "model.safetensors"))
-	rw := readWeights(t, filepath.Join(state, filepath.FromSlash(rest), "model.safetensors"))
+	worst := weightsDiff(t, lw, remoteWeights(t, remoteDir, state, "ckpt-000002"))
 	base := readWeights(t, filepath.Join(cfg.Model, "model.safetensors"))
-	var worst float64
 	moved := 0
 	for name, x := range lw {
-		y := rw[name]
-		if len(x) != len(y) {
-			t.Fatalf("tensor %s missing or resized remotely", name)
-		}
-		for i := range x {
-			worst = math.Max(worst, math.Abs(float64(x[i]-y[i])))
-		}
 		if !slices.Equal(x, base[name]) {
 			moved++
 			if !strings.HasSuffix(name, "_proj.weight") && name != "model.embed_tokens.weight" && name != "lm_head.weight" {
