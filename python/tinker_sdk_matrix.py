@@ -149,7 +149,7 @@ def main():
 
     def lora():
         st["tc"] = service.create_lora_training_client(base_model=args.model, rank=4).result()
-        return f"model {st['tc'].model_id}"
+        check(st["tc"].get_info().lora_rank == 4, "LoRA rank")
     row("ServiceClient.create_lora_training_client (rank 4)", "served", lora)
 
     def full():
@@ -241,29 +241,29 @@ def main():
         check(out.metrics and out.metrics.get("grad_norm", 0) > 0, f"metrics {out.metrics}")
     row("TrainingClient.optim_step", "served", step)
 
-    row("TrainingClient.get_info", "served", lambda: f"{tc.get_info().model_data.model_name}, LoRA rank {tc.get_info().lora_rank}")
+    row("TrainingClient.get_info", "served", lambda: check(tc.get_info().model_data.model_name == args.model, "model name"))
     row("TrainingClient.get_tokenizer", "served", lambda: f"{type(tc.get_tokenizer()).__name__}")
 
     # Saves and loads.
     def save_state():
         st["state"] = tc.save_state("matrix-state", ttl_seconds=7200).result().path
-        return st["state"]
+        check(st["state"].endswith("/weights/matrix-state"), st["state"])
     row("TrainingClient.save_state (ttl_seconds)", "served", save_state)
     row("TrainingClient.load_state", "served", lambda: tc.load_state(st["state"]).result() and None)
     row("TrainingClient.load_state_with_optimizer", "served", lambda: tc.load_state_with_optimizer(st["state"]).result() and None)
     row("ServiceClient.create_training_client_from_state", "served",
-        lambda: service.create_training_client_from_state(st["state"]).result().model_id)
+        lambda: check(service.create_training_client_from_state(st["state"]).result().get_info().lora_rank == 4, "LoRA rank"))
     row("ServiceClient.create_training_client_from_state_with_optimizer", "served",
-        lambda: service.create_training_client_from_state_with_optimizer(st["state"]).result().model_id)
+        lambda: check(service.create_training_client_from_state_with_optimizer(st["state"]).result().get_info().lora_rank == 4, "LoRA rank"))
 
     def sampler_save():
         st["spath"] = tc.save_weights_for_sampler("matrix-sampler").result().path
-        return st["spath"]
+        check(st["spath"].endswith("/sampler_weights/matrix-sampler"), st["spath"])
     row("TrainingClient.save_weights_for_sampler", "served", sampler_save)
 
     def export():
         st["export"] = tc.save_weights_external("matrix-export").result().path
-        return st["export"]
+        check(st["export"].endswith("/external_weights/matrix-export"), st["export"])
     row("TrainingClient.save_weights_external", "served", export)
 
     # Sampling.
@@ -344,7 +344,6 @@ def main():
     def runs():
         r = rest.list_training_runs(limit=2).result()
         check(r.cursor.total_count >= 4 and len(r.training_runs) == 2, f"{r.cursor}")
-        return f"{r.cursor.total_count} runs"
     row("RestClient.list_training_runs", "served", runs)
 
     def ckpts():
@@ -360,7 +359,8 @@ def main():
         name, url = sorted(r.urls.items())[0]
         with urllib.request.urlopen(url) as f:
             size = len(f.read())
-        return f"{len(r.urls)} files; {name} {size} bytes"
+        check(size > 0, f"{name} is empty")
+        return f"{len(r.urls)} files downloaded"
     row("RestClient.get_external_weights_urls (and a download)", "served", urls)
     row("RestClient.set_checkpoint_ttl_from_tinker_path", "served",
         lambda: rest.set_checkpoint_ttl_from_tinker_path(st["state"], 86400).result())
@@ -383,7 +383,7 @@ def main():
     row("RestClient.get_sampler", "served",
         lambda: check(rest.get_sampler(st["sc"]._sampling_session_id).result().model_path == st["spath"], "model_path"))
     row("RestClient.get_current_checkpoint_storage_usage", "served",
-        lambda: f"{rest.get_current_checkpoint_storage_usage().result().data[0].size_bytes} bytes")
+        lambda: check(rest.get_current_checkpoint_storage_usage().result().data[0].size_bytes > 0, "no bytes"))
 
     def delete():
         rest.delete_checkpoint(run_id, "sampler_weights/matrix-sampler").result()

@@ -71,7 +71,11 @@ func TestTinkerSDKMatrix(t *testing.T) {
 	base, done := startServe(t, ctx, []string{"serve", "--tinker", "--model", model, "--name", model, "--addr", "127.0.0.1:0",
 		"--state", filepath.Join(dir, "state"), "--api-key", "tml-matrix", "--poll-timeout", "5s"}, `serving \S+ over the Tinker API on (http://\S+)`)
 	out := filepath.Join(dir, "out")
-	cmd := exec.CommandContext(ctx, py, script, "--base-url", base, "--api-key", "tml-matrix", "--model", model, "--out", out)
+	args := []string{script, "--base-url", base, "--api-key", "tml-matrix", "--model", model, "--out", out}
+	if doc := os.Getenv("RLVR_TINKER_MATRIX_DOC"); doc != "" {
+		args = append(args, "--doc", doc) // its table, docs/scale-out.md's
+	}
+	cmd := exec.CommandContext(ctx, py, args...)
 	cmd.Env = append(os.Environ(), "HF_HUB_OFFLINE=1", "TINKER_TELEMETRY=0", "HOME="+dir)
 	output, runErr := cmd.CombinedOutput()
 	var matrix struct {

@@ -36,10 +36,14 @@ var lossNames = []string{tinker.CrossEntropy, tinker.ImportanceSampling, tinker.
 // unsupportedLosses are the SDK's other loss functions, with why they are
 // refused.
 var unsupportedLosses = map[string]string{
-	"stable_reinforce": "Tinker publishes neither its objective nor what a sampler records for it with record_stability_info " +
-		"(its documentation calls it alpha), so this server has no definition to compute; gspo, ppo and cispo correct for an off-policy sampler",
+	"stable_reinforce": stableReinforceWhy,
 	"custom": customLossWhy,
 }
+
+// stableReinforceWhy is why stable_reinforce, and the sampler's
+// record_stability_info it needs, are not offered.
+const stableReinforceWhy = "Tinker publishes neither its objective nor what a sampler records for it with record_stability_info " +
+	"(its documentation calls it alpha), so this server has no definition to compute; gspo, ppo and cispo correct for an off-policy sampler"
 
 // parseLoss reads loss_fn and its config: loss_fn_config's numbers, and
 // the text values only the protobuf form's loss_fn_config_v2 carries

@@ -157,7 +157,7 @@ func (s *Server) checkSample(req *sampleRequest) error {
 	case len(req.TargetPromptLogprobs) > 0 && string(req.TargetPromptLogprobs) != "null":
 		return errorf(http.StatusBadRequest, "asample: target_prompt_logprobs is not supported")
 	case req.RecordStabilityInfo:
-		return errorf(http.StatusBadRequest, "asample: record_stability_info is not supported (this server records no stability information; the stable_reinforce loss is not offered)")
+		return errorf(http.StatusBadRequest, "asample: record_stability_info is not supported: the stable_reinforce loss that reads it is not offered: %s", stableReinforceWhy)
 	case (req.ModelPath == "") == (req.BaseModel == ""):
 		return errorf(http.StatusBadRequest, "asample: name exactly one of model_path and base_model")
 	case req.NumSamples != nil && *req.NumSamples > s.cfg.MaxSamples:
