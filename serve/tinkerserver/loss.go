@@ -37,7 +37,7 @@ var lossNames = []string{tinker.CrossEntropy, tinker.ImportanceSampling, tinker.
 // refused.
 var unsupportedLosses = map[string]string{
 	"stable_reinforce": stableReinforceWhy,
-	"custom": customLossWhy,
+	"custom":           customLossWhy,
 }
 
 // stableReinforceWhy is why stable_reinforce, and the sampler's

@@ -11,12 +11,15 @@
 //
 // GET healthz, GET get_server_capabilities, POST client/config,
 // create_session, session_heartbeat, create_model, get_info,
-// create_sampling_session and GET samplers/<id> answer at once.
+// create_sampling_session, join_sampling_session, GET samplers/<id> and
+// the REST management calls (rest.go, export.go, ttl.go) answer at once.
 // forward, forward_backward, optim_step, save_weights,
 // save_weights_for_sampler, load_weights and asample answer at once with
 // a future, {"request_id", "model_id"}, and run in the background; POST
 // retrieve_future long-polls for the result (up to Config.PollTimeout,
-// then 408 {"detail": "Timeout waiting for result"}: poll again).
+// then 408 {"detail": "Timeout waiting for result"}: poll again), and
+// retrieve_futures for the completions of a sampling session's requests
+// (futures.go).
 // create_model's answer is also a future, already settled, for the SDK.
 // Each model has one worker that runs its calls in arrival order; a call
 // that repeats a (model_id, seq_id) already recorded answers with the
@@ -81,11 +84,16 @@
 //
 // loss_fn is cross_entropy (−w·logp), importance_sampling (−w·ρ·A, with
 // ρ = exp(logp − sampler logp)), ppo (−w·min(ρA, clip(ρ, low, high)·A)),
-// cispo (−w·sg(clip(ρ, low, high))·A·logp) or dro (−w·(A·logp −
-// β/2·(logp − sampler logp)²)); ppo and cispo take loss_fn_config
-// clip_low_threshold 0.8 and clip_high_threshold 1.2 by default, 0 < low
-// ≤ 1 ≤ high, and dro requires beta ≥ 0. loss_fn_inputs are
-// target_tokens, and for the policy losses logprobs and advantages;
+// cispo (−w·sg(clip(ρ, low, high))·A·logp), dro (−w·(A·logp −
+// β/2·(logp − sampler logp)²)) or gspo (−w·min(s·A, clip(s, low,
+// high)·A), where s is the sequence ratio exp(mean of logp − sampler logp
+// over the positions sequence_ratio_mask marks), every position carrying
+// s's value with its own logprob's gradient: Tinker's GSPO-token; run as a
+// forward pass and an NLL backward pass weighted by its derivatives); ppo,
+// cispo and gspo take loss_fn_config clip_low_threshold 0.8 and
+// clip_high_threshold 1.2 by default, 0 < low ≤ 1 ≤ high, and dro
+// requires beta ≥ 0. loss_fn_inputs are target_tokens, and for the policy
+// losses logprobs and advantages (and gspo's sequence_ratio_mask);
 // weights, 1 when absent, multiply every term (SkyRL's loss mask). The
 // loss is REDUCED BY SUM over every token of every datum, as hosted Tinker
 // does, with no normalisation by length or by the number of datums (SkyRL
@@ -114,7 +122,9 @@
 // them. save_weights_for_sampler keeps a copy
 // of the weights in memory under tinker://<model_id>/sampler_weights/<name>
 // for asample's model_path (at most Config.MaxSamplerWeights per model,
-// the oldest dropped first).
+// the oldest dropped first); with kind inflight it publishes the model's
+// shared inflight weights instead, which every inflight sampling session
+// of the model samples from its next request on.
 //
 // # Sessions
 //
@@ -125,13 +135,13 @@
 //
 // # Not supported
 //
-// The losses gspo, stable_reinforce and server-side custom
-// losses (and dppo, ppo_critic), inflight sampler saves, sparse tensors,
-// image and audio chunks, top-k logprobs, prompt_logprobs_last_n,
-// target_prompt_logprobs, prompt_alt_tokens_k, record_stability_info,
-// weights_info, the session, training-run and checkpoint listings, and the
-// SDK's other service endpoints (notOffered). Each is refused by name
-// (404 for an endpoint). Telemetry is taken and dropped.
+// The losses stable_reinforce (stableReinforceWhy) and server-side custom
+// losses (customLossWhy), and dppo and ppo_critic; sparse tensors, image
+// and audio chunks, top-k logprobs, target_prompt_logprobs,
+// prompt_alt_tokens_k, record_stability_info, and the SDK's endpoints that
+// need accounts (projects, search, copies, audit, billing, traces, auth:
+// refusals). Each is refused by name, saying why (404 for an endpoint).
+// Telemetry is taken and dropped.
 package tinkerserver
 
 import (
