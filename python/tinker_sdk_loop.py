@@ -221,7 +221,7 @@ def refusals(training, tok):
     """Calls the server refuses, and what the SDK makes of them."""
     data = [sft_datum(tok, *SFT_EXAMPLES[0])]
     out = {}
-    for name, fn, cfg in [("gspo", "gspo", None), ("dro without beta", "dro", None)]:
+    for name, fn, cfg in [("stable_reinforce", "stable_reinforce", None), ("dro without beta", "dro", None)]:
         try:
             training.forward_backward(data, fn, cfg).result()
             out[name] = "accepted"
