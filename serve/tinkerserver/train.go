@@ -272,21 +272,9 @@ func (m *trainModel) forwardBackward(b batch, spec lossSpec, microTokens int) (a
 	if spec.gspo != nil {
 		return m.sequenceForwardBackward(b, spec, microTokens)
 	}
-	// In passes of at most microTokens tokens, the gradient accumulated:
-	// a pass's activations grow with its tokens (about 1.3 MB a token for
-	// SmolLM2-135M), and each model keeps its own.
-	var res backend.Result
-	for _, micro := range backend.MicroBatches(b.datums, microTokens) {
-		r, err := m.learner.ForwardBackward(context.Background(), micro, spec.loss)
-		if err != nil {
-			// A failed pass may have left part of its gradient in the
-			// output head's: the accumulated gradients are not what was
-			// asked for.
-			m.learner.Model.ZeroGrad()
-			return nil, serverErr("%v; the model's accumulated gradients were discarded", err)
-		}
-		res.Logprobs = append(res.Logprobs, r.Logprobs...)
-		res.Metrics.Add(r.Metrics)
+	res, err := m.backward(b.datums, spec.loss, microTokens)
+	if err != nil {
+		return nil, err
 	}
 	out, err := output(b, spec, res.Logprobs)
 	if err != nil {
@@ -298,17 +286,34 @@ func (m *trainModel) forwardBackward(b batch, spec lossSpec, microTokens int) (a
 	return out, nil
 }
 
+// backward accumulates loss's gradients over the datums in passes of at
+// most microTokens tokens: a pass's activations grow with its tokens
+// (about 1.3 MB a token for SmolLM2-135M), and each model keeps its own.
+// A failed pass discards every accumulated gradient.
+func (m *trainModel) backward(datums []backend.Datum, loss backend.Loss, microTokens int) (backend.Result, error) {
+	var res backend.Result
+	for _, micro := range backend.MicroBatches(datums, microTokens) {
+		r, err := m.learner.ForwardBackward(context.Background(), micro, loss)
+		if err != nil {
+			// A failed pass may have left part of its gradient in the
+			// output head's: the accumulated gradients are not what was
+			// asked for.
+			m.learner.Model.ZeroGrad()
+			return res, serverErr("%v; the model's accumulated gradients were discarded", err)
+		}
+		res.Logprobs = append(res.Logprobs, r.Logprobs...)
+		res.Metrics.Add(r.Metrics)
+	}
+	return res, nil
+}
+
 // sequenceForwardBackward runs a loss whose terms at one position depend
 // on the whole sequence's logprobs (gspo) in two passes: a forward pass
 // for the logprobs, from which the loss and its derivative g with respect
 // to each logprob are computed here; then a backward pass of the NLL
 // −Σ w·logp with weights w = −g, whose gradient is Σ g·∇logp, the loss's.
 func (m *trainModel) sequenceForwardBackward(b batch, spec lossSpec, microTokens int) (any, error) {
-	lps, err := m.logprobs(b.datums, microTokens)
-	if err != nil {
-		return nil, err
-	}
-	out, err := output(b, spec, lps)
+	out, lps, err := m.forwardOutput(b, spec, microTokens)
 	if err != nil {
 		return nil, err
 	}
@@ -324,42 +329,35 @@ func (m *trainModel) sequenceForwardBackward(b batch, spec lossSpec, microTokens
 		}
 		grad[i] = backend.Datum{Tokens: b.datums[i].Tokens, Targets: b.datums[i].Targets, Weights: w}
 	}
-	for _, micro := range backend.MicroBatches(grad, microTokens) {
-		if _, err := m.learner.ForwardBackward(context.Background(), micro, spec.loss); err != nil {
-			m.learner.Model.ZeroGrad()
-			return nil, serverErr("%v; the model's accumulated gradients were discarded", err)
-		}
+	if _, err := m.backward(grad, spec.loss, microTokens); err != nil {
+		return nil, err
 	}
-	out.Metrics["loss:sum"] = lossSum(out)
 	return out, nil
-}
-
-// logprobs are the learner's logprobs of the datums' targets, computed
-// with no gradient in passes of at most microTokens tokens.
-func (m *trainModel) logprobs(datums []backend.Datum, microTokens int) ([][]float32, error) {
-	var lps [][]float32
-	for _, micro := range backend.MicroBatches(datums, microTokens) {
-		l, err := local.Logprobs(context.Background(), m.learner.Model, micro)
-		if err != nil {
-			return nil, serverErr("%v", err)
-		}
-		lps = append(lps, l...)
-	}
-	return lps, nil
 }
 
 // forward computes the logprobs and losses with no gradient.
 func (m *trainModel) forward(b batch, spec lossSpec, microTokens int) (any, error) {
-	lps, err := m.logprobs(b.datums, microTokens)
-	if err != nil {
-		return nil, err
+	out, _, err := m.forwardOutput(b, spec, microTokens)
+	return out, err
+}
+
+// forwardOutput is a forward pass's result, with no gradient, in passes
+// of at most microTokens tokens, and the logprobs it holds.
+func (m *trainModel) forwardOutput(b batch, spec lossSpec, microTokens int) (*tinker.ForwardBackwardOutput, [][]float32, error) {
+	var lps [][]float32
+	for _, micro := range backend.MicroBatches(b.datums, microTokens) {
+		l, err := local.Logprobs(context.Background(), m.learner.Model, micro)
+		if err != nil {
+			return nil, nil, serverErr("%v", err)
+		}
+		lps = append(lps, l...)
 	}
 	out, err := output(b, spec, lps)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out.Metrics["loss:sum"] = lossSum(out)
-	return out, nil
+	return out, lps, nil
 }
 
 // lossSum adds up a result's per-token losses.
