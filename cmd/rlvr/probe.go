@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rlvr/backend/local"
+	"rlvr/engine/model"
 	"rlvr/eval"
 	"rlvr/expert"
 	"rlvr/method"
@@ -222,6 +223,9 @@ func (p *datasetProbe) run(ctx context.Context, stdout, stderr io.Writer, out st
 	if err != nil {
 		return err
 	}
+	// Sampled as the run's sampler samples (the config is resolved: its
+	// sampler_precision parses).
+	l.Model.Precision, _ = model.ParsePrecision(cfg.SamplerPrecision)
 	render, err := train.NewRenderer(l, cfg.Chat, l.Model.Config.MaxSeq)
 	if err != nil {
 		return err
