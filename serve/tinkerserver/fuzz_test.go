@@ -22,7 +22,7 @@ var fuzzPaths = []string{
 	tinker.PathCreateSession, tinker.PathHeartbeat, tinker.PathCreateModel, tinker.PathForward,
 	tinker.PathForwardBackward, tinker.PathOptimStep, tinker.PathSaveWeights, tinker.PathSaveForSampler,
 	tinker.PathLoadWeights, tinker.PathSample, tinker.PathRetrieveFuture, tinker.PathClientConfig,
-	tinker.PathSaveWeightsExternal,
+	tinker.PathSaveWeightsExternal, tinker.PathRetrieveFutures, tinker.PathJoinSamplingSession, tinker.PathWeightsInfo,
 }
 
 // FuzzRequest sends arbitrary bodies to every call: the server answers
@@ -62,6 +62,9 @@ func FuzzRequest(f *testing.F) {
 	f.Add(uint8(9), []byte(`{"base_model":"tiny","prompt":{"chunks":[{"tokens":[256]}]},"num_samples":2,"prompt_logprobs":true,"sampling_params":{"max_tokens":8,"stop":["a",""],"top_k":3}}`))
 	f.Add(uint8(0), []byte(`{"tags": [1e400]}`))
 	f.Add(uint8(5), []byte(`{"model_id":"`+cm.ModelID+`","adam_params":{"learning_rate":1e39}}`))
+	f.Add(uint8(13), []byte(`{"target":{"sampling_session_id":"s","cloned_sampler_id":-1},"prev_cursor":1e30,"timeout":1e308}`))
+	f.Add(uint8(14), []byte(`{"sampling_session_id":[]}`))
+	f.Add(uint8(15), []byte(`{"tinker_path":"tinker://`+cm.ModelID+`/weights/../x"}`))
 
 	allowed := map[int]bool{200: true, 400: true, 404: true, 409: true, 410: true, 413: true, 415: true, 429: true}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
