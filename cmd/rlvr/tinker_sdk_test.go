@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"rlvr/format/tokenizer"
 )
@@ -75,7 +76,11 @@ func TestTinkerSDKMatrix(t *testing.T) {
 	if doc := os.Getenv("RLVR_TINKER_MATRIX_DOC"); doc != "" {
 		args = append(args, "--doc", doc) // its table, docs/scale-out.md's
 	}
-	cmd := exec.CommandContext(ctx, py, args...)
+	// A bound, not a measure: the SDK retries some answers for minutes, and
+	// a matrix that hangs should fail rather than hold the suite.
+	pyCtx, stop := context.WithTimeout(ctx, 10*time.Minute)
+	defer stop()
+	cmd := exec.CommandContext(pyCtx, py, args...)
 	cmd.Env = append(os.Environ(), "HF_HUB_OFFLINE=1", "TINKER_TELEMETRY=0", "HOME="+dir)
 	output, runErr := cmd.CombinedOutput()
 	var matrix struct {
