@@ -7,6 +7,7 @@ package gemm
 #cgo noescape rlvr_panels
 #cgo nocallback rlvr_panels
 #include <immintrin.h>
+#include <stdint.h>
 
 #define AVX2 __attribute__((target("avx2,fma")))
 #define INLINE inline __attribute__((always_inline))
@@ -29,17 +30,27 @@ AVX2 static INLINE void rl_store(float* y, __m256 c0, __m256 c1, long cols, int 
 }
 
 // rl_tile computes R ≤ 6 rows × 16 columns of x·Wᵀ over one panel b (K
-// rows of 16): two accumulators per row (named, so they stay in
-// registers), one broadcast of x per row and k. Each element is a chain of
-// FMAs over k from zero, whatever R is.
+// rows of 16, float32, or bf16 bits when BF): two accumulators per row
+// (named, so they stay in registers), one broadcast of x per row and k.
+// Each element is a chain of FMAs over k from zero, whatever R is. A bf16
+// row of the panel is widened exactly (the bits shifted into the high half
+// of a float32) as it is loaded, so the panels stream half the bytes.
 #define RL_ROW(r) if (R > r) { __m256 a = _mm256_broadcast_ss(x + r * ldx + k); \
 	c0##r = _mm256_fmadd_ps(a, b0, c0##r); c1##r = _mm256_fmadd_ps(a, b1, c1##r); }
-AVX2 static INLINE void rl_tile(const int R, float* o, long ldo, long cols, const float* x, long ldx,
-		const float* b, long K, int acc) {
+AVX2 static INLINE void rl_tile(const int R, const int BF, float* o, long ldo, long cols, const float* x, long ldx,
+		const void* b, long K, int acc) {
 	__m256 z = _mm256_setzero_ps();
 	__m256 c00 = z, c10 = z, c01 = z, c11 = z, c02 = z, c12 = z, c03 = z, c13 = z, c04 = z, c14 = z, c05 = z, c15 = z;
 	for (long k = 0; k < K; k++) {
-		__m256 b0 = _mm256_loadu_ps(b + 16 * k), b1 = _mm256_loadu_ps(b + 16 * k + 8);
+		__m256 b0, b1;
+		if (BF) {
+			__m256i w = _mm256_loadu_si256((const __m256i*)((const uint16_t*)b + 16 * k));
+			b0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(w)), 16));
+			b1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(w, 1)), 16));
+		} else {
+			b0 = _mm256_loadu_ps((const float*)b + 16 * k);
+			b1 = _mm256_loadu_ps((const float*)b + 16 * k + 8);
+		}
 		RL_ROW(0) RL_ROW(1) RL_ROW(2) RL_ROW(3) RL_ROW(4) RL_ROW(5)
 	}
 	if (R > 0) rl_store(o, c00, c10, cols, acc);
@@ -50,33 +61,32 @@ AVX2 static INLINE void rl_tile(const int R, float* o, long ldo, long cols, cons
 	if (R > 5) rl_store(o + 5 * ldo, c05, c15, cols, acc);
 }
 
-AVX2 static void rl_tile6(float* o, long ldo, long cols, const float* x, long ldx, const float* b, long K, int acc) { rl_tile(6, o, ldo, cols, x, ldx, b, K, acc); }
-AVX2 static void rl_tile5(float* o, long ldo, long cols, const float* x, long ldx, const float* b, long K, int acc) { rl_tile(5, o, ldo, cols, x, ldx, b, K, acc); }
-AVX2 static void rl_tile4(float* o, long ldo, long cols, const float* x, long ldx, const float* b, long K, int acc) { rl_tile(4, o, ldo, cols, x, ldx, b, K, acc); }
-AVX2 static void rl_tile3(float* o, long ldo, long cols, const float* x, long ldx, const float* b, long K, int acc) { rl_tile(3, o, ldo, cols, x, ldx, b, K, acc); }
-AVX2 static void rl_tile2(float* o, long ldo, long cols, const float* x, long ldx, const float* b, long K, int acc) { rl_tile(2, o, ldo, cols, x, ldx, b, K, acc); }
-AVX2 static void rl_tile1(float* o, long ldo, long cols, const float* x, long ldx, const float* b, long K, int acc) { rl_tile(1, o, ldo, cols, x, ldx, b, K, acc); }
+#define RL_TILE(R, BF, name) AVX2 static void name(float* o, long ldo, long cols, const float* x, long ldx, const void* b, long K, int acc) \
+	{ rl_tile(R, BF, o, ldo, cols, x, ldx, b, K, acc); }
+RL_TILE(6, 0, rl_tile6) RL_TILE(5, 0, rl_tile5) RL_TILE(4, 0, rl_tile4) RL_TILE(3, 0, rl_tile3) RL_TILE(2, 0, rl_tile2) RL_TILE(1, 0, rl_tile1)
+RL_TILE(6, 1, rl_tile6h) RL_TILE(5, 1, rl_tile5h) RL_TILE(4, 1, rl_tile4h) RL_TILE(3, 1, rl_tile3h) RL_TILE(2, 1, rl_tile2h) RL_TILE(1, 1, rl_tile1h)
 
-// rlvr_panels multiplies m rows of x by panels [p0, p1) of b into out,
-// rows in blocks of mc so a block of x stays in L2 while the panels pass.
-AVX2 static void rlvr_panels(float* out, long ldo, const float* x, long ldx, long m, const float* b,
-		long K, long N, long p0, long p1, int acc, long mc) {
+typedef void (*rl_tile_fn)(float*, long, long, const float*, long, const void*, long, int);
+static const rl_tile_fn rl_tiles[2][7] = {
+	{0, rl_tile1, rl_tile2, rl_tile3, rl_tile4, rl_tile5, rl_tile6},
+	{0, rl_tile1h, rl_tile2h, rl_tile3h, rl_tile4h, rl_tile5h, rl_tile6h},
+};
+
+// rlvr_panels multiplies m rows of x by panels [p0, p1) of b (float32,
+// or bf16 bits when bf) into out, rows in blocks of mc so a block of x
+// stays in L2 while the panels pass.
+AVX2 static void rlvr_panels(float* out, long ldo, const float* x, long ldx, long m, const void* b,
+		long K, long N, long p0, long p1, int acc, long mc, int bf) {
+	const rl_tile_fn* tiles = rl_tiles[bf ? 1 : 0];
+	long esize = bf ? 2 : 4;
 	for (long r0 = 0; r0 < m; r0 += mc) {
 		long r1 = r0 + mc < m ? r0 + mc : m;
 		for (long q = p0; q < p1; q++) {
-			const float* bq = b + q * K * 16;
+			const char* bq = (const char*)b + q * K * 16 * esize;
 			long cols = N - 16 * q < 16 ? N - 16 * q : 16;
 			long r = r0;
-			for (; r + 6 <= r1; r += 6) rl_tile6(out + r * ldo + 16 * q, ldo, cols, x + r * ldx, ldx, bq, K, acc);
-			float* o = out + r * ldo + 16 * q;
-			const float* xr = x + r * ldx;
-			switch (r1 - r) {
-			case 5: rl_tile5(o, ldo, cols, xr, ldx, bq, K, acc); break;
-			case 4: rl_tile4(o, ldo, cols, xr, ldx, bq, K, acc); break;
-			case 3: rl_tile3(o, ldo, cols, xr, ldx, bq, K, acc); break;
-			case 2: rl_tile2(o, ldo, cols, xr, ldx, bq, K, acc); break;
-			case 1: rl_tile1(o, ldo, cols, xr, ldx, bq, K, acc); break;
-			}
+			for (; r + 6 <= r1; r += 6) tiles[6](out + r * ldo + 16 * q, ldo, cols, x + r * ldx, ldx, bq, K, acc);
+			if (r1 > r) tiles[r1 - r](out + r * ldo + 16 * q, ldo, cols, x + r * ldx, ldx, bq, K, acc);
 		}
 	}
 }
@@ -93,6 +103,12 @@ var panelsAccelerated = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 func panelsC(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, p0, p1 int, accumulate bool) {
 	fp := func(s []float32) *C.float { return (*C.float)(unsafe.Pointer(unsafe.SliceData(s))) }
-	C.rlvr_panels(fp(out), C.long(ldo), fp(x), C.long(ldx), C.long(m), fp(p.data), C.long(p.K), C.long(p.N),
-		C.long(p0), C.long(p1), cbool(accumulate), panelRows)
+	var b unsafe.Pointer
+	if p.BF16 {
+		b = unsafe.Pointer(unsafe.SliceData(p.data16))
+	} else {
+		b = unsafe.Pointer(unsafe.SliceData(p.data))
+	}
+	C.rlvr_panels(fp(out), C.long(ldo), fp(x), C.long(ldx), C.long(m), b, C.long(p.K), C.long(p.N),
+		C.long(p0), C.long(p1), cbool(accumulate), panelRows, cbool(p.BF16))
 }

@@ -19,31 +19,41 @@ func TestPanelsAgainstNaive(t *testing.T) {
 			n, k := nk[0], nk[1]
 			ldx, ldo := k+3, n+5
 			x, w := randSlice(r, m*ldx), randSlice(r, n*k)
-			var p Panels
-			p.Pack(w, n, k)
-			for _, acc := range []bool{false, true} {
-				base := randSlice(r, m*ldo)
-				want := append([]float32(nil), base...)
-				beta := float32(0)
-				if acc {
-					beta = 1
+			for _, bf16 := range []bool{false, true} {
+				var p Panels
+				// In bf16 the reference is the product of the rounded inputs,
+				// which the portable kernel is given as MulPanels rounds them.
+				rx, rw := x, w
+				if bf16 {
+					p.PackBF16(w, n, k)
+					rx, rw = roundedCopy(x), roundedCopy(w)
+				} else {
+					p.Pack(w, n, k)
 				}
-				Naive(false, true, m, n, k, 1, x, ldx, w, k, beta, want, ldo)
-				kernels := map[string]func(out []float32){
-					"MulPanels": func(out []float32) { MulPanels(out, ldo, x, ldx, m, &p, acc) },
-					"Go":        func(out []float32) { panelsGo(out, ldo, x, ldx, m, &p, 0, (n+15)/16, acc) },
-				}
-				for name, f := range kernels {
-					got := append([]float32(nil), base...)
-					f(got)
-					for i := 0; i < m; i++ {
-						for j := 0; j < ldo; j++ {
-							g, w := got[i*ldo+j], want[i*ldo+j]
-							if j >= n {
-								w = base[i*ldo+j] // past the matrix: untouched
-							}
-							if math.Abs(float64(g-w)) > 1e-4*(1+math.Abs(float64(w))) {
-								t.Fatalf("%s m %d n %d k %d accumulate %v: out[%d][%d] = %v, want %v", name, m, n, k, acc, i, j, g, w)
+				for _, acc := range []bool{false, true} {
+					base := randSlice(r, m*ldo)
+					want := append([]float32(nil), base...)
+					beta := float32(0)
+					if acc {
+						beta = 1
+					}
+					Naive(false, true, m, n, k, 1, rx, ldx, rw, k, beta, want, ldo)
+					kernels := map[string]func(out []float32){
+						"MulPanels": func(out []float32) { MulPanels(out, ldo, x, ldx, m, &p, acc) },
+						"Go":        func(out []float32) { panelsGo(out, ldo, rx, ldx, m, &p, 0, (n+15)/16, acc) },
+					}
+					for name, f := range kernels {
+						got := append([]float32(nil), base...)
+						f(got)
+						for i := 0; i < m; i++ {
+							for j := 0; j < ldo; j++ {
+								g, w := got[i*ldo+j], want[i*ldo+j]
+								if j >= n {
+									w = base[i*ldo+j] // past the matrix: untouched
+								}
+								if math.Abs(float64(g-w)) > 1e-4*(1+math.Abs(float64(w))) {
+									t.Fatalf("%s bf16 %v m %d n %d k %d accumulate %v: out[%d][%d] = %v, want %v", name, bf16, m, n, k, acc, i, j, g, w)
+								}
 							}
 						}
 					}

@@ -44,20 +44,40 @@ type packedLayer struct{ qkv, o, gateUp, down gemm.Panels }
 // one pass over the weights; the copy costs as much memory as they do.
 // Every product of a row then depends on that row alone, so a sequence's
 // logits are bitwise the same whatever it is batched with.
+//
+// With the model in BF16 (and a bf16 kernel: EffectivePrecision) the copy
+// is packed in bf16, half the bytes, and Extend's projections take bf16
+// inputs with float32 accumulation, as the learner's do; the cache
+// itself, attention and the norms stay float32.
 func (c *Cache) Pack(m *Model) {
 	cf := m.Config
 	D, F, Hd, Q := cf.Dim, cf.Hidden, cf.Heads*cf.HeadDim, cf.qkvWidth()
 	if len(c.packed) != cf.Layers {
 		c.packed = make([]packedLayer, cf.Layers)
 	}
+	pack := (*gemm.Panels).Pack
+	if m.EffectivePrecision() == BF16 {
+		pack = (*gemm.Panels).PackBF16
+	}
 	for l, w := range m.w.layers {
 		p := &c.packed[l]
-		p.qkv.Pack(w.qkv, Q, D)
-		p.o.Pack(w.o, D, Hd)
-		p.gateUp.Pack(w.gateUp, 2*F, D)
-		p.down.Pack(w.down, D, F)
+		pack(&p.qkv, w.qkv, Q, D)
+		pack(&p.o, w.o, D, Hd)
+		pack(&p.gateUp, w.gateUp, 2*F, D)
+		pack(&p.down, w.down, D, F)
 	}
-	c.head.Pack(m.w.head, cf.Vocab, D)
+	pack(&c.head, m.w.head, cf.Vocab, D)
+}
+
+// PackedBytes is the memory the packed weights hold: 4 bytes a weight in
+// FP32, 2 in BF16.
+func (c *Cache) PackedBytes() int64 {
+	n := c.head.Bytes()
+	for i := range c.packed {
+		p := &c.packed[i]
+		n += p.qkv.Bytes() + p.o.Bytes() + p.gateUp.Bytes() + p.down.Bytes()
+	}
+	return n
 }
 
 // NewCache returns a cache for slots sequences of up to capacity tokens

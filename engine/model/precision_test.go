@@ -175,3 +175,51 @@ func TestWithPrecisionSharesWeights(t *testing.T) {
 	}
 	sameBits(t, "the float32 original after its bf16 view ran", want, runRecompute(t, m, false, b, tg))
 }
+
+// TestBF16ExtendMatchesForward: the KV-cache decoder in BF16 packs its
+// weights in bf16 (half the bytes) and agrees with the bf16 training
+// forward. The two sum in different orders; an activation that lands on a
+// bf16 rounding boundary could round the other way in one of them and move
+// a logit by a bf16 ulp's effect, which these small models never show:
+// 1e-3 leaves room for it.
+func TestBF16ExtendMatchesForward(t *testing.T) {
+	useBF16Kernel(t, "emulate")
+	for name, cfg := range variants {
+		t.Run(name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(50, 51))
+			m, _ := New(cfg, 52)
+			perturb(m, 53)
+			seq := randomSeqs(r, cfg.Vocab, 11)
+			c32, _ := m.NewCache(1, cfg.MaxSeq)
+			m.Precision = BF16
+			c, err := m.NewCache(1, cfg.MaxSeq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if 2*c.PackedBytes() != c32.PackedBytes() {
+				t.Fatalf("bf16 packing holds %d bytes, float32 %d: want half", c.PackedBytes(), c32.PackedBytes())
+			}
+			full := Pack(seq)
+			m.forward(full)
+			D, V := cfg.Dim, cfg.Vocab
+			ref := make([]float32, len(full.Tokens)*V)
+			for n := range full.Tokens {
+				m.bw.Gemm(false, true, 1, V, D, 1, m.act.normed[n*D:], D, m.w.head, D, 0, ref[n*V:], V)
+			}
+			logits := make([]float32, V)
+			var worst float64
+			for i, tok := range seq[0] {
+				if err := m.Extend(c, []int{0}, Pack([][]int32{{tok}}), logits); err != nil {
+					t.Fatal(err)
+				}
+				for v := range V {
+					worst = math.Max(worst, math.Abs(float64(logits[v]-ref[i*V+v])))
+				}
+			}
+			t.Logf("max |Δ logit| decoder vs training forward, both bf16: %.3g", worst)
+			if worst > 1e-3 {
+				t.Fatalf("max |Δ logit| %.3g > 1e-3", worst)
+			}
+		})
+	}
+}
