@@ -5,8 +5,11 @@ did something else. One process, one server:
     python tinker_sdk_matrix.py --base-url http://127.0.0.1:8765 --api-key tml-k \\
         --model tiny --out runs/peers/tinker-matrix [--doc docs/scale-out.md]
 
-The served model is any small one (token ids below 256 are used); its
-directory should hold a Hugging Face tokenizer for get_tokenizer. Each row
+The served model is any small one (token ids below 256 are used), served
+under its directory's path, which should hold a Hugging Face tokenizer (the
+SDK's SamplingClient.get_tokenizer loads the base model's name itself); the
+matrix makes five training clients, so the server needs --max-models 5 or
+more. Each row
 of the matrix is {call, expect, got, detail}: expect is "served" or
 "refused"; got is "served", "refused" (the SDK raised the error the server
 gives for it), "error" (anything else) or "not run" (with why: the custom
@@ -423,6 +426,22 @@ def main():
     row("tinker checkpoint publish + unpublish", "served",
         lambda: (cli("checkpoint", "publish", st["state"]), cli("checkpoint", "unpublish", st["state"])) and None)
     row("tinker checkpoint set-ttl", "served", lambda: cli("checkpoint", "set-ttl", st["state"], "--remove") and None)
+    row("tinker model list", "served", lambda: check(args.model in cli("model", "list"), "the served model"))
+
+    def download():
+        out = os.path.join(args.out, "download")
+        cli("checkpoint", "download", st["state"], "--output", out)
+        files = [f for _, _, fs in os.walk(out) for f in fs]
+        check("adapter_config.json" in files, f"downloaded {files}")
+        return f"{len(files)} files"
+    row("tinker checkpoint download (a saved state, through an export)", "served", download)
+
+    def cli_delete():
+        tc.save_state("matrix-cli-delete").result()
+        cli("checkpoint", "delete", f"tinker://{run_id}/weights/matrix-cli-delete", "--yes")
+        names = {c.checkpoint_id for c in rest.list_checkpoints(run_id).result().checkpoints}
+        check("weights/matrix-cli-delete" not in names, f"{sorted(names)}")
+    row("tinker checkpoint delete", "served", cli_delete)
     # The CLI says only that the server answered 404.
     row("tinker session export-trace", "refused", lambda: cli("session", "export-trace", sid), "Resource not found")
 

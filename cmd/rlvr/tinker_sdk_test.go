@@ -70,7 +70,7 @@ func TestTinkerSDKMatrix(t *testing.T) {
 	// itself (a Hugging Face id, or a directory): the model is served
 	// under its directory's path.
 	base, done := startServe(t, ctx, []string{"serve", "--tinker", "--model", model, "--name", model, "--addr", "127.0.0.1:0",
-		"--state", filepath.Join(dir, "state"), "--api-key", "tml-matrix", "--poll-timeout", "5s"}, `serving \S+ over the Tinker API on (http://\S+)`)
+		"--state", filepath.Join(dir, "state"), "--api-key", "tml-matrix", "--poll-timeout", "5s", "--max-models", "8"}, `serving \S+ over the Tinker API on (http://\S+)`)
 	out := filepath.Join(dir, "out")
 	args := []string{script, "--base-url", base, "--api-key", "tml-matrix", "--model", model, "--out", out}
 	if doc := os.Getenv("RLVR_TINKER_MATRIX_DOC"); doc != "" {

@@ -20,7 +20,12 @@ import (
 // completions, numbered by a cursor from 1. A poll names the cursor it
 // has seen (prev_cursor): what is at or before it is dropped, and what is
 // after it is answered, at once, or as soon as there is any, or empty
-// after the poll's timeout (at most Config.PollTimeout; 0 answers at once).
+// after the poll's timeout (at most Config.PollTimeout and 30 s; 0 answers
+// at once).
+
+// maxFuturesPoll bounds how long a retrieve_futures poll waits, whatever
+// Config.PollTimeout says.
+const maxFuturesPoll = 30 * time.Second
 
 // cloneSeqSpan is the span of seq_ids each clone of a sampling client
 // numbers its requests in, as the SDK does.
@@ -112,7 +117,9 @@ func (s *Server) retrieveFutures(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusBadRequest, "%s: timeout is %v, want seconds, 0 or more", kind, *req.Timeout))
 		return
 	}
-	wait := s.cfg.PollTimeout
+	// The SDK's poller gives up on a poll after 45 s, expecting the server
+	// to answer within about 30.
+	wait := min(s.cfg.PollTimeout, maxFuturesPoll)
 	if req.Timeout != nil {
 		wait = min(wait, time.Duration(*req.Timeout*float64(time.Second)))
 	}
