@@ -52,6 +52,11 @@ type Config struct {
 	// asked under it instead of its expert prompt P_i, and D_ME still
 	// records P_i, the prompt the policy is trained behind.
 	System string `yaml:"system,omitempty"`
+	// Template is the completion prompt of an expert asked by completion,
+	// with {question} replaced by the question and {system} by the
+	// persona: what a base model needs to answer rather than continue
+	// ("Question: {question}\nAnswer:"). "" is Concat(question, persona).
+	Template string `yaml:"template,omitempty"`
 	// APIKeyEnv names the environment variable holding the bearer token
 	// sent to URL ("" sends none).
 	APIKeyEnv string `yaml:"api_key_env,omitempty"`
@@ -160,6 +165,16 @@ func (e *Config) Check(field string, i int, chat bool) error {
 			add("system: the %s expert reads no prompt; a persona is for url, model or policy experts", e.Kind)
 		case strings.TrimSpace(e.System) == "":
 			add("system is blank")
+		}
+	}
+	if e.Template != "" {
+		switch {
+		case e.World != nil || e.Reply != "" || e.Kind != "":
+			add("template: the expert reads no prompt; a template is for url, model or policy experts")
+		case !strings.Contains(e.Template, "{question}"):
+			add("template %q has no {question}", e.Template)
+		case e.API == APIChat:
+			add("template is the prompt of a completion; api is chat")
 		}
 	}
 	if e.URL != "" && !httpurl.Valid(e.URL) {

@@ -110,6 +110,9 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Reply: "x", System: "Be brief."}, 1, []string{"consult.experts[1]", "system", "fixed reply"}},
 		{Config{Kind: KindReference, System: "Be brief."}, 2, []string{"consult.experts[2]", "system", "reference"}},
 		{Config{URL: "http://a/v1", System: " \n"}, 0, []string{"consult.experts[0]", "system is blank"}},
+		{Config{URL: "http://a/v1", Template: "Q: {q}\nA:"}, 0, []string{"consult.experts[0]", "template", "has no {question}"}},
+		{Config{URL: "http://a/v1", API: APIChat, Template: "{question}\nA:"}, 0, []string{"consult.experts[0]", "template", "api is chat"}},
+		{Config{Kind: KindReference, Template: "{question}"}, 0, []string{"consult.experts[0]", "template", "reads no prompt"}},
 		// Everything wrong at once is reported at once.
 		{Config{Name: "a b", URL: "gpu", World: &four, API: "x"}, 7,
 			[]string{`consult.experts[7]: name "a b"`, "consult.experts[7]: set exactly one", `consult.experts[7]: url "gpu"`,

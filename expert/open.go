@@ -52,7 +52,7 @@ func Open(experts []Config, opt Options) (*Pool, error) {
 	var served []serve.Model
 	for i, e := range experts {
 		m := &pool.Members[i]
-		m.Name, m.API, m.Model, m.System = e.Name, e.AskedAPI(), e.Name, e.System
+		m.Name, m.API, m.Model, m.System, m.Template = e.Name, e.AskedAPI(), e.Name, e.System, e.Template
 		switch {
 		case e.IsReference():
 			m.Model, m.Answerer = KindReference, Reference{}

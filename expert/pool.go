@@ -19,6 +19,9 @@ type Member struct {
 	// system message of a chat, or a line after the question of a
 	// completion (Concat).
 	System string
+	// Template is the completion prompt with {question} and {system}
+	// (Config.Template); "" for Concat.
+	Template string
 	// Model names what answers, for the record: the model asked at a
 	// URL, a checkpoint's path, or Name for the world's and fixed experts.
 	Model    string
@@ -138,5 +141,5 @@ func (m *Member) request(a Ask) Request {
 		}
 		return Request{Messages: append(msgs, task.Message{Role: "user", Content: a.Question}), Seed: a.Seed, Example: a.Example}
 	}
-	return Request{Prompt: Concat(a.Question, m.System), Seed: a.Seed, Example: a.Example}
+	return Request{Prompt: CompletionPrompt(a.Question, m.System, m.Template), Seed: a.Seed, Example: a.Example}
 }

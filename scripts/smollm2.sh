@@ -9,22 +9,24 @@
 #   meml-grpo, expert0-sft-grpo, grpo            MEML-GRPO against Expert0-SFT-GRPO and GRPO
 #
 # Every RL arm runs the same steps, questions per step, samples per question
-# and prompt, token budget and seeds (SEEDS, default "1 2 3"); the recipes'
+# and prompt, token budget and seeds (SEEDS, default five); the recipes'
 # cold starts (EAPO, MEL) and fine-tunings (MEF, Expert0-SFT) come before
 # those steps, as each method prescribes. Validation is the recipes' 200
 # problems held out of the training file; nothing is chosen on test.
 #
 #   scripts/models.sh && scripts/smollm2.sh
-#   JOBS=2 SEEDS="1 2 3" STEPS=30 scripts/smollm2.sh
+#   JOBS=2 SEEDS="1 2 3 4 5" STEPS=30 scripts/smollm2.sh
 #
-# Runs go to runs/smollm2/ (OUT); a finished run is kept in results/smollm2/
+# Runs go to runs/gsm8k-smollm2/ (OUT; runs/smollm2 is the imported model);
+# a finished run is kept in results/smollm2/
 # and skipped when the script runs again, here or from a clone, and an
 # unfinished one resumes from its last checkpoint (scripts/experiment.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-runs/smollm2}
+out=${OUT:-runs/gsm8k-smollm2}
+export RESULTS=${RESULTS:-results/smollm2}
 STEPS=${STEPS:-30}
-SEEDS=${SEEDS:-"1 2 3"}
+SEEDS=${SEEDS:-"1 2 3 4 5"}
 source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...], one core each
 
 models=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}/models
@@ -44,11 +46,11 @@ reference='consultation.experts=[{name: E1, kind: reference}]'
 gemma="consultation.experts=[{name: E2, model: runs/gemma3-270m, api: completion, max_tokens: $max_tokens, system: \"You are a careful math teacher. Solve the problem step by step and end with a line '#### <answer>'.\"}]"
 
 # D_ME: Expert0 (the reference solution), Gemma 3 and SmolLM2 under a
-# persona, on 256 warm-up questions; made again in a clone (greedy).
+# persona, on 128 warm-up questions; made again in a clone (greedy).
 dme=$out/gsm8k-dme.jsonl
 if [ ! -s "$dme" ]; then
   bin/rlvr experts collect --data gsm8k --data-file ../shared/data/gsm8k/train.jsonl --warmup-fraction 0.2 \
-    --problems 256 --max-tokens "$max_tokens" \
+    --problems 128 --max-tokens "$max_tokens" \
     --system "Solve the math problem step by step. End with a line '#### <answer>'." \
     --experts configs/experts/gsm8k-smollm2-pool.yaml --out "$dme" >"$results/collect.txt"
 fi

@@ -61,6 +61,10 @@ type Expert struct {
 	// of Prompt (its expert.Config.System); the record keeps Prompt as
 	// P_i and System beside it.
 	System string
+	// Template is the completion prompt (expert.CompletionPrompt) with
+	// {question} and {system}, where {system} is System or Prompt; "" for
+	// Concat.
+	Template string
 	// API is expert.APICompletion (the Answerer gets Concat(question,
 	// Prompt)) or expert.APIChat (it gets ChatMessages(question, Prompt)),
 	// System in Prompt's place when it is set.
@@ -79,7 +83,7 @@ func PoolExperts(pool *expert.Pool, template string) []Expert {
 	out := make([]Expert, len(pool.Members))
 	for k, m := range pool.Members {
 		i := k + 1
-		out[k] = Expert{Name: m.Name, Index: i, Prompt: expert.RenderPrompt(template, i, m.Name), System: m.System, API: m.API,
+		out[k] = Expert{Name: m.Name, Index: i, Prompt: expert.RenderPrompt(template, i, m.Name), System: m.System, Template: m.Template, API: m.API,
 			Model: m.Model, Answerer: m.Answerer}
 	}
 	return out
@@ -207,7 +211,7 @@ func Collect(ctx context.Context, examples []task.Example, cfg Config) (*Result,
 			old, ok := cached[k]
 			switch {
 			case ok && (old.Question != want.Question || old.Answer != want.Answer || old.Prompt != want.Prompt ||
-				old.System != want.System || old.API != want.API || old.Expert != want.Expert):
+				old.System != want.System || old.Template != want.Template || old.API != want.API || old.Expert != want.Expert):
 				sum.Stale++
 			case ok && old.Failure != "" && cfg.RetryFailures:
 				sum.Retried++
@@ -224,7 +228,7 @@ func Collect(ctx context.Context, examples []task.Example, cfg Config) (*Result,
 			if ex.System != "" {
 				under = ex.System
 			}
-			r := expert.Request{Prompt: Concat(q.Prompt, under), Example: &qs[qi]}
+			r := expert.Request{Prompt: expert.CompletionPrompt(q.Prompt, under, ex.Template), Example: &qs[qi]}
 			if ex.API == expert.APIChat {
 				r = expert.Request{Messages: ChatMessages(q, under), Example: &qs[qi]}
 			}
@@ -346,17 +350,19 @@ func (s *Summary) Missing() int { return s.missing }
 // base is an expert's record for a question, without its answer.
 func base(q task.Example, ex Expert) Record {
 	return Record{ID: q.ID, Source: q.Source, Question: q.Prompt, Answer: q.Answer, Expert: ex.Index, Name: ex.Name,
-		API: ex.API, Prompt: ex.Prompt, System: ex.System}
+		API: ex.API, Prompt: ex.Prompt, System: ex.System, Template: ex.Template}
 }
 
-// reference is Expert0's record for a question: its reference solution.
+// reference is Expert0's record for a question: its reference solution
+// written as an answer (task.ReferenceResponse), so that MEF teaches the
+// final-answer line the verifier reads, as the reference expert writes it.
 func reference(q task.Example, prompt string) Record {
 	r := Record{ID: q.ID, Source: q.Source, Question: q.Prompt, Answer: q.Answer, Name: ReferenceName, Reference: true,
-		Prompt: prompt, Response: q.Solution}
+		Prompt: prompt, Response: task.ReferenceResponse(q)}
 	if strings.TrimSpace(q.Solution) == "" {
 		r.Failure, r.Error = expert.FailNoSolution, "the dataset gives no reference solution"
 	} else {
-		r.Correct = correct(q, q.Solution)
+		r.Correct = correct(q, r.Response)
 	}
 	return r
 }

@@ -2,6 +2,7 @@ package collect
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -444,6 +445,19 @@ func TestReferenceWithoutSolution(t *testing.T) {
 	}
 }
 
+// TestReferenceStatesItsAnswer: a GSM8K solution, whose "#### <answer>"
+// line the loader strips, gets it back in Expert0's D_ME answer: MEF trains
+// the line the verifier reads, and a solution whose last number is not the
+// answer (a unit price, a cents figure) is still verified correct.
+func TestReferenceStatesItsAnswer(t *testing.T) {
+	q := task.Example{ID: "gsm8k/9", Prompt: "How much more per can?", Answer: "25", Kind: task.Math,
+		Solution: "The store is .50-.25 = $0.25 more expensive per can"}
+	r := reference(q, "P")
+	if !strings.HasSuffix(r.Response, "\n#### 25\n") || !r.Correct || r.Failure != "" {
+		t.Errorf("response %q, correct %v, failure %q", r.Response, r.Correct, r.Failure)
+	}
+}
+
 // TestPrompts checks Concat and ChatMessages.
 func TestPrompts(t *testing.T) {
 	for _, tc := range []struct{ q, p, want string }{
@@ -454,6 +468,13 @@ func TestPrompts(t *testing.T) {
 		if got := Concat(tc.q, tc.p); got != tc.want {
 			t.Errorf("Concat(%q, %q) = %q, want %q", tc.q, tc.p, got, tc.want)
 		}
+	}
+	if got, want := expert.CompletionPrompt("What is 1+2?", "Be brief.", "{system}\nQuestion: {question}\nAnswer:"),
+		"Be brief.\nQuestion: What is 1+2?\nAnswer:"; got != want {
+		t.Errorf("CompletionPrompt = %q, want %q", got, want)
+	}
+	if got := expert.CompletionPrompt("What is 1+2?", "P", ""); got != "What is 1+2?\nP" {
+		t.Errorf("CompletionPrompt without a template = %q", got)
 	}
 	got := ChatMessages(task.Example{Prompt: "What?"}, "P")
 	if len(got) != 2 || got[0] != (task.Message{Role: "system", Content: "P"}) || got[1] != (task.Message{Role: "user", Content: "What?"}) {
@@ -490,5 +511,46 @@ func TestPoolExperts(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("expert %d: %+v, want %+v", i+1, got[i], want[i])
 		}
+	}
+}
+
+// TestTemplateReachesTheExpert: an expert with a completion template is
+// asked with it, the record keeps it, and a cached answer asked without it
+// is stale.
+func TestTemplateReachesTheExpert(t *testing.T) {
+	q := []task.Example{{ID: "gsm8k/0", Prompt: "What is 1+2?", Answer: "3", Solution: "1+2 = 3", Kind: task.Math}}
+	var asked []string
+	ans := answerFunc(func(r expert.Request) (string, error) { asked = append(asked, r.Prompt); return "#### 3", nil })
+	ex := Expert{Name: "base", Index: 1, Prompt: "P1", System: "Be brief.", Template: "{system}\nQuestion: {question}\nAnswer:",
+		API: expert.APICompletion, Answerer: ans}
+	cache := filepath.Join(t.TempDir(), "dme.jsonl.cache")
+	res, err := Collect(context.Background(), q, Config{Experts: []Expert{ex}, Cache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Be brief.\nQuestion: What is 1+2?\nAnswer:"; len(asked) != 1 || asked[0] != want {
+		t.Fatalf("asked %q, want %q", asked, want)
+	}
+	var rec Record
+	for _, r := range res.Records {
+		if r.Expert == 1 {
+			rec = r
+		}
+	}
+	if rec.Template != ex.Template || !rec.Correct {
+		t.Errorf("record %+v", rec)
+	}
+	line, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseRecord(line)
+	if err != nil || back.Template != ex.Template {
+		t.Errorf("read back %+v, %v", back, err)
+	}
+	ex.Template = ""
+	res, err = Collect(context.Background(), q, Config{Experts: []Expert{ex}, Cache: cache})
+	if err != nil || res.Summary.Stale != 1 || len(asked) != 2 {
+		t.Errorf("without the template: summary %+v, asked %q, %v", res.Summary, asked, err)
 	}
 }

@@ -50,7 +50,10 @@ type Record struct {
 	// when it had its own (expert.Config.System); "" when it was asked
 	// under Prompt. Training reads Prompt: the policy learns the answer
 	// behind P_i whatever persona the expert answered under.
-	System   string `json:"system,omitempty"`
+	System string `json:"system,omitempty"`
+	// Template is the completion prompt the expert was asked with, when it
+	// had one (expert.Config.Template).
+	Template string `json:"template,omitempty"`
 	Response string `json:"response"` // the expert's answer A_i; "" when it failed
 	Correct  bool   `json:"correct"`  // the verdict of eval.Reward on Response
 	Failure  string `json:"failure,omitempty"`
@@ -97,7 +100,7 @@ func ParseRecord(line []byte) (Record, error) {
 		{"id", true, &r.ID}, {"source", false, &r.Source}, {"question", true, &r.Question},
 		{"answer", true, &r.Answer}, {"expert", true, &r.Expert}, {"expert_name", true, &r.Name},
 		{"reference", false, &r.Reference}, {"api", false, &r.API}, {"model", false, &r.Model},
-		{"prompt", true, &r.Prompt}, {"system", false, &r.System}, {"response", true, &r.Response}, {"correct", true, &r.Correct},
+		{"prompt", true, &r.Prompt}, {"system", false, &r.System}, {"template", false, &r.Template}, {"response", true, &r.Response}, {"correct", true, &r.Correct},
 		{"failure", false, &r.Failure}, {"error", false, &r.Error},
 	}
 	known := map[string]bool{}
@@ -140,6 +143,8 @@ func (r Record) check() error {
 		return bad("reference", "expert 0 is the reference solution, but reference is not true")
 	case r.Reference && r.System != "":
 		return bad("system", "%q: the reference solution was not asked under a persona", r.System)
+	case r.Template != "" && r.API != expert.APICompletion:
+		return bad("template", "%q: a template is the prompt of a completion, and api is %q", r.Template, r.API)
 	case r.Reference && r.API != "":
 		return bad("api", "%q: the reference solution was not asked through an API", r.API)
 	case !r.Reference && r.API != expert.APICompletion && r.API != expert.APIChat:
