@@ -133,7 +133,11 @@ type GEMMResult struct {
 }
 
 // GEMM times square products of the given sizes with the loaded backend.
-func GEMM(sizes []int, minTime time.Duration) []GEMMResult {
+func GEMM(sizes []int, minTime time.Duration) []GEMMResult { return GEMMIn(model.FP32, sizes, minTime) }
+
+// GEMMIn times square products in precision p: Sgemm, or Bgemm on the
+// bf16 kernel (see gemm.KernelFor) in BF16.
+func GEMMIn(p model.Precision, sizes []int, minTime time.Duration) []GEMMResult {
 	var out []GEMMResult
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, n := range sizes {
@@ -141,10 +145,10 @@ func GEMM(sizes []int, minTime time.Duration) []GEMMResult {
 		for i := range a {
 			a[i], b[i] = r.Float32(), r.Float32()
 		}
-		gemm.Sgemm(false, false, n, n, n, 1, a, n, b, n, 0, c, n)
+		p.Gemm(false, false, n, n, n, 1, a, n, b, n, 0, c, n)
 		reps, start := 0, time.Now()
 		for time.Since(start) < minTime || reps < 3 {
-			gemm.Sgemm(false, false, n, n, n, 1, a, n, b, n, 0, c, n)
+			p.Gemm(false, false, n, n, n, 1, a, n, b, n, 0, c, n)
 			reps++
 		}
 		out = append(out, GEMMResult{n, n, n, 2 * float64(n) * float64(n) * float64(n) * float64(reps) / time.Since(start).Seconds() / 1e9})
@@ -171,27 +175,35 @@ type EngineOptions struct {
 	// Recompute sets model.Model.Recompute: each block's activations are
 	// recomputed in the backward instead of kept from the forward.
 	Recompute bool
+	// Precision sets model.Model.Precision (and the GEMM section's
+	// products): FP32, or BF16 on the bf16 kernel gemm chooses (falling
+	// back to FP32, and saying so, where there is none).
+	Precision model.Precision
 }
 
 // EngineReport is what `rlvr bench engine` prints.
 type EngineReport struct {
-	Backend       string
-	Threads       int
-	Peak          Peak
-	GEMM          []GEMMResult
-	Config        model.Config
-	Sequences     int
-	SeqLen        int
-	Recompute     bool
-	Params        int
-	StepMs        float64 // median
-	StepMinMs     float64
-	TokensPerSec  float64
-	GFLOPS        float64
-	PeakShare     float64
-	Ops           []OpTime
-	AllocsPerStep float64
-	BytesPerStep  float64
+	// CPU is the processor and its bf16 features; Precision what was asked
+	// for, Effective what ran, Kernel what ran the products.
+	CPU                          string
+	Precision, Effective, Kernel string
+	Backend                      string
+	Threads                      int
+	Peak                         Peak
+	GEMM                         []GEMMResult
+	Config                       model.Config
+	Sequences                    int
+	SeqLen                       int
+	Recompute                    bool
+	Params                       int
+	StepMs                       float64 // median
+	StepMinMs                    float64
+	TokensPerSec                 float64
+	GFLOPS                       float64
+	PeakShare                    float64
+	Ops                          []OpTime
+	AllocsPerStep                float64
+	BytesPerStep                 float64
 	// The memory the step holds by design, in bytes: the weights, their
 	// gradients, AdamW's two moments, and the activations after the step
 	// (model.Model.ActivationBytes: the saved tensors, the backward's
@@ -201,6 +213,9 @@ type EngineReport struct {
 	// measurements (GEMM matrices, model, gradients, optimizer state and
 	// activations included).
 	PeakRSSBytes int64
+	// BF16WeightBytes is the weights' bf16 copy the products read in BF16
+	// (beside the float32 master copy in WeightBytes).
+	BF16WeightBytes int64
 }
 
 // Engine measures a training step of cfg over o.Reps repetitions after one
@@ -211,16 +226,20 @@ func Engine(cfg model.Config, o EngineOptions) (*EngineReport, error) {
 		return nil, err
 	}
 	st.Model.Recompute = o.Recompute
+	st.Model.Precision = o.Precision
 	reps, peak := o.Reps, o.Peak
-	rep := &EngineReport{Backend: gemm.Backend(), Threads: parallel.Threads(), Peak: peak, Config: st.Model.Config,
+	eff := st.Model.EffectivePrecision()
+	rep := &EngineReport{CPU: gemm.DetectCPU().String(), Precision: o.Precision.String(), Effective: eff.String(), Kernel: st.Model.Kernel(),
+		Backend: gemm.Backend(), Threads: parallel.Threads(), Peak: peak, Config: st.Model.Config,
 		Sequences: o.Sequences, SeqLen: o.SeqLen, Recompute: o.Recompute, Params: st.Model.NumParams()}
-	rep.GEMM = GEMM(o.GEMMSizes, 300*time.Millisecond)
+	rep.GEMM = GEMMIn(eff, o.GEMMSizes, 300*time.Millisecond)
 	if err := st.Run(); err != nil {
 		return nil, err
 	}
 	p := int64(st.Model.NumParams())
 	rep.WeightBytes, rep.GradBytes, rep.OptimizerBytes = 4*p, 4*p, 8*p
 	rep.ActivationBytes = st.Model.ActivationBytes()
+	rep.BF16WeightBytes = st.Model.BF16WeightBytes()
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	times := make([]float64, reps)
@@ -274,10 +293,12 @@ func Engine(cfg model.Config, o EngineOptions) (*EngineReport, error) {
 // Table renders the report for a person.
 func (r *EngineReport) Table() string {
 	var b strings.Builder
+	fmt.Fprintf(&b, "processor: %s\n", r.CPU)
+	fmt.Fprintf(&b, "precision: %s, products on %s\n", r.Precision, r.Kernel)
 	fmt.Fprintf(&b, "GEMM backend: %s, %d threads\n", r.Backend, r.Threads)
 	fmt.Fprintf(&b, "peak: %.0f GFLOP/s (%d cores × %.2f GHz × %d FLOP/cycle, from %s)\n", r.Peak.GFLOPS, r.Peak.Cores, r.Peak.GHz, r.Peak.FlopsPerCyc, r.Peak.Source)
 	if len(r.GEMM) > 0 {
-		fmt.Fprintf(&b, "\n%-22s %10s %8s\n", "GEMM (square)", "GFLOP/s", "of peak")
+		fmt.Fprintf(&b, "\n%-22s %10s %8s\n", "GEMM ("+r.Effective+", square)", "GFLOP/s", "of fp32 peak")
 	}
 	above := false
 	for _, g := range r.GEMM {
@@ -307,9 +328,13 @@ func (r *EngineReport) Table() string {
 	fmt.Fprintf(&b, "  throughput  %8.0f tokens/s\n", r.TokensPerSec)
 	fmt.Fprintf(&b, "  compute     %8.1f GFLOP/s = %.0f%% of peak\n", r.GFLOPS, 100*r.PeakShare)
 	fmt.Fprintf(&b, "  allocations %8.0f per step, %.1f KB per step\n", r.AllocsPerStep, r.BytesPerStep/1024)
-	held := r.WeightBytes + r.GradBytes + r.OptimizerBytes + r.ActivationBytes
-	fmt.Fprintf(&b, "  memory held %8.0f MiB: weights %.0f, gradients %.0f, AdamW moments %.0f, activations %.0f\n",
+	held := r.WeightBytes + r.GradBytes + r.OptimizerBytes + r.ActivationBytes + r.BF16WeightBytes
+	fmt.Fprintf(&b, "  memory held %8.0f MiB: weights %.0f, gradients %.0f, AdamW moments %.0f, activations %.0f",
 		mib(held), mib(r.WeightBytes), mib(r.GradBytes), mib(r.OptimizerBytes), mib(r.ActivationBytes))
+	if r.BF16WeightBytes > 0 {
+		fmt.Fprintf(&b, ", the weights' bf16 copy %.0f", mib(r.BF16WeightBytes))
+	}
+	fmt.Fprintf(&b, "\n")
 	fmt.Fprintf(&b, "  peak memory %8.0f MiB resident (the process's peak)\n\n", mib(r.PeakRSSBytes))
 	fmt.Fprintf(&b, "%-14s %12s %12s %8s\n", "op", "forward ms", "backward ms", "share")
 	for _, o := range r.Ops {

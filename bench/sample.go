@@ -52,10 +52,14 @@ type SampleResult struct {
 	// OpShare is each op's share of the run's wall time (the best run's
 	// profile), "sampling" being the drawing of tokens from the logits.
 	OpShare map[string]float64
+	// Kernel is the precision and kernel of the model's products
+	// (model.Model.Kernel).
+	Kernel string
 }
 
 // SampleReport is what `rlvr bench sample` prints.
 type SampleReport struct {
+	CPU     string // the processor and its bf16 features
 	Backend string
 	Threads int
 	Peak    Peak
@@ -77,7 +81,7 @@ type SampleReport struct {
 
 // NewSampleReport starts a report with the machine's description.
 func NewSampleReport(peak Peak) *SampleReport {
-	return &SampleReport{Backend: gemm.Backend(), Threads: parallel.Threads(), Peak: peak, LogprobGap: map[string]float64{}}
+	return &SampleReport{CPU: gemm.DetectCPU().String(), Backend: gemm.Backend(), Threads: parallel.Threads(), Peak: peak, LogprobGap: map[string]float64{}}
 }
 
 // Sample times generation of maxTokens tokens from a one-token prompt at
@@ -93,7 +97,7 @@ func Sample(ctx context.Context, name string, m *model.Model, bos int32, streams
 	var all []sampled
 	for _, n := range streams {
 		req := []sample.Request{{Prompt: []int32{bos}, Params: sample.Params{MaxTokens: maxTokens, Temperature: 1, N: n, Seed: 1}}}
-		best := SampleResult{Model: name, Streams: n}
+		best := SampleResult{Model: name, Streams: n, Kernel: m.Kernel()}
 		var out [][]sample.Completion
 		for range reps {
 			t0 := time.Now()
@@ -197,11 +201,19 @@ func RunC(ctx context.Context, bin, checkpoint, tokenizer string, steps, reps in
 // Table renders the report for a person.
 func (r *SampleReport) Table() string {
 	var b strings.Builder
+	fmt.Fprintf(&b, "processor: %s\n", r.CPU)
 	fmt.Fprintf(&b, "GEMM backend: %s; %d threads\n", r.Backend, r.Threads)
 	fmt.Fprintf(&b, "peak: %.0f GFLOP/s (%s)\n\n", r.Peak.GFLOPS, r.Peak.Source)
 	fmt.Fprintf(&b, "%-14s %7s %7s %9s %8s %6s  %s\n", "model", "streams", "tokens", "tokens/s", "GFLOP/s", "peak", "time by op")
 	for _, x := range r.Results {
 		fmt.Fprintf(&b, "%-14s %7d %7d %9.0f %8.1f %5.0f%%  %s\n", x.Model, x.Streams, x.Tokens, x.TokensPerSec, x.GFLOPS, 100*x.PeakShare, opShares(x.OpShare))
+	}
+	var named []string
+	for _, x := range r.Results {
+		if !slices.Contains(named, x.Model) {
+			fmt.Fprintf(&b, "  %s: %s\n", x.Model, x.Kernel)
+			named = append(named, x.Model)
+		}
 	}
 	if r.RunC > 0 {
 		fmt.Fprintf(&b, "\nllama2.c run.c, stories260K, one stream: %.0f tokens/s\n", r.RunC)

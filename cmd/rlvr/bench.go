@@ -26,6 +26,7 @@ func benchEngineCmd() *cobra.Command {
 		seqs, reps                     int
 		peak                           float64
 		asJSON, recompute, gemmSection bool
+		precision                      string
 	)
 	cmd := &cobra.Command{
 		Use:   "engine",
@@ -35,7 +36,13 @@ Llama-style model (default: 4 layers, d_model 256, 4 heads, SwiGLU 688,
 vocab 512, 8 sequences of 128 tokens — the shape
 ../shared/tools/torch_llama_bench.py measures in PyTorch), splits the
 step's time by op, and reports the memory the step holds and the
-process's peak resident memory.
+process's peak resident memory. Every table names the processor, its
+bf16 features and the kernel that ran the products.
+
+bf16 on the CPU's matrix units (AVX512-BF16 or AMX, through oneDNN, which
+scripts/setup.sh installs), against float32:
+
+  rlvr bench engine --precision fp32 && rlvr bench engine --precision bf16
 
 Qwen2.5-0.5B's shape at 1024 tokens, recomputing activations:
 
@@ -57,6 +64,10 @@ Qwen2.5-0.5B's shape at 1024 tokens, recomputing activations:
 				c.intIn(f.flag, f.v, 1, f.max)
 			}
 			c.floatIn("peak", peak, 0, math.Inf(1), false)
+			prec, err := model.ParsePrecision(precision)
+			if err != nil {
+				c.add("precision", "%q: want fp32 or bf16", precision)
+			}
 			if len(c.problems) == 0 {
 				switch {
 				case cfg.Dim%cfg.Heads != 0:
@@ -76,7 +87,7 @@ Qwen2.5-0.5B's shape at 1024 tokens, recomputing activations:
 			if err := c.err(); err != nil {
 				return err
 			}
-			o := bench.EngineOptions{Sequences: seqs, SeqLen: cfg.MaxSeq, Reps: reps, Peak: bench.MachinePeak(peak), Recompute: recompute}
+			o := bench.EngineOptions{Sequences: seqs, SeqLen: cfg.MaxSeq, Reps: reps, Peak: bench.MachinePeak(peak), Recompute: recompute, Precision: prec}
 			if gemmSection {
 				o.GEMMSizes = []int{512, 1024, 2048}
 			}
@@ -101,6 +112,7 @@ Qwen2.5-0.5B's shape at 1024 tokens, recomputing activations:
 	f.IntVar(&reps, "reps", 10, "timed steps")
 	f.BoolVar(&recompute, "recompute", false, "recompute each block's activations in the backward instead of keeping them")
 	f.BoolVar(&gemmSection, "gemm", true, "time GEMM at 512³–2048³ first")
+	f.StringVar(&precision, "precision", "fp32", "fp32, or bf16: bf16 inputs to the matrix products, float32 accumulation (RLVR_BF16_KERNEL=auto|onednn|sbgemm|emulate|go chooses the kernel)")
 	f.Float64Var(&peak, "peak", 0, "machine peak in GFLOP/s (0: estimate from /proc/cpuinfo)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
