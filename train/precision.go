@@ -107,9 +107,15 @@ func (l *loop) correctSampler(ctx context.Context, terms []method.Term, gap *log
 		if t.Loss.PolicyGradient == backend.NoPolicyGradient {
 			continue
 		}
-		old, err := l.pol.learner.Logprobs(ctx, t.Data)
-		if err != nil {
-			return fmt.Errorf("term %s: the learner's logprobs before the update: %w", t.Name, err)
+		// In the passes the update takes, so that memory stays bounded
+		// as micro_batch_tokens bounds it.
+		var old [][]float32
+		for _, micro := range backend.MicroBatches(t.Data, l.cfg.MicroBatchTokens) {
+			lps, err := l.pol.learner.Logprobs(ctx, micro)
+			if err != nil {
+				return fmt.Errorf("term %s: the learner's logprobs before the update: %w", t.Name, err)
+			}
+			old = append(old, lps...)
 		}
 		gap.add(t.Data, old)
 		s, err := c.Apply(t.Data, old)

@@ -84,7 +84,7 @@ func runMetrics(t *testing.T, c RLConfig, delta float32) []map[string]float64 {
 // the run without it.
 func TestLogprobGapFloat32(t *testing.T) {
 	c := smallRL(t)
-	c.Steps, c.CheckpointEvery, c.MiniBatches = 2, 0, 2
+	c.Steps, c.CheckpointEvery, c.MiniBatches, c.MicroBatchTokens = 2, 0, 2, 100
 	plain := runMetrics(t, c, 0)
 	c.SamplerCorrection = &SamplerCorrectionConfig{Cap: 2}
 	corrected := runMetrics(t, c, 0)
