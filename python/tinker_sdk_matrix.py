@@ -24,7 +24,6 @@ import json
 import os
 import pickle
 import sys
-import time
 import traceback
 import urllib.request
 import warnings
