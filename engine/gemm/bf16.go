@@ -248,10 +248,10 @@ func (x *BF16Matrix) Set(src []float32) {
 	case bf16None:
 	case bf16Emulate, bf16Go:
 		x.vals = grow(x.vals, len(src))
-		roundRows(x.vals, src, 1, len(src), len(src))
+		convertRows(x.vals, src, 1, len(src), len(src))
 	default:
 		x.bits = grow(x.bits, len(src))
-		toBF16Rows(x.bits, src, 1, len(src), len(src))
+		convertRows(x.bits, src, 1, len(src), len(src))
 	}
 }
 
@@ -326,46 +326,27 @@ func bgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		scaleC(m, n, beta, c, ldc)
 		return
 	}
-	ar, ac := m, k
-	if transA {
-		ar, ac = k, m
-	}
-	br, bc := k, n
-	if transB {
-		br, bc = n, k
-	}
+	ar, ac, br, bc := opShapes(transA, transB, m, n, k)
 	s := scratchPool.Get().(*bf16Scratch)
 	defer scratchPool.Put(s)
 	switch st.backend {
 	case bf16Emulate, bf16Go:
-		s.vals = grow(s.vals, ar*ac+scratchB(bm, br*bc))
-		ra := s.vals[:ar*ac]
-		roundRows(ra, a, ar, ac, lda)
-		var rb []float32
+		var pre []float32
 		if bm != nil {
-			rb = bm.vals[off:]
-		} else {
-			rb = s.vals[ar*ac : ar*ac+br*bc]
-			roundRows(rb, b, br, bc, ldb)
-			ldb = bc
+			pre = bm.vals[off:]
 		}
+		ra, rb, ldb := roundOperands(&s.vals, pre, a, ar, ac, lda, b, br, bc, ldb)
 		if st.backend == bf16Go {
 			gonumSerial(transA, transB, m, n, k, alpha, ra, ac, rb[:(br-1)*ldb+bc], ldb, beta, c, ldc)
 			return
 		}
 		Sgemm(transA, transB, m, n, k, alpha, ra, ac, rb, ldb, beta, c, ldc)
 	default:
-		s.bits = grow(s.bits, ar*ac+scratchB(bm, br*bc))
-		ha := s.bits[:ar*ac]
-		toBF16Rows(ha, a, ar, ac, lda)
-		var hb []uint16
+		var pre []uint16
 		if bm != nil {
-			hb = bm.bits[off:]
-		} else {
-			hb = s.bits[ar*ac : ar*ac+br*bc]
-			toBF16Rows(hb, b, br, bc, ldb)
-			ldb = bc
+			pre = bm.bits[off:]
 		}
+		ha, hb, ldb := roundOperands(&s.bits, pre, a, ar, ac, lda, b, br, bc, ldb)
 		kern := sbgemmSerial
 		if st.backend == bf16OneDNN {
 			kern = onednnSerial
@@ -374,12 +355,23 @@ func bgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	}
 }
 
-// scratchB is the scratch B needs: none when it comes rounded.
-func scratchB(bm *BF16Matrix, n int) int {
-	if bm != nil {
-		return 0
+// roundOperands rounds A (ar × ac, leading dimension lda) into the
+// scratch *buf, and B (br × bc, ldb) too unless pre holds it rounded
+// already. It returns the rounded operands and B's leading dimension.
+func roundOperands[T float32 | uint16](buf *[]T, pre []T, a []float32, ar, ac, lda int, b []float32, br, bc, ldb int) (ra, rb []T, ldbOut int) {
+	n := ar * ac
+	if pre == nil {
+		n += br * bc
 	}
-	return n
+	*buf = grow(*buf, n)
+	ra = (*buf)[:ar*ac]
+	convertRows(ra, a, ar, ac, lda)
+	if pre != nil {
+		return ra, pre, ldb
+	}
+	rb = (*buf)[ar*ac : n]
+	convertRows(rb, b, br, bc, ldb)
+	return ra, rb, bc
 }
 
 // grow returns s with length n, reallocating only when its capacity is
@@ -395,56 +387,29 @@ func grow[T any](s []T, n int) []T {
 // calling goroutine: splitting it would cost more than it saves.
 const minSplitRound = 1 << 16
 
-// roundRows copies the rows × cols matrix src (row stride ld) into dst
-// (row stride cols) with every element rounded to bf16.
-func roundRows(dst, src []float32, rows, cols, ld int) {
+// convertRows copies the rows × cols matrix src (row stride ld) into dst
+// (row stride cols) with every element rounded to bf16: bf16 values in
+// float32, or bf16 bits.
+func convertRows[T float32 | uint16](dst []T, src []float32, rows, cols, ld int) {
 	if rows*cols < minSplitRound {
-		roundRowRange(dst, src, cols, ld, 0, rows)
+		convertRowRange(dst, src, cols, ld, 0, rows)
 		return
 	}
-	parallel.For(rows, max(1, 4096/cols), func(lo, hi int) { roundRowRange(dst, src, cols, ld, lo, hi) })
+	parallel.For(rows, max(1, 4096/cols), func(lo, hi int) { convertRowRange(dst, src, cols, ld, lo, hi) })
 }
 
-func roundRowRange(dst, src []float32, cols, ld, lo, hi int) {
+func convertRowRange[T float32 | uint16](dst []T, src []float32, cols, ld, lo, hi int) {
 	for r := lo; r < hi; r++ {
-		d, s := dst[r*cols:(r+1)*cols], src[r*ld:r*ld+cols]
-		for i, v := range s {
-			d[i] = RoundBF16(v)
+		s := src[r*ld : r*ld+cols]
+		switch d := any(dst[r*cols : (r+1)*cols]).(type) {
+		case []float32:
+			for i, v := range s {
+				d[i] = RoundBF16(v)
+			}
+		case []uint16:
+			for i, v := range s {
+				d[i] = Float32ToBF16(v)
+			}
 		}
 	}
-}
-
-// toBF16Rows is roundRows into bf16 bits.
-func toBF16Rows(dst []uint16, src []float32, rows, cols, ld int) {
-	if rows*cols < minSplitRound {
-		toBF16RowRange(dst, src, cols, ld, 0, rows)
-		return
-	}
-	parallel.For(rows, max(1, 4096/cols), func(lo, hi int) { toBF16RowRange(dst, src, cols, ld, lo, hi) })
-}
-
-func toBF16RowRange(dst []uint16, src []float32, cols, ld, lo, hi int) {
-	for r := lo; r < hi; r++ {
-		d, s := dst[r*cols:(r+1)*cols], src[r*ld:r*ld+cols]
-		for i, v := range s {
-			d[i] = Float32ToBF16(v)
-		}
-	}
-}
-
-// SetBF16Kernel chooses the bf16 kernel by an RLVR_BF16_KERNEL value
-// (BF16Kernels), replacing the environment's choice: for benchmarks and
-// tests that measure one kernel, and for parity runs that force the
-// emulation. Products already under way finish on the old kernel; a
-// BF16Weights set before must be set again. The error says why the choice
-// gives no kernel (bf16 then falls back to float32).
-func SetBF16Kernel(name string) error {
-	c := chooseBF16(name)
-	bf16Mu.Lock()
-	bf16Chosen = &c
-	bf16Mu.Unlock()
-	if c.backend == bf16None {
-		return fmt.Errorf("gemm: no bf16 kernel: %s", c.why)
-	}
-	return nil
 }

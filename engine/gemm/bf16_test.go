@@ -3,6 +3,7 @@ package gemm
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -92,45 +93,24 @@ func bf16Kernels(t *testing.T) []string {
 // transposes, padded leading dimensions, alpha and beta.
 func TestBgemmAgainstReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	shapes := []struct{ m, n, k int }{{1, 1, 1}, {1, 37, 9}, {3, 5, 7}, {17, 33, 9}, {64, 64, 63}, {130, 70, 101}, {5, 4, 0}, {300, 2, 513}}
+	shapes := []shape{{1, 1, 1}, {1, 37, 9}, {3, 5, 7}, {17, 33, 9}, {64, 64, 63}, {130, 70, 101}, {5, 4, 0}, {300, 2, 513}}
 	defer parallel.SetThreads(parallel.SetThreads(2))
 	for _, name := range bf16Kernels(t) {
-		c := useBF16(t, name)
-		t.Logf("%s: %s", name, c.name)
-		for _, s := range shapes {
-			for _, ta := range []bool{false, true} {
-				for _, tb := range []bool{false, true} {
-					for _, ab := range [][2]float32{{1, 0}, {1, 1}, {0.75, 0.5}} {
-						lda, ldb, ldc := s.k+3, s.n+2, s.n+1
-						if ta {
-							lda = s.m + 3
-						}
-						if tb {
-							ldb = s.k + 2
-						}
-						a := randSlice(r, max(s.m, s.k)*lda+1)
-						b := randSlice(r, max(s.n, s.k)*ldb+1)
-						cm := randSlice(r, s.m*ldc)
-						want := append([]float32(nil), cm...)
-						Naive(ta, tb, s.m, s.n, s.k, ab[0], roundedCopy(a), lda, roundedCopy(b), ldb, ab[1], want, ldc)
-						a0 := append([]float32(nil), a...)
-						Bgemm(ta, tb, s.m, s.n, s.k, ab[0], a, lda, b, ldb, ab[1], cm, ldc)
-						for i := range a {
-							if math.Float32bits(a[i]) != math.Float32bits(a0[i]) {
-								t.Fatalf("%s modified A", name)
-							}
-						}
-						var worst float64
-						for i := range cm {
-							worst = math.Max(worst, math.Abs(float64(cm[i]-want[i])))
-						}
-						if tol := 1e-5 * float64(s.k+1); worst > tol {
-							t.Errorf("%s %v ta=%v tb=%v alpha,beta=%v: max |diff| %.3g > %.3g", name, s, ta, tb, ab, worst, tol)
-						}
-					}
+		t.Logf("%s: %s", name, useBF16(t, name).name)
+		forEachCase(r, shapes, func(g gemmCase) {
+			for _, ab := range [][2]float32{{1, 0}, {1, 1}, {0.75, 0.5}} {
+				c, want := slices.Clone(g.c), slices.Clone(g.c)
+				Naive(g.ta, g.tb, g.m, g.n, g.k, ab[0], roundedCopy(g.a), g.lda, roundedCopy(g.b), g.ldb, ab[1], want, g.ldc)
+				a0 := slices.Clone(g.a)
+				Bgemm(g.ta, g.tb, g.m, g.n, g.k, ab[0], g.a, g.lda, g.b, g.ldb, ab[1], c, g.ldc)
+				if !slices.Equal(g.a, a0) {
+					t.Fatalf("%s modified A", name)
+				}
+				if worst, tol := maxDiff(c, want), 1e-5*float64(g.k+1); worst > tol {
+					t.Errorf("%s %v ta=%v tb=%v alpha,beta=%v: max |diff| %.3g > %.3g", name, g.shape, g.ta, g.tb, ab, worst, tol)
 				}
 			}
-		}
+		})
 	}
 }
 
@@ -141,7 +121,7 @@ func TestEmulatedIsSgemmOfRoundedInputs(t *testing.T) {
 	useBF16(t, "emulate")
 	defer parallel.SetThreads(parallel.SetThreads(2))
 	r := rand.New(rand.NewPCG(13, 14))
-	for _, s := range []struct{ m, n, k int }{{1, 300, 77}, {257, 129, 65}, {64, 700, 33}} {
+	for _, s := range []shape{{1, 300, 77}, {257, 129, 65}, {64, 700, 33}} {
 		for _, tb := range []bool{false, true} {
 			ldb := s.n
 			if tb {
@@ -190,31 +170,16 @@ func TestOneDNNPlumbing(t *testing.T) {
 	}
 	t.Log(dnnlDesc)
 	r := rand.New(rand.NewPCG(17, 18))
-	for _, s := range []struct{ m, n, k int }{{1, 1, 1}, {1, 37, 9}, {17, 33, 9}, {130, 70, 101}} {
-		for _, ta := range []bool{false, true} {
-			for _, tb := range []bool{false, true} {
-				lda, ldb, ldc := s.k+3, s.n+2, s.n+1
-				if ta {
-					lda = s.m + 3
-				}
-				if tb {
-					ldb = s.k + 2
-				}
-				a, b := randSlice(r, max(s.m, s.k)*lda+1), randSlice(r, max(s.n, s.k)*ldb+1)
-				c := randSlice(r, s.m*ldc)
-				want := append([]float32(nil), c...)
-				Naive(ta, tb, s.m, s.n, s.k, 0.75, a, lda, b, ldb, 0.5, want, ldc)
-				if err := onednnF32(ta, tb, s.m, s.n, s.k, 0.75, a, lda, b, ldb, 0.5, c, ldc); err != nil {
-					t.Fatal(err)
-				}
-				for i := range c {
-					if d := math.Abs(float64(c[i] - want[i])); d > 1e-5*float64(s.k+1) {
-						t.Fatalf("%v ta=%v tb=%v: element %d is %v, want %v", s, ta, tb, i, c[i], want[i])
-					}
-				}
-			}
+	forEachCase(r, []shape{{1, 1, 1}, {1, 37, 9}, {17, 33, 9}, {130, 70, 101}}, func(g gemmCase) {
+		want := slices.Clone(g.c)
+		Naive(g.ta, g.tb, g.m, g.n, g.k, 0.75, g.a, g.lda, g.b, g.ldb, 0.5, want, g.ldc)
+		if err := onednnF32(g.ta, g.tb, g.m, g.n, g.k, 0.75, g.a, g.lda, g.b, g.ldb, 0.5, g.c, g.ldc); err != nil {
+			t.Fatal(err)
 		}
-	}
+		if worst, tol := maxDiff(g.c, want), 1e-5*float64(g.k+1); worst > tol {
+			t.Fatalf("%v ta=%v tb=%v: max |diff| %.3g > %.3g", g.shape, g.ta, g.tb, worst, tol)
+		}
+	})
 }
 
 func TestFallbackNoticeOnce(t *testing.T) {

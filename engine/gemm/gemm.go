@@ -128,6 +128,19 @@ func SgemmSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 	kernel(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
+// opShapes is the stored shape of A (ar × ac) and of B (br × bc) for a
+// product op(A)·op(B) of shape (m, k)·(k, n).
+func opShapes(transA, transB bool, m, n, k int) (ar, ac, br, bc int) {
+	ar, ac, br, bc = m, k, k, n
+	if transA {
+		ar, ac = k, m
+	}
+	if transB {
+		br, bc = n, k
+	}
+	return
+}
+
 // checkShapes panics with a precise message when a matrix does not fit its
 // slice; BLAS would otherwise read out of bounds.
 func checkShapes(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
@@ -137,14 +150,7 @@ func checkShapes(transA, transB bool, m, n, k int, a []float32, lda int, b []flo
 	if m == 0 || n == 0 {
 		return
 	}
-	ar, ac := m, k
-	if transA {
-		ar, ac = k, m
-	}
-	br, bc := k, n
-	if transB {
-		br, bc = n, k
-	}
+	ar, ac, br, bc := opShapes(transA, transB, m, n, k)
 	fits := func(name string, s []float32, rows, cols, ld int) {
 		if ld < max(cols, 1) {
 			panic(fmt.Sprintf("gemm: ld%s=%d < %d columns", name, ld, cols))
@@ -168,14 +174,7 @@ func gonumSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 	if transB {
 		tb = blas.Trans
 	}
-	ar, ac := m, k
-	if transA {
-		ar, ac = k, m
-	}
-	br, bc := k, n
-	if transB {
-		br, bc = n, k
-	}
+	ar, ac, br, bc := opShapes(transA, transB, m, n, k)
 	// gonum checks exact slice extents; trim to what the shapes use.
 	c = c[:(m-1)*ldc+n]
 	if k == 0 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"rlvr/engine/parallel"
@@ -28,40 +29,65 @@ func kernels() map[string]gemmFunc {
 	return ks
 }
 
-func TestAgainstNaive(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	shapes := []struct{ m, n, k int }{{1, 1, 1}, {3, 5, 7}, {17, 33, 9}, {64, 64, 64}, {130, 70, 100}, {40, 300, 50}, {5, 4, 0}}
-	defer parallel.SetThreads(parallel.SetThreads(2))
-	for name, f := range kernels() {
-		for _, s := range shapes {
-			for _, ta := range []bool{false, true} {
-				for _, tb := range []bool{false, true} {
-					for _, beta := range []float32{0, 1, 0.5} {
-						// Padded leading dimensions check that ld is honoured.
-						lda, ldb, ldc := s.k+3, s.n+2, s.n+1
-						if ta {
-							lda = s.m + 3
-						}
-						if tb {
-							ldb = s.k + 2
-						}
-						a := randSlice(r, max(s.m, s.k)*lda+1)
-						b := randSlice(r, max(s.n, s.k)*ldb+1)
-						c := randSlice(r, s.m*ldc)
-						want := append([]float32(nil), c...)
-						Naive(ta, tb, s.m, s.n, s.k, 0.75, a, lda, b, ldb, beta, want, ldc)
-						f(ta, tb, s.m, s.n, s.k, 0.75, a, lda, b, ldb, beta, c, ldc)
-						var worst float64
-						for i := range c {
-							worst = math.Max(worst, math.Abs(float64(c[i]-want[i])))
-						}
-						if tol := 1e-5 * float64(s.k+1); worst > tol {
-							t.Errorf("%s %v ta=%v tb=%v beta=%v: max |diff| %.3g > %.3g", name, s, ta, tb, beta, worst, tol)
-						}
-					}
+// shape is a product's m, n and k.
+type shape struct{ m, n, k int }
+
+// gemmCase is one product of a sweep: random operands in padded leading
+// dimensions (so that ld is honoured) and a random C.
+type gemmCase struct {
+	shape
+	ta, tb        bool
+	lda, ldb, ldc int
+	a, b, c       []float32
+}
+
+// forEachCase calls f with random operands for every shape and both
+// transposes of A and B.
+func forEachCase(r *rand.Rand, shapes []shape, f func(gemmCase)) {
+	for _, s := range shapes {
+		for _, ta := range []bool{false, true} {
+			for _, tb := range []bool{false, true} {
+				c := gemmCase{shape: s, ta: ta, tb: tb, lda: s.k + 3, ldb: s.n + 2, ldc: s.n + 1}
+				if ta {
+					c.lda = s.m + 3
 				}
+				if tb {
+					c.ldb = s.k + 2
+				}
+				c.a = randSlice(r, max(s.m, s.k)*c.lda+1)
+				c.b = randSlice(r, max(s.n, s.k)*c.ldb+1)
+				c.c = randSlice(r, s.m*c.ldc)
+				f(c)
 			}
 		}
+	}
+}
+
+// maxDiff is the largest |got − want|.
+func maxDiff(got, want []float32) float64 {
+	var worst float64
+	for i := range got {
+		worst = math.Max(worst, math.Abs(float64(got[i]-want[i])))
+	}
+	return worst
+}
+
+func TestAgainstNaive(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	shapes := []shape{{1, 1, 1}, {3, 5, 7}, {17, 33, 9}, {64, 64, 64}, {130, 70, 100}, {40, 300, 50}, {5, 4, 0}}
+	defer parallel.SetThreads(parallel.SetThreads(2))
+	for name, f := range kernels() {
+		forEachCase(r, shapes, func(g gemmCase) {
+			for _, beta := range []float32{0, 1, 0.5} {
+				c := slices.Clone(g.c)
+				want := slices.Clone(g.c)
+				Naive(g.ta, g.tb, g.m, g.n, g.k, 0.75, g.a, g.lda, g.b, g.ldb, beta, want, g.ldc)
+				f(g.ta, g.tb, g.m, g.n, g.k, 0.75, g.a, g.lda, g.b, g.ldb, beta, c, g.ldc)
+				if worst, tol := maxDiff(c, want), 1e-5*float64(g.k+1); worst > tol {
+					t.Errorf("%s %v ta=%v tb=%v beta=%v: max |diff| %.3g > %.3g", name, g.shape, g.ta, g.tb, beta, worst, tol)
+				}
+			}
+		})
 	}
 }
 

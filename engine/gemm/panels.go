@@ -110,7 +110,7 @@ func MulPanels(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, a
 	if p.BF16 {
 		// The rows rounded once, before the threads split the panels.
 		p.xr = grow(p.xr, m*p.K)
-		roundRows(p.xr, x, m, p.K, ldx)
+		convertRows(p.xr, x, m, p.K, ldx)
 		x, ldx = p.xr, p.K
 	}
 	if m >= 2*panelRows {

@@ -46,7 +46,7 @@ type Model struct {
 	// gradients), rounds its inputs to bfloat16 and accumulates in
 	// float32. The weights stay float32 (the master copy AdamW updates);
 	// norms, softmax, RoPE, attention, the loss and logprobs stay float32.
-	// docs/engine.md ("Precision") says where this differs from autocast.
+	// docs/precision.md says where this differs from autocast.
 	// Where no bf16 kernel exists (gemm.BF16KernelOK), BF16 runs in float32
 	// after a one-line notice; EffectivePrecision says which runs. It is
 	// read at each forward and by Cache.Pack, so it may change between
