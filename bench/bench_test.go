@@ -2,9 +2,11 @@ package bench
 
 import (
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
+	"rlvr/engine/gemm"
 	"rlvr/engine/model"
 )
 
@@ -80,6 +82,30 @@ func TestEngineRecomputeHoldsLessActivations(t *testing.T) {
 	for _, want := range []string{"recomputed", "tied head", "q/k/v biases"} {
 		if !strings.Contains(rec.Table(), want) {
 			t.Errorf("table does not mention %q:\n%s", want, rec.Table())
+		}
+	}
+}
+
+// TestEngineReportNamesPrecision: the report names the processor, the
+// precision asked for and the kernel that ran, in bf16 (emulated here) and
+// in its float32 fallback, and counts the weights' bf16 copy.
+func TestEngineReportNamesPrecision(t *testing.T) {
+	cfg := model.Config{Vocab: 64, Dim: 32, Layers: 1, Heads: 2, Hidden: 64, MaxSeq: 16}
+	defer gemm.SetBF16Kernel(os.Getenv("RLVR_BF16_KERNEL"))
+	for _, k := range []struct{ kernel, want string }{{"emulate", "products on bf16: emulated"}, {"none", "products on fp32 (bf16 unavailable"}} {
+		gemm.SetBF16Kernel(k.kernel)
+		rep, err := Engine(cfg, EngineOptions{Sequences: 1, SeqLen: 16, Reps: 1, Peak: MachinePeak(0), GEMMSizes: []int{32}, Precision: model.BF16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tab := rep.Table()
+		for _, want := range []string{"processor: " + gemm.DetectCPU().Name, "AVX512-BF16", "precision: bf16", k.want} {
+			if !strings.Contains(tab, want) {
+				t.Errorf("%s: the table does not say %q:\n%s", k.kernel, want, tab)
+			}
+		}
+		if bf := rep.BF16WeightBytes > 0; bf != (k.kernel == "emulate") {
+			t.Errorf("%s: the weights' bf16 copy holds %d bytes", k.kernel, rep.BF16WeightBytes)
 		}
 	}
 }

@@ -298,7 +298,7 @@ func (r *EngineReport) Table() string {
 	fmt.Fprintf(&b, "GEMM backend: %s, %d threads\n", r.Backend, r.Threads)
 	fmt.Fprintf(&b, "peak: %.0f GFLOP/s (%d cores × %.2f GHz × %d FLOP/cycle, from %s)\n", r.Peak.GFLOPS, r.Peak.Cores, r.Peak.GHz, r.Peak.FlopsPerCyc, r.Peak.Source)
 	if len(r.GEMM) > 0 {
-		fmt.Fprintf(&b, "\n%-22s %10s %8s\n", "GEMM ("+r.Effective+", square)", "GFLOP/s", "of fp32 peak")
+		fmt.Fprintf(&b, "\n%-22s %10s %8s\n", "GEMM (square) "+r.Effective, "GFLOP/s", "of peak")
 	}
 	above := false
 	for _, g := range r.GEMM {

@@ -413,3 +413,20 @@ func convertRowRange[T float32 | uint16](dst []T, src []float32, cols, ld, lo, h
 		}
 	}
 }
+
+// SetBF16Kernel chooses the bf16 kernel by an RLVR_BF16_KERNEL value
+// (BF16Kernels), replacing the environment's choice: for benchmarks and
+// tests that measure one kernel, and for parity runs that force the
+// emulation. Products already under way finish on the old kernel; a
+// BF16Weights set before must be set again. The error says why the choice
+// gives no kernel (bf16 then falls back to float32).
+func SetBF16Kernel(name string) error {
+	c := chooseBF16(name)
+	bf16Mu.Lock()
+	bf16Chosen = &c
+	bf16Mu.Unlock()
+	if c.backend == bf16None {
+		return fmt.Errorf("gemm: no bf16 kernel: %s", c.why)
+	}
+	return nil
+}
