@@ -112,9 +112,14 @@ const (
 // bf16Choice is the kernel chosen for bf16 products and why.
 type bf16Choice struct {
 	backend bf16Backend
-	name    string // what runs, for logs and benchmark tables
-	why     string // why there is no kernel (backend bf16None)
+	name    string     // what runs, for logs and benchmark tables
+	why     string     // why there is no kernel (backend bf16None)
+	bits    bitsKernel // the product of bf16 bits, for oneDNN and sbgemm
 }
+
+// bitsKernel multiplies bf16 matrices (bits) into a float32 C on the
+// calling goroutine.
+type bitsKernel func(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int)
 
 var (
 	bf16Mu     sync.Mutex
@@ -155,11 +160,11 @@ func chooseBF16(env string) bf16Choice {
 		}
 		name, errD := loadOneDNN()
 		if errD == nil {
-			return bf16Choice{backend: bf16OneDNN, name: name}
+			return bf16Choice{backend: bf16OneDNN, name: name, bits: onednnSerial}
 		}
 		name, errS := sbgemmName()
 		if errS == nil {
-			return bf16Choice{backend: bf16Sbgemm, name: name}
+			return bf16Choice{backend: bf16Sbgemm, name: name, bits: sbgemmSerial}
 		}
 		return bf16Choice{why: fmt.Sprintf("%s has %s but no bf16 library loaded (%v; %v; scripts/setup.sh installs oneDNN)", cpu.Name, cpu.Features(), errD, errS)}
 	case "onednn":
@@ -167,13 +172,13 @@ func chooseBF16(env string) bf16Choice {
 		if err != nil {
 			return bf16Choice{why: "RLVR_BF16_KERNEL=onednn: " + err.Error()}
 		}
-		return bf16Choice{backend: bf16OneDNN, name: name}
+		return bf16Choice{backend: bf16OneDNN, name: name, bits: onednnSerial}
 	case "sbgemm":
 		name, err := sbgemmName()
 		if err != nil {
 			return bf16Choice{why: "RLVR_BF16_KERNEL=sbgemm: " + err.Error()}
 		}
-		return bf16Choice{backend: bf16Sbgemm, name: name}
+		return bf16Choice{backend: bf16Sbgemm, name: name, bits: sbgemmSerial}
 	case "emulate":
 		return bf16Choice{backend: bf16Emulate, name: "emulated: bf16-rounded inputs through " + Backend()}
 	case "go":
@@ -347,11 +352,7 @@ func bgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 			pre = bm.bits[off:]
 		}
 		ha, hb, ldb := roundOperands(&s.bits, pre, a, ar, ac, lda, b, br, bc, ldb)
-		kern := sbgemmSerial
-		if st.backend == bf16OneDNN {
-			kern = onednnSerial
-		}
-		splitProduct(kern, true, transA, transB, m, n, k, alpha, ha, ac, hb, ldb, beta, c, ldc)
+		splitProduct(st.bits, true, transA, transB, m, n, k, alpha, ha, ac, hb, ldb, beta, c, ldc)
 	}
 }
 

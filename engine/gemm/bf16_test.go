@@ -18,6 +18,9 @@ func useBF16(t *testing.T, name string) bf16Choice {
 	bf16Mu.Lock()
 	old := bf16Chosen
 	c := chooseBF16(name)
+	if name == bitsForTest {
+		c = bf16Choice{backend: bf16Sbgemm, name: "three loops over bf16 bits", bits: naiveBits}
+	}
 	bf16Chosen = &c
 	bf16Mu.Unlock()
 	t.Cleanup(func() {
@@ -74,9 +77,31 @@ func roundedCopy(src []float32) []float32 {
 	return out
 }
 
-// bf16Kernels are the RLVR_BF16_KERNEL values that give a kernel here.
+// naiveBits is the three-loop product of bf16 bits: a stand-in for
+// oneDNN and sbgemm, so that the path that converts operands to bits,
+// reads weights' bits at an offset and splits the product across threads
+// is tested on machines without a bf16 library.
+func naiveBits(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int) {
+	ar, ac, br, bc := opShapes(transA, transB, m, n, k)
+	wide := func(h []uint16, rows, cols, ld int) []float32 {
+		w := make([]float32, max(rows*ld, 1))
+		for r := range rows {
+			for j := range cols {
+				w[r*ld+j] = BF16ToFloat32(h[r*ld+j])
+			}
+		}
+		return w
+	}
+	Naive(transA, transB, m, n, k, alpha, wide(a, ar, ac, lda), lda, wide(b, br, bc, ldb), ldb, beta, c, ldc)
+}
+
+// bitsForTest is the name bf16Kernels gives the naiveBits stand-in.
+const bitsForTest = "bits (test)"
+
+// bf16Kernels are the RLVR_BF16_KERNEL values that give a kernel here,
+// and the bits stand-in.
 func bf16Kernels(t *testing.T) []string {
-	names := []string{"emulate", "go"}
+	names := []string{"emulate", "go", bitsForTest}
 	for _, n := range []string{"onednn", "sbgemm"} {
 		if c := chooseBF16(n); c.backend != bf16None {
 			names = append(names, n)
@@ -260,5 +285,58 @@ func BenchmarkBgemm(b *testing.B) {
 	}
 	for _, s := range shapes {
 		b.Run(s.name, func(b *testing.B) { benchGemm(b, Bgemm, s.m, s.n, s.k, s.ta, s.tb) })
+	}
+}
+
+// TestBF16WeightsReadTheCopy: a product whose B is a view of the slab
+// reads its rounded copy at the view's offset and gives Bgemm's result;
+// one whose B lies outside the slab rounds it then; after the slab
+// changes, Set again is what the products see; a nil *BF16Weights is Sgemm.
+func TestBF16WeightsReadTheCopy(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	m, n, k := 7, 9, 11
+	for _, name := range []string{"emulate", bitsForTest} {
+		useBF16(t, name)
+		slab := randSlice(r, 5+n*k+3)
+		w := slab[5 : 5+n*k]
+		x := randSlice(r, m*k)
+		var bw BF16Weights
+		bw.Set(slab)
+		for _, tb := range []bool{false, true} {
+			ldb := n
+			if tb {
+				ldb = k
+			}
+			got, want := make([]float32, m*n), make([]float32, m*n)
+			bw.Gemm(false, tb, m, n, k, 1, x, k, w, ldb, 0, got, n)
+			Bgemm(false, tb, m, n, k, 1, x, k, w, ldb, 0, want, n)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s tb=%v: the copy's product %v, Bgemm %v", name, tb, got[:3], want[:3])
+			}
+			outside := slices.Clone(w)
+			bw.Gemm(false, tb, m, n, k, 1, x, k, outside, ldb, 0, got, n)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s tb=%v: B outside the slab gives %v, want %v", name, tb, got[:3], want[:3])
+			}
+		}
+		for i := range slab {
+			slab[i] *= 2
+		}
+		stale, fresh, want := make([]float32, m*n), make([]float32, m*n), make([]float32, m*n)
+		bw.Gemm(false, true, m, n, k, 1, x, k, w, k, 0, stale, n)
+		bw.Set(slab)
+		bw.Gemm(false, true, m, n, k, 1, x, k, w, k, 0, fresh, n)
+		Bgemm(false, true, m, n, k, 1, x, k, w, k, 0, want, n)
+		if !slices.Equal(fresh, want) || slices.Equal(stale, want) {
+			t.Fatalf("%s: after Set the copy must follow the slab, and only then", name)
+		}
+	}
+	var none *BF16Weights
+	a, b := randSlice(r, 6), randSlice(r, 6)
+	got, want := make([]float32, 4), make([]float32, 4)
+	none.Gemm(false, false, 2, 2, 3, 1, a, 3, b, 2, 0, got, 2)
+	Sgemm(false, false, 2, 2, 3, 1, a, 3, b, 2, 0, want, 2)
+	if !slices.Equal(got, want) {
+		t.Fatalf("nil BF16Weights: %v, Sgemm %v", got, want)
 	}
 }

@@ -52,8 +52,8 @@ static struct {
 // 3 when no CPU engine can be made.
 static int rlvr_dnnl_open(const char* path) {
 	// One thread per call: rlvr splits products across goroutines itself.
-	setenv("OMP_NUM_THREADS", "1", 0);
-	setenv("DNNL_VERBOSE", "0", 0);
+	// (libgomp reads this when the library's load brings it in.)
+	setenv("OMP_NUM_THREADS", "1", 1);
 	void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) return 1;
 #define SYM(field, name) if (!(*(void**)&dn.field = dlsym(h, name))) { dlclose(h); return 2; }
