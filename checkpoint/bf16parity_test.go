@@ -71,9 +71,12 @@ func TestRealModelParityBF16(t *testing.T) {
 			ref := readParityRef(t, tc.name)
 			var bref bf16Ref
 			gzjson.Read(t, refFile, &bref)
+			// The reference may hold the first prompts only (its script's
+			// --prompts): transformers' bf16 is slow on CPUs without bf16.
+			prompts := len(bref.Runs["fp32"])
 			for _, run := range []string{"fp32", "autocast", "bf16"} {
-				if len(bref.Runs[run]) != len(ref.Prompts) {
-					t.Fatalf("%s: %d prompts in run %s, %d in the float32 reference", refFile, len(bref.Runs[run]), run, len(ref.Prompts))
+				if n := len(bref.Runs[run]); n != prompts || n == 0 || n > len(ref.Prompts) {
+					t.Fatalf("%s: %d prompts in run %s, %d in run fp32, %d in the float32 reference", refFile, n, run, prompts, len(ref.Prompts))
 				}
 			}
 			kernel := os.Getenv("RLVR_BF16_KERNEL")
@@ -100,7 +103,7 @@ func TestRealModelParityBF16(t *testing.T) {
 			for _, run := range []string{"autocast", "bf16"} {
 				tfGap[run], dTrain[run], dDecode[run] = &gapStats{}, &gapStats{}, &gapStats{}
 			}
-			for i, p := range ref.Prompts {
+			for i, p := range ref.Prompts[:prompts] {
 				seq := append(slices.Clone(p.Prompt), p.Continuation...)
 				targets := make([]int32, len(seq))
 				for j, pos := range p.Positions {
@@ -125,7 +128,7 @@ func TestRealModelParityBF16(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("|Δ logprob| of the float32 top token, %d positions: rlvr bf16 − rlvr fp32: %v", rlvrGap.n, rlvrGap)
+			t.Logf("|Δ logprob| of the float32 top token, %d positions of %d prompts: rlvr bf16 − rlvr fp32: %v", rlvrGap.n, prompts, rlvrGap)
 			for _, run := range []string{"autocast", "bf16"} {
 				t.Logf("  transformers %-8s − transformers fp32: %v; rlvr bf16 − transformers %s: training forward %v, decoder %v",
 					run, tfGap[run], run, dTrain[run], dDecode[run])

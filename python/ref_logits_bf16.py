@@ -17,7 +17,11 @@ the 16 ids the float32 reference lists there (its top 8 and 8 probes), into
 checkpoint/testdata/parity/<model>.bf16.json.gz. checkpoint's
 TestRealModelParityBF16 compares rlvr's bf16 logits with them.
 
-Usage: python ref_logits_bf16.py [--models DIR] [--out checkpoint/testdata/parity] [--only smollm2]
+--prompts N records the first N prompts only (transformers' bf16 on a CPU
+without bf16 instructions is slow: the bf16-weights run of Gemma 3, whose
+head has 262k rows, takes hours on two busy cores).
+
+Usage: python ref_logits_bf16.py [--models DIR] [--out checkpoint/testdata/parity] [--only smollm2] [--prompts N]
 """
 
 import argparse
@@ -54,6 +58,7 @@ def main():
     ap.add_argument("--models", default=os.path.join(os.environ.get("RLVR_CACHE", os.path.expanduser("~/.cache/rlvr")), "models"))
     ap.add_argument("--out", default="checkpoint/testdata/parity")
     ap.add_argument("--only", default="")
+    ap.add_argument("--prompts", type=int, default=0, help="the first N prompts only (0: all)")
     args = ap.parse_args()
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     out = pathlib.Path(args.out)
@@ -65,19 +70,21 @@ def main():
         model = AutoModelForCausalLM.from_pretrained(args.models, gguf_file=file, dtype=torch.float32, attn_implementation="eager")
         model.eval()
         runs = {"fp32": [], "autocast": [], "bf16": []}
+        if args.prompts:
+            ref["prompts"] = ref["prompts"][:args.prompts]
         seqs = [p["prompt"] + p["continuation"] for p in ref["prompts"]]
         for mode in ("fp32", "autocast"):
             for seq, p in zip(seqs, ref["prompts"]):
                 with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=mode == "autocast"):
                     logits = model(torch.tensor([seq])).logits[0].float().numpy()
                 runs[mode].append(record(logits, p["positions"]))
-            print(f"{name}: {mode} done", file=sys.stderr)
+            print(f"{name}: {mode} done", file=sys.stderr, flush=True)
         model = model.to(torch.bfloat16)
         for seq, p in zip(seqs, ref["prompts"]):
             with torch.no_grad():
                 logits = model(torch.tensor([seq])).logits[0].float().numpy()
             runs["bf16"].append(record(logits, p["positions"]))
-        print(f"{name}: bf16 done", file=sys.stderr)
+        print(f"{name}: bf16 done", file=sys.stderr, flush=True)
         doc = {"model": file, "vocab": ref["vocab"],
                "reference": "transformers %s, torch %s, eager attention, GGUF loaded by transformers; "
                             "per position: [lse, logits at the float32 reference's top 8 and 8 probe ids]" % (
