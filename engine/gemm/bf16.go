@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"rlvr/engine/parallel"
@@ -122,20 +123,24 @@ type bf16Choice struct {
 type bitsKernel func(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int)
 
 var (
-	bf16Mu     sync.Mutex
-	bf16Chosen *bf16Choice
+	bf16Mu     sync.Mutex // serializes the choice
+	bf16Chosen atomic.Pointer[bf16Choice]
 )
 
 // bf16State is the kernel choice, made on first use from RLVR_BF16_KERNEL,
 // so a process that never multiplies in bf16 loads no bf16 library.
 func bf16State() *bf16Choice {
+	if c := bf16Chosen.Load(); c != nil {
+		return c
+	}
 	bf16Mu.Lock()
 	defer bf16Mu.Unlock()
-	if bf16Chosen == nil {
-		c := chooseBF16(os.Getenv("RLVR_BF16_KERNEL"))
-		bf16Chosen = &c
+	if c := bf16Chosen.Load(); c != nil {
+		return c
 	}
-	return bf16Chosen
+	c := chooseBF16(os.Getenv("RLVR_BF16_KERNEL"))
+	bf16Chosen.Store(&c)
+	return &c
 }
 
 // BF16Kernels are the values RLVR_BF16_KERNEL takes:
@@ -239,16 +244,16 @@ func Bgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	bgemm(transA, transB, m, n, k, alpha, a, lda, b, nil, 0, ldb, beta, c, ldc)
 }
 
-// BF16Matrix is a float32 matrix (or a slab of them) rounded to bf16 once,
+// bf16Matrix is a float32 matrix (or a slab of them) rounded to bf16 once,
 // in the form the running bf16 kernel reads: bits for oneDNN and sbgemm,
 // float32 values for the emulations.
-type BF16Matrix struct {
+type bf16Matrix struct {
 	bits []uint16
 	vals []float32
 }
 
 // Set rounds src into x, reusing x's storage when it is large enough.
-func (x *BF16Matrix) Set(src []float32) {
+func (x *bf16Matrix) Set(src []float32) {
 	switch bf16State().backend {
 	case bf16None:
 	case bf16Emulate, bf16Go:
@@ -261,7 +266,7 @@ func (x *BF16Matrix) Set(src []float32) {
 }
 
 // Bytes is the memory x holds.
-func (x *BF16Matrix) Bytes() int64 { return int64(cap(x.bits))*2 + int64(cap(x.vals))*4 }
+func (x *bf16Matrix) Bytes() int64 { return int64(cap(x.bits))*2 + int64(cap(x.vals))*4 }
 
 // BF16Weights is a slab of float32 weights with its bf16 copy, so that a
 // model's products read their weights rounded once per refresh (Set)
@@ -269,7 +274,7 @@ func (x *BF16Matrix) Bytes() int64 { return int64(cap(x.bits))*2 + int64(cap(x.v
 // products: its Gemm is Sgemm.
 type BF16Weights struct {
 	slab []float32
-	copy BF16Matrix
+	copy bf16Matrix
 }
 
 // Set makes w the rounded copy of slab (the weights as they are now): to
@@ -317,7 +322,7 @@ func (w *BF16Weights) offset(b []float32) (int, bool) {
 }
 
 // bgemm is Bgemm, or with bm not nil Bgemm with B read from bm at off.
-func bgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, bm *BF16Matrix, off, ldb int, beta float32, c []float32, ldc int) {
+func bgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, bm *bf16Matrix, off, ldb int, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -424,7 +429,7 @@ func convertRowRange[T float32 | uint16](dst []T, src []float32, cols, ld, lo, h
 func SetBF16Kernel(name string) error {
 	c := chooseBF16(name)
 	bf16Mu.Lock()
-	bf16Chosen = &c
+	bf16Chosen.Store(&c)
 	bf16Mu.Unlock()
 	if c.backend == bf16None {
 		return fmt.Errorf("gemm: no bf16 kernel: %s", c.why)

@@ -15,19 +15,13 @@ import (
 // the rest of the test.
 func useBF16(t *testing.T, name string) bf16Choice {
 	t.Helper()
-	bf16Mu.Lock()
-	old := bf16Chosen
+	old := bf16State()
 	c := chooseBF16(name)
 	if name == bitsForTest {
 		c = bf16Choice{backend: bf16Sbgemm, name: "three loops over bf16 bits", bits: naiveBits}
 	}
-	bf16Chosen = &c
-	bf16Mu.Unlock()
-	t.Cleanup(func() {
-		bf16Mu.Lock()
-		bf16Chosen = old
-		bf16Mu.Unlock()
-	})
+	bf16Chosen.Store(&c)
+	t.Cleanup(func() { bf16Chosen.Store(old) })
 	return c
 }
 
