@@ -345,7 +345,7 @@ func bgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		if bm != nil {
 			pre = bm.vals[off:]
 		}
-		ra, rb, ldb := roundOperands(&s.vals, pre, a, ar, ac, lda, b, br, bc, ldb)
+		ra, rb, ldb := roundOperands(&s.vals, pre, a, ar, ac, lda, false, b, br, bc, ldb)
 		if st.backend == bf16Go {
 			gonumSerial(transA, transB, m, n, k, alpha, ra, ac, rb[:(br-1)*ldb+bc], ldb, beta, c, ldc)
 			return
@@ -356,22 +356,30 @@ func bgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		if bm != nil {
 			pre = bm.bits[off:]
 		}
-		ha, hb, ldb := roundOperands(&s.bits, pre, a, ar, ac, lda, b, br, bc, ldb)
-		splitProduct(st.bits, true, transA, transB, m, n, k, alpha, ha, ac, hb, ldb, beta, c, ldc)
+		// The libraries' bf16 kernels are fastest on a plain source (a
+		// transposed one may send oneDNN to a slower implementation), so
+		// the copy that rounds a transposed A also transposes it.
+		ha, hb, ldb := roundOperands(&s.bits, pre, a, ar, ac, lda, transA, b, br, bc, ldb)
+		splitProduct(st.bits, true, false, transB, m, n, k, alpha, ha, k, hb, ldb, beta, c, ldc)
 	}
 }
 
 // roundOperands rounds A (ar × ac, leading dimension lda) into the
-// scratch *buf, and B (br × bc, ldb) too unless pre holds it rounded
-// already. It returns the rounded operands and B's leading dimension.
-func roundOperands[T float32 | uint16](buf *[]T, pre []T, a []float32, ar, ac, lda int, b []float32, br, bc, ldb int) (ra, rb []T, ldbOut int) {
+// scratch *buf, transposed (ac × ar) with transposeA, and B (br × bc, ldb)
+// too unless pre holds it rounded already. It returns the rounded
+// operands, each tight, and B's leading dimension.
+func roundOperands[T float32 | uint16](buf *[]T, pre []T, a []float32, ar, ac, lda int, transposeA bool, b []float32, br, bc, ldb int) (ra, rb []T, ldbOut int) {
 	n := ar * ac
 	if pre == nil {
 		n += br * bc
 	}
 	*buf = grow(*buf, n)
 	ra = (*buf)[:ar*ac]
-	convertRows(ra, a, ar, ac, lda)
+	if transposeA {
+		convertTransposed(ra, a, ar, ac, lda)
+	} else {
+		convertRows(ra, a, ar, ac, lda)
+	}
 	if pre != nil {
 		return ra, pre, ldb
 	}
@@ -402,6 +410,31 @@ func convertRows[T float32 | uint16](dst []T, src []float32, rows, cols, ld int)
 		return
 	}
 	parallel.For(rows, max(1, 4096/cols), func(lo, hi int) { convertRowRange(dst, src, cols, ld, lo, hi) })
+}
+
+// convertTransposed is convertRows into the transpose: dst (cols × rows,
+// tight) holds src's columns as rows.
+func convertTransposed[T float32 | uint16](dst []T, src []float32, rows, cols, ld int) {
+	if rows*cols < minSplitRound {
+		convertColRange(dst, src, rows, ld, 0, cols)
+		return
+	}
+	parallel.For(cols, max(1, 4096/rows), func(lo, hi int) { convertColRange(dst, src, rows, ld, lo, hi) })
+}
+
+func convertColRange[T float32 | uint16](dst []T, src []float32, rows, ld, lo, hi int) {
+	for j := lo; j < hi; j++ {
+		switch d := any(dst[j*rows : (j+1)*rows]).(type) {
+		case []float32:
+			for i := range d {
+				d[i] = RoundBF16(src[i*ld+j])
+			}
+		case []uint16:
+			for i := range d {
+				d[i] = Float32ToBF16(src[i*ld+j])
+			}
+		}
+	}
 }
 
 func convertRowRange[T float32 | uint16](dst []T, src []float32, cols, ld, lo, hi int) {
