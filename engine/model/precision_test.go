@@ -20,6 +20,16 @@ func useBF16Kernel(t *testing.T, name string) {
 	t.Cleanup(func() { gemm.SetBF16Kernel("emulate") })
 }
 
+// bf16Case is a model of cfg (seed) and a random batch of sequences of
+// the given lengths with targets on every position.
+func bf16Case(cfg Config, seed uint64, lengths ...int) (*Model, Batch, Targets) {
+	r := rand.New(rand.NewPCG(seed, seed+1))
+	b := Pack(randomSeqs(r, cfg.Vocab, lengths...))
+	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
+	m, _ := New(cfg, seed+2)
+	return m, b, tg
+}
+
 func TestParsePrecisionNamesTheValue(t *testing.T) {
 	for _, s := range []string{"fp32", "float32", "bf16", "bfloat16"} {
 		if _, err := ParsePrecision(s); err != nil {
@@ -75,10 +85,7 @@ func TestBF16NearFP32(t *testing.T) {
 // order.
 func TestBF16KernelsAgree(t *testing.T) {
 	cfg := variants["qwen2-gqa"]
-	r := rand.New(rand.NewPCG(35, 36))
-	b := Pack(randomSeqs(r, cfg.Vocab, 11, 7))
-	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
-	m, _ := New(cfg, 37)
+	m, b, tg := bf16Case(cfg, 35, 11, 7)
 	m.Precision = BF16
 	useBF16Kernel(t, "emulate")
 	a := runRecompute(t, m, false, b, tg)
@@ -97,10 +104,7 @@ func TestBF16RecomputeIsBitIdentical(t *testing.T) {
 	useBF16Kernel(t, "emulate")
 	cfg := variants["qwen2-gqa"]
 	cfg.Layers = 3
-	r := rand.New(rand.NewPCG(38, 39))
-	b := Pack(randomSeqs(r, cfg.Vocab, 6, 9))
-	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
-	m, _ := New(cfg, 40)
+	m, b, tg := bf16Case(cfg, 38, 6, 9)
 	m.Precision = BF16
 	sameBits(t, "bf16 recompute", runRecompute(t, m, false, b, tg), runRecompute(t, m, true, b, tg))
 }
@@ -111,10 +115,7 @@ func TestBF16RecomputeIsBitIdentical(t *testing.T) {
 func TestBF16SeesWeightUpdates(t *testing.T) {
 	useBF16Kernel(t, "emulate")
 	cfg := variants["qwen2-gqa"]
-	r := rand.New(rand.NewPCG(41, 42))
-	b := Pack(randomSeqs(r, cfg.Vocab, 8))
-	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
-	m, _ := New(cfg, 43)
+	m, b, tg := bf16Case(cfg, 41, 8)
 	m.Precision = BF16
 	before := runRecompute(t, m, false, b, tg)
 	for i := range m.Params {
@@ -140,10 +141,7 @@ func TestBF16SeesWeightUpdates(t *testing.T) {
 func TestBF16FallbackIsFP32(t *testing.T) {
 	useBF16Kernel(t, "none")
 	cfg := variants["qwen2-gqa"]
-	r := rand.New(rand.NewPCG(44, 45))
-	b := Pack(randomSeqs(r, cfg.Vocab, 7, 4))
-	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
-	m, _ := New(cfg, 46)
+	m, b, tg := bf16Case(cfg, 44, 7, 4)
 	want := runRecompute(t, m, false, b, tg)
 	m.Precision = BF16
 	if m.EffectivePrecision() != FP32 || !strings.Contains(m.Kernel(), "fp32") {
@@ -157,10 +155,7 @@ func TestBF16FallbackIsFP32(t *testing.T) {
 func TestWithPrecisionSharesWeights(t *testing.T) {
 	useBF16Kernel(t, "emulate")
 	cfg := variants["qwen2-gqa"]
-	r := rand.New(rand.NewPCG(47, 48))
-	b := Pack(randomSeqs(r, cfg.Vocab, 6, 5))
-	tg := fullTargets(r, cfg.Vocab, len(b.Tokens))
-	m, _ := New(cfg, 49)
+	m, b, tg := bf16Case(cfg, 47, 6, 5)
 	want := runRecompute(t, m, false, b, tg)
 	v := m.WithPrecision(BF16)
 	if &v.Params[0] != &m.Params[0] || v.Precision != BF16 || m.Precision != FP32 {
