@@ -207,8 +207,8 @@ def main():
 
     row("TrainingClient.forward_backward(stable_reinforce)", "refused",
         lambda: tc.forward_backward(rl_data(), "stable_reinforce").result(), "Tinker publishes neither its objective")
-    row("TrainingClient.forward_backward(loss_fn custom)", "refused",
-        lambda: tc.forward_backward(sft, "custom").result(), "custom loss")
+    row("TrainingClient.forward_backward(loss_fn custom, no loss_id)", "refused",
+        lambda: tc.forward_backward(sft, "custom").result(), "loss_fn_config.loss_id is missing")
 
     def custom():
         if not have_torch:
@@ -226,17 +226,24 @@ def main():
     def custom_loss():
         if not have_torch:
             raise NotRun("create_custom_loss traces the loss with torch.fx on the client, and torch is not installed here; "
-                         "client/config answers custom_loss_server_side false, so the handle runs on the client")
+                         "the server's part, running an uploaded graph, is checked against torch by serve/tinkerserver's tests")
         import torch
 
-        def neg_ll(logprobs, weights):
-            loss = -(logprobs * weights).sum()
-            return loss, {"custom/neg_ll:sum": loss}
-        handle = service.create_custom_loss(neg_ll, input_ranks={"logprobs": 1, "weights": 1}).result()
-        check(handle.loss_id is None, f"the loss was uploaded: {handle.loss_id}")
-        out = tc.forward_backward_custom(sft, handle).result()
-        return f"client-side handle, metrics {out.metrics}"
-    row("ServiceClient.create_custom_loss + forward_backward_custom(handle)", "served", custom_loss)
+        def pg(logprobs, advantages, weights):
+            loss = -(torch.clamp(torch.exp(logprobs - logprobs.detach()), 0.8, 1.2) * advantages * weights).sum()
+            return loss, {"custom/pg:sum": loss, "custom/w:mean": weights.mean()}
+        data = rl_data()
+        handle = service.create_custom_loss(pg, input_ranks={"logprobs": 1, "advantages": 1, "weights": 1}).result()
+        check(handle.loss_id is not None, "the loss was not uploaded")
+        server = tc.forward(data, "cross_entropy").result()  # no gradient: the weights stay
+        lps = [torch.tensor(values(o["logprobs"]), dtype=torch.float64) for o in server.loss_fn_outputs]
+        want = sum(float(pg(lp, torch.tensor(values(d.loss_fn_inputs["advantages"]), dtype=torch.float64),
+                            torch.tensor(values(d.loss_fn_inputs["weights"]), dtype=torch.float64))[0]) for lp, d in zip(lps, data))
+        out = tc.forward_backward_custom(data, handle).result()
+        check(abs(out.metrics["loss:sum"] - want) < 1e-4 and abs(out.metrics["custom/pg:sum"] - want) < 1e-4,
+              f"server {out.metrics}, torch {want}")
+        return "uploaded, run on the server: loss:sum as torch computes it, to 1e-4"
+    row("ServiceClient.create_custom_loss + forward_backward_custom(handle), run on the server", "served", custom_loss)
 
     def step():
         out = tc.optim_step(types.AdamParams(learning_rate=1e-3)).result()

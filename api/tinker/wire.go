@@ -65,6 +65,8 @@ const (
 	// Batched futures of a sampling session, and its clones' numbers.
 	PathRetrieveFutures     = "/api/v1/retrieve_futures"
 	PathJoinSamplingSession = "/api/v1/join_sampling_session"
+	// Server-side custom losses: a loss's graph, uploaded.
+	PathCreateCustomLoss = "/api/v1/create_custom_loss"
 )
 
 // Tensor dtypes.

@@ -23,6 +23,7 @@ var fuzzPaths = []string{
 	tinker.PathForwardBackward, tinker.PathOptimStep, tinker.PathSaveWeights, tinker.PathSaveForSampler,
 	tinker.PathLoadWeights, tinker.PathSample, tinker.PathRetrieveFuture, tinker.PathClientConfig,
 	tinker.PathSaveWeightsExternal, tinker.PathRetrieveFutures, tinker.PathJoinSamplingSession, tinker.PathWeightsInfo,
+	tinker.PathCreateCustomLoss,
 }
 
 // FuzzRequest sends arbitrary bodies to every call: the server answers
@@ -65,6 +66,18 @@ func FuzzRequest(f *testing.F) {
 	f.Add(uint8(13), []byte(`{"target":{"sampling_session_id":"s","cloned_sampler_id":-1},"prev_cursor":1e30,"timeout":1e308}`))
 	f.Add(uint8(14), []byte(`{"sampling_session_id":[]}`))
 	f.Add(uint8(15), []byte(`{"tinker_path":"tinker://`+cm.ModelID+`/weights/../x"}`))
+	if fx, err := os.ReadFile(filepath.Join("testdata", "custom_losses.json")); err == nil {
+		var losses []json.RawMessage
+		json.Unmarshal(fx, &losses)
+		for _, l := range losses {
+			var body map[string]any
+			json.Unmarshal(l, &body)
+			delete(body, "cases")
+			body["session_id"], body["custom_loss_seq_id"] = cs.SessionID, 0
+			b, _ := json.Marshal(body)
+			f.Add(uint8(16), b)
+		}
+	}
 
 	allowed := map[int]bool{200: true, 400: true, 404: true, 409: true, 410: true, 413: true, 415: true, 429: true}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {

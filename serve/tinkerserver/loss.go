@@ -19,6 +19,8 @@ type lossSpec struct {
 	fn   string
 	loss backend.Loss
 	gspo *gspoLoss // set for gspo: its terms at a position depend on the whole sequence
+	// custom, for loss_fn custom, is the uploaded loss (customloss.go).
+	custom *customLoss
 }
 
 // The loss_fn_inputs keys.
@@ -37,7 +39,6 @@ var lossNames = []string{tinker.CrossEntropy, tinker.ImportanceSampling, tinker.
 // refused.
 var unsupportedLosses = map[string]string{
 	"stable_reinforce": stableReinforceWhy,
-	"custom":           customLossWhy,
 }
 
 // stableReinforceWhy is why stable_reinforce, and the sampler's
@@ -146,6 +147,7 @@ func (l *lossSpec) policy() bool {
 type batch struct {
 	datums []backend.Datum
 	masks  [][]float32 // gspo's sequence_ratio_mask, per datum; nil for other losses
+	custom [][]tensor  // a custom loss's inputs per datum, logprobs (index 0) aside; nil for other losses
 }
 
 // toDatums checks the data against the loss and the model and turns it
@@ -158,8 +160,14 @@ func toDatums(data []tinker.Datum, spec lossSpec, mc model.Config) (batch, error
 	if spec.gspo != nil {
 		out.masks = make([][]float32, len(data))
 	}
+	if spec.custom != nil {
+		out.custom = make([][]tensor, len(data))
+	}
 	for i := range data {
 		d, mask, err := toDatum(&data[i], spec, mc)
+		if err == nil && spec.custom != nil {
+			out.custom[i], err = customInputs(&data[i], spec.custom, len(d.Tokens))
+		}
 		if err != nil {
 			return batch{}, userErr("data[%d]: %v", i, err)
 		}
@@ -197,6 +205,9 @@ func toDatum(td *tinker.Datum, spec lossSpec, mc model.Config) (d backend.Datum,
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
+		if spec.custom != nil {
+			break // the loss's inputs are read by customInputs; others are not read
+		}
 		if !slices.Contains(known, k) {
 			return d, nil, fmt.Errorf("loss_fn_inputs.%s is not an input of %s (inputs: %s)", k, spec.fn, strings.Join(known, ", "))
 		}

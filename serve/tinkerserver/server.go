@@ -94,6 +94,8 @@
 // clip_high_threshold 1.2 by default, 0 < low ≤ 1 ≤ high, and dro
 // requires beta ≥ 0. loss_fn_inputs are target_tokens, and for the policy
 // losses logprobs and advantages (and gspo's sequence_ratio_mask);
+// custom runs a loss the session uploaded with create_custom_loss
+// (customloss.go), named by loss_fn_config's loss_id;
 // weights, 1 when absent, multiply every term (SkyRL's loss mask). The
 // loss is REDUCED BY SUM over every token of every datum, as hosted Tinker
 // does, with no normalisation by length or by the number of datums (SkyRL
@@ -135,9 +137,9 @@
 //
 // # Not supported
 //
-// The losses stable_reinforce (stableReinforceWhy) and server-side custom
-// losses (customLossWhy), and dppo and ppo_critic; sparse tensors, image
-// and audio chunks, top-k logprobs, target_prompt_logprobs,
+// The losses stable_reinforce (stableReinforceWhy), dppo and ppo_critic,
+// and custom losses with operations customloss.go does not know; sparse
+// tensors, image and audio chunks, top-k logprobs, target_prompt_logprobs,
 // prompt_alt_tokens_k, record_stability_info, and the SDK's endpoints that
 // need accounts (projects, search, copies, audit, billing, traces, auth:
 // refusals). Each is refused by name, saying why (404 for an endpoint).
@@ -503,6 +505,7 @@ func (s *Server) routes() http.Handler {
 		tinker.PathStorageUsage:          {http.MethodGet, true, s.storageUsage},
 		tinker.PathRetrieveFutures:       {http.MethodPost, true, s.retrieveFutures},
 		tinker.PathJoinSamplingSession:   {http.MethodPost, true, s.joinSamplingSession},
+		tinker.PathCreateCustomLoss:      {http.MethodPost, true, s.createCustomLoss},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -803,17 +806,11 @@ var refusals = map[string]string{
 	"cancel_future": "client/dynamic_config is not offered, so the SDK leaves sample_cancel_enabled false and never cancels; " +
 		"a sampling batch runs to its end, bounded by the server's limits",
 	"copy_weights":          "copies between accounts and projects need accounts; this server has one user (copy the state directory instead)",
-	"create_custom_loss":    customLossWhy,
 	"client/dynamic_config": "the server's flags are fixed for its life: client/config answers them once, and the SDK keeps its defaults here",
 	"audit":                 "there is one user and no audit log",
 	"auth/":                 "the API key is fixed when the server starts (--api-key); there are no tokens, key management or principals (whoami)",
 	"billing/":              "nothing is billed; GET billing/usage/checkpoints/current reports the saves' count and size",
 }
-
-// customLossWhy is why server-side custom losses are not offered.
-const customLossWhy = "a custom loss arrives as a torch.fx graph naming any torch function; running it would take an interpreter " +
-	"of torch's operators and their gradients in Go. client/config answers custom_loss_server_side false, so the SDK runs " +
-	"create_custom_loss handles and forward_backward_custom on the client, through forward and a cross_entropy backward"
 
 func (s *Server) clientConfig(w http.ResponseWriter, r *http.Request) {
 	// The SDK's handshake; the body (its version) is not read. The flags
@@ -821,9 +818,9 @@ func (s *Server) clientConfig(w http.ResponseWriter, r *http.Request) {
 	// forward_backward bodies zstd compressed, which readBody undoes.
 	io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	// retrieve_futures and join_sampling_session are served
-	// (futures.go); custom losses run on the client (customLossWhy).
+	// (futures.go), and custom losses run here (customloss.go).
 	writeJSON(w, http.StatusOK, map[string]bool{"pjwt_auth_enabled": false, "proto_compress_fwdbwd": true,
-		"sample_use_retrieve_futures": true, "sample_join_sampling_session": true, "custom_loss_server_side": false})
+		"sample_use_retrieve_futures": true, "sample_join_sampling_session": true, "custom_loss_server_side": true})
 }
 
 // maxMessageBytes bounds a failed call's message: many name what the

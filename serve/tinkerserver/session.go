@@ -37,6 +37,9 @@ type session struct {
 	// What create_session named: GET sessions/<id> reports it.
 	metadata    map[string]any
 	displayName string
+	// The custom losses it uploaded, by loss_id and by custom_loss_seq_id.
+	losses   map[string]*customLoss
+	lossSeqs map[int64]*customLoss
 }
 
 // tombstoneTTL is how long an expired session and its models are

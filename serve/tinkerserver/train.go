@@ -192,7 +192,14 @@ func (s *Server) forwardCall(w http.ResponseWriter, kind, modelID string, seqID 
 		return
 	}
 	s.submit(w, kind, modelID, seqID, body, func(m *trainModel) (func() (any, error), error) {
-		spec, err := parseLoss(in.LossFn, in.LossFnConfig, textConfig)
+		var spec lossSpec
+		var err error
+		if in.LossFn == "custom" {
+			spec.fn, spec.loss = in.LossFn, backend.Loss{NLL: 1}
+			spec.custom, err = s.customLossOf(m, in.LossFnConfig, textConfig)
+		} else {
+			spec, err = parseLoss(in.LossFn, in.LossFnConfig, textConfig)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -269,7 +276,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) {
 // forwardBackward accumulates the loss's gradients and returns the
 // learner's logprobs, the per-token losses and the summed loss.
 func (m *trainModel) forwardBackward(b batch, spec lossSpec, microTokens int) (any, error) {
-	if spec.gspo != nil {
+	if spec.gspo != nil || spec.custom != nil {
 		return m.sequenceForwardBackward(b, spec, microTokens)
 	}
 	res, err := m.backward(b.datums, spec.loss, microTokens)
@@ -308,18 +315,30 @@ func (m *trainModel) backward(datums []backend.Datum, loss backend.Loss, microTo
 }
 
 // sequenceForwardBackward runs a loss whose terms at one position depend
-// on the whole sequence's logprobs (gspo) in two passes: a forward pass
-// for the logprobs, from which the loss and its derivative g with respect
-// to each logprob are computed here; then a backward pass of the NLL
-// −Σ w·logp with weights w = −g, whose gradient is Σ g·∇logp, the loss's.
+// on the whole sequence's logprobs (gspo, a custom loss) in two passes: a
+// forward pass for the logprobs, from which the loss and its derivative g
+// with respect to each logprob are computed here; then a backward pass of
+// the NLL −Σ w·logp with weights w = −g, whose gradient is Σ g·∇logp, the
+// loss's.
 func (m *trainModel) sequenceForwardBackward(b batch, spec lossSpec, microTokens int) (any, error) {
 	out, lps, err := m.forwardOutput(b, spec, microTokens)
 	if err != nil {
 		return nil, err
 	}
+	var custom [][]float64
+	if spec.custom != nil {
+		if _, custom, err = customOutput(b, spec.custom, lps); err != nil {
+			return nil, err
+		}
+	}
 	grad := make([]backend.Datum, len(b.datums))
 	for i := range b.datums {
-		_, dlogp := spec.gspo.terms(&b.datums[i], b.masks[i], lps[i])
+		var dlogp []float64
+		if custom != nil {
+			dlogp = custom[i]
+		} else {
+			_, dlogp = spec.gspo.terms(&b.datums[i], b.masks[i], lps[i])
+		}
 		w := make([]float32, len(dlogp))
 		for j, g := range dlogp {
 			w[j] = float32(-g)
@@ -351,6 +370,10 @@ func (m *trainModel) forwardOutput(b batch, spec lossSpec, microTokens int) (*ti
 			return nil, nil, serverErr("%v", err)
 		}
 		lps = append(lps, l...)
+	}
+	if spec.custom != nil {
+		out, _, err := customOutput(b, spec.custom, lps)
+		return out, lps, err
 	}
 	out, err := output(b, spec, lps)
 	if err != nil {
