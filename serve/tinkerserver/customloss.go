@@ -625,7 +625,9 @@ func backwardOp(st step, args []tensor, out tensor, g []float64, k int) []float6
 		case "neg":
 			dy = -1
 		case "pow":
-			dy = b * math.Pow(a, b-1)
+			if b != 0 { // torch's: an exponent of 0 has no gradient
+				dy = b * math.Pow(a, b-1)
+			}
 		case "exp":
 			dy = y
 		case "log":
@@ -818,6 +820,9 @@ func customOutput(b batch, l *customLoss, lps [][]float32) (*tinker.ForwardBackw
 		}
 		total += loss
 		for k, v := range metrics {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, nil, userErr("data[%d]: loss %s's metric %s is %v", i, l.name, k, v)
+			}
 			out.Metrics[k] += v
 		}
 		grads[i] = dlogp
