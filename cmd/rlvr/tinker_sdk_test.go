@@ -81,7 +81,7 @@ func TestTinkerSDKMatrix(t *testing.T) {
 	pyCtx, stop := context.WithTimeout(ctx, 10*time.Minute)
 	defer stop()
 	cmd := exec.CommandContext(pyCtx, py, args...)
-	cmd.Env = append(os.Environ(), "HF_HUB_OFFLINE=1", "TINKER_TELEMETRY=0", "HOME="+dir)
+	cmd.Env = append(os.Environ(), "HF_HUB_OFFLINE=1", "TINKER_TELEMETRY=0", "HOME="+dir, "PYTHONDONTWRITEBYTECODE=1")
 	output, runErr := cmd.CombinedOutput()
 	var matrix struct {
 		SDKVersion string `json:"sdk_version"`
