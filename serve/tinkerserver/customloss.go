@@ -678,10 +678,14 @@ type createCustomLossRequest struct {
 	CustomLossSeqID *int64        `json:"custom_loss_seq_id"`
 	Name            string        `json:"name"`
 	Inputs          []customInput `json:"inputs"`
-	Graph           struct {
-		Format int         `json:"format"`
-		Nodes  []graphNode `json:"nodes"`
-	} `json:"graph"`
+	Graph           lossGraph     `json:"graph"`
+}
+
+// lossGraph is a traced loss as the SDK uploads it
+// (tinker.types.CustomLossGraph).
+type lossGraph struct {
+	Format int         `json:"format"`
+	Nodes  []graphNode `json:"nodes"`
 }
 
 // createCustomLoss answers POST create_custom_loss with a future, settled

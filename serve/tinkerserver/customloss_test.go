@@ -21,11 +21,8 @@ import (
 type lossFixture struct {
 	Name   string        `json:"name"`
 	Inputs []customInput `json:"inputs"`
-	Graph  struct {
-		Format int         `json:"format"`
-		Nodes  []graphNode `json:"nodes"`
-	} `json:"graph"`
-	Cases []struct {
+	Graph  lossGraph     `json:"graph"`
+	Cases  []struct {
 		Inputs  map[string]json.RawMessage `json:"inputs"`
 		Loss    float64                    `json:"loss"`
 		Metrics map[string]float64         `json:"metrics"`
