@@ -141,5 +141,6 @@ bench/torch_decode_bench.py is the PyTorch reference on the same shapes.`,
 	f.StringVar(&runC, "run-c", "", "llama2.c's run binary, timed on stories260K in the same run")
 	f.Float64Var(&peak, "peak", 0, "machine peak in GFLOP/s (0: measured)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	pathFlags(cmd, "stories", "run-c")
 	return cmd
 }

@@ -313,6 +313,7 @@ after the --system prompt, in one system message, as training writes them.`,
 	cmd.MarkFlagsMutuallyExclusive("expert", "experts")
 	cmd.MarkFlagsMutuallyExclusive("consult", "endpoint")
 	cmd.MarkFlagsMutuallyExclusive("consult", "experts")
+	pathFlags(cmd, "model", "tokenizer", "samples", "consult", "test-of", "run")
 	return cmd
 }
 

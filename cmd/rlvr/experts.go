@@ -180,6 +180,7 @@ depends only on its text, so the split agrees across files).`,
 		},
 	}
 	o.bind(cmd.Flags())
+	pathFlags(cmd, "data-file", "experts", "out", "cache")
 	return cmd
 }
 

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"rlvr/checkpoint"
 
@@ -246,6 +247,29 @@ func (c *flagCheck) url(flag, s string) {
 	if !httpurl.Valid(s) {
 		c.add(flag, "%q: want an http:// or https:// URL", s)
 	}
+}
+
+// pathFlags marks the named flags of cmd as paths: shells complete them as
+// file names, and a path flag given an empty value is an error
+// (emptyPaths) rather than read as unset, which would mean its default.
+func pathFlags(cmd *cobra.Command, names ...string) {
+	for _, name := range names {
+		if err := cmd.MarkFlagFilename(name); err != nil {
+			panic(err) // a flag name beside the flag's definition
+		}
+	}
+}
+
+// emptyPaths reports every path flag (pathFlags) that the command line
+// gave an empty value, naming each.
+func emptyPaths(flags *pflag.FlagSet) error {
+	var c flagCheck
+	flags.Visit(func(f *pflag.Flag) {
+		if _, isPath := f.Annotations[cobra.BashCompFilenameExt]; isPath && strings.TrimSpace(f.Value.String()) == "" {
+			c.add(f.Name, "is empty")
+		}
+	})
+	return c.err()
 }
 
 // nonEmptyIfSet checks that a string flag the user set is not empty.

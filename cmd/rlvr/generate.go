@@ -104,5 +104,6 @@ prompt is a user message rendered with the model's chat template.`,
 	f.IntVar(&p.N, "n", 1, "samples")
 	f.Uint64Var(&p.Seed, "seed", 0, "sampling seed")
 	f.StringArrayVar(&p.Stop, "stop", nil, "stop string (repeatable)")
+	pathFlags(cmd, "model", "tokenizer")
 	return cmd
 }

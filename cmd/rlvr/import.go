@@ -105,5 +105,6 @@ so does every rlvr command, which also takes the .gguf file itself.`,
 	f.StringVar(&out, "out", "", "the Hugging Face directory to write")
 	f.StringVar(&dtype, "dtype", "f32", "weights in model.safetensors: f32 or bf16")
 	f.BoolVar(&force, "force", false, "replace --out when it exists")
+	pathFlags(cmd, "out")
 	return cmd
 }

@@ -119,6 +119,7 @@ Shapes:
 	f.IntVar(&over.HeadDim, "head-dim", 0, "override the head size (0: dim/heads)")
 	f.IntVar(&over.Hidden, "hidden", 0, "override the SwiGLU width (intermediate_size)")
 	f.IntVar(&over.MaxSeq, "max-seq", 0, "override the context length (max_position_embeddings)")
+	pathFlags(cmd, "tokenizer", "out")
 	return cmd
 }
 

@@ -64,6 +64,9 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := emptyPaths(cmd.Flags()); err != nil {
+				return err
+			}
 			var c flagCheck
 			c.intIn("threads", threads, 0, maxThreads)
 			if err := c.err(); err != nil {
@@ -93,6 +96,9 @@ func rootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().IntVar(&threads, "threads", 0, "goroutines the engine splits work across (0: one per CPU)")
 	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof reads it)")
+	if err := root.MarkPersistentFlagFilename("cpuprofile"); err != nil {
+		panic(err) // defined above
+	}
 	root.AddCommand(pretrainCmd(), sftCmd(), importCmd(), trainCmd(), generateCmd(), serveCmd(), evalCmd(), probeCmd(), reportCmd(), benchCmd(), initModelCmd(), expertsCmd())
 	return root
 }

@@ -129,6 +129,7 @@ SIGINT or SIGTERM ends the run after the step under way with a checkpoint (in
 	f.IntVar(&cfg.EvalProblems, "eval", cfg.EvalProblems, "held-out problems per level")
 	f.StringVar(&cfg.Out, "out", "", "checkpoint directory (default: the cache)")
 	f.IntVar(&version, "world", version, "world version whose corpus to train on (1, or 2: docs/world.md)")
+	pathFlags(cmd, "out")
 	return cmd
 }
 

@@ -143,6 +143,7 @@ group_size, temperature, max_tokens and seed.`,
 	cmd.MarkFlagsMutuallyExclusive("world", "config")
 	cmd.MarkFlagsMutuallyExclusive("consult", "config")
 	cmd.MarkFlagsMutuallyExclusive("levels", "config")
+	pathFlags(cmd, "model", "config", "consult", "out")
 	return cmd
 }
 

@@ -137,6 +137,7 @@ its runs.`,
 	cmd.Flags().StringSliceVar(&metrics, "metrics", []string{"accuracy"}, "with --blocks, the metrics.jsonl fields to table, comma-separated; A-B is field A less field B at each step that logs both")
 	cmd.MarkFlagsMutuallyExclusive("table", "out") // --table prints to standard output
 	cmd.MarkFlagsMutuallyExclusive("blocks", "out")
+	pathFlags(cmd, "out")
 	return cmd
 }
 

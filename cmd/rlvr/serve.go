@@ -209,6 +209,7 @@ may hold: the models in memory and the saves on disk.`,
 	for _, f := range []string{"world-experts", "expert", "system", "prompt-suffix", "tokenizer"} {
 		cmd.MarkFlagsMutuallyExclusive("tinker", f)
 	}
+	pathFlags(cmd, "model", "tokenizer", "state")
 	return cmd
 }
 

@@ -67,13 +67,6 @@ func rlCommand(use, preset, short, long, example string) *cobra.Command {
 	var resume, overwrite bool
 	cmd := &cobra.Command{Use: use, Short: short, Long: long, Example: example, Args: cobra.NoArgs}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		// An empty value given on purpose would otherwise read as unset:
-		// the defaults, trained into runs/<algorithm>-seed<seed>.
-		for _, f := range []struct{ name, v string }{{"config", configPath}, {"run", runDir}, {"out", out}} {
-			if cmd.Flags().Changed(f.name) && f.v == "" {
-				return fmt.Errorf("--%s is empty", f.name)
-			}
-		}
 		if resume && configPath == "" && runDir != "" && fileExists(filepath.Join(runDir, rundir.ConfigFile)) {
 			// A resumed run starts from what it recorded; flags may then
 			// change the knobs that are safe to change.
@@ -159,6 +152,10 @@ func rlCommand(use, preset, short, long, example string) *cobra.Command {
 	cmd.Flags().BoolVar(&resume, "resume", false, "continue from the run directory's newest intact checkpoint, with its recorded config")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace another run's files in the run directory")
 	cmd.Flags().StringVar(&out, "out", "", "also write the final model to this directory")
+	// An empty path given on purpose would otherwise read as unset: the
+	// defaults, trained into runs/<algorithm>-seed<seed>, or a config's
+	// model or data replaced by the built-in world's.
+	pathFlags(cmd, "config", "run", "out", "model", "train-file", "test-file", "dme")
 	return cmd
 }
 
