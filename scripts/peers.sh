@@ -255,6 +255,7 @@ eval_every: 0
 eval_problems: 4
 checkpoint_every: 1
 keep_last: 3
+keep_optimizer: last
 YAML
   { cat "$out/local.yaml"
     printf 'backend: {kind: tinker, url: "http://127.0.0.1:%s", base_model: %s, lora_rank: 32, reduction: datum-mean}\n' "$port" "$model"

@@ -3,7 +3,9 @@ package train
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -39,8 +41,11 @@ func writeConfig(runDir string, cfg RLConfig) error {
 // optimizer, the run and method state) atomically and keeps the newest
 // keep. It stages the checkpoint in ckpt-<step>.tmp/, a name of the run
 // directory's lock holder alone (the remote backend names its save after
-// it), and a save that fails, on a full disk say, removes it.
-func saveCheckpoint(ctx context.Context, l backend.Learner, runDir string, st runState, keep int) (err error) {
+// it), and a save that fails, on a full disk say, removes it. With
+// optimizerLast, the checkpoints it keeps other than ckpt-<step>/ lose
+// their optimizer state (RLConfig.KeepOptimizer), once ckpt-<step>/ is in
+// place.
+func saveCheckpoint(ctx context.Context, l backend.Learner, runDir string, st runState, keep int, optimizerLast bool) (err error) {
 	final := rundir.CheckpointDir(runDir, st.Step)
 	tmp := final + ".tmp"
 	os.RemoveAll(tmp)
@@ -67,6 +72,15 @@ func saveCheckpoint(ctx context.Context, l backend.Learner, runDir string, st ru
 	for len(ckpts) > max(keep, 1) {
 		os.RemoveAll(ckpts[0])
 		ckpts = ckpts[1:]
+	}
+	if optimizerLast {
+		for _, dir := range ckpts {
+			if dir != final {
+				if err := os.Remove(filepath.Join(dir, local.OptimizerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -118,6 +132,9 @@ func openResumed(ctx context.Context, runDir, base string, cfg *RLConfig, resume
 		dir, st, skipped, err := latestIntact(runDir, func(dir string) (err error) {
 			if cfg.Backend.remote() {
 				state, err = remoteState(dir)
+			} else if _, err = os.Stat(filepath.Join(dir, local.OptimizerFile)); err != nil {
+				// Resuming without it would restart AdamW's moments.
+				err = fmt.Errorf("no optimizer state to resume from (keep_optimizer: %s kept only a newer checkpoint's): %w", KeepOptimizerLast, err)
 			} else {
 				pol, err = openPolicy(ctx, base, dir, cfg)
 			}

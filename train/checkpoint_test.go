@@ -46,11 +46,11 @@ func (f *failingSaver) Save(ctx context.Context, dir string) error {
 func TestFailedCheckpointLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	if err := saveCheckpoint(ctx, &failingSaver{}, dir, runState{Step: 1}, 3); err != nil {
+	if err := saveCheckpoint(ctx, &failingSaver{}, dir, runState{Step: 1}, 3, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range []*failingSaver{{fail: true}, {stateDir: true}} {
-		err := saveCheckpoint(ctx, l, dir, runState{Step: 2}, 3)
+		err := saveCheckpoint(ctx, l, dir, runState{Step: 2}, 3, false)
 		if err == nil {
 			t.Fatalf("%+v: the save succeeded", *l)
 		}

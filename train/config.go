@@ -180,6 +180,17 @@ type RLConfig struct {
 	EvalTemperature float32 `yaml:"eval_temperature,omitempty"` // 0 means temperature
 	CheckpointEvery int     `yaml:"checkpoint_every"`           // steps between checkpoints; 0: only at the end
 	KeepLast        int     `yaml:"keep_last"`                  // checkpoints kept
+	// KeepOptimizer is which of the kept checkpoints hold the optimizer
+	// state beside the model: "all" (the zero value "" means it), or
+	// "last", the one just written, which is where a resume starts; the
+	// others then hold only what is read again to evaluate or export them,
+	// the model: a third of the disk when every parameter trains (AdamW's
+	// two moments are twice the float32 weights). It is TRL's save_only_model=True for
+	// every checkpoint but the newest, so that a run can still resume. A
+	// resume never starts from a checkpoint without the optimizer state:
+	// with "last", a damaged newest checkpoint ends a resume rather than
+	// restarting the optimizer from an older one.
+	KeepOptimizer string `yaml:"keep_optimizer,omitempty"`
 	// ShowAnswers is how many answers of the latest step's first group,
 	// with their rewards, the run's samples.jsonl keeps at each
 	// evaluation for reading (TRL's log_completions); 0 keeps none.
@@ -264,6 +275,12 @@ type DataConfig struct {
 	// accepted) or "all".
 	DMEAnswers string `yaml:"dme_answers,omitempty"`
 }
+
+// Which checkpoints keep the optimizer state (RLConfig.KeepOptimizer).
+const (
+	KeepOptimizerAll  = "all"
+	KeepOptimizerLast = "last"
+)
 
 // What a step without a gradient does (RLConfig.NoSignal).
 const (
@@ -399,6 +416,9 @@ func (c *RLConfig) Resolve() error {
 		}
 	}
 	part.OneOf(add, "no_signal", &c.NoSignal, NoSignalSkip, NoSignalStep)
+	if k := c.KeepOptimizer; k != "" && k != KeepOptimizerAll && k != KeepOptimizerLast {
+		add("keep_optimizer %q is not %s or %s", k, KeepOptimizerAll, KeepOptimizerLast)
+	}
 	if c.EvalTemperature == 0 {
 		c.EvalTemperature = c.Temperature
 	}

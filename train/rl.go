@@ -294,7 +294,7 @@ func (l *loop) endOfStep(ctx context.Context, step int, stopping bool) error {
 				return err
 			}
 		}
-		return saveCheckpoint(ctx, l.pol.learner, l.runDir, st, cfg.KeepLast)
+		return saveCheckpoint(ctx, l.pol.learner, l.runDir, st, cfg.KeepLast, cfg.KeepOptimizer == KeepOptimizerLast)
 	}
 	return nil
 }

@@ -27,7 +27,7 @@ var ErrStopped = errors.New("train: stopped; the last step is checkpointed")
 // patiently a remote backend is reached (its server may move between a
 // run's lives; the saved state it resumes from names the server's
 // weights).
-var ResumeSafe = []string{"steps", "eval_every", "checkpoint_every", "keep_last", "micro_batch_tokens", "gradient_checkpointing",
+var ResumeSafe = []string{"steps", "eval_every", "checkpoint_every", "keep_last", "keep_optimizer", "micro_batch_tokens", "gradient_checkpointing",
 	"sample_batch", "precision", "sampler_precision", "backend.url", "backend.api_key_env", "backend.retries", "backend.timeout"}
 
 // claimRunDir makes runDir this run's: a fresh run refuses a directory

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"rlvr/backend/local"
 	"rlvr/method"
 	"rlvr/rundir"
 )
@@ -123,6 +124,55 @@ func TestResumeFallsBackPastDamagedCheckpoint(t *testing.T) {
 	}
 }
 
+// TestKeepOptimizerLast checkpoints every step with keep_optimizer: last:
+// only the newest checkpoint holds the optimizer state, the others the
+// whole model; resuming from it gives the uninterrupted run's metrics, and
+// a resume that would have to fall back to a model-only checkpoint fails
+// rather than restart the optimizer.
+func TestKeepOptimizerLast(t *testing.T) {
+	cfg := smallRL(t)
+	cfg.Steps, cfg.CheckpointEvery, cfg.KeepLast, cfg.KeepOptimizer = 5, 1, 3, KeepOptimizerLast
+	straight := filepath.Join(t.TempDir(), "straight")
+	if err := RL(context.Background(), cfg, straight, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	cut := cfg
+	cut.Steps = 3 // steps 4 and 5 take the optimizer state of step 3
+	if err := RL(context.Background(), cut, dir, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	holds := func(ckpt, file string) bool { return exists(filepath.Join(dir, ckpt, file)) }
+	for _, ckpt := range []string{"ckpt-000001", "ckpt-000002", "ckpt-000003"} {
+		if !holds(ckpt, "model.safetensors") {
+			t.Errorf("%s holds no model", ckpt)
+		}
+		if got, want := holds(ckpt, local.OptimizerFile), ckpt == "ckpt-000003"; got != want {
+			t.Errorf("%s holds the optimizer state: %v, want %v", ckpt, got, want)
+		}
+	}
+	if err := RL(context.Background(), cfg, dir, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := stable(t, filepath.Join(straight, "metrics.jsonl")), stable(t, filepath.Join(dir, "metrics.jsonl")); !reflect.DeepEqual(a, b) {
+		t.Fatalf("metrics differ:\n%v\n%v", a, b)
+	}
+	ckpts, _ := rundir.Checkpoints(dir)
+	for _, ckpt := range ckpts {
+		if got, want := exists(filepath.Join(ckpt, local.OptimizerFile)), filepath.Base(ckpt) == "ckpt-000005"; got != want {
+			t.Errorf("after resuming, %s holds the optimizer state: %v, want %v", filepath.Base(ckpt), got, want)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ckpt-000005", "model.safetensors"), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	longer := cfg
+	longer.Steps = 6
+	if err := RL(context.Background(), longer, dir, true, nil); err == nil || !strings.Contains(err.Error(), "no optimizer state") {
+		t.Fatalf("resume past a damaged newest checkpoint to model-only ones: %v", err)
+	}
+}
+
 // TestHostileConfigsFailBeforeTheRunDirectory: sizes that would allocate
 // without bound, paths that do not exist and budgets larger than the
 // context are refused before the run directory is made.
@@ -136,6 +186,7 @@ func TestHostileConfigsFailBeforeTheRunDirectory(t *testing.T) {
 		{func(c *RLConfig) { c.Epochs = 100_000_000 }, "epochs"},
 		{func(c *RLConfig) { c.LR = 1e30 }, "lr = 1e+30"},
 		{func(c *RLConfig) { c.EvalProblems = 0 }, "eval_problems = 0"},
+		{func(c *RLConfig) { c.KeepOptimizer = "none" }, `keep_optimizer "none" is not all or last`},
 		{func(c *RLConfig) { c.Model = "nosuch" }, "model: stat nosuch"},
 		{func(c *RLConfig) { c.Data = DataConfig{Name: "gsm8k", Train: "nosuch.jsonl"} }, "data.train: stat nosuch.jsonl"},
 		{func(c *RLConfig) { c.MaxTokens = 100_000 }, "leaves no room for a prompt"},

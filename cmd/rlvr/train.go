@@ -54,6 +54,7 @@ func bindRLFlags(f *pflag.FlagSet, c *train.RLConfig) {
 	f.IntVar(&c.TestProblems, "test-problems", c.TestProblems, "test problems scored at the end (per level on the world)")
 	f.IntVar(&c.CheckpointEvery, "checkpoint-every", c.CheckpointEvery, "steps between checkpoints")
 	f.IntVar(&c.KeepLast, "keep-last", c.KeepLast, "checkpoints kept")
+	f.StringVar(&c.KeepOptimizer, "keep-optimizer", c.KeepOptimizer, "checkpoints that keep the optimizer state: all, or last (the others keep the model only; a resume starts from the last)")
 }
 
 // rlCommand builds train and sft: one loop, a different default preset.
