@@ -8,11 +8,12 @@ import (
 )
 
 // MutualLearning is MEML-GRPO's inter-expert mutual learning (eq. 9, in
-// DESIGN.md's reading): for each question asked under several expert
-// prompts, the expert with the best mean reward (E+) teaches the one with
-// the worst (E−) along E+'s correct answers O+, minimising
-// KL(π(·|Q,P+) ‖ π(·|Q,P−)) with the teacher side held fixed. A question
-// is skipped when the two tie or E+ has no correct answer.
+// the direction the package doc in doc.go explains, not the printed
+// sign): for each question asked under several expert prompts, the
+// expert with the best mean reward (E+) teaches the one with the worst
+// (E−) along E+'s correct answers O+, minimising KL(π(·|Q,P+) ‖ π(·|Q,P−))
+// with the teacher side held fixed. A question is skipped when the two
+// tie or E+ has no correct answer.
 type MutualLearning struct {
 	// Weight is λ1.
 	Weight float32
