@@ -43,7 +43,7 @@ group=${GROUP:-4}
 max_tokens=${MAX_TOKENS:-256}
 shared="--steps $steps --prompts $prompts --group-size $group --max-tokens $max_tokens --eval-every $steps"
 reference='consultation.experts=[{name: E1, kind: reference}]'
-gemma="consultation.experts=[{name: E2, model: runs/gemma3-270m, api: completion, max_tokens: $max_tokens, system: \"You are a careful math teacher. Solve the problem step by step and end with a line '#### <answer>'.\"}]"
+gemma="consultation.experts=[{name: E2, model: runs/gemma3-270m, api: completion, max_tokens: $max_tokens, timeout: 5m, deadline: 10m, concurrency: 2, system: \"You are a careful math teacher. Solve the problem step by step and end with a line '#### <answer>'.\"}]"
 
 # D_ME: Expert0 (the reference solution), Gemma 3 and SmolLM2 under a
 # persona, on 128 warm-up questions; made again in a clone (greedy).

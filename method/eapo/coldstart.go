@@ -25,8 +25,10 @@ import (
 // teach the action's form and that a reply is read back; whether an
 // expert is right is its own, so a model expert's wrong answers are
 // demonstrated as they come, and only the reference expert's replies are
-// the dataset's solutions. A reply without an answer to close from
-// leaves the action alone as the demonstration.
+// the dataset's solutions. A reply without an answer to close from, or
+// no reply (the expert failed: a local model past its timeout on busy
+// cores), leaves the action alone as the demonstration, so that a slow or
+// weak expert is asked as often as the reference is.
 func (c *Consultation) ColdStart() part.ColdStart {
 	return part.ColdStart{Part: PartConsultation, Protocol: "consult", Demonstrations: c.demonstrations, Rate: c.protocolRate}
 }
@@ -36,9 +38,9 @@ func (c *Consultation) ColdStart() part.ColdStart {
 const (
 	MetricColdStartSkipped = "cold_start/skipped/"
 	MetricColdStartPartial = "cold_start/partial/"
-	skipExpertFailed       = "expert_failed"
 	skipLongPrompt         = "long_prompt"
 	partialNoAnswer        = "reply_without_answer"
+	partialExpertFailed    = "expert_failed"
 )
 
 // demonstrations implements part.ColdStart.Demonstrations.
@@ -73,19 +75,19 @@ func (c *Consultation) demonstrations(ctx context.Context, env *method.Env, exam
 	var out []backend.Datum
 	for k, a := range answers {
 		d := demos[k]
-		if a.Failure != "" {
-			env.Metrics[MetricColdStartSkipped+skipExpertFailed]++
-			continue
-		}
 		action := env.Render.Encode(c.Format.Action([]Query{d.query}))
 		reply, ok := c.Format.Answer(a.Text)
 		final, rule := verify.ExtractWith(reply, verify.ExtractOptions{})
-		if !ok || rule == verify.RuleNone {
-			// A reply the policy could not close from (a weak model
-			// expert's, often) still demonstrates the action: the
+		if a.Failure != "" || !ok || rule == verify.RuleNone {
+			// No reply, or one the policy could not close from (a weak
+			// model expert's, often), still demonstrates the action: the
 			// demonstration is the action alone, so that a pool of such
 			// experts is asked as often as the reference is.
-			env.Metrics[MetricColdStartPartial+partialNoAnswer]++
+			why := partialNoAnswer
+			if a.Failure != "" {
+				why = partialExpertFailed
+			}
+			env.Metrics[MetricColdStartPartial+why]++
 			t := rollout.Trajectory{Prompt: d.prompt, Tokens: action, Policy: ones(len(action))}
 			out = append(out, method.EpisodeDatum(&t))
 			continue

@@ -15,8 +15,8 @@ import (
 // prompt, a consult action asking the pool's experts in turn the whole
 // question, the reply as the environment writes it and a closing answer
 // read from the reply; only the action and the closing carry weight. An
-// expert that fails leaves its question without a demonstration, and one
-// that replies without an answer leaves the action alone; both counted.
+// expert that fails, or replies without an answer, leaves the action
+// alone; each counted.
 func TestColdStartDemonstrations(t *testing.T) {
 	right := &answerFunc{f: func(string) (string, error) { return "2+3=5\n#### 5", nil }}
 	vague := &answerFunc{f: func(string) (string, error) { return "I am not sure.", nil }}
@@ -31,17 +31,20 @@ func TestColdStartDemonstrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	// E1 answers a and d, E2 b, E3 c.
-	if len(data) != 3 || env.Metrics[MetricColdStartPartial+partialNoAnswer] != 1 || env.Metrics[MetricColdStartSkipped+skipExpertFailed] != 1 {
+	if len(data) != 4 || env.Metrics[MetricColdStartPartial+partialNoAnswer] != 1 || env.Metrics[MetricColdStartPartial+partialExpertFailed] != 1 {
 		t.Fatalf("%d demonstrations, metrics %v", len(data), env.Metrics)
 	}
 	r := methodtest.ByteRender{}
-	vagueAction := `<consult>[{"expert":"E2","question":"1+1?"}]</consult>`
-	if d := data[1]; fmt.Sprint(append(d.Tokens, d.Targets[len(d.Targets)-1])) != fmt.Sprint(r.Encode("1+1?"+vagueAction)) ||
-		slices.ContainsFunc(d.Weights[len(d.Weights)-len(vagueAction):], func(w float32) bool { return w != 1 }) || d.Weights[len(d.Weights)-len(vagueAction)-1] != 0 {
-		t.Errorf("the reply without an answer: sequence %q, weights %v; want the prompt and the action alone, the action trained",
-			r.Decode(append(d.Tokens, d.Targets[len(d.Targets)-1])), d.Weights)
+	for i, alone := range map[int]string{1: `1+1?<consult>[{"expert":"E2","question":"1+1?"}]</consult>`,
+		2: `4+4?<consult>[{"expert":"E3","question":"4+4?"}]</consult>`} {
+		d, n := data[i], len(alone)-4
+		if fmt.Sprint(append(d.Tokens, d.Targets[len(d.Targets)-1])) != fmt.Sprint(r.Encode(alone)) ||
+			slices.ContainsFunc(d.Weights[len(d.Weights)-n:], func(w float32) bool { return w != 1 }) || d.Weights[len(d.Weights)-n-1] != 0 {
+			t.Errorf("demonstration %d: sequence %q, weights %v; want the prompt and the action alone, the action trained",
+				i, r.Decode(append(d.Tokens, d.Targets[len(d.Targets)-1])), d.Weights)
+		}
 	}
-	for i, q := range map[int]string{0: "2+3?", 2: "5+1?"} {
+	for i, q := range map[int]string{0: "2+3?", 3: "5+1?"} {
 		d := data[i]
 		var trained []int32
 		for k, w := range d.Weights {
