@@ -107,7 +107,7 @@ func (p Prompting) Local(w io.Writer, l *checkpoint.Loaded, examples []task.Exam
 		if err != nil {
 			return nil, nil, err
 		}
-		xs = append(xs, Expert{Name: fmt.Sprintf("E%d", x), Prompts: prompts})
+		xs = append(xs, Expert{Name: task.ExpertName(x), Prompts: prompts})
 	}
 	return out, xs, nil
 }
@@ -129,7 +129,7 @@ func (p Prompting) Endpoint(w io.Writer, name string, examples []task.Example) (
 func (p Prompting) suffixExperts() []Expert {
 	var xs []Expert
 	for x := range p.Experts {
-		xs = append(xs, Expert{Name: fmt.Sprintf("E%d", x), Suffix: world.ExpertPrompt(x)})
+		xs = append(xs, Expert{Name: task.ExpertName(x), Suffix: world.ExpertPrompt(x)})
 	}
 	return xs
 }

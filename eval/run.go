@@ -141,7 +141,7 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 	for x, ex := range cfg.Experts {
 		names[x] = ex.Name
 		if names[x] == "" {
-			names[x] = fmt.Sprintf("E%d", x)
+			names[x] = task.ExpertName(x)
 		}
 		if ex.Prompts != nil && len(ex.Prompts) != len(examples) {
 			return rep, fmt.Errorf("eval: expert %s has %d prompts for %d examples", names[x], len(ex.Prompts), len(examples))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"rlvr/internal/httpurl"
+	"rlvr/task"
 	"rlvr/task/world"
 )
 
@@ -102,7 +103,7 @@ func (e *Config) IsReference() bool { return e.Kind == KindReference }
 func WorldPool() []Config {
 	var out []Config
 	for s := 1; s < len(world.Styles); s++ {
-		out = append(out, Config{Name: fmt.Sprintf("E%d", s), World: &s})
+		out = append(out, Config{Name: task.ExpertName(s), World: &s})
 	}
 	return out
 }
@@ -138,7 +139,7 @@ func (e *Config) Check(field string, i int, chat bool) error {
 		errs = append(errs, fmt.Sprintf("%s[%d]: ", field, i)+fmt.Sprintf(format, args...))
 	}
 	if e.Name == "" {
-		e.Name = fmt.Sprintf("E%d", i+1)
+		e.Name = task.ExpertName(i + 1)
 	}
 	if strings.ContainsAny(e.Name, " \t\n;:?!\"") {
 		add("name %q: no spaces, quotes or ;:?! (they delimit consult actions)", e.Name)

@@ -3,6 +3,8 @@ package expert
 import (
 	"strconv"
 	"strings"
+
+	"rlvr/task/world"
 )
 
 // DefaultPrompt is MEML-GRPO's expert prompt P_i, with {i} for the
@@ -11,7 +13,7 @@ const DefaultPrompt = "You are Expert {i}, please provide an answer to the above
 
 // WorldPrompt is the built-in world's expert prompt P_i, the line after a
 // question that asks for expert i's style (world.ExpertPrompt renders it).
-const WorldPrompt = "@E{i}\n"
+const WorldPrompt = world.ExpertPromptTemplate
 
 // RenderPrompt returns an expert prompt template with {i} replaced by the
 // expert's index and {name} by its name.

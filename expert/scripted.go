@@ -8,6 +8,7 @@ import (
 	"rlvr/format/tokenizer"
 	"rlvr/sample"
 	"rlvr/serve"
+	"rlvr/task"
 	"rlvr/task/world"
 )
 
@@ -89,7 +90,7 @@ func WorldModels() []serve.Model {
 	tok := tokenizer.NewByteTokenizer()
 	var ms []serve.Model
 	for i := range world.Styles {
-		ms = append(ms, byteModel(fmt.Sprintf("E%d", i), tok, Scripted{Style: i, Tokenizer: tok}))
+		ms = append(ms, byteModel(task.ExpertName(i), tok, Scripted{Style: i, Tokenizer: tok}))
 	}
 	return ms
 }

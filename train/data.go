@@ -5,7 +5,6 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"rlvr/eval"
@@ -425,14 +424,14 @@ func dmeExamples(c *RLConfig, variants []method.Variant, questions []task.Exampl
 			slices.Sort(experts)
 		}
 		for _, i := range experts {
-			chosen = append(chosen, dmeVariant(i))
+			chosen = append(chosen, task.ExpertName(i))
 		}
 	}
 	trained := map[string]int{}
 	var out []task.Example
 	for j, r := range recs {
 		where := fmt.Sprintf("%s:%d", path, lines[j])
-		if !slices.Contains(chosen, dmeVariant(r.Expert)) || r.Response == "" || !r.Correct && c.Data.DMEAnswers != "all" {
+		if !slices.Contains(chosen, task.ExpertName(r.Expert)) || r.Response == "" || !r.Correct && c.Data.DMEAnswers != "all" {
 			sum.NotExpert++
 			continue
 		}
@@ -455,9 +454,9 @@ func dmeExamples(c *RLConfig, variants []method.Variant, questions []task.Exampl
 			if e.Meta == nil {
 				e.Meta = map[string]string{}
 			}
-			e.Meta[method.VariantKey] = dmeVariant(r.Expert)
+			e.Meta[method.VariantKey] = task.ExpertName(r.Expert)
 		}
-		trained[dmeVariant(r.Expert)]++
+		trained[task.ExpertName(r.Expert)]++
 		out = append(out, e)
 	}
 	for _, name := range chosen {
@@ -467,10 +466,6 @@ func dmeExamples(c *RLConfig, variants []method.Variant, questions []task.Exampl
 	}
 	return out, nil
 }
-
-// dmeVariant is the name of expert i of a D_ME file as a prompt variant:
-// E<i>, as expert prompts name theirs.
-func dmeVariant(i int) string { return "E" + strconv.Itoa(i) }
 
 // log writes the summary and up to 20 of the examples set aside, for a
 // dataset or D_ME: the world's generated problems need no account.

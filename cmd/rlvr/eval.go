@@ -392,5 +392,5 @@ func checkExpert(c *flagCheck, cmd *cobra.Command, expert int) int {
 // expertPersona is MEML-GRPO's persona of expert i in a chat, as training
 // renders it.
 func expertPersona(i int) string {
-	return expert.RenderPrompt(meml.PaperExpertSystem, i, fmt.Sprintf("E%d", i))
+	return expert.RenderPrompt(meml.PaperExpertSystem, i, task.ExpertName(i))
 }

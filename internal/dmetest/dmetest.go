@@ -8,7 +8,6 @@ package dmetest
 import (
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"rlvr/expert"
@@ -27,7 +26,7 @@ func World(t testing.TB, seed uint64, n int, levels []int) (string, []collect.Re
 		for s := range world.Styles {
 			text, got := world.Solve(p, s)
 			r := collect.Record{ID: e.ID, Question: e.Prompt, Answer: e.Answer, Expert: s,
-				Name: "E" + strconv.Itoa(s), Reference: s == 0, Prompt: fmt.Sprintf("@E%d\n", s), Response: text,
+				Name: task.ExpertName(s), Reference: s == 0, Prompt: world.ExpertPrompt(s), Response: text,
 				Correct: got == p.Answer}
 			if s > 0 {
 				r.API, r.Model = expert.APICompletion, r.Name
@@ -50,7 +49,7 @@ func Dataset(t testing.TB, examples []task.Example, experts int) string {
 	for _, e := range examples {
 		for i := range experts + 1 {
 			r := collect.Record{ID: e.ID, Source: e.Source, Question: e.Prompt, Answer: e.Answer, Expert: i,
-				Name: "E" + strconv.Itoa(i), Reference: i == 0, Response: e.Solution, Correct: true}
+				Name: task.ExpertName(i), Reference: i == 0, Response: e.Solution, Correct: true}
 			if i > 0 {
 				r.API, r.Model, r.Prompt = expert.APIChat, r.Name, fmt.Sprintf("You are Expert %d.", i)
 			} else {

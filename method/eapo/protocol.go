@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"rlvr/task"
 	"rlvr/task/world"
 	"rlvr/verify"
 )
@@ -67,7 +68,7 @@ func (World) Parse(text string) ([]Query, error) {
 	}
 	out := make([]Query, len(qs))
 	for i, q := range qs {
-		out[i] = Query{Expert: fmt.Sprintf("E%d", q.Expert), Question: q.Question}
+		out[i] = Query{Expert: task.ExpertName(q.Expert), Question: q.Question}
 	}
 	return out, nil
 }

@@ -1,13 +1,13 @@
 package meml
 
 import (
-	"fmt"
 	"strings"
 
 	"rlvr/backend"
 	"rlvr/expert"
 	"rlvr/method"
 	"rlvr/method/part"
+	"rlvr/task"
 )
 
 // The parts of MEML-GRPO, as a config's parts: lists them.
@@ -93,7 +93,7 @@ func (e *ExpertPromptsConfig) Resolve(run *part.Run, add func(string, ...any)) {
 func (e *ExpertPromptsConfig) Variants() []method.Variant {
 	var out []method.Variant
 	for _, i := range e.Experts {
-		name := fmt.Sprintf("E%d", i)
+		name := task.ExpertName(i)
 		out = append(out, method.Variant{Name: name,
 			System: expert.RenderPrompt(e.System, i, name),
 			Suffix: expert.RenderPrompt(e.Suffix, i, name)})

@@ -23,9 +23,15 @@ import (
 //	H:check products by 7…     and a heuristic
 //	M:S:…|C:…|H:…              a meta-experience shown before a question
 
+// ExpertPromptTemplate is ExpertPrompt with {i} for the expert's index,
+// the form expert prompt settings take (expert.RenderPrompt fills it).
+const ExpertPromptTemplate = "@E{i}\n"
+
 // ExpertPrompt is the line that asks for an answer in expert i's style,
 // placed after the question (MEML-GRPO's Concat(Q, P_i)).
-func ExpertPrompt(i int) string { return fmt.Sprintf("@E%d\n", i) }
+func ExpertPrompt(i int) string {
+	return strings.ReplaceAll(ExpertPromptTemplate, "{i}", strconv.Itoa(i))
+}
 
 // QuestionText is the expression of a question prompt "Q:<expression>\n",
 // or the text itself, trimmed, when it is not one.
