@@ -51,6 +51,10 @@ done | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
 
 others=()
 for row in "${rows[@]}"; do [ "$row" = fp32 ] || others+=("$row"); done
+metrics=accuracy,logprob_gap/mean,logprob_gap/max
+if [[ " ${rows[*]} " == *" bf16-learner-is "* ]]; then
+  metrics+=,is_weight/mean,is_weight/capped_frac
+fi
 {
   echo "bf16 products: RLVR_BF16_KERNEL=$RLVR_BF16_KERNEL"
   echo
@@ -60,6 +64,5 @@ for row in "${rows[@]}"; do [ "$row" = fp32 ] || others+=("$row"); done
   # The gap between learner and sampler, and the correction's weights,
   # per 50-step block.
   # shellcheck disable=SC2046
-  bin/rlvr report --blocks 50 --baseline fp32 --metrics accuracy,logprob_gap/mean,logprob_gap/max,is_weight/mean,is_weight/capped_frac \
-    $(dirs fp32 "${others[@]}")
+  bin/rlvr report --blocks 50 --baseline fp32 --metrics "$metrics" $(dirs fp32 "${others[@]}")
 } | tee "$results/table.md"
