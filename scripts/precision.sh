@@ -6,16 +6,16 @@
 # by problem, with its minimum detectable effect.
 #
 #   scripts/precision.sh          # runs under runs/precision-world2/, kept in results/precision/
-#   JOBS=1 SEEDS="1 2 3 4 5" STEPS=100 TEST_PROBLEMS=500 ROWS="fp32 bf16-learner" scripts/precision.sh
+#   JOBS=1 SEEDS="1 2 3 4 5" STEPS=100 TEST_PROBLEMS=500 ROWS="fp32 bf16 bf16-learner" scripts/precision.sh
 #
-# Rows (ROWS; default fp32 and bf16-learner):
+# Rows (ROWS; default fp32, bf16 and bf16-learner):
 #   fp32             learner and sampler in float32
+#   bf16             learner and sampler in bf16 (the sampler's weights
+#                    packed in bf16)
 #   bf16-learner     the learner's products in bf16, the sampler in float32:
 #                    the logprob gap between them is logged every step
 #   bf16-learner-is  the same with the truncated importance-sampling
 #                    correction, cap 2
-#   bf16             learner and sampler in bf16 (add it to ROWS once the
-#                    engine's sampler computes in bf16)
 #
 # The bf16 products run on RLVR_BF16_KERNEL, by default "emulate": inputs
 # rounded to bf16 and the float32 GEMM after, the hardware kernels' numbers
@@ -32,7 +32,7 @@ STEPS=${STEPS:-100}
 RESULTS=${RESULTS:-results/precision}
 source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...]
 export RLVR_BF16_KERNEL=${RLVR_BF16_KERNEL:-emulate}
-read -r -a rows <<<"${ROWS:-fp32 bf16-learner}"
+read -r -a rows <<<"${ROWS:-fp32 bf16 bf16-learner}"
 
 # Seed by seed, so that the rows' runs of a seed finish together: a
 # partial experiment still pairs.

@@ -138,20 +138,24 @@ func TestLogprobGapOfAnotherSampler(t *testing.T) {
 	}
 }
 
-// TestLogprobGapOfABF16Learner: a learner in bf16 beside a float32
-// sampler scores the sampled tokens otherwise, by far more than float32
+// TestLogprobGapAcrossPrecisions: a learner in bf16 beside a float32
+// sampler, or a sampler in bf16 beside a float32 learner, scores the
+// sampled tokens otherwise than its counterpart by far more than float32
 // rounding, and the correction's weights move off 1 with it.
-func TestLogprobGapOfABF16Learner(t *testing.T) {
-	c := smallRL(t)
-	c.Steps, c.CheckpointEvery = 2, 0
-	c.Precision, c.SamplerPrecision = "bf16", "fp32"
-	c.SamplerCorrection = &SamplerCorrectionConfig{Cap: 2}
-	for i, m := range runMetrics(t, c, 0) {
-		if m[MetricLogprobGapMax] < 1e-4 || m[MetricLogprobGapMean] < 1e-6 || math.Abs(m[MetricISWeightMean]-1) < 1e-7 {
-			t.Errorf("step %d: gap mean %v, max %v, weight mean %v: want a gap beyond float32 rounding (is bf16 reaching the learner?)",
-				i+1, m[MetricLogprobGapMean], m[MetricLogprobGapMax], m[MetricISWeightMean])
+func TestLogprobGapAcrossPrecisions(t *testing.T) {
+	for _, tc := range []struct{ learner, sampler string }{{"bf16", "fp32"}, {"fp32", "bf16"}} {
+		c := smallRL(t)
+		c.Steps, c.CheckpointEvery = 2, 0
+		c.Precision, c.SamplerPrecision = tc.learner, tc.sampler
+		c.SamplerCorrection = &SamplerCorrectionConfig{Cap: 2}
+		for i, m := range runMetrics(t, c, 0) {
+			if m[MetricLogprobGapMax] < 1e-4 || m[MetricLogprobGapMean] < 1e-6 || math.Abs(m[MetricISWeightMean]-1) < 1e-7 {
+				t.Errorf("learner %s, sampler %s, step %d: gap mean %v, max %v, weight mean %v: want a gap beyond float32 rounding (does bf16 reach the engine?)",
+					tc.learner, tc.sampler, i+1, m[MetricLogprobGapMean], m[MetricLogprobGapMax], m[MetricISWeightMean])
+			}
+			t.Logf("learner %s, sampler %s, step %d: gap mean %.3g, max %.3g; weight mean %.6f, capped %.3g", tc.learner, tc.sampler,
+				i+1, m[MetricLogprobGapMean], m[MetricLogprobGapMax], m[MetricISWeightMean], m[MetricISCappedFrac])
 		}
-		t.Logf("step %d: gap mean %.3g, max %.3g; weight mean %.6f, capped %.3g", i+1, m[MetricLogprobGapMean], m[MetricLogprobGapMax], m[MetricISWeightMean], m[MetricISCappedFrac])
 	}
 }
 
