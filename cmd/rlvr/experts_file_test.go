@@ -107,7 +107,7 @@ func TestExpertsCollectFile(t *testing.T) {
 	want := []struct {
 		name, prompt, system, response string
 	}{
-		{collect.ReferenceName, p(0), "", "2+3=5"},
+		{collect.ReferenceName, p(0), "", "2+3=5\n#### 5\n"},
 		{"oracle", p(1), "", "2+3=5\n#### 5\n"},
 		{"teacher", p(2), "You are a careful math teacher.", "2+3=5\n#### 5"},
 		{"base", p(3), "", "#### 5"},
