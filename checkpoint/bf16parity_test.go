@@ -56,7 +56,8 @@ func (g gapStats) String() string { return fmt.Sprintf("mean %.3g, max %.3g", g.
 //
 //   - rlvr's bf16 departs from float32 no more than transformers' autocast
 //     does, on average over positions: rlvr rounds the products' inputs
-//     only, autocast also their outputs and runs attention in bf16;
+//     only, autocast also their outputs and runs attention in bf16; and
+//     by at least a tenth of it, or the products were not rounded;
 //   - rlvr's bf16 lies within 1.5× transformers' own fp32–bf16 gap of
 //     transformers' bf16, in mean and in max |Δ|: two independent bf16
 //     computations of equal error differ by about √2 of it.
@@ -139,6 +140,9 @@ func TestRealModelParityBF16(t *testing.T) {
 			}
 			if rlvrGap.mean() > tfGap["autocast"].mean() {
 				t.Errorf("rlvr's bf16 departs from its float32 by %v, more than transformers' autocast (%v)", rlvrGap, tfGap["autocast"])
+			}
+			if rlvrGap.mean() < 0.1*tfGap["autocast"].mean() {
+				t.Errorf("rlvr's bf16 departs from its float32 by %v, under a tenth of transformers' autocast (%v): are its products rounded at all?", rlvrGap, tfGap["autocast"])
 			}
 			for _, run := range []string{"autocast", "bf16"} {
 				for what, d := range map[string]*gapStats{"training forward": dTrain[run], "decoder": dDecode[run]} {
