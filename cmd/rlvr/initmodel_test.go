@@ -28,7 +28,7 @@ func TestInitModelCommand(t *testing.T) {
 		{"unknown shape", []string{"--shape", "gpt-5", "--out", out}, "known: qwen3-tiny", true},
 		{"inconsistent shape", []string{"--shape", "qwen3-tiny", "--heads", "3", "--out", out, "--force"}, "heads 3 do not divide dim 64", true},
 		{"missing tokenizer", []string{"--tokenizer", filepath.Join(tokDir, "nope"), "--out", out}, "nope", true},
-		{"no out", []string{"--out", ""}, "--out is required", true},
+		{"empty out", []string{"--out", ""}, "--out is empty", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := rootCmd()
