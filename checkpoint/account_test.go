@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"rlvr/checkpoint"
-	"rlvr/internal/modeltest"
+	"rlvr/checkpoint/modeltest"
 )
 
 // TestOpenGGUFAccountsForEveryTensor opens a small llama-architecture

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"testing"
 
+	"rlvr/checkpoint/modeltest"
 	"rlvr/expert"
-	"rlvr/internal/dmetest"
-	"rlvr/internal/modeltest"
+	"rlvr/expert/collect/dmetest"
 	"rlvr/internal/shareddata"
 	"rlvr/method"
 	"rlvr/method/dapo"

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"rlvr/internal/modeltest"
+	"rlvr/checkpoint/modeltest"
 	"rlvr/task/world"
 )
 

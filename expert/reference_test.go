@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"rlvr/checkpoint/modeltest"
 	"rlvr/eval"
-	"rlvr/internal/modeltest"
 	"rlvr/sample"
 	"rlvr/task"
 )

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"rlvr/checkpoint"
-	"rlvr/internal/modeltest"
+	"rlvr/checkpoint/modeltest"
 	"rlvr/method"
 	"rlvr/method/meml"
 	"rlvr/rollout"

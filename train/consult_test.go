@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"rlvr/checkpoint"
+	"rlvr/checkpoint/modeltest"
 	"rlvr/engine/optim"
 	"rlvr/expert"
 	"rlvr/format/tokenizer"
-	"rlvr/internal/modeltest"
 	"rlvr/internal/shareddata"
 	"rlvr/method"
 	"rlvr/method/eapo"
@@ -105,9 +105,9 @@ func TestConsultationChatEpisode(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := groups[0].Trajectories[0]
-	if tr.Turns != 2 || tr.Env["accepted"] != 1 || !strings.Contains(tr.Text, `<expert name="E1">The answer is 19.</expert>`) ||
+	if tr.Turns != 2 || tr.Counts["accepted"] != 1 || !strings.Contains(tr.Text, `<expert name="E1">The answer is 19.</expert>`) ||
 		strings.Contains(tr.PolicyText, "The answer is 19.") || !strings.HasSuffix(tr.PolicyText, "#### 19") {
-		t.Fatalf("%d turns, env %v\ntext %q\npolicy %q", tr.Turns, tr.Env, tr.Text, tr.PolicyText)
+		t.Fatalf("%d turns, env %v\ntext %q\npolicy %q", tr.Turns, tr.Counts, tr.Text, tr.PolicyText)
 	}
 	var env []int32
 	for i, p := range tr.Policy {

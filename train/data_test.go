@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"rlvr/checkpoint"
-	"rlvr/internal/modeltest"
+	"rlvr/checkpoint/modeltest"
 	"rlvr/internal/shareddata"
 	"rlvr/method"
 	"rlvr/task"

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"rlvr/internal/dmetest"
+	"rlvr/expert/collect/dmetest"
 	"rlvr/method"
 	"rlvr/method/meml"
 	"rlvr/method/part"

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"rlvr/checkpoint"
-	"rlvr/internal/dmetest"
+	"rlvr/expert/collect/dmetest"
 	"rlvr/method"
 	"rlvr/method/meml"
 	"rlvr/method/part"

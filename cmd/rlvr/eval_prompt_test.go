@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"rlvr/checkpoint"
+	"rlvr/checkpoint/modeltest"
 	"rlvr/eval"
-	"rlvr/internal/modeltest"
 	"rlvr/task/world"
 )
 

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"rlvr/checkpoint/modeltest"
 	"rlvr/internal/datatest"
-	"rlvr/internal/modeltest"
 	"rlvr/method/probe"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"rlvr/checkpoint/modeltest"
 	"rlvr/format/gguf"
-	"rlvr/internal/modeltest"
 )
 
 // TestHFAccountsForEveryTensor edits a small llama-architecture file: a

@@ -5,13 +5,14 @@
 //
 //  1. engine (engine/...): kernels, the model, the optimizer and the
 //     sampler. It imports nothing of rlvr outside engine/.
-//  2. helpers (internal/atomicfile, internal/datatest, internal/gzjson,
-//     internal/httpretry, internal/httpurl, internal/jsonl, internal/layers,
-//     internal/located, internal/lockfile, internal/realmodel,
-//     internal/secret, internal/shareddata): leaves that import nothing of
-//     rlvr.
-//  3. formats (format/..., checkpoint, internal/modeltest): real files,
-//     read and written, and a model opened with its tokenizer.
+//  2. helpers (internal/...): leaves that import nothing of rlvr outside
+//     internal/: atomic files, JSON lines, HTTP retries, locks, secrets,
+//     and where the shared data and the real models are kept. A helper
+//     that serves one layer (a test model, a test D_ME) lives in that
+//     layer, beside what it serves, not here.
+//  3. formats (format/..., checkpoint/...): real files, read and
+//     written, a model opened with its tokenizer, and the models tests
+//     write (checkpoint/modeltest).
 //  4. shared types (sample, backend, api/..., rundir): the contracts of
 //     generation and of learning, the OpenAI and Tinker wire types, and
 //     the run directory's files and records.
@@ -22,7 +23,9 @@
 //     experts and the consultation use, and the Tinker API.
 //  7. tasks and verifiers (task/..., verify, worldmodel): examples,
 //     datasets, the built-in world, answer checking.
-//  8. evaluation and experts (eval, expert/..., internal/dmetest).
+//  8. evaluation and experts (eval, expert/...): evaluation of a policy,
+//     the expert pool, and the collection of MEML-GRPO's D_ME with its
+//     test writer (expert/collect/dmetest).
 //  9. methods (rollout, method/...): how questions become trajectories,
 //     rewards and loss terms: the GRPO core in method, the registry of
 //     guidance parts in method/part, and each paper's parts in a package

@@ -20,14 +20,13 @@ var layers = []struct {
 	packages []string
 }{
 	{"engine", []string{"engine/..."}},
-	{"helpers", []string{"internal/atomicfile", "internal/datatest", "internal/gzjson", "internal/httpretry", "internal/httpurl",
-		"internal/jsonl", "internal/layers", "internal/located", "internal/lockfile", "internal/realmodel", "internal/secret", "internal/shareddata"}},
-	{"formats", []string{"format/...", "checkpoint", "internal/modeltest"}},
+	{"helpers", []string{"internal/..."}},
+	{"formats", []string{"format/...", "checkpoint/..."}},
 	{"shared types", []string{"sample", "backend", "api/...", "rundir"}},
 	{"backends", []string{"backend/local", "backend/remote", "client/openai"}},
 	{"servers", []string{"serve/..."}},
 	{"tasks and verifiers", []string{"task/...", "verify", "worldmodel"}},
-	{"evaluation and experts", []string{"eval", "expert/...", "internal/dmetest"}},
+	{"evaluation and experts", []string{"eval", "expert/..."}},
 	{"methods", []string{"rollout", "method/..."}},
 	{"train", []string{"train"}},
 	{"reports", []string{"report"}},
