@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"rlvr/format/tokenizer"
+	"rlvr/format/chat"
 	"rlvr/sample"
 )
 
@@ -278,16 +278,17 @@ func sampleParams(n *int, temperature, topP *float64, topK *int, stop Stop, seed
 	return p
 }
 
-// ChatMessages converts the conversation for tokenizer.RenderChat; the
-// developer role, OpenAI's newer name for system, becomes system.
-func (r *ChatCompletionRequest) ChatMessages() []tokenizer.Message {
-	msgs := make([]tokenizer.Message, len(r.Messages))
+// ChatMessages converts the conversation for a chat template
+// (tokenizer.Message is chat.Message); the developer role, OpenAI's newer
+// name for system, becomes system.
+func (r *ChatCompletionRequest) ChatMessages() []chat.Message {
+	msgs := make([]chat.Message, len(r.Messages))
 	for i, m := range r.Messages {
 		role := m.Role
 		if role == "developer" {
 			role = "system"
 		}
-		msgs[i] = tokenizer.Message{Role: role, Content: m.Content}
+		msgs[i] = chat.Message{Role: role, Content: m.Content}
 	}
 	return msgs
 }

@@ -10,13 +10,13 @@ import (
 
 	"github.com/nikolalohinski/gonja/v2/exec"
 	jinjaparser "github.com/nikolalohinski/gonja/v2/parser"
+
+	"rlvr/format/chat"
 )
 
-// Message is one turn of a conversation.
-type Message struct {
-	Role    string // "system", "user", "assistant", or any role the template accepts
-	Content string
-}
+// Message is one turn of a conversation; it is chat.Message, so that the
+// OpenAI wire layer converts to it without compiling this package.
+type Message = chat.Message
 
 // ChatTemplate is a parsed Jinja chat template, rendered as Hugging Face
 // transformers' apply_chat_template(..., tokenize=False) renders it. The
