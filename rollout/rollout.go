@@ -40,9 +40,9 @@ type Trajectory struct {
 	PolicyText string
 	Finish     sample.Finish
 	Turns      int // policy turns taken
-	// Env counts what the environment did in this episode (consultations,
+	// Counts are what the environment did in this episode (consultations,
 	// replies, failures…), by name.
-	Env map[string]float64
+	Counts map[string]float64
 }
 
 // PolicyTokens counts the tokens the policy produced.
@@ -116,12 +116,12 @@ type Response struct {
 	Tokens []int32
 	// Done ends the episode without appending anything.
 	Done bool
-	// Env holds counts to add to the trajectory's Env (queries, replies,
+	// Counts are added to the trajectory's Counts (queries, replies,
 	// failures by kind, seconds waited…).
-	Env map[string]float64
+	Counts map[string]float64
 }
 
-// EnvUnanswered counts, in a Trajectory's Env, the calls to the
+// EnvUnanswered counts, in a Trajectory's Counts, the calls to the
 // environment that the turn or token budget left unanswered: the episode
 // ended on them.
 const EnvUnanswered = "unanswered"
@@ -160,7 +160,7 @@ func Episodes(ctx context.Context, s Sampler, dec Decoder, env Environment, prom
 		groups[i].Trajectories = make([]Trajectory, g)
 		for k := range groups[i].Trajectories {
 			t := &groups[i].Trajectories[k]
-			t.Prompt, t.Env = pr, map[string]float64{}
+			t.Prompt, t.Counts = pr, map[string]float64{}
 			live = append(live, episode{t: t, id: len(live), seed: sample.PromptSeed(p.Seed, i) + uint64(k)*7919})
 		}
 	}
@@ -200,7 +200,7 @@ func Episodes(ctx context.Context, s Sampler, dec Decoder, env Environment, prom
 			if len(t.Tokens) >= maxTokens || turn == maxTurns-1 {
 				// A call the budget leaves unanswered still ends the
 				// episode on the policy's call.
-				t.Env[EnvUnanswered]++
+				t.Counts[EnvUnanswered]++
 				continue
 			}
 			calling = append(calling, e)
@@ -219,8 +219,8 @@ func Episodes(ctx context.Context, s Sampler, dec Decoder, env Environment, prom
 		var next []episode
 		for i, e := range calling {
 			t, r := e.t, resps[i]
-			for k, v := range r.Env {
-				t.Env[k] += v
+			for k, v := range r.Counts {
+				t.Counts[k] += v
 			}
 			if r.Done {
 				continue

@@ -56,7 +56,7 @@ func (e *echoEnv) Respond(_ context.Context, calls []Call) ([]Response, error) {
 	var out []Response
 	for _, c := range calls {
 		e.seen = append(e.seen, c.Text)
-		out = append(out, Response{Tokens: e.tok.Encode("!E1:19\n"), Env: map[string]float64{"replies": 1}})
+		out = append(out, Response{Tokens: e.tok.Encode("!E1:19\n"), Counts: map[string]float64{"replies": 1}})
 	}
 	return out, nil
 }
@@ -95,8 +95,8 @@ func TestEpisodesMaskEnvironmentTokens(t *testing.T) {
 		t.Fatalf("%d sampler calls (want one batch per turn), environment saw %d turns in Respond calls of %v (want both episodes in one)", pol.calls, len(env.seen), env.turns)
 	}
 	for _, tr := range groups[0].Trajectories {
-		if tr.Env["replies"] != 1 {
-			t.Fatalf("env counts %v", tr.Env)
+		if tr.Counts["replies"] != 1 {
+			t.Fatalf("env counts %v", tr.Counts)
 		}
 	}
 }
@@ -109,7 +109,7 @@ func TestEpisodesStopAtMaxTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := groups[0].Trajectories[0]
-	if tr.Turns != 3 || strings.Count(tr.Text, "?E1") != 3 || strings.Count(tr.Text, "!E1") != 2 || tr.Env[EnvUnanswered] != 1 {
+	if tr.Turns != 3 || strings.Count(tr.Text, "?E1") != 3 || strings.Count(tr.Text, "!E1") != 2 || tr.Counts[EnvUnanswered] != 1 {
 		t.Fatalf("%d turns: %q", tr.Turns, tr.Text)
 	}
 }

@@ -19,9 +19,9 @@ func scoredGroup(correct []bool, calls []float64) method.Scored {
 	g := method.Scored{Example: task.Example{ID: "q", Prompt: "Q:1+1\n", Answer: "2"}}
 	for i, ok := range correct {
 		t := rollout.Trajectory{Prompt: []int32{1, 2}, Tokens: []int32{3}, Policy: []bool{true}, Logprobs: []float32{-1},
-			Env: map[string]float64{}}
+			Counts: map[string]float64{}}
 		if calls != nil {
-			t.Env["calls"] = calls[i]
+			t.Counts["calls"] = calls[i]
 		}
 		g.Trajectories = append(g.Trajectories, t)
 		g.Correct = append(g.Correct, ok)

@@ -60,7 +60,7 @@ type consultTotals struct {
 	Accepted int64 `json:"accepted"` // replies written into histories
 }
 
-// The names of a trajectory's consultation counts (rollout.Trajectory.Env).
+// The names of a trajectory's consultation counts (rollout.Trajectory.Counts).
 const (
 	EnvCalls     = "calls"      // consult actions
 	EnvQueries   = "queries"    // queries in them
@@ -88,7 +88,9 @@ var FailureKinds = append(slices.Clone(expert.FailureKinds), FailUnreadable, Fai
 
 // consultActions counts an episode's consult actions: those answered and
 // the one the budget left unanswered.
-func consultActions(t *rollout.Trajectory) float64 { return t.Env[EnvCalls] + t.Env[envUnanswered] }
+func consultActions(t *rollout.Trajectory) float64 {
+	return t.Counts[EnvCalls] + t.Counts[envUnanswered]
+}
 
 // TurnBudget is T(t) at a step.
 func (c *Consultation) TurnBudget(step int) int {
@@ -193,7 +195,7 @@ func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollo
 	var slots []slot
 	for i, call := range calls {
 		counts := map[string]float64{EnvCalls: 1}
-		out[i].Env = counts
+		out[i].Counts = counts
 		qs, err := c.Format.Parse(call.Text)
 		if err != nil {
 			counts[EnvMalformed]++
@@ -237,7 +239,7 @@ func (e *consultEnv) Respond(ctx context.Context, calls []rollout.Call) ([]rollo
 		}
 		for k, a := range answers {
 			s := slots[k]
-			counts := out[s.call].Env
+			counts := out[s.call].Counts
 			counts[EnvAsked]++
 			counts[envLatency] += a.Latency.Seconds()
 			if a.Failure != "" {
@@ -303,10 +305,10 @@ func (c *Consultation) Shape(_ context.Context, env *method.Env, groups []method
 			g.Rewards[i] -= c.Penalty * actions
 			episodes++
 			calls += actions
-			queries += t.Env[EnvQueries]
-			asked += t.Env[EnvAsked]
-			accepted += t.Env[EnvAccepted]
-			latency += t.Env[envLatency]
+			queries += t.Counts[EnvQueries]
+			asked += t.Counts[EnvAsked]
+			accepted += t.Counts[EnvAccepted]
+			latency += t.Counts[envLatency]
 			turns += float64(t.Turns)
 			did := 0
 			if actions > 0 {
@@ -317,7 +319,7 @@ func (c *Consultation) Shape(_ context.Context, env *method.Env, groups []method
 			if g.Correct[i] {
 				right[did]++
 			}
-			for k, v := range t.Env {
+			for k, v := range t.Counts {
 				if strings.HasPrefix(k, EnvFail) || k == envDeclined || k == envOverLimit || k == EnvMalformed || k == envUnanswered {
 					sums[k] += v
 				}

@@ -52,8 +52,8 @@ func TestConsultationReferenceExpert(t *testing.T) {
 			if g.Correct[k] == bare {
 				t.Errorf("%s, episode %d: correct %v: %q", g.Example.ID, k, g.Correct[k], tr.Text)
 			}
-			if bare && (!strings.Contains(tr.Text, "!E1:-") || tr.Env[EnvFail+expert.FailNoSolution] != 1) {
-				t.Errorf("%s, episode %d: %q, counts %v", g.Example.ID, k, tr.Text, tr.Env)
+			if bare && (!strings.Contains(tr.Text, "!E1:-") || tr.Counts[EnvFail+expert.FailNoSolution] != 1) {
+				t.Errorf("%s, episode %d: %q, counts %v", g.Example.ID, k, tr.Text, tr.Counts)
 			}
 		}
 	}
@@ -80,8 +80,8 @@ func TestConsultationExamplesAligned(t *testing.T) {
 	}
 	for _, g := range groups {
 		for _, tr := range g.Trajectories {
-			if tr.Env[EnvFail+expert.FailNoSolution] != 1 {
-				t.Errorf("without examples: %q, counts %v", tr.Text, tr.Env)
+			if tr.Counts[EnvFail+expert.FailNoSolution] != 1 {
+				t.Errorf("without examples: %q, counts %v", tr.Text, tr.Counts)
 			}
 		}
 	}

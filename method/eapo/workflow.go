@@ -97,11 +97,11 @@ func (w *Workflow) Generate(ctx context.Context, prompts []string, p sample.Para
 		for _, t := range g.Trajectories {
 			out[i] = append(out[i], t.PolicyText)
 			w.episodes++
-			if t.Env[EnvCalls] > 0 || w.Questions != nil {
+			if t.Counts[EnvCalls] > 0 || w.Questions != nil {
 				w.consulted++
 			}
-			w.asked += int(t.Env[EnvAsked])
-			for k, v := range t.Env {
+			w.asked += int(t.Counts[EnvAsked])
+			for k, v := range t.Counts {
 				if strings.HasPrefix(k, EnvFail) {
 					w.fails += int(v)
 				}

@@ -355,7 +355,7 @@ func (d *Dataset) consult(ctx context.Context, progress io.Writer, prompts [][]i
 					if r, _ := eval.Reward(examples[j], t.PolicyText); r > 0 {
 						n++
 					}
-					if t.Env[eapo.EnvCalls]+t.Env[rollout.EnvUnanswered] > 0 {
+					if t.Counts[eapo.EnvCalls]+t.Counts[rollout.EnvUnanswered] > 0 {
 						ep.Consulted++
 					}
 				}

@@ -328,13 +328,13 @@ func consultation(ctx context.Context, progress io.Writer, w *eapo.Workflow, l *
 			rep.Episodes++
 			r, _ := eval.Reward(examples[i], t.PolicyText)
 			ok := r > 0
-			calls := t.Env[eapo.EnvCalls] + t.Env[rollout.EnvUnanswered]
+			calls := t.Counts[eapo.EnvCalls] + t.Counts[rollout.EnvUnanswered]
 			// A query is readable when the expert it went to could read
 			// it; an action that did not parse counts as one unreadable
 			// query.
-			asked := int(t.Env[eapo.EnvAsked])
-			rep.Queries += asked + int(t.Env[eapo.EnvMalformed])
-			readable += asked - int(t.Env[eapo.EnvFail+eapo.FailUnreadable])
+			asked := int(t.Counts[eapo.EnvAsked])
+			rep.Queries += asked + int(t.Counts[eapo.EnvMalformed])
+			readable += asked - int(t.Counts[eapo.EnvFail+eapo.FailUnreadable])
 			if calls == 0 {
 				none.add(ok)
 				groupNone.add(ok)
