@@ -98,7 +98,8 @@ type metaPair struct {
 	experience     Experience
 }
 
-// Terms implements method.Extra.
+// Terms implements method.Extra: the pairs, then MEL's three stages, each
+// a pass of its own (reflect, replay, internalize).
 func (me *MetaExperience) Terms(ctx context.Context, env *method.Env, groups []method.Scored) ([]method.Term, error) {
 	t0 := time.Now()
 	defer func() { env.Metrics.Set("time_mel_s", time.Since(t0).Seconds()) }()
@@ -112,8 +113,20 @@ func (me *MetaExperience) Terms(ctx context.Context, env *method.Env, groups []m
 	if len(pairs) == 0 {
 		return nil, nil
 	}
+	parsed, err := me.reflect(ctx, env, pairs)
+	if err != nil {
+		return nil, err
+	}
+	kept, err := me.replay(ctx, env, parsed)
+	if err != nil || len(kept) == 0 {
+		return nil, err
+	}
+	return []method.Term{me.internalize(env, kept, len(groups))}, nil
+}
 
-	// The reflection pass: one M per pair, all pairs in one batch.
+// reflect is the reflection pass: one M per pair, all pairs in one batch.
+// It returns the pairs whose reply parsed as a meta-experience.
+func (me *MetaExperience) reflect(ctx context.Context, env *method.Env, pairs []metaPair) ([]*metaPair, error) {
 	p := env.Sampling
 	if me.Temperature > 0 {
 		p.Temperature = me.Temperature
@@ -142,10 +155,15 @@ func (me *MetaExperience) Terms(ctx context.Context, env *method.Env, groups []m
 		parsed = append(parsed, mp)
 	}
 	env.Metrics.Set(MetricMELParsed, float64(len(parsed)))
+	return parsed, nil
+}
 
-	// The replay pass: the question again, M before it, one answer each.
+// replay is replay validation: the question again, M before it, one
+// answer each, all in one batch. It returns the pairs whose replay
+// verified, and keeps the first as the example evaluations show.
+func (me *MetaExperience) replay(ctx context.Context, env *method.Env, parsed []*metaPair) ([]*metaPair, error) {
 	var replayed []*metaPair
-	prompts = prompts[:0]
+	var prompts [][]int32
 	for _, mp := range parsed {
 		e := withQuestion(mp.group.Example, me.Format.Replay(mp.group.Example.Prompt, mp.experience))
 		pr, err := env.Prompt(e, singleTurn)
@@ -158,9 +176,7 @@ func (me *MetaExperience) Terms(ctx context.Context, env *method.Env, groups []m
 		prompts = append(prompts, pr)
 		replayed = append(replayed, mp)
 	}
-	var data []backend.Datum
-	var groupOf []*method.Scored // the group of each datum's M
-	var nll float64
+	var kept []*metaPair
 	if len(replayed) > 0 {
 		p := env.Sampling
 		p.Seed = env.Seed ^ 0x6d656c2d72706c31 // "mel-rpl1"
@@ -184,31 +200,41 @@ func (me *MetaExperience) Terms(ctx context.Context, env *method.Env, groups []m
 			if r, _ := env.Reward(mp.group.Example, y.PolicyText); r <= 0 {
 				continue
 			}
-			data = append(data, method.ResponseDatum(mp.request, mp.reflection.Tokens))
-			groupOf = append(groupOf, mp.group)
-			nll += tokenNLL(mp.reflection.Logprobs)
-			if len(data) == 1 {
+			kept = append(kept, mp)
+			if len(kept) == 1 {
 				me.last = &metaExample{Step: env.Step + 1, Question: mp.group.Example.Prompt, Correct: mp.correct,
 					Wrong: mp.wrong, Reflection: mp.reflectionText, Replay: shownText(env, y)}
 			}
 		}
-		env.Metrics.Set("mel/replay_accuracy", float64(len(data))/float64(len(replayed)))
+		env.Metrics.Set("mel/replay_accuracy", float64(len(kept))/float64(len(replayed)))
 		env.Metrics.Set("mel/group_accuracy", without/float64(len(replayed)))
 	}
-	env.Metrics.Set(MetricMELValidated, float64(len(data)))
+	env.Metrics.Set(MetricMELValidated, float64(len(kept)))
 	if len(parsed) > 0 {
-		env.Metrics.Set("mel/retention", float64(len(data))/float64(len(parsed)))
+		env.Metrics.Set("mel/retention", float64(len(kept))/float64(len(parsed)))
 	}
-	if len(data) == 0 {
-		return nil, nil
+	return kept, nil
+}
+
+// internalize is the NLL term of the kept Ms, each given the
+// retrospective context it was written in, over the step's questions
+// questions.
+func (me *MetaExperience) internalize(env *method.Env, kept []*metaPair, questions int) method.Term {
+	data := make([]backend.Datum, len(kept))
+	groupOf := make([]*method.Scored, len(kept)) // the group of each datum's M
+	var nll float64
+	for i, mp := range kept {
+		data[i] = method.ResponseDatum(mp.request, mp.reflection.Tokens)
+		groupOf[i] = mp.group
+		nll += tokenNLL(mp.reflection.Logprobs)
 	}
 	// The sampler's NLL of the kept Ms under the policy that wrote them
 	// (at the reflection temperature), before this step's update.
 	env.Metrics.Set("mel/nll", nll/float64(len(data)))
 	if !me.Pooled {
-		perQuestion(data, groupOf, len(groups))
+		perQuestion(data, groupOf, questions)
 	}
-	return []method.Term{{Name: "mel", Data: data, Loss: backend.Loss{NLL: me.Weight}, Aggregation: backend.SeqMeanTokenMean}}, nil
+	return method.Term{Name: "mel", Data: data, Loss: backend.Loss{NLL: me.Weight}, Aggregation: backend.SeqMeanTokenMean}
 }
 
 // perQuestion scales each datum's token weights so that the term's
