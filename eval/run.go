@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"rlvr/internal/stats"
 	"rlvr/sample"
 	"rlvr/task"
 )
@@ -81,7 +82,7 @@ type Report struct {
 	// Failed lists the examples whose prompts the generator refused (a
 	// remote endpoint's 400), scored as wrong wherever refused.
 	Failed []Failure `json:",omitempty"`
-	Greedy Interval
+	Greedy stats.Interval
 	// Sampled results, when K > 0.
 	K           int
 	Temperature float32
@@ -92,7 +93,7 @@ type Report struct {
 	Experts     []ExpertResult
 	// ExpertMajority is the accuracy of the majority vote of the experts'
 	// greedy answers (MEML-GRPO's inference across experts).
-	ExpertMajority *Interval
+	ExpertMajority *stats.Interval
 	Overlap        *Overlap
 }
 
@@ -105,7 +106,7 @@ type Failure struct {
 // ExpertResult is one expert prompt's greedy accuracy.
 type ExpertResult struct {
 	Name     string
-	Accuracy Interval
+	Accuracy stats.Interval
 }
 
 // Overlap is MEML-GRPO's Table 1: for each expert, the problems it gets
@@ -287,7 +288,7 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 	if err != nil {
 		return nil, err
 	}
-	rep.Greedy = WilsonInterval(sum(c), len(c))
+	rep.Greedy = stats.WilsonInterval(sum(c), len(c))
 	if cfg.K > 0 {
 		p := greedy
 		p.N, p.Temperature, p.TopP = cfg.K, cfg.Temperature, cfg.TopP
@@ -340,7 +341,7 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 				right[x][i] = c[i] > 0
 				votes[i] = append(votes[i], answers[i][0])
 			}
-			rep.Experts = append(rep.Experts, ExpertResult{Name: name, Accuracy: WilsonInterval(sum(c), len(c))})
+			rep.Experts = append(rep.Experts, ExpertResult{Name: name, Accuracy: stats.WilsonInterval(sum(c), len(c))})
 		}
 		rep.Overlap = NewOverlap(rep.Experts, right)
 		majRight := 0
@@ -351,7 +352,7 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 				}
 			}
 		}
-		w := WilsonInterval(majRight, len(usable))
+		w := stats.WilsonInterval(majRight, len(usable))
 		rep.ExpertMajority = &w
 	}
 	return rep, nil

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"rlvr/eval"
+	"rlvr/internal/stats"
 	"rlvr/rundir"
 )
 
@@ -208,7 +208,7 @@ func blockDifference(means, base []seedMean, seeds int) string {
 // intervalCell writes the mean of per-seed values with its t-interval, each
 // written by format, and how many of the row's seeds they are when not all.
 func intervalCell(perSeed []float64, format func(float64) string, seeds int) string {
-	iv := eval.MeanInterval(perSeed)
+	iv := stats.MeanInterval(perSeed)
 	s := format(iv.Mean)
 	if !math.IsNaN(iv.Low) {
 		s += " [" + format(iv.Low) + ", " + format(iv.High) + "]"

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"rlvr/eval"
+	"rlvr/internal/stats"
 	"rlvr/method"
 	"rlvr/method/eapo"
 	"rlvr/method/mel"
@@ -188,7 +188,7 @@ func UnderExpert(runs []*rundir.Run, expert string) ([]*rundir.Run, error) {
 			}
 			e.Best, e.BestLow, e.BestHigh, e.Delta = &acc, nil, nil, nil
 			if e.Problems > 0 {
-				w := eval.WilsonInterval(int(math.Round(acc*float64(e.Problems))), e.Problems)
+				w := stats.WilsonInterval(int(math.Round(acc*float64(e.Problems))), e.Problems)
 				e.BestLow, e.BestHigh = &w.Low, &w.High
 			}
 			if e.ExpertMajority != nil {
@@ -275,7 +275,7 @@ func atEnd(vals []rundir.Eval) *rundir.Eval {
 }
 
 // Summary is a row's numbers. A mean is over the runs that have the value,
-// NaN when none has; an eval.Interval's N counts those runs (problems, for
+// NaN when none has; an stats.Interval's N counts those runs (problems, for
 // Pooled), and its Low and High are NaN when there is no interval.
 type Summary struct {
 	Name string
@@ -285,7 +285,7 @@ type Summary struct {
 
 	// Accuracy is the mean of the runs' headline accuracies ([Final.Acc])
 	// with a 95% t-interval over seeds.
-	Accuracy eval.Interval
+	Accuracy stats.Interval
 	// FromVal counts the runs without a test evaluation, whose last
 	// validation evaluation stands in.
 	FromVal int
@@ -293,7 +293,7 @@ type Summary struct {
 	// Wilson interval: successes Σ Acc·problems out of Σ problems. Its
 	// Mean is NaN unless every run has a final evaluation that gives its
 	// number of problems.
-	Pooled eval.Interval
+	Pooled stats.Interval
 
 	// Experts names the expert prompts of the runs' final evaluations, in
 	// natural order, and ExpertAcc is the mean accuracy under each.
@@ -303,7 +303,7 @@ type Summary struct {
 	Majority float64
 	// Delta is the mean of Final.Delta (majority − best expert), with a
 	// 95% t-interval.
-	Delta eval.Interval
+	Delta stats.Interval
 	// BestExperts is each run's best expert, in the row's order; empty
 	// for a run without one.
 	BestExperts []string
@@ -330,12 +330,12 @@ type Summary struct {
 	// sampled answers' mean accuracy, EAPO's Pass@32 mean) with a 95%
 	// t-interval, and Variance the mean of its per-problem variance; K is
 	// the largest k seen, 0 without sampled answers.
-	AvgAtK   eval.Interval
+	AvgAtK   stats.Interval
 	Variance float64
 	K        int
 	// PassAtK is the mean over runs of the final evaluation's pass@K with
 	// a 95% t-interval (MEL's Pass@8).
-	PassAtK eval.Interval
+	PassAtK stats.Interval
 	// Pairs, Parsed and Validated are MEL's meta-experience yield, summed
 	// over every step of every run (mel/pairs, mel/parsed, mel/validated);
 	// 0 for runs without it.
@@ -405,14 +405,14 @@ func (row Row) Summary() Summary {
 			s.Validated += st.Values[mel.MetricMELValidated]
 		}
 	}
-	s.AvgAtK = eval.MeanInterval(avgK)
-	s.PassAtK = eval.MeanInterval(passK)
+	s.AvgAtK = stats.MeanInterval(avgK)
+	s.PassAtK = stats.MeanInterval(passK)
 	s.Variance = mean(variance)
 	s.CallFirst, s.CallLast = mean(callFirst), mean(callLast)
-	s.Accuracy = eval.MeanInterval(acc)
-	s.Pooled = eval.Interval{Mean: math.NaN(), Low: math.NaN(), High: math.NaN()}
+	s.Accuracy = stats.MeanInterval(acc)
+	s.Pooled = stats.Interval{Mean: math.NaN(), Low: math.NaN(), High: math.NaN()}
 	if pooled && problems > 0 {
-		s.Pooled = eval.WilsonInterval(successes, problems)
+		s.Pooled = stats.WilsonInterval(successes, problems)
 	}
 	for name := range byExpert {
 		s.Experts = append(s.Experts, name)
@@ -422,7 +422,7 @@ func (row Row) Summary() Summary {
 		s.ExpertAcc = append(s.ExpertAcc, mean(byExpert[name]))
 	}
 	s.Majority = mean(majority)
-	s.Delta = eval.MeanInterval(delta)
+	s.Delta = stats.MeanInterval(delta)
 	s.Before = mean(before)
 	s.Validation = mean(validation)
 	s.ZeroVariance = mean(zeroVar)
@@ -453,14 +453,14 @@ func appendFinite(xs []float64, x float64) []float64 {
 type Difference struct {
 	// Interval is the mean over the paired seeds of (run − baseline run),
 	// with a 95% paired t-interval; N counts the pairs.
-	eval.Interval
+	stats.Interval
 	// AvgAtK and PassAtK are the same for the sampled answers' mean
 	// accuracy and pass@k at the largest k, over the paired seeds whose
 	// runs both have them (NaN when none do).
-	AvgAtK, PassAtK eval.Interval
+	AvgAtK, PassAtK stats.Interval
 	// MDE is the smallest true difference that the paired t-test detects
 	// at the 5% level with 80% power, at the spread of these pairs
-	// (eval.MinDetectable); NaN below three pairs.
+	// (stats.MinDetectable); NaN below three pairs.
 	MDE float64
 	// Seeds lists the paired seeds, in the row's order.
 	Seeds []string
@@ -538,9 +538,9 @@ func Paired(row, base Row) Difference {
 	for _, name := range append(rNoSeed, bNoSeed...) {
 		d.LeftOut = append(d.LeftOut, fmt.Sprintf("%s (no seed)", name))
 	}
-	d.Interval = eval.MeanInterval(diffs)
-	d.AvgAtK, d.PassAtK = eval.MeanInterval(avgs), eval.MeanInterval(passes)
-	d.MDE = eval.MinDetectable(d.Interval)
+	d.Interval = stats.MeanInterval(diffs)
+	d.AvgAtK, d.PassAtK = stats.MeanInterval(avgs), stats.MeanInterval(passes)
+	d.MDE = stats.MinDetectable(d.Interval)
 	return d
 }
 
@@ -766,7 +766,7 @@ func newGrid(rows []Row, base int) grid {
 		}
 		// An optional column that no row has a value for goes, its
 		// baseline's cell with it.
-		delta := func(name string, optional bool, of func(Difference) eval.Interval) column {
+		delta := func(name string, optional bool, of func(Difference) stats.Interval) column {
 			some := false
 			for i, d := range diffs {
 				some = some || i != base && !math.IsNaN(of(d).Mean)
@@ -787,9 +787,9 @@ func newGrid(rows []Row, base int) grid {
 			}
 			return fmt.Sprintf("%.1f pp", 100*diffs[i].MDE)
 		})
-		cols = append(cols, delta("Δ", false, func(d Difference) eval.Interval { return d.Interval }), mde,
-			delta("Δ sampled mean", true, func(d Difference) eval.Interval { return d.AvgAtK }),
-			delta("Δ pass@k", true, func(d Difference) eval.Interval { return d.PassAtK }))
+		cols = append(cols, delta("Δ", false, func(d Difference) stats.Interval { return d.Interval }), mde,
+			delta("Δ sampled mean", true, func(d Difference) stats.Interval { return d.AvgAtK }),
+			delta("Δ pass@k", true, func(d Difference) stats.Interval { return d.PassAtK }))
 	}
 
 	cols = slices.DeleteFunc(cols, func(c column) bool {
@@ -890,7 +890,7 @@ func orDash(s string) string {
 
 // percentInterval writes "12.0% [7.0, 17.0]", the interval left out when
 // unknown, a dash for NaN.
-func percentInterval(iv eval.Interval) string {
+func percentInterval(iv stats.Interval) string {
 	if math.IsNaN(iv.Mean) {
 		return dash
 	}
@@ -912,7 +912,7 @@ func points(f float64) string {
 // ppInterval writes a difference of fractions in percentage points,
 // "+6.0 pp [+3.5, +8.5]", the interval left out when unknown, a dash for
 // NaN.
-func ppInterval(iv eval.Interval) string {
+func ppInterval(iv stats.Interval) string {
 	if math.IsNaN(iv.Mean) {
 		return dash
 	}

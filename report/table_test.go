@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"rlvr/eval"
+	"rlvr/internal/stats"
 	"rlvr/rundir"
 )
 
@@ -492,7 +492,7 @@ func TestUnderExpert(t *testing.T) {
 		t.Errorf("majority − E0 %v, want 5.3 pp", s.Delta.Mean)
 	}
 	f, _ := FinalOf(under[0])
-	w := eval.WilsonInterval(24, 200)
+	w := stats.WilsonInterval(24, 200)
 	if f.Low != w.Low || f.High != w.High {
 		t.Errorf("seed 3's interval [%v, %v], want Wilson's [%v, %v]", f.Low, f.High, w.Low, w.High)
 	}

@@ -13,6 +13,7 @@ import (
 	"rlvr/backend"
 	"rlvr/eval"
 	"rlvr/internal/atomicfile"
+	"rlvr/internal/stats"
 	"rlvr/method"
 	"rlvr/method/part"
 	"rlvr/sample"
@@ -125,10 +126,10 @@ type ColdStartRecord struct {
 
 // ProtocolRate is a part's protocol rate before and after a cold start.
 type ProtocolRate struct {
-	Part     string        `json:"part"`
-	Protocol string        `json:"protocol"` // what was counted: "consult" actions, "reflection"s
-	Before   eval.Interval `json:"before"`
-	After    eval.Interval `json:"after"`
+	Part     string         `json:"part"`
+	Protocol string         `json:"protocol"` // what was counted: "consult" actions, "reflection"s
+	Before   stats.Interval `json:"before"`
+	After    stats.Interval `json:"after"`
 }
 
 // coldStart runs the stage: protocol rates and validation accuracy
@@ -244,7 +245,7 @@ func (l *loop) coldStart(ctx context.Context, starts []part.ColdStart, logf func
 	if n := float64(len(diffs)); n > 0 {
 		rec.AccuracyBefore /= n
 		rec.AccuracyAfter /= n
-		d := eval.MeanInterval(diffs)
+		d := stats.MeanInterval(diffs)
 		rec.Delta, rec.DeltaLow, rec.DeltaHigh = d.Mean, d.Low, d.High
 	}
 	logf("cold start: validation greedy accuracy without the grant %.1f%% -> %.1f%% on %d problems (paired Δ %+.1f pp [%+.1f, %+.1f])",
@@ -313,16 +314,16 @@ func coldStartExamples(src *source, n int, seed uint64) ([]task.Example, error) 
 }
 
 // protocolRate measures one part's protocol rate on examples.
-func protocolRate(ctx context.Context, s part.ColdStart, env *method.Env, examples []task.Example) (eval.Interval, error) {
+func protocolRate(ctx context.Context, s part.ColdStart, env *method.Env, examples []task.Example) (stats.Interval, error) {
 	ok, n, err := s.Rate(ctx, env, examples)
 	if err != nil {
-		return eval.Interval{}, fmt.Errorf("cold_start: measuring %s's %s rate: %w", s.Part, s.Protocol, err)
+		return stats.Interval{}, fmt.Errorf("cold_start: measuring %s's %s rate: %w", s.Part, s.Protocol, err)
 	}
-	return eval.WilsonInterval(ok, n), nil
+	return stats.WilsonInterval(ok, n), nil
 }
 
 // rateText is a rate with its interval, in percent.
-func rateText(iv eval.Interval) string {
+func rateText(iv stats.Interval) string {
 	if iv.N == 0 || math.IsNaN(iv.Mean) {
 		return "no sample"
 	}

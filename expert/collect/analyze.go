@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"rlvr/eval"
+	"rlvr/internal/stats"
 )
 
 // AnalyzeOptions choose what Analyze counts.
@@ -32,8 +33,8 @@ type Table1 struct {
 	Experts  []ExpertErrors `json:"experts"`
 	// AllWrong counts the problems every expert gets wrong (the paper's
 	// "error overlap"), with its rate among Problems.
-	AllWrong     int           `json:"all_wrong"`
-	AllWrongRate eval.Interval `json:"all_wrong_rate"`
+	AllWrong     int            `json:"all_wrong"`
+	AllWrongRate stats.Interval `json:"all_wrong_rate"`
 	// Shared[i][j] counts the problems experts i and j (in the order of
 	// Experts) both get wrong; the diagonal holds each expert's errors.
 	Shared [][]int `json:"shared"`
@@ -41,10 +42,10 @@ type Table1 struct {
 
 // ExpertErrors is one expert's column of Table 1.
 type ExpertErrors struct {
-	Index     int           `json:"index"`
-	Name      string        `json:"name"`
-	Errors    int           `json:"errors"`
-	ErrorRate eval.Interval `json:"error_rate"` // Errors / Problems, with a 95% Wilson interval
+	Index     int            `json:"index"`
+	Name      string         `json:"name"`
+	Errors    int            `json:"errors"`
+	ErrorRate stats.Interval `json:"error_rate"` // Errors / Problems, with a 95% Wilson interval
 	// CorrectedByOthers counts its errors some other expert gets right,
 	// and CorrectedRate is their share of its errors (nil without
 	// errors).
@@ -54,9 +55,9 @@ type ExpertErrors struct {
 	// verified-correct answers, data.dme_answers "correct") of all its
 	// lines, failed ones included, over every question of D_ME, not only
 	// the tabulated ones; KeepRate is their share.
-	Answers  int           `json:"answers"`
-	Kept     int           `json:"kept"`
-	KeepRate eval.Interval `json:"keep_rate"`
+	Answers  int            `json:"answers"`
+	Kept     int            `json:"kept"`
+	KeepRate stats.Interval `json:"keep_rate"`
 }
 
 // AnalyzeFile reads the D_ME file at path (see ReadDME) and tabulates it.
@@ -146,8 +147,8 @@ func Analyze(records []Record, opt AnalyzeOptions) (*Table1, error) {
 	ov := eval.NewOverlap(names, right)
 	for x, row := range ov.Rows {
 		e := ExpertErrors{Index: experts[x].index, Name: row.Name, Errors: row.Errors,
-			ErrorRate: eval.WilsonInterval(row.Errors, t.Problems), CorrectedByOthers: row.CorrectedByOthers,
-			Answers: answers[row.Name], Kept: kept[row.Name], KeepRate: eval.WilsonInterval(kept[row.Name], answers[row.Name])}
+			ErrorRate: stats.WilsonInterval(row.Errors, t.Problems), CorrectedByOthers: row.CorrectedByOthers,
+			Answers: answers[row.Name], Kept: kept[row.Name], KeepRate: stats.WilsonInterval(kept[row.Name], answers[row.Name])}
 		if row.Errors > 0 {
 			rate := float64(row.CorrectedByOthers) / float64(row.Errors)
 			e.CorrectedRate = &rate
@@ -155,7 +156,7 @@ func Analyze(records []Record, opt AnalyzeOptions) (*Table1, error) {
 		t.Experts = append(t.Experts, e)
 	}
 	t.AllWrong, t.Shared = ov.AllWrong, ov.Shared
-	t.AllWrongRate = eval.WilsonInterval(ov.AllWrong, t.Problems)
+	t.AllWrongRate = stats.WilsonInterval(ov.AllWrong, t.Problems)
 	return t, nil
 }
 

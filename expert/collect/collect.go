@@ -27,6 +27,7 @@ import (
 
 	"rlvr/eval"
 	"rlvr/expert"
+	"rlvr/internal/stats"
 	"rlvr/task"
 )
 
@@ -151,7 +152,7 @@ type ExpertSummary struct {
 	Correct  int    `json:"correct"`
 	// Accuracy is Correct over the answers that did not fail, with a 95%
 	// Wilson interval; nil when every answer failed.
-	Accuracy *eval.Interval `json:"accuracy"`
+	Accuracy *stats.Interval `json:"accuracy"`
 }
 
 // Collect asks every expert of cfg for an answer to each example not yet
@@ -294,9 +295,9 @@ func Collect(ctx context.Context, examples []task.Example, cfg Config) (*Result,
 	}
 	wg.Wait()
 
-	stats := make([]ExpertSummary, len(experts))
+	byExpert := make([]ExpertSummary, len(experts))
 	for x, ex := range experts {
-		stats[x] = ExpertSummary{Name: ex.Name, Index: ex.Index}
+		byExpert[x] = ExpertSummary{Name: ex.Name, Index: ex.Index}
 	}
 	ref := ExpertSummary{Name: ReferenceName}
 	add := func(s *ExpertSummary, r Record) {
@@ -313,17 +314,17 @@ func Collect(ctx context.Context, examples []task.Example, cfg Config) (*Result,
 		add(&ref, reference(q, cfg.ReferencePrompt))
 		for x, ex := range experts {
 			if r, ok := got[key{q.ID, ex.Name}]; ok {
-				add(&stats[x], r)
+				add(&byExpert[x], r)
 			} else {
 				sum.missing++
 			}
 		}
 	}
-	sum.Experts = append([]ExpertSummary{ref}, stats...)
+	sum.Experts = append([]ExpertSummary{ref}, byExpert...)
 	for i := range sum.Experts {
 		s := &sum.Experts[i]
 		if n := s.Answers - s.Failures; n > 0 {
-			w := eval.WilsonInterval(s.Correct, n)
+			w := stats.WilsonInterval(s.Correct, n)
 			s.Accuracy = &w
 		}
 	}

@@ -2,6 +2,7 @@ package meml
 
 import (
 	"rlvr/eval"
+	"rlvr/internal/stats"
 	"rlvr/method"
 	"rlvr/method/part"
 	"rlvr/rundir"
@@ -16,7 +17,7 @@ import (
 type ExpertEvaluator struct {
 	Variants []method.Variant
 	// val is each expert's accuracy on the latest validation.
-	val map[string]eval.Interval
+	val map[string]stats.Interval
 }
 
 // Prepare implements part.Evaluator: every problem is also asked under
@@ -38,7 +39,7 @@ func (x *ExpertEvaluator) Prepare(ev *part.Evaluation) error {
 
 // Record implements part.Evaluator.
 func (x *ExpertEvaluator) Record(ev *part.Evaluation, rep *eval.Report, rec *rundir.Eval) {
-	acc := map[string]eval.Interval{}
+	acc := map[string]stats.Interval{}
 	rec.Experts = map[string]float64{}
 	for _, r := range rep.Experts {
 		acc[r.Name] = r.Accuracy
@@ -63,7 +64,7 @@ func (x *ExpertEvaluator) Record(ev *part.Evaluation, rep *eval.Report, rec *run
 
 // BestExpert is the variant with the highest accuracy, the first of them
 // on a tie; "" without variants.
-func BestExpert(variants []method.Variant, acc map[string]eval.Interval) string {
+func BestExpert(variants []method.Variant, acc map[string]stats.Interval) string {
 	best := ""
 	for _, v := range variants {
 		if best == "" || acc[v.Name].Mean > acc[best].Mean {

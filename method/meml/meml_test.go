@@ -11,6 +11,7 @@ import (
 
 	"rlvr/backend"
 	"rlvr/eval"
+	"rlvr/internal/stats"
 	"rlvr/method"
 	"rlvr/method/dapo"
 	"rlvr/method/methodtest"
@@ -244,9 +245,9 @@ func TestMutualLearningConfig(t *testing.T) {
 func TestExpertEvaluatorBestOnValidation(t *testing.T) {
 	x := &ExpertEvaluator{Variants: []method.Variant{e1, e2, e3}}
 	report := func(acc ...float64) *eval.Report {
-		rep := &eval.Report{ExpertMajority: &eval.Interval{Mean: 0.5}}
+		rep := &eval.Report{ExpertMajority: &stats.Interval{Mean: 0.5}}
 		for i, a := range acc {
-			rep.Experts = append(rep.Experts, eval.ExpertResult{Name: x.Variants[i].Name, Accuracy: eval.Interval{Mean: a}})
+			rep.Experts = append(rep.Experts, eval.ExpertResult{Name: x.Variants[i].Name, Accuracy: stats.Interval{Mean: a}})
 		}
 		return rep
 	}

@@ -9,6 +9,7 @@ import (
 
 	"rlvr/eval"
 	"rlvr/expert"
+	"rlvr/internal/stats"
 	"rlvr/method"
 	"rlvr/method/eapo"
 	"rlvr/method/mel"
@@ -90,9 +91,9 @@ type DatasetReport struct {
 	Skipped     []string `json:"skipped,omitempty"`
 
 	// The policy alone, under the run's prompt.
-	Greedy       eval.Interval `json:"greedy"`        // greedy accuracy
-	Sampled      eval.Interval `json:"sampled"`       // accuracy of the k samples, pooled
-	ZeroVariance eval.Interval `json:"zero_variance"` // share of groups all right or all wrong
+	Greedy       stats.Interval `json:"greedy"`        // greedy accuracy
+	Sampled      stats.Interval `json:"sampled"`       // accuracy of the k samples, pooled
+	ZeroVariance stats.Interval `json:"zero_variance"` // share of groups all right or all wrong
 
 	EAPO *EAPOReport `json:"eapo"`
 	MEL  *MELReport  `json:"mel"`
@@ -104,9 +105,9 @@ type DatasetReport struct {
 // question and its reply in the history, as the consultation's
 // environment turn writes it.
 type EAPOReport struct {
-	Turns   int           `json:"turns"`   // the policy's turn budget in an episode
-	Without eval.Interval `json:"without"` // the k samples without consultation (Sampled)
-	Experts []ExpertProbe `json:"experts"`
+	Turns   int            `json:"turns"`   // the policy's turn budget in an episode
+	Without stats.Interval `json:"without"` // the k samples without consultation (Sampled)
+	Experts []ExpertProbe  `json:"experts"`
 }
 
 // ExpertProbe is one expert of the pool.
@@ -116,16 +117,16 @@ type ExpertProbe struct {
 	// Right is the expert's own accuracy: the share of problems whose
 	// reply gives the gold answer; NoReply are the problems it gave no
 	// usable reply to (failed, or unreadable).
-	Right   eval.Interval `json:"right"`
-	NoReply int           `json:"no_reply"`
+	Right   stats.Interval `json:"right"`
+	NoReply int            `json:"no_reply"`
 	// With is the policy's accuracy with the reply in the history, over
 	// the k episodes of every problem; Gain is With − without per
 	// problem, paired by problem; GainRight and GainWrong the same over
 	// the problems whose reply was right, and wrong.
-	With      eval.Interval `json:"with"`
-	Gain      eval.Interval `json:"gain"`
-	GainRight eval.Interval `json:"gain_right"`
-	GainWrong eval.Interval `json:"gain_wrong"`
+	With      stats.Interval `json:"with"`
+	Gain      stats.Interval `json:"gain"`
+	GainRight stats.Interval `json:"gain_right"`
+	GainWrong stats.Interval `json:"gain_wrong"`
 	// Consulted are the episodes in which the policy consulted again.
 	Consulted int `json:"consulted"`
 	// Opening is the first problem's opening as the policy reads it after
@@ -151,15 +152,15 @@ type MELReport struct {
 	// Parsed is the share of reflections that parse as a
 	// meta-experience; Validated those whose validation replay (one
 	// answer) was right.
-	Parsed    eval.Interval `json:"parsed"`
-	Validated int           `json:"validated"`
+	Parsed    stats.Interval `json:"parsed"`
+	Validated int            `json:"validated"`
 	// With and Without are the fresh answers' accuracy with M and
 	// without, over the parsed Ms' questions; Gain is With − Without per
 	// question, paired, and GainValidated the same over the validated Ms.
-	With          eval.Interval `json:"with"`
-	Without       eval.Interval `json:"without"`
-	Gain          eval.Interval `json:"gain"`
-	GainValidated eval.Interval `json:"gain_validated"`
+	With          stats.Interval `json:"with"`
+	Without       stats.Interval `json:"without"`
+	Gain          stats.Interval `json:"gain"`
+	GainValidated stats.Interval `json:"gain_validated"`
 	// Reflection is the first reflection the policy wrote, clipped: what
 	// the parse rate reads.
 	Reflection string `json:"reflection,omitempty"`
@@ -172,15 +173,15 @@ type MEMLReport struct {
 	// Mixed is the share of questions whose greedy answers across the
 	// prompts are some right, some wrong: where mutual learning has a
 	// teacher and a student. AllRight and AllWrong count the others.
-	Mixed    eval.Interval `json:"mixed"`
-	AllRight int           `json:"all_right"`
-	AllWrong int           `json:"all_wrong"`
+	Mixed    stats.Interval `json:"mixed"`
+	AllRight int            `json:"all_right"`
+	AllWrong int            `json:"all_wrong"`
 }
 
 // PromptProbe is one expert prompt.
 type PromptProbe struct {
-	Name   string        `json:"name"`
-	Greedy eval.Interval `json:"greedy"`
+	Name   string         `json:"name"`
+	Greedy stats.Interval `json:"greedy"`
 }
 
 // The seeds of a probe's sampling passes, offsets of its seed.
@@ -231,9 +232,9 @@ func RunDataset(ctx context.Context, progress io.Writer, d Dataset, cfg DatasetC
 			zero++
 		}
 	}
-	rep.Greedy = eval.WilsonInterval(right, len(d.Examples))
-	rep.Sampled = eval.WilsonInterval(samples, len(d.Examples)*cfg.K)
-	rep.ZeroVariance = eval.WilsonInterval(zero, len(d.Examples))
+	rep.Greedy = stats.WilsonInterval(right, len(d.Examples))
+	rep.Sampled = stats.WilsonInterval(samples, len(d.Examples)*cfg.K)
+	rep.ZeroVariance = stats.WilsonInterval(zero, len(d.Examples))
 
 	if d.Consultation != nil {
 		if rep.EAPO, err = d.consult(ctx, progress, prompts, sampledRight, p); err != nil {
@@ -372,9 +373,9 @@ func (d *Dataset) consult(ctx context.Context, progress io.Writer, prompts [][]i
 			}
 			fmt.Fprintf(progress, "probe: EAPO, expert %s: %d of %d problems\n", member.Name, end, len(prompts))
 		}
-		ep.Right = eval.WilsonInterval(replyRight, len(prompts))
-		ep.With = eval.WilsonInterval(withRight, len(prompts)*k)
-		ep.Gain, ep.GainRight, ep.GainWrong = eval.MeanInterval(gain), eval.MeanInterval(gainRight), eval.MeanInterval(gainWrong)
+		ep.Right = stats.WilsonInterval(replyRight, len(prompts))
+		ep.With = stats.WilsonInterval(withRight, len(prompts)*k)
+		ep.Gain, ep.GainRight, ep.GainWrong = stats.MeanInterval(gain), stats.MeanInterval(gainRight), stats.MeanInterval(gainWrong)
 		rep.Experts = append(rep.Experts, ep)
 	}
 	return rep, nil
@@ -482,9 +483,9 @@ func (d *Dataset) replay(ctx context.Context, progress io.Writer, prompts [][]in
 		replays = append(replays, toks)
 		plain = append(plain, prompts[i])
 	}
-	rep.Parsed = eval.WilsonInterval(len(replays), rep.Pairs)
-	nan := eval.MeanInterval(nil)
-	rep.With, rep.Without, rep.Gain, rep.GainValidated = eval.WilsonInterval(0, 0), eval.WilsonInterval(0, 0), nan, nan
+	rep.Parsed = stats.WilsonInterval(len(replays), rep.Pairs)
+	nan := stats.MeanInterval(nil)
+	rep.With, rep.Without, rep.Gain, rep.GainValidated = stats.WilsonInterval(0, 0), stats.WilsonInterval(0, 0), nan, nan
 	if len(replays) == 0 {
 		return rep, nil
 	}
@@ -521,8 +522,8 @@ func (d *Dataset) replay(ctx context.Context, progress io.Writer, prompts [][]in
 			gainValid = append(gainValid, diff)
 		}
 	}
-	rep.With, rep.Without = eval.WilsonInterval(withN, len(replayed)*k), eval.WilsonInterval(withoutN, len(replayed)*k)
-	rep.Gain, rep.GainValidated = eval.MeanInterval(gain), eval.MeanInterval(gainValid)
+	rep.With, rep.Without = stats.WilsonInterval(withN, len(replayed)*k), stats.WilsonInterval(withoutN, len(replayed)*k)
+	rep.Gain, rep.GainValidated = stats.MeanInterval(gain), stats.MeanInterval(gainValid)
 	return rep, nil
 }
 
@@ -566,7 +567,7 @@ func (d *Dataset) expertPrompts(ctx context.Context, progress io.Writer, greedyP
 				right[i]++
 			}
 		}
-		rep.Prompts = append(rep.Prompts, PromptProbe{Name: v.Name, Greedy: eval.WilsonInterval(n, len(d.Examples))})
+		rep.Prompts = append(rep.Prompts, PromptProbe{Name: v.Name, Greedy: stats.WilsonInterval(n, len(d.Examples))})
 	}
 	mixed := 0
 	for _, n := range right {
@@ -579,7 +580,7 @@ func (d *Dataset) expertPrompts(ctx context.Context, progress io.Writer, greedyP
 			mixed++
 		}
 	}
-	rep.Mixed = eval.WilsonInterval(mixed, len(d.Examples))
+	rep.Mixed = stats.WilsonInterval(mixed, len(d.Examples))
 	return rep, nil
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"rlvr/checkpoint"
 	"rlvr/eval"
+	"rlvr/internal/stats"
 	"rlvr/method/eapo"
 	"rlvr/method/mel"
 	"rlvr/rollout"
@@ -43,9 +44,9 @@ type Report struct {
 	Seed        uint64  `json:"seed"`
 
 	// The policy alone.
-	Greedy       eval.Interval `json:"greedy"`        // greedy accuracy
-	Sampled      eval.Interval `json:"sampled"`       // accuracy of the k samples, pooled
-	ZeroVariance eval.Interval `json:"zero_variance"` // share of groups all right or all wrong
+	Greedy       stats.Interval `json:"greedy"`        // greedy accuracy
+	Sampled      stats.Interval `json:"sampled"`       // accuracy of the k samples, pooled
+	ZeroVariance stats.Interval `json:"zero_variance"` // share of groups all right or all wrong
 	// Steps reads the k samples' steps: on prone steps the right result,
 	// the slip or another error; elsewhere the right result or not. The
 	// other errors are the model's own, which no context corrects.
@@ -54,25 +55,25 @@ type Report struct {
 	// MEL's replay: meta-experiences the policy wrote on its own
 	// contrastive pairs, and k fresh answers to the same question with and
 	// without the meta-experience before it.
-	Pairs          int           `json:"pairs"`
-	Parsed         int           `json:"parsed"`
-	Validated      int           `json:"validated"` // the validation replay verified
-	ReplayWith     eval.Interval `json:"replay_with"`
-	ReplayWithout  eval.Interval `json:"replay_without"`
-	ReplayGain     eval.Interval `json:"replay_gain"`      // with − without, over validated ones
-	ReplayGainAll  eval.Interval `json:"replay_gain_all"`  // the same over every parsed one
-	ReplayGainFail eval.Interval `json:"replay_gain_fail"` // over those the validation rejected
+	Pairs          int            `json:"pairs"`
+	Parsed         int            `json:"parsed"`
+	Validated      int            `json:"validated"` // the validation replay verified
+	ReplayWith     stats.Interval `json:"replay_with"`
+	ReplayWithout  stats.Interval `json:"replay_without"`
+	ReplayGain     stats.Interval `json:"replay_gain"`      // with − without, over validated ones
+	ReplayGainAll  stats.Interval `json:"replay_gain_all"`  // the same over every parsed one
+	ReplayGainFail stats.Interval `json:"replay_gain_fail"` // over those the validation rejected
 
 	// EAPO's consultation at its first step, every reply accepted.
-	Episodes        int           `json:"episodes"`
-	Consulting      eval.Interval `json:"consulting"` // share of episodes that consulted
-	Queries         int           `json:"queries"`
-	Readable        eval.Interval `json:"readable"`          // queries the experts could read
-	RightReply      eval.Interval `json:"right_reply"`       // accuracy of episodes whose accepted replies were all right
-	WrongReply      eval.Interval `json:"wrong_reply"`       // of episodes with a wrong accepted reply
-	NoConsultation  eval.Interval `json:"no_consultation"`   // of episodes that did not consult
-	RightReplyGain  eval.Interval `json:"right_reply_gain"`  // right reply − none, paired by problem
-	RightReplyPairs int           `json:"right_reply_pairs"` // problems with both kinds of episode
+	Episodes        int            `json:"episodes"`
+	Consulting      stats.Interval `json:"consulting"` // share of episodes that consulted
+	Queries         int            `json:"queries"`
+	Readable        stats.Interval `json:"readable"`          // queries the experts could read
+	RightReply      stats.Interval `json:"right_reply"`       // accuracy of episodes whose accepted replies were all right
+	WrongReply      stats.Interval `json:"wrong_reply"`       // of episodes with a wrong accepted reply
+	NoConsultation  stats.Interval `json:"no_consultation"`   // of episodes that did not consult
+	RightReplyGain  stats.Interval `json:"right_reply_gain"`  // right reply − none, paired by problem
+	RightReplyPairs int            `json:"right_reply_pairs"` // problems with both kinds of episode
 }
 
 // Config is what a probe draws and samples.
@@ -191,7 +192,7 @@ func alone(ctx context.Context, progress io.Writer, l *checkpoint.Loaded, exampl
 	for _, r := range rewards(examples, greedy) {
 		right += countTrue(r)
 	}
-	rep.Greedy = eval.WilsonInterval(right, len(examples))
+	rep.Greedy = stats.WilsonInterval(right, len(examples))
 	answers, err := generateChunks(ctx, gen, prompts, p)
 	if err != nil {
 		return err
@@ -225,8 +226,8 @@ func alone(ctx context.Context, progress io.Writer, l *checkpoint.Loaded, exampl
 		}
 		pairs = append(pairs, pr)
 	}
-	rep.Sampled = eval.WilsonInterval(sampled, len(examples)*p.N)
-	rep.ZeroVariance = eval.WilsonInterval(zero, len(examples))
+	rep.Sampled = stats.WilsonInterval(sampled, len(examples)*p.N)
+	rep.ZeroVariance = stats.WilsonInterval(zero, len(examples))
 
 	// MEL: one meta-experience per pair, as the policy writes it at the
 	// rollouts' temperature.
@@ -294,9 +295,9 @@ func alone(ctx context.Context, progress io.Writer, l *checkpoint.Loaded, exampl
 		withN += countTrue(withR[j])
 		withoutN += countTrue(withoutR[j])
 	}
-	rep.ReplayWith = eval.WilsonInterval(withN, rep.Validated*p.N)
-	rep.ReplayWithout = eval.WilsonInterval(withoutN, rep.Validated*p.N)
-	rep.ReplayGain, rep.ReplayGainAll, rep.ReplayGainFail = eval.MeanInterval(gain), eval.MeanInterval(gainAll), eval.MeanInterval(gainFail)
+	rep.ReplayWith = stats.WilsonInterval(withN, rep.Validated*p.N)
+	rep.ReplayWithout = stats.WilsonInterval(withoutN, rep.Validated*p.N)
+	rep.ReplayGain, rep.ReplayGainAll, rep.ReplayGainFail = stats.MeanInterval(gain), stats.MeanInterval(gainAll), stats.MeanInterval(gainFail)
 	return nil
 }
 
@@ -354,12 +355,12 @@ func consultation(ctx context.Context, progress io.Writer, w *eapo.Workflow, l *
 			gain = append(gain, groupRight.rate()-groupNone.rate())
 		}
 	}
-	rep.Consulting = eval.WilsonInterval(consulted, rep.Episodes)
-	rep.Readable = eval.WilsonInterval(readable, rep.Queries)
-	rep.RightReply = eval.WilsonInterval(right.ok, right.n)
-	rep.WrongReply = eval.WilsonInterval(wrong.ok, wrong.n)
-	rep.NoConsultation = eval.WilsonInterval(none.ok, none.n)
-	rep.RightReplyGain, rep.RightReplyPairs = eval.MeanInterval(gain), len(gain)
+	rep.Consulting = stats.WilsonInterval(consulted, rep.Episodes)
+	rep.Readable = stats.WilsonInterval(readable, rep.Queries)
+	rep.RightReply = stats.WilsonInterval(right.ok, right.n)
+	rep.WrongReply = stats.WilsonInterval(wrong.ok, wrong.n)
+	rep.NoConsultation = stats.WilsonInterval(none.ok, none.n)
+	rep.RightReplyGain, rep.RightReplyPairs = stats.MeanInterval(gain), len(gain)
 	return nil
 }
 
@@ -406,7 +407,7 @@ func (t tally) rate() float64 { return float64(t.ok) / float64(t.n) }
 
 // Print writes the report as the preconditions table of docs/world.md.
 func (r Report) Print(w io.Writer) {
-	pp := func(iv eval.Interval) string {
+	pp := func(iv stats.Interval) string {
 		return fmt.Sprintf("%+.1f pp [%+.1f, %+.1f] (n=%d)", 100*iv.Mean, 100*iv.Low, 100*iv.High, iv.N)
 	}
 	fmt.Fprintf(w, "model %s, levels %v, %d problems, %d samples at T=%g, seed %d\n\n", r.Model, r.Levels, r.Problems, r.K, r.Temperature, r.Seed)
@@ -420,7 +421,7 @@ func (r Report) Print(w io.Writer) {
 		r.Sampled.Percent(), r.Pairs, r.Parsed, r.Validated, pp(r.ReplayGainAll), pp(r.ReplayGainFail))
 	fmt.Fprintf(w, "EAPO: %d episodes, %s consulted; episodes with a wrong accepted reply %s\n", r.Episodes, r.Consulting.Percent(), r.WrongReply.Percent())
 	st := r.Steps
-	share := func(n, of int) string { return eval.WilsonInterval(n, of).Percent() }
+	share := func(n, of int) string { return stats.WilsonInterval(n, of).Percent() }
 	fmt.Fprintf(w, "steps of the samples: of %d prone to a slip, %s right, %s the slip, %s other errors; of %d others, %s wrong; %d lines unread\n",
 		st.Prone, share(st.ProneRight, st.Prone), share(st.ProneSlip, st.Prone), share(st.Prone-st.ProneRight-st.ProneSlip, st.Prone),
 		st.Other, share(st.Other-st.OtherRight, st.Other), st.Unread)

@@ -9,7 +9,7 @@ import (
 	"reflect"
 	"strings"
 
-	"rlvr/eval"
+	"rlvr/internal/stats"
 )
 
 // NoSample is how a table writes a measure that has no sample to be
@@ -85,7 +85,7 @@ func parsedCount(m *MELReport) int {
 }
 
 // rate writes a proportion with its interval and count.
-func rate(iv eval.Interval) string {
+func rate(iv stats.Interval) string {
 	if iv.N == 0 {
 		return NoSample
 	}
@@ -93,7 +93,7 @@ func rate(iv eval.Interval) string {
 }
 
 // diff writes a mean difference in points with its interval and count.
-func diff(iv eval.Interval) string {
+func diff(iv stats.Interval) string {
 	switch {
 	case iv.N == 0:
 		return NoSample

@@ -24,6 +24,7 @@ import (
 
 	"rlvr/eval"
 	"rlvr/internal/jsonl"
+	"rlvr/internal/stats"
 	"rlvr/task/world"
 	"rlvr/verify"
 )
@@ -208,7 +209,7 @@ func printRow(model, task, label string, ps []problem) error {
 		statedCell = fmt.Sprintf("%d of %d", stated, right)
 	}
 	fmt.Printf("| %s | %s | %d | %s | %d | %s | %s | %d%% | %s |\n", model, label, n,
-		eval.WilsonInterval(greedy, n).Percent(), k, eval.WilsonInterval(pass, n).Percent(),
-		eval.MeanInterval(avg).Percent(), (100*signal+n/2)/n, statedCell)
+		stats.WilsonInterval(greedy, n).Percent(), k, stats.WilsonInterval(pass, n).Percent(),
+		stats.MeanInterval(avg).Percent(), (100*signal+n/2)/n, statedCell)
 	return nil
 }

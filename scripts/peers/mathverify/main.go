@@ -34,6 +34,7 @@ import (
 	"rlvr/eval"
 	"rlvr/internal/atomicfile"
 	"rlvr/internal/jsonl"
+	"rlvr/internal/stats"
 	"rlvr/scripts/peers/docblock"
 	"rlvr/task"
 	"rlvr/verify"
@@ -273,7 +274,7 @@ type Row struct {
 	Set, Kind                     string
 	Pairs, BothAccept, BothReject int
 	OnlyRlvr, OnlyMV              int
-	Agreement                     eval.Interval
+	Agreement                     stats.Interval
 	// RlvrRight and MVRight count the judged disagreements each verifier
 	// got right; Unjudged those not judged yet.
 	RlvrRight, MVRight, Unjudged int
@@ -363,7 +364,7 @@ func compareCmd(args []string) error {
 	}
 	for i := range rows {
 		r := &rows[i]
-		r.Agreement = eval.WilsonInterval(r.BothAccept+r.BothReject, r.Pairs)
+		r.Agreement = stats.WilsonInterval(r.BothAccept+r.BothReject, r.Pairs)
 		total.Pairs += r.Pairs
 		total.BothAccept += r.BothAccept
 		total.BothReject += r.BothReject
@@ -373,7 +374,7 @@ func compareCmd(args []string) error {
 		total.MVRight += r.MVRight
 		total.Unjudged += r.Unjudged
 	}
-	total.Agreement = eval.WilsonInterval(total.BothAccept+total.BothReject, total.Pairs)
+	total.Agreement = stats.WilsonInterval(total.BothAccept+total.BothReject, total.Pairs)
 	var tr, tm Timing
 	if err := readJSON(filepath.Join(*dir, "rlvr.json"), &tr); err != nil {
 		return err

@@ -20,8 +20,8 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
 
-	"rlvr/eval"
 	"rlvr/internal/atomicfile"
+	"rlvr/internal/stats"
 	"rlvr/report"
 	"rlvr/rundir"
 	"rlvr/scripts/peers/docblock"
@@ -233,7 +233,7 @@ func accuracyTable(s *settings, byKey map[string][]finished, start map[string]bo
 			startRight++
 		}
 	}
-	w := eval.WilsonInterval(startRight, len(start))
+	w := stats.WilsonInterval(startRight, len(start))
 	var b strings.Builder
 	fmt.Fprintf(&b, "Starting model: %s on %d problems.\n\n", w.Percent(), len(start))
 	b.WriteString("| loss | trainer | runs | held-out after (95% Wilson, pooled over seeds) | wrong → right | right → wrong |\n")
@@ -271,7 +271,7 @@ func accuracyTable(s *settings, byKey map[string][]finished, start map[string]bo
 			if scored == 0 {
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d |\n", loss, trainerName(engine), scored, eval.WilsonInterval(right, n).Percent(), gained, lost)
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d |\n", loss, trainerName(engine), scored, stats.WilsonInterval(right, n).Percent(), gained, lost)
 		}
 	}
 	return b.String()
@@ -322,12 +322,12 @@ func agreementTable(s *settings, byKey map[string][]finished) (string, error) {
 				seedDiffs = append(seedDiffs, b2f(okA)-b2f(okT))
 			}
 			problemDiffs = append(problemDiffs, seedDiffs...)
-			accDiffs = append(accDiffs, eval.MeanInterval(seedDiffs).Mean)
+			accDiffs = append(accDiffs, stats.MeanInterval(seedDiffs).Mean)
 		}
 		if len(seeds) == 0 {
 			continue
 		}
-		rw, acc, prob := eval.MeanInterval(rewardDiffs), eval.MeanInterval(accDiffs), eval.MeanInterval(problemDiffs)
+		rw, acc, prob := stats.MeanInterval(rewardDiffs), stats.MeanInterval(accDiffs), stats.MeanInterval(problemDiffs)
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", loss, strings.Join(seeds, ","),
 			signed(rw, 1, "%+.3f", ""), mde(rw, 1, "%.3f"), signed(acc, 100, "%+.1f", " pp"), mde(acc, 100, "%.1f pp"), signed(prob, 100, "%+.1f", " pp"), mde(prob, 100, "%.1f pp"))
 	}
@@ -356,7 +356,7 @@ func b2f(ok bool) float64 {
 
 // signed formats an interval's mean and bounds scaled by scale, then
 // unit; "-" when there is none.
-func signed(iv eval.Interval, scale float64, format, unit string) string {
+func signed(iv stats.Interval, scale float64, format, unit string) string {
 	switch {
 	case math.IsNaN(iv.Mean):
 		return "-"
@@ -367,8 +367,8 @@ func signed(iv eval.Interval, scale float64, format, unit string) string {
 }
 
 // mde formats an interval's minimum detectable effect at 80% power.
-func mde(iv eval.Interval, scale float64, format string) string {
-	m := eval.MinDetectable(iv)
+func mde(iv stats.Interval, scale float64, format string) string {
+	m := stats.MinDetectable(iv)
 	if math.IsNaN(m) {
 		return "-"
 	}
@@ -377,8 +377,8 @@ func mde(iv eval.Interval, scale float64, format string) string {
 
 // rewardCurve is a trainer's mean rollout reward per step with its 95%
 // interval over seeds.
-func rewardCurve(runs []finished, steps int) []eval.Interval {
-	out := make([]eval.Interval, steps)
+func rewardCurve(runs []finished, steps int) []stats.Interval {
+	out := make([]stats.Interval, steps)
 	for i := range steps {
 		var xs []float64
 		for _, f := range runs {
@@ -388,7 +388,7 @@ func rewardCurve(runs []finished, steps int) []eval.Interval {
 				}
 			}
 		}
-		out[i] = eval.MeanInterval(xs)
+		out[i] = stats.MeanInterval(xs)
 	}
 	return out
 }
@@ -396,7 +396,7 @@ func rewardCurve(runs []finished, steps int) []eval.Interval {
 func rewardTable(s *settings, byKey map[string][]finished) string {
 	var b strings.Builder
 	b.WriteString("| step |")
-	var cols [][]eval.Interval
+	var cols [][]stats.Interval
 	for _, loss := range s.Losses {
 		for _, engine := range engines {
 			fmt.Fprintf(&b, " %s %s |", loss, trainerName(engine))
