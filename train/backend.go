@@ -146,6 +146,11 @@ type policy struct {
 	text    *checkpoint.Loaded
 	maxLen  int
 	close   func() error
+	// snapshot is a sampler of the weights as they are now, labelled
+	// version, that keeps sampling them while the learner trains on
+	// (async runs); reuse, when not nil, is one it returned that is no
+	// longer used.
+	snapshot func(ctx context.Context, version int, reuse rollout.Sampler) (rollout.Sampler, error)
 }
 
 // openPolicy opens the model to train: base's weights, or with ckpt the
@@ -173,7 +178,12 @@ func openPolicy(ctx context.Context, base, ckpt string, c *RLConfig) (*policy, e
 			return nil, err
 		}
 		s.SetPrecision(learner, sampler)
-		return &policy{learner: s, sampler: s.Sampler, text: s.Text, maxLen: s.Model.Config.MaxSeq, close: func() error { return nil }}, nil
+		snapshot := func(_ context.Context, version int, reuse rollout.Sampler) (rollout.Sampler, error) {
+			r, _ := reuse.(*local.Snapshot)
+			return s.Snapshot(version, r)
+		}
+		return &policy{learner: s, sampler: s.Sampler, text: s.Text, maxLen: s.Model.Config.MaxSeq, close: func() error { return nil },
+			snapshot: snapshot}, nil
 	}
 	var state string
 	if ckpt != "" {
@@ -215,8 +225,14 @@ func openRemote(ctx context.Context, base, state string, c *RLConfig) (*policy, 
 			return nil, err
 		}
 	}
+	// A version is published once (save_weights_for_sampler), and its
+	// sampler samples it by path while the model trains on.
+	snapshot := func(ctx context.Context, _ int, _ rollout.Sampler) (rollout.Sampler, error) {
+		path, err := m.SamplerPath(ctx)
+		return &remote.Sampler{Model: m, Decoder: text.Tokenizer, Pinned: true, Path: path}, err
+	}
 	return &policy{learner: m, sampler: &remote.Sampler{Model: m, Decoder: text.Tokenizer}, text: text,
-		maxLen: text.HFConfig.MaxPositionEmbeddings, close: m.Close}, nil
+		maxLen: text.HFConfig.MaxPositionEmbeddings, close: m.Close, snapshot: snapshot}, nil
 }
 
 // remoteConfig is the client's configuration of a tinker backend.

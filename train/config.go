@@ -105,6 +105,11 @@ type RLConfig struct {
 	// It costs a forward pass over the batch each step. nil (the default)
 	// leaves the sampler's logprobs as the ratio's denominator.
 	SamplerCorrection *SamplerCorrectionConfig `yaml:"sampler_correction,omitempty"`
+	// Async, when set, samples the next steps' batches while the learner
+	// trains the current one, from weights at most max_staleness steps
+	// old (AsyncConfig; docs/scale-out.md, "Async RL"). nil (the default)
+	// samples each step's batch from the weights that train it.
+	Async *AsyncConfig `yaml:"async,omitempty"`
 	// NoSignal is what a step whose batch gives no gradient does (every
 	// group all right or all wrong, say): NoSignalSkip takes no optimizer
 	// step, so the weights and Adam's state stay as they were;
@@ -447,6 +452,7 @@ func (c *RLConfig) Resolve() error {
 		part.Real(add, f.name, f.v, f.zeroOK)
 	}
 	c.ColdStart.resolve(c, add)
+	c.resolveAsync(add)
 	c.resolvePrecision(add)
 	if len(errs) > 0 {
 		return fmt.Errorf("train config: %s", strings.Join(errs, "; "))

@@ -23,12 +23,16 @@ import (
 // scored just before it. It first writes what the method shows of its
 // latest work.
 func (l *loop) evaluate(ctx context.Context, step int) error {
+	return l.evaluateShowing(ctx, step, exhibitsOf(l.meth))
+}
+
+// evaluateShowing is evaluate showing exhibits, the method's latest work
+// as of the step evaluated (an async run's method is ahead of it).
+func (l *loop) evaluateShowing(ctx context.Context, step int, exhibits []method.Exhibit) error {
 	last := step == l.cfg.Steps
-	if x, ok := l.meth.(method.Exhibitor); ok {
-		for _, ex := range x.Exhibits() {
-			if err := rundir.AppendSample(l.runDir, rundir.Sample{Step: step, Title: ex.Title, Text: ex.Text}); err != nil {
-				return err
-			}
+	for _, ex := range exhibits {
+		if err := rundir.AppendSample(l.runDir, rundir.Sample{Step: step, Title: ex.Title, Text: ex.Text}); err != nil {
+			return err
 		}
 	}
 	valFrom, testFrom := splitSources(&l.cfg.Data)

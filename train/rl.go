@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"strings"
@@ -152,22 +153,40 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 			return err
 		}
 	}
+	// after ends a trained step: its metrics written, and the evaluation
+	// and checkpoint it calls for; stop says the run stops there.
+	after := func(b *built) (stop bool, err error) {
+		if err := rundir.AppendMetrics(runDir, b.m); err != nil {
+			return false, err
+		}
+		if progress != nil {
+			progress(b.m)
+		}
+		stop = stopped(opts.Stop) && b.step+1 < cfg.Steps
+		return stop, l.endOfStep(ctx, b, stop)
+	}
+	if cfg.Async != nil {
+		if ref != nil {
+			// The producer's reward shaping and the learner's KL term
+			// may both score under the reference.
+			l.ref = &lockedLogprober{l: ref}
+		}
+		return l.runAsync(ctx, start.Step, after)
+	}
 	for step := start.Step; step < cfg.Steps; step++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		m, err := l.step(ctx, step)
+		t0 := time.Now()
+		b, err := l.build(ctx, step, l.pol.sampler)
+		if err == nil {
+			err = l.train(ctx, b, t0)
+		}
 		if err != nil {
 			return fmt.Errorf("step %d: %w", step+1, err)
 		}
-		if err := rundir.AppendMetrics(runDir, m); err != nil {
-			return err
-		}
-		if progress != nil {
-			progress(m)
-		}
-		stop := stopped(opts.Stop) && step+1 < cfg.Steps
-		if err := l.endOfStep(ctx, step, stop); err != nil {
+		stop, err := after(b)
+		if err != nil {
 			return err
 		}
 		if stop {
@@ -210,13 +229,32 @@ type loop struct {
 	evaluators []part.Evaluator
 }
 
-// step runs one training step: the method builds the batch through the
-// sampler and verifier, then the learner trains it.
-func (l *loop) step(ctx context.Context, step int) (method.Metrics, error) {
-	t0 := time.Now()
+// built is one step's batch as the method built it through the sampler
+// and verifier, with the step's metrics so far and what a checkpoint
+// after the step records.
+type built struct {
+	step  int // 0-based
+	batch *method.Batch
+	m     method.Metrics
+	// cursor is the training examples drawn once the batch was built.
+	cursor int
+	// version is the weights' version that sampled the batch: the steps
+	// trained before it (async runs).
+	version int
+	// state and exhibits are the method's state and latest work once the
+	// batch was built, taken by an async run's producer, which goes on
+	// building later steps while this one trains; a synchronous run
+	// reads them from the method when it needs them.
+	state    json.RawMessage
+	exhibits []method.Exhibit
+}
+
+// build runs the method's side of a step: it draws the step's questions
+// and the method turns them into a batch through policy and the verifier.
+func (l *loop) build(ctx context.Context, step int, policy rollout.Sampler) (*built, error) {
 	cfg := l.cfg
 	m := method.Metrics{rundir.StepField: float64(step + 1)}
-	sampler := &timedSampler{s: l.pol.sampler}
+	sampler := &timedSampler{s: policy}
 	var verifyS time.Duration
 	env := &method.Env{
 		Policy: sampler,
@@ -241,16 +279,27 @@ func (l *loop) step(ctx context.Context, step int) (method.Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	tl := time.Now()
-	if err := l.learn(ctx, batch, m); err != nil {
-		return nil, err
-	}
-	m.Set(MetricLearnSeconds, time.Since(tl).Seconds())
 	m.Set(MetricRolloutSeconds, sampler.elapsed.Seconds())
 	m.Set(MetricVerifySeconds, verifyS.Seconds())
+	if len(l.src.pool) > 0 {
+		m.Set("data/epoch", l.src.epochs())
+	}
+	return &built{step: step, batch: batch, m: m, cursor: l.src.drawn}, nil
+}
+
+// train runs the learner's side of a step begun at t0: the learner
+// trains the batch, and the step's times go to its metrics.
+func (l *loop) train(ctx context.Context, b *built, t0 time.Time) error {
+	m := b.m
+	tl := time.Now()
+	if err := l.learn(ctx, b.batch, m); err != nil {
+		return err
+	}
+	m.Set(MetricLearnSeconds, time.Since(tl).Seconds())
 	m.Set(MetricStepSeconds, time.Since(t0).Seconds())
 	// Each timed part's share of the step (time_rollout_s counts every
-	// sampling pass, a method's extra ones included).
+	// sampling pass, a method's extra ones included; in an async run
+	// sampling overlaps learning, and the shares may sum past 1).
 	frac := method.Metrics{}
 	for k, v := range m {
 		if name, ok := strings.CutPrefix(k, "time_"); ok && strings.HasSuffix(name, "_s") {
@@ -258,10 +307,7 @@ func (l *loop) step(ctx context.Context, step int) (method.Metrics, error) {
 		}
 	}
 	maps.Copy(m, frac)
-	if len(l.src.pool) > 0 {
-		m.Set("data/epoch", l.src.epochs())
-	}
-	return m, nil
+	return nil
 }
 
 // timedSampler measures the time a step spends sampling, whoever asks.
@@ -276,25 +322,48 @@ func (t *timedSampler) Sample(ctx context.Context, reqs []sample.Request) ([][]s
 	return t.s.Sample(ctx, reqs)
 }
 
-// endOfStep evaluates and checkpoints when the step calls for it, and
-// checkpoints anyway when the run is stopping.
-func (l *loop) endOfStep(ctx context.Context, step int, stopping bool) error {
-	cfg := l.cfg
+// endOfStep evaluates and checkpoints when the step b trained calls for
+// it, and checkpoints anyway when the run is stopping.
+func (l *loop) endOfStep(ctx context.Context, b *built, stopping bool) error {
+	cfg, step := l.cfg, b.step
 	last := step+1 == cfg.Steps
+	async := cfg.Async != nil
 	if last || cfg.EvalEvery > 0 && (step+1)%cfg.EvalEvery == 0 {
-		if err := l.evaluate(ctx, step+1); err != nil {
+		exhibits := b.exhibits
+		if !async {
+			exhibits = exhibitsOf(l.meth)
+		}
+		if err := l.evaluateShowing(ctx, step+1, exhibits); err != nil {
 			return err
 		}
 	}
 	if last || stopping || cfg.CheckpointEvery > 0 && (step+1)%cfg.CheckpointEvery == 0 {
-		st := runState{Step: step + 1, Cursor: l.src.drawn, OptSteps: &l.optSteps}
-		if s, ok := l.meth.(method.Stateful); ok {
+		st := runState{Step: step + 1, Cursor: b.cursor, OptSteps: &l.optSteps, Method: b.state}
+		if !async {
 			var err error
-			if st.Method, err = s.State(); err != nil {
+			if st.Method, err = stateOf(l.meth); err != nil {
 				return err
 			}
 		}
 		return saveCheckpoint(ctx, l.pol.learner, l.runDir, st, cfg.KeepLast, cfg.KeepOptimizer == KeepOptimizerLast)
+	}
+	return nil
+}
+
+// stateOf is a method's state for a checkpoint; nil for a method
+// without one.
+func stateOf(m method.Method) (json.RawMessage, error) {
+	if s, ok := m.(method.Stateful); ok {
+		return s.State()
+	}
+	return nil, nil
+}
+
+// exhibitsOf is what a method shows of its latest work; nil for a method
+// that shows none.
+func exhibitsOf(m method.Method) []method.Exhibit {
+	if x, ok := m.(method.Exhibitor); ok {
+		return x.Exhibits()
 	}
 	return nil
 }

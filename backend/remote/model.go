@@ -293,6 +293,11 @@ func (m *Model) Load(ctx context.Context, path string, optimizer bool) error {
 	return nil
 }
 
+// SamplerPath publishes the weights as they are now for sampling, once
+// per optimizer step (save_weights_for_sampler), and returns their path
+// ("" before any step: the base model), for a Pinned Sampler.
+func (m *Model) SamplerPath(ctx context.Context) (string, error) { return m.samplerPath(ctx) }
+
 // samplerPath publishes the weights for sampling when an optimizer step
 // changed them since the last publication, and returns the path rollouts
 // sample from ("" before any step: the base model).

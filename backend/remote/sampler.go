@@ -20,6 +20,12 @@ type Sampler struct {
 	Model *Model
 	// Decoder decodes completions, and finds stop strings.
 	Decoder sample.Decoder
+	// Pinned samples Path, a version Model.SamplerPath published ("" the
+	// base model), however the model trains on: an async run's rollouts
+	// sample the version they were given while forward_backward runs.
+	// Unpinned, each Sample publishes and samples the latest weights.
+	Pinned bool
+	Path   string
 }
 
 // Sample implements rollout.Sampler: one asample call per request, in
@@ -28,9 +34,12 @@ type Sampler struct {
 // request's stop rules exactly as the local sampler does (a stop string's
 // last token kept or dropped, the text cut).
 func (s *Sampler) Sample(ctx context.Context, reqs []sample.Request) ([][]sample.Completion, error) {
-	path, err := s.Model.samplerPath(ctx)
-	if err != nil {
-		return nil, err
+	path := s.Path
+	if !s.Pinned {
+		var err error
+		if path, err = s.Model.samplerPath(ctx); err != nil {
+			return nil, err
+		}
 	}
 	for i := range reqs {
 		if err := reqs[i].Params.Validate(); err != nil {
