@@ -53,28 +53,81 @@ func (s *Sampler) Sample(ctx context.Context, reqs []sample.Request) ([][]sample
 	out := make([][]sample.Completion, len(reqs))
 	draws := make([]sampler.Request, len(reqs))
 	for i := range reqs {
-		r := &reqs[i]
-		p := &r.Params
-		if err := p.Validate(); err != nil {
-			return nil, fmt.Errorf("request %d: %w", i, err)
+		var err error
+		if draws[i], out[i], err = s.draw(i, &reqs[i]); err != nil {
+			return nil, err
 		}
-		if len(p.Stop) > 0 && s.Decoder == nil {
-			return nil, fmt.Errorf("request %d: stop strings need a decoder", i)
-		}
-		cs := make([]sample.Completion, max(p.N, 1))
-		out[i] = cs
-		draws[i] = sampler.Request{Prompt: r.Prompt, N: len(cs), MaxNew: p.MaxNew(),
-			Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, Seed: p.Seed,
-			Accept: func(k int, tok int32, lp float32, last bool) bool {
-				kept, done := cs[k].Add(p, s.Decoder, tok, lp, last)
-				if kept && r.OnToken != nil {
-					r.OnToken(k, tok, lp)
-				}
-				return done
-			}}
 	}
 	if err := s.Engine.Sample(ctx, draws); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// draw turns request i into the engine's request, whose Accept applies
+// the stop rules to the request's completions, cs.
+func (s *Sampler) draw(i int, r *sample.Request) (sampler.Request, []sample.Completion, error) {
+	p := &r.Params
+	if err := p.Validate(); err != nil {
+		return sampler.Request{}, nil, fmt.Errorf("request %d: %w", i, err)
+	}
+	if len(p.Stop) > 0 && s.Decoder == nil {
+		return sampler.Request{}, nil, fmt.Errorf("request %d: stop strings need a decoder", i)
+	}
+	cs := make([]sample.Completion, max(p.N, 1))
+	return sampler.Request{Prompt: r.Prompt, N: len(cs), MaxNew: p.MaxNew(),
+		Temperature: p.Temperature, TopP: p.TopP, TopK: p.TopK, Seed: p.Seed,
+		Accept: func(k int, tok int32, lp float32, last bool) bool {
+			kept, done := cs[k].Add(p, s.Decoder, tok, lp, last)
+			if kept && r.OnToken != nil {
+				r.OnToken(k, tok, lp)
+			}
+			return done
+		}}, cs, nil
+}
+
+// Loop is a Sampler's long-lived decoding loop (sampler.Loop): a request
+// submitted at any time joins the running batch between two decoding
+// steps, and completes when its own samples end, with the completions
+// Sample gives it.
+type Loop struct {
+	s    *Sampler
+	loop *sampler.Loop
+}
+
+// NewLoop returns a loop drawing up to slots samples at once, each of up
+// to capacity tokens, prompt included (sampler.Sampler.NewLoop). The
+// sampler belongs to the loop's Run while it runs.
+func (s *Sampler) NewLoop(slots, capacity int) (*Loop, error) {
+	l, err := s.Engine.NewLoop(slots, capacity)
+	if err != nil {
+		return nil, err
+	}
+	return &Loop{s: s, loop: l}, nil
+}
+
+// Run draws the submitted requests until ctx ends (sampler.Loop.Run).
+func (l *Loop) Run(ctx context.Context) error { return l.loop.Run(ctx) }
+
+// Capacity is the tokens, prompt included, each sample may hold.
+func (l *Loop) Capacity() int { return l.loop.Capacity() }
+
+// Submit queues r and returns at once; done is called once, from Run's
+// goroutine, with r's completions when its samples end, or with why they
+// were cut (ctx ended, or the loop stopped). weights and load, when
+// weights is not nil, name the weights r samples from and put them into
+// the model (sampler.Job). An error means r was refused and done is
+// never called.
+func (l *Loop) Submit(ctx context.Context, r sample.Request, weights any, load func(), done func([]sample.Completion, error)) error {
+	req, cs, err := l.s.draw(0, &r)
+	if err != nil {
+		return err
+	}
+	return l.loop.Submit(ctx, &sampler.Job{Request: req, Weights: weights, Load: load, Done: func(err error) {
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		done(cs, nil)
+	}})
 }

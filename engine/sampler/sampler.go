@@ -17,6 +17,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 
 	"rlvr/engine/model"
 	"rlvr/engine/parallel"
@@ -105,12 +106,56 @@ func New(m *model.Model) *Sampler { return &Sampler{Model: m} }
 // stream is one continuation being drawn.
 type stream struct {
 	req   *Request
-	k     int // index among the request's continuations
+	t     *ticket // its request's
+	k     int     // index among the request's continuations
 	slot  int
 	rng   *rand.Rand
 	drawn int
 	done  bool
 }
+
+// ticket is one request in the decode loop: how many of its
+// continuations are still drawing, and, in a Loop, whether its caller
+// has gone and how to tell it the request ended.
+type ticket struct {
+	live    int
+	gone    atomic.Bool // the caller's context ended: drop its streams
+	ctx     context.Context
+	weights any
+	job     *Job   // nil in Sample
+	unwatch func() bool
+}
+
+// newStreams checks r (request i of a call) and returns its
+// continuations, each with its own random source, under one ticket.
+func newStreams(m *model.Model, i int, r *Request) ([]*stream, error) {
+	V := m.Config.Vocab
+	if len(r.Prompt) == 0 {
+		return nil, fmt.Errorf("request %d: empty prompt", i)
+	}
+	for _, t := range r.Prompt {
+		if t < 0 || int(t) >= V {
+			return nil, fmt.Errorf("request %d: prompt token %d outside the vocabulary [0, %d)", i, t, V)
+		}
+	}
+	if len(r.Prompt) >= m.Config.MaxSeq {
+		return nil, fmt.Errorf("request %d: prompt of %d tokens leaves no room in the context of %d", i, len(r.Prompt), m.Config.MaxSeq)
+	}
+	if r.MaxNew < 1 {
+		return nil, fmt.Errorf("request %d: MaxNew %d, want at least 1", i, r.MaxNew)
+	}
+	n := max(r.N, 1)
+	t := &ticket{live: n}
+	streams := make([]*stream, n)
+	for k := range streams {
+		streams[k] = &stream{req: r, t: t, k: k, rng: rand.New(rand.NewPCG(r.Seed, uint64(k)))}
+	}
+	return streams, nil
+}
+
+// span is the cache room a request's continuations need: prompt and
+// new tokens, up to the model's context.
+func span(m *model.Model, r *Request) int { return min(len(r.Prompt)+r.MaxNew, m.Config.MaxSeq) }
 
 // Sample draws every request's continuations. They run as one batch: a
 // step feeds one token of every unfinished continuation through the model
@@ -121,30 +166,17 @@ type stream struct {
 // batch, and whenever they start.
 func (s *Sampler) Sample(ctx context.Context, reqs []Request) error {
 	m := s.Model
-	V := m.Config.Vocab
 	var streams []*stream
 	capacity, widest := 0, 0
 	for i := range reqs {
 		r := &reqs[i]
-		if len(r.Prompt) == 0 {
-			return fmt.Errorf("request %d: empty prompt", i)
+		st, err := newStreams(m, i, r)
+		if err != nil {
+			return err
 		}
-		for _, t := range r.Prompt {
-			if t < 0 || int(t) >= V {
-				return fmt.Errorf("request %d: prompt token %d outside the vocabulary [0, %d)", i, t, V)
-			}
-		}
-		if len(r.Prompt) >= m.Config.MaxSeq {
-			return fmt.Errorf("request %d: prompt of %d tokens leaves no room in the context of %d", i, len(r.Prompt), m.Config.MaxSeq)
-		}
-		if r.MaxNew < 1 {
-			return fmt.Errorf("request %d: MaxNew %d, want at least 1", i, r.MaxNew)
-		}
-		for k := range max(r.N, 1) {
-			streams = append(streams, &stream{req: r, k: k, rng: rand.New(rand.NewPCG(r.Seed, uint64(k)))})
-		}
-		capacity = max(capacity, min(len(r.Prompt)+r.MaxNew, m.Config.MaxSeq))
-		widest = max(widest, max(r.N, 1))
+		streams = append(streams, st...)
+		capacity = max(capacity, span(m, r))
+		widest = max(widest, len(st))
 	}
 	if len(streams) == 0 {
 		return nil
@@ -158,6 +190,35 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) error {
 	if err := s.ensure(slots, capacity); err != nil {
 		return err
 	}
+	waiting := streams // requests not yet started, in order
+	err := s.decode(ctx, slots, func(free int, _ bool) []*stream {
+		// Every request that fits, in order.
+		end := 0
+		for end < len(waiting) {
+			n := max(waiting[end].req.N, 1)
+			if n > free {
+				break
+			}
+			free -= n
+			end += n
+		}
+		started := waiting[:end]
+		waiting = waiting[end:]
+		return started
+	})
+	s.release()
+	return err
+}
+
+// decode runs the decoding loop over slots cache slots. Before each step
+// it starts the streams take returns: whole requests, in order, at most
+// free streams in all (idle says none is in flight). It returns when take
+// returns none with none in flight, or ctx ends, or the model fails.
+// Streams whose ticket is gone are dropped between steps, their slots
+// freed.
+func (s *Sampler) decode(ctx context.Context, slots int, take func(free int, idle bool) []*stream) error {
+	m := s.Model
+	V := m.Config.Vocab
 	free := s.free[:0]
 	for slot := slots - 1; slot >= 0; slot-- {
 		free = append(free, slot) // slot 0 is taken first
@@ -165,28 +226,27 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) error {
 	logits := s.logits[:slots*V]
 	active := s.active[:0]
 	next, tokenSlots := s.next, s.slots
-	waiting := streams // requests not yet started, in order
+	defer func() { s.active, s.free = active, free }()
 	for {
-		// Start every waiting request whose continuations fit: prefill
-		// each prompt once into its first continuation's slot, below the
-		// logits rows of the streams in flight, then copy it to the
-		// request's other continuations.
+		// Start every request take hands over: prefill each prompt once
+		// into its first continuation's slot, below the logits rows of
+		// the streams in flight, then copy it to the request's other
+		// continuations.
 		prompts, first := s.prompts[:0], s.first[:0]
 		started := len(active)
-		for len(waiting) > 0 {
-			n := max(waiting[0].req.N, 1)
-			if n > len(free) {
-				break
+		for _, st := range take(len(free), started == 0) {
+			st.slot, free = free[len(free)-1], free[:len(free)-1]
+			active = append(active, st)
+			if st.k == 0 {
+				prompts = append(prompts, st.req.Prompt)
+				first = append(first, st.slot)
 			}
-			for _, st := range waiting[:n] {
-				st.slot, free = free[len(free)-1], free[:len(free)-1]
-				active = append(active, st)
-			}
-			prompts = append(prompts, waiting[0].req.Prompt)
-			first = append(first, waiting[0].slot)
-			waiting = waiting[n:]
 		}
 		if len(prompts) > 0 {
+			if s.stale && started == 0 {
+				s.cache.Pack(m) // a Loop loaded other weights
+				s.stale = false
+			}
 			if err := m.Extend(s.cache, first, model.Pack(prompts), logits[started*V:]); err != nil {
 				return err
 			}
@@ -207,7 +267,7 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) error {
 			s.prompts, s.first = prompts, first
 		}
 		if len(active) == 0 {
-			break
+			return nil
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -223,16 +283,24 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) error {
 		})
 		kept := active[:0]
 		for i, st := range active {
-			s.accept(st, toks[i], lps[i])
-			if st.done {
+			if !st.t.gone.Load() {
+				s.accept(st, toks[i], lps[i])
+			}
+			if st.done || st.t.gone.Load() {
 				s.cache.Len[st.slot] = 0
 				free = append(free, st.slot)
+				st.t.live--
+				if st.t.live == 0 && st.t.job != nil {
+					st.t.end(nil)
+				}
 				continue
 			}
 			next = append(next, toks[i])
 			tokenSlots = append(tokenSlots, st.slot)
 			kept = append(kept, st)
 		}
+		// The kept streams' logits rows move down with them: row i of
+		// the next step is kept[i]'s, which Extend writes below.
 		active = kept
 		if len(active) == 0 {
 			continue // start the waiting requests, if any
@@ -243,11 +311,14 @@ func (s *Sampler) Sample(ctx context.Context, reqs []Request) error {
 			return err
 		}
 	}
-	// Drop the finished streams' requests and prompts.
-	clear(active[:cap(active)])
+}
+
+// release drops the finished streams' requests and prompts, so that the
+// sampler keeps no caller's memory alive.
+func (s *Sampler) release() {
+	clear(s.active[:cap(s.active)])
 	clear(s.prompts[:cap(s.prompts)])
-	s.active, s.free = active[:0], free[:0]
-	return nil
+	s.active, s.free = s.active[:0], s.free[:0]
 }
 
 // ensure sizes the cache and buffers for n slots of capacity tokens.
