@@ -122,7 +122,7 @@ type ticket struct {
 	gone    atomic.Bool // the caller's context ended: drop its streams
 	ctx     context.Context
 	weights any
-	job     *Job   // nil in Sample
+	job     *Job // nil in Sample
 	unwatch func() bool
 }
 
