@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"rlvr/backend/local"
+	"rlvr/engine/sampler"
 	"rlvr/sample"
 )
 
@@ -91,15 +94,20 @@ func (m *mailbox) close() {
 }
 
 // scheduler batches the jobs of one Generator and runs them on one
-// goroutine.
+// goroutine: in a decoding loop (loop set), or in whole batches.
 type scheduler struct {
 	gen      Generator
+	loop     *local.Loop // nil: whole batches
 	queue    chan *job
 	quit     chan struct{}
 	window   time.Duration
 	maxBatch int
+	maxQueue int
 	base     context.Context
 	log      *slog.Logger
+	// admitted counts the loop's jobs not yet finished, bounded by
+	// maxBatch running and maxQueue waiting.
+	admitted atomic.Int64
 
 	mu      sync.RWMutex // orders submit against stop
 	stopped bool
@@ -111,6 +119,9 @@ func (sc *scheduler) submit(j *job) error {
 	defer sc.mu.RUnlock()
 	if sc.stopped {
 		return errShuttingDown
+	}
+	if sc.loop != nil {
+		return sc.admit(j)
 	}
 	select {
 	case sc.queue <- j:
@@ -128,7 +139,75 @@ func (sc *scheduler) stop() {
 	close(sc.quit)
 }
 
-func (sc *scheduler) loop() {
+// run is the scheduler's goroutine: the decoding loop, or the loop of
+// whole batches.
+func (sc *scheduler) run() {
+	if sc.loop == nil {
+		sc.batches()
+		return
+	}
+	ctx, cancel := context.WithCancel(sc.base)
+	go func() {
+		<-sc.quit
+		cancel()
+	}()
+	if err := sc.loop.Run(ctx); err != sampler.ErrLoopStopped {
+		sc.log.Warn("serve: the decoding loop failed", "err", err) // the model's error; requests in flight got it
+	}
+}
+
+// admit submits j's requests into the decoding loop; j finishes when
+// the last of them ends. A request the loop refuses fails the job and
+// cancels the others.
+func (sc *scheduler) admit(j *job) error {
+	if sc.admitted.Add(1) > int64(sc.maxBatch+sc.maxQueue) {
+		sc.admitted.Add(-1)
+		return errOverloaded
+	}
+	ctx, cancel := context.WithCancel(j.ctx)
+	var (
+		mu    sync.Mutex
+		out   = make([][]sample.Completion, len(j.reqs))
+		first error
+		left  = len(j.reqs) + 1 // one for the submitting below
+	)
+	end := func(i int, c []sample.Completion, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if i >= 0 {
+			out[i] = c
+		}
+		if err != nil && first == nil {
+			first = err
+			cancel()
+		}
+		if left--; left > 0 {
+			return
+		}
+		cancel()
+		sc.admitted.Add(-1)
+		if first != nil {
+			j.finish(result{err: first})
+			return
+		}
+		j.finish(result{out: out})
+	}
+	for i, r := range j.reqs {
+		if err := sc.loop.Submit(ctx, r, nil, nil, func(c []sample.Completion, err error) { end(i, c, err) }); err != nil {
+			mu.Lock()
+			left -= len(j.reqs) - i // the requests never submitted
+			mu.Unlock()
+			end(-1, nil, fmt.Errorf("serve: %w", err))
+			return nil
+		}
+	}
+	end(-1, nil, nil)
+	return nil
+}
+
+// batches gathers queued jobs into whole batches and samples each to
+// completion.
+func (sc *scheduler) batches() {
 	var carry *job // the job that did not fit the last batch
 	for {
 		first := carry
@@ -175,7 +254,7 @@ func (sc *scheduler) loop() {
 			}
 			timer.Stop()
 		}
-		sc.run(batch)
+		sc.sampleBatch(batch)
 	}
 }
 
@@ -191,8 +270,8 @@ func (sc *scheduler) drain() {
 	}
 }
 
-// run samples one batch and hands each job its results.
-func (sc *scheduler) run(batch []*job) {
+// sampleBatch samples one batch and hands each job its results.
+func (sc *scheduler) sampleBatch(batch []*job) {
 	live := batch[:0]
 	for _, j := range batch {
 		if j.ctx.Err() != nil {

@@ -4,14 +4,22 @@
 // llama.cpp, Ollama or OpenAI. It is what `rlvr serve` runs, and how the
 // built-in world's experts are served.
 //
-// A Server holds one scheduler goroutine per Generator. Requests that
-// arrive while a batch samples, or within Config.BatchWindow of an idle
-// scheduler, are sampled together in one Generator.Sample call, so the
-// Generator need not be safe for concurrent use. Each HTTP handler waits
+// A Server holds one scheduler goroutine per Generator. A model served by
+// rlvr's own sampler (Checkpoint) runs one long-lived decoding loop: a
+// request joins the running batch between two decoding steps, as soon as
+// the KV cache has slots for its samples, and returns (or ends its
+// stream) when its own samples end (continuous batching). Other
+// Generators, and every one under Config.WholeBatches, sample in whole
+// batches: requests that arrive while a batch samples, or within
+// Config.BatchWindow of an idle scheduler, are sampled together in one
+// Generator.Sample call. Either way the Generator is never called
+// concurrently. Each HTTP handler waits
 // for its own results, or streams its tokens from a buffer the sampling
 // goroutine fills without ever blocking on a client. A client that goes
-// away cancels only its own request: its results are discarded, and the
-// batch is cancelled only when every request in it is gone.
+// away cancels only its own request: in a decoding loop its samples stop
+// at the next step and free their slots; in a whole batch its results are
+// discarded, and the batch is cancelled only when every request in it is
+// gone.
 //
 // The server binds 127.0.0.1 unless told otherwise, can require a bearer
 // token, and bounds request bodies, n, max_tokens and the queue. Errors are
@@ -35,6 +43,7 @@ import (
 	api "rlvr/api/openai"
 	"rlvr/backend/local"
 	"rlvr/checkpoint"
+	"rlvr/engine/sampler"
 	"rlvr/format/tokenizer"
 	"rlvr/sample"
 )
@@ -122,6 +131,16 @@ type Config struct {
 	// MaxQueue bounds the requests waiting for each scheduler; beyond it
 	// requests get 503 with Retry-After. 0 means 256.
 	MaxQueue int
+	// WholeBatches runs every batch to completion before the next one
+	// starts, as a Generator without a decoding loop must. False means a
+	// model served by rlvr's own sampler (Checkpoint) runs one
+	// long-lived decoding loop: a request joins the running batch between
+	// two decoding steps and returns when its own samples end.
+	WholeBatches bool
+	// KVCacheBytes bounds the memory of a decoding loop's KV cache, which
+	// holds MaxBatch samples of the model's context each: beyond it the
+	// context served (max_model_len) shrinks to fit. 0 means 2 GiB.
+	KVCacheBytes int64
 	// BatchWindow is how long an idle scheduler waits, after a request
 	// arrives, for others to join its batch. Requests that arrive while a
 	// batch samples always join the next one without it. 0 means 2 ms;
@@ -175,6 +194,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxQueue <= 0 {
 		c.MaxQueue = 256
+	}
+	if c.KVCacheBytes <= 0 {
+		c.KVCacheBytes = 2 << 30
 	}
 	def(&c.BatchWindow, 2*time.Millisecond)
 	def(&c.ReadHeaderTimeout, 10*time.Second)
@@ -261,9 +283,20 @@ func New(cfg Config, models ...Model) (*Server, error) {
 			mm.sched = byGen[m.Generator]
 		}
 		if mm.sched == nil {
-			mm.sched = s.newScheduler(m.Generator)
+			var err error
+			if mm.sched, err = s.newScheduler(m.Generator); err != nil {
+				return nil, fmt.Errorf("serve: model %q: %w", m.Name, err)
+			}
 			if shared {
 				byGen[m.Generator] = mm.sched
+			}
+		}
+		if mm.sched.loop != nil {
+			// The loop's slots hold this much; the budget check refuses
+			// or shortens what would not fit.
+			mm.ContextLength = mm.sched.loop.Capacity()
+			if m.ContextLength > 0 {
+				mm.ContextLength = min(mm.ContextLength, m.ContextLength)
 			}
 		}
 		s.models[m.Name] = mm
@@ -282,24 +315,37 @@ func New(cfg Config, models ...Model) (*Server, error) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			sc.loop()
+			sc.run()
 		}()
 	}
 	return s, nil
 }
 
-func (s *Server) newScheduler(g Generator) *scheduler {
+func (s *Server) newScheduler(g Generator) (*scheduler, error) {
 	sc := &scheduler{
 		gen:      g,
 		queue:    make(chan *job, s.cfg.MaxQueue),
 		quit:     make(chan struct{}),
 		window:   s.cfg.BatchWindow,
 		maxBatch: s.cfg.MaxBatch,
+		maxQueue: s.cfg.MaxQueue,
 		base:     s.base,
 		log:      s.log,
 	}
+	if ls, ok := g.(*local.Sampler); ok && !s.cfg.WholeBatches {
+		cf := ls.Engine.Model.Config
+		capacity := min(cf.MaxSeq, int(s.cfg.KVCacheBytes/sampler.KVBytes(cf, s.cfg.MaxBatch)))
+		if capacity < 2 {
+			return nil, fmt.Errorf("a KV cache of %d bytes cannot hold %d samples of 2 tokens each", s.cfg.KVCacheBytes, s.cfg.MaxBatch)
+		}
+		loop, err := ls.NewLoop(s.cfg.MaxBatch, capacity)
+		if err != nil {
+			return nil, err
+		}
+		sc.loop = loop
+	}
 	s.scheds = append(s.scheds, sc)
-	return sc
+	return sc, nil
 }
 
 // Handler returns the server's HTTP handler, for use with another
