@@ -16,7 +16,7 @@ func benchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure rlvr's engine on this machine",
 	}
-	cmd.AddCommand(benchEngineCmd(), benchSampleCmd())
+	cmd.AddCommand(benchEngineCmd(), benchSampleCmd(), benchServeCmd())
 	return cmd
 }
 

@@ -191,6 +191,8 @@ may hold: the models in memory and the saves on disk.`,
 	f.IntVar(&cfg.MaxN, "max-n", 0, fmt.Sprintf("largest n (with --tinker: num_samples) a request may ask for (0: %d, at most %d; with --tinker 128)", serve.DefaultMaxN, api.MaxN))
 	f.IntVar(&cfg.MaxBatch, "max-batch", 0, "sequences sampled together at most (0: 64)")
 	f.DurationVar(&cfg.BatchWindow, "batch-window", 0, "how long an idle server waits for more requests to batch (0: 2ms)")
+	f.BoolVar(&cfg.WholeBatches, "whole-batches", false, "sample each batch to completion before the next starts, instead of admitting requests into the running batch")
+	f.Int64Var(&cfg.KVCacheBytes, "kv-cache-bytes", 0, "memory of the decoding loop's KV cache, --max-batch samples; beyond it the context served shrinks (0: 2 GiB)")
 	f.BoolVar(&verbose, "verbose", false, "log every request")
 	f.BoolVar(&worldExperts, "world-experts", false, "serve the built-in world's scripted experts as models E0 (reference) to E3")
 	f.StringVar(&system, "system", "", "system prompt put before every chat that has none (e.g. the expert prompt a model was trained under)")
