@@ -178,3 +178,58 @@ func TestAsyncConfig(t *testing.T) {
 		t.Errorf("--set async.max_staleness=1: %+v, %v", c.Async, err)
 	}
 }
+
+// TestEveryMethodRunsAsync runs each method and baseline for three steps
+// with max_staleness 1, each part's work logged; sft, which samples
+// nothing, is refused at the config.
+func TestEveryMethodRunsAsync(t *testing.T) {
+	for _, tc := range everyMethod {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := remoteRL(t)
+			cfg.Steps = 3
+			tc.mod(&cfg)
+			cfg.Async = &AsyncConfig{MaxStaleness: 1}
+			dir := filepath.Join(t.TempDir(), "run")
+			err := RL(context.Background(), cfg, dir, false, nil)
+			if cfg.Algorithm == method.SFT {
+				if err == nil || !strings.Contains(err.Error(), "async: algorithm sft") {
+					t.Fatalf("async sft: error %v, want the refusal naming async", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkMethodRan(t, dir, cfg.Steps, tc.check)
+		})
+	}
+}
+
+// TestAsyncOnTinker: on a Tinker server, the producer samples a published
+// version by its path while forward_backward runs, and the learner's
+// logprobs show the batch came from older weights when it is stale.
+func TestAsyncOnTinker(t *testing.T) {
+	cfg := remoteRL(t)
+	cfg.Steps, cfg.LR = 4, 1e-3
+	cfg.Async = &AsyncConfig{MaxStaleness: 1}
+	addr, _ := tinkerServer(t, cfg.Model)
+	onTinker(&cfg, addr)
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := RL(context.Background(), cfg, dir, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	ms := stable(t, filepath.Join(dir, rundir.MetricsFile))
+	for i, m := range ms {
+		want := min(i, 1)
+		if m[MetricStalenessMax] != float64(want) {
+			t.Errorf("step %d: staleness %v, want %d", i+1, m[MetricStalenessMax], want)
+		}
+		gap := m[MetricLogprobGapMax]
+		switch {
+		case want == 0 && gap > 1e-3:
+			t.Errorf("step %d: a batch of the learner's own version has a logprob gap of %.3g", i+1, gap)
+		case want > 0 && gap < 1e-3:
+			t.Errorf("step %d: a stale batch has a logprob gap of %.3g: it was sampled by the learner's current weights", i+1, gap)
+		}
+	}
+}

@@ -180,34 +180,7 @@ func readWeights(t *testing.T, path string) map[string][]float32 {
 func TestEveryMethodRunsRemotely(t *testing.T) {
 	base := remoteRL(t)
 	addr, _ := tinkerServer(t, base.Model)
-	for _, tc := range []struct {
-		name  string
-		mod   func(*RLConfig)
-		check string // a metric the method's part must have set
-	}{
-		{"grpo", func(*RLConfig) {}, "loss/pg"},
-		{"dr-grpo", func(c *RLConfig) { c.Algorithm = method.DrGRPO }, "loss/pg"},
-		{"dapo", func(c *RLConfig) { c.Algorithm = method.DAPO }, "loss/pg"},
-		{"reinforce++", func(c *RLConfig) { c.Algorithm = method.ReinforcePP }, "loss/pg"},
-		{"rft", func(c *RLConfig) { c.Algorithm = method.RFT }, "loss/rft"},
-		{"sft", func(c *RLConfig) { c.Algorithm = method.SFT }, "loss/sft"},
-		{"grpo+kl k2", func(c *RLConfig) { c.KL, c.KLEstimator = 0.1, "k2" }, "kl"},
-		{"meml-grpo", func(c *RLConfig) {
-			if err := c.ApplyPreset("meml-grpo"); err != nil {
-				panic(err)
-			}
-			c.GroupSize = 2
-			c.Sections.Set(&meml.HardBufferConfig{K: 1, Capacity: 8})
-		}, "mutual/answers"},
-		{"eapo", func(c *RLConfig) {
-			c.Algorithm, c.Parts = method.DAPO, []string{eapo.PartConsultation}
-			c.Sections.Set(&eapo.ConsultationConfig{Turns: &eapo.Schedule{Kind: optim.Constant, Start: 2, End: 2}})
-		}, "consult/call_rate"},
-		{"mel-grpo", func(c *RLConfig) {
-			c.Parts = []string{mel.PartMetaExperience}
-			c.Sections.Set(&mel.MetaExperienceConfig{Pairs: 2})
-		}, "mel/pairs"},
-	} {
+	for _, tc := range everyMethod {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base
 			tc.mod(&cfg)
@@ -216,20 +189,58 @@ func TestEveryMethodRunsRemotely(t *testing.T) {
 			if err := RL(context.Background(), cfg, dir, false, nil); err != nil {
 				t.Fatal(err)
 			}
-			ms := stable(t, filepath.Join(dir, "metrics.jsonl"))
-			if len(ms) != cfg.Steps {
-				t.Fatalf("%d steps logged", len(ms))
-			}
-			seen := false
-			for _, m := range ms {
-				_, ok := m[tc.check]
-				seen = seen || ok
-			}
-			if !seen {
-				t.Fatalf("no step logged %s: %v", tc.check, ms)
-			}
+			checkMethodRan(t, dir, cfg.Steps, tc.check)
 		})
 	}
+}
+
+// checkMethodRan checks that the run in dir logged steps steps and that
+// one of them has the metric check, which the method sets.
+func checkMethodRan(t *testing.T, dir string, steps int, check string) {
+	t.Helper()
+	ms := stable(t, filepath.Join(dir, "metrics.jsonl"))
+	if len(ms) != steps {
+		t.Fatalf("%d steps logged", len(ms))
+	}
+	seen := false
+	for _, m := range ms {
+		_, ok := m[check]
+		seen = seen || ok
+	}
+	if !seen {
+		t.Fatalf("no step logged %s: %v", check, ms)
+	}
+}
+
+// everyMethod is every algorithm and guidance part in a short run, with a
+// metric each must log.
+var everyMethod = []struct {
+	name  string
+	mod   func(*RLConfig)
+	check string // a metric the method's part must have set
+}{
+	{"grpo", func(*RLConfig) {}, "loss/pg"},
+	{"dr-grpo", func(c *RLConfig) { c.Algorithm = method.DrGRPO }, "loss/pg"},
+	{"dapo", func(c *RLConfig) { c.Algorithm = method.DAPO }, "loss/pg"},
+	{"reinforce++", func(c *RLConfig) { c.Algorithm = method.ReinforcePP }, "loss/pg"},
+	{"rft", func(c *RLConfig) { c.Algorithm = method.RFT }, "loss/rft"},
+	{"sft", func(c *RLConfig) { c.Algorithm = method.SFT }, "loss/sft"},
+	{"grpo+kl k2", func(c *RLConfig) { c.KL, c.KLEstimator = 0.1, "k2" }, "kl"},
+	{"meml-grpo", func(c *RLConfig) {
+		if err := c.ApplyPreset("meml-grpo"); err != nil {
+			panic(err)
+		}
+		c.GroupSize = 2
+		c.Sections.Set(&meml.HardBufferConfig{K: 1, Capacity: 8})
+	}, "mutual/answers"},
+	{"eapo", func(c *RLConfig) {
+		c.Algorithm, c.Parts = method.DAPO, []string{eapo.PartConsultation}
+		c.Sections.Set(&eapo.ConsultationConfig{Turns: &eapo.Schedule{Kind: optim.Constant, Start: 2, End: 2}})
+	}, "consult/call_rate"},
+	{"mel-grpo", func(c *RLConfig) {
+		c.Parts = []string{mel.PartMetaExperience}
+		c.Sections.Set(&mel.MetaExperienceConfig{Pairs: 2})
+	}, "mel/pairs"},
 }
 
 // TestRemoteResumeAfterSIGKILL: a remote run killed mid-step resumes from
