@@ -163,7 +163,7 @@ func TestRecipesRun(t *testing.T) {
 			learns := world || resolved.Algorithm == method.SFT || slices.Contains(resolved.Parts, meml.PartHardBuffer) || cfg.ColdStart != nil
 			if !learns {
 				for _, m := range steps {
-					if m[train.MetricSkippedUpdate] != 1 {
+					if m[rundir.MetricSkippedUpdate] != 1 {
 						t.Errorf("step %v trained without a right answer: %v", m["step"], m)
 					}
 				}

@@ -8,6 +8,7 @@ import (
 
 	"rlvr/backend"
 	"rlvr/rollout"
+	"rlvr/rundir"
 	"rlvr/sample"
 )
 
@@ -165,8 +166,8 @@ func TestMaskTruncated(t *testing.T) {
 	}
 	m := Metrics{}
 	scoreMetrics(m, groups, false)
-	if m[MetricTruncatedFrac] != 0.5 {
-		t.Errorf("truncated_frac %v, want 0.5", m[MetricTruncatedFrac])
+	if m[rundir.MetricTruncatedFrac] != 0.5 {
+		t.Errorf("truncated_frac %v, want 0.5", m[rundir.MetricTruncatedFrac])
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"rlvr/backend"
 	"rlvr/rollout"
+	"rlvr/rundir"
 	"rlvr/sample"
 	"rlvr/task"
 )
@@ -198,24 +199,6 @@ func (r *RL) sample(ctx context.Context, env *Env, examples []task.Example, vari
 	return scored, nil
 }
 
-// The metrics of a step's sampled groups (scoreMetrics).
-const (
-	MetricRewardMean      = "reward_mean"
-	MetricRewardStd       = "reward_std"
-	MetricResponseLenMean = "response_len_mean" // in tokens
-	// MetricTruncatedFrac is the share of answers the token budget cut off
-	// (TRL's completions/clipped_ratio).
-	MetricTruncatedFrac = "truncated_frac"
-	// MetricAccuracy and MetricZeroVarianceFrac, the share of groups whose
-	// answers are all right or all wrong, are also logged per variant,
-	// after its VariantPrefix.
-	MetricAccuracy         = "accuracy"
-	MetricZeroVarianceFrac = "zero_variance_frac"
-	// MetricKL is the mean per-token KL to the reference model, in the
-	// reward (RewardKL) or in the loss (the loop logs it then).
-	MetricKL = "kl"
-)
-
 // MetricResampled counts the further questions a filter's rounds drew in
 // a step.
 const MetricResampled = "resampled"
@@ -258,13 +241,13 @@ func scoreMetrics(m Metrics, groups []Scored, perVariant bool) {
 			return
 		}
 		if prefix == "" {
-			m.Set(MetricRewardMean, Mean(rewards))
-			m.Set(MetricRewardStd, StdDev(rewards))
-			m.Set(MetricResponseLenMean, lens/n)
-			m.Set(MetricTruncatedFrac, truncated/n)
+			m.Set(rundir.MetricRewardMean, Mean(rewards))
+			m.Set(rundir.MetricRewardStd, StdDev(rewards))
+			m.Set(rundir.MetricResponseLenMean, lens/n)
+			m.Set(rundir.MetricTruncatedFrac, truncated/n)
 		}
-		m.Set(prefix+MetricAccuracy, correct/n)
-		m.Set(prefix+MetricZeroVarianceFrac, zero/ng)
+		m.Set(prefix+rundir.MetricAccuracy, correct/n)
+		m.Set(prefix+rundir.MetricZeroVarianceFrac, zero/ng)
 	}
 	summarize("", func(*Scored) bool { return true })
 	if !perVariant {
@@ -444,6 +427,6 @@ func (k RewardKL) Shape(ctx context.Context, env *Env, groups []Scored) error {
 			n++
 		}
 	}
-	env.Metrics.Set(MetricKL, total/math.Max(float64(tokens), 1))
+	env.Metrics.Set(rundir.MetricKL, total/math.Max(float64(tokens), 1))
 	return nil
 }

@@ -13,9 +13,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"rlvr/method"
 	"rlvr/rundir"
-	"rlvr/train"
 )
 
 // chart is a written PNG as the page presents it.
@@ -65,35 +63,35 @@ var dashed = []vg.Length{vg.Points(5), vg.Points(3)}
 var metricCharts = []metricChart{
 	{file: "reward.png", title: "Reward", caption: "Mean reward of the step's rollouts (reward_mean) and the standard deviation of rewards within a group (reward_std).",
 		panels: []panelSpec{
-			{title: "mean reward", ylabel: "reward", lines: []lineSpec{{key: method.MetricRewardMean}}},
-			{title: "reward std within groups", ylabel: "std", lines: []lineSpec{{key: method.MetricRewardStd}}},
+			{title: "mean reward", ylabel: "reward", lines: []lineSpec{{key: rundir.MetricRewardMean}}},
+			{title: "reward std within groups", ylabel: "std", lines: []lineSpec{{key: rundir.MetricRewardStd}}},
 		}},
 	{file: "accuracy.png", title: "Training accuracy", caption: "Accuracy of the step's rollouts (accuracy) and the fraction of groups whose rewards are all equal, which give no learning signal (zero_variance_frac).",
 		panels: []panelSpec{
-			{title: "rollout accuracy", ylabel: "accuracy", lines: []lineSpec{{key: method.MetricAccuracy}}, format: percentTicks},
-			{title: "groups with zero reward variance", ylabel: "groups", lines: []lineSpec{{key: method.MetricZeroVarianceFrac}}, format: percentTicks, zero: true},
+			{title: "rollout accuracy", ylabel: "accuracy", lines: []lineSpec{{key: rundir.MetricAccuracy}}, format: percentTicks},
+			{title: "groups with zero reward variance", ylabel: "groups", lines: []lineSpec{{key: rundir.MetricZeroVarianceFrac}}, format: percentTicks, zero: true},
 		}},
 	{file: "clip.png", title: "Clipped tokens", caption: "Fraction of tokens whose probability ratio the objective clipped: above 1+ε (clip_high_frac, solid) and below 1−ε (clip_low_frac, dashed).",
 		panels: []panelSpec{
 			{ylabel: "tokens clipped", format: percentTicks, zero: true, lines: []lineSpec{
-				{key: train.MetricClipHighFrac, label: "high (ratio > 1+ε)"},
-				{key: train.MetricClipLowFrac, label: "low (ratio < 1−ε)", dashes: dashed},
+				{key: rundir.MetricClipHighFrac, label: "high (ratio > 1+ε)"},
+				{key: rundir.MetricClipLowFrac, label: "low (ratio < 1−ε)", dashes: dashed},
 			}},
 		}},
 	{file: "kl_entropy.png", title: "KL divergence and entropy", caption: "KL divergence of the policy from the reference (kl) and the policy's mean token entropy (entropy).",
 		panels: []panelSpec{
-			{title: "KL divergence", ylabel: "KL", lines: []lineSpec{{key: method.MetricKL}}},
-			{title: "entropy", ylabel: "entropy", lines: []lineSpec{{key: train.MetricEntropy}}},
+			{title: "KL divergence", ylabel: "KL", lines: []lineSpec{{key: rundir.MetricKL}}},
+			{title: "entropy", ylabel: "entropy", lines: []lineSpec{{key: rundir.MetricEntropy}}},
 		}},
 	{file: "length.png", title: "Response length", caption: "Mean length of the step's responses in tokens (response_len_mean).",
-		panels: []panelSpec{{ylabel: "tokens", lines: []lineSpec{{key: method.MetricResponseLenMean}}}}},
+		panels: []panelSpec{{ylabel: "tokens", lines: []lineSpec{{key: rundir.MetricResponseLenMean}}}}},
 	{file: "grad_norm.png", title: "Gradient norm and learning rate", caption: "Norm of the gradient (grad_norm) and the learning rate (lr, not averaged).",
 		panels: []panelSpec{
-			{title: "gradient norm", ylabel: "norm", lines: []lineSpec{{key: train.MetricGradNorm}}, zero: true},
-			{title: "learning rate", ylabel: "lr", lines: []lineSpec{{key: train.MetricLR}}, exact: true},
+			{title: "gradient norm", ylabel: "norm", lines: []lineSpec{{key: rundir.MetricGradNorm}}, zero: true},
+			{title: "learning rate", ylabel: "lr", lines: []lineSpec{{key: rundir.MetricLR}}, exact: true},
 		}},
 	{file: "throughput.png", title: "Throughput", caption: "Tokens processed per second (tokens_per_sec).",
-		panels: []panelSpec{{ylabel: "tokens / s", lines: []lineSpec{{key: train.MetricTokensPerSec}}, zero: true}}},
+		panels: []panelSpec{{ylabel: "tokens / s", lines: []lineSpec{{key: rundir.MetricTokensPerSec}}, zero: true}}},
 }
 
 // The time split chart's layers, bottom up.
@@ -101,15 +99,15 @@ var timeKeys = []struct {
 	key, label string
 	color      color.NRGBA
 }{
-	{train.MetricRolloutSeconds, "rollout", color.NRGBA{0x4c, 0x78, 0xa8, 0xe0}},
-	{train.MetricVerifySeconds, "verify", color.NRGBA{0xf5, 0x85, 0x18, 0xe0}},
-	{train.MetricLearnSeconds, "learn", color.NRGBA{0x54, 0xa2, 0x4b, 0xe0}},
+	{rundir.MetricRolloutSeconds, "rollout", color.NRGBA{0x4c, 0x78, 0xa8, 0xe0}},
+	{rundir.MetricVerifySeconds, "verify", color.NRGBA{0xf5, 0x85, 0x18, 0xe0}},
+	{rundir.MetricLearnSeconds, "learn", color.NRGBA{0x54, 0xa2, 0x4b, 0xe0}},
 }
 
 // chartedMetrics are the metrics with a chart of their own: the fixed
 // charts' and the time split's.
 var chartedMetrics = func() []string {
-	keys := []string{train.MetricStepSeconds}
+	keys := []string{rundir.MetricStepSeconds}
 	for _, t := range timeKeys {
 		keys = append(keys, t.key)
 	}
@@ -535,7 +533,7 @@ func drawTimeChart(outDir string, ss []series) (*chart, error) {
 		comps := make([][]float64, len(timeKeys))
 		var tx, ty []float64
 		for _, st := range s.run.Steps {
-			if v, ok := st.Values[train.MetricStepSeconds]; ok {
+			if v, ok := st.Values[rundir.MetricStepSeconds]; ok {
 				tx, ty = append(tx, float64(st.Step)), append(ty, v)
 			}
 			timed := false
@@ -579,7 +577,7 @@ func drawTimeChart(outDir string, ss []series) (*chart, error) {
 		}
 		runs = append(runs, l)
 	}
-	xlo, xhi := stepRange(ss, []string{train.MetricRolloutSeconds, train.MetricVerifySeconds, train.MetricLearnSeconds, train.MetricStepSeconds})
+	xlo, xhi := stepRange(ss, []string{rundir.MetricRolloutSeconds, rundir.MetricVerifySeconds, rundir.MetricLearnSeconds, rundir.MetricStepSeconds})
 	cols := min(len(runs), 3)
 	fig := &figure{title: "Time per step", cols: cols, panelH: 2.6 * vg.Inch}
 	if cols > 1 {

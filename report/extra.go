@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"rlvr/rundir"
-	"rlvr/train"
 )
 
 // The charts of the metrics that no fixed chart draws: whatever a training
@@ -60,7 +59,7 @@ func extraKeys(ss []series) []string {
 	for _, s := range ss {
 		split := hasTimeSplit(s.run)
 		for _, k := range s.run.Keys() {
-			if (!charted(k) || k == train.MetricStepSeconds && !split) && !slices.Contains(keys, k) {
+			if (!charted(k) || k == rundir.MetricStepSeconds && !split) && !slices.Contains(keys, k) {
 				keys = append(keys, k)
 			}
 		}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"rlvr/rundir"
-	"rlvr/train"
 )
 
 // HTMLFile is the name of the page Render writes.
@@ -250,7 +249,7 @@ func newPage(ss []series, charts []chart) *page {
 		}
 		v.fillEval(r)
 		v.fillTime(r)
-		if xs, ys := r.Series(train.MetricTokensPerSec); len(xs) > 0 {
+		if xs, ys := r.Series(rundir.MetricTokensPerSec); len(xs) > 0 {
 			v.TokensPerSec = formatCount(mean(ys))
 		} else {
 			v.TokensPerSec = dash
@@ -417,7 +416,7 @@ func (v *runView) fillTime(r *rundir.Run) {
 			counted++
 		}
 	}
-	_, steps := r.Series(train.MetricStepSeconds)
+	_, steps := r.Series(rundir.MetricStepSeconds)
 	total := 0.0
 	switch {
 	case len(steps) > 0:

@@ -9,11 +9,7 @@ import (
 	"strings"
 
 	"rlvr/internal/stats"
-	"rlvr/method"
-	"rlvr/method/eapo"
-	"rlvr/method/mel"
 	"rlvr/rundir"
-	"rlvr/train"
 )
 
 // The table of rows across seeds: the runs of one configuration, trained
@@ -336,14 +332,12 @@ type Summary struct {
 	// PassAtK is the mean over runs of the final evaluation's pass@K with
 	// a 95% t-interval (MEL's Pass@8).
 	PassAtK stats.Interval
-	// Pairs, Parsed and Validated are MEL's meta-experience yield, summed
-	// over every step of every run (mel/pairs, mel/parsed, mel/validated);
-	// 0 for runs without it.
-	Pairs, Parsed, Validated float64
-	// CallFirst and CallLast are the mean over runs of the consultation
-	// call rate (consult/call_rate) over the first and last rolloutWindow
-	// steps; NaN for runs that do not consult.
-	CallFirst, CallLast float64
+	// Declared are the row's values of the columns the parts declare
+	// (rundir.Columns), in their order: for an Ends column the mean over
+	// runs of its metric over the first and last rolloutWindow steps (NaN
+	// when no run logs it), for a Funnel each metric summed over every
+	// step of every run (0 for runs without it).
+	Declared [][]float64
 }
 
 // rolloutWindow is the number of steps at each end that the rollout
@@ -353,7 +347,15 @@ const rolloutWindow = 10
 // Summary summarizes the row.
 func (row Row) Summary() Summary {
 	s := Summary{Name: row.Name, Runs: len(row.Runs), FirstStep: -1, LastStep: -1}
-	var acc, delta, majority, before, validation, zeroVar, first, last, stepTime, avgK, passK, variance, callFirst, callLast []float64
+	var acc, delta, majority, before, validation, zeroVar, first, last, stepTime, avgK, passK, variance []float64
+	declared := rundir.Columns()
+	ends := make([][2][]float64, len(declared)) // an Ends column's first and last means, per run
+	s.Declared = make([][]float64, len(declared))
+	for i, c := range declared {
+		if c.Kind == rundir.Funnel {
+			s.Declared[i] = make([]float64, len(c.Metrics))
+		}
+	}
 	byExpert := map[string][]float64{}
 	successes, problems, pooled := 0, 0, true
 	for _, r := range row.Runs {
@@ -391,24 +393,34 @@ func (row Row) Summary() Summary {
 		}
 		before = appendFinite(before, valAccuracy(r, f.Expert, atStart))
 		validation = appendFinite(validation, valAccuracy(r, f.Expert, atEnd))
-		if _, ys := r.Series(method.MetricZeroVarianceFrac); len(ys) > 0 {
+		if _, ys := r.Series(rundir.MetricZeroVarianceFrac); len(ys) > 0 {
 			zeroVar = append(zeroVar, mean(ys))
 		}
-		first, last = appendEnds(first, last, r, method.MetricAccuracy)
-		if _, ys := r.Series(train.MetricStepSeconds); len(ys) > 0 {
+		first, last = appendEnds(first, last, r, rundir.MetricAccuracy)
+		if _, ys := r.Series(rundir.MetricStepSeconds); len(ys) > 0 {
 			stepTime = append(stepTime, median(ys))
 		}
-		callFirst, callLast = appendEnds(callFirst, callLast, r, eapo.MetricCallRate)
-		for _, st := range r.Steps { // a step without them adds 0
-			s.Pairs += st.Values[mel.MetricMELPairs]
-			s.Parsed += st.Values[mel.MetricMELParsed]
-			s.Validated += st.Values[mel.MetricMELValidated]
+		for i, c := range declared {
+			switch c.Kind {
+			case rundir.Ends:
+				ends[i][0], ends[i][1] = appendEnds(ends[i][0], ends[i][1], r, c.Metrics[0])
+			case rundir.Funnel:
+				for _, st := range r.Steps { // a step without them adds 0
+					for j, m := range c.Metrics {
+						s.Declared[i][j] += st.Values[m]
+					}
+				}
+			}
+		}
+	}
+	for i, c := range declared {
+		if c.Kind == rundir.Ends {
+			s.Declared[i] = []float64{mean(ends[i][0]), mean(ends[i][1])}
 		}
 	}
 	s.AvgAtK = stats.MeanInterval(avgK)
 	s.PassAtK = stats.MeanInterval(passK)
 	s.Variance = mean(variance)
-	s.CallFirst, s.CallLast = mean(callFirst), mean(callLast)
 	s.Accuracy = stats.MeanInterval(acc)
 	s.Pooled = stats.Interval{Mean: math.NaN(), Low: math.NaN(), High: math.NaN()}
 	if pooled && problems > 0 {
@@ -724,21 +736,21 @@ func newGrid(rows []Row, base int) grid {
 			}
 			return fmt.Sprintf("%s (k=%d)", percentInterval(s.PassAtK), s.K)
 		}),
-		col("meta-experiences: pairs → parsed → validated", true, true, func(_ int, s Summary) string {
-			if s.Pairs == 0 {
-				return dash
-			}
-			return fmt.Sprintf("%.0f → %.0f%% → %.0f%%", s.Pairs, 100*s.Parsed/s.Pairs, 100*s.Validated/s.Pairs)
-		}),
 		col("variance", true, true, func(_ int, s Summary) string {
 			if math.IsNaN(s.Variance) {
 				return dash
 			}
 			return strconv.FormatFloat(s.Variance, 'f', 4, 64)
 		}),
-		col(fmt.Sprintf("call rate, first → last %d steps", rolloutWindow), true, true, func(_ int, s Summary) string {
-			return fromTo(s.CallFirst, s.CallLast)
-		}),
+	)
+	for i, c := range rundir.Columns() {
+		header := c.Header
+		if c.Kind == rundir.Ends {
+			header += fmt.Sprintf(", first → last %d steps", rolloutWindow)
+		}
+		cols = append(cols, col(header, true, true, func(_ int, s Summary) string { return declaredCell(c.Kind, s.Declared[i]) }))
+	}
+	cols = append(cols,
 		col("before", true, true, func(_ int, s Summary) string { return percent(s.Before) }),
 		col("validation", true, true, func(_ int, s Summary) string { return percent(s.Validation) }),
 		col("zero-var", true, true, func(_ int, s Summary) string { return percent(s.ZeroVariance) }),
@@ -833,6 +845,24 @@ func newGrid(rows []Row, base int) grid {
 	}
 	g.Notes = append(g.Notes, notes...)
 	return g
+}
+
+// declaredCell writes a row's values of a column a part declared.
+func declaredCell(kind rundir.ColumnKind, v []float64) string {
+	switch kind {
+	case rundir.Ends:
+		return fromTo(v[0], v[1])
+	case rundir.Funnel:
+		if len(v) == 0 || v[0] == 0 {
+			return dash
+		}
+		cell := fmt.Sprintf("%.0f", v[0])
+		for _, x := range v[1:] {
+			cell += fmt.Sprintf(" → %.0f%%", 100*x/v[0])
+		}
+		return cell
+	}
+	return dash
 }
 
 // fromTo writes "a% → b%", or a dash when a is unknown.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"rlvr/internal/stats"
+	_ "rlvr/method/mel" // declares the meta-experience column the tables show
 	"rlvr/rundir"
 )
 

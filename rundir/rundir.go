@@ -8,8 +8,10 @@
 //   - config.yaml ([ConfigFile]), the resolved training config;
 //   - metrics.jsonl ([MetricsFile]), one flat JSON object per training
 //     step: "step" ([StepField]) and the step's metrics by name. The
-//     package that emits a metric exports its name (train for the loop's,
-//     method for a method's);
+//     loop's and the RL core's metric names are here (metrics.go), so
+//     that a reader names them without compiling the loop; a part's own
+//     are its package's, and the columns it adds to the report's table
+//     are declared here ([Column]);
 //   - eval.jsonl ([EvalFile]), one [Eval] per evaluation;
 //   - samples.jsonl ([SamplesFile]), one [Sample] per text shown for
 //     reading;

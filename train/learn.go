@@ -8,31 +8,20 @@ import (
 
 	"rlvr/backend"
 	"rlvr/method"
+	"rlvr/rundir"
 )
 
-// The loop's metrics, beside the method's in each line of metrics.jsonl.
+// The step's timings, which the loop writes every step; the names are
+// rundir's, where every loop metric's name is kept.
 const (
-	// MetricStepSeconds is the whole step's time; MetricRolloutSeconds,
-	// MetricVerifySeconds and MetricLearnSeconds its parts: sampling (a
-	// method's extra passes included), rewarding, and the learner's
-	// passes and optimizer steps.
-	MetricStepSeconds    = "step_s"
-	MetricRolloutSeconds = "time_rollout_s"
-	MetricVerifySeconds  = "time_verify_s"
-	MetricLearnSeconds   = "time_learn_s"
-	// MetricSkippedUpdate is 1 on a step that trained nothing.
-	MetricSkippedUpdate = "skipped_update"
-	// MetricClipLowFrac and MetricClipHighFrac are the shares of tokens
-	// whose probability ratio the objective clipped below 1−ε and above
-	// 1+ε.
-	MetricClipLowFrac  = "clip_low_frac"
-	MetricClipHighFrac = "clip_high_frac"
-	MetricEntropy      = "entropy" // mean per token
-	// MetricGradNorm is the shared update's gradient norm; a term with a
-	// learning rate of its own logs its own under MetricGradNorm/<term>.
-	MetricGradNorm     = "grad_norm"
-	MetricLR           = "lr"
-	MetricTokensPerSec = "tokens_per_sec" // through the learner
+	MetricStepSeconds    = rundir.MetricStepSeconds
+	MetricRolloutSeconds = rundir.MetricRolloutSeconds
+	MetricVerifySeconds  = rundir.MetricVerifySeconds
+	MetricLearnSeconds   = rundir.MetricLearnSeconds
+)
+
+// The sampler correction's metrics.
+const (
 	// MetricLogprobGapMean and MetricLogprobGapMax are the mean and
 	// largest |learner logprob − sampler logprob| over the sampled tokens
 	// the learner scored before the step's first update: every token of
@@ -73,7 +62,7 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 			shared = append(shared, t)
 		}
 	}
-	m.Flag(MetricSkippedUpdate, len(shared)+len(own) == 0)
+	m.Flag(rundir.MetricSkippedUpdate, len(shared)+len(own) == 0)
 	// Reference logprobs depend only on the data: once per step.
 	for _, t := range append(append([]method.Term(nil), shared...), own...) {
 		if t.Loss.RefKL == 0 {
@@ -133,8 +122,8 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 		if err != nil {
 			return err
 		}
-		setGradNorm(m, MetricGradNorm, sr)
-		m.Set(MetricLR, lr)
+		setGradNorm(m, rundir.MetricGradNorm, sr)
+		m.Set(rundir.MetricLR, lr)
 		l.optSteps++
 		return nil
 	}
@@ -179,21 +168,21 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 		if err != nil {
 			return err
 		}
-		setGradNorm(m, MetricGradNorm+"/"+term.Name, sr)
+		setGradNorm(m, rundir.MetricGradNorm+"/"+term.Name, sr)
 	}
 	if met.Tokens > 0 {
 		n := float64(met.Tokens)
-		m.Set(MetricClipLowFrac, float64(met.ClipLow)/n)
-		m.Set(MetricClipHighFrac, float64(met.ClipHigh)/n)
+		m.Set(rundir.MetricClipLowFrac, float64(met.ClipLow)/n)
+		m.Set(rundir.MetricClipHighFrac, float64(met.ClipHigh)/n)
 		if !cfg.Backend.remote() { // a remote learner does not see the distributions
-			m.Set(MetricEntropy, met.Entropy/n)
+			m.Set(rundir.MetricEntropy, met.Entropy/n)
 		}
 		if !cfg.KLInReward && cfg.KL != 0 {
-			m.Set(method.MetricKL, met.RefKL/n)
+			m.Set(rundir.MetricKL, met.RefKL/n)
 		}
 	}
 	gap.log(m)
-	m.Set(MetricTokensPerSec, float64(tokens)/math.Max(time.Since(t0).Seconds(), 1e-9))
+	m.Set(rundir.MetricTokensPerSec, float64(tokens)/math.Max(time.Since(t0).Seconds(), 1e-9))
 	return nil
 }
 

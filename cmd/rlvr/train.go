@@ -220,13 +220,13 @@ func runSummary(cfg train.RLConfig) string {
 func progressLine(name string, m method.Metrics) string {
 	var b strings.Builder
 	b.WriteString(name)
-	if v, ok := m[method.MetricRewardMean]; ok {
-		fmt.Fprintf(&b, " reward %.3f acc %.3f", v, m[method.MetricAccuracy])
+	if v, ok := m[rundir.MetricRewardMean]; ok {
+		fmt.Fprintf(&b, " reward %.3f acc %.3f", v, m[rundir.MetricAccuracy])
 	}
 	if v, ok := m[train.LossMetric("sft")]; ok {
 		fmt.Fprintf(&b, " loss %.3f", v)
 	}
-	fmt.Fprintf(&b, " %.1fs/step", m[train.MetricStepSeconds])
+	fmt.Fprintf(&b, " %.1fs/step", m[rundir.MetricStepSeconds])
 	return b.String()
 }
 

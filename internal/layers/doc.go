@@ -15,7 +15,8 @@
 //     write (checkpoint/modeltest).
 //  4. shared types (sample, backend, api/..., rundir): the contracts of
 //     generation and of learning, the OpenAI and Tinker wire types, and
-//     the run directory's files and records.
+//     the run directory's files and records, with the loop's metric names
+//     and the report columns the parts declare.
 //  5. backends (backend/local, backend/remote, client/openai): the engine
 //     behind those contracts, a Tinker-compatible service, and the client
 //     of OpenAI-compatible servers.
@@ -33,11 +34,12 @@
 //     the probe of a world model before training (method/probe).
 //  10. train (train): the training loop.
 //  11. reports (report): a run's metrics, evaluations and samples as
-//     tables, charts and a page, named by the metric constants of the
-//     packages that emit them.
+//     tables, charts and a page, named by the metric names rundir keeps
+//     and the columns each part declares there.
 //  12. commands (cmd/..., bench, scripts/..., configs).
 //
-// Besides, the shared types, rollout, client/openai, task/... and verify
-// depend on no engine package, not even through another package: what
-// speaks only the contracts compiles no engine.
+// Besides, the shared types, rollout, client/openai, task/..., verify and
+// report depend on no engine package, not even through another package:
+// what speaks only the contracts, or reads only a run's records, compiles
+// no engine.
 package layers

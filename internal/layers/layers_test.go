@@ -35,7 +35,7 @@ var layers = []struct {
 
 // engineFree are the packages that depend on no engine package, directly
 // or not.
-var engineFree = []string{"sample", "backend", "api/...", "rundir", "rollout", "client/openai", "task/...", "verify"}
+var engineFree = []string{"sample", "backend", "api/...", "rundir", "rollout", "client/openai", "task/...", "verify", "report"}
 
 // match reports whether the module-relative path p matches one of the
 // patterns.

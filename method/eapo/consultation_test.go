@@ -14,6 +14,7 @@ import (
 	"rlvr/expert"
 	"rlvr/method"
 	"rlvr/method/methodtest"
+	"rlvr/rundir"
 	"rlvr/sample"
 	"rlvr/task"
 )
@@ -336,7 +337,7 @@ func TestConsultationStateAndSchedule(t *testing.T) {
 	}
 	for step := 3; step < 6; step++ {
 		got := run(resumed, step)
-		for _, k := range []string{MetricAcceptance, MetricAcceptanceRate, MetricTotalCalls, MetricTotalAccepted, method.MetricRewardMean} {
+		for _, k := range []string{MetricAcceptance, MetricAcceptanceRate, MetricTotalCalls, MetricTotalAccepted, rundir.MetricRewardMean} {
 			if got[k] != want[step][k] {
 				t.Fatalf("step %d: %s %v after resume, %v without", step, k, got[k], want[step][k])
 			}

@@ -9,6 +9,7 @@ import (
 	"rlvr/expert"
 	"rlvr/method"
 	"rlvr/method/part"
+	"rlvr/rundir"
 )
 
 // PartConsultation is EAPO's part, as a config's parts: lists it.
@@ -17,7 +18,8 @@ const PartConsultation = "consultation"
 func init() {
 	part.Register(part.Part{Name: PartConsultation, Order: 60, Rollouts: true, New: func() part.Section { return &ConsultationConfig{} },
 		Acted:         func(m method.Metrics) bool { return m[MetricCallRate] > 0 },
-		AdvantageNorm: advantageNorm})
+		AdvantageNorm: advantageNorm,
+		Columns:       []rundir.Column{{Header: "call rate", Kind: rundir.Ends, Metrics: []string{MetricCallRate}}}})
 }
 
 // advantageNorm is the advantage normalization of a run with consultation,

@@ -5,6 +5,7 @@ import (
 
 	"rlvr/method"
 	"rlvr/method/part"
+	"rlvr/rundir"
 )
 
 // PartMetaExperience is MEL's part, as a config's parts: lists it.
@@ -12,7 +13,9 @@ const PartMetaExperience = "meta_experience"
 
 func init() {
 	part.Register(part.Part{Name: PartMetaExperience, Order: 70, Rollouts: true, New: func() part.Section { return &MetaExperienceConfig{} },
-		Acted: func(m method.Metrics) bool { return m[MetricMELPairs] > 0 }})
+		Acted: func(m method.Metrics) bool { return m[MetricMELPairs] > 0 },
+		Columns: []rundir.Column{{Header: "meta-experiences: pairs → parsed → validated", Kind: rundir.Funnel,
+			Metrics: []string{MetricMELPairs, MetricMELParsed, MetricMELValidated}}}})
 }
 
 // MetaExperienceConfig is MEL's meta-experience learning: from each group

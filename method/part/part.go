@@ -29,6 +29,7 @@ import (
 
 	"rlvr/backend"
 	"rlvr/method"
+	"rlvr/rundir"
 )
 
 // Part describes one guidance part.
@@ -60,6 +61,10 @@ type Part struct {
 	// it of every part a recipe lists, at some step, so that a part that
 	// silently stops acting fails it.
 	Acted func(metrics method.Metrics) bool
+	// Columns are what the part adds to rlvr report's table of rows
+	// across seeds, from the metrics it logs; Register declares them to
+	// rundir, where the report reads them.
+	Columns []rundir.Column
 }
 
 // Section is a part's section of a run's config.
@@ -110,6 +115,10 @@ func Register(p Part) {
 	}
 	i, _ := slices.BinarySearchFunc(registry, p, func(a, b Part) int { return cmp.Or(cmp.Compare(a.Order, b.Order), cmp.Compare(a.Name, b.Name)) })
 	registry = slices.Insert(registry, i, p)
+	for _, c := range p.Columns {
+		c.Part = p.Name
+		rundir.DeclareColumns(c)
+	}
 }
 
 // Lookup returns the registered part of a name.

@@ -14,7 +14,6 @@ import (
 	"slices"
 
 	"rlvr/rundir"
-	"rlvr/train"
 )
 
 func main() {
@@ -37,10 +36,10 @@ func row(dir string) error {
 	if err != nil {
 		return err
 	}
-	keys := []string{train.MetricStepSeconds, train.MetricRolloutSeconds, train.MetricVerifySeconds, train.MetricLearnSeconds}
+	keys := []string{rundir.MetricStepSeconds, rundir.MetricRolloutSeconds, rundir.MetricVerifySeconds, rundir.MetricLearnSeconds}
 	cols := make([][]float64, len(keys))
 	for _, st := range r.Steps {
-		if st.Step <= 1 || st.Values[train.MetricSkippedUpdate] == 1 {
+		if st.Step <= 1 || st.Values[rundir.MetricSkippedUpdate] == 1 {
 			continue
 		}
 		for i, k := range keys {
