@@ -235,31 +235,66 @@ func (c *Client) post(ctx context.Context, call, path string, body []byte, out a
 }
 
 // Call submits a training or sampling call, waits for its future and
-// decodes the result into out. A future the server no longer knows (410)
-// is submitted again, once: with the same seq_id a recording server
-// answers with the call it already ran.
+// decodes the result into out (Submit, then Pending.Await).
 func (c *Client) Call(ctx context.Context, call, path string, req, out any) error {
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
-	body, err := encode(call, req)
+	p, err := c.Submit(ctx, call, path, req)
 	if err != nil {
 		return err
 	}
-	for resubmit := 0; ; resubmit++ {
-		var f tinker.Future
-		if err := c.post(ctx, call, path, body, &f); err != nil {
-			return err
-		}
-		if f.RequestID == "" {
-			return &CallError{Call: call, Message: "the server answered without a request_id"}
-		}
-		err := c.wait(ctx, call, f.RequestID, out)
-		var ce *CallError
-		if resubmit == 0 && errors.As(err, &ce) && ce.Status == http.StatusGone {
-			continue
-		}
+	return p.Await(ctx, out)
+}
+
+// Pending is a submitted call whose result is awaited later, so that a
+// caller can submit the next call first and the server runs them back to
+// back, as the Tinker SDK pipelines.
+type Pending struct {
+	c          *Client
+	call, path string
+	body       []byte
+	id         string
+}
+
+// Submit submits a training or sampling call and returns once the server
+// has taken it, with its future.
+func (c *Client) Submit(ctx context.Context, call, path string, req any) (*Pending, error) {
+	body, err := encode(call, req)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pending{c: c, call: call, path: path, body: body}
+	return p, p.submit(ctx)
+}
+
+func (p *Pending) submit(ctx context.Context) error {
+	var f tinker.Future
+	if err := p.c.post(ctx, p.call, p.path, p.body, &f); err != nil {
 		return err
 	}
+	if f.RequestID == "" {
+		return &CallError{Call: p.call, Message: "the server answered without a request_id"}
+	}
+	p.id = f.RequestID
+	return nil
+}
+
+// Await waits for the call's result and decodes it into out, within
+// the client's Deadline. A future the server no longer knows (410) is
+// submitted again, once: with the same seq_id a recording server answers
+// with the call it already ran.
+func (p *Pending) Await(ctx context.Context, out any) error {
+	ctx, cancel := p.c.withDeadline(ctx)
+	defer cancel()
+	err := p.c.wait(ctx, p.call, p.id, out)
+	var ce *CallError
+	if errors.As(err, &ce) && ce.Status == http.StatusGone {
+		if err := p.submit(ctx); err != nil {
+			return err
+		}
+		return p.c.wait(ctx, p.call, p.id, out)
+	}
+	return err
 }
 
 // withDeadline bounds one call by Deadline.

@@ -162,10 +162,31 @@ func (m *Model) Close() error {
 	return nil
 }
 
-// call submits a call on the model with its next seq_id.
+// call submits a call on the model with its next seq_id and waits for
+// its result.
 func (m *Model) call(ctx context.Context, name, path string, req func(seq *int64) any, out any) error {
+	p, err := m.submit(ctx, name, path, req)
+	if err != nil {
+		return err
+	}
+	return m.await(ctx, p, out)
+}
+
+// submit submits a call on the model with its next seq_id; await waits
+// for it. Calls submitted in turn run in turn on a server that orders a
+// model's calls by seq_id.
+func (m *Model) submit(ctx context.Context, name, path string, req func(seq *int64) any) (*Pending, error) {
 	seq := m.seq.Add(1)
-	err := m.cfg.Client.Call(ctx, name, path, req(&seq), out)
+	p, err := m.cfg.Client.Submit(ctx, name, path, req(&seq))
+	return p, m.withHeartbeat(err)
+}
+
+func (m *Model) await(ctx context.Context, p *Pending, out any) error {
+	return m.withHeartbeat(p.Await(ctx, out))
+}
+
+// withHeartbeat adds the heartbeat's failure, if any, to a call's.
+func (m *Model) withHeartbeat(err error) error {
 	if err != nil {
 		if hb := m.heartbeatErr.Load(); hb != nil {
 			err = fmt.Errorf("%w (the session's heartbeat failed too: %v)", err, *hb)

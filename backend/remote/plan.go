@@ -95,13 +95,15 @@ func (m *Model) ForwardBackward(ctx context.Context, batch []backend.Datum, loss
 	}
 	live, inert := m.splitInert(batch, &loss)
 	lp := make([][]float32, len(batch))
-	// The inert datums first: a failed forward leaves no gradient behind.
+	// The inert datums' forward is submitted first and awaited last: the
+	// server runs it and then the passes back to back, without waiting
+	// for this client between them.
+	var forward *Pending
 	if len(inert) > 0 {
-		got, err := m.Logprobs(ctx, pick(batch, inert))
-		if err != nil {
+		var err error
+		if forward, err = m.submitLogprobs(ctx, pick(batch, inert)); err != nil {
 			return backend.Result{}, err
 		}
-		scatter(lp, inert, got)
 	}
 	if len(live) > 0 {
 		got, err := m.passes(ctx, pick(batch, live), &loss)
@@ -113,6 +115,16 @@ func (m *Model) ForwardBackward(ctx context.Context, batch []backend.Datum, loss
 		}
 		scatter(lp, live, got)
 		m.pending = true
+	}
+	if forward != nil {
+		got, err := m.outputs(ctx, forward, pick(batch, inert))
+		if err != nil {
+			if len(live) > 0 {
+				m.broken = err // the passes' gradients are in, the step's are not all
+			}
+			return backend.Result{}, err
+		}
+		scatter(lp, inert, got)
 	}
 	return backend.Result{Logprobs: lp, Metrics: metrics(batch, &loss, lp)}, nil
 }
@@ -258,6 +270,15 @@ func datum(d *backend.Datum, inputs map[string]tinker.TensorData) tinker.Datum {
 // Logprobs implements backend.Logprober: a forward call, which changes
 // no gradient, returning the model's logprobs of every target.
 func (m *Model) Logprobs(ctx context.Context, batch []backend.Datum) ([][]float32, error) {
+	p, err := m.submitLogprobs(ctx, batch)
+	if err != nil {
+		return nil, err
+	}
+	return m.outputs(ctx, p, batch)
+}
+
+// submitLogprobs submits Logprobs' forward call.
+func (m *Model) submitLogprobs(ctx context.Context, batch []backend.Datum) (*Pending, error) {
 	data := make([]tinker.Datum, len(batch))
 	for i := range batch {
 		d := &batch[i]
@@ -266,25 +287,40 @@ func (m *Model) Logprobs(ctx context.Context, batch []backend.Datum) ([][]float3
 		}
 		data[i] = datum(d, map[string]tinker.TensorData{"weights": tinker.Floats(make([]float32, d.Len()))})
 	}
-	return m.forwardBackward(ctx, tinker.PathForward, tinker.CrossEntropy, nil, data, batch)
+	return m.submitForward(ctx, tinker.PathForward, tinker.CrossEntropy, nil, data)
 }
 
 // forwardBackward makes one forward or forward_backward call and checks
 // that its outputs fit the batch.
 func (m *Model) forwardBackward(ctx context.Context, path, fn string, cfg map[string]float64, data []tinker.Datum, batch []backend.Datum) ([][]float32, error) {
+	p, err := m.submitForward(ctx, path, fn, cfg, data)
+	if err != nil {
+		return nil, err
+	}
+	return m.outputs(ctx, p, batch)
+}
+
+// submitForward submits a forward or forward_backward call.
+func (m *Model) submitForward(ctx context.Context, path, fn string, cfg map[string]float64, data []tinker.Datum) (*Pending, error) {
 	name := "forward_backward"
 	if path == tinker.PathForward {
 		name = "forward"
 	}
-	var out tinker.ForwardBackwardOutput
 	in := tinker.ForwardBackwardInput{Data: data, LossFn: fn, LossFnConfig: cfg}
-	err := m.call(ctx, name, path, func(seq *int64) any {
+	return m.submit(ctx, name, path, func(seq *int64) any {
 		if path == tinker.PathForward {
 			return tinker.ForwardRequest{ModelID: m.id, Input: in, SeqID: seq}
 		}
 		return tinker.ForwardBackwardRequest{ModelID: m.id, Input: in, SeqID: seq}
-	}, &out)
-	if err != nil {
+	})
+}
+
+// outputs awaits a forward or forward_backward call and returns the
+// learner's logprobs of batch's targets, checking that they fit.
+func (m *Model) outputs(ctx context.Context, p *Pending, batch []backend.Datum) ([][]float32, error) {
+	name := p.call
+	var out tinker.ForwardBackwardOutput
+	if err := m.await(ctx, p, &out); err != nil {
 		return nil, err
 	}
 	if len(out.LossFnOutputs) != len(batch) {
