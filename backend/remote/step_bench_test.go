@@ -25,8 +25,8 @@ type callTimes struct {
 }
 
 func (h *callTimes) Enabled(context.Context, slog.Level) bool { return true }
-func (h *callTimes) WithAttrs([]slog.Attr) slog.Handler        { return h }
-func (h *callTimes) WithGroup(string) slog.Handler             { return h }
+func (h *callTimes) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *callTimes) WithGroup(string) slog.Handler            { return h }
 func (h *callTimes) Handle(_ context.Context, r slog.Record) error {
 	if r.Message != "tinkerserver: call done" {
 		return nil
