@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Steps per hour of async RL against the synchronous loop (docs/scale-out.md,
+# "Async RL"): a few GRPO steps of each row on each target, the same steps
+# for every row, and their wall-clock time per step (steps 2 to N: the first
+# has nothing to overlap).
+#
+#   scripts/async-bench.sh                 # every target
+#   TARGETS="world tinker" ROWS="sync async1 async2" STEPS=6 scripts/async-bench.sh
+#
+# Targets (TARGETS; default world smollm2 tinker):
+#   world    configs/world-grpo.yaml on the world model, locally
+#   smollm2  configs/gsm8k-grpo-chat.yaml on SmolLM2 (SMOLLM2, default
+#            runs/smollm2), 8 questions x 4 samples of 128 tokens, locally
+#   tinker   the world's run against rlvr serve --tinker on loopback
+#            (port TINKER_PORT, default 8766)
+# Rows (ROWS; default sync async1 async2): the synchronous loop, and async
+# with max_staleness 1 and 2. The runs go to OUT (runs/async-bench); the
+# table to stdout and OUT/table.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-runs/async-bench}
+steps=${STEPS:-6}
+read -r -a targets <<<"${TARGETS:-world smollm2 tinker}"
+read -r -a rows <<<"${ROWS:-sync async1 async2}"
+port=${TINKER_PORT:-8766}
+smollm2=${SMOLLM2:-runs/smollm2}
+mkdir -p "$out"
+go build -o bin/rlvr ./cmd/rlvr
+world=$(bin/rlvr pretrain | sed -n 's/^checkpoint: //p')
+
+# Evaluation is left to a minimum: the table is about the steps.
+common=(--steps "$steps" --set eval_every=0 --set checkpoint_every=0 --overwrite)
+
+server=
+stop_server() { [ -z "$server" ] || kill "$server" 2>/dev/null || true; }
+trap stop_server EXIT
+serve_tinker() {
+  if curl -fsS "http://127.0.0.1:$port/api/v1/healthz" >/dev/null 2>&1; then
+    echo "async-bench: port $port is taken by another server; set TINKER_PORT" >&2
+    exit 1
+  fi
+  rm -rf "$out/tinker-state"
+  bin/rlvr serve --tinker --model "$world" --name world --addr "127.0.0.1:$port" \
+    --state "$out/tinker-state" >"$out/tinker-server.log" 2>&1 &
+  server=$!
+  for _ in $(seq 120); do
+    if curl -fsS "http://127.0.0.1:$port/api/v1/healthz" >/dev/null 2>&1; then return; fi
+    kill -0 "$server" 2>/dev/null || break
+    sleep 1
+  done
+  echo "async-bench: rlvr serve --tinker did not start (see $out/tinker-server.log)" >&2
+  exit 1
+}
+
+# target_flags TARGET: the flags of a target's runs.
+target_flags() {
+  case $1 in
+    world) echo "--config configs/world-grpo.yaml --set eval_problems=8" ;;
+    smollm2) echo "--config configs/gsm8k-grpo-chat.yaml --model $smollm2 --set prompts_per_step=8 --set group_size=4 --set max_tokens=128 --set eval_problems=2 --set test_problems=2" ;;
+    tinker) echo "--config configs/world-grpo-tinker.yaml --set backend.url=http://127.0.0.1:$port --set eval_problems=8" ;;
+    *) echo "async-bench: unknown target $1" >&2; exit 2 ;;
+  esac
+}
+
+# mean KEY FILE: the mean of KEY over the steps 2 to N of a metrics.jsonl.
+mean() { jq -s --arg k "$1" '.[1:] | map(.[$k] // 0) | add / length' "$2"; }
+
+{
+  echo "| target | row | steps | s/step | steps/hour | vs sync | rollout s | learn s | learner waits s |"
+  echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  for target in "${targets[@]}"; do
+    [ "$target" != tinker ] || serve_tinker
+    base=
+    for row in "${rows[@]}"; do
+      case $row in
+        sync) flags=() ;;
+        async[0-9]*) flags=(--set "async.max_staleness=${row#async}") ;;
+        *) echo "async-bench: unknown row $row" >&2; exit 2 ;;
+      esac
+      dir=$out/$target-$row
+      # shellcheck disable=SC2046
+      bin/rlvr train $(target_flags "$target") "${common[@]}" "${flags[@]}" --run "$dir" >"$dir.log" 2>&1 ||
+        { echo "failed: $dir (see $dir.log)" >&2; exit 1; }
+      m=$dir/metrics.jsonl
+      s=$(mean step_s "$m")
+      [ -n "$base" ] || base=$s
+      printf '| %s | %s | %d | %.2f | %.0f | %.2fx | %.2f | %.2f | %.2f |\n' "$target" "$row" "$steps" "$s" \
+        "$(jq -n "3600 / $s")" "$(jq -n "$base / $s")" "$(mean time_rollout_s "$m")" "$(mean time_learn_s "$m")" "$(mean async/wait_s "$m")"
+    done
+    [ "$target" != tinker ] || { stop_server; server=; }
+  done
+} | tee "$out/table.md"
