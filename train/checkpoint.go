@@ -27,6 +27,9 @@ type runState struct {
 	// It is nil in checkpoints written before it was stored.
 	OptSteps *int            `json:"opt_steps"`
 	Method   json.RawMessage `json:"method,omitempty"` // the method's own state
+	// ColdStart is the cold start's progress, in the step-0 checkpoints
+	// it writes; nil in a run without one.
+	ColdStart *coldStartState `json:"cold_start,omitempty"`
 }
 
 func writeConfig(runDir string, cfg RLConfig) error {

@@ -1,10 +1,13 @@
 package train
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -132,77 +135,76 @@ type ProtocolRate struct {
 	After    stats.Interval `json:"after"`
 }
 
-// coldStart runs the stage: protocol rates and validation accuracy
-// before, the demonstrations' SFT, the same measurements after. It writes
-// ColdStartFile and logs a summary.
-func (l *loop) coldStart(ctx context.Context, starts []part.ColdStart, logf func(string, ...any)) error {
+// ColdStartDemonstrationsFile holds a cold start's demonstrations in its
+// run directory while the stage runs, so that a resumed stage trains on the
+// same ones without sampling them again.
+const ColdStartDemonstrationsFile = "cold_start_demonstrations.json.gz"
+
+// coldStartState is a cold start's progress, kept in the run state of the
+// step-0 checkpoint it writes after its demonstrations and after each of
+// its steps: on a CPU the stage takes hours, and a run stopped or killed
+// in it resumes at the step it reached, bit for bit as if it had not
+// stopped, instead of from the beginning.
+type coldStartState struct {
+	Done bool `json:"done,omitempty"`
+	// Record is the record so far: the rates before, the demonstrations'
+	// counts, the steps taken and their losses.
+	Record ColdStartRecord `json:"record"`
+	// Before is each validation problem's greedy reward before the stage.
+	Before map[string]float64 `json:"before"`
+}
+
+// coldStart runs the stage, or resumes it from resumed: protocol rates and
+// validation accuracy before, the demonstrations' SFT, the same
+// measurements after. It writes ColdStartFile and logs a summary. Each
+// step ends in a step-0 checkpoint; with stop closed the stage returns
+// ErrStopped after the step under way.
+func (l *loop) coldStart(ctx context.Context, starts []part.ColdStart, resumed *coldStartState, stop <-chan struct{}, logf func(string, ...any)) error {
 	cs, cfg := l.cfg.ColdStart, l.cfg
 	t0 := time.Now()
-	rec := ColdStartRecord{Examples: cs.Examples, LR: cs.LR, Skipped: map[string]float64{}, Partial: map[string]float64{}}
-	for _, s := range starts {
-		rec.Parts = append(rec.Parts, s.Part)
-	}
-	examples, err := coldStartExamples(l.src, cs.Examples, cfg.Seed)
-	if err != nil {
-		return err
-	}
 	probe := l.held.Val
 	if cs.Probe >= 0 && cs.Probe < len(probe) {
 		probe = probe[:cs.Probe]
 	} else if cs.Probe < 0 {
 		probe = nil
 	}
-	env := l.coldStartEnv(0)
-	rates := make([]ProtocolRate, len(starts))
-	for i, s := range starts {
-		rates[i] = ProtocolRate{Part: s.Part, Protocol: s.Protocol}
-		if len(probe) > 0 {
-			if rates[i].Before, err = protocolRate(ctx, s, env, probe); err != nil {
-				return err
-			}
-			logf("cold start: %s %s rate before: %s", s.Part, s.Protocol, rateText(rates[i].Before))
-		}
-	}
-	before, err := l.greedyByProblem(ctx)
-	if err != nil {
-		return err
-	}
-
+	var st coldStartState
 	var demos []backend.Datum
-	for _, s := range starts {
-		d, err := s.Demonstrations(ctx, env, examples)
-		if err != nil {
+	demosPath := filepath.Join(l.runDir, ColdStartDemonstrationsFile)
+	if resumed != nil {
+		st = *resumed
+		var err error
+		if demos, err = readDemonstrations(demosPath, st.Record.Demonstrations); err != nil {
 			return err
 		}
-		logf("cold start: %d %s demonstrations from %d training questions", len(d), s.Part, len(examples))
-		demos = append(demos, d...)
-	}
-	for k, v := range env.Metrics {
-		if name, ok := strings.CutPrefix(k, "cold_start/skipped/"); ok {
-			rec.Skipped[name] += v
-		} else if name, ok := strings.CutPrefix(k, "cold_start/partial/"); ok {
-			rec.Partial[name] += v
+		logf("cold start: resumed after step %d, %d demonstrations from %s", st.Record.Steps, len(demos), demosPath)
+		t0 = t0.Add(-time.Duration(st.Record.Seconds * float64(time.Second)))
+	} else {
+		var err error
+		if st, demos, err = l.coldStartData(ctx, starts, probe, logf); err != nil {
+			return err
+		}
+		if err := writeDemonstrations(demosPath, demos); err != nil {
+			return err
+		}
+		st.Record.Seconds = time.Since(t0).Seconds()
+		if err := l.saveColdStart(ctx, st); err != nil {
+			return err
 		}
 	}
-	if len(rec.Partial) > 0 {
-		logf("cold start: partial demonstrations: %v", rec.Partial)
-	}
-	rec.Demonstrations = len(demos)
-	if len(demos) == 0 {
-		return fmt.Errorf("cold_start: no demonstration could be written from %d training questions (skipped: %v)", len(examples), rec.Skipped)
-	}
-	for i := range demos {
-		if demos[i].Len() > l.pol.maxLen {
-			return fmt.Errorf("cold_start: a demonstration of %d tokens exceeds the model's context of %d", demos[i].Len(), l.pol.maxLen)
-		}
-	}
+	rec := &st.Record
 	steps := cs.Epochs * ((len(demos) + cs.Batch - 1) / cs.Batch)
+	step := 0
 	for epoch := range cs.Epochs {
 		order := make([]backend.Datum, len(demos))
 		copy(order, demos)
 		task.Shuffle(order, cfg.Seed+uint64(epoch)*1_000_003+77)
-		stepStart := time.Now()
+		stepStart, took := time.Now(), false
 		for b := 0; b < len(order); b += cs.Batch {
+			if step++; step <= rec.Steps {
+				continue // taken before the stage was resumed
+			}
+			took = true
 			m := method.Metrics{}
 			batch := &method.Batch{Terms: []method.Term{{Name: "cold_start", Data: order[b:min(b+cs.Batch, len(order))],
 				Loss: backend.Loss{NLL: 1}, Aggregation: backend.TokenMean, LR: cs.LR}}}
@@ -215,27 +217,36 @@ func (l *loop) coldStart(ctx context.Context, starts []part.ColdStart, logf func
 			// CPU: each step says where it is.
 			logf("cold start: step %d of %d, loss %.4f, %.0f s", rec.Steps, steps, rec.Loss[len(rec.Loss)-1], time.Since(stepStart).Seconds())
 			stepStart = time.Now()
-		}
-		logf("cold start: epoch %d of %d, %d steps, loss %.4f", epoch+1, cs.Epochs, rec.Steps, rec.Loss[len(rec.Loss)-1])
-	}
-
-	env = l.coldStartEnv(1)
-	for i, s := range starts {
-		if len(probe) > 0 {
-			if rates[i].After, err = protocolRate(ctx, s, env, probe); err != nil {
+			rec.Seconds = time.Since(t0).Seconds()
+			if err := l.saveColdStart(ctx, st); err != nil {
 				return err
 			}
-			logf("cold start: %s %s rate after: %s", s.Part, s.Protocol, rateText(rates[i].After))
+			if stopped(stop) && rec.Steps < steps {
+				return ErrStopped
+			}
+		}
+		if took {
+			logf("cold start: epoch %d of %d, %d steps, loss %.4f", epoch+1, cs.Epochs, step, rec.Loss[step-1])
 		}
 	}
-	rec.Protocol = rates
+
+	env := l.coldStartEnv(1)
+	for i, s := range starts {
+		if len(probe) > 0 {
+			var err error
+			if rec.Protocol[i].After, err = protocolRate(ctx, s, env, probe); err != nil {
+				return err
+			}
+			logf("cold start: %s %s rate after: %s", s.Part, s.Protocol, rateText(rec.Protocol[i].After))
+		}
+	}
 	after, err := l.greedyByProblem(ctx)
 	if err != nil {
 		return err
 	}
 	var diffs []float64
 	for id, a := range after {
-		if b, ok := before[id]; ok {
+		if b, ok := st.Before[id]; ok {
 			diffs = append(diffs, a-b)
 			rec.AccuracyBefore += b
 			rec.AccuracyAfter += a
@@ -255,7 +266,113 @@ func (l *loop) coldStart(ctx context.Context, starts []part.ColdStart, logf func
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteBytes(filepath.Join(l.runDir, ColdStartFile), append(b, '\n'))
+	if err := atomicfile.WriteBytes(filepath.Join(l.runDir, ColdStartFile), append(b, '\n')); err != nil {
+		return err
+	}
+	st.Done = true
+	if err := l.saveColdStart(ctx, st); err != nil {
+		return err
+	}
+	return os.Remove(demosPath)
+}
+
+// coldStartData measures what comes before the stage (the protocol rates
+// and the greedy validation accuracy) and has the parts write the
+// demonstrations.
+func (l *loop) coldStartData(ctx context.Context, starts []part.ColdStart, probe []task.Example, logf func(string, ...any)) (coldStartState, []backend.Datum, error) {
+	cs, cfg := l.cfg.ColdStart, l.cfg
+	st := coldStartState{Record: ColdStartRecord{Examples: cs.Examples, LR: cs.LR, Skipped: map[string]float64{}, Partial: map[string]float64{}}}
+	rec := &st.Record
+	for _, s := range starts {
+		rec.Parts = append(rec.Parts, s.Part)
+	}
+	examples, err := coldStartExamples(l.src, cs.Examples, cfg.Seed)
+	if err != nil {
+		return st, nil, err
+	}
+	env := l.coldStartEnv(0)
+	rec.Protocol = make([]ProtocolRate, len(starts))
+	for i, s := range starts {
+		rec.Protocol[i] = ProtocolRate{Part: s.Part, Protocol: s.Protocol}
+		if len(probe) > 0 {
+			if rec.Protocol[i].Before, err = protocolRate(ctx, s, env, probe); err != nil {
+				return st, nil, err
+			}
+			logf("cold start: %s %s rate before: %s", s.Part, s.Protocol, rateText(rec.Protocol[i].Before))
+		}
+	}
+	if st.Before, err = l.greedyByProblem(ctx); err != nil {
+		return st, nil, err
+	}
+	var demos []backend.Datum
+	for _, s := range starts {
+		d, err := s.Demonstrations(ctx, env, examples)
+		if err != nil {
+			return st, nil, err
+		}
+		logf("cold start: %d %s demonstrations from %d training questions", len(d), s.Part, len(examples))
+		demos = append(demos, d...)
+	}
+	for k, v := range env.Metrics {
+		if name, ok := strings.CutPrefix(k, "cold_start/skipped/"); ok {
+			rec.Skipped[name] += v
+		} else if name, ok := strings.CutPrefix(k, "cold_start/partial/"); ok {
+			rec.Partial[name] += v
+		}
+	}
+	if len(rec.Partial) > 0 {
+		logf("cold start: partial demonstrations: %v", rec.Partial)
+	}
+	rec.Demonstrations = len(demos)
+	if len(demos) == 0 {
+		return st, nil, fmt.Errorf("cold_start: no demonstration could be written from %d training questions (skipped: %v)", len(examples), rec.Skipped)
+	}
+	for i := range demos {
+		if demos[i].Len() > l.pol.maxLen {
+			return st, nil, fmt.Errorf("cold_start: a demonstration of %d tokens exceeds the model's context of %d", demos[i].Len(), l.pol.maxLen)
+		}
+	}
+	return st, demos, nil
+}
+
+// saveColdStart writes the step-0 checkpoint that holds the stage's
+// progress: the weights and optimizer state as they are, and st.
+func (l *loop) saveColdStart(ctx context.Context, st coldStartState) error {
+	run := runState{Step: 0, Cursor: l.src.drawn, OptSteps: &l.optSteps, ColdStart: &st}
+	return saveCheckpoint(ctx, l.pol.learner, l.runDir, run, l.cfg.KeepLast, l.cfg.KeepOptimizer == KeepOptimizerLast)
+}
+
+// writeDemonstrations writes a cold start's demonstrations to path,
+// gzipped JSON.
+func writeDemonstrations(path string, demos []backend.Datum) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
+		z := gzip.NewWriter(w)
+		if err := json.NewEncoder(z).Encode(demos); err != nil {
+			return err
+		}
+		return z.Close()
+	})
+}
+
+// readDemonstrations reads the n demonstrations writeDemonstrations wrote.
+func readDemonstrations(path string, n int) ([]backend.Datum, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cold_start: resuming the stage: %w", err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("cold_start: resuming the stage: %s: %w", path, err)
+	}
+	var demos []backend.Datum
+	if err := json.NewDecoder(z).Decode(&demos); err != nil {
+		return nil, fmt.Errorf("cold_start: resuming the stage: %s: %w", path, err)
+	}
+	if len(demos) != n {
+		return nil, fmt.Errorf("cold_start: resuming the stage: %s holds %d demonstrations, the checkpoint's record %d", path, len(demos), n)
+	}
+	return demos, nil
 }
 
 // checkColdStart checks, before the run directory is claimed, that the

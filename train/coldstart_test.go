@@ -1,11 +1,14 @@
 package train
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -154,5 +157,82 @@ func TestColdStartRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(run); !os.IsNotExist(err) {
 		t.Errorf("the refused run made its directory: %v", err)
+	}
+}
+
+// TestColdStartResumes: a run stopped in its cold start resumes it at the
+// step it reached, from the step-0 checkpoint, and ends as the run that
+// was never stopped: the same record (its timing aside), the same RL
+// step's metrics and the same final weights, bit for bit. A run stopped
+// after the stage does not run it again.
+func TestColdStartResumes(t *testing.T) {
+	cfg := consultColdStartRun(t)
+	cfg.ColdStart = &ColdStartConfig{Examples: 8, Epochs: 3, Batch: 4, LR: 1e-3, Probe: 4}
+	straight := filepath.Join(t.TempDir(), "straight")
+	if err := Run(context.Background(), cfg, straight, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	stopped := filepath.Join(t.TempDir(), "stopped")
+	stop := make(chan struct{})
+	var log strings.Builder
+	err := Run(context.Background(), cfg, stopped, Options{Stop: stop, Log: func(f string, a ...any) {
+		line := fmt.Sprintf(f, a...)
+		fmt.Fprintln(&log, line)
+		if strings.HasPrefix(line, "cold start: step 2 of 6,") {
+			close(stop)
+		}
+	}})
+	if !errors.Is(err, ErrStopped) {
+		t.Fatalf("stopped in the cold start: %v, want ErrStopped", err)
+	}
+	if _, err := os.Stat(filepath.Join(stopped, ColdStartDemonstrationsFile)); err != nil {
+		t.Fatalf("the stopped stage kept no demonstrations: %v", err)
+	}
+	log.Reset()
+	if err := Run(context.Background(), cfg, stopped, Options{Resume: true, Log: func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "cold start: resumed after step 2, 8 demonstrations") || strings.Contains(log.String(), "cold start: step 2 of 6") ||
+		strings.Contains(log.String(), "demonstrations from 8 training questions") {
+		t.Errorf("the resumed run's log:\n%s", log.String())
+	}
+	want, _ := readColdStart(t, straight)
+	got, b := readColdStart(t, stopped)
+	want.Seconds, got.Seconds = 0, 0
+	if !reflect.DeepEqual(got, want) {
+		wb, _ := json.Marshal(want)
+		t.Errorf("resumed record\n%s\nwant\n%s", b, wb)
+	}
+	if g, w := stable(t, filepath.Join(stopped, "metrics.jsonl")), stable(t, filepath.Join(straight, "metrics.jsonl")); !reflect.DeepEqual(g, w) {
+		t.Errorf("RL metrics after the resumed stage %v, want %v", g, w)
+	}
+	if !bytes.Equal(finalWeights(t, stopped, cfg.Steps), finalWeights(t, straight, cfg.Steps)) {
+		t.Error("the final weights differ from the straight run's")
+	}
+	if _, err := os.Stat(filepath.Join(stopped, ColdStartDemonstrationsFile)); !os.IsNotExist(err) {
+		t.Errorf("the finished stage left its demonstrations: %v", err)
+	}
+
+	// Stopped once the stage is done: the step-0 checkpoint says so, and
+	// the resumed run goes straight to the RL steps.
+	done := filepath.Join(t.TempDir(), "done")
+	stop = make(chan struct{})
+	err = Run(context.Background(), cfg, done, Options{Stop: stop, Log: func(f string, a ...any) {
+		if strings.HasPrefix(fmt.Sprintf(f, a...), "cold start: validation greedy accuracy") {
+			close(stop)
+		}
+	}})
+	if !errors.Is(err, ErrStopped) {
+		t.Fatalf("stopped at the end of the cold start: %v, want ErrStopped", err)
+	}
+	log.Reset()
+	if err := Run(context.Background(), cfg, done, Options{Resume: true, Log: func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }}); err != nil {
+		t.Fatal(err)
+	}
+	if g, w := stable(t, filepath.Join(done, "metrics.jsonl")), stable(t, filepath.Join(straight, "metrics.jsonl")); !reflect.DeepEqual(g, w) {
+		t.Errorf("RL metrics after a stop at the stage's end %v, want %v", g, w)
+	}
+	if strings.Contains(log.String(), "cold start:") {
+		t.Errorf("a run resumed after its cold start ran it again:\n%s", log.String())
 	}
 }

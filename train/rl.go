@@ -143,9 +143,12 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	}
 	l := &loop{cfg: &cfg, pol: pol, ref: ref, render: render, src: src, held: held, meth: meth, runDir: runDir,
 		optSteps: start.optimizerSteps(&cfg), sched: scheduleOf(&cfg), evaluators: evaluators(&cfg, build)}
-	if cfg.ColdStart != nil && start.Step == 0 {
-		if err := l.coldStart(ctx, build.ColdStarts, logf); err != nil {
+	if cfg.ColdStart != nil && start.Step == 0 && (start.ColdStart == nil || !start.ColdStart.Done) {
+		if err := l.coldStart(ctx, build.ColdStarts, start.ColdStart, opts.Stop, logf); err != nil {
 			return err
+		}
+		if stopped(opts.Stop) { // the stage is checkpointed as done
+			return ErrStopped
 		}
 	}
 	if start.Step == 0 { // the starting model's score, for before/after

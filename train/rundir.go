@@ -211,7 +211,8 @@ func readState(dir string) (runState, error) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return st, fmt.Errorf("%s: %w", rundir.StateFile, err)
 	}
-	if st.Step <= 0 {
+	// Step 0 is a cold start's checkpoint, and only that.
+	if st.Step < 0 || st.Step == 0 && st.ColdStart == nil {
 		return st, fmt.Errorf("%s: step %d", rundir.StateFile, st.Step)
 	}
 	return st, nil
