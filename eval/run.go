@@ -40,6 +40,16 @@ type Config struct {
 	// OnSample, when set, receives every completion as it is scored, so
 	// that a run's outputs can be kept and results paired by problem.
 	OnSample func(Sample) error
+	// Scored, when set, gives the completions an earlier evaluation of the
+	// same prompts and settings scored for a problem in a pass (nil for
+	// none), which this one scores again instead of sampling: an
+	// evaluation stopped part way resumes. They are not passed to
+	// OnSample again. The rest keep their seeds, whatever was resumed.
+	Scored func(pass, id string) []string
+	// Chunk bounds the problems a streaming generator is given at once
+	// (0: a whole pass), so that OnSample hears of each chunk's
+	// completions when it ends rather than when the pass does.
+	Chunk int
 }
 
 // Expert is one expert prompt of an evaluation: every problem is also
@@ -218,10 +228,61 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 		if s, ok := gen.(Streamer); ok {
 			if bounded, ok := s.Streaming(batch); ok {
 				perCall, passGen = len(usable), bounded
+				if cfg.Chunk > 0 {
+					perCall = cfg.Chunk
+				}
 			}
 		}
-		for lo := 0; lo < len(usable); lo += perCall {
-			hi := min(lo+perCall, len(usable))
+		// scored is problem i's completions in this pass from an earlier
+		// evaluation, when it has them all.
+		scored := func(i int) []string {
+			if cfg.Scored == nil {
+				return nil
+			}
+			if texts := cfg.Scored(pass, usable[i].ID); len(texts) == max(1, p.N) {
+				return texts
+			}
+			return nil
+		}
+		// take scores problem i's completions.
+		take := func(i int, texts []string, prompt string, emit bool) error {
+			e := usable[i]
+			for j, t := range texts {
+				r, _ := Reward(e, t)
+				if r > 0 {
+					correct[i]++
+				}
+				a := Answer(e, t)
+				answers[i] = append(answers[i], a)
+				if emit && cfg.OnSample != nil {
+					s := Sample{ID: e.ID, Pass: pass, Index: j, Gold: e.Answer, Text: t, Answer: a, Reward: r}
+					if j == 0 {
+						s.Prompt = prompt
+					}
+					if err := cfg.OnSample(s); err != nil {
+						return err
+					}
+				}
+			}
+			if len(answers[i]) == 0 {
+				answers[i] = []string{""}
+			}
+			return nil
+		}
+		// The problems left go to the generator in runs of consecutive
+		// ones, each seeded by its first problem's index.
+		for lo := 0; lo < len(usable); {
+			if texts := scored(lo); texts != nil {
+				if err := take(lo, texts, "", false); err != nil {
+					return nil, nil, err
+				}
+				lo++
+				continue
+			}
+			hi := lo + 1
+			for hi < len(usable) && hi-lo < perCall && scored(hi) == nil {
+				hi++
+			}
 			prompts := make([]string, 0, hi-lo)
 			for i := lo; i < hi; i++ {
 				prompts = append(prompts, prompt(i))
@@ -256,28 +317,11 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 				return nil, nil, fmt.Errorf("eval: the generator answered %d prompts of %d", len(out), len(prompts))
 			}
 			for i, texts := range out {
-				e := usable[lo+i]
-				for j, t := range texts {
-					r, _ := Reward(e, t)
-					if r > 0 {
-						correct[lo+i]++
-					}
-					a := Answer(e, t)
-					answers[lo+i] = append(answers[lo+i], a)
-					if cfg.OnSample != nil {
-						s := Sample{ID: e.ID, Pass: pass, Index: j, Gold: e.Answer, Text: t, Answer: a, Reward: r}
-						if j == 0 {
-							s.Prompt = prompts[i]
-						}
-						if err := cfg.OnSample(s); err != nil {
-							return nil, nil, err
-						}
-					}
-				}
-				if len(answers[lo+i]) == 0 {
-					answers[lo+i] = []string{""}
+				if err := take(lo+i, texts, prompts[i], true); err != nil {
+					return nil, nil, err
 				}
 			}
+			lo = hi
 		}
 		if refusals == len(usable) {
 			return nil, nil, fmt.Errorf("eval: the generator refused every prompt (first %s: %s)", first.Source, first.Error)

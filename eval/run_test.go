@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"rlvr/sample"
+	"rlvr/task"
 	"rlvr/task/world"
 )
 
@@ -188,5 +190,86 @@ func TestRunExpertPrompts(t *testing.T) {
 	if _, err := Run(context.Background(), styleGenerator{}, exs, Config{Experts: whole}); err == nil ||
 		err.Error() != "eval: expert E2 has 39 prompts for 40 examples" {
 		t.Fatalf("short prompt list: %v", err)
+	}
+}
+
+// seededGenerator answers greedily with the reference style, and at a
+// temperature with a style drawn from the prompt's seed (its index among
+// all prompts, sample.PromptSeed), so that a prompt's samples change when
+// its seed does; it records the prompts it is asked.
+type seededGenerator struct {
+	asked []string
+}
+
+func (g *seededGenerator) Generate(_ context.Context, prompts []string, p sample.Params) ([][]string, error) {
+	out := make([][]string, len(prompts))
+	for i, text := range prompts {
+		g.asked = append(g.asked, text)
+		q, _, _ := strings.Cut(text, "\n")
+		prob, err := world.ParseQuestion(q)
+		if err != nil {
+			return nil, err
+		}
+		for n := range max(p.N, 1) {
+			s := 0
+			if p.Temperature > 0 {
+				s = int((sample.PromptSeed(p.Seed, i)/1_000_003 + uint64(n)) % uint64(len(world.Styles)))
+			}
+			sol, _ := world.Solve(prob, s)
+			out[i] = append(out[i], sol)
+		}
+	}
+	return out, nil
+}
+
+// TestRunResumesScored: an evaluation given the completions an earlier
+// one scored for some problems asks the generator for the rest only, and
+// reports what the whole evaluation did, the rest sampled with the seeds
+// they had in it.
+func TestRunResumesScored(t *testing.T) {
+	exs := world.Examples(5, 12, []int{2})
+	cfg := Config{K: 4, Temperature: 1, Batch: 8, Seed: 9}
+	var all []Sample
+	whole := cfg
+	whole.OnSample = func(s Sample) error { all = append(all, s); return nil }
+	want, err := Run(context.Background(), &seededGenerator{}, exs, whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The even problems were scored before the evaluation stopped.
+	kept := map[string]map[string][]string{}
+	var rest []Sample
+	for _, s := range all {
+		if i := slices.IndexFunc(exs, func(e task.Example) bool { return e.ID == s.ID }); i%2 == 1 {
+			rest = append(rest, s)
+			continue
+		}
+		if kept[s.Pass] == nil {
+			kept[s.Pass] = map[string][]string{}
+		}
+		kept[s.Pass][s.ID] = append(kept[s.Pass][s.ID], s.Text)
+	}
+	gen := &seededGenerator{}
+	var emitted []Sample
+	resumed := cfg
+	resumed.Scored = func(pass, id string) []string { return kept[pass][id] }
+	resumed.OnSample = func(s Sample) error { emitted = append(emitted, s); return nil }
+	got, err := Run(context.Background(), gen, exs, resumed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("resumed report %+v, want %+v", got, want)
+	}
+	if !reflect.DeepEqual(emitted, rest) {
+		t.Errorf("the resumed evaluation scored\n%v\nwant the odd problems' completions of the whole one\n%v", emitted, rest)
+	}
+	if len(gen.asked) != 12 { // 6 problems, greedy and sampled
+		t.Errorf("asked %d prompts, want the 6 odd problems' twice", len(gen.asked))
+	}
+	for i, e := range exs {
+		if i%2 == 0 && slices.Contains(gen.asked, e.Prompt) {
+			t.Errorf("problem %d, already scored, was asked again", i)
+		}
 	}
 }

@@ -60,10 +60,10 @@ const (
 )
 
 // Files are what a run writes into its directory besides checkpoints.
-var Files = []string{ConfigFile, MetricsFile, EvalFile, SamplesFile}
+var Files = []string{ConfigFile, MetricsFile, EvalFile, SamplesFile, EvalProgressFile}
 
 // logs are the files that grow a line per record, each with its step.
-var logs = []string{MetricsFile, EvalFile, SamplesFile}
+var logs = []string{MetricsFile, EvalFile, SamplesFile, EvalProgressFile}
 
 // checkpointPrefix starts a checkpoint directory's name, the step follows.
 const checkpointPrefix = "ckpt-"

@@ -65,20 +65,25 @@ func TruncateLogs(runDir string, step int) error {
 // truncateLines keeps the complete lines of a log whose step is at most
 // step.
 func truncateLines(path string, step int) error {
+	return filterLines(path, func(lineStep int) bool { return lineStep <= step })
+}
+
+// filterLines keeps the complete lines of a log whose step keep accepts.
+func filterLines(path string, keep func(step int) bool) error {
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return nil
 	} else if err != nil {
 		return err
 	}
-	var keep []byte
+	var kept []byte
 	for _, line := range strings.SplitAfter(string(b), "\n") {
 		var v struct {
 			Step int `json:"step"`
 		}
-		if json.Unmarshal([]byte(line), &v) == nil && v.Step <= step && strings.HasSuffix(line, "\n") {
-			keep = append(keep, line...)
+		if json.Unmarshal([]byte(line), &v) == nil && keep(v.Step) && strings.HasSuffix(line, "\n") {
+			kept = append(kept, line...)
 		}
 	}
-	return atomicfile.WriteBytes(path, keep)
+	return atomicfile.WriteBytes(path, kept)
 }

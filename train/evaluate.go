@@ -45,7 +45,7 @@ func (l *loop) evaluateShowing(ctx context.Context, step int, exhibits []method.
 		return err
 	}
 	if !last || len(l.held.Test) == 0 {
-		return nil
+		return rundir.RemoveScored(l.runDir)
 	}
 	test, err := l.score(ctx, "test", step, l.held.Test, true)
 	if err != nil {
@@ -55,7 +55,10 @@ func (l *loop) evaluateShowing(ctx context.Context, step int, exhibits []method.
 	if test.BestExpert != "" {
 		test.ChosenOn = fmt.Sprintf("validation (%d problems %s)", len(l.held.Val), valFrom)
 	}
-	return rundir.AppendEval(l.runDir, test)
+	if err := rundir.AppendEval(l.runDir, test); err != nil {
+		return err
+	}
+	return rundir.RemoveScored(l.runDir)
 }
 
 // score evaluates examples as the record of split after step: greedy
@@ -79,6 +82,17 @@ func (l *loop) score(ctx context.Context, split string, step int, examples []tas
 			return rec, err
 		}
 	}
+	// What a killed run scored of this evaluation is taken as it is, and
+	// each chunk of what is left is kept as it ends.
+	scored, err := rundir.ReadScored(l.runDir, step, split)
+	if err != nil {
+		return rec, err
+	}
+	ev.Config.Scored = func(pass, id string) []string { return scored[pass][id] }
+	ev.Config.OnSample = func(s eval.Sample) error {
+		return rundir.AppendScored(l.runDir, rundir.Scored{Step: step, Split: split, Pass: s.Pass, ID: s.ID, Index: s.Index, Text: s.Text})
+	}
+	ev.Config.Chunk = 4 * max(l.cfg.SampleBatch, 64)
 	rep, err := eval.Run(ctx, eval.NewSampled(l.pol.sampler, l.pol.text), prompted, *ev.Config)
 	if err != nil {
 		return rec, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -155,6 +156,8 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 		if err := l.evaluate(ctx, 0); err != nil {
 			return err
 		}
+	} else if err := l.finishEvaluation(ctx, start.Step); err != nil {
+		return err
 	}
 	// after ends a trained step: its metrics written, and the evaluation
 	// and checkpoint it calls for; stop says the run stops there.
@@ -331,15 +334,10 @@ func (l *loop) endOfStep(ctx context.Context, b *built, stopping bool) error {
 	cfg, step := l.cfg, b.step
 	last := step+1 == cfg.Steps
 	async := cfg.Async != nil
-	if last || cfg.EvalEvery > 0 && (step+1)%cfg.EvalEvery == 0 {
-		exhibits := b.exhibits
-		if !async {
-			exhibits = exhibitsOf(l.meth)
-		}
-		if err := l.evaluateShowing(ctx, step+1, exhibits); err != nil {
-			return err
-		}
-	}
+	// The checkpoint comes first: a run killed in the evaluation after it
+	// (the final test evaluation takes hours on a CPU) resumes there and
+	// finishes the evaluation (finishEvaluation), instead of training
+	// again from an older checkpoint.
 	if last || stopping || cfg.CheckpointEvery > 0 && (step+1)%cfg.CheckpointEvery == 0 {
 		st := runState{Step: step + 1, Cursor: b.cursor, OptSteps: &l.optSteps, Method: b.state}
 		if !async {
@@ -348,9 +346,55 @@ func (l *loop) endOfStep(ctx context.Context, b *built, stopping bool) error {
 				return err
 			}
 		}
-		return saveCheckpoint(ctx, l.pol.learner, l.runDir, st, cfg.KeepLast, cfg.KeepOptimizer == KeepOptimizerLast)
+		if err := saveCheckpoint(ctx, l.pol.learner, l.runDir, st, cfg.KeepLast, cfg.KeepOptimizer == KeepOptimizerLast); err != nil {
+			return err
+		}
+	}
+	if l.evaluationDue(step + 1) {
+		exhibits := b.exhibits
+		if !async {
+			exhibits = exhibitsOf(l.meth)
+		}
+		if err := l.evaluateShowing(ctx, step+1, exhibits); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// evaluationDue reports whether an evaluation follows step.
+func (l *loop) evaluationDue(step int) bool {
+	return step == l.cfg.Steps || l.cfg.EvalEvery > 0 && step%l.cfg.EvalEvery == 0
+}
+
+// finishEvaluation makes the evaluation after step, the step a run
+// resumes from, when one is due there and eval.jsonl does not hold all of
+// it: the run was killed while making it. What it had written is dropped,
+// and what it had scored is taken from eval_progress.jsonl.
+func (l *loop) finishEvaluation(ctx context.Context, step int) error {
+	if !l.evaluationDue(step) {
+		return nil
+	}
+	want := []string{"val"}
+	if step == l.cfg.Steps && len(l.held.Test) > 0 {
+		want = append(want, "test")
+	}
+	run, err := rundir.Load(l.runDir)
+	if err != nil {
+		return err
+	}
+	for _, e := range run.Evals {
+		if e.Step == step {
+			want = slices.DeleteFunc(want, func(split string) bool { return split == e.Split })
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	if err := rundir.DropEvaluation(l.runDir, step); err != nil {
+		return err
+	}
+	return l.evaluate(ctx, step)
 }
 
 // stateOf is a method's state for a checkpoint; nil for a method
