@@ -172,7 +172,7 @@ func TestChatExpertsEvaluationPrompts(t *testing.T) {
 	examples := world.Examples(1, 3, []int{0})
 	f := &fixedAnswers{l: l, answer: "#### " + examples[0].Answer}
 	_, b := newMethod(t, &cfg, Setup{MaxLen: 512, Chat: true})
-	lp := &loop{cfg: &cfg, pol: &policy{sampler: f, text: l, maxLen: 512}, render: r, evaluators: b.Evaluators}
+	lp := &loop{cfg: &cfg, pol: &policy{sampler: f, text: l, maxLen: 512}, render: r, evaluators: b.Evaluators, runDir: t.TempDir()}
 	m, err := lp.score(context.Background(), "val", 0, examples, false)
 	if err != nil {
 		t.Fatal(err)
