@@ -41,7 +41,20 @@ done
 prompts=${PROMPTS:-8}
 group=${GROUP:-4}
 max_tokens=${MAX_TOKENS:-256}
-shared="--steps $steps --prompts $prompts --group-size $group --max-tokens $max_tokens --eval-every $steps"
+# A checkpoint every 5 steps, the last alone kept with its optimizer: a
+# run killed at the end of a sitting loses at most 5 steps (its cold start
+# and final evaluation resume where they were, docs/methods.md).
+shared="--steps $steps --prompts $prompts --group-size $group --max-tokens $max_tokens --eval-every $steps --checkpoint-every 5 --keep-last 1 --keep-optimizer last"
+
+# prune: a finished run keeps its model (later evaluations read it), not
+# its optimizer state, twice the model's size.
+prune() {
+  local d
+  for d in "$out"/*-seed*/; do
+    if finished "$d"; then rm -f "$d"ckpt-*/optimizer.safetensors; fi
+  done
+}
+prune
 reference='consultation.experts=[{name: E1, kind: reference}]'
 gemma="consultation.experts=[{name: E2, model: runs/gemma3-270m, api: completion, max_tokens: $max_tokens, timeout: 5m, deadline: 10m, concurrency: 2, system: \"You are a careful math teacher. Solve the problem step by step and end with a line '#### <answer>'.\"}]"
 
@@ -81,6 +94,7 @@ for seed in $seeds; do
     esac
   done
 done | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
+prune
 
 : >"$results/table.md"
 # shellcheck disable=SC2046
