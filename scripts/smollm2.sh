@@ -69,17 +69,23 @@ if [ ! -s "$dme" ]; then
 fi
 bin/rlvr experts analyze "$dme" >"$results/table1.txt"
 
-# The fine-tunings MEML-GRPO and its Expert0-SFT baseline start from.
-for seed in $seeds; do
-  echo "configs/gsm8k-moe-sft-smollm2.yaml $out/moe-sft-seed$seed --seed $seed --dme $dme --out $out/moe-sft-seed$seed-model"
-  echo "configs/gsm8k-moe-sft-smollm2.yaml $out/expert0-sft-seed$seed --seed $seed --dme $dme --out $out/expert0-sft-seed$seed-model --set expert_prompts.experts=[0]"
-done | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
-
 # line ARGS...: one run's arguments as a line xargs splits back into them
 # (shell-quoted; no trailing blank, which would join the next line).
 line() { local s; s=$(printf '%q ' "$@"); echo "${s% }"; }
 rows=(grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo expert0-sft-grpo)
+# Seed by seed, so that a partial experiment (it takes many sittings)
+# holds whole seeds, each row's run of a seed beside the others': first
+# the fine-tunings MEML-GRPO and its Expert0-SFT baseline start from, then
+# every row. A fine-tuning's own test line is a diagnostic of the stage,
+# scored on 100 test problems; the rows are scored on all 1,319.
 for seed in $seeds; do
+  stage="--seed $seed --dme $dme --test-problems 100 --checkpoint-every 12 --keep-last 1 --keep-optimizer last"
+  {
+    # shellcheck disable=SC2086
+    line configs/gsm8k-moe-sft-smollm2.yaml "$out/moe-sft-seed$seed" $stage --out "$out/moe-sft-seed$seed-model"
+    # shellcheck disable=SC2086
+    line configs/gsm8k-moe-sft-smollm2.yaml "$out/expert0-sft-seed$seed" $stage --out "$out/expert0-sft-seed$seed-model" --set "expert_prompts.experts=[0]"
+  } | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
   for row in "${rows[@]}"; do
     run=$out/$row-seed$seed
     # shellcheck disable=SC2086
@@ -92,9 +98,9 @@ for seed in $seeds; do
       meml-grpo) line configs/gsm8k-meml-grpo-smollm2.yaml "$run" --model "$out/moe-sft-seed$seed-model" --seed "$seed" $shared ;;
       expert0-sft-grpo) line configs/gsm8k-expert0-sft-grpo-smollm2.yaml "$run" --model "$out/expert0-sft-seed$seed-model" --seed "$seed" $shared ;;
     esac
-  done
-done | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
-prune
+  done | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
+  prune
+done
 
 : >"$results/table.md"
 # shellcheck disable=SC2046
