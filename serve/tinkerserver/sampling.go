@@ -19,10 +19,12 @@ import (
 	"rlvr/sample"
 )
 
-// samplingQueue is the sampling worker's queue.
+// samplingQueue is the sampling worker's queue, and the count of calls
+// in the decoding loops.
 type samplingQueue struct {
-	jobs []*sampleJob // guarded by s.mu
-	wake chan struct{}
+	jobs    []*sampleJob // guarded by s.mu
+	inLoops int          // guarded by s.mu
+	wake    chan struct{}
 }
 
 // sampleJob is one asample call waiting for the sampling worker.
@@ -115,17 +117,21 @@ func (s *Server) asample(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusServiceUnavailable, "asample: the server is shutting down"))
 		return
 	}
-	if invalid == nil && len(s.sampling.jobs) >= s.cfg.MaxQueue {
-		writeError(w, errorf(http.StatusTooManyRequests, "asample: %d sampling calls are waiting already (the server's limit)", len(s.sampling.jobs)))
+	if waiting := len(s.sampling.jobs) + s.sampling.inLoops; invalid == nil && waiting >= s.cfg.MaxQueue {
+		writeError(w, errorf(http.StatusTooManyRequests, "asample: %d sampling calls are waiting already (the server's limit)", waiting))
 		return
 	}
 	f := s.newFutureLocked()
 	if ss != nil {
 		ss.watch(f, req.SeqID)
 	}
-	if invalid != nil {
+	switch {
+	case invalid != nil:
 		s.settleLocked(f, failureBody(withKind("asample", invalid)), true)
-	} else {
+	case src.base.loop != nil:
+		job.fut, job.w = f, src
+		s.submitLocked(job)
+	default:
 		job.fut, job.w = f, src
 		s.sampling.jobs = append(s.sampling.jobs, job)
 		select {
@@ -482,24 +488,29 @@ func (s *Server) sampleWith(ctx context.Context, jobs []*sampleJob) ([]tinker.Sa
 	}
 	results := make([]tinker.SampleResponse, len(jobs))
 	for i := range jobs {
-		res := tinker.SampleResponse{Type: "sample", Sequences: make([]tinker.SampledSequence, len(out[i]))}
-		for k, c := range out[i] {
-			lps := make([]float64, len(c.Logprobs))
-			for t, lp := range c.Logprobs {
-				lps[t] = float64(lp)
-			}
-			reason := tinker.StopLength
-			if c.Finish == sample.FinishStop {
-				reason = tinker.StopStop
-			}
-			res.Sequences[k] = tinker.SampledSequence{StopReason: reason, Tokens: c.Tokens, Logprobs: lps}
-		}
-		results[i] = res
+		results[i] = sampleResponse(out[i])
 	}
 	if err := promptLogprobs(ctx, b.sampModel, jobs, results); err != nil {
 		return nil, serverErr("prompt logprobs: %v", err)
 	}
 	return results, nil
+}
+
+// sampleResponse is the result of a call whose samples are out.
+func sampleResponse(out []sample.Completion) tinker.SampleResponse {
+	res := tinker.SampleResponse{Type: "sample", Sequences: make([]tinker.SampledSequence, len(out))}
+	for k, c := range out {
+		lps := make([]float64, len(c.Logprobs))
+		for t, lp := range c.Logprobs {
+			lps[t] = float64(lp)
+		}
+		reason := tinker.StopLength
+		if c.Finish == sample.FinishStop {
+			reason = tinker.StopStop
+		}
+		res.Sequences[k] = tinker.SampledSequence{StopReason: reason, Tokens: c.Tokens, Logprobs: lps}
+	}
+	return res
 }
 
 // promptLogprobs fills in the logprob of each prompt token given the ones

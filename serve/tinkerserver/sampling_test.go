@@ -101,8 +101,8 @@ var sampleCases = []sampleCase{
 	{prompt: []int32{256}, n: 2, seed: 12, temp: 1, topK: -1, topP: 1, maxTok: 70}, // past the context
 }
 
-// TestSampleMatchesSampler samples over HTTP, the calls batched together
-// on the sampling worker, and checks each equals local.Sampler run on
+// TestSampleMatchesSampler samples over HTTP, under WholeBatches, the
+// calls batched together on the sampling worker, and checks each equals local.Sampler run on
 // the request alone over the same weights: bit for bit with the pure-Go
 // matrix products, and with MaxBatch 1, which samples each call alone;
 // with OpenBLAS, whose products round differently for different batch
@@ -118,7 +118,7 @@ func TestSampleMatchesSampler(t *testing.T) {
 		{"alone", 1, true, len(sampleCases)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, Config{MaxBatch: tc.maxBatch})
+			h := newHarness(t, Config{MaxBatch: tc.maxBatch, WholeBatches: true})
 			l, err := checkpoint.Open(testModelDir(t), "")
 			if err != nil {
 				t.Fatal(err)
@@ -405,10 +405,10 @@ func TestSampleValidation(t *testing.T) {
 	}
 }
 
-// TestFullBatchDoesNotWait checks the sampling worker stops waiting for
+// TestFullBatchDoesNotWait checks the whole-batch sampling worker stops waiting for
 // others to join a batch once the batch is full.
 func TestFullBatchDoesNotWait(t *testing.T) {
-	h := newHarness(t, Config{BatchWindow: time.Hour, MaxBatch: 4, PollTimeout: 10 * time.Second})
+	h := newHarness(t, Config{WholeBatches: true, BatchWindow: time.Hour, MaxBatch: 4, PollTimeout: 10 * time.Second})
 	c := sampleCases[0]
 	req := func(n int) tinker.SampleRequest {
 		c.n = n

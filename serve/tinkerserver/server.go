@@ -41,14 +41,22 @@
 // save_weights_for_sampler with sampling_session_seq_id — and reads one
 // sample_sequence_ids entry per sample from asample's future.
 //
-// Sampling runs on one worker for the whole server, which passes the
-// requests queued for the same weights to one local.Sampler.Sample call;
-// a request's draws depend only on its own seed. Its numbers depend on
-// the batch only as the engine's do: with the pure-Go matrix products
-// not at all, and with OpenBLAS, whose kernels round differently for
-// different batch sizes, in the last bits of the logprobs (and a token
-// only where two were tied to those bits). Config.MaxBatch 1 samples each
-// call alone, for results independent of what else was queued. Every
+// Each base model's samples are drawn by one long-lived decoding loop
+// (local.Loop): an asample call joins its running batch between two
+// decode steps, once its samples fit in the free slots, and its future
+// is settled when its own samples end. The samples in flight share one
+// set of weights: a call for other weights (another sampler copy, or
+// the base model) waits until the batch drains, and the loop then loads
+// its weights. Prompt logprobs run on the loop's goroutine as the call
+// ends, while the model holds its weights. Under Config.WholeBatches, one
+// worker for the whole server passes the calls queued for the same
+// weights to one local.Sampler.Sample call instead. Either way a call's
+// draws depend only on its own seed. Its numbers depend on the batch
+// only as the engine's do: with the pure-Go matrix products not at all,
+// and with OpenBLAS, whose kernels round differently for different batch
+// sizes, in the last bits of the logprobs (and a token only where two
+// were tied to those bits). Config.MaxBatch 1 samples each call alone,
+// for results independent of what else was queued. Every
 // sample ends at the model's own end tokens besides the call's stop
 // tokens; a stop string ends it with the token that completed the string
 // kept, as SkyRL tx and vLLM keep it.
@@ -170,6 +178,7 @@ import (
 	"rlvr/backend/local"
 	"rlvr/checkpoint"
 	"rlvr/engine/model"
+	"rlvr/engine/sampler"
 	"rlvr/internal/secret"
 )
 
@@ -198,14 +207,29 @@ type Config struct {
 	MaxSamples int
 	// MaxNewTokens bounds asample's max_tokens. 0 means 4096.
 	MaxNewTokens int
-	// MaxBatch bounds the sequences (requests × num_samples) sampled in
-	// one local.Sampler.Sample call; a request with more samples runs
-	// alone. 0 means 64.
+	// MaxBatch bounds the sequences (requests × num_samples) sampled at
+	// once: the slots of each base model's decoding loop, where a call
+	// with more samples is refused; under WholeBatches, the sequences of
+	// one local.Sampler.Sample call, where a call with more runs alone.
+	// 0 means 64.
 	MaxBatch int
-	// BatchWindow is how long the idle sampling worker waits after a
-	// request arrives for others to join its batch, unless the batch
-	// fills first. 0 means 2 ms; negative means no wait.
+	// WholeBatches samples the calls queued for the same weights in one
+	// batch, run to completion before the next, as the server did before
+	// it had a decoding loop. Without it, each base model has a
+	// long-lived decoding loop (local.Loop) that a call joins between two
+	// decode steps, and leaves when its own samples end.
+	WholeBatches bool
+	// BatchWindow is how long, under WholeBatches, the idle sampling
+	// worker waits after a request arrives for others to join its batch,
+	// unless the batch fills first. 0 means 2 ms; negative means no
+	// wait.
 	BatchWindow time.Duration
+	// KVCacheBytes bounds the memory of each decoding loop's KV cache,
+	// MaxBatch slots of one context each: when it holds less than
+	// MaxBatch full contexts of the model, each slot holds what fits, and
+	// a call whose prompt and max_tokens need more is refused. 0 means
+	// 2 GiB.
+	KVCacheBytes int64
 	// MaxQueue bounds the calls waiting for one model's worker, and the
 	// asample calls waiting for the sampling worker (429 beyond it). 0
 	// means 1024.
@@ -286,6 +310,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 64 << 20
 	}
+	if c.KVCacheBytes <= 0 {
+		c.KVCacheBytes = 2 << 30
+	}
 	switch {
 	case c.BatchWindow == 0:
 		c.BatchWindow = 2 * time.Millisecond
@@ -356,6 +383,9 @@ type base struct {
 	sampModel *model.Model
 	sampler   *local.Sampler
 	current   *weights // the weights sampModel holds
+	// loop, unless Config.WholeBatches, draws every sample of this base
+	// model; its Run owns sampModel, sampler and current.
+	loop *local.Loop
 }
 
 // weights are parameters to sample from: a base model's, or a copy saved
@@ -411,6 +441,16 @@ func New(cfg Config) (*Server, error) {
 		// Weights change only through sampleWith's copy, which repacks.
 		b := &base{name: name, loaded: l, sampModel: sm, sampler: local.NewFixedSampler(sm, l.Tokenizer)}
 		b.weights = &weights{base: b, params: l.Model.Params, path: name}
+		if !cfg.WholeBatches {
+			cf := l.Model.Config
+			capacity := min(cf.MaxSeq, int(cfg.KVCacheBytes/sampler.KVBytes(cf, cfg.MaxBatch)))
+			if capacity < 2 {
+				return nil, fmt.Errorf("tinkerserver: model %s: a KV cache of %d bytes cannot hold %d samples of 2 tokens each", name, cfg.KVCacheBytes, cfg.MaxBatch)
+			}
+			if b.loop, err = b.sampler.NewLoop(cfg.MaxBatch, capacity); err != nil {
+				return nil, fmt.Errorf("tinkerserver: model %s: %w", name, err)
+			}
+		}
 		s.bases[name] = b
 		s.names = append(s.names, name)
 	}
@@ -421,11 +461,23 @@ func New(cfg Config) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sampling.wake = make(chan struct{}, 1)
 	s.handler = s.routes()
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		s.runSampling()
-	}()
+	s.wg.Add(1)
+	if cfg.WholeBatches {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.runSampling()
+		}()
+	}
+	for _, name := range s.names {
+		if b := s.bases[name]; b.loop != nil {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.runLoop(b)
+			}()
+		}
+	}
 	go func() {
 		defer s.wg.Done()
 		s.janitor()
