@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -25,8 +26,9 @@ import (
 // It reports the time from asample to the result (median and 95th
 // percentile) and the sampled tokens per second. The model is
 // $RLVR_BENCH_MODEL (a model directory, such as the built-in world's in
-// rlvr's cache), else the tests' tiny model. Run it with -benchtime=1x,
-// and -count above 1 to alternate the modes.
+// rlvr's cache), else the tests' tiny model. Run it with -benchtime=1x;
+// $RLVR_BENCH_ROUNDS (default 1) alternates the modes that many times,
+// so that a change in the machine's load falls on both.
 func BenchmarkServingUnderLoad(b *testing.B) {
 	dir := os.Getenv("RLVR_BENCH_MODEL")
 	if dir == "" {
@@ -40,17 +42,29 @@ func BenchmarkServingUnderLoad(b *testing.B) {
 	for _, p := range []string{"Q: What is 12 + 30?\nA:", "Q: Tom has 7 apples and eats 3. How many are left?\nA:", "Once upon a time", "Q: 8 * 9 = ?\nA:"} {
 		prompts = append(prompts, l.Tokenizer.Encode(p))
 	}
-	const clients, calls, minTok, maxTok = 8, 48, 8, 96
+	const calls, minTok, maxTok = 48, 8, 96
 	r := rand.New(rand.NewPCG(1, 0))
 	budgets := make([]int, calls)
 	for i := range budgets {
 		budgets[i] = minTok + r.IntN(maxTok-minTok+1)
 	}
-	for _, whole := range []bool{true, false} {
-		name := "loop"
-		if whole {
-			name = "whole"
+	rounds, _ := strconv.Atoi(os.Getenv("RLVR_BENCH_ROUNDS"))
+	for round := range max(rounds, 1) {
+		for _, whole := range []bool{true, false} {
+			benchServing(b, fmt.Sprintf("round%d/", round), dir, whole, prompts, budgets)
 		}
+	}
+}
+
+// benchServing runs BenchmarkServingUnderLoad's load against one server.
+func benchServing(b *testing.B, prefix, dir string, whole bool, prompts [][]int32, budgets []int) {
+	const clients = 8
+	calls := len(budgets)
+	name := prefix + "loop"
+	if whole {
+		name = prefix + "whole"
+	}
+	{
 		b.Run(name, func(b *testing.B) {
 			h := newHarness(b, Config{Models: map[string]string{"bench": dir}, WholeBatches: whole, MaxBatch: 64, MaxQueue: calls})
 			for range b.N {

@@ -231,7 +231,8 @@ type Config struct {
 	// 2 GiB.
 	KVCacheBytes int64
 	// MaxQueue bounds the calls waiting for one model's worker, and the
-	// asample calls waiting for the sampling worker (429 beyond it). 0
+	// asample calls in the decoding loops, drawing or waiting, or under
+	// WholeBatches waiting for the sampling worker (429 beyond it). 0
 	// means 1024.
 	MaxQueue int
 	// MicroBatchTokens bounds the tokens of one pass of a forward or
