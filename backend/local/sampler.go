@@ -116,18 +116,43 @@ func (l *Loop) Capacity() int { return l.loop.Capacity() }
 // goroutine, with r's completions when its samples end, or with why they
 // were cut (ctx ended, or the loop stopped). weights and load, when
 // weights is not nil, name the weights r samples from and put them into
-// the model (sampler.Job). An error means r was refused and done is
-// never called.
+// the model (sampler.Job). A request of more samples than the loop's
+// slots runs as consecutive parts of at most that many (sampler.Request's
+// First), which draw what they would together. An error means r was
+// refused and done is never called.
 func (l *Loop) Submit(ctx context.Context, r sample.Request, weights any, load func(), done func([]sample.Completion, error)) error {
 	req, cs, err := l.s.draw(0, &r)
 	if err != nil {
 		return err
 	}
-	return l.loop.Submit(ctx, &sampler.Job{Request: req, Weights: weights, Load: load, Done: func(err error) {
+	// Every part's Done runs on Run's goroutine: they alone change left
+	// and failed once the parts are submitted.
+	left := (len(cs) + l.loop.Slots() - 1) / l.loop.Slots()
+	var failed error
+	for first := 0; first < len(cs); first += l.loop.Slots() {
+		part := req
+		part.First, part.N = first, min(l.loop.Slots(), len(cs)-first)
+		part.Accept = func(k int, tok int32, lp float32, last bool) bool { return req.Accept(first+k, tok, lp, last) }
+		err := l.loop.Submit(ctx, &sampler.Job{Request: part, Weights: weights, Load: load, Done: func(err error) {
+			if failed == nil {
+				failed = err
+			}
+			if left--; left > 0 {
+				return
+			}
+			if failed != nil {
+				done(nil, failed)
+				return
+			}
+			done(cs, nil)
+		}})
 		if err != nil {
-			done(nil, err)
-			return
+			// Only the first part can be malformed or beyond the loop
+			// (the others are the same but for N); a later one is refused
+			// only when the loop has stopped, which ends the parts
+			// submitted, and left never reaches 0.
+			return err
 		}
-		done(cs, nil)
-	}})
+	}
+	return nil
 }

@@ -37,8 +37,12 @@ type Request struct {
 	TopP        float32 // nucleus mass to keep, in [0, 1]; 0 or 1 keeps all
 	TopK        int     // keep the k most likely tokens; 0 keeps all
 	// Seed fixes the draws: continuation k draws from the PCG stream
-	// (Seed, k), whatever else is in the batch.
-	Seed uint64
+	// (Seed, First+k), whatever else is in the batch. First, not
+	// negative, lets continuations First… of a request of more be drawn
+	// apart from the others (a Loop's slots hold fewer), the same as
+	// they are together.
+	Seed  uint64
+	First int
 	// Accept, if set, is given every drawn token of continuation k in
 	// order, with its logprob, from the goroutine that called Sample, and
 	// reports whether the continuation ends there. last says it ends
@@ -144,11 +148,14 @@ func newStreams(m *model.Model, i int, r *Request) ([]*stream, error) {
 	if r.MaxNew < 1 {
 		return nil, fmt.Errorf("request %d: MaxNew %d, want at least 1", i, r.MaxNew)
 	}
+	if r.First < 0 {
+		return nil, fmt.Errorf("request %d: First %d, want at least 0", i, r.First)
+	}
 	n := max(r.N, 1)
 	t := &ticket{live: n}
 	streams := make([]*stream, n)
 	for k := range streams {
-		streams[k] = &stream{req: r, t: t, k: k, rng: rand.New(rand.NewPCG(r.Seed, uint64(k)))}
+		streams[k] = &stream{req: r, t: t, k: k, rng: rand.New(rand.NewPCG(r.Seed, uint64(r.First+k)))}
 	}
 	return streams, nil
 }

@@ -456,3 +456,26 @@ func TestPackOnce(t *testing.T) {
 		t.Fatal("a PackOnce sampler did not see the new weights after Repack")
 	}
 }
+
+// TestFirstIsTheSame checks that a request's continuations drawn in parts
+// (First) are bitwise those drawn together, and that a negative First is
+// refused.
+func TestFirstIsTheSame(t *testing.T) {
+	m := loopModel(t)
+	r := Request{Prompt: []int32{5, 17, 42}, MaxNew: 12, Temperature: 1, N: 5, Seed: 11}
+	want := sampleAll(t, New(m), r)[0]
+	a, b := r, r
+	a.N = 2
+	b.First, b.N = 2, 3
+	parts := sampleAll(t, New(m), a, b)
+	got := &drawn{tokens: append(parts[0].tokens, parts[1].tokens...), logprobs: append(parts[0].logprobs, parts[1].logprobs...)}
+	for k := range want.tokens {
+		if !slices.Equal(got.tokens[k], want.tokens[k]) || !slices.Equal(got.logprobs[k], want.logprobs[k]) {
+			t.Errorf("continuation %d: in parts %v %v, together %v %v", k, got.tokens[k], got.logprobs[k], want.tokens[k], want.logprobs[k])
+		}
+	}
+	r.First = -1
+	if err := New(m).Sample(ctx, []Request{r}); err == nil || !strings.Contains(err.Error(), "First -1") {
+		t.Errorf("First -1: %v, want it refused", err)
+	}
+}

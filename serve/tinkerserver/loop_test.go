@@ -174,9 +174,10 @@ func TestDecodingLoopKeepsWeightsApart(t *testing.T) {
 	}
 }
 
-// TestDecodingLoopRefuses checks the calls a decoding loop cannot hold
-// fail as the user's, saying why: more samples than its slots, and a
-// prompt and max_tokens beyond what a slot holds.
+// TestDecodingLoopRefuses checks a call whose prompt and max_tokens need
+// more than a decoding loop's slot holds fails as the user's, saying so,
+// and a call of more samples than the loop's slots is served in parts,
+// which draw what the whole-batch server draws for it alone.
 func TestDecodingLoopRefuses(t *testing.T) {
 	l, err := checkpoint.Open(testModelDir(t), "")
 	if err != nil {
@@ -185,23 +186,17 @@ func TestDecodingLoopRefuses(t *testing.T) {
 	const slots, capacity = 2, 8
 	h := newHarness(t, Config{MaxBatch: slots, KVCacheBytes: sampler.KVBytes(l.Model.Config, slots*capacity)})
 	c := sampleCases[0] // a prompt of 3 tokens
-	for _, tc := range []struct {
-		n, maxTok int
-		want      string
-	}{
-		{3, 4, "3 continuations, more than the loop's 2 slots"},
-		{1, 6, "need 9 cache positions; the loop holds 8 per continuation"},
-	} {
-		c.n, c.maxTok = tc.n, tc.maxTok
-		if f := h.failure(tinker.PathSample, c.wire("", testBase)); f.Category != "user" || !strings.Contains(f.Message, tc.want) {
-			t.Errorf("failure %+v, want %q", f, tc.want)
-		}
+	c.n, c.maxTok = 1, 6
+	const want = "need 9 cache positions; the loop holds 8 per continuation"
+	if f := h.failure(tinker.PathSample, c.wire("", testBase)); f.Category != "user" || !strings.Contains(f.Message, want) {
+		t.Errorf("failure %+v, want %q", f, want)
 	}
-	// What fits is served.
-	c.n, c.maxTok = 2, 5
-	var got tinker.SampleResponse
-	h.call(tinker.PathSample, c.wire("", testBase), &got)
-	if len(got.Sequences) != 2 {
-		t.Errorf("%d sequences, want 2", len(got.Sequences))
-	}
+	whole := newHarness(t, Config{WholeBatches: true, MaxBatch: 1})
+	c.n, c.maxTok = 5, 5
+	req := c.wire("", testBase)
+	req.PromptLogprobs = true
+	var got, alone tinker.SampleResponse
+	h.call(tinker.PathSample, req, &got)
+	whole.call(tinker.PathSample, req, &alone)
+	sameResponse(t, "5 samples in 2 slots", got, alone, !gemm.UsingBLAS())
 }

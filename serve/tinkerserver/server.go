@@ -209,8 +209,9 @@ type Config struct {
 	MaxNewTokens int
 	// MaxBatch bounds the sequences (requests × num_samples) sampled at
 	// once: the slots of each base model's decoding loop, where a call
-	// with more samples is refused; under WholeBatches, the sequences of
-	// one local.Sampler.Sample call, where a call with more runs alone.
+	// with more samples runs in parts of at most MaxBatch, drawing what
+	// it would at once; under WholeBatches, the sequences of one
+	// local.Sampler.Sample call, where a call with more runs alone.
 	// 0 means 64.
 	MaxBatch int
 	// WholeBatches samples the calls queued for the same weights in one
