@@ -285,6 +285,8 @@ func serveTinker(cmd *cobra.Command, modelPath, name string, cfg serve.Config, s
 		BatchWindow:  cfg.BatchWindow,
 		PollTimeout:  pollTimeout,
 		Logger:       cfg.Logger,
+		WholeBatches: cfg.WholeBatches,
+		KVCacheBytes: cfg.KVCacheBytes,
 
 		MaxModels:      limits.models,
 		MaxSavedStates: limits.savedStates,
