@@ -21,8 +21,8 @@ git worktree add --quiet --detach "$tmp/tree" "$rev"
 # The recipes' data paths are relative to the repository, ../shared beside it.
 ln -s "$(realpath ../shared)" "$tmp/shared"
 export GOMAXPROCS=${GOMAXPROCS:-2}
-(cd "$tmp/tree" && RLVR_RECIPE_METRICS="$tmp/before" go test ./configs -run "TestRecipesRun${RECIPES:+/$RECIPES}" -count=1 >/dev/null)
-RLVR_RECIPE_METRICS="$tmp/after" go test ./configs -run "TestRecipesRun${RECIPES:+/$RECIPES}" -count=1 >/dev/null
+(cd "$tmp/tree" && RLVR_RECIPE_METRICS="$tmp/before" go test ./configs -timeout 90m -run "TestRecipesRun${RECIPES:+/$RECIPES}" -count=1 >/dev/null)
+RLVR_RECIPE_METRICS="$tmp/after" go test ./configs -timeout 90m -run "TestRecipesRun${RECIPES:+/$RECIPES}" -count=1 >/dev/null
 n=$(ls "$tmp/before" | wc -l)
 if diff -r "$tmp/before" "$tmp/after"; then
   echo "recipes-diff: $n recipes, metrics identical seed for seed between $rev and the working tree"
