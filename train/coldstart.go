@@ -304,6 +304,9 @@ func (l *loop) coldStartData(ctx context.Context, starts []part.ColdStart, probe
 	if st.Before, err = l.greedyByProblem(ctx); err != nil {
 		return st, nil, err
 	}
+	// The record's skipped and partial counts are the demonstrations'
+	// alone, not the probe's questions too.
+	env.Metrics = method.Metrics{}
 	var demos []backend.Datum
 	for _, s := range starts {
 		d, err := s.Demonstrations(ctx, env, examples)
