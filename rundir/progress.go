@@ -7,9 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
-
-	"rlvr/internal/located"
 )
 
 // EvalProgressFile holds the completions of the evaluation under way, a
@@ -37,37 +34,31 @@ func AppendScored(runDir string, s Scored) error {
 // ReadScored reads the completions eval_progress.jsonl holds for the
 // evaluation of split after step, by pass and problem, in their order. A
 // last line without its newline is one a killed run was writing, and is
-// left out; any other malformed line is an error naming it.
+// left out when it does not parse; any other malformed line is an error
+// naming it (readLines).
 func ReadScored(runDir string, step int, split string) (map[string]map[string][]string, error) {
 	path := filepath.Join(runDir, EvalProgressFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
 	out := map[string]map[string][]string{}
-	for i, line := range strings.SplitAfter(string(b), "\n") {
-		if !strings.HasSuffix(line, "\n") {
-			break // "" after the last newline, or the partial last line
-		}
+	var warnings []string // the partial last line's: nothing a reader acts on
+	_, err := readLines(path, &warnings, false, func(line []byte) error {
 		var s Scored
-		if err := json.Unmarshal([]byte(line), &s); err != nil {
-			return nil, located.At("rundir", path, i+1, -1, "", err)
+		if err := json.Unmarshal(line, &s); err != nil {
+			return err
 		}
 		if s.Step != step || s.Split != split {
-			continue
+			return nil
 		}
 		if out[s.Pass] == nil {
 			out[s.Pass] = map[string][]string{}
 		}
 		texts := out[s.Pass][s.ID]
 		if s.Index != len(texts) {
-			return nil, located.At("rundir", path, i+1, -1, "", fmt.Errorf("completion %d of problem %q in pass %s follows %d of them", s.Index, s.ID, s.Pass, len(texts)))
+			return fmt.Errorf("completion %d of problem %q in pass %s follows %d of them", s.Index, s.ID, s.Pass, len(texts))
 		}
 		out[s.Pass][s.ID] = append(texts, s.Text)
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // RemoveScored removes eval_progress.jsonl.
