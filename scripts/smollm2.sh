@@ -17,6 +17,9 @@
 #   scripts/models.sh && scripts/smollm2.sh
 #   JOBS=2 SEEDS="1 2 3 4 5" STEPS=30 scripts/smollm2.sh
 #
+# Each row's final model is then scored on MATH-500 (all 500 problems), a
+# test of what GSM8K training carries to harder problems.
+#
 # Runs go to runs/gsm8k-smollm2/ (OUT; runs/smollm2 is the imported model);
 # a finished run is kept in results/smollm2/
 # and skipped when the script runs again, here or from a clone, and an
@@ -69,6 +72,34 @@ if [ ! -s "$dme" ]; then
 fi
 bin/rlvr experts analyze "$dme" >"$results/table1.txt"
 
+# MATH-500, out of domain: every row's final model is scored greedily on
+# all 500 problems under the prompt it was trained with (the verifier reads
+# "####" and \boxed alike), and recorded as a run without training (rlvr
+# eval --run) that rlvr report pairs with the other rows by seed and by
+# problem. The starting model is scored once, for reference.
+math_system="Solve the math problem step by step. End with a line '#### <answer>'."
+# final_model RUN: the run's last checkpoint, empty when it is gone (a run
+# kept in results/ from another machine).
+final_model() { compgen -G "$1/ckpt-*" | sort | tail -n 1; }
+# math500 RUN SEED MODEL: the evaluation, skipped when kept (or, with its
+# model gone, said so), its output in RUN.log.
+math500() {
+  local dir=$out/$1
+  if kept "$dir"; then
+    return 0
+  elif [ -z "$3" ]; then
+    echo "math500: $dir: the model it scores is not on this machine" >&2
+    return 0
+  fi
+  rm -rf "$dir"
+  bin/rlvr eval --data math500=../shared/data/math500/test.jsonl --model "$3" --problems 500 \
+    --max-tokens "$max_tokens" --system "$math_system" --seed "$2" --run "$dir" >"$dir.log" 2>&1 ||
+    { echo "failed: $dir (see $dir.log)" >&2; return 1; }
+  keep "$dir"
+  echo "done: $dir"
+}
+math500 smollm2-math500-seed1 1 runs/smollm2
+
 # line ARGS...: one run's arguments as a line xargs splits back into them
 # (shell-quoted; no trailing blank, which would join the next line).
 line() { local s; s=$(printf '%q ' "$@"); echo "${s% }"; }
@@ -99,6 +130,9 @@ for seed in $seeds; do
       expert0-sft-grpo) line configs/gsm8k-expert0-sft-grpo-smollm2.yaml "$run" --model "$out/expert0-sft-seed$seed-model" --seed "$seed" $shared ;;
     esac
   done | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
+  for row in "${rows[@]}"; do
+    math500 "$row-math500-seed$seed" "$seed" "$(final_model "$out/$row-seed$seed")"
+  done
   prune
 done
 
@@ -108,7 +142,11 @@ for cmp in "grpo mel-grpo" "self-rl eapo-reference eapo-gemma" "grpo expert0-sft
   set -- $cmp
   bin/rlvr report --table --baseline "$1" $(dirs "$@") | tee -a "$results/table.md"
   echo | tee -a "$results/table.md"
+  # The same comparison on MATH-500.
+  bin/rlvr report --table --baseline "$1-math500" $(for r in "$@"; do dirs "$r-math500"; done) | tee -a "$results/table.md"
+  echo | tee -a "$results/table.md"
 done
+bin/rlvr report --table "$results/smollm2-math500-seed1" | tee -a "$results/table.md"
 # The mechanisms at work, per block of steps: the call rate, the
 # reflections parsed and gated, and how often mutual learning fired.
 # shellcheck disable=SC2046
