@@ -10,6 +10,7 @@ import (
 
 	"rlvr/expert"
 	"rlvr/method/eapo"
+	"rlvr/method/mel"
 	"rlvr/task"
 )
 
@@ -52,7 +53,7 @@ func TestReferenceExpertWithoutSolutions(t *testing.T) {
 
 	// With the solution field named, the same data serve it.
 	cfg := referenceRun(t, path, &FieldsConfig{Question: "q", Answer: "a", Solution: "work"})
-	if err := cfg.Resolve(); err != nil {
+	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
 	pool, err := task.LoadColumns(path, task.Columns{Dataset: "plain", Prompt: "q", Answer: "a", Solution: "work"})
@@ -64,5 +65,47 @@ func TestReferenceExpertWithoutSolutions(t *testing.T) {
 	}
 	if err := checkExperts(&cfg, &source{levels: []int{0}}); err != nil {
 		t.Errorf("the world: %v", err)
+	}
+}
+
+// TestReferencePositiveWithoutSolutions: MEL's reference_positive on a
+// file read without a solution field is refused before any step, naming
+// the setting, the dataset and the field; with the field named it runs.
+func TestReferencePositiveWithoutSolutions(t *testing.T) {
+	var lines []string
+	for i := range 30 {
+		lines = append(lines, fmt.Sprintf(`{"q": "%d+1?", "a": "%d", "work": "%d+1 = %d"}`, i, i+1, i, i+1))
+	}
+	path := filepath.Join(t.TempDir(), "plain.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	melRun := func(fields *FieldsConfig) RLConfig {
+		cfg := referenceRun(t, path, fields)
+		cfg.Parts = []string{mel.PartMetaExperience}
+		cfg.Sections = nil
+		cfg.Sections.Set(&mel.MetaExperienceConfig{ReferencePositive: true})
+		return cfg
+	}
+	run := filepath.Join(t.TempDir(), "run")
+	err := Run(context.Background(), melRun(&FieldsConfig{Question: "q", Answer: "a"}), run, Options{})
+	for _, want := range []string{"meta_experience.reference_positive", "plain (" + path + ")", "data.fields.solution"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Run: %v, want it to say %q", err, want)
+		}
+	}
+	if _, err := os.Stat(run); !os.IsNotExist(err) {
+		t.Errorf("the refused run made its directory: %v", err)
+	}
+	cfg := melRun(&FieldsConfig{Question: "q", Answer: "a", Solution: "work"})
+	if _, err := cfg.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := task.LoadColumns(path, task.Columns{Dataset: "plain", Prompt: "q", Answer: "a", Solution: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkExperts(&cfg, &source{pool: pool}); err != nil {
+		t.Errorf("with solutions: %v", err)
 	}
 }

@@ -55,6 +55,12 @@ type MetaExperience struct {
 	// takes the rollouts'. Replays sample as rollouts do.
 	Temperature float32
 	MaxTokens   int
+	// ReferencePositive pairs the wrong answers of a group with no right
+	// one against the example's reference solution as y+, as the cold
+	// start does. It departs from the paper, whose y+ is always the
+	// policy's own: it is for a policy too weak to answer right at all
+	// (SmolLM2 on GSM8K, docs/mel.md), where the paper's MEL forms no pair.
+	ReferencePositive bool
 
 	// last is the latest validated meta-experience, shown at each
 	// evaluation (and kept in the state so a resumed run shows the same).
@@ -76,6 +82,9 @@ const (
 	MetricMELPairs     = "mel/pairs"     // contrastive pairs drawn
 	MetricMELParsed    = "mel/parsed"    // reflections that parsed as a meta-experience
 	MetricMELValidated = "mel/validated" // meta-experiences whose replay verified
+	// MetricMELReferencePairs counts the pairs whose y+ is the reference
+	// solution (MetaExperience.ReferencePositive).
+	MetricMELReferencePairs = "mel/reference_pairs"
 )
 
 // metaExample is one validated meta-experience with what produced it.
@@ -262,6 +271,9 @@ func perQuestion(data []backend.Datum, group []*method.Scored, questions int) {
 func (me *MetaExperience) pairs(env *method.Env, groups []method.Scored) ([]metaPair, error) {
 	var out []metaPair
 	env.Metrics.Set(MetricMELPairs, 0)
+	if me.ReferencePositive {
+		env.Metrics.Set(MetricMELReferencePairs, 0)
+	}
 	for gi := range groups {
 		g := &groups[gi]
 		var pos, neg []int
@@ -272,7 +284,24 @@ func (me *MetaExperience) pairs(env *method.Env, groups []method.Scored) ([]meta
 				neg = append(neg, i)
 			}
 		}
-		n := len(pos) * len(neg)
+		// Each answer decoded once, however many pairs it is in.
+		shown := make([]string, len(g.Trajectories))
+		for i := range g.Trajectories {
+			shown[i] = shownText(env, &g.Trajectories[i])
+		}
+		positives := make([]string, len(pos))
+		for i, k := range pos {
+			positives[i] = shown[k]
+		}
+		// An all-wrong group's y+ is its reference solution, where the
+		// run asks for that (ReferencePositive) and the example has one.
+		fromReference := false
+		if len(positives) == 0 && me.ReferencePositive {
+			if ref := strings.TrimSpace(task.ReferenceResponse(g.Example)); ref != "" {
+				positives, fromReference = []string{ref}, true
+			}
+		}
+		n := len(positives) * len(neg)
 		if n == 0 {
 			continue
 		}
@@ -287,13 +316,11 @@ func (me *MetaExperience) pairs(env *method.Env, groups []method.Scored) ([]meta
 			}
 		}
 		env.Metrics[MetricMELPairs] += float64(len(picks))
-		// Each answer decoded once, however many pairs it is in.
-		shown := make([]string, len(g.Trajectories))
-		for i := range g.Trajectories {
-			shown[i] = shownText(env, &g.Trajectories[i])
+		if fromReference {
+			env.Metrics[MetricMELReferencePairs] += float64(len(picks))
 		}
 		for _, k := range picks {
-			c, w := shown[pos[k/len(neg)]], shown[neg[k%len(neg)]]
+			c, w := positives[k/len(neg)], shown[neg[k%len(neg)]]
 			req := task.Example{ID: g.Example.ID + "/reflection", Prompt: me.Format.Request(g.Example.Prompt, c, w)}
 			pr, err := env.Prompt(req, singleTurn)
 			if err != nil {

@@ -323,6 +323,60 @@ func TestMetaExperiencePairSampling(t *testing.T) {
 	}
 }
 
+// TestMetaExperienceReferencePositive: with ReferencePositive, a group
+// with no right answer pairs its wrong ones against the reference
+// solution (counted in mel/reference_pairs); a mixed group still pairs the
+// policy's own answers, a group without a solution forms no pair, and
+// without the setting an all-wrong group forms none.
+func TestMetaExperienceReferencePositive(t *testing.T) {
+	solved := methodtest.Example("q1", "7")
+	solved.Solution = "3+4 = 7"
+	unsolved := methodtest.Example("q2", "5")
+	mixed := methodtest.Example("q3", "9")
+	mixed.Solution = "4+5 = 9"
+	groups := []method.Scored{
+		worldGroup(methodtest.ByteRender{}, solved, false, false, false),
+		worldGroup(methodtest.ByteRender{}, unsolved, false, false),
+		worldGroup(methodtest.ByteRender{}, mixed, true, false),
+	}
+	for _, on := range []bool{false, true} {
+		env := methodtest.NewEnv(nil)
+		env.Render = wideRender{limit: 1 << 10}
+		ps, err := (&MetaExperience{Format: World{}, Pairs: 4, ReferencePositive: on}).pairs(env, groups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byQuestion := map[string][]metaPair{}
+		for _, p := range ps {
+			byQuestion[p.group.Example.ID] = append(byQuestion[p.group.Example.ID], p)
+		}
+		if n := len(byQuestion["q3"]); n != 1 || !strings.HasPrefix(byQuestion["q3"][0].correct, "####9") {
+			t.Errorf("reference_positive %v: the mixed group's pairs %+v, want its own right answer as y+", on, byQuestion["q3"])
+		}
+		if n := len(byQuestion["q2"]); n != 0 {
+			t.Errorf("reference_positive %v: %d pairs for a question without a solution", on, n)
+		}
+		want := 0
+		if on {
+			want = 3
+		}
+		if n := len(byQuestion["q1"]); n != want {
+			t.Fatalf("reference_positive %v: %d pairs for the all-wrong solved question, want %d", on, n, want)
+		}
+		for _, p := range byQuestion["q1"] {
+			if p.correct != "3+4 = 7\n#### 7" || strings.HasPrefix(p.wrong, "####7") {
+				t.Errorf("pair (%q, %q): want the reference solution against a wrong answer", p.correct, p.wrong)
+			}
+		}
+		if got := env.Metrics[MetricMELReferencePairs]; got != float64(want) {
+			t.Errorf("reference_positive %v: mel/reference_pairs %v, want %d", on, got, want)
+		}
+		if got := env.Metrics[MetricMELPairs]; got != float64(want+1) {
+			t.Errorf("reference_positive %v: mel/pairs %v, want %d", on, got, want+1)
+		}
+	}
+}
+
 func TestMetaExperienceStateRoundTrip(t *testing.T) {
 	me := &MetaExperience{last: &metaExample{Step: 3, Question: "Q:1+2\n", Reflection: "S:a\nC:b\nH:c\n"}}
 	b, err := me.State()

@@ -51,6 +51,11 @@ type MetaExperienceConfig struct {
 	// template uses the world's reflection format.
 	Instruction string `yaml:"instruction,omitempty"`
 	Validation  string `yaml:"validation,omitempty"`
+	// ReferencePositive pairs the answers of a group with no right one
+	// against the example's reference solution as y+ (an extension for a
+	// policy that cannot answer right; the paper's y+ is the policy's own).
+	// The training data needs worked solutions.
+	ReferencePositive bool `yaml:"reference_positive,omitempty"`
 }
 
 // Resolve implements part.Section.
@@ -87,6 +92,16 @@ func (m *MetaExperienceConfig) Resolve(run *part.Run, add func(string, ...any)) 
 	part.Real(add, "meta_experience.temperature", float64(m.Temperature), false)
 }
 
+// SolutionsField names the setting that reads the training examples'
+// reference solutions, when it is on: the training run refuses it before
+// any step where they have none.
+func (m *MetaExperienceConfig) SolutionsField() string {
+	if m.ReferencePositive {
+		return "meta_experience.reference_positive"
+	}
+	return ""
+}
+
 // Join implements part.Section: the extra term, in the chat format for a
 // chat model and the world's line format otherwise.
 func (m *MetaExperienceConfig) Join(b *part.Build) error {
@@ -95,7 +110,8 @@ func (m *MetaExperienceConfig) Join(b *part.Build) error {
 		format = Chat{Instruction: m.Instruction, Validation: m.Validation}
 	}
 	me := &MetaExperience{Format: format, Pairs: m.Pairs, Weight: m.Weight,
-		Pooled: m.Aggregation == Pooled, Temperature: m.Temperature, MaxTokens: m.MaxTokens}
+		Pooled: m.Aggregation == Pooled, Temperature: m.Temperature, MaxTokens: m.MaxTokens,
+		ReferencePositive: m.ReferencePositive}
 	b.Extras = append(b.Extras, me)
 	if b.Chat {
 		b.ColdStarts = append(b.ColdStarts, me.ColdStart())
