@@ -7,9 +7,9 @@
 //     sampler. It imports nothing of rlvr outside engine/.
 //  2. helpers (internal/...): leaves that import nothing of rlvr outside
 //     internal/: atomic files, JSON lines, HTTP retries, locks, secrets,
-//     and where the shared data and the real models are kept. A helper
-//     that serves one layer (a test model, a test D_ME) lives in that
-//     layer, beside what it serves, not here.
+//     the checks of a command's flags, and where the shared data and the
+//     real models are kept. A helper that serves one layer (a test model,
+//     a test D_ME) lives in that layer, beside what it serves, not here.
 //  3. formats (format/..., checkpoint/...): real files, read and
 //     written, a model opened with its tokenizer, and the models tests
 //     write (checkpoint/modeltest).
@@ -25,8 +25,9 @@
 //  7. tasks and verifiers (task/..., verify, worldmodel): examples,
 //     datasets, the built-in world, answer checking.
 //  8. evaluation and experts (eval, expert/...): evaluation of a policy,
-//     the expert pool, and the collection of MEML-GRPO's D_ME with its
-//     test writer (expert/collect/dmetest).
+//     the expert pool, the expert prompts (expert/prompt), and the
+//     collection of MEML-GRPO's D_ME with its test writer
+//     (expert/collect/dmetest).
 //  9. methods (rollout, method/...): how questions become trajectories,
 //     rewards and loss terms: the GRPO core in method, the registry of
 //     guidance parts in method/part, and each paper's parts in a package

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"rlvr/task"
 )
 
 // The text formats of the world, all line-based so a character-level model
@@ -24,7 +26,8 @@ import (
 //	M:S:…|C:…|H:…              a meta-experience shown before a question
 
 // ExpertPromptTemplate is ExpertPrompt with {i} for the expert's index,
-// the form expert prompt settings take (expert.RenderPrompt fills it).
+// "@" and the expert's name (task.ExpertName) on a line: the form expert
+// prompt settings take (package expert/prompt renders it).
 const ExpertPromptTemplate = "@E{i}\n"
 
 // ExpertPrompt is the line that asks for an answer in expert i's style,
@@ -134,7 +137,7 @@ type Reply struct {
 func FormatConsult(qs []Query) string {
 	parts := make([]string, len(qs))
 	for i, q := range qs {
-		parts[i] = fmt.Sprintf("E%d:%s", q.Expert, q.Question)
+		parts[i] = task.ExpertName(q.Expert) + ":" + q.Question
 	}
 	return "?" + strings.Join(parts, ";") + "?\n"
 }
@@ -175,7 +178,7 @@ func FormatReplies(rs []Reply) string {
 		if !r.OK {
 			a = "-"
 		}
-		fmt.Fprintf(&b, "!E%d:%s\n", r.Expert, a)
+		b.WriteString("!" + task.ExpertName(r.Expert) + ":" + a + "\n")
 	}
 	return b.String()
 }
