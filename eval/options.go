@@ -10,8 +10,8 @@ import (
 	"slices"
 	"strings"
 
-	client "rlvr/client/openai"
 	"rlvr/checkpoint"
+	client "rlvr/client/openai"
 	"rlvr/engine/model"
 	"rlvr/internal/atomicfile"
 	"rlvr/internal/flagcheck"

@@ -27,4 +27,3 @@ func TestModelUnder(t *testing.T) {
 		t.Fatalf("encoded length %d", got[0])
 	}
 }
-
