@@ -52,9 +52,18 @@ func TestRecipesRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			resolved := cfg
-			if err := resolved.Resolve(); err != nil {
+			recipe, err := resolved.Resolve()
+			if err != nil {
 				t.Fatalf("%s does not resolve: %v", f, err)
 			}
+			// The sections the recipe writes keep what they resolve to at
+			// its own sizes (the consultation's episode budget, the
+			// reflection budget): the runs below shrink the run, not them.
+			sections := part.Sections{}
+			for name := range cfg.Sections {
+				sections[name] = recipe.Sections[name]
+			}
+			cfg.Sections = sections
 			world := cfg.Data.IsWorld()
 			if world {
 				cfg.Model = worldModel(t)
@@ -160,7 +169,7 @@ func TestRecipesRun(t *testing.T) {
 			// from the answers it is given, MEML-GRPO's hard-example
 			// buffer from the reference solutions of questions every
 			// answer got wrong, and a cold start from its demonstrations.
-			learns := world || resolved.Algorithm == method.SFT || slices.Contains(resolved.Parts, meml.PartHardBuffer) || cfg.ColdStart != nil
+			learns := world || resolved.Algorithm == method.SFT || recipe.Run.Has(meml.PartHardBuffer) || cfg.ColdStart != nil
 			if !learns {
 				for _, m := range steps {
 					if m[rundir.MetricSkippedUpdate] != 1 {
@@ -170,7 +179,7 @@ func TestRecipesRun(t *testing.T) {
 			}
 			// An sft run's parts shape its data (expert prompts), which no
 			// step's metrics show.
-			for _, name := range resolved.Parts {
+			for _, name := range recipe.Run.Parts {
 				p, _ := part.Lookup(name)
 				if !world || resolved.Algorithm == method.SFT || p.Acted == nil {
 					continue
@@ -210,7 +219,7 @@ func TestDatasetRecipesSplits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cfg.Resolve(); err != nil {
+		if _, err := cfg.Resolve(); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
 		recipes[f] = cfg

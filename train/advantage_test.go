@@ -9,6 +9,7 @@ import (
 
 	"rlvr/method"
 	"rlvr/method/eapo"
+	"rlvr/method/part"
 	"rlvr/rollout"
 	"rlvr/task"
 )
@@ -35,10 +36,10 @@ func scoredGroup(correct []bool, calls []float64) method.Scored {
 // advantage as the loss term carries it.
 func trainedAdvantages(t *testing.T, c RLConfig, groups []method.Scored) []float64 {
 	t.Helper()
-	if err := c.Resolve(); err != nil {
+	if _, err := c.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	m, _ := newMethod(t, &c, Setup{MaxLen: 512})
+	m, _ := newMethod(t, &c, part.Setup{MaxLen: 512})
 	rl := m.(*method.RL)
 	env := &method.Env{Metrics: method.Metrics{}}
 	for _, s := range rl.Shapers {
@@ -164,15 +165,15 @@ func TestAdvantageNormResolves(t *testing.T) {
 	} {
 		c := DefaultRL()
 		c.Algorithm, c.Parts, c.AdvantageNorm = tc.alg, tc.parts, tc.set
-		err := c.Resolve()
+		r, err := c.Resolve()
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%+v: error %v, want %q", tc, err, tc.err)
 			}
 			continue
 		}
-		if err != nil || c.AdvantageNorm != tc.want {
-			t.Errorf("%+v: advantage_norm %q, %v", tc, c.AdvantageNorm, err)
+		if err != nil || r.Family.Norm != tc.want {
+			t.Errorf("%+v: advantage_norm %q, %v", tc, r.Family.Norm, err)
 		}
 	}
 }

@@ -144,7 +144,7 @@ func TestAsyncConfig(t *testing.T) {
 	} {
 		c, err := LoadRLConfig("", "", tc.sets...)
 		if err == nil {
-			err = c.Resolve()
+			_, err = c.Resolve()
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
@@ -161,7 +161,7 @@ func TestAsyncConfig(t *testing.T) {
 	} {
 		c, err := LoadRLConfig("", "", tc.sets...)
 		if err == nil {
-			err = c.Resolve()
+			_, err = c.Resolve()
 		}
 		if err != nil {
 			t.Fatalf("%v: %v", tc.sets, err)

@@ -13,6 +13,7 @@ import (
 	"rlvr/checkpoint/modeltest"
 	"rlvr/method"
 	"rlvr/method/meml"
+	"rlvr/method/part"
 	"rlvr/rollout"
 	"rlvr/rundir"
 	"rlvr/sample"
@@ -84,10 +85,10 @@ func (m recordedMethod) Step(ctx context.Context, env *method.Env, ex []task.Exa
 // run's system prompt, with its answer format, then the expert's persona.
 func TestChatExpertsEvaluated(t *testing.T) {
 	cfg := chatExpertsRun(t)
-	if err := cfg.Resolve(); err != nil {
+	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	inner, _ := newMethod(t, &cfg, Setup{MaxLen: 512, Chat: true})
+	inner, _ := newMethod(t, &cfg, part.Setup{MaxLen: 512, Chat: true})
 	rec := &promptRecorder{}
 	run := filepath.Join(t.TempDir(), "run")
 	if err := Run(context.Background(), cfg, run, Options{Method: recordedMethod{inner, rec}}); err != nil {
@@ -158,7 +159,7 @@ func (f *fixedAnswers) Sample(_ context.Context, reqs []sample.Request) ([][]sam
 // expert's persona, as training does, and votes across them.
 func TestChatExpertsEvaluationPrompts(t *testing.T) {
 	cfg := chatExpertsRun(t)
-	if err := cfg.Resolve(); err != nil {
+	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
 	l, err := checkpoint.Open(cfg.Model, "")
@@ -171,7 +172,7 @@ func TestChatExpertsEvaluationPrompts(t *testing.T) {
 	}
 	examples := world.Examples(1, 3, []int{0})
 	f := &fixedAnswers{l: l, answer: "#### " + examples[0].Answer}
-	_, b := newMethod(t, &cfg, Setup{MaxLen: 512, Chat: true})
+	_, b := newMethod(t, &cfg, part.Setup{MaxLen: 512, Chat: true})
 	lp := &loop{cfg: &cfg, pol: &policy{sampler: f, text: l, maxLen: 512}, render: r, evaluators: b.Evaluators, runDir: t.TempDir()}
 	m, err := lp.score(context.Background(), "val", 0, examples, false)
 	if err != nil {

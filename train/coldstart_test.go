@@ -117,12 +117,12 @@ func TestColdStartActionAlone(t *testing.T) {
 func TestColdStartRefused(t *testing.T) {
 	world := smallRL(t)
 	world.ColdStart = &ColdStartConfig{}
-	if err := world.Resolve(); err == nil || !strings.Contains(err.Error(), "cold_start is for a chat model on a dataset") {
+	if _, err := world.Resolve(); err == nil || !strings.Contains(err.Error(), "cold_start is for a chat model on a dataset") {
 		t.Errorf("world: %v", err)
 	}
 	bad := smallRL(t)
 	bad.ColdStart = &ColdStartConfig{Epochs: -1, LR: 2}
-	if err := bad.Resolve(); err == nil || !strings.Contains(err.Error(), "cold_start.epochs = -1") || !strings.Contains(err.Error(), "cold_start.lr = 2") {
+	if _, err := bad.Resolve(); err == nil || !strings.Contains(err.Error(), "cold_start.epochs = -1") || !strings.Contains(err.Error(), "cold_start.lr = 2") {
 		t.Errorf("bounds: %v", err)
 	}
 

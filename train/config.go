@@ -371,33 +371,31 @@ func (c *RLConfig) ApplyPreset(name string) error {
 // IsWorld says the run trains on the built-in world.
 func (d *DataConfig) IsWorld() bool { return d.Name == "" || d.Name == "world" }
 
-// Resolve fills the defaults that depend on other knobs and reports every
-// inconsistent setting at once, the parts' sections' included.
-func (c *RLConfig) Resolve() error {
+// Resolve checks the config and resolves it into the recipe of its
+// method: the parts that run and their resolved sections, and the
+// objective, the algorithm's defaults under the config's settings. It
+// reports every inconsistent setting at once, the sections' included.
+// What the method and its parts resolve is the recipe's alone, never
+// written back into the config (the run's config.yaml shows it); the
+// defaults of train's own knobs (data levels, eval temperature, the
+// backend's) are filled into the config.
+func (c *RLConfig) Resolve() (*part.Recipe, error) {
 	var errs []string
 	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	if !slices.Contains(method.Algorithms, c.Algorithm) {
 		add("algorithm %q is not one of %v", c.Algorithm, method.Algorithms)
 	}
-	if c.Parts == nil {
+	parts := c.Parts
+	if parts == nil {
 		if len(part.Names()) == 0 {
 			// Nothing would say which parts the algorithm takes.
 			add("parts: unset, and no guidance part is registered: a program that trains imports rlvr/method/part/all")
 		}
-		c.Parts = part.Defaults(c.Algorithm)
+		parts = part.Defaults(c.Algorithm)
 	}
-	c.Sections = part.Resolve(c.partRun(), c.Sections, add)
-	// The algorithm's own clip range unless the config sets one, written
-	// back so the saved config shows what runs.
-	if fam, err := method.NewFamily(c.Algorithm, c.MaxTokens); err == nil {
-		if c.ClipLow == 0 {
-			c.ClipLow = fam.ClipLow
-		}
-		if c.ClipHigh == 0 {
-			c.ClipHigh = fam.ClipHigh
-		}
-	}
-	c.resolveAdvantageNorm(add)
+	r := &part.Recipe{Run: c.partRun(parts), ShowAnswers: c.ShowAnswers}
+	r.Sections = part.Resolve(r.Run, c.Sections, add)
+	r.Family, r.RewardKL = c.objective(parts, add)
 	// Upper bounds far beyond any real run, so that a typo fails here
 	// rather than as an allocation of terabytes.
 	for _, f := range []struct {
@@ -455,15 +453,16 @@ func (c *RLConfig) Resolve() error {
 	c.resolveAsync(add)
 	c.resolvePrecision(add)
 	if len(errs) > 0 {
-		return fmt.Errorf("train config: %s", strings.Join(errs, "; "))
+		return nil, fmt.Errorf("train config: %s", strings.Join(errs, "; "))
 	}
-	return nil
+	return r, nil
 }
 
-// partRun is what the parts' sections resolve against.
-func (c *RLConfig) partRun() *part.Run {
+// partRun is what the parts' sections resolve against, with the parts
+// that run.
+func (c *RLConfig) partRun(parts []string) *part.Run {
 	r := &part.Run{Algorithm: c.Algorithm, Steps: c.Steps, GroupSize: c.GroupSize, MaxTokens: c.MaxTokens, Temperature: c.Temperature,
-		Seed: c.Seed, World: c.Data.IsWorld(), Remote: c.Backend.remote(), Parts: c.Parts}
+		Seed: c.Seed, World: c.Data.IsWorld(), Remote: c.Backend.remote(), Parts: parts}
 	if r.Remote {
 		r.CheckLoss = remote.CheckLoss
 	}
@@ -473,27 +472,69 @@ func (c *RLConfig) partRun() *part.Run {
 	return r
 }
 
-// resolveAdvantageNorm fills the algorithm's advantage normalization
-// unless the config sets one, as the listed parts change it (consultation
-// divides by the verdicts' std, docs/eapo.md).
-func (c *RLConfig) resolveAdvantageNorm(add func(string, ...any)) {
+// objective is the RL objective the config describes: the algorithm's
+// published defaults, with the clip range, advantage normalization,
+// entropy, policy loss and truncation the config sets over them. An unset
+// advantage_norm takes the algorithm's as the listed parts change it
+// (consultation divides by the verdicts' std, docs/eapo.md). It is also
+// where the KL to the starting model is placed, for the whole run: in the
+// loss (the family's RefKL) or, with kl_in_reward, in the reward (the
+// shaper returned). sft has neither.
+func (c *RLConfig) objective(parts []string, add func(string, ...any)) (*method.Family, *method.RewardKL) {
 	if c.Algorithm == method.RFT || c.Algorithm == method.SFT {
 		if c.AdvantageNorm != "" {
 			add("advantage_norm %q: %s trains without advantages", c.AdvantageNorm, c.Algorithm)
 		}
-		return
+	} else if c.AdvantageNorm != "" && !slices.Contains(method.AdvantageNorms, c.AdvantageNorm) {
+		add("advantage_norm %q is not one of %v", c.AdvantageNorm, method.AdvantageNorms)
 	}
-	if c.AdvantageNorm != "" {
-		if !slices.Contains(method.AdvantageNorms, c.AdvantageNorm) {
-			add("advantage_norm %q is not one of %v", c.AdvantageNorm, method.AdvantageNorms)
-		}
-		return
+	if c.Algorithm == method.SFT {
+		return nil, nil
 	}
-	fam, err := method.NewFamily(c.Algorithm, c.MaxTokens)
+	f, err := method.NewFamily(c.Algorithm, c.MaxTokens)
 	if err != nil {
-		return // the algorithm's own error is reported
+		return nil, nil // the algorithm's own error is reported
 	}
-	c.AdvantageNorm = part.DefaultAdvantageNorm(c.Parts, fam.Norm)
+	if c.ClipLow != 0 {
+		f.ClipLow = c.ClipLow
+	}
+	if c.ClipHigh != 0 {
+		f.ClipHigh = c.ClipHigh
+	}
+	f.RefKLEstimator, f.Entropy = c.KLEstimator, c.Entropy
+	f.PositiveReinforce = c.PolicyLoss == "reinforce_positive"
+	f.MaskTruncated = c.MaskTruncated
+	switch {
+	case c.Algorithm == method.RFT: // no advantages to divide
+	case c.AdvantageNorm != "":
+		f.Norm = c.AdvantageNorm
+	default:
+		f.Norm = part.DefaultAdvantageNorm(parts, f.Norm)
+	}
+	switch {
+	case c.KL == 0:
+		return f, nil
+	case c.KLInReward:
+		return f, &method.RewardKL{Beta: c.KL, Estimator: c.KLEstimator}
+	}
+	f.RefKL = c.KL
+	return f, nil
+}
+
+// recorded is the config as the run directory records it (config.yaml):
+// what the recipe r resolved, read from r, in the config's form — the
+// parts that run, their sections, the objective's clip range and advantage
+// normalization — so that the file shows what runs and a resume compares
+// it. c itself keeps what was written.
+func (c RLConfig) recorded(r *part.Recipe) RLConfig {
+	c.Parts, c.Sections = r.Run.Parts, r.Sections
+	if f := r.Family; f != nil {
+		c.ClipLow, c.ClipHigh = f.ClipLow, f.ClipHigh
+		if !f.Rejection {
+			c.AdvantageNorm = f.Norm
+		}
+	}
+	return c
 }
 
 func (c *RLConfig) resolveData(add func(string, ...any)) {

@@ -35,7 +35,7 @@ func FuzzLoadRLConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if cfg.Resolve() != nil {
+		if _, err := cfg.Resolve(); err != nil {
 			return
 		}
 		// Written as a run writes its config.yaml, it loads and resolves.
@@ -52,7 +52,7 @@ func FuzzLoadRLConfig(f *testing.F) {
 			out, _ := os.ReadFile(written)
 			t.Fatalf("the written config does not load: %v\n%s", err, out)
 		}
-		if err := back.Resolve(); err != nil {
+		if _, err := back.Resolve(); err != nil {
 			out, _ := os.ReadFile(written)
 			t.Fatalf("the written config does not resolve: %v\n%s", err, out)
 		}

@@ -51,12 +51,12 @@ func TestConfigSectionsLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.Resolve(); err == nil || !strings.Contains(err.Error(), "section hard_buffer is set but hard_buffer is not in parts") {
+	if _, err := cfg.Resolve(); err == nil || !strings.Contains(err.Error(), "section hard_buffer is set but hard_buffer is not in parts") {
 		t.Errorf("resolve: %v", err)
 	}
 }
 
-// TestConfigSectionsWritten: a resolved config is written with its parts'
+// TestConfigSectionsWritten: a config is recorded with its parts'
 // sections right after parts, in registry order, and reads back the same,
 // as --resume compares it.
 func TestConfigSectionsWritten(t *testing.T) {
@@ -65,9 +65,11 @@ func TestConfigSectionsWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Parts = append(cfg.Parts, dapo.PartOverlongPenalty)
-	if err := cfg.Resolve(); err != nil {
+	r, err := cfg.Resolve()
+	if err != nil {
 		t.Fatal(err)
 	}
+	cfg = cfg.recorded(r)
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -86,9 +88,10 @@ func TestConfigSectionsWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := again.Resolve(); err != nil {
+	if r, err = again.Resolve(); err != nil {
 		t.Fatal(err)
 	}
+	again = again.recorded(r)
 	was, _ := configMap(&cfg)
 	is, _ := configMap(&again)
 	if !reflect.DeepEqual(was, is) {
@@ -114,7 +117,7 @@ func TestPresetOverConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.Resolve(); err != nil {
+	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
 	if d, o := part.Get[*dapo.DynamicSamplingConfig](cfg.Sections), part.Get[*dapo.OverlongPenaltyConfig](cfg.Sections); d.MaxRounds != 3 || o.Buffer != 8 {

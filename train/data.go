@@ -158,7 +158,7 @@ func TestSplit(runDir string) ([]task.Example, *RLConfig, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := c.Resolve(); err != nil {
+	if _, err := c.Resolve(); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	switch {

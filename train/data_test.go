@@ -98,7 +98,7 @@ func TestDatasetSkipsUnusableExamples(t *testing.T) {
 	r := byteRenderer(t)
 	cfg := DefaultRL()
 	cfg.Data, cfg.EvalProblems = DataConfig{Name: "gsm8k", Train: path}, 4
-	if err := cfg.Resolve(); err != nil {
+	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
 	src, held, sum, err := loadData(&cfg, r, nil)
@@ -204,7 +204,7 @@ func TestDatasetFieldsAndErrors(t *testing.T) {
 	cfg := DefaultRL()
 	cfg.Data = DataConfig{Name: "mine", Train: path, Fields: &FieldsConfig{Question: "q", Answer: "gold", Solution: "work"}}
 	cfg.EvalProblems = 2
-	if err := cfg.Resolve(); err != nil {
+	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
 	src, held, _, err := loadData(&cfg, r, nil)
@@ -240,7 +240,7 @@ func TestDataOrderFile(t *testing.T) {
 	cfg := DefaultRL()
 	cfg.Data = DataConfig{Name: "gsm8k", Train: write("train.jsonl", 5), Test: write("test.jsonl", 3), Order: OrderFile}
 	cfg.EvalProblems = 2
-	if err := cfg.Resolve(); err != nil {
+	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
 	src, _, _, err := loadData(&cfg, r, nil)
@@ -259,7 +259,7 @@ func TestDataOrderFile(t *testing.T) {
 
 	shuffled := cfg
 	shuffled.Data.Order = ""
-	if err := shuffled.Resolve(); err != nil || shuffled.Data.Order != OrderShuffle {
+	if _, err := shuffled.Resolve(); err != nil || shuffled.Data.Order != OrderShuffle {
 		t.Fatalf("default order %q (%v), want %s", shuffled.Data.Order, err, OrderShuffle)
 	}
 	for _, c := range []struct {
@@ -272,7 +272,7 @@ func TestDataOrderFile(t *testing.T) {
 	} {
 		bad := DefaultRL()
 		bad.Data = c.data
-		if err := bad.Resolve(); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := bad.Resolve(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("data %+v: error %v, want one containing %q", c.data, err, c.want)
 		}
 	}

@@ -26,7 +26,7 @@ func TestWarmupSplitSides(t *testing.T) {
 		cfg := DefaultRL()
 		cfg.Data.Levels, cfg.EvalProblems = []int{5}, 10
 		cfg.Data.WarmupFraction, cfg.Data.Part = 0.2, part
-		if err := cfg.Resolve(); err != nil {
+		if _, err := cfg.Resolve(); err != nil {
 			t.Fatal(err)
 		}
 		src, _, _, err := loadData(&cfg, nil, nil)
@@ -62,7 +62,7 @@ func TestWarmupSplitSides(t *testing.T) {
 func TestWorldTestSplit(t *testing.T) {
 	cfg := DefaultRL()
 	cfg.Data.Levels, cfg.EvalProblems, cfg.TestProblems = []int{0}, 100, 100 // level 0 repeats
-	if err := cfg.Resolve(); err != nil {
+	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
 	src, held, sum, err := loadData(&cfg, nil, nil)
@@ -101,7 +101,7 @@ func TestDMEExamples(t *testing.T) {
 	cfg.Sections.Set(&meml.ExpertPromptsConfig{Experts: []int{0, 2}})
 	cfg.Data = DataConfig{Name: "world", Levels: []int{3}, DME: path, WarmupFraction: 0.5, Part: "warmup"}
 	cfg.EvalProblems = 5
-	if err := cfg.Resolve(); err != nil {
+	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
 	experts := func() []method.Variant { return part.Get[*meml.ExpertPromptsConfig](cfg.Sections).Variants() }
@@ -170,7 +170,7 @@ func TestDMEDistillation(t *testing.T) {
 	cfg.Algorithm = method.SFT
 	cfg.Data = DataConfig{Name: "world", Levels: []int{3}, DME: path}
 	cfg.EvalProblems = 5
-	if err := cfg.Resolve(); err != nil {
+	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -219,7 +219,7 @@ func TestDMEConfigChecks(t *testing.T) {
 	} {
 		c := DefaultRL()
 		tc.edit(&c)
-		if err := c.Resolve(); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := c.Resolve(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("want an error with %q, got %v", tc.want, err)
 		}
 	}

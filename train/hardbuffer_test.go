@@ -18,10 +18,10 @@ import (
 // (capacity 1).
 func hardBufferTerm(t *testing.T, c RLConfig) method.Term {
 	t.Helper()
-	if err := c.Resolve(); err != nil {
+	if _, err := c.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	m, _ := newMethod(t, &c, Setup{MaxLen: 512})
+	m, _ := newMethod(t, &c, part.Setup{MaxLen: 512})
 	var buf *meml.HardBuffer
 	for _, x := range m.(*method.RL).Extras {
 		if h, ok := x.(*meml.HardBuffer); ok {

@@ -64,10 +64,12 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 	}
 	m.Flag(rundir.MetricSkippedUpdate, len(shared)+len(own) == 0)
 	// Reference logprobs depend only on the data: once per step.
+	klInLoss := false
 	for _, t := range append(append([]method.Term(nil), shared...), own...) {
 		if t.Loss.RefKL == 0 {
 			continue
 		}
+		klInLoss = true
 		if l.ref == nil {
 			return fmt.Errorf("term %s has a KL to the reference but the run has none", t.Name)
 		}
@@ -177,7 +179,7 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 		if !cfg.Backend.remote() { // a remote learner does not see the distributions
 			m.Set(rundir.MetricEntropy, met.Entropy/n)
 		}
-		if !cfg.KLInReward && cfg.KL != 0 {
+		if klInLoss {
 			m.Set(rundir.MetricKL, met.RefKL/n)
 		}
 	}

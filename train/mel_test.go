@@ -166,7 +166,7 @@ func TestMetaExperienceWithoutConsultGrant(t *testing.T) {
 	const maxLen = 8192
 	cfg.Model, cfg.Chat = byteChatModel(t, maxLen), ChatConfig{Template: "on", System: "Answer after ####."}
 	part.Get[*eapo.ConsultationConfig](cfg.Sections).System = eapo.ChatTrainingPrompt
-	if err := cfg.Resolve(); err != nil {
+	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
 	l, err := checkpoint.Open(cfg.Model, "")
@@ -177,7 +177,7 @@ func TestMetaExperienceWithoutConsultGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, b := newMethod(t, &cfg, Setup{MaxLen: maxLen, Chat: true, Policy: cfg.Model})
+	m, b := newMethod(t, &cfg, part.Setup{MaxLen: maxLen, Chat: true, Policy: cfg.Model})
 	r.grant = b.Grant // as a run with consultation sets it
 	var me *mel.MetaExperience
 	for _, x := range m.(*method.RL).Extras {

@@ -11,6 +11,7 @@ import (
 	"rlvr/backend/local"
 	"rlvr/engine/model"
 	"rlvr/method"
+	"rlvr/method/part"
 	"rlvr/rollout"
 	"rlvr/sample"
 	"rlvr/task"
@@ -62,10 +63,10 @@ func runMetrics(t *testing.T, c RLConfig, delta float32) []map[string]float64 {
 	var opts Options
 	if delta != 0 {
 		r := c
-		if err := r.Resolve(); err != nil {
+		if _, err := r.Resolve(); err != nil {
 			t.Fatal(err)
 		}
-		inner, _ := newMethod(t, &r, Setup{MaxLen: 512})
+		inner, _ := newMethod(t, &r, part.Setup{MaxLen: 512})
 		opts.Method = skewedMethod{inner, delta}
 	}
 	dir := filepath.Join(t.TempDir(), "run")
@@ -165,7 +166,7 @@ func TestLogprobGapAcrossPrecisions(t *testing.T) {
 func TestPrecisionReachesTheEngine(t *testing.T) {
 	c := smallRL(t)
 	c.Precision, c.SamplerPrecision, c.KL = "fp32", "bf16", 0.1
-	if err := c.Resolve(); err != nil {
+	if _, err := c.Resolve(); err != nil {
 		t.Fatal(err)
 	}
 	p, err := openPolicy(context.Background(), c.Model, "", &c)
@@ -181,7 +182,7 @@ func TestPrecisionReachesTheEngine(t *testing.T) {
 		t.Error("the sampler does not read the learner's weights")
 	}
 	c.Precision, c.SamplerPrecision = "bfloat16", ""
-	if err := c.Resolve(); err != nil {
+	if _, err := c.Resolve(); err != nil {
 		t.Fatal(err)
 	}
 	if c.Precision != "bf16" || c.SamplerPrecision != "bf16" {
@@ -218,7 +219,7 @@ func TestPrecisionConfigErrors(t *testing.T) {
 	} {
 		c := DefaultRL()
 		tc.edit(&c)
-		if err := c.Resolve(); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := c.Resolve(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
 		}
 	}
@@ -253,10 +254,10 @@ func TestSamplerCorrectionRemoteMatchesLocal(t *testing.T) {
 	cfg.SamplerCorrection = &SamplerCorrectionConfig{Cap: 2}
 	run := func(c RLConfig) (string, []map[string]float64) {
 		r := c
-		if err := r.Resolve(); err != nil {
+		if _, err := r.Resolve(); err != nil {
 			t.Fatal(err)
 		}
-		inner, _ := newMethod(t, &r, Setup{MaxLen: 512})
+		inner, _ := newMethod(t, &r, part.Setup{MaxLen: 512})
 		dir := filepath.Join(t.TempDir(), "run")
 		if err := Run(context.Background(), c, dir, Options{Method: skewedMethod{inner, -0.5}}); err != nil {
 			t.Fatal(err)

@@ -16,7 +16,7 @@ func TestTinkerBackendRefusesLocalOnlyTerms(t *testing.T) {
 	cfg.Parts = []string{meml.PartExpertPrompts, meml.PartMutualLearning}
 	cfg.Sections.Set(&meml.MutualLearningConfig{Estimator: "exact"})
 	cfg.Backend = &BackendConfig{Kind: BackendTinker, URL: "ftp://x", Reduction: "mean", LoraRank: -1, Timeout: "soon"}
-	err := cfg.Resolve()
+	_, err := cfg.Resolve()
 	for _, want := range []string{"entropy bonus needs full next-token distributions", "(entropy: 0)",
 		"exact teacher KL", "(estimator: sequence)", `backend.url "ftp://x"`, `backend.reduction "mean"`,
 		"backend.lora_rank = -1", `backend.timeout "soon"`, "(gradient_checkpointing: false)"} {
@@ -26,21 +26,21 @@ func TestTinkerBackendRefusesLocalOnlyTerms(t *testing.T) {
 	}
 	ok := DefaultRL()
 	ok.Backend = &BackendConfig{Kind: BackendTinker, URL: "http://127.0.0.1:8000"}
-	if err := ok.Resolve(); err != nil || ok.Backend.Reduction != "sum" || ok.Backend.APIKeyEnv != "TINKER_API_KEY" {
+	if _, err := ok.Resolve(); err != nil || ok.Backend.Reduction != "sum" || ok.Backend.APIKeyEnv != "TINKER_API_KEY" {
 		t.Fatalf("defaults: %+v, %v", ok.Backend, err)
 	}
 	skyrl := DefaultRL()
 	skyrl.Backend = &BackendConfig{Kind: BackendTinker, URL: "http://127.0.0.1:8000", Reduction: "datum-mean"}
-	if err := skyrl.Resolve(); err == nil || !strings.Contains(err.Error(), "backend.lora_rank = 0") || !strings.Contains(err.Error(), "SkyRL tx's JAX backend") {
+	if _, err := skyrl.Resolve(); err == nil || !strings.Contains(err.Error(), "backend.lora_rank = 0") || !strings.Contains(err.Error(), "SkyRL tx's JAX backend") {
 		t.Errorf("datum-mean with lora_rank 0: %v", err)
 	}
 	skyrl.Backend.LoraRank = 32
-	if err := skyrl.Resolve(); err != nil {
+	if _, err := skyrl.Resolve(); err != nil {
 		t.Errorf("datum-mean with lora_rank 32: %v", err)
 	}
 	local := DefaultRL()
 	local.Backend = &BackendConfig{Kind: BackendLocal, URL: "http://x", LoraRank: -2, Retries: 3}
-	err = local.Resolve()
+	_, err = local.Resolve()
 	for _, want := range []string{"backend.lora_rank = -2", "backend.url is for kind tinker, not local", "backend.retries is for kind tinker"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("local backend: error %v does not mention %q", err, want)
@@ -48,7 +48,7 @@ func TestTinkerBackendRefusesLocalOnlyTerms(t *testing.T) {
 	}
 	bad := DefaultRL()
 	bad.Backend = &BackendConfig{Kind: "gpu"}
-	if err := bad.Resolve(); err == nil || !strings.Contains(err.Error(), `backend.kind "gpu"`) {
+	if _, err := bad.Resolve(); err == nil || !strings.Contains(err.Error(), `backend.kind "gpu"`) {
 		t.Fatalf("unknown kind: %v", err)
 	}
 }

@@ -34,8 +34,8 @@ type Options struct {
 	Progress func(method.Metrics) // gets every step's metrics; may be nil
 	// Method replaces the one the config describes: a method of one's own
 	// runs on the same loop, with checkpoints, resume and evaluation (nil:
-	// NewMethod's). The config's parts still join around it: their
-	// evaluators, prompt variants and grant.
+	// the one the config's recipe assembles). The config's parts still
+	// join around it: their evaluators, prompt variants and grant.
 	Method method.Method
 	// Overwrite lets a fresh run replace another run's files in its
 	// directory; without it such a directory is refused.
@@ -52,9 +52,11 @@ type Options struct {
 // Run is RL with options.
 func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	resume, progress := opts.Resume, opts.Progress
-	if err := cfg.Resolve(); err != nil {
+	recipe, err := cfg.Resolve()
+	if err != nil {
 		return err
 	}
+	recorded := cfg.recorded(recipe)
 	if err := checkPaths(&cfg); err != nil {
 		return err
 	}
@@ -84,7 +86,7 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	}
 	defer pol.close()
 	var ref backend.Logprober
-	if cfg.KL != 0 {
+	if recipe.UsesReference() {
 		if ref, err = openReference(base, &cfg); err != nil {
 			return err
 		}
@@ -96,7 +98,7 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	if err != nil {
 		return err
 	}
-	meth, build, err := NewMethod(&cfg, Setup{MaxLen: pol.maxLen, Chat: render.chat, Policy: base, Log: logf})
+	meth, build, err := recipe.Assemble(part.Setup{MaxLen: pol.maxLen, Chat: render.chat, Policy: base, Log: logf})
 	if err != nil {
 		return err
 	}
@@ -108,11 +110,11 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if err := checkExperts(&cfg, src); err != nil {
+	if err := checkExperts(&recorded, src); err != nil {
 		return err
 	}
 	sum.log(&cfg, logf)
-	if err := checkColdStart(&cfg, build.ColdStarts, src); err != nil {
+	if err := checkColdStart(&recorded, build.ColdStarts, src); err != nil {
 		return err
 	}
 	// Everything above only reads (and opens what the parts use); the run
@@ -124,7 +126,7 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 		}
 		defer lock.Release()
 	}
-	if err := claimRunDir(runDir, &cfg, resume, opts.Overwrite); err != nil {
+	if err := claimRunDir(runDir, &recorded, resume, opts.Overwrite); err != nil {
 		return err
 	}
 	if render.chat {
@@ -136,7 +138,7 @@ func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
 		}
 	}
 	src.drawn = start.Cursor
-	if err := writeConfig(runDir, cfg); err != nil {
+	if err := writeConfig(runDir, recorded); err != nil {
 		return err
 	}
 	if err := rundir.TruncateLogs(runDir, start.Step); err != nil {

@@ -207,13 +207,14 @@ func resumeAfterKillWithin(t *testing.T, cfg RLConfig, tol float64) []map[string
 		t.Fatal(err)
 	}
 	killed := filepath.Join(t.TempDir(), "killed")
-	// Resolved, as a run directory records it: YAML writes parts unset as
-	// an empty list.
+	// As a run directory records it: YAML writes parts unset as an empty
+	// list.
 	resolved := cfg
-	if err := resolved.Resolve(); err != nil {
+	r, err := resolved.Resolve()
+	if err != nil {
 		t.Fatal(err)
 	}
-	y, err := yaml.Marshal(resolved)
+	y, err := yaml.Marshal(resolved.recorded(r))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +506,7 @@ func TestRLConfigResolveReportsEverything(t *testing.T) {
 	cfg.LR, cfg.KL, cfg.EvalProblems = math.NaN(), -1, -3
 	cfg.Parts = []string{"telepathy"}
 	cfg.Sections.Set(&dapo.OverlongPenaltyConfig{})
-	err := cfg.Resolve()
+	_, err := cfg.Resolve()
 	for _, want := range []string{`algorithm "ppo"`, "steps = 0", "no world level 99", "group_size 1", "lr = NaN", "kl = -1",
 		"eval_problems = -3", `"telepathy" is not one of`, "section overlong_penalty is set but overlong_penalty is not in parts"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -514,12 +515,24 @@ func TestRLConfigResolveReportsEverything(t *testing.T) {
 	}
 	d := DefaultRL()
 	d.Algorithm = method.DAPO
-	if err := d.Resolve(); err != nil || part.Get[*dapo.DynamicSamplingConfig](d.Sections) == nil || part.Get[*dapo.OverlongPenaltyConfig](d.Sections).Buffer != 64 || d.ClipLow != 0.2 || d.ClipHigh != 0.28 {
-		t.Fatalf("dapo defaults: %+v %v", d, err)
+	d.Parts = []string{dapo.PartDynamicSampling, dapo.PartOverlongPenalty}
+	d.Sections.Set(&dapo.OverlongPenaltyConfig{})
+	r, err := d.Resolve()
+	if err != nil || part.Get[*dapo.DynamicSamplingConfig](r.Sections) == nil || part.Get[*dapo.OverlongPenaltyConfig](r.Sections).Buffer != 64 || r.Family.ClipLow != 0.2 || r.Family.ClipHigh != 0.28 {
+		t.Fatalf("dapo defaults: %+v %v", r, err)
+	}
+	// What resolves is the recipe's: the config keeps what was written.
+	if len(d.Sections) != 1 || part.Get[*dapo.OverlongPenaltyConfig](d.Sections).Buffer != 0 || d.ClipLow != 0 || d.ClipHigh != 0 || d.AdvantageNorm != "" {
+		t.Errorf("resolving wrote into the config: sections %v, clip %v/%v, advantage_norm %q", d.Sections, d.ClipLow, d.ClipHigh, d.AdvantageNorm)
+	}
+	unlisted := DefaultRL()
+	unlisted.Algorithm = method.DAPO
+	if r, err := unlisted.Resolve(); err != nil || unlisted.Parts != nil || !slices.Equal(r.Run.Parts, []string{dapo.PartDynamicSampling, dapo.PartOverlongPenalty}) {
+		t.Fatalf("dapo's default parts: config %v, recipe %+v, %v", unlisted.Parts, r, err)
 	}
 	ds := DefaultRL()
 	ds.Data = DataConfig{Name: "gsm9k", Train: "x.jsonl"}
-	if err := ds.Resolve(); err == nil || !strings.Contains(err.Error(), `data.name "gsm9k" is not world or one of`) {
+	if _, err := ds.Resolve(); err == nil || !strings.Contains(err.Error(), `data.name "gsm9k" is not world or one of`) {
 		t.Fatalf("unknown dataset: %v", err)
 	}
 }
@@ -542,6 +555,39 @@ func TestLoadRLConfig(t *testing.T) {
 	os.WriteFile(p, []byte("preset: meml\n"), 0o644)
 	if _, err := LoadRLConfig(p, ""); err == nil || !strings.Contains(err.Error(), `preset "meml" is not one of`) || !strings.Contains(err.Error(), p) {
 		t.Fatalf("unknown preset: %v", err)
+	}
+}
+
+// TestKLPlacedOnce: the recipe places the KL to the starting model in the
+// loss or, with kl_in_reward, in the reward, never both; sft and kl 0
+// have none, and need no reference.
+func TestKLPlacedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		alg              method.Algorithm
+		kl               float32
+		inReward         bool
+		inLoss, asShaper bool
+	}{
+		{"loss", method.GRPO, 0.1, false, true, false},
+		{"reward", method.GRPO, 0.1, true, false, true},
+		{"none", method.GRPO, 0, true, false, false},
+		{"sft", method.SFT, 0.1, false, false, false},
+	} {
+		c := DefaultRL()
+		c.Algorithm, c.KL, c.KLInReward = tc.alg, tc.kl, tc.inReward
+		r, err := c.Resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		inLoss := r.Family != nil && r.Family.RefKL == tc.kl && tc.kl != 0
+		if inLoss != tc.inLoss || (r.RewardKL != nil) != tc.asShaper || r.UsesReference() != (tc.inLoss || tc.asShaper) {
+			t.Errorf("%s: family %+v, reward KL %+v, reference %v", tc.name, r.Family, r.RewardKL, r.UsesReference())
+		}
+		m, _ := newMethod(t, &c, part.Setup{MaxLen: 512})
+		if rl, ok := m.(*method.RL); ok && tc.asShaper && (len(rl.Shapers) == 0 || rl.Shapers[0] != method.Shaper(*r.RewardKL)) {
+			t.Errorf("%s: shapers %v, want the KL first", tc.name, rl.Shapers)
+		}
 	}
 }
 
@@ -669,11 +715,15 @@ func TestExpertEvaluation(t *testing.T) {
 	}
 }
 
-// newMethod builds the method of a resolved config, as NewMethod does,
-// and closes what its parts opened when the test ends.
-func newMethod(t *testing.T, c *RLConfig, s Setup) (method.Method, *part.Build) {
+// newMethod assembles the method of a config, as Run does, and closes
+// what its parts opened when the test ends.
+func newMethod(t *testing.T, c *RLConfig, s part.Setup) (method.Method, *part.Build) {
 	t.Helper()
-	m, b, err := NewMethod(c, s)
+	r, err := c.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, b, err := r.Assemble(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,8 +65,9 @@ func claimRunDir(runDir string, cfg *RLConfig, resume, overwrite bool) error {
 	return rundir.Clear(runDir)
 }
 
-// checkResumeConfig compares the config of a resumed run with the one the
-// directory recorded, and names every knob that changed and may not.
+// checkResumeConfig compares the config of a resumed run, as recorded
+// (RLConfig.recorded), with the one the directory recorded, and names
+// every knob that changed and may not.
 func checkResumeConfig(runDir string, cfg *RLConfig) error {
 	path := filepath.Join(runDir, rundir.ConfigFile)
 	b, err := os.ReadFile(path)
@@ -80,9 +81,12 @@ func checkResumeConfig(runDir string, cfg *RLConfig) error {
 	// A knob added since the run was saved takes the default it resolves
 	// to, so that the run stays resumable.
 	var savedCfg RLConfig
-	if yaml.Unmarshal(b, &savedCfg) == nil && savedCfg.Resolve() == nil {
-		if m, err := configMap(&savedCfg); err == nil {
-			saved = m
+	if yaml.Unmarshal(b, &savedCfg) == nil {
+		if r, err := savedCfg.Resolve(); err == nil {
+			savedCfg = savedCfg.recorded(r)
+			if m, err := configMap(&savedCfg); err == nil {
+				saved = m
+			}
 		}
 	}
 	now, err := configMap(cfg)
@@ -103,7 +107,7 @@ func checkResumeConfig(runDir string, cfg *RLConfig) error {
 	return nil
 }
 
-// configMap is a resolved config as the generic map its YAML decodes to.
+// configMap is a recorded config as the generic map its YAML decodes to.
 func configMap(cfg *RLConfig) (map[string]any, error) {
 	b, err := yaml.Marshal(cfg)
 	if err != nil {

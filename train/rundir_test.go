@@ -210,9 +210,11 @@ func TestHostileConfigsFailBeforeTheRunDirectory(t *testing.T) {
 func TestResumeAcceptsKnobsAddedSince(t *testing.T) {
 	dir := t.TempDir()
 	cfg := DefaultRL()
-	if err := cfg.Resolve(); err != nil {
+	r, err := cfg.Resolve()
+	if err != nil {
 		t.Fatal(err)
 	}
+	cfg = cfg.recorded(r)
 	if err := writeConfig(dir, cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"rlvr/method/eapo"
 	"rlvr/method/mel"
 	"rlvr/method/meml"
+	"rlvr/method/part"
 )
 
 // TestStateUnderEarlierNames: a checkpoint's method state keys each part's
@@ -23,10 +24,10 @@ func TestStateUnderEarlierNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.Resolve(); err != nil {
+	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
-	m, _ := newMethod(t, &cfg, Setup{MaxLen: 512})
+	m, _ := newMethod(t, &cfg, part.Setup{MaxLen: 512})
 	rl := m.(*method.RL)
 	// As a run of the recipe wrote it at step 50.
 	const saved = `{"*method.Consultation":{"calls":41,"accepted":17},` +

@@ -72,7 +72,7 @@ func TestValidationFromTrainingFile(t *testing.T) {
 	cfg.Data = DataConfig{Name: "gsm8k", Train: writeSums(t, dir, "train.jsonl", "Train", 30), Test: writeSums(t, dir, "test.jsonl", "Test", 10),
 		Validation: ValidationTrain}
 	cfg.EvalProblems = 5
-	if err := cfg.Resolve(); err != nil {
+	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
 	src, held, sum, err := loadData(&cfg, r, nil)
@@ -159,7 +159,7 @@ func TestValidationConfigErrors(t *testing.T) {
 	} {
 		cfg := DefaultRL()
 		cfg.Data, cfg.EvalProblems = c.data, c.evalProblems
-		if err := cfg.Resolve(); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := cfg.Resolve(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("data %+v: error %v, want one containing %q", c.data, err, c.want)
 		}
 	}
@@ -167,7 +167,7 @@ func TestValidationConfigErrors(t *testing.T) {
 	// order; a missing one is named before the run starts.
 	cfg := DefaultRL()
 	cfg.Data = DataConfig{Name: "gsm8k", Train: "train.jsonl", Test: "test.jsonl", Validation: "dev.jsonl", Order: OrderFile}
-	if err := cfg.Resolve(); err != nil {
+	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
 	if err := checkPaths(&cfg); err == nil || !strings.Contains(err.Error(), "data.validation: stat dev.jsonl") {
@@ -198,7 +198,7 @@ func TestWarmupAndRLHoldOutTheSameValidation(t *testing.T) {
 	rl.Data, rl.EvalProblems = data, 8
 	rl.Data.Part = "rl"
 	for _, c := range []*RLConfig{&mef, &rl} {
-		if err := c.Resolve(); err != nil {
+		if _, err := c.Resolve(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -279,7 +279,7 @@ func TestBestExpertChosenOnValidation(t *testing.T) {
 	cfg.Data = DataConfig{Name: "gsm8k", Train: writeSums(t, dir, "train.jsonl", "Train", 20), Test: writeSums(t, dir, "test.jsonl", "Test", 6),
 		Validation: ValidationTrain}
 	cfg.EvalProblems, cfg.TestProblems = 4, 0
-	if err := cfg.Resolve(); err != nil {
+	if _, err := cfg.Resolve(); err != nil {
 		t.Fatal(err)
 	}
 	l, err := checkpoint.Open(cfg.Model, "")
@@ -294,7 +294,7 @@ func TestBestExpertChosenOnValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, b := newMethod(t, &cfg, Setup{MaxLen: 512, Chat: true})
+	_, b := newMethod(t, &cfg, part.Setup{MaxLen: 512, Chat: true})
 	run := t.TempDir()
 	s := &sumsByPersona{l: l, right: map[string]string{"Train": "E0", "Test": "E2"}}
 	lp := &loop{cfg: &cfg, pol: &policy{sampler: s, text: l, maxLen: 512}, render: r, held: held, runDir: run, evaluators: b.Evaluators}

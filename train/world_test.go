@@ -50,7 +50,7 @@ func TestDataWorldVersion(t *testing.T) {
 	} {
 		c := DefaultRL()
 		tc.mod(&c)
-		err := c.Resolve()
+		_, err := c.Resolve()
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%+v: %v", c.Data, err)

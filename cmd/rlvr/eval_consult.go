@@ -23,10 +23,11 @@ func newConsultWorkflow(path, modelPath string, l *checkpoint.Loaded, open bool,
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := cfg.Resolve(); err != nil {
+	recipe, err := cfg.Resolve()
+	if err != nil {
 		return nil, nil, fmt.Errorf("--consult %s: %w", path, err)
 	}
-	k := part.Get[*eapo.ConsultationConfig](cfg.Sections)
+	k := part.Get[*eapo.ConsultationConfig](recipe.Sections)
 	if k == nil {
 		return nil, nil, fmt.Errorf("--consult %s: the config has no consultation part", path)
 	}

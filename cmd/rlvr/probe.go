@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -199,7 +198,8 @@ func (p *datasetProbe) run(ctx context.Context, stdout, stderr io.Writer, out st
 	if err != nil {
 		return err
 	}
-	if err := cfg.Resolve(); err != nil {
+	recipe, err := cfg.Resolve()
+	if err != nil {
 		return fmt.Errorf("--config %s: %w", p.config, err)
 	}
 	if cfg.Data.IsWorld() {
@@ -241,7 +241,7 @@ func (p *datasetProbe) run(ctx context.Context, stdout, stderr io.Writer, out st
 		Policy: policy, Render: render, Stop: l.StopTokens}
 	chat := cfg.Chat.Template == "on" || cfg.Chat.Template == "auto" && l.Chat != nil
 	for _, pt := range probedParts {
-		if !slices.Contains(cfg.Parts, pt.name) {
+		if !recipe.Run.Has(pt.name) {
 			d.Skipped = append(d.Skipped, pt.skipped)
 			fmt.Fprintf(stderr, "probe: skipped: %s\n", pt.skipped)
 		}
@@ -249,7 +249,7 @@ func (p *datasetProbe) run(ctx context.Context, stdout, stderr io.Writer, out st
 	if len(d.Skipped) == len(probedParts) {
 		fmt.Fprintf(stderr, "probe: --config %s lists none of the parts probed (%s): only the policy alone is measured\n", p.config, partNames())
 	}
-	if k := part.Get[*eapo.ConsultationConfig](cfg.Sections); k != nil {
+	if k := part.Get[*eapo.ConsultationConfig](recipe.Sections); k != nil {
 		if err := expert.CheckSolutions("consultation.experts", k.Experts, cfg.Data.Name, examples); err != nil {
 			return fmt.Errorf("--config %s: %w", p.config, err)
 		}
@@ -263,14 +263,14 @@ func (p *datasetProbe) run(ctx context.Context, stdout, stderr io.Writer, out st
 		defer pool.Close()
 		d.Consultation = k.TestTime(cfg.Steps, chat, pool)
 	}
-	if m := part.Get[*mel.MetaExperienceConfig](cfg.Sections); m != nil {
+	if m := part.Get[*mel.MetaExperienceConfig](recipe.Sections); m != nil {
 		var format mel.Format = mel.World{}
 		if chat {
 			format = mel.Chat{Instruction: m.Instruction, Validation: m.Validation}
 		}
 		d.Meta = &mel.MetaExperience{Format: format, Temperature: m.Temperature, MaxTokens: m.MaxTokens}
 	}
-	if e := part.Get[*meml.ExpertPromptsConfig](cfg.Sections); e != nil {
+	if e := part.Get[*meml.ExpertPromptsConfig](recipe.Sections); e != nil {
 		d.Variants = e.Variants()
 	}
 	rep, err := probe.RunDataset(ctx, stderr, d, p.cfg)

@@ -104,7 +104,7 @@ func rlCommand(use, preset, short, long, example string) *cobra.Command {
 			}
 			cfg = fileCfg
 		}
-		if err := cfg.Resolve(); err != nil {
+		if _, err := cfg.Resolve(); err != nil {
 			return err
 		}
 		if runDir == "" {

@@ -38,7 +38,7 @@ func TestPrintEvalSummary(t *testing.T) {
 // questions × samples.
 func TestRunSummary(t *testing.T) {
 	rl := train.DefaultRL()
-	if err := rl.Resolve(); err != nil {
+	if _, err := rl.Resolve(); err != nil {
 		t.Fatal(err)
 	}
 	rl.Steps = 1

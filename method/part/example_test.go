@@ -81,10 +81,11 @@ func Example() {
 	if err := yaml.Unmarshal([]byte("parts: [brevity]\nbrevity:\n  cost: 0.2\n"), &cfg); err != nil {
 		panic(err)
 	}
-	if err := cfg.Resolve(); err != nil {
+	recipe, err := cfg.Resolve()
+	if err != nil {
 		panic(err)
 	}
-	m, b, err := train.NewMethod(&cfg, train.Setup{MaxLen: 512})
+	m, b, err := recipe.Assemble(part.Setup{MaxLen: 512})
 	if err != nil {
 		panic(err)
 	}

@@ -9,7 +9,9 @@
 // its defaults against the run (Resolve) and joins the method being built
 // (Join): prompt variants, a rollout, reward shapers, a filter, extra loss
 // terms, the grant of a chat prompt, evaluators, and resources it opens
-// and closes. The training loop knows parts only through this package,
+// and closes. A run's config resolves once into a Recipe (the objective,
+// the run and the resolved sections), whose Assemble joins the parts into
+// the method. The training loop knows parts only through this package,
 // and a program that trains imports the parts it offers for their side
 // effect, as database/sql drivers are (rlvr/method/part/all has every
 // part that comes with rlvr).
@@ -209,10 +211,11 @@ func (s *Sections) Set(sec Section) {
 }
 
 // Resolve checks the parts a run lists and resolves their sections: each
-// listed part without a section gets a zero one, every section resolves
-// against run, and a section of a part not listed, a part not registered
-// and a part that needs rollouts in an sft run are reported through add.
-// It returns the resolved sections in a fresh map.
+// listed part without a section gets its part's new one, every section
+// resolves against run, and a section of a part not listed, a part not
+// registered and a part that needs rollouts in an sft run are reported
+// through add. It returns the resolved sections in a fresh map; they are
+// copies, so that the defaults they fill stay out of the config's.
 func Resolve(run *Run, sections Sections, add func(format string, args ...any)) Sections {
 	for _, name := range run.Parts {
 		if _, ok := Lookup(name); !ok {
@@ -230,6 +233,8 @@ func Resolve(run *Run, sections Sections, add func(format string, args ...any)) 
 		}
 		if !set || sec == nil {
 			sec = p.New()
+		} else {
+			sec = deepCopy(reflect.ValueOf(sec)).Interface().(Section)
 		}
 		sec.Resolve(run, add)
 		if p.Rollouts && run.Algorithm == method.SFT {
@@ -243,6 +248,48 @@ func Resolve(run *Run, sections Sections, add func(format string, args ...any)) 
 		}
 	}
 	return out
+}
+
+// deepCopy returns a copy of v that shares no pointer, slice or map with
+// it through exported fields.
+func deepCopy(v reflect.Value) reflect.Value {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return v
+		}
+		c := reflect.New(v.Type().Elem())
+		c.Elem().Set(deepCopy(v.Elem()))
+		return c
+	case reflect.Slice:
+		if v.IsNil() {
+			return v
+		}
+		c := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		for i := range v.Len() {
+			c.Index(i).Set(deepCopy(v.Index(i)))
+		}
+		return c
+	case reflect.Map:
+		if v.IsNil() {
+			return v
+		}
+		c := reflect.MakeMapWithSize(v.Type(), v.Len())
+		for it := v.MapRange(); it.Next(); {
+			c.SetMapIndex(it.Key(), deepCopy(it.Value()))
+		}
+		return c
+	case reflect.Struct:
+		c := reflect.New(v.Type()).Elem()
+		c.Set(v)
+		for i := range v.NumField() {
+			if f := c.Field(i); f.CanSet() {
+				f.Set(deepCopy(v.Field(i)))
+			}
+		}
+		return c
+	}
+	return v
 }
 
 // OneOf resolves a setting, *v, that takes one of options: unset, it

@@ -64,6 +64,40 @@ func TestRegistryOrderAndDefaults(t *testing.T) {
 	Register(Part{Name: "late", New: func() Section { return &testSection{} }})
 }
 
+// fillSection fills its defaults through a slice's element and a
+// pointer, as a section's Resolve may (an expert list's names, a schedule).
+type fillSection struct {
+	Levels []int `yaml:"levels"`
+	Max    *int  `yaml:"max"`
+}
+
+func (s *fillSection) Resolve(run *Run, add func(string, ...any)) {
+	if len(s.Levels) > 0 {
+		s.Levels[0] = run.GroupSize
+	}
+	if s.Max == nil {
+		s.Max = new(int)
+	}
+	*s.Max = run.MaxTokens
+}
+
+func (s *fillSection) Join(b *Build) error { return nil }
+
+// TestResolveLeavesTheConfigsSections: the sections resolve as copies; the
+// config's keep what was written.
+func TestResolveLeavesTheConfigsSections(t *testing.T) {
+	withRegistry(t, Part{Name: "fill", New: func() Section { return &fillSection{} }})
+	written := 1
+	given := &fillSection{Levels: []int{1, 2}, Max: &written}
+	out := Resolve(&Run{Parts: []string{"fill"}, GroupSize: 8, MaxTokens: 64}, Sections{"fill": given}, func(string, ...any) {})
+	if got := Get[*fillSection](out); got == given || got.Levels[0] != 8 || *got.Max != 64 {
+		t.Errorf("resolved %+v", got)
+	}
+	if given.Levels[0] != 1 || written != 1 || given.Max != &written {
+		t.Errorf("resolving wrote into the config's section: %+v", given)
+	}
+}
+
 func TestResolveSections(t *testing.T) {
 	withRegistry(t,
 		Part{Name: "test_part", Order: 10, Rollouts: true, New: func() Section { return &testSection{} }},

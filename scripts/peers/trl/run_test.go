@@ -27,11 +27,12 @@ func TestRlvrConfigMatchesTRL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Resolve(); err != nil {
+		r, err := c.Resolve()
+		if err != nil {
 			t.Fatalf("%s: %v", loss, err)
 		}
-		if c.Algorithm != rlvrAlgorithm[loss] || len(c.Parts) != 0 || c.ClipLow != 0.2 || c.ClipHigh != clipHigh {
-			t.Errorf("%s: algorithm %s, parts %v, clip %v/%v", loss, c.Algorithm, c.Parts, c.ClipLow, c.ClipHigh)
+		if c.Algorithm != rlvrAlgorithm[loss] || len(r.Run.Parts) != 0 || r.Family.ClipLow != 0.2 || r.Family.ClipHigh != clipHigh {
+			t.Errorf("%s: algorithm %s, parts %v, clip %v/%v", loss, c.Algorithm, r.Run.Parts, r.Family.ClipLow, r.Family.ClipHigh)
 		}
 		if c.Data.Order != train.OrderFile || c.Seed != 7 || c.Model != s.Model || c.Chat.System != s.System || c.Warmup != 0 || c.LR != s.LR {
 			t.Errorf("%s: data %+v, seed %d, model %q, system %q, warmup %d, lr %v", loss, c.Data, c.Seed, c.Model, c.Chat.System, c.Warmup, c.LR)
