@@ -109,7 +109,8 @@ func (s *Sampler) NewLoop(slots, capacity int) (*Loop, error) {
 // Run draws the submitted requests until ctx ends (sampler.Loop.Run).
 func (l *Loop) Run(ctx context.Context) error { return l.loop.Run(ctx) }
 
-// Capacity is the tokens, prompt included, each sample may hold.
+// Capacity is the tokens, prompt included, a sample holds in one of the
+// loop's slots; a request that needs more runs alone (sampler.Loop).
 func (l *Loop) Capacity() int { return l.loop.Capacity() }
 
 // Submit queues r and returns at once; done is called once, from Run's

@@ -3,6 +3,7 @@ package sampler
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -41,6 +42,26 @@ func loopRequests() ([]Request, []*drawn) {
 	return reqs, out
 }
 
+// startLoop returns s's loop of slots continuations of capacity tokens,
+// running until the test ends, when its Run must return ErrLoopStopped.
+func startLoop(t *testing.T, s *Sampler, slots, capacity int) *Loop {
+	t.Helper()
+	loop, err := s.NewLoop(slots, capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- loop.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-ran; !errors.Is(err, ErrLoopStopped) {
+			t.Errorf("Run returned %v, want ErrLoopStopped", err)
+		}
+	})
+	return loop
+}
+
 // TestLoopAdmissionIsTheSame checks that requests submitted to a running
 // Loop — into a batch already decoding, each at a different step of it,
 // and into an idle loop — draw bitwise the same tokens and logprobs as
@@ -54,19 +75,7 @@ func TestLoopAdmissionIsTheSame(t *testing.T) {
 	}
 
 	s := New(m)
-	loop, err := s.NewLoop(6, m.Config.MaxSeq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- loop.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-ran; !errors.Is(err, ErrLoopStopped) {
-			t.Errorf("Run returned %v, want ErrLoopStopped", err)
-		}
-	}()
+	loop := startLoop(t, s, 6, m.Config.MaxSeq)
 
 	reqs, got := loopRequests()
 	ended := make(chan int, len(reqs))
@@ -143,13 +152,7 @@ func TestLoopCancelFreesSlots(t *testing.T) {
 	alone := sampleAll(t, New(m), next)[0]
 
 	s := New(m)
-	loop, err := s.NewLoop(4, m.Config.MaxSeq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go loop.Run(runCtx)
+	loop := startLoop(t, s, 4, m.Config.MaxSeq)
 
 	longCtx, cancel := context.WithCancel(ctx)
 	drawnLong := 0
@@ -184,8 +187,199 @@ func TestLoopCancelFreesSlots(t *testing.T) {
 	}
 }
 
+// TestLoopRunsLongRequestsAlone submits, to a loop of 4 slots of 12
+// tokens, two requests that fit a slot and, while they run, two that do
+// not (spans of 20 and 16, for other weights), and two more that fit.
+// It checks that every request draws bitwise what one Sample call over
+// its weights draws; that the long ones start once the first two have
+// ended, together, in a cache of 2 slots of 20 tokens (the 48 positions
+// of the slots), drawing their 5 continuations in turns; that the last
+// two start once they have ended, in the slots again; and that each
+// change of weights was loaded once.
+func TestLoopRunsLongRequestsAlone(t *testing.T) {
+	ma := loopModel(t)
+	mb, err := model.New(ma.Config, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string]*model.Model{"a": ma, "b": mb}
+	long := []bool{false, false, true, true, false, false}
+	weights := []string{"a", "a", "b", "b", "a", "a"}
+	requests := func() ([]Request, []*drawn) {
+		reqs := []Request{
+			{Prompt: []int32{5, 17, 42}, MaxNew: 8, Temperature: 1, N: 2, Seed: 21},
+			{Prompt: []int32{9, 9}, MaxNew: 10, Temperature: 0.8, TopK: 40, N: 2, Seed: 22},
+			{Prompt: []int32{1, 2, 3, 4}, MaxNew: 16, Temperature: 1, N: 3, Seed: 23},
+			{Prompt: []int32{7, 1}, MaxNew: 14, Temperature: 1.2, N: 2, Seed: 24},
+			{Prompt: []int32{3, 3, 3}, MaxNew: 9, Temperature: 1, N: 4, Seed: 25},
+			{Prompt: []int32{250}, MaxNew: 6, N: 1, Seed: 26}, // greedy
+		}
+		out := make([]*drawn, len(reqs))
+		for i := range reqs {
+			if long[i] {
+				out[i] = record(&reqs[i]) // to MaxNew, the end of its span
+			} else {
+				out[i] = record(&reqs[i], 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
+			}
+		}
+		return reqs, out
+	}
+	reqs, want := requests()
+	for w, m := range sources {
+		var some []Request
+		for i := range reqs {
+			if weights[i] == w {
+				some = append(some, reqs[i])
+			}
+		}
+		if err := New(m).Sample(ctx, some); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	m, err := model.NewEmpty(ma.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(m)
+	loop := startLoop(t, s, 4, 12)
+
+	// Run's goroutine alone writes these, until every request has ended.
+	var loads []string
+	var events []int                    // the request of each drawn token, in order
+	shapes := make([][2]int, len(reqs)) // per request, the cache (slots, capacity) it drew in
+	reqs, got := requests()
+	ended := make(chan int, len(reqs))
+	submit := func(i int) {
+		load := func() {
+			copy(m.Params, sources[weights[i]].Params)
+			loads = append(loads, weights[i])
+		}
+		j := &Job{Request: reqs[i], Weights: weights[i], Load: load, Done: func(err error) {
+			if err != nil {
+				t.Errorf("request %d: %v", i, err)
+			}
+			ended <- i
+		}}
+		if err := loop.Submit(ctx, j); err != nil {
+			t.Error(err)
+		}
+	}
+	for i := range reqs {
+		accept := reqs[i].Accept
+		reqs[i].Accept = func(k int, tok int32, lp float32, last bool) bool {
+			events = append(events, i)
+			shape := [2]int{s.cache.Slots, s.cache.Capacity}
+			if shapes[i] != ([2]int{}) && shapes[i] != shape {
+				t.Errorf("request %d drew in caches of %v and %v", i, shapes[i], shape)
+			}
+			shapes[i] = shape
+			return accept(k, tok, lp, last)
+		}
+	}
+	// The others are submitted once request 0 has drawn 3 tokens, with
+	// requests 0 and 1 in flight.
+	accept0, submitted := reqs[0].Accept, false
+	reqs[0].Accept = func(k int, tok int32, lp float32, last bool) bool {
+		done := accept0(k, tok, lp, last)
+		if !submitted && len(events) >= 3 {
+			submitted = true
+			for i := 2; i < len(reqs); i++ {
+				submit(i)
+			}
+		}
+		return done
+	}
+	submit(0)
+	submit(1)
+	for range reqs {
+		<-ended
+	}
+
+	for i := range want {
+		for k := range want[i].tokens {
+			if !slices.Equal(want[i].tokens[k], got[i].tokens[k]) || !sameBits(want[i].logprobs[k], got[i].logprobs[k]) {
+				t.Fatalf("request %d's continuation %d differs from one batch over its weights:\n%v\n%v", i, k, want[i].tokens[k], got[i].tokens[k])
+			}
+		}
+		if wantShape := map[bool][2]int{false: {4, 12}, true: {2, 20}}[long[i]]; shapes[i] != wantShape {
+			t.Errorf("request %d drew in a cache of %v (slots, capacity), want %v", i, shapes[i], wantShape)
+		}
+	}
+	// Requests 0 and 1, then 2 and 3, then 4 and 5: no pair draws before
+	// the pair ahead of it has ended.
+	for e := 1; e < len(events); e++ {
+		if events[e]/2 < events[e-1]/2 {
+			t.Fatalf("request %d drew after request %d: the long requests did not run alone (%v)", events[e], events[e-1], events)
+		}
+	}
+	if !slices.Equal(loads, []string{"a", "b", "a"}) {
+		t.Errorf("weights loaded %v, want [a b a]", loads)
+	}
+}
+
+// TestLoopCancelLongRequest checks that a request longer than a slot,
+// whose continuations draw one at a time in the whole cache, ends with
+// its context's cause when that ends, at the next step; that the
+// continuations it had not started never draw; and that the request
+// behind it draws in the slots what it draws alone.
+func TestLoopCancelLongRequest(t *testing.T) {
+	m := loopModel(t)
+	long := Request{Prompt: []int32{1, 2, 3}, MaxNew: 25, Temperature: 1, N: 3, Seed: 9}
+	next := Request{Prompt: []int32{7, 7}, MaxNew: 8, Temperature: 1, N: 2, Seed: 2}
+	alone := sampleAll(t, New(m), next)[0]
+
+	s := New(m)
+	loop := startLoop(t, s, 3, 10)
+
+	longCtx, cancel := context.WithCancel(ctx)
+	drawnLong := make([]int, 3)
+	long.Accept = func(k int, _ int32, _ float32, _ bool) bool {
+		if drawnLong[k]++; k == 0 && drawnLong[k] == 8 {
+			cancel()
+			// Wait for the loop to see it (Submit's context.AfterFunc),
+			// so that it is seen before the next draw.
+			for t := loop.rest[0].t; !t.gone.Load(); {
+				runtime.Gosched()
+			}
+		}
+		return false
+	}
+	longDone, nextDone := make(chan error, 1), make(chan error, 1)
+	if err := loop.Submit(longCtx, &Job{Request: long, Done: func(err error) { longDone <- err }}); err != nil {
+		t.Fatal(err)
+	}
+	got := record(&next)
+	var shape [2]int
+	accept := next.Accept
+	next.Accept = func(k int, tok int32, lp float32, last bool) bool {
+		shape = [2]int{s.cache.Slots, s.cache.Capacity}
+		return accept(k, tok, lp, last)
+	}
+	if err := loop.Submit(ctx, &Job{Request: next, Done: func(err error) { nextDone <- err }}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-longDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled request ended with %v, want context.Canceled", err)
+	}
+	if err := <-nextDone; err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(drawnLong, []int{8, 0, 0}) {
+		t.Fatalf("the cancelled request drew %v tokens per continuation", drawnLong)
+	}
+	if shape != [2]int{3, 10} {
+		t.Errorf("the request after drew in a cache of %v (slots, capacity), want the slots [3 10]", shape)
+	}
+	for k := range alone.tokens {
+		if !slices.Equal(alone.tokens[k], got.tokens[k]) || !sameBits(alone.logprobs[k], got.logprobs[k]) {
+			t.Fatalf("continuation %d after a cancelled long request differs from alone:\n%v\n%v", k, alone.tokens[k], got.tokens[k])
+		}
+	}
+}
+
 // TestLoopRefuses checks what Submit refuses: a request wider than the
-// loop, one longer than a slot holds, a malformed one, and any after Run
+// loop, one longer than its whole cache holds, a malformed one, and any after Run
 // has stopped, which also ends the requests still waiting.
 func TestLoopRefuses(t *testing.T) {
 	m := loopModel(t)
@@ -195,11 +389,11 @@ func TestLoopRefuses(t *testing.T) {
 	}
 	nop := func(error) {}
 	for name, j := range map[string]*Job{
-		"wider than the loop":  {Request: Request{Prompt: []int32{1}, MaxNew: 4, N: 3}, Done: nop},
-		"longer than a slot":   {Request: Request{Prompt: []int32{1, 2, 3}, MaxNew: 14}, Done: nop},
-		"empty prompt":         {Request: Request{MaxNew: 4}, Done: nop},
-		"no Done":              {Request: Request{Prompt: []int32{1}, MaxNew: 4}},
-		"Weights without Load": {Request: Request{Prompt: []int32{1}, MaxNew: 4}, Weights: 1, Done: nop},
+		"wider than the loop":   {Request: Request{Prompt: []int32{1}, MaxNew: 4, N: 3}, Done: nop},
+		"longer than the cache": {Request: Request{Prompt: []int32{1, 2, 3}, MaxNew: 30}, Done: nop},
+		"empty prompt":          {Request: Request{MaxNew: 4}, Done: nop},
+		"no Done":               {Request: Request{Prompt: []int32{1}, MaxNew: 4}},
+		"Weights without Load":  {Request: Request{Prompt: []int32{1}, MaxNew: 4}, Weights: 1, Done: nop},
 	} {
 		if err := loop.Submit(ctx, j); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -208,18 +402,23 @@ func TestLoopRefuses(t *testing.T) {
 	if _, err := New(m).NewLoop(2, m.Config.MaxSeq+1); err == nil {
 		t.Error("a loop beyond the model's context was made")
 	}
-	// Submitted before Run and never started: Run's end ends it.
-	waited := make(chan error, 1)
-	if err := loop.Submit(ctx, &Job{Request: Request{Prompt: []int32{1}, MaxNew: 4}, Done: func(err error) { waited <- err }}); err != nil {
-		t.Fatal(err)
+	// Submitted before Run and never started: Run's end ends them. The
+	// second is longer than a slot, and fits the whole cache.
+	waited := make(chan error, 2)
+	for _, r := range []Request{{Prompt: []int32{1}, MaxNew: 4}, {Prompt: []int32{1, 2, 3}, MaxNew: 29}} {
+		if err := loop.Submit(ctx, &Job{Request: r, Done: func(err error) { waited <- err }}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	stopped, stop := context.WithCancel(ctx)
 	stop()
 	if err := loop.Run(stopped); !errors.Is(err, ErrLoopStopped) {
 		t.Fatalf("Run on an ended context returned %v", err)
 	}
-	if err := <-waited; !errors.Is(err, ErrLoopStopped) {
-		t.Fatalf("a waiting request ended with %v, want ErrLoopStopped", err)
+	for range 2 {
+		if err := <-waited; !errors.Is(err, ErrLoopStopped) {
+			t.Fatalf("a waiting request ended with %v, want ErrLoopStopped", err)
+		}
 	}
 	if err := loop.Submit(ctx, &Job{Request: Request{Prompt: []int32{1}, MaxNew: 4}, Done: nop}); !errors.Is(err, ErrLoopStopped) {
 		t.Fatalf("Submit after Run returned %v, want ErrLoopStopped", err)

@@ -21,8 +21,8 @@ func (s *Server) runLoop(b *base) {
 
 // submitLocked puts job into its base model's decoding loop, which
 // settles its future when the job's samples end. A job the loop refuses
-// (a prompt and max_tokens beyond what a slot holds) fails at once, as
-// the user's. s.mu is held.
+// (a prompt and max_tokens beyond what its whole cache holds, for one
+// sample alone) fails at once, as the user's. s.mu is held.
 func (s *Server) submitLocked(job *sampleJob) {
 	b := job.w.base
 	load := func() {

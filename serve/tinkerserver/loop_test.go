@@ -174,22 +174,80 @@ func TestDecodingLoopKeepsWeightsApart(t *testing.T) {
 	}
 }
 
-// TestDecodingLoopRefuses checks a call whose prompt and max_tokens need
-// more than a decoding loop's slot holds fails as the user's, saying so,
-// and a call of more samples than the loop's slots is served in parts,
-// which draw what the whole-batch server draws for it alone.
-func TestDecodingLoopRefuses(t *testing.T) {
+// slotsHarness serves the test model with a decoding loop of slots
+// slots of capacity tokens each.
+func slotsHarness(t *testing.T, slots, capacity int) *harness {
+	t.Helper()
 	l, err := checkpoint.Open(testModelDir(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newHarness(t, Config{MaxBatch: slots, KVCacheBytes: sampler.KVBytes(l.Model.Config, slots*capacity)})
+}
+
+// TestDecodingLoopRunsLongCallsAlone serves a loop of 3 slots of 10
+// tokens and submits two calls that fit a slot; while they run, two
+// that need 23 and 13 positions (3 and 2 samples, the first with prompt
+// logprobs), which fit only the whole cache, one sample at a time; and
+// two more that fit a slot, queued behind them. It checks every call
+// completes with what the whole-batch server gives it alone.
+func TestDecodingLoopRunsLongCallsAlone(t *testing.T) {
+	const slots, capacity = 3, 10
+	h := slotsHarness(t, slots, capacity)
+	whole := newHarness(t, Config{WholeBatches: true, MaxBatch: 1})
+	calls := []sampleCase{
+		{prompt: []int32{256, 72, 105}, n: 1, seed: 1, temp: 1, topK: -1, topP: 1, maxTok: 4},
+		{prompt: []int32{256, 10}, n: 2, seed: -7, temp: 0.7, topK: 20, topP: 0.9, maxTok: 8},
+		{prompt: []int32{256, 81, 58}, n: 3, seed: 11, temp: 1.3, topK: -1, topP: 1, maxTok: 20},
+		{prompt: []int32{256}, n: 2, seed: 12, temp: 1, topK: -1, topP: 1, maxTok: 12},
+		{prompt: []int32{256, 65, 66, 67, 68}, n: 3, seed: 3, temp: 0, topK: 0, topP: 1, maxTok: 5},
+		{prompt: []int32{256, 72, 105}, n: 3, seed: 4, temp: 1, topK: -1, topP: 1, maxTok: 7, stop: []string{"e", "a"}},
+	}
+	reqs := make([]tinker.SampleRequest, len(calls))
+	for i, c := range calls {
+		reqs[i] = c.wire("", testBase)
+		reqs[i].PromptLogprobs = i == 2 || i == 4
+	}
+	// The loop is held where the first of the two short calls ends, the
+	// other still in flight, while the rest are submitted.
+	bl := block(h.srv)
+	futures := []tinker.Future{h.submit(tinker.PathSample, reqs[0]), h.submit(tinker.PathSample, reqs[1])}
+	bl.waitEntered(t, "asample")
+	for _, r := range reqs[2:] {
+		futures = append(futures, h.submit(tinker.PathSample, r))
+	}
+	bl.unblock(h.srv)
+	for i, f := range futures {
+		var got, want tinker.SampleResponse
+		strict(t, h.wait(f.RequestID), &got)
+		whole.call(tinker.PathSample, reqs[i], &want)
+		sameResponse(t, fmt.Sprintf("call %d", i), got, want, !gemm.UsingBLAS())
+		if i == 2 && (len(got.Sequences[0].Tokens) != 20 || len(got.PromptLogprobs) != 3) {
+			t.Fatalf("the long call drew %d tokens, with prompt logprobs %v: it ended early", len(got.Sequences[0].Tokens), got.PromptLogprobs)
+		}
+	}
+}
+
+// TestDecodingLoopRefuses checks a call whose prompt and max_tokens need
+// more than a decoding loop's whole cache holds, so that one sample
+// would not fit even alone, fails as the user's, saying so, as does a
+// prompt beyond the model's context; and that a call of more samples
+// than the loop's slots is served in parts, which draw what the
+// whole-batch server draws for it alone.
+func TestDecodingLoopRefuses(t *testing.T) {
 	const slots, capacity = 2, 8
-	h := newHarness(t, Config{MaxBatch: slots, KVCacheBytes: sampler.KVBytes(l.Model.Config, slots*capacity)})
+	h := slotsHarness(t, slots, capacity)
 	c := sampleCases[0] // a prompt of 3 tokens
-	c.n, c.maxTok = 1, 6
-	const want = "need 9 cache positions; the loop holds 8 per continuation"
+	c.n, c.maxTok = 1, 14
+	const want = "need 17 cache positions; the loop's whole cache holds 16 (2 slots of 8), too few for one continuation even alone"
 	if f := h.failure(tinker.PathSample, c.wire("", testBase)); f.Category != "user" || !strings.Contains(f.Message, want) {
 		t.Errorf("failure %+v, want %q", f, want)
+	}
+	beyond := c
+	beyond.prompt, beyond.maxTok = make([]int32, testModelConfig.MaxSeq), 1
+	const wantContext = "prompt has 64 tokens, leaving no room in the model's context of 64"
+	if f := h.failure(tinker.PathSample, beyond.wire("", testBase)); f.Category != "user" || !strings.Contains(f.Message, wantContext) {
+		t.Errorf("failure %+v, want %q", f, wantContext)
 	}
 	whole := newHarness(t, Config{WholeBatches: true, MaxBatch: 1})
 	c.n, c.maxTok = 5, 5

@@ -227,9 +227,11 @@ type Config struct {
 	BatchWindow time.Duration
 	// KVCacheBytes bounds the memory of each decoding loop's KV cache,
 	// MaxBatch slots of one context each: when it holds less than
-	// MaxBatch full contexts of the model, each slot holds what fits, and
-	// a call whose prompt and max_tokens need more is refused. 0 means
-	// 2 GiB.
+	// MaxBatch full contexts of the model, each slot holds what fits. A
+	// call whose prompt and max_tokens need more runs alone in that
+	// memory once the calls in flight end, and the calls behind it wait
+	// (sampler.Loop); one whose single sample needs more than all of it
+	// is refused. 0 means 2 GiB.
 	KVCacheBytes int64
 	// MaxQueue bounds the calls waiting for one model's worker, and the
 	// asample calls in the decoding loops, drawing or waiting, or under
