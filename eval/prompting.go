@@ -5,8 +5,8 @@ import (
 	"io"
 
 	"rlvr/checkpoint"
+	"rlvr/expert/prompt"
 	"rlvr/task"
-	"rlvr/task/world"
 )
 
 // NoExpert is Prompting.Expert when no expert prompt is asked for.
@@ -25,23 +25,21 @@ type Prompting struct {
 	// base model is asked ("Question: " … "\nAnswer:"), few-shot examples,
 	// or an expert's suffix.
 	Prefix, Suffix string
-	// Expert asks every problem under expert Expert's prompt, or under
-	// none when NoExpert: in a chat, its persona after System in the one
-	// system message; on plain text, the world's suffix "@E<i>\n".
+	// Expert asks every problem under expert Expert's prompt
+	// (prompt.Default, as training renders it), or under none when
+	// NoExpert: in a chat, its persona after System in the one system
+	// message; on plain text, the world's suffix "@E<i>\n".
 	Expert int
 	// Experts is how many expert prompts E0, E1, … Config.Experts gets.
 	Experts int
-	// Persona is expert i's persona in a chat, as training renders it
-	// (MEML-GRPO's P_i); nil when no chat is asked under an expert.
-	Persona func(i int) string
 }
 
 // persona is expert i's persona in a chat, "" when i is NoExpert.
-func (p Prompting) persona(i int) string {
+func persona(i int) string {
 	if i < 0 {
 		return ""
 	}
-	return p.Persona(i)
+	return prompt.Default.Of(i).System
 }
 
 // Under returns the system prompt and suffix of every prompt under
@@ -53,9 +51,9 @@ func (p Prompting) Under(chat bool) (system, suffix string) {
 	case p.Expert < 0:
 		return p.System, p.Suffix
 	case chat:
-		return SystemPrompt(p.System, p.persona(p.Expert)), p.Suffix
+		return SystemPrompt(p.System, persona(p.Expert)), p.Suffix
 	default:
-		return p.System, world.ExpertPrompt(p.Expert)
+		return p.System, prompt.Default.Of(p.Expert).Suffix
 	}
 }
 
@@ -80,7 +78,7 @@ func (p Prompting) Local(w io.Writer, l *checkpoint.Loaded, examples []task.Exam
 		describePrompts(w, l.Name, false, system, p.Prefix, suffix)
 		return withAffixes(examples, p.Prefix, suffix), p.suffixExperts(), nil
 	}
-	describePrompts(w, l.Name, true, SystemPrompt(p.System, p.persona(p.Expert)), "", "")
+	describePrompts(w, l.Name, true, SystemPrompt(p.System, persona(p.Expert)), "", "")
 	render := func(persona string) ([]string, error) {
 		out := make([]string, len(examples))
 		for i, e := range examples {
@@ -92,7 +90,7 @@ func (p Prompting) Local(w io.Writer, l *checkpoint.Loaded, examples []task.Exam
 		}
 		return out, nil
 	}
-	texts, err := render(p.persona(p.Expert))
+	texts, err := render(persona(p.Expert))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -103,11 +101,11 @@ func (p Prompting) Local(w io.Writer, l *checkpoint.Loaded, examples []task.Exam
 	}
 	var xs []Expert
 	for x := range p.Experts {
-		prompts, err := render(p.persona(x))
+		prompts, err := render(persona(x))
 		if err != nil {
 			return nil, nil, err
 		}
-		xs = append(xs, Expert{Name: task.ExpertName(x), Prompts: prompts})
+		xs = append(xs, Expert{Name: prompt.Default.Of(x).Name, Prompts: prompts})
 	}
 	return out, xs, nil
 }
@@ -129,7 +127,8 @@ func (p Prompting) Endpoint(w io.Writer, name string, examples []task.Example) (
 func (p Prompting) suffixExperts() []Expert {
 	var xs []Expert
 	for x := range p.Experts {
-		xs = append(xs, Expert{Name: task.ExpertName(x), Suffix: world.ExpertPrompt(x)})
+		p := prompt.Default.Of(x)
+		xs = append(xs, Expert{Name: p.Name, Suffix: p.Suffix})
 	}
 	return xs
 }

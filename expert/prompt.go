@@ -1,25 +1,6 @@
 package expert
 
-import (
-	"strconv"
-	"strings"
-
-	"rlvr/task/world"
-)
-
-// DefaultPrompt is MEML-GRPO's expert prompt P_i, with {i} for the
-// expert's index: the persona a chat model answers as expert i under.
-const DefaultPrompt = "You are Expert {i}, please provide an answer to the above question."
-
-// WorldPrompt is the built-in world's expert prompt P_i, the line after a
-// question that asks for expert i's style (world.ExpertPrompt renders it).
-const WorldPrompt = world.ExpertPromptTemplate
-
-// RenderPrompt returns an expert prompt template with {i} replaced by the
-// expert's index and {name} by its name.
-func RenderPrompt(template string, i int, name string) string {
-	return strings.NewReplacer("{i}", strconv.Itoa(i), "{name}", name).Replace(template)
-}
+import "strings"
 
 // CompletionPrompt is what an expert asked by completion reads: template
 // with {question} and {system} replaced, or Concat(question, system) when

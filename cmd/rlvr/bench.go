@@ -9,6 +9,7 @@ import (
 
 	"rlvr/bench"
 	"rlvr/engine/model"
+	"rlvr/internal/flagcheck"
 )
 
 func benchCmd() *cobra.Command {
@@ -51,7 +52,7 @@ Qwen2.5-0.5B's shape at 1024 tokens, recomputing activations:
     --reps 1 --gemm=false --recompute`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var c flagCheck
+			var c flagcheck.Check
 			for _, f := range []struct {
 				flag string
 				v    int
@@ -61,30 +62,30 @@ Qwen2.5-0.5B's shape at 1024 tokens, recomputing activations:
 				{"ffn", cfg.Hidden, 1 << 16}, {"vocab", cfg.Vocab, 1 << 20}, {"seq", cfg.MaxSeq, 1 << 16},
 				{"batch", seqs, 1 << 12}, {"reps", reps, 1 << 16},
 			} {
-				c.intIn(f.flag, f.v, 1, f.max)
+				c.IntIn(f.flag, f.v, 1, f.max)
 			}
-			c.floatIn("peak", peak, 0, math.Inf(1), false)
+			c.FloatIn("peak", peak, 0, math.Inf(1), false)
 			prec, err := model.ParsePrecision(precision)
 			if err != nil {
-				c.add("precision", "%q: want fp32 or bf16", precision)
+				c.Add("precision", "%q: want fp32 or bf16", precision)
 			}
-			if len(c.problems) == 0 {
+			if c.Len() == 0 {
 				switch {
 				case cfg.Dim%cfg.Heads != 0:
-					c.add("heads", "%d does not divide --dim %d", cfg.Heads, cfg.Dim)
+					c.Add("heads", "%d does not divide --dim %d", cfg.Heads, cfg.Dim)
 				case cfg.Heads%cfg.KVHeads != 0:
-					c.add("kv-heads", "%d does not divide --heads %d", cfg.KVHeads, cfg.Heads)
+					c.Add("kv-heads", "%d does not divide --heads %d", cfg.KVHeads, cfg.Heads)
 				case cfg.Dim/cfg.Heads%2 != 0:
-					c.add("heads", "%d: the head size --dim/--heads = %d must be even", cfg.Heads, cfg.Dim/cfg.Heads)
+					c.Add("heads", "%d: the head size --dim/--heads = %d must be even", cfg.Heads, cfg.Dim/cfg.Heads)
 				}
 				if n := float64(cfg.MaxSeq) * float64(seqs); n > maxBenchTokens {
-					c.add("batch", "%d × --seq %d tokens per step: more than %d", seqs, cfg.MaxSeq, maxBenchTokens)
+					c.Add("batch", "%d × --seq %d tokens per step: more than %d", seqs, cfg.MaxSeq, maxBenchTokens)
 				}
 				if n := benchParams(cfg); n > maxBenchParams {
-					c.add("dim", "%d, --layers %d, --ffn %d and --vocab %d: %.3g parameters, more than %d", cfg.Dim, cfg.Layers, cfg.Hidden, cfg.Vocab, n, int64(maxBenchParams))
+					c.Add("dim", "%d, --layers %d, --ffn %d and --vocab %d: %.3g parameters, more than %d", cfg.Dim, cfg.Layers, cfg.Hidden, cfg.Vocab, n, int64(maxBenchParams))
 				}
 			}
-			if err := c.err(); err != nil {
+			if err := c.Err(); err != nil {
 				return err
 			}
 			o := bench.EngineOptions{Sequences: seqs, SeqLen: cfg.MaxSeq, Reps: reps, Peak: bench.MachinePeak(peak), Recompute: recompute, Precision: prec}

@@ -11,6 +11,7 @@ import (
 	"rlvr/bench"
 	"rlvr/engine/model"
 	"rlvr/format/llama2c"
+	"rlvr/internal/flagcheck"
 )
 
 func benchSampleCmd() *cobra.Command {
@@ -51,35 +52,35 @@ bench/torch_decode_bench.py is the PyTorch reference on the same shapes.`,
   rlvr bench sample --model ~/.cache/rlvr/models/SmolLM2-135M-Instruct.Q4_1.gguf --streams 1,8,64`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var c flagCheck
-			c.intIn("max-tokens", maxTokens, 1, 1<<14)
-			c.intIn("reps", reps, 1, 1<<10)
-			c.floatIn("peak", peak, 0, math.Inf(1), false)
+			var c flagcheck.Check
+			c.IntIn("max-tokens", maxTokens, 1, 1<<14)
+			c.IntIn("reps", reps, 1, 1<<10)
+			c.FloatIn("peak", peak, 0, math.Inf(1), false)
 			for _, n := range streams {
-				c.intIn("streams", n, 1, 1<<12)
+				c.IntIn("streams", n, 1, 1<<12)
 			}
 			for _, p := range paths {
-				c.model("model", p)
+				c.Error("model", localModels.Check(p))
 			}
 			if len(paths) > 0 && !cmd.Flags().Changed("models") {
 				models = nil // only the models named by path
 			}
 			for _, m := range models {
 				if !slices.Contains(names, m) {
-					c.add("models", "%q is not one of %s", m, strings.Join(names, ", "))
+					c.Add("models", "%q is not one of %s", m, strings.Join(names, ", "))
 				}
 			}
 			storiesModel := slices.Contains(models, "stories260K")
 			if storiesModel {
-				c.file("stories", stories)
+				c.File("stories", stories)
 			}
 			if runC != "" {
-				c.file("run-c", runC)
+				c.File("run-c", runC)
 				if !storiesModel { // run.c reads the stories checkpoint too
-					c.file("stories", stories)
+					c.File("stories", stories)
 				}
 			}
-			if err := c.err(); err != nil {
+			if err := c.Err(); err != nil {
 				return err
 			}
 			rep := bench.NewSampleReport(bench.MachinePeak(peak))
@@ -108,7 +109,7 @@ bench/torch_decode_bench.py is the PyTorch reference on the same shapes.`,
 			}
 			for _, p := range paths {
 				rep.StartModel()
-				l, err := openModel(p, "")
+				l, err := localModels.Open(p, "")
 				if err != nil {
 					return err
 				}

@@ -10,6 +10,7 @@ import (
 
 	"rlvr/bench"
 	"rlvr/engine/gemm"
+	"rlvr/internal/flagcheck"
 	"rlvr/serve"
 )
 
@@ -37,17 +38,17 @@ alternate, so that a change in the machine's load falls on both.`,
   rlvr bench serve --model runs/smollm2 --clients 8 --requests 32 --max-tokens 64`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var c flagCheck
-			c.intIn("clients", load.Clients, 1, 1024)
-			c.intIn("requests", load.Requests, 1, 1<<16)
-			c.intIn("min-tokens", load.MinTokens, 1, 1<<14)
-			c.intIn("max-tokens", load.MaxTokens, max(load.MinTokens, 1), 1<<14)
-			c.intIn("max-batch", maxBatch, 1, maxServeBatch)
-			c.intIn("rounds", rounds, 1, 100)
-			if err := c.err(); err != nil {
+			var c flagcheck.Check
+			c.IntIn("clients", load.Clients, 1, 1024)
+			c.IntIn("requests", load.Requests, 1, 1<<16)
+			c.IntIn("min-tokens", load.MinTokens, 1, 1<<14)
+			c.IntIn("max-tokens", load.MaxTokens, max(load.MinTokens, 1), 1<<14)
+			c.IntIn("max-batch", maxBatch, 1, serve.MaxBatchLimit)
+			c.IntIn("rounds", rounds, 1, 100)
+			if err := c.Err(); err != nil {
 				return err
 			}
-			l, err := openModel(modelPath, "")
+			l, err := localModels.Open(modelPath, "")
 			if err != nil {
 				return err
 			}

@@ -153,7 +153,7 @@ func TestEvalChatModel(t *testing.T) {
 		{"prefix and an expert as plain text", "off", 2, "", "", "Q: ", "Q: " + q + "@E2\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _, err := eval.Prompting{Chat: tc.chat, Expert: tc.expert, System: tc.system, Prefix: tc.prefix, Suffix: tc.suffix, Persona: expertPersona}.Local(io.Discard, l, examples)
+			got, _, err := eval.Prompting{Chat: tc.chat, Expert: tc.expert, System: tc.system, Prefix: tc.prefix, Suffix: tc.suffix}.Local(io.Discard, l, examples)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -169,7 +169,7 @@ func TestEvalChatModel(t *testing.T) {
 	// Through the command: the expert's system prompt makes every prompt
 	// too long for the model's context, while the plain prompt with its
 	// suffix, and a short system prompt, fit.
-	expertChat, _, _ := eval.Prompting{Chat: "auto", Expert: 2, Persona: expertPersona}.Local(io.Discard, l, examples)
+	expertChat, _, _ := eval.Prompting{Chat: "auto", Expert: 2}.Local(io.Discard, l, examples)
 	shortChat, _, _ := eval.Prompting{Chat: "auto", Expert: eval.NoExpert, System: "Be brief."}.Local(io.Discard, l, examples)
 	for _, e := range examples {
 		if n := len(l.Encode(e.Prompt + "@E2\n")); n+maxTokens > maxSeq {

@@ -14,6 +14,7 @@ import (
 
 	"rlvr/expert"
 	"rlvr/expert/collect"
+	"rlvr/expert/prompt"
 )
 
 // askedServer is an OpenAI-compatible endpoint answering "#### 5" to
@@ -89,7 +90,7 @@ func TestExpertsCollectFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
-	p := func(i int) string { return expert.RenderPrompt(expert.DefaultPrompt, i, "") }
+	p := func(i int) string { return prompt.Render(prompt.Paper, i, "") }
 	if r := srv.asked(t, "teacher"); len(r.Messages) != 2 || r.Messages[0].Role != "system" || r.Messages[0].Content != "You are a careful math teacher." ||
 		r.Messages[1].Content != "What is 2+3?" || r.MaxTokens != 64 {
 		t.Errorf("teacher asked %+v", r)
@@ -166,7 +167,7 @@ func TestShippedExpertPools(t *testing.T) {
 		t.Fatalf("pool files %v, %v", files, err)
 	}
 	for _, f := range files {
-		experts, err := readExpertsFile(f)
+		experts, err := expert.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"rlvr/backend/local"
 	"rlvr/format/tokenizer"
+	"rlvr/internal/flagcheck"
 	"rlvr/sample"
 )
 
@@ -29,18 +30,18 @@ prompt is a user message rendered with the model's chat template.`,
   rlvr generate --model ../shared/data/stories260K/stories260K.bin --prompt 'Once upon a time' --temperature 0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var c flagCheck
-			c.model("model", modelPath)
+			var c flagcheck.Check
+			c.Error("model", localModels.Check(modelPath))
 			if tokPath != "" {
-				c.file("tokenizer", tokPath)
+				c.File("tokenizer", tokPath)
 			}
-			checkSampling(&c, p, "")
-			c.intIn("max-tokens", p.MaxTokens, 1, maxNewTokens)
-			c.intIn("n", p.N, 1, maxSamples)
-			if err := c.err(); err != nil {
+			c.Sampling(p.Temperature, p.TopP, p.TopK, p.Stop, "")
+			c.IntIn("max-tokens", p.MaxTokens, 1, flagcheck.MaxNewTokens)
+			c.IntIn("n", p.N, 1, flagcheck.MaxSamples)
+			if err := c.Err(); err != nil {
 				return err
 			}
-			l, err := openModel(modelPath, tokPath)
+			l, err := localModels.Open(modelPath, tokPath)
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,7 @@ import (
 	"rlvr/format/hf"
 	"rlvr/format/safetensors"
 	"rlvr/internal/atomicfile"
+	"rlvr/internal/flagcheck"
 )
 
 func importCmd() *cobra.Command {
@@ -34,18 +35,18 @@ so does every rlvr command, which also takes the .gguf file itself.`,
   rlvr import gemma-3-270m-q4_k_m.gguf --out runs/gemma3 --dtype bf16`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var fc flagCheck
-			fc.file("MODEL.gguf", args[0])
+			var fc flagcheck.Check
+			fc.File("MODEL.gguf", args[0])
 			if out == "" {
-				fc.add("out", "is required")
+				fc.Add("out", "is required")
 			} else {
-				fc.outDir("out", out, force)
+				fc.OutDir("out", out, force)
 			}
 			dt := map[string]safetensors.DType{"f32": safetensors.F32, "bf16": safetensors.BF16}[dtype]
 			if dt == "" {
-				fc.add("dtype", "%q: want f32 or bf16", dtype)
+				fc.Add("dtype", "%q: want f32 or bf16", dtype)
 			}
-			if err := fc.err(); err != nil {
+			if err := fc.Err(); err != nil {
 				return err
 			}
 			start := time.Now()

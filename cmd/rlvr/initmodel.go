@@ -8,6 +8,7 @@ import (
 
 	"rlvr/checkpoint"
 	"rlvr/format/hfconfig"
+	"rlvr/internal/flagcheck"
 )
 
 // initModelCmd is `rlvr init-model`: a randomly initialised Hugging Face
@@ -40,16 +41,16 @@ Shapes:
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
-			var fc flagCheck
+			var fc flagcheck.Check
 			if tokDir == "" {
-				fc.add("tokenizer", "is required")
+				fc.Add("tokenizer", "is required")
 			} else {
-				fc.dir("tokenizer", tokDir)
+				fc.Dir("tokenizer", tokDir)
 			}
 			if out == "" {
-				fc.add("out", "is required")
+				fc.Add("out", "is required")
 			} else {
-				fc.outDir("out", out, force)
+				fc.OutDir("out", out, force)
 			}
 			for _, o := range []struct {
 				flag    string
@@ -67,14 +68,14 @@ Shapes:
 				{"max-seq", over.MaxSeq, 1, hfconfig.MaxPositionEmbeddings, f.Changed("max-seq")},
 			} {
 				if o.changed {
-					fc.intIn(o.flag, o.v, o.min, o.max)
+					fc.IntIn(o.flag, o.v, o.min, o.max)
 				}
 			}
 			shape, err := checkpoint.LookupShape(shapeName)
 			if err != nil {
-				fc.add("shape", "%q: unknown (known: %s)", shapeName, strings.Join(checkpoint.ShapeNames(), ", "))
+				fc.Add("shape", "%q: unknown (known: %s)", shapeName, strings.Join(checkpoint.ShapeNames(), ", "))
 			}
-			if err := fc.err(); err != nil {
+			if err := fc.Err(); err != nil {
 				return err
 			}
 			for _, o := range []struct {

@@ -16,6 +16,7 @@ import (
 
 	"rlvr/checkpoint"
 	"rlvr/engine/parallel"
+	"rlvr/internal/flagcheck"
 	// Every guidance part and its paper's preset, for train and sft.
 	_ "rlvr/method/part/all"
 	"rlvr/task/world"
@@ -67,9 +68,9 @@ func rootCmd() *cobra.Command {
 			if err := emptyPaths(cmd.Flags()); err != nil {
 				return err
 			}
-			var c flagCheck
-			c.intIn("threads", threads, 0, maxThreads)
-			if err := c.err(); err != nil {
+			var c flagcheck.Check
+			c.IntIn("threads", threads, 0, flagcheck.MaxThreads)
+			if err := c.Err(); err != nil {
 				return err
 			}
 			parallel.SetThreads(threads)
@@ -117,28 +118,16 @@ func worldModelPath(version int) string {
 	return train.PretrainedPath(cfg)
 }
 
-// worldVersionOf is the world version whose model path is, or 0.
-func worldVersionOf(path string) int {
-	for _, v := range world.Versions {
-		if path == worldModelPath(v) {
-			return v
-		}
-	}
-	return 0
-}
+// localModels are the models the commands open by path: checkpoints on
+// disk, and the world's models, which a version whose model comes with
+// rlvr installs into the cache on first use.
+var localModels = checkpoint.Models{World: worldModelPath, Versions: world.Versions, Install: installWorldModel}
 
-// ensureWorldModel makes the world model at path available when it is one
-// and is missing: a version whose model comes with rlvr installs at once;
-// another must be pretrained first, which this says how to do rather than
-// start a long run unasked.
-func ensureWorldModel(ctx context.Context, path string) error {
-	v := worldVersionOf(path)
-	if v == 0 {
-		return nil
-	}
-	if _, err := os.Stat(path); err == nil {
-		return nil
-	}
+// installWorldModel makes world version v's model available in the
+// cache: a version whose model comes with rlvr installs at once; another
+// must be pretrained first, which this says how to do rather than start
+// a long run unasked.
+func installWorldModel(ctx context.Context, v int) error {
 	if cfg, err := train.WorldPretrain(v); err == nil {
 		if _, embedded := worldmodel.Lookup(train.ConfigHash(cfg)); !embedded {
 			return fmt.Errorf("world version %d's model is not pretrained yet: run `rlvr pretrain --world %d` (about %d minutes on two cores)", v, v, train.PretrainMinutes(cfg))
@@ -146,14 +135,6 @@ func ensureWorldModel(ctx context.Context, path string) error {
 	}
 	_, err := train.WorldModel(ctx, v, nil)
 	return err
-}
-
-// openModel opens a model, installing the default one when it is missing.
-func openModel(path, tokenizerPath string) (*checkpoint.Loaded, error) {
-	if err := ensureWorldModel(context.Background(), path); err != nil {
-		return nil, err
-	}
-	return checkpoint.Open(path, tokenizerPath)
 }
 
 // newBar is the progress bar of a training command: on stderr, with the

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rlvr/engine/gemm"
+	"rlvr/internal/flagcheck"
 	"rlvr/rundir"
 	"rlvr/task/world"
 	"rlvr/train"
@@ -33,7 +34,7 @@ SIGINT or SIGTERM ends the run after the step under way with a checkpoint (in
 --out, or beside the cache entry); the same command then continues it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var c flagCheck
+			var c flagcheck.Check
 			// The version's own pretraining, under the flags given.
 			if base, err := train.WorldPretrain(version); err == nil {
 				cfg.Corpus = base.Corpus
@@ -41,23 +42,23 @@ SIGINT or SIGTERM ends the run after the step under way with a checkpoint (in
 					cfg.Steps = base.Steps
 				}
 			} else {
-				c.add("world", "%d: no such world version (%v)", version, world.Versions)
+				c.Add("world", "%d: no such world version (%v)", version, world.Versions)
 			}
-			c.intIn("steps", cfg.Steps, 1, maxPretrainSteps)
-			c.intIn("batch-tokens", cfg.BatchTokens, 1, maxBatchTokens)
-			c.floatIn("lr", cfg.Schedule.PeakLR, 0, 1, true)
-			c.intIn("eval", cfg.EvalProblems, 1, maxProblems)
+			c.IntIn("steps", cfg.Steps, 1, maxPretrainSteps)
+			c.IntIn("batch-tokens", cfg.BatchTokens, 1, maxBatchTokens)
+			c.FloatIn("lr", cfg.Schedule.PeakLR, 0, 1, true)
+			c.IntIn("eval", cfg.EvalProblems, 1, flagcheck.MaxProblems)
 			if cmd.Flags().Changed("warmup") {
 				if cfg.Schedule.WarmupSteps < 0 || cfg.Steps >= 1 && cfg.Schedule.WarmupSteps > cfg.Steps {
-					c.add("warmup", "%d: must be in [0, --steps %d]", cfg.Schedule.WarmupSteps, cfg.Steps)
+					c.Add("warmup", "%d: must be in [0, --steps %d]", cfg.Schedule.WarmupSteps, cfg.Steps)
 				}
 			} else {
 				cfg.Schedule.WarmupSteps = defaultWarmup(cfg.Steps)
 			}
 			if cfg.Out != "" {
-				c.outDir("out", cfg.Out, true)
+				c.OutDir("out", cfg.Out, true)
 			}
-			if err := c.err(); err != nil {
+			if err := c.Err(); err != nil {
 				return err
 			}
 			cfg.Schedule.TotalSteps = cfg.Steps

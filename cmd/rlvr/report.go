@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rlvr/internal/flagcheck"
 	"rlvr/report"
 	"rlvr/rundir"
 )
@@ -62,43 +63,43 @@ its runs.`,
   rlvr report --blocks 50 --metrics accuracy,grad_norm --baseline grpo runs/grpo-s{1,2,3} runs/dapo-s{1,2,3}`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var c flagCheck
+			var c flagcheck.Check
 			for _, dir := range args {
 				if st, err := os.Stat(dir); err != nil {
-					c.problems = append(c.problems, fmt.Sprintf("run directory %s: %v", dir, statProblem(err)))
+					c.Problem("run directory %s: %v", dir, flagcheck.StatProblem(err))
 				} else if !st.IsDir() {
-					c.problems = append(c.problems, fmt.Sprintf("run directory %s is a file, not a directory", dir))
+					c.Problem("run directory %s is a file, not a directory", dir)
 				}
 			}
 			if out != "" && !table {
-				c.outDir("out", out, true)
+				c.OutDir("out", out, true)
 			}
 			if cmd.Flags().Changed("blocks") && blocks < 1 {
-				c.add("blocks", "%d: a block is at least one step", blocks)
+				c.Add("blocks", "%d: a block is at least one step", blocks)
 			}
 			if len(columns) > 0 && !table {
-				c.add("column", "needs --table")
+				c.Add("column", "needs --table")
 			}
 			if cmd.Flags().Changed("expert") && !table {
-				c.add("expert", "needs --table")
+				c.Add("expert", "needs --table")
 			} else {
-				c.nonEmptyIfSet(cmd, "expert", expert)
+				c.NonEmpty("expert", expert, cmd.Flags().Changed("expert"))
 			}
 			if cmd.Flags().Changed("metrics") && blocks == 0 {
-				c.add("metrics", "needs --blocks")
+				c.Add("metrics", "needs --blocks")
 			}
 			for _, m := range metrics {
 				if strings.TrimSpace(m) == "" {
-					c.add("metrics", "an empty metric name")
+					c.Add("metrics", "an empty metric name")
 					break
 				}
 			}
 			if !table && blocks == 0 && cmd.Flags().Changed("baseline") {
-				c.add("baseline", "needs --table or --blocks")
+				c.Add("baseline", "needs --table or --blocks")
 			} else {
-				c.nonEmptyIfSet(cmd, "baseline", baseline)
+				c.NonEmpty("baseline", baseline, cmd.Flags().Changed("baseline"))
 			}
-			if err := c.err(); err != nil {
+			if err := c.Err(); err != nil {
 				return err
 			}
 			runs := make([]*rundir.Run, len(args))

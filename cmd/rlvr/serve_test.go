@@ -12,7 +12,6 @@ import (
 	"time"
 
 	api "rlvr/api/openai"
-	"rlvr/format/tokenizer"
 	"rlvr/serve"
 )
 
@@ -35,7 +34,7 @@ func TestServeTokenFromEnvironment(t *testing.T) {
 		{"neither", "", nil, "", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(tokenEnv, tc.env)
+			t.Setenv(serve.TokenEnv, tc.env)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			base, done := startServe(t, ctx, append([]string{"serve", "--world-experts", "--addr", "127.0.0.1:0"}, tc.flag...), `serving E0 on (http://\S+/v1)`)
@@ -84,9 +83,9 @@ func TestServeTokenFromEnvironment(t *testing.T) {
 // also has a bad --max-n, so it stops at the flag check.
 func TestServeAddrNeedsAKey(t *testing.T) {
 	dir := cliFixture(t)
-	t.Setenv(tokenEnv, "")
+	t.Setenv(serve.TokenEnv, "")
 	refused(t, dir, []string{"serve", "--world-experts", "--addr", "0.0.0.0:8000"},
-		[]string{`--addr "0.0.0.0:8000" accepts connections from other machines: give --api-key (or $` + tokenEnv + `)`, "--insecure"})
+		[]string{`--addr "0.0.0.0:8000" accepts connections from other machines: give --api-key (or $` + serve.TokenEnv + `)`, "--insecure"})
 	refused(t, dir, []string{"serve", "--world-experts", "--api-key", "a", "--token", "b"}, []string{"--token is the old name of --api-key"})
 	for _, tc := range []struct {
 		env  string
@@ -97,32 +96,12 @@ func TestServeAddrNeedsAKey(t *testing.T) {
 		{"k", []string{"--addr", "[::]:8000"}},
 		{"", []string{"--addr", "localhost:8000"}},
 	} {
-		t.Setenv(tokenEnv, tc.env)
+		t.Setenv(serve.TokenEnv, tc.env)
 		args := append([]string{"serve", "--world-experts", "--max-n", "200"}, tc.args...)
 		_, _, err := execute(t, context.Background(), args...)
 		if err == nil || !strings.Contains(err.Error(), "--max-n 200") || strings.Contains(err.Error(), "--addr") {
 			t.Errorf("%v: error %v, want one about --max-n only", args, err)
 		}
-	}
-}
-
-// TestUnderPrompt serves a model under an expert prompt: a system message
-// before chats that have none, a suffix after completion prompts.
-func TestUnderPrompt(t *testing.T) {
-	var rendered []tokenizer.Message
-	m := serve.Model{Chat: func(msgs []tokenizer.Message) (string, error) { rendered = msgs; return "x", nil },
-		Encode: func(text string) []int32 { return []int32{int32(len(text))} }}
-	u := underPrompt(m, "You are Expert 2, please provide an answer to the above question.", "@E2\n")
-	u.Chat([]tokenizer.Message{{Role: "user", Content: "2+2?"}})
-	if len(rendered) != 2 || rendered[0].Role != "system" || !strings.Contains(rendered[0].Content, "Expert 2") {
-		t.Fatalf("rendered %+v", rendered)
-	}
-	u.Chat([]tokenizer.Message{{Role: "system", Content: "mine"}, {Role: "user", Content: "2+2?"}})
-	if len(rendered) != 2 || rendered[0].Content != "mine" {
-		t.Fatalf("a chat's own system message was replaced: %+v", rendered)
-	}
-	if got := u.Encode("Q:1+1\n"); got[0] != int32(len("Q:1+1\n@E2\n")) {
-		t.Fatalf("encoded length %d", got[0])
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"rlvr/api/tinker"
 	"rlvr/backend/remote"
+	"rlvr/serve"
 )
 
 // TestServeTinker runs rlvr serve --tinker over loopback and makes the
@@ -22,7 +23,7 @@ import (
 // its weights are saved under --state.
 func TestServeTinker(t *testing.T) {
 	cliFixture(t)
-	t.Setenv(tokenEnv, "")
+	t.Setenv(serve.TokenEnv, "")
 	state := filepath.Join(t.TempDir(), "state")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -101,7 +102,7 @@ func TestServeTinker(t *testing.T) {
 // those read only with it.
 func TestServeTinkerFlags(t *testing.T) {
 	dir := cliFixture(t)
-	t.Setenv(tokenEnv, "")
+	t.Setenv(serve.TokenEnv, "")
 	for _, tc := range []struct {
 		args, want []string
 	}{

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"rlvr/format/tokenizer"
+	"rlvr/serve"
 )
 
 // tinkerSDKPython is the python of the Tinker SDK's environment that
@@ -56,7 +57,7 @@ func TestTinkerSDKMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	cliFixture(t)
-	t.Setenv(tokenEnv, "")
+	t.Setenv(serve.TokenEnv, "")
 	dir := t.TempDir()
 	model := filepath.Join(dir, "tiny")
 	saveByteModel(t, model)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"rlvr/internal/flagcheck"
 	"rlvr/method"
 	"rlvr/method/part"
 	"rlvr/rundir"
@@ -111,9 +112,9 @@ func rlCommand(use, preset, short, long, example string) *cobra.Command {
 			runDir = filepath.Join("runs", fmt.Sprintf("%s-seed%d", cfg.Algorithm, cfg.Seed))
 		}
 		if out != "" {
-			var c flagCheck
-			c.outDir("out", out, false)
-			if err := c.err(); err != nil {
+			var c flagcheck.Check
+			c.OutDir("out", out, false)
+			if err := c.Err(); err != nil {
 				return err
 			}
 		}

@@ -27,6 +27,7 @@ import (
 
 	"rlvr/eval"
 	"rlvr/expert"
+	"rlvr/expert/prompt"
 	"rlvr/internal/stats"
 	"rlvr/task"
 )
@@ -55,7 +56,7 @@ func ChatMessages(e task.Example, prompt string) []task.Message {
 type Expert struct {
 	Name  string // unique; not ReferenceName
 	Index int    // i, at least 1; Expert0 is the reference
-	// Prompt is the expert prompt P_i (see expert.RenderPrompt): what
+	// Prompt is the expert prompt P_i (see prompt.Render): what
 	// D_ME records, the prompt the policy is trained behind.
 	Prompt string
 	// System, when set, is the persona the expert is asked under instead
@@ -78,13 +79,13 @@ type Expert struct {
 
 // PoolExperts are the members of pool as a collection's experts, numbered
 // 1, 2, … in order, expert i prompted with template's P_i
-// (expert.RenderPrompt) and asked under its own persona (Member.System)
+// (prompt.Render) and asked under its own persona (Member.System)
 // when it has one.
 func PoolExperts(pool *expert.Pool, template string) []Expert {
 	out := make([]Expert, len(pool.Members))
 	for k, m := range pool.Members {
 		i := k + 1
-		out[k] = Expert{Name: m.Name, Index: i, Prompt: expert.RenderPrompt(template, i, m.Name), System: m.System, Template: m.Template, API: m.API,
+		out[k] = Expert{Name: m.Name, Index: i, Prompt: prompt.Render(template, i, m.Name), System: m.System, Template: m.Template, API: m.API,
 			Model: m.Model, Answerer: m.Answerer}
 	}
 	return out

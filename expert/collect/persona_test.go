@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"rlvr/expert"
+	"rlvr/expert/prompt"
 	"rlvr/task"
 )
 
@@ -37,7 +38,7 @@ func TestCollectPersonaAndReference(t *testing.T) {
 		{ID: "gsm8k/0", Prompt: "How many clips?", Answer: "72", Solution: "48/2 = 24\n48+24 = 72", Kind: task.Math},
 		{ID: "gsm8k/1", Prompt: "How many eggs?", Answer: "9", Kind: task.Math},
 	}
-	p := func(i int) string { return expert.RenderPrompt(expert.DefaultPrompt, i, "") }
+	p := func(i int) string { return prompt.Render(prompt.Paper, i, "") }
 	teacher, base, plain := &recorder{text: "#### 72"}, &recorder{text: "#### 9"}, &recorder{text: "#### 1"}
 	experts := []Expert{
 		{Name: "teacher", Index: 1, Prompt: p(1), System: "You are a careful math teacher.", API: expert.APIChat, Answerer: teacher},

@@ -5,7 +5,7 @@
 //
 // Multi-expert fine-tuning (MEF, §3.1) trains the policy on the answers of
 // several models, each behind its own expert prompt P_i ("You are Expert
-// i, …", PaperExpertSystem). The answers come from rlvr experts collect
+// i, …", prompt.Paper). The answers come from rlvr experts collect
 // (D_ME, package expert/collect); an sft run with data.dme and the
 // expert_prompts part trains expert i's answers behind the variant E<i>
 // alone (package train reads the file; method.Supervised trains it).

@@ -4,10 +4,9 @@ import (
 	"strings"
 
 	"rlvr/backend"
-	"rlvr/expert"
+	"rlvr/expert/prompt"
 	"rlvr/method"
 	"rlvr/method/part"
-	"rlvr/task"
 )
 
 // The parts of MEML-GRPO, as a config's parts: lists them.
@@ -16,10 +15,6 @@ const (
 	PartMutualLearning = "mutual_learning"
 	PartHardBuffer     = "hard_buffer"
 )
-
-// PaperExpertSystem is MEML-GRPO's expert prompt P_i, the one its
-// experts' answers are collected under.
-const PaperExpertSystem = expert.DefaultPrompt
 
 func init() {
 	part.Register(part.Part{Name: PartExpertPrompts, Order: 10, New: func() part.Section { return &ExpertPromptsConfig{} },
@@ -59,7 +54,7 @@ type ExpertPromptsConfig struct {
 	// dataset's own reference style).
 	Experts []int `yaml:"experts"`
 	// System is a chat model's expert persona, with {i} standing for the
-	// index and {name} for E<i> (expert.RenderPrompt; default: the
+	// index and {name} for E<i> (prompt.Render; default: the
 	// paper's wording), written after chat.system in the system message.
 	System string `yaml:"system"`
 	// Suffix follows a plain-text prompt, with {i} and {name} as in
@@ -73,10 +68,10 @@ func (e *ExpertPromptsConfig) Resolve(run *part.Run, add func(string, ...any)) {
 		e.Experts = []int{1, 2, 3}
 	}
 	if e.System == "" {
-		e.System = PaperExpertSystem
+		e.System = prompt.Default.System
 	}
 	if e.Suffix == "" {
-		e.Suffix = expert.WorldPrompt
+		e.Suffix = prompt.Default.Suffix
 	}
 	for _, i := range e.Experts {
 		if i < 0 {
@@ -93,10 +88,8 @@ func (e *ExpertPromptsConfig) Resolve(run *part.Run, add func(string, ...any)) {
 func (e *ExpertPromptsConfig) Variants() []method.Variant {
 	var out []method.Variant
 	for _, i := range e.Experts {
-		name := task.ExpertName(i)
-		out = append(out, method.Variant{Name: name,
-			System: expert.RenderPrompt(e.System, i, name),
-			Suffix: expert.RenderPrompt(e.Suffix, i, name)})
+		p := prompt.Templates{System: e.System, Suffix: e.Suffix}.Of(i)
+		out = append(out, method.Variant{Name: p.Name, System: p.System, Suffix: p.Suffix})
 	}
 	return out
 }
