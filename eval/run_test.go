@@ -2,7 +2,6 @@ package eval
 
 import (
 	"context"
-	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -167,7 +166,7 @@ func TestRunExpertPrompts(t *testing.T) {
 	var bySuffix, whole []Expert
 	for i := range world.Styles {
 		bySuffix = append(bySuffix, Expert{Suffix: world.ExpertPrompt(i)})
-		x := Expert{Name: fmt.Sprintf("E%d", i)}
+		x := Expert{Name: task.ExpertName(i)}
 		for _, e := range exs {
 			x.Prompts = append(x.Prompts, e.Prompt+world.ExpertPrompt(i))
 		}

@@ -21,6 +21,7 @@ import (
 	"rlvr/expert/collect"
 	"rlvr/serve"
 	"rlvr/serve/servetest"
+	"rlvr/task"
 	"rlvr/task/world"
 )
 
@@ -75,7 +76,7 @@ func TestExpertsCollectResumesAfterSIGKILL(t *testing.T) {
 	args := func(base string) []string {
 		a := []string{"experts", "collect", "--levels", "3,4", "--problems", "30", "--seed", "4", "--concurrency", "2", "--out", out}
 		for s := 1; s < len(world.Styles); s++ {
-			a = append(a, "--expert", fmt.Sprintf("E%d=%s#E%d", s, base, s))
+			a = append(a, "--expert", task.ExpertName(s)+"="+base+"#"+task.ExpertName(s))
 		}
 		return a
 	}
