@@ -78,7 +78,7 @@ func bindServeFlags(f *pflag.FlagSet, o *serve.Options) {
 	f.IntVar(&o.Config.MaxBatch, "max-batch", 0, "sequences sampled together at most (0: 64)")
 	f.DurationVar(&o.Config.BatchWindow, "batch-window", 0, "how long an idle server waits for more requests to batch (0: 2ms)")
 	f.BoolVar(&o.Config.WholeBatches, "whole-batches", false, "sample each batch to completion before the next starts, instead of admitting requests into the running batch")
-	f.Int64Var(&o.Config.KVCacheBytes, "kv-cache-bytes", 0, "memory of the decoding loop's KV cache, --max-batch samples; beyond it the context served shrinks (0: 2 GiB)")
+	f.Int64Var(&o.Config.KVCacheBytes, "kv-cache-bytes", 0, "memory of the decoding loop's KV cache, --max-batch samples; beyond it the context served shrinks, and with --tinker a call longer than a slot runs alone in the same memory once the batch drains (0: 2 GiB)")
 	f.BoolVar(&o.Verbose, "verbose", false, "log every request")
 	f.BoolVar(&o.WorldExperts, "world-experts", false, "serve the built-in world's scripted experts as models E0 (reference) to E3")
 	f.StringVar(&o.System, "system", "", "system prompt put before every chat that has none (e.g. the expert prompt a model was trained under)")
