@@ -79,7 +79,7 @@ group_size, temperature, max_tokens and seed.`
 // probeExample is rlvr probe's examples.
 const probeExample = `  rlvr probe --world 2
   rlvr probe --world 1 --problems 1000 --out runs/probe-v1.json
-  rlvr probe --config configs/gsm8k-probe-smollm2.yaml --problems 150 --k 4 --out results/probe/smollm2-gsm8k.json`
+  rlvr probe --config results/probe/smollm2-gsm8k.yaml --problems 64 --k 4 --out results/probe/smollm2-gsm8k.json`
 
 // bindProbeFlags binds rlvr probe's flags to o.
 func bindProbeFlags(f *pflag.FlagSet, o *probe.Options) {
