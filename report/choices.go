@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,10 +10,11 @@ import (
 )
 
 // Where a run's reported numbers come from: the test line of eval.jsonl
-// says where its problems come from (source) and where the choice it
-// reports was made (chosen_on: the best expert, on the final validation),
-// as a training run writes them. The model scored is always the last
-// step's: rlvr chooses no checkpoint.
+// says where its problems come from (source) and where the choice an
+// evaluator reports on it was made (chosen_on: the best expert, on the
+// final validation), as a training run writes them; the record that made
+// the choice names it (rundir.EvalRecord.Choice). The model scored is
+// always the last step's: rlvr chooses no checkpoint.
 
 // WhereChosen says where a run's final test evaluation comes from and
 // where the choice it reports was made, "reported on test (1,319 problems
@@ -26,7 +28,7 @@ func WhereChosen(r *rundir.Run) string {
 	if !ok || f.FromVal || f.Eval.Source == "" && f.Eval.ChosenOn == "" {
 		return ""
 	}
-	s := whereFrom(f.Eval, f.Expert)
+	s := whereFrom(f.Eval, f.Variant)
 	if f.Eval.Step >= 0 {
 		s += "; the model of the last step, " + strconv.Itoa(f.Eval.Step)
 	}
@@ -34,8 +36,8 @@ func WhereChosen(r *rundir.Run) string {
 }
 
 // whereFrom says where a test line's problems come from and where its
-// choice was made; expert names the best expert, "" to leave it out.
-func whereFrom(e rundir.Eval, expert string) string {
+// choice was made; chosen names the variant chosen, "" to leave it out.
+func whereFrom(e rundir.Eval, chosen string) string {
 	var of []string
 	if e.Problems > 0 {
 		of = append(of, countOf(e.Problems, "problem"))
@@ -48,9 +50,10 @@ func whereFrom(e rundir.Eval, expert string) string {
 		s += " (" + strings.Join(of, " ") + ")"
 	}
 	if e.ChosenOn != "" {
-		s += "; best expert "
-		if expert != "" {
-			s += expert + " "
+		_, noun := variantsOf(e)
+		s += "; " + cmp.Or(noun, "choice") + " "
+		if chosen != "" {
+			s += chosen + " "
 		}
 		s += "chosen on " + e.ChosenOn
 	}

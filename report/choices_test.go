@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"rlvr/method/meml"
 	"rlvr/rundir"
 )
 
@@ -14,11 +15,17 @@ import (
 // whose test line reports the expert best on it on the whole test file.
 func chosenRun(name, seed, best string) *rundir.Run {
 	acc := 0.4
+	experts := func(e rundir.Eval, rec meml.ExpertRecord) rundir.Eval {
+		if err := e.SetRecord(meml.RecordExperts, rec); err != nil {
+			panic(err)
+		}
+		return e
+	}
 	return &rundir.Run{Name: name, Seed: seed, Evals: []rundir.Eval{
-		{Step: 0, Split: "val", Greedy: 0.1, Source: "held out of the training file", Experts: map[string]float64{"E0": 0.1, "E2": 0.2}},
-		{Step: 374, Split: "val", Greedy: 0.3, Source: "held out of the training file", Experts: map[string]float64{"E0": 0.3, "E2": 0.4}},
-		{Step: 374, Split: "test", Greedy: 0.35, Problems: 1319, Source: "from the test file", Experts: map[string]float64{"E0": 0.3, "E2": 0.4},
-			BestExpert: best, Best: &acc, ChosenOn: "validation (200 problems held out of the training file)"},
+		experts(rundir.Eval{Step: 0, Split: "val", Greedy: 0.1, Source: "held out of the training file"}, meml.ExpertRecord{Experts: map[string]float64{"E0": 0.1, "E2": 0.2}}),
+		experts(rundir.Eval{Step: 374, Split: "val", Greedy: 0.3, Source: "held out of the training file"}, meml.ExpertRecord{Experts: map[string]float64{"E0": 0.3, "E2": 0.4}}),
+		experts(rundir.Eval{Step: 374, Split: "test", Greedy: 0.35, Problems: 1319, Source: "from the test file", ChosenOn: "validation (200 problems held out of the training file)"},
+			meml.ExpertRecord{Experts: map[string]float64{"E0": 0.3, "E2": 0.4}, BestExpert: best, Best: &acc}),
 	}}
 }
 
@@ -42,9 +49,9 @@ func TestWhereChosenInTable(t *testing.T) {
 
 	// Another row scored on other problems is named with its own note.
 	other := chosenRun("grpo-s1", "1", "")
-	other.Evals[2].ChosenOn, other.Evals[2].Best, other.Evals[2].Experts, other.Evals[2].Problems = "", nil, nil, 500
+	other.Evals[2].ChosenOn, other.Evals[2].Problems = "", 500
 	for i := range other.Evals {
-		other.Evals[i].Experts = nil
+		other.Evals[i].Evaluators = nil
 	}
 	out, err = Table(append(runs, other), "")
 	if err != nil {

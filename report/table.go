@@ -1,7 +1,9 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -20,11 +22,16 @@ import (
 // test line of eval.jsonl that a run with a test split writes at its end,
 //
 //	{"step":200,"split":"test","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14,"problems":200,
-//	 "experts":{"E0":0.1,"E1":0.12,"E2":0.08},"expert_majority":0.11,
-//	 "best_expert":"E1","best":0.12,"best_low":0.08,"best_high":0.17,"delta":-0.01}
+//	 "evaluators":{"expert_prompts":{"experts":{"E0":0.1,"E1":0.12,"E2":0.08},"expert_majority":0.11,
+//	 "best_expert":"E1","best":0.12,"best_low":0.08,"best_high":0.17,"delta":-0.01}}}
 //
-// or, for a run without one, its last validation line. Its accuracy before
-// training is the step-0 validation line's, under the same expert prompt.
+// or, for a run without one, its last validation line. The evaluators'
+// records on it are read through what their parts declare to rundir
+// (rundir.EvalRecords): one that asked every problem under prompt
+// variants (MEML-GRPO's expert prompts) gives the run's accuracy as that
+// of the variant it chose, and the columns the parts declare show the
+// rest. Its accuracy before training is the step-0 validation line's,
+// under the same variant.
 
 // Row is the runs of one configuration across seeds: the runs whose names
 // are the same but for a seed suffix (see [RowName]).
@@ -85,18 +92,18 @@ type Final struct {
 	// has none its last validation evaluation (FromVal).
 	Eval    rundir.Eval
 	FromVal bool
-	// Acc is the run's headline accuracy: that of its best expert when it
-	// has expert prompts, its greedy accuracy otherwise; Low and High
-	// bound its 95% interval, NaN when unknown. On a test line the best
-	// expert is the line's best_expert, chosen on the final validation
-	// evaluation; on a validation line it is the expert most accurate
-	// there.
+	// Acc is the run's headline accuracy: that of the variant its
+	// evaluation's records report it by when they asked under prompt
+	// variants (the best expert), its greedy accuracy otherwise; Low and
+	// High bound its 95% interval, NaN when unknown. On a test line the
+	// variant is the one the record chose on the final validation
+	// evaluation; on a line that names none, the one most accurate on the
+	// last validation line, failing that on this one.
 	Acc, Low, High float64
-	// Expert names the best expert, empty for a run without experts.
-	Expert string
-	// Delta is the expert majority's accuracy minus Acc, NaN without
-	// experts.
-	Delta float64
+	// Variant names that variant, empty for a run without variants, and
+	// Variants is each variant's accuracy on the line.
+	Variant  string
+	Variants map[string]float64
 }
 
 // FinalOf returns the evaluation that a table reports for the run, and
@@ -123,76 +130,118 @@ func FinalOf(r *rundir.Run) (Final, bool) {
 		return Final{}, false
 	}
 	e := f.Eval
-	f.Acc, f.Low, f.High, f.Delta = e.Greedy, e.GreedyLow, e.GreedyHigh, math.NaN()
+	f.Acc, f.Low, f.High = e.Greedy, e.GreedyLow, e.GreedyHigh
+	v, _ := variantsOf(e)
+	f.Variants = v.Variants
 	switch {
-	case e.Best != nil:
-		f.Acc, f.Low, f.High, f.Expert = *e.Best, orNaN(e.BestLow), orNaN(e.BestHigh), e.BestExpert
-	case len(e.Experts) > 0:
-		// A line without best_expert: the expert most accurate on the
+	case v.Chosen != "":
+		f.Acc, f.Low, f.High, f.Variant = v.Acc, v.Low, v.High, v.Chosen
+	case len(v.Variants) > 0:
+		// A line that names no variant: the one most accurate on the
 		// last validation line, failing that on this one.
-		f.Expert = e.BestExpert
-		if _, ok := e.Experts[f.Expert]; !ok {
-			f.Expert = bestExpert(e.Experts)
-			if val != nil && !f.FromVal && len(val.Experts) > 0 {
-				if name := bestExpert(val.Experts); hasKey(e.Experts, name) {
-					f.Expert = name
+		f.Variant = bestVariant(v.Variants)
+		if val != nil && !f.FromVal {
+			if w, _ := variantsOf(*val); len(w.Variants) > 0 {
+				if name := bestVariant(w.Variants); hasKey(v.Variants, name) {
+					f.Variant = name
 				}
 			}
 		}
-		f.Acc, f.Low, f.High = e.Experts[f.Expert], math.NaN(), math.NaN()
+		f.Acc, f.Low, f.High = v.Variants[f.Variant], math.NaN(), math.NaN()
 	}
 	if math.IsNaN(f.Acc) {
 		return Final{}, false
 	}
-	switch {
-	case e.Best == nil && len(e.Experts) == 0: // no experts
-	case e.Delta != nil && e.Best != nil:
-		f.Delta = *e.Delta
-	default:
-		f.Delta = orNaN(e.ExpertMajority) - f.Acc
-	}
 	return f, true
 }
 
+// variantsOf reads the first of a line's records, in the order the parts
+// declare them, that asked under prompt variants or names a chosen one,
+// with the noun of its choice (rundir.EvalRecord.Choice); a zero Reading
+// when none did.
+func variantsOf(e rundir.Eval) (rundir.Reading, string) {
+	for _, d := range rundir.EvalRecords() {
+		raw, ok := e.Evaluators[d.Name]
+		if !ok {
+			continue
+		}
+		if r, err := d.Read(raw); err == nil && (len(r.Variants) > 0 || r.Chosen != "") {
+			return r, d.Choice
+		}
+	}
+	return rundir.Reading{}, ""
+}
+
+// valueOf is the value name of the records of part on a line, NaN when
+// none has it.
+func valueOf(e rundir.Eval, part, name string) float64 {
+	for _, d := range rundir.EvalRecords() {
+		raw, ok := e.Evaluators[d.Name]
+		if d.Part != part || !ok {
+			continue
+		}
+		if r, err := d.Read(raw); err == nil {
+			if v, ok := r.Values[name]; ok {
+				return v
+			}
+		}
+	}
+	return math.NaN()
+}
+
 // UnderExpert returns copies of the runs whose headline accuracy is that
-// under the expert prompt named expert, rather than under the expert best
-// on validation: a table of them compares every row under one prompt, as
-// MEML-GRPO's Table 4 compares MEML-GRPO (Expert1) with Expert1-SFT-GRPO.
-// Each copy's final evaluation names expert as its best, with a 95%
-// Wilson interval when it counts its problems, and majority − best
-// becomes the majority vote's accuracy minus the expert's. It is an error
-// when a run's final evaluation has no such expert.
+// under the prompt variant named expert, rather than under the variant
+// chosen on validation: a table of them compares every row under one
+// prompt, as MEML-GRPO's Table 4 compares MEML-GRPO (Expert1) with
+// Expert1-SFT-GRPO. Each line of a copy that has the variant has its
+// records rewritten as if their evaluators had chosen it
+// (rundir.EvalRecord.Choose) and no longer says where a choice was made.
+// It is an error when a run's final evaluation has no such variant.
 func UnderExpert(runs []*rundir.Run, expert string) ([]*rundir.Run, error) {
 	out := make([]*rundir.Run, len(runs))
 	for i, r := range runs {
 		f, ok := FinalOf(r)
-		if _, has := f.Eval.Experts[expert]; !ok || !has {
-			return nil, fmt.Errorf("report: run %s has no final evaluation under expert %q (its experts: %q)", r.Name, expert, sortedExperts(f.Eval.Experts))
+		if _, has := f.Variants[expert]; !ok || !has {
+			return nil, fmt.Errorf("report: run %s has no final evaluation under expert %q (its experts: %q)", r.Name, expert, sortedNames(f.Variants))
 		}
 		c := *r
 		c.Evals = slices.Clone(r.Evals)
 		for j := range c.Evals {
 			e := &c.Evals[j]
-			acc, has := e.Experts[expert]
-			if !has {
-				continue
+			chosen, err := choose(*e, expert)
+			if err != nil {
+				return nil, fmt.Errorf("report: run %s: %w", r.Name, err)
 			}
-			// The expert is named here, not chosen on validation.
-			e.BestExpert, e.ChosenOn = expert, ""
-			if e.Best == nil && e.Split != "test" {
-				continue // a validation line names its expert; FinalOf reads it
-			}
-			e.Best, e.BestLow, e.BestHigh, e.Delta = &acc, nil, nil, nil
-			if e.Problems > 0 {
-				w := stats.WilsonInterval(int(math.Round(acc*float64(e.Problems))), e.Problems)
-				e.BestLow, e.BestHigh = &w.Low, &w.High
-			}
-			if e.ExpertMajority != nil {
-				d := *e.ExpertMajority - acc
-				e.Delta = &d
+			if chosen != nil {
+				// The variant is named here, not chosen on validation.
+				e.Evaluators, e.ChosenOn = chosen, ""
 			}
 		}
 		out[i] = &c
+	}
+	return out, nil
+}
+
+// choose returns a line's records with the variant named chosen in each
+// that has it, nil when none has.
+func choose(e rundir.Eval, variant string) (map[string]json.RawMessage, error) {
+	var out map[string]json.RawMessage
+	for _, d := range rundir.EvalRecords() {
+		raw, ok := e.Evaluators[d.Name]
+		if !ok || d.Choose == nil {
+			continue
+		}
+		rec, ok, err := d.Choose(raw, variant, e)
+		if err != nil {
+			return nil, fmt.Errorf("%s record: %w", d.Name, err)
+		}
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(e.Evaluators)
+		}
+		out[d.Name] = rec
 	}
 	return out, nil
 }
@@ -210,22 +259,23 @@ func hasKey(m map[string]float64, k string) bool {
 	return ok
 }
 
-// bestExpert returns the most accurate expert, the first in natural order
-// of those tied.
-func bestExpert(experts map[string]float64) string {
-	names := sortedExperts(experts)
+// bestVariant returns the most accurate variant, the first in natural
+// order of those tied.
+func bestVariant(acc map[string]float64) string {
+	names := sortedNames(acc)
 	best := names[0]
 	for _, n := range names[1:] {
-		if experts[n] > experts[best] {
+		if acc[n] > acc[best] {
 			best = n
 		}
 	}
 	return best
 }
 
-func sortedExperts(experts map[string]float64) []string {
-	names := make([]string, 0, len(experts))
-	for n := range experts {
+// sortedNames are the keys of m in natural order.
+func sortedNames(m map[string]float64) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
 		names = append(names, n)
 	}
 	slices.SortFunc(names, naturalCompare)
@@ -233,9 +283,9 @@ func sortedExperts(experts map[string]float64) []string {
 }
 
 // valAccuracy returns the run's accuracy at the validation evaluation
-// pick chooses among its validation lines, under expert (greedy when
-// expert is empty or absent there); NaN when pick finds none.
-func valAccuracy(r *rundir.Run, expert string, pick func(vals []rundir.Eval) *rundir.Eval) float64 {
+// pick chooses among its validation lines, under variant (greedy when
+// variant is empty or absent there); NaN when pick finds none.
+func valAccuracy(r *rundir.Run, variant string, pick func(vals []rundir.Eval) *rundir.Eval) float64 {
 	var vals []rundir.Eval
 	for _, e := range r.Evals {
 		if e.Split == "val" || e.Split == "" {
@@ -246,8 +296,8 @@ func valAccuracy(r *rundir.Run, expert string, pick func(vals []rundir.Eval) *ru
 	if e == nil {
 		return math.NaN()
 	}
-	if v, ok := e.Experts[expert]; ok && expert != "" {
-		return v
+	if v, _ := variantsOf(*e); variant != "" && hasKey(v.Variants, variant) {
+		return v.Variants[variant]
 	}
 	return e.Greedy
 }
@@ -291,25 +341,21 @@ type Summary struct {
 	// number of problems.
 	Pooled stats.Interval
 
-	// Experts names the expert prompts of the runs' final evaluations, in
-	// natural order, and ExpertAcc is the mean accuracy under each.
-	Experts   []string
-	ExpertAcc []float64
-	// Majority is the mean accuracy of the expert majority vote.
-	Majority float64
-	// Delta is the mean of Final.Delta (majority − best expert), with a
-	// 95% t-interval.
-	Delta stats.Interval
-	// BestExperts is each run's best expert, in the row's order; empty
-	// for a run without one.
-	BestExperts []string
+	// Variants names the prompt variants of the runs' final evaluations
+	// (the expert prompts), in natural order, and VariantAcc is the mean
+	// accuracy under each.
+	Variants   []string
+	VariantAcc []float64
+	// Chosen is each run's Final.Variant (its best expert), in the row's
+	// order; empty for a run without one.
+	Chosen []string
 
 	// Before is the mean accuracy at step 0 (validation), under each run's
-	// best expert when it has one.
+	// chosen variant when it has one.
 	Before float64
 	// Validation is the mean accuracy at the last validation evaluation,
-	// under each run's best expert when it has one: what a row is chosen
-	// on, as MEL's composed run picks the best single method.
+	// under each run's chosen variant when it has one: what a row is
+	// chosen on, as MEL's composed run picks the best single method.
 	Validation float64
 	// ZeroVariance is the mean over runs of each run's mean
 	// zero_variance_frac.
@@ -336,7 +382,11 @@ type Summary struct {
 	// (rundir.Columns), in their order: for an Ends column the mean over
 	// runs of its metric over the first and last rolloutWindow steps (NaN
 	// when no run logs it), for a Funnel each metric summed over every
-	// step of every run (0 for runs without it).
+	// step of every run (0 for runs without it), for a FinalMean the mean
+	// over runs of its value (NaN when no run's final evaluation has it),
+	// for a FinalGap the mean over runs of its value less the run's
+	// accuracy with the 95% t-interval's bounds after it, and nothing for
+	// Variants and Chosen, which Variants, VariantAcc and Chosen hold.
 	Declared [][]float64
 }
 
@@ -347,16 +397,17 @@ const rolloutWindow = 10
 // Summary summarizes the row.
 func (row Row) Summary() Summary {
 	s := Summary{Name: row.Name, Runs: len(row.Runs), FirstStep: -1, LastStep: -1}
-	var acc, delta, majority, before, validation, zeroVar, first, last, stepTime, avgK, passK, variance []float64
+	var acc, before, validation, zeroVar, first, last, stepTime, avgK, passK, variance []float64
 	declared := rundir.Columns()
 	ends := make([][2][]float64, len(declared)) // an Ends column's first and last means, per run
+	finals := make([][]float64, len(declared))  // a final evaluation's values, per run
 	s.Declared = make([][]float64, len(declared))
 	for i, c := range declared {
 		if c.Kind == rundir.Funnel {
 			s.Declared[i] = make([]float64, len(c.Metrics))
 		}
 	}
-	byExpert := map[string][]float64{}
+	byVariant := map[string][]float64{}
 	successes, problems, pooled := 0, 0, true
 	for _, r := range row.Runs {
 		if st := r.LastStep(); st >= 0 {
@@ -366,7 +417,7 @@ func (row Row) Summary() Summary {
 			s.LastStep = max(s.LastStep, st)
 		}
 		f, ok := FinalOf(r)
-		s.BestExperts = append(s.BestExperts, f.Expert)
+		s.Chosen = append(s.Chosen, f.Variant)
 		if ok {
 			acc = append(acc, f.Acc)
 			if f.FromVal {
@@ -378,11 +429,17 @@ func (row Row) Summary() Summary {
 			} else {
 				pooled = false
 			}
-			for name, v := range f.Eval.Experts {
-				byExpert[name] = append(byExpert[name], v)
+			for name, v := range f.Variants {
+				byVariant[name] = append(byVariant[name], v)
 			}
-			majority = appendFinite(majority, orNaN(f.Eval.ExpertMajority))
-			delta = appendFinite(delta, f.Delta)
+			for i, c := range declared {
+				switch c.Kind {
+				case rundir.FinalMean:
+					finals[i] = appendFinite(finals[i], valueOf(f.Eval, c.Part, c.Metrics[0]))
+				case rundir.FinalGap:
+					finals[i] = appendFinite(finals[i], valueOf(f.Eval, c.Part, c.Metrics[0])-f.Acc)
+				}
+			}
 			avgK = appendFinite(avgK, orNaN(f.Eval.AvgAtK))
 			variance = appendFinite(variance, orNaN(f.Eval.Variance))
 			k, pass := largestPassAtK(f.Eval.PassAtK)
@@ -391,8 +448,8 @@ func (row Row) Summary() Summary {
 		} else {
 			pooled = false
 		}
-		before = appendFinite(before, valAccuracy(r, f.Expert, atStart))
-		validation = appendFinite(validation, valAccuracy(r, f.Expert, atEnd))
+		before = appendFinite(before, valAccuracy(r, f.Variant, atStart))
+		validation = appendFinite(validation, valAccuracy(r, f.Variant, atEnd))
 		if _, ys := r.Series(rundir.MetricZeroVarianceFrac); len(ys) > 0 {
 			zeroVar = append(zeroVar, mean(ys))
 		}
@@ -414,8 +471,14 @@ func (row Row) Summary() Summary {
 		}
 	}
 	for i, c := range declared {
-		if c.Kind == rundir.Ends {
+		switch c.Kind {
+		case rundir.Ends:
 			s.Declared[i] = []float64{mean(ends[i][0]), mean(ends[i][1])}
+		case rundir.FinalMean:
+			s.Declared[i] = []float64{mean(finals[i])}
+		case rundir.FinalGap:
+			g := stats.MeanInterval(finals[i])
+			s.Declared[i] = []float64{g.Mean, g.Low, g.High}
 		}
 	}
 	s.AvgAtK = stats.MeanInterval(avgK)
@@ -426,15 +489,13 @@ func (row Row) Summary() Summary {
 	if pooled && problems > 0 {
 		s.Pooled = stats.WilsonInterval(successes, problems)
 	}
-	for name := range byExpert {
-		s.Experts = append(s.Experts, name)
+	for name := range byVariant {
+		s.Variants = append(s.Variants, name)
 	}
-	slices.SortFunc(s.Experts, naturalCompare)
-	for _, name := range s.Experts {
-		s.ExpertAcc = append(s.ExpertAcc, mean(byExpert[name]))
+	slices.SortFunc(s.Variants, naturalCompare)
+	for _, name := range s.Variants {
+		s.VariantAcc = append(s.VariantAcc, mean(byVariant[name]))
 	}
-	s.Majority = mean(majority)
-	s.Delta = stats.MeanInterval(delta)
 	s.Before = mean(before)
 	s.Validation = mean(validation)
 	s.ZeroVariance = mean(zeroVar)
@@ -577,12 +638,14 @@ func largestPassAtK(passAtK map[string]float64) (k int, v float64) {
 //
 // The columns: the row; its runs; their last steps; the headline test
 // accuracy, mean over seeds [95% t-interval]; every seed's test problems
-// pooled [95% Wilson interval] (problems); each expert's test accuracy; the
-// experts' majority vote; majority − best expert [t-interval]; each seed's
-// best expert; the accuracy at step 0; the mean zero_variance_frac; the
-// rollout accuracy over the first and last 10 steps; seconds per step; and
-// the difference from the baseline. Columns that no row has a value for are
-// left out. A run without a test evaluation contributes its last validation
+// pooled [95% Wilson interval] (problems); the columns the parts declare
+// of the final evaluations (MEML-GRPO's: each expert's test accuracy, the
+// experts' majority vote, majority − best expert [t-interval], each seed's
+// best expert); the sampled answers; the columns the parts declare of the
+// metrics; the accuracy at step 0 and at the last validation; the mean
+// zero_variance_frac; the rollout accuracy over the first and last 10
+// steps; seconds per step; and the difference from the baseline. Columns
+// that no row has a value for are left out. A run without a test evaluation contributes its last validation
 // evaluation, and its row's accuracy is marked "†".
 //
 // columns, when given, keeps only those columns, in that order: each names
@@ -710,20 +773,27 @@ func newGrid(rows []Row, base int) grid {
 			return fmt.Sprintf("%s (%d)", percentInterval(s.Pooled), s.Pooled.N)
 		}),
 	}
-	cols = append(cols, expertColumns(sums))
+	// The parts' columns of the final evaluations, then the sampled
+	// answers, then the parts' columns of the metrics.
+	declared := func(ofEvaluation bool) {
+		for i, c := range rundir.Columns() {
+			switch {
+			case c.Kind.OfEvaluation() != ofEvaluation:
+			case c.Kind == rundir.Variants:
+				cols = append(cols, variantColumn(c.Header, sums))
+			case c.Kind == rundir.Chosen:
+				cols = append(cols, col(c.Header, false, true, func(_ int, s Summary) string { return chosenCell(s.Chosen) }))
+			default:
+				header := c.Header
+				if c.Kind == rundir.Ends {
+					header += fmt.Sprintf(", first → last %d steps", rolloutWindow)
+				}
+				cols = append(cols, col(header, true, true, func(_ int, s Summary) string { return declaredCell(c.Kind, s.Declared[i]) }))
+			}
+		}
+	}
+	declared(true)
 	cols = append(cols,
-		col("MV", true, true, func(_ int, s Summary) string { return percent(s.Majority) }),
-		col("MV − best", true, true, func(_ int, s Summary) string { return ppInterval(s.Delta) }),
-		col("best expert", false, true, func(_ int, s Summary) string {
-			if !slices.ContainsFunc(s.BestExperts, func(e string) bool { return e != "" }) {
-				return dash
-			}
-			parts := make([]string, len(s.BestExperts))
-			for i, e := range s.BestExperts {
-				parts[i] = orDash(e)
-			}
-			return strings.Join(parts, ", ")
-		}),
 		col("sampled mean", true, true, func(_ int, s Summary) string {
 			if math.IsNaN(s.AvgAtK.Mean) {
 				return dash
@@ -743,13 +813,7 @@ func newGrid(rows []Row, base int) grid {
 			return strconv.FormatFloat(s.Variance, 'f', 4, 64)
 		}),
 	)
-	for i, c := range rundir.Columns() {
-		header := c.Header
-		if c.Kind == rundir.Ends {
-			header += fmt.Sprintf(", first → last %d steps", rolloutWindow)
-		}
-		cols = append(cols, col(header, true, true, func(_ int, s Summary) string { return declaredCell(c.Kind, s.Declared[i]) }))
-	}
+	declared(false)
 	cols = append(cols,
 		col("before", true, true, func(_ int, s Summary) string { return percent(s.Before) }),
 		col("validation", true, true, func(_ int, s Summary) string { return percent(s.Validation) }),
@@ -852,6 +916,10 @@ func declaredCell(kind rundir.ColumnKind, v []float64) string {
 	switch kind {
 	case rundir.Ends:
 		return fromTo(v[0], v[1])
+	case rundir.FinalMean:
+		return percent(v[0])
+	case rundir.FinalGap:
+		return ppInterval(stats.Interval{Mean: v[0], Low: v[1], High: v[2]})
 	case rundir.Funnel:
 		if len(v) == 0 || v[0] == 0 {
 			return dash
@@ -873,20 +941,33 @@ func fromTo(a, b float64) string {
 	return percent(a) + " → " + percent(b)
 }
 
-// expertColumns writes each expert's mean accuracy as "a / b / c": with the
-// experts' names in the header when every row that has experts has the same
-// ones, beside each value otherwise.
-func expertColumns(sums []Summary) column {
-	c := column{header: "experts", right: true, optional: true}
+// chosenCell writes each run's chosen variant, "E2, E1, —", or a dash
+// when no run has one.
+func chosenCell(chosen []string) string {
+	if !slices.ContainsFunc(chosen, func(e string) bool { return e != "" }) {
+		return dash
+	}
+	parts := make([]string, len(chosen))
+	for i, e := range chosen {
+		parts[i] = orDash(e)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// variantColumn writes each variant's mean accuracy as "a / b / c": with
+// the variants' names in the header when every row that has variants has
+// the same ones, beside each value under header otherwise.
+func variantColumn(header string, sums []Summary) column {
+	c := column{header: header, right: true, optional: true}
 	var names []string
 	same := true
 	for _, s := range sums {
-		if len(s.Experts) == 0 {
+		if len(s.Variants) == 0 {
 			continue
 		}
 		if names == nil {
-			names = s.Experts
-		} else if !slices.Equal(names, s.Experts) {
+			names = s.Variants
+		} else if !slices.Equal(names, s.Variants) {
 			same = false
 		}
 	}
@@ -894,13 +975,13 @@ func expertColumns(sums []Summary) column {
 		c.header = strings.Join(names, " / ")
 	}
 	for _, s := range sums {
-		if len(s.Experts) == 0 {
+		if len(s.Variants) == 0 {
 			c.cells = append(c.cells, dash)
 			continue
 		}
-		parts := make([]string, len(s.Experts))
-		for i, name := range s.Experts {
-			v := strconv.FormatFloat(s.ExpertAcc[i]*100, 'f', 1, 64)
+		parts := make([]string, len(s.Variants))
+		for i, name := range s.Variants {
+			v := strconv.FormatFloat(s.VariantAcc[i]*100, 'f', 1, 64)
 			if !same {
 				v = name + " " + v
 			}

@@ -9,7 +9,8 @@ import (
 	"testing"
 
 	"rlvr/internal/stats"
-	_ "rlvr/method/mel" // declares the meta-experience column the tables show
+	_ "rlvr/method/mel"  // declares the meta-experience column the tables show
+	_ "rlvr/method/meml" // declares the expert prompts' record and columns
 	"rlvr/rundir"
 )
 
@@ -93,6 +94,19 @@ func load(t *testing.T, dir string) *rundir.Run {
 
 func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
 
+// declared is the index of the declared column of a header in
+// rundir.Columns and in Summary.Declared.
+func declared(t *testing.T, header string) int {
+	t.Helper()
+	for i, c := range rundir.Columns() {
+		if c.Header == header {
+			return i
+		}
+	}
+	t.Fatalf("no declared column %q", header)
+	return -1
+}
+
 func TestRowName(t *testing.T) {
 	for name, want := range map[string]string{
 		"grpo-seed3": "grpo", "grpo_seed3": "grpo", "grpo-s3": "grpo", "grpo_s12": "grpo",
@@ -149,7 +163,8 @@ func TestSummary(t *testing.T) {
 	if p := g.Pooled; p.N != 600 || !near(p.Mean, 0.12, tol) || !near(p.Low, 0.0963859, 1e-6) || !near(p.High, 0.1484490, 1e-6) {
 		t.Errorf("grpo pooled %+v, want 72/600 [0.0963859, 0.1484490]", p)
 	}
-	if g.Experts != nil || !math.IsNaN(g.Majority) || !math.IsNaN(g.Delta.Mean) {
+	mv, gap := declared(t, "MV"), declared(t, "MV − best")
+	if g.Variants != nil || !math.IsNaN(g.Declared[mv][0]) || !math.IsNaN(g.Declared[gap][0]) {
 		t.Errorf("grpo has no experts: %+v", g)
 	}
 	for _, c := range []struct {
@@ -179,15 +194,15 @@ func TestSummary(t *testing.T) {
 	if p := m.Pooled; p.N != 600 || !near(p.Mean, 108.0/600, tol) || !near(p.Low, 0.1513253, 1e-6) || !near(p.High, 0.2127462, 1e-6) {
 		t.Errorf("meml pooled %+v, want 108/600 [0.1513253, 0.2127462]", p)
 	}
-	if fmt.Sprint(m.Experts) != "[E0 E1 E2]" || !near(m.ExpertAcc[0], 0.12, tol) || !near(m.ExpertAcc[1], 0.17, tol) || !near(m.ExpertAcc[2], 0.49/3, tol) {
-		t.Errorf("meml experts %v %v", m.Experts, m.ExpertAcc)
+	if fmt.Sprint(m.Variants) != "[E0 E1 E2]" || !near(m.VariantAcc[0], 0.12, tol) || !near(m.VariantAcc[1], 0.17, tol) || !near(m.VariantAcc[2], 0.49/3, tol) {
+		t.Errorf("meml experts %v %v", m.Variants, m.VariantAcc)
 	}
 	// Majority 21, 14, 17%; delta +1, −1, −2 pp.
-	if !near(m.Majority, 0.52/3, tol) || !near(m.Delta.Mean, -0.02/3, tol) || !near(m.Delta.High-m.Delta.Mean, 0.037945830, 1e-9) {
-		t.Errorf("meml majority %v, delta %+v", m.Majority, m.Delta)
+	if d := m.Declared[gap]; !near(m.Declared[mv][0], 0.52/3, tol) || !near(d[0], -0.02/3, tol) || !near(d[2]-d[0], 0.037945830, 1e-9) {
+		t.Errorf("meml majority %v, delta %v", m.Declared[mv], d)
 	}
-	if fmt.Sprint(m.BestExperts) != "[E2 E1 E1]" {
-		t.Errorf("meml best experts %v, want [E2 E1 E1] (in the row's order)", m.BestExperts)
+	if fmt.Sprint(m.Chosen) != "[E2 E1 E1]" {
+		t.Errorf("meml best experts %v, want [E2 E1 E1] (in the row's order)", m.Chosen)
 	}
 	// Before: the step-0 accuracy under each run's best expert, 9, 7, 8%,
 	// not the greedy 5%.
@@ -274,7 +289,7 @@ func TestTableFallback(t *testing.T) {
 	runs = append(runs, load(t, writeSeedRun(t, root, s4)))
 
 	f, ok := FinalOf(runs[len(runs)-1])
-	if !ok || !f.FromVal || f.Expert != "E1" || f.Acc != 0.16 || !near(f.Delta, -0.01, 1e-12) || f.Eval.Step != 20 {
+	if !ok || !f.FromVal || f.Variant != "E1" || f.Acc != 0.16 || f.Variants["E2"] != 0.12 || f.Eval.Step != 20 {
 		t.Errorf("fallback final %+v", f)
 	}
 	m := Rows(runs)[1].Summary()
@@ -485,19 +500,19 @@ func TestUnderExpert(t *testing.T) {
 	}
 	// E0 on test: 12, 11, 13% (seeds 3, 1, 2); at step 0: 5, 5, 6%.
 	s := Rows(under)[0].Summary()
-	if !near(s.Accuracy.Mean, 0.12, 1e-9) || !near(s.Before, 0.16/3, 1e-9) || fmt.Sprint(s.BestExperts) != "[E0 E0 E0]" {
-		t.Errorf("under E0: accuracy %v, before %v, experts %v; want 12%%, 5.3%%, E0 each", s.Accuracy.Mean, s.Before, s.BestExperts)
+	if !near(s.Accuracy.Mean, 0.12, 1e-9) || !near(s.Before, 0.16/3, 1e-9) || fmt.Sprint(s.Chosen) != "[E0 E0 E0]" {
+		t.Errorf("under E0: accuracy %v, before %v, experts %v; want 12%%, 5.3%%, E0 each", s.Accuracy.Mean, s.Before, s.Chosen)
 	}
 	// Majority − E0: 21−12, 14−11, 17−13 = 9, 3, 4 pp.
-	if !near(s.Delta.Mean, 0.16/3, 1e-9) {
-		t.Errorf("majority − E0 %v, want 5.3 pp", s.Delta.Mean)
+	if gap := s.Declared[declared(t, "MV − best")][0]; !near(gap, 0.16/3, 1e-9) {
+		t.Errorf("majority − E0 %v, want 5.3 pp", gap)
 	}
 	f, _ := FinalOf(under[0])
 	w := stats.WilsonInterval(24, 200)
 	if f.Low != w.Low || f.High != w.High {
 		t.Errorf("seed 3's interval [%v, %v], want Wilson's [%v, %v]", f.Low, f.High, w.Low, w.High)
 	}
-	if orig, _ := FinalOf(meml[0]); orig.Expert != "E2" || orig.Acc != 0.2 {
+	if orig, _ := FinalOf(meml[0]); orig.Variant != "E2" || orig.Acc != 0.2 {
 		t.Errorf("the runs given changed: %+v", orig)
 	}
 	if _, err := UnderExpert(runs, "E0"); err == nil || !strings.Contains(err.Error(), `run grpo-s1 has no final evaluation under expert "E0"`) {

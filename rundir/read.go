@@ -331,7 +331,8 @@ func (r *Run) warnOnce(w string) {
 }
 
 // parseEval parses one eval.jsonl record. Step starts at -1 and the greedy
-// fields at NaN, which a line without them leaves.
+// fields at NaN, which a line without them leaves; the evaluators'
+// records are completed and read as readRecords says.
 func parseEval(line []byte) (Eval, error) {
 	nan := math.NaN()
 	e := &Eval{Step: -1, Greedy: nan, GreedyLow: nan, GreedyHigh: nan}
@@ -340,6 +341,9 @@ func parseEval(line []byte) (Eval, error) {
 	}
 	if e == nil {
 		return Eval{}, errors.New("want a JSON object, found null")
+	}
+	if err := e.readRecords(line); err != nil {
+		return Eval{}, err
 	}
 	return *e, nil
 }

@@ -3,11 +3,13 @@ package rundir
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"rlvr/internal/located"
 	"strings"
 	"testing"
@@ -46,10 +48,11 @@ func TestLoadErrors(t *testing.T) {
 		{EvalFile, `{"step":1,"greedy":0.5}` + "\n" + `{"step":2,"greedy":"x"}` + "\n", nil, 2, "greedy"},
 		{EvalFile, `{"step":1,"avg_at_k":[1]}` + "\n", nil, 1, "avg_at_k"},
 		{EvalFile, `{"step":1,"problems":1.5}` + "\n", nil, 1, "problems"},
-		{EvalFile, `{"step":1,"experts":{"E0":"high"}}` + "\n", nil, 1, "experts"},
-		{EvalFile, `{"step":1,"experts":[0.1]}` + "\n", nil, 1, "experts"},
-		{EvalFile, `{"step":1,"best_expert":1}` + "\n", nil, 1, "best_expert"},
-		{EvalFile, `{"step":1,"best":"x"}` + "\n", nil, 1, "best"},
+		{EvalFile, `{"step":1,"votes":{"E0":"high"}}` + "\n", nil, 1, "evaluators.votes: json: cannot unmarshal string into Go struct field votes.votes"},
+		{EvalFile, `{"step":1,"votes":[0.1]}` + "\n", nil, 1, "votes"},
+		{EvalFile, `{"step":1,"pick":1}` + "\n", nil, 1, "pick"},
+		{EvalFile, `{"step":1,"evaluators":{"votes":{"pick":1}}}` + "\n", nil, 1, "evaluators.votes"},
+		{EvalFile, `{"step":1,"evaluators":[1]}` + "\n", nil, 1, "evaluators"},
 		{EvalFile, `null` + "\n", nil, 1, "found null"},
 	} {
 		dir, err := os.MkdirTemp(root, "run")
@@ -119,32 +122,92 @@ func TestLoadTolerates(t *testing.T) {
 	}
 }
 
-// TestLoadEvals reads eval.jsonl lines as the loop writes them, with and
-// without expert prompts.
+// votes is an evaluator's record of the kind a part declares, with the
+// top-level fields that held it before lines had "evaluators".
+type votes struct {
+	Votes map[string]float64 `json:"votes,omitempty"`
+	Pick  string             `json:"pick,omitempty"`
+}
+
+func init() {
+	DeclareEvalRecords(EvalRecord{Name: "votes", Part: "voting", Legacy: []string{"votes", "pick"},
+		Read: func(raw json.RawMessage) (Reading, error) {
+			var v votes
+			err := json.Unmarshal(raw, &v)
+			return Reading{Variants: v.Votes, Chosen: v.Pick}, err
+		}})
+}
+
+// TestLoadEvals reads eval.jsonl lines as the loop writes them, with an
+// evaluator's record and without, and a line of the old form, whose
+// record's fields are at the top, as its new form.
 func TestLoadEvals(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, EvalFile), strings.Join([]string{
-		`{"step":0,"split":"val","greedy":0.07,"greedy_low":0.04,"greedy_high":0.11,"experts":{"E0":0.07,"E1":0.09},"expert_majority":0.08}`,
-		`{"step":200,"split":"test","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14,"experts":{"E0":0.1,"E1":0.12,"E2":0.08},"expert_majority":0.11,"problems":200,"problem_set":"0a1b2c3d4e5f","best_expert":"E1","best":0.12,"best_low":0.08,"best_high":0.17,"delta":-0.01}`,
+		`{"step":0,"split":"val","greedy":0.07,"greedy_low":0.04,"greedy_high":0.11,"evaluators":{"votes":{"votes":{"E0":0.07,"E1":0.09}}}}`,
+		`{"step":200,"split":"test","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14,"problems":200,"problem_set":"0a1b2c3d4e5f","evaluators":{"votes":{"votes":{"E0":0.1,"E1":0.12}, "pick":"E1"},"other":{"x":[1, 2]}}}`,
+		`{"step":200,"split":"test","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14,"votes":{"E0":0.1,"E1":0.12},"problems":200,"problem_set":"0a1b2c3d4e5f","pick":"E1","other":{"x":[1,2]}}`,
 		`{"step":200,"split":"val","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14}`,
+		`{"step":200,"split":"val","greedy":0.1,"pick":"E0","evaluators":{"votes":{"pick":"E1"}}}`,
 	}, "\n")+"\n")
 	r, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, test, old := r.Evals[0], r.Evals[1], r.Evals[2]
-	if fmt.Sprint(v.Experts) != "map[E0:0.07 E1:0.09]" || *v.ExpertMajority != 0.08 || v.BestExpert != "" || v.Best != nil || v.Problems != 0 {
-		t.Errorf("val line %+v", v)
+	v, test, old, none, both := r.Evals[0], r.Evals[1], r.Evals[2], r.Evals[3], r.Evals[4]
+	var rec votes
+	if ok, err := v.Record("votes", &rec); !ok || err != nil || fmt.Sprint(rec.Votes) != "map[E0:0.07 E1:0.09]" || rec.Pick != "" || v.Problems != 0 {
+		t.Errorf("val line %+v: record %+v %v %v", v, rec, ok, err)
 	}
-	if test.Problems != 200 || test.ProblemSet != "0a1b2c3d4e5f" || test.BestExpert != "E1" || *test.Best != 0.12 || *test.BestLow != 0.08 || *test.BestHigh != 0.17 ||
-		*test.Delta != -0.01 || *test.ExpertMajority != 0.11 || len(test.Experts) != 3 || test.Split != "test" {
+	// Records are kept compact, and one no part declares as it is.
+	if got := string(test.Evaluators["votes"]); got != `{"votes":{"E0":0.1,"E1":0.12},"pick":"E1"}` || string(test.Evaluators["other"]) != `{"x":[1,2]}` {
+		t.Errorf("test line's records %s", test.Evaluators)
+	}
+	if test.Problems != 200 || test.ProblemSet != "0a1b2c3d4e5f" || test.Split != "test" {
 		t.Errorf("test line %+v", test)
 	}
-	if old.Experts != nil || old.Problems != 0 || old.BestExpert != "" || old.ExpertMajority != nil || old.Best != nil || old.Delta != nil {
-		t.Errorf("line without the expert fields %+v", old)
+	// The old form's fields make the record; other fields at the top stay
+	// unread.
+	old.Evaluators["other"] = test.Evaluators["other"]
+	if !reflect.DeepEqual(old, test) {
+		t.Errorf("old line %+v\nreads otherwise than its new form %+v", old, test)
+	}
+	if ok, err := none.Record("votes", &rec); ok || err != nil || none.Evaluators != nil {
+		t.Errorf("line without records: %v %v %v", ok, err, none.Evaluators)
+	}
+	if string(both.Evaluators["votes"]) != `{"pick":"E1"}` {
+		t.Errorf("a line with a record takes it, not the old fields: %s", both.Evaluators["votes"])
 	}
 	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "no training steps") {
 		t.Errorf("warnings %q", r.Warnings)
+	}
+}
+
+// TestSetRecord: a record set is one Load reads back, and a copy of the
+// line keeps its own.
+func TestSetRecord(t *testing.T) {
+	dir := t.TempDir()
+	e := Eval{Step: 3, Split: "val", Greedy: 0.5}
+	if err := e.SetRecord("votes", votes{Votes: map[string]float64{"E0": 0.25}}); err != nil {
+		t.Fatal(err)
+	}
+	c := e
+	if err := c.SetRecord("votes", votes{Pick: "E0"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := AppendEval(dir, e); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec votes
+	if ok, err := r.Evals[0].Record("votes", &rec); !ok || err != nil || rec.Votes["E0"] != 0.25 || rec.Pick != "" {
+		t.Errorf("read back %+v %v %v", rec, ok, err)
+	}
+	if err := e.SetRecord("nan", math.NaN()); err == nil || !strings.Contains(err.Error(), "nan record") {
+		t.Errorf("a record that is not JSON: %v", err)
 	}
 }
 

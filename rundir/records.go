@@ -1,5 +1,7 @@
 package rundir
 
+import "encoding/json"
+
 // StepField is the key of the training step in a line of metrics.jsonl.
 const StepField = "step"
 
@@ -20,27 +22,15 @@ type Eval struct {
 	Greedy     float64 `json:"greedy"`
 	GreedyLow  float64 `json:"greedy_low"`
 	GreedyHigh float64 `json:"greedy_high"`
-	// Experts is each expert prompt's greedy accuracy when the run asks
-	// under expert prompts (MEML-GRPO's inference per expert); and
-	// ExpertMajority the accuracy of their majority vote.
-	Experts        map[string]float64 `json:"experts,omitempty"`
-	ExpertMajority *float64           `json:"expert_majority,omitempty"`
-	// On the test split: its size; the expert best on the final
-	// validation evaluation, its test accuracy with a 95% interval, and
-	// Delta, the majority vote's accuracy minus it (MEML-GRPO's Table 6).
+	// On the test split: its size.
 	Problems int `json:"problems,omitempty"`
 	// ProblemSet fingerprints the test problems (their IDs, in order), so
 	// that runs compared problem by problem are known to share them.
-	ProblemSet string   `json:"problem_set,omitempty"`
-	BestExpert string   `json:"best_expert,omitempty"`
-	Best       *float64 `json:"best,omitempty"`
-	BestLow    *float64 `json:"best_low,omitempty"`
-	BestHigh   *float64 `json:"best_high,omitempty"`
-	Delta      *float64 `json:"delta,omitempty"`
-	// ChosenOn, on the test split, says where the choices reported on it
-	// were made (the best expert): the final validation evaluation, its
-	// size and source, "validation (200 problems held out of the training
-	// file)"; "" when the line reports no choice.
+	ProblemSet string `json:"problem_set,omitempty"`
+	// ChosenOn, on the test split, says where the choice an evaluator
+	// reports on it was made (the best expert): the final validation
+	// evaluation, its size and source, "validation (200 problems held out
+	// of the training file)"; "" when the line reports no choice.
 	ChosenOn string `json:"chosen_on,omitempty"`
 	// With eval_samples, at the end: n answers per problem at
 	// SampleTemperature, their mean accuracy (avg@n), pass@n (keyed by n)
@@ -51,6 +41,11 @@ type Eval struct {
 	AvgAtK            *float64           `json:"avg_at_k,omitempty"`
 	PassAtK           map[string]float64 `json:"pass_at_k,omitempty"`
 	Variance          *float64           `json:"variance,omitempty"`
+	// Evaluators holds what each evaluator of the run's parts recorded
+	// (part.Evaluator), by the evaluator's name: its own record, as JSON,
+	// whose type is its package's ("expert_prompts": MEML-GRPO's experts
+	// and their vote). See [EvalRecord].
+	Evaluators map[string]json.RawMessage `json:"evaluators,omitempty"`
 }
 
 // Sample is one line of samples.jsonl: a text that a part of the method

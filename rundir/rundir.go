@@ -12,7 +12,10 @@
 //     that a reader names them without compiling the loop; a part's own
 //     are its package's, and the columns it adds to the report's table
 //     are declared here ([Column]);
-//   - eval.jsonl ([EvalFile]), one [Eval] per evaluation;
+//   - eval.jsonl ([EvalFile]), one [Eval] per evaluation, with what each
+//     of the parts' evaluators measured as a record of its own, whose
+//     type is the part's and whose reading the part declares here
+//     ([EvalRecord]);
 //   - samples.jsonl ([SamplesFile]), one [Sample] per text shown for
 //     reading;
 //   - ckpt-NNNNNN/ ([CheckpointDir]), a checkpoint after step NNNNNN: a

@@ -104,10 +104,11 @@ func TestChatExpertsEvaluated(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := e.Experts["E2"]; len(e.Experts) != 2 || !ok || e.ExpertMajority == nil {
+		x := expertsOf(t, e)
+		if _, ok := x.Experts["E2"]; len(x.Experts) != 2 || !ok || x.Majority == nil {
 			t.Errorf("%s evaluation without each expert and their majority vote: %s", e.Split, line)
 		}
-		if e.Split == "test" && (e.BestExpert == "" || e.Delta == nil) {
+		if e.Split == "test" && (x.BestExpert == "" || x.Delta == nil) {
 			t.Errorf("test evaluation without the best expert and the vote's difference to it: %s", line)
 		}
 		splits = append(splits, e.Split)
@@ -174,12 +175,12 @@ func TestChatExpertsEvaluationPrompts(t *testing.T) {
 	f := &fixedAnswers{l: l, answer: "#### " + examples[0].Answer}
 	_, b := newMethod(t, &cfg, part.Setup{MaxLen: 512, Chat: true})
 	lp := &loop{cfg: &cfg, pol: &policy{sampler: f, text: l, maxLen: 512}, render: r, evaluators: b.Evaluators, runDir: t.TempDir()}
-	m, err := lp.score(context.Background(), "val", 0, examples, false)
+	e, err := lp.score(context.Background(), "val", 0, examples, false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Experts) != 2 || m.ExpertMajority == nil || *m.ExpertMajority != m.Experts["E2"] || m.Experts["E2"] == 0 {
-		t.Errorf("experts %v, majority %v", m.Experts, m.ExpertMajority)
+	if m := expertsOf(t, e); len(m.Experts) != 2 || m.Majority == nil || *m.Majority != m.Experts["E2"] || m.Experts["E2"] == 0 {
+		t.Errorf("experts %v, majority %v", m.Experts, m.Majority)
 	}
 	var askedE0, askedE2 bool
 	for _, p := range f.prompts {
@@ -192,4 +193,14 @@ func TestChatExpertsEvaluationPrompts(t *testing.T) {
 	if !askedE0 || !askedE2 {
 		t.Errorf("E0 and E2 asked under the run's system prompt, then the persona: %v, %v, in %q", askedE0, askedE2, f.prompts)
 	}
+}
+
+// expertsOf is an evaluation line's expert_prompts record.
+func expertsOf(t *testing.T, e rundir.Eval) meml.ExpertRecord {
+	t.Helper()
+	x, ok, err := meml.ExpertRecordOf(e)
+	if !ok || err != nil {
+		t.Fatalf("%s line of step %d without its experts' record: %v", e.Split, e.Step, err)
+	}
+	return x
 }

@@ -261,15 +261,16 @@ func TestMEFRunReportsBestExpertOnTest(t *testing.T) {
 	if len(test.ProblemSet) != 12 {
 		t.Errorf("test line's problem set %q, want a 12-digit fingerprint", test.ProblemSet)
 	}
-	if len(test.Experts) != 3 || test.Problems != 6 || test.BestExpert == "" || test.Best == nil || test.ExpertMajority == nil || test.Delta == nil {
-		t.Fatalf("test line %+v", test)
+	x, v := expertsOf(t, test), expertsOf(t, val)
+	if len(x.Experts) != 3 || test.Problems != 6 || x.BestExpert == "" || x.Best == nil || x.Majority == nil || x.Delta == nil {
+		t.Fatalf("test line %+v, its record %+v", test, x)
 	}
-	if *test.Best != test.Experts[test.BestExpert] || *test.Delta != *test.ExpertMajority-*test.Best {
-		t.Errorf("best %v, experts %v, delta %v", *test.Best, test.Experts, *test.Delta)
+	if *x.Best != x.Experts[x.BestExpert] || *x.Delta != *x.Majority-*x.Best {
+		t.Errorf("best %v, experts %v, delta %v", *x.Best, x.Experts, *x.Delta)
 	}
-	for name, acc := range val.Experts {
-		if acc > val.Experts[test.BestExpert] {
-			t.Errorf("%s scored %v on validation, above the chosen %s (%v)", name, acc, test.BestExpert, val.Experts[test.BestExpert])
+	for name, acc := range v.Experts {
+		if acc > v.Experts[x.BestExpert] {
+			t.Errorf("%s scored %v on validation, above the chosen %s (%v)", name, acc, x.BestExpert, v.Experts[x.BestExpert])
 		}
 	}
 }

@@ -18,10 +18,10 @@ import (
 // evaluate scores the validation problems and, after the last step, the
 // test problems, each prompted as in training (chat template and system
 // prompt included): greedy accuracy, and whatever the evaluators add. Each
-// line says where its problems come from, and the test line where the
-// choices it reports (the best expert) were made: on the final validation,
-// scored just before it. It first writes what the method shows of its
-// latest work.
+// line says where its problems come from, and the evaluator that reports a
+// choice on the test line (the best expert) says where it was made: on the
+// final validation, scored just before it. It first writes what the method
+// shows of its latest work.
 func (l *loop) evaluate(ctx context.Context, step int) error {
 	return l.evaluateShowing(ctx, step, exhibitsOf(l.meth))
 }
@@ -36,7 +36,7 @@ func (l *loop) evaluateShowing(ctx context.Context, step int, exhibits []method.
 		}
 	}
 	valFrom, testFrom := splitSources(&l.cfg.Data)
-	val, err := l.score(ctx, "val", step, l.held.Val, last && len(l.held.Test) == 0)
+	val, err := l.score(ctx, "val", step, l.held.Val, last && len(l.held.Test) == 0, "")
 	if err != nil {
 		return err
 	}
@@ -47,14 +47,11 @@ func (l *loop) evaluateShowing(ctx context.Context, step int, exhibits []method.
 	if !last || len(l.held.Test) == 0 {
 		return rundir.RemoveScored(l.runDir)
 	}
-	test, err := l.score(ctx, "test", step, l.held.Test, true)
+	test, err := l.score(ctx, "test", step, l.held.Test, true, fmt.Sprintf("validation (%d problems %s)", len(l.held.Val), valFrom))
 	if err != nil {
 		return err
 	}
 	test.Problems, test.ProblemSet, test.Source = len(l.held.Test), ProblemSet(l.held.Test), testFrom
-	if test.BestExpert != "" {
-		test.ChosenOn = fmt.Sprintf("validation (%d problems %s)", len(l.held.Val), valFrom)
-	}
 	if err := rundir.AppendEval(l.runDir, test); err != nil {
 		return err
 	}
@@ -63,11 +60,13 @@ func (l *loop) evaluateShowing(ctx context.Context, step int, exhibits []method.
 
 // score evaluates examples as the record of split after step: greedy
 // accuracy under the plain prompt, with what each evaluator adds to the
-// evaluation and to the record; final marks the end of the run's.
-func (l *loop) score(ctx context.Context, split string, step int, examples []task.Example, final bool) (rundir.Eval, error) {
+// evaluation and to the record; final marks the end of the run's, and
+// chosenOn names the validation a choice reported on the test split is
+// made on (part.Evaluation.ChosenOn).
+func (l *loop) score(ctx context.Context, split string, step int, examples []task.Example, final bool, chosenOn string) (rundir.Eval, error) {
 	rec := rundir.Eval{Step: step, Split: split}
 	ev := &part.Evaluation{Split: split, Step: step, Final: final, Examples: examples, Prompt: l.render.Text,
-		Config: &eval.Config{MaxTokens: l.cfg.MaxTokens, Batch: l.cfg.SampleBatch}}
+		Config: &eval.Config{MaxTokens: l.cfg.MaxTokens, Batch: l.cfg.SampleBatch}, ChosenOn: chosenOn}
 	prompted := make([]task.Example, len(examples))
 	for i, e := range examples {
 		text, err := l.render.Text(e, method.Variant{})
@@ -99,7 +98,9 @@ func (l *loop) score(ctx context.Context, split string, step int, examples []tas
 	}
 	rec.Greedy, rec.GreedyLow, rec.GreedyHigh = rep.Greedy.Mean, rep.Greedy.Low, rep.Greedy.High
 	for _, x := range l.evaluators {
-		x.Record(ev, rep, &rec)
+		if err := x.Record(ev, rep, &rec); err != nil {
+			return rec, err
+		}
 	}
 	return rec, nil
 }
@@ -133,11 +134,11 @@ func (s sampledAnswers) Prepare(ev *part.Evaluation) error {
 }
 
 // Record implements part.Evaluator.
-func (s sampledAnswers) Record(_ *part.Evaluation, rep *eval.Report, rec *rundir.Eval) {
-	if rep.K == 0 {
-		return
+func (s sampledAnswers) Record(_ *part.Evaluation, rep *eval.Report, rec *rundir.Eval) error {
+	if rep.K > 0 {
+		RecordSampled(rep, rec)
 	}
-	RecordSampled(rep, rec)
+	return nil
 }
 
 // RecordSampled writes a report's sampled answers (k per problem) into an

@@ -706,11 +706,12 @@ func TestExpertEvaluation(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatal(err)
 		}
-		if len(e.Experts) != 2 || e.ExpertMajority == nil {
+		x := expertsOf(t, e)
+		if len(x.Experts) != 2 || x.Majority == nil {
 			t.Fatalf("evaluation %s has no per-expert scores", line)
 		}
-		if _, ok := e.Experts["E2"]; !ok {
-			t.Fatalf("experts %v", e.Experts)
+		if _, ok := x.Experts["E2"]; !ok {
+			t.Fatalf("experts %v", x.Experts)
 		}
 	}
 }

@@ -309,14 +309,15 @@ func TestBestExpertChosenOnValidation(t *testing.T) {
 		t.Fatalf("evaluations %+v", got.Evals)
 	}
 	val, test := got.Evals[0], got.Evals[1]
-	if val.Split != "val" || val.Experts["E0"] != 1 || val.Experts["E2"] != 0 || val.Source != FromTrainFile {
-		t.Errorf("validation line %+v", val)
+	v, x := expertsOf(t, val), expertsOf(t, test)
+	if val.Split != "val" || v.Experts["E0"] != 1 || v.Experts["E2"] != 0 || val.Source != FromTrainFile {
+		t.Errorf("validation line %+v, its record %+v", val, v)
 	}
-	if test.Split != "test" || test.Problems != 6 || test.Experts["E0"] != 0 || test.Experts["E2"] != 1 || test.Source != FromTestFile {
-		t.Errorf("test line %+v", test)
+	if test.Split != "test" || test.Problems != 6 || x.Experts["E0"] != 0 || x.Experts["E2"] != 1 || test.Source != FromTestFile {
+		t.Errorf("test line %+v, its record %+v", test, x)
 	}
-	if test.BestExpert != "E0" || test.Best == nil || *test.Best != 0 {
-		t.Errorf("best expert %q (%v): want E0, best on validation, though E2 is best on test", test.BestExpert, test.Best)
+	if x.BestExpert != "E0" || x.Best == nil || *x.Best != 0 {
+		t.Errorf("best expert %q (%v): want E0, best on validation, though E2 is best on test", x.BestExpert, x.Best)
 	}
 	if want := "validation (4 problems held out of the training file)"; test.ChosenOn != want {
 		t.Errorf("chosen_on %q, want %q", test.ChosenOn, want)
@@ -354,7 +355,7 @@ func TestDatasetRunTestSplit(t *testing.T) {
 		t.Fatalf("evaluations %v", splits)
 	}
 	test := got.Evals[2]
-	if test.Problems != 5 || test.Source != FromTestFile || test.BestExpert == "" || test.ChosenOn != "validation (3 problems held out of the training file)" {
+	if test.Problems != 5 || test.Source != FromTestFile || expertsOf(t, test).BestExpert == "" || test.ChosenOn != "validation (3 problems held out of the training file)" {
 		t.Errorf("test line %+v", test)
 	}
 }

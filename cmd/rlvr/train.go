@@ -13,6 +13,7 @@ import (
 
 	"rlvr/internal/flagcheck"
 	"rlvr/method"
+	"rlvr/method/meml"
 	"rlvr/method/part"
 	"rlvr/rundir"
 	"rlvr/train"
@@ -257,11 +258,15 @@ func printEvalSummary(out io.Writer, runDir string) error {
 		return nil
 	}
 	fmt.Fprintf(out, "test (%d problems): greedy %.1f%% [%.1f, %.1f]", test.Problems, 100*test.Greedy, 100*test.GreedyLow, 100*test.GreedyHigh)
-	if test.Best != nil {
-		fmt.Fprintf(out, "; %s, best on validation, %.1f%% [%.1f, %.1f]", test.BestExpert, 100**test.Best, 100**test.BestLow, 100**test.BestHigh)
+	x, _, err := meml.ExpertRecordOf(*test)
+	if err != nil {
+		return err
 	}
-	if test.ExpertMajority != nil && test.Delta != nil {
-		fmt.Fprintf(out, "; majority vote %.1f%% (%+.1f points)", 100**test.ExpertMajority, 100**test.Delta)
+	if x.Best != nil && x.BestLow != nil && x.BestHigh != nil {
+		fmt.Fprintf(out, "; %s, best on validation, %.1f%% [%.1f, %.1f]", x.BestExpert, 100**x.Best, 100**x.BestLow, 100**x.BestHigh)
+	}
+	if x.Majority != nil && x.Delta != nil {
+		fmt.Fprintf(out, "; majority vote %.1f%% (%+.1f points)", 100**x.Majority, 100**x.Delta)
 	}
 	if test.AvgAtK != nil && test.Variance != nil {
 		fmt.Fprintf(out, "; %d samples at T=%g: mean %.1f%%, variance %.4f", test.Samples, test.SampleTemperature, 100**test.AvgAtK, *test.Variance)

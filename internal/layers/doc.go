@@ -16,7 +16,7 @@
 //  4. shared types (sample, backend, api/..., rundir): the contracts of
 //     generation and of learning, the OpenAI and Tinker wire types, and
 //     the run directory's files and records, with the loop's metric names
-//     and the report columns the parts declare.
+//     and the report columns and evaluation records the parts declare.
 //  5. backends (backend/local, backend/remote, client/openai): the engine
 //     behind those contracts, a Tinker-compatible service, and the client
 //     of OpenAI-compatible servers.
@@ -36,7 +36,7 @@
 //  10. train (train): the training loop.
 //  11. reports (report): a run's metrics, evaluations and samples as
 //     tables, charts and a page, named by the metric names rundir keeps
-//     and the columns each part declares there.
+//     and the columns and evaluation records each part declares there.
 //  12. commands (cmd/..., bench, scripts/..., configs).
 //
 // Besides, the shared types, rollout, client/openai, task/..., verify and

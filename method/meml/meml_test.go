@@ -241,7 +241,7 @@ func TestMutualLearningConfig(t *testing.T) {
 
 // TestExpertEvaluatorBestOnValidation: the test split reports the expert
 // best on the validation before it, not the best on test, and the
-// majority vote's difference to it.
+// majority vote's difference to it, and says where it was chosen.
 func TestExpertEvaluatorBestOnValidation(t *testing.T) {
 	x := &ExpertEvaluator{Variants: []method.Variant{e1, e2, e3}}
 	report := func(acc ...float64) *eval.Report {
@@ -252,12 +252,19 @@ func TestExpertEvaluatorBestOnValidation(t *testing.T) {
 		return rep
 	}
 	var val, test rundir.Eval
-	x.Record(&part.Evaluation{Split: "val"}, report(0.2, 0.4, 0.4), &val)
-	x.Record(&part.Evaluation{Split: "test"}, report(0.6, 0.3, 0.1), &test)
-	if val.BestExpert != "" || len(val.Experts) != 3 || *val.ExpertMajority != 0.5 {
-		t.Errorf("validation record %+v", val)
+	const on = "validation (3 problems held out of the training file)"
+	if err := x.Record(&part.Evaluation{Split: "val"}, report(0.2, 0.4, 0.4), &val); err != nil {
+		t.Fatal(err)
 	}
-	if test.BestExpert != "E2" || *test.Best != 0.3 || *test.Delta != 0.2 {
-		t.Errorf("test record: best %s at %v, delta %v; want E2 (the first best on validation) at 0.3, delta 0.2", test.BestExpert, *test.Best, *test.Delta)
+	if err := x.Record(&part.Evaluation{Split: "test", ChosenOn: on}, report(0.6, 0.3, 0.1), &test); err != nil {
+		t.Fatal(err)
+	}
+	v, ok, err := ExpertRecordOf(val)
+	if !ok || err != nil || v.BestExpert != "" || len(v.Experts) != 3 || *v.Majority != 0.5 || val.ChosenOn != "" {
+		t.Errorf("validation record %+v (%v, %v), chosen on %q", v, ok, err, val.ChosenOn)
+	}
+	x2, _, _ := ExpertRecordOf(test)
+	if x2.BestExpert != "E2" || *x2.Best != 0.3 || *x2.Delta != 0.2 || test.ChosenOn != on {
+		t.Errorf("test record: best %s at %v, delta %v, chosen on %q; want E2 (the first best on validation) at 0.3, delta 0.2, on %q", x2.BestExpert, *x2.Best, *x2.Delta, test.ChosenOn, on)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"rlvr/expert/prompt"
 	"rlvr/method"
 	"rlvr/method/part"
+	"rlvr/rundir"
 )
 
 // The parts of MEML-GRPO, as a config's parts: lists them.
@@ -25,6 +26,16 @@ func init() {
 				}
 			}
 			return false
+		},
+		Records: []rundir.EvalRecord{expertRecord},
+		// Table 6: each expert alone, their majority vote (MV), its
+		// difference from the expert best on validation, and which
+		// expert that was in each run.
+		Columns: []rundir.Column{
+			{Header: "experts", Kind: rundir.Variants},
+			{Header: "MV", Kind: rundir.FinalMean, Metrics: []string{ValueMajority}},
+			{Header: "MV − best", Kind: rundir.FinalGap, Metrics: []string{ValueMajority}},
+			{Header: "best expert", Kind: rundir.Chosen},
 		}})
 	part.Register(part.Part{Name: PartMutualLearning, Order: 40, New: func() part.Section { return &MutualLearningConfig{} }, Rollouts: true,
 		Acted: func(m method.Metrics) bool { return m[MetricMutualAnswers] > 0 }})

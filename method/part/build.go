@@ -103,13 +103,21 @@ type Evaluation struct {
 	// Config is what eval.Run measures; evaluators add to it (expert
 	// prompts, samples per problem).
 	Config *eval.Config
+	// ChosenOn, on the test split, names the validation evaluation scored
+	// just before it, as a line's chosen_on says it: "validation (200
+	// problems held out of the training file)". An evaluator that
+	// reports a choice made there (the best expert) sets the line's
+	// ChosenOn to it.
+	ChosenOn string
 }
 
 // Evaluator adds to every held-out evaluation: what it measures to the
-// evaluation's config, and what it found to the record written to
-// eval.jsonl. An evaluator may keep what it saw on validation for the test
-// split that follows it at the end of the run.
+// evaluation's config, and what it found to the line written to
+// eval.jsonl. A part's evaluator writes a record of its own there
+// (rundir.Eval.SetRecord), which the part declares (Part.Records). An
+// evaluator may keep what it saw on validation for the test split that
+// follows it at the end of the run.
 type Evaluator interface {
 	Prepare(ev *Evaluation) error
-	Record(ev *Evaluation, rep *eval.Report, rec *rundir.Eval)
+	Record(ev *Evaluation, rep *eval.Report, rec *rundir.Eval) error
 }

@@ -67,6 +67,10 @@ type Part struct {
 	// across seeds, from the metrics it logs; Register declares them to
 	// rundir, where the report reads them.
 	Columns []rundir.Column
+	// Records are the records its evaluators write on eval.jsonl's lines
+	// (Build.Evaluators); Register declares them to rundir, where Load and
+	// the report read them.
+	Records []rundir.EvalRecord
 }
 
 // Section is a part's section of a run's config.
@@ -120,6 +124,10 @@ func Register(p Part) {
 	for _, c := range p.Columns {
 		c.Part = p.Name
 		rundir.DeclareColumns(c)
+	}
+	for _, r := range p.Records {
+		r.Part = p.Name
+		rundir.DeclareEvalRecords(r)
 	}
 }
 
