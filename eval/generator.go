@@ -119,9 +119,13 @@ func (g *Local) Fits(prompt string, maxTokens int) bool {
 	return len(g.Model.Encode(prompt))+max(maxTokens, 0) <= g.Model.Model.Config.MaxSeq
 }
 
-// NewLocal returns a generator over a loaded model.
+// NewLocal returns a generator over a loaded model that this process only
+// samples from: it freezes l.Model in its precision (model.Model.Freeze),
+// releasing the float32 matrices its packed copy replaces, so the model
+// can no longer be trained or saved. A training run evaluates through its
+// own sampler (NewSampled).
 func NewLocal(l *checkpoint.Loaded) *Local {
-	return &Local{Model: l, sampler: local.NewFixedSampler(l.Model, l.Tokenizer)}
+	return &Local{Model: l, sampler: local.NewFrozenSampler(l.Model, l.Tokenizer)}
 }
 
 // NewSampled returns a generator over any sampler of the model whose

@@ -85,9 +85,11 @@ type Model struct {
 
 // Checkpoint serves a loaded checkpoint as the model name: rlvr's sampler
 // over its weights, with its tokenizer, chat template, stop tokens and
-// context.
+// context. The server only samples from it: the model is frozen in its
+// precision (model.Model.Freeze), its float32 matrices released once
+// packed, so it can no longer be trained or saved.
 func Checkpoint(name string, l *checkpoint.Loaded) Model {
-	return Model{Name: name, Generator: local.NewFixedSampler(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer, Chat: l.Chat,
+	return Model{Name: name, Generator: local.NewFrozenSampler(l.Model, l.Tokenizer), Tokenizer: l.Tokenizer, Chat: l.Chat,
 		Encode: l.Encode, StopTokens: l.StopTokens, ContextLength: l.Model.Config.MaxSeq}
 }
 

@@ -33,6 +33,15 @@ func NewFixedSampler(m *model.Model, dec sample.Decoder) *Sampler {
 	return &Sampler{Engine: sampler.NewFixed(m), Decoder: dec}
 }
 
+// NewFrozenSampler is NewFixedSampler for a process that only samples
+// from m (rlvr eval, rlvr serve's OpenAI server): it freezes m
+// (model.Model.Freeze), releasing the float32 matrices that its packed
+// copy replaces, so that m can no longer be trained, saved or repacked.
+// Its completions are NewFixedSampler's, bit for bit.
+func NewFrozenSampler(m *model.Model, dec sample.Decoder) *Sampler {
+	return &Sampler{Engine: sampler.NewFrozen(m), Decoder: dec}
+}
+
 // SampleStreaming is Sample with at most streams continuations in flight:
 // a request starts when its samples fit beside those drawing, and joins
 // their batch (sampler.Sampler.MaxStreams). The completions are the same.
@@ -42,8 +51,9 @@ func (s *Sampler) SampleStreaming(ctx context.Context, reqs []sample.Request, st
 	return s.Sample(ctx, reqs)
 }
 
-// Repack tells a fixed sampler that the weights have changed.
-func (s *Sampler) Repack() { s.Engine.Repack() }
+// Repack tells a fixed sampler that the weights have changed; over a
+// frozen model it fails (sampler.Sampler.Repack).
+func (s *Sampler) Repack() error { return s.Engine.Repack() }
 
 // Sample continues every request's prompt Params.N times and returns the
 // completions per request. All samples run as one batch, and a sample

@@ -32,12 +32,17 @@ type Snapshot struct {
 // session no longer in use: its memory (the copy, and the packed weights
 // and KV cache of its sampler) is taken instead of allocating new.
 func (s *Session) Snapshot(version int, reuse *Snapshot) (*Snapshot, error) {
+	if s.Model.Frozen() {
+		return nil, fmt.Errorf("local: snapshot: %w", model.ErrFrozen)
+	}
 	from := s.Sampler.Engine
 	if reuse != nil && len(reuse.model.Params) == len(s.Model.Params) {
 		copy(reuse.model.Params, s.Model.Params)
 		reuse.model.Precision = from.Model.Precision
 		reuse.Engine.MaxStreams = from.MaxStreams
-		reuse.Engine.Repack()
+		if err := reuse.Engine.Repack(); err != nil {
+			return nil, fmt.Errorf("local: snapshot: %w", err)
+		}
 		reuse.Version = version
 		return reuse, nil
 	}

@@ -26,14 +26,15 @@ const panelRows = 96
 // Packed in bf16 (PackBF16) the panels hold bfloat16 bits, half the bytes
 // a one-stream decoding step streams, and a product rounds x to bf16 too:
 // bf16 inputs, float32 accumulation, as Bgemm.
+//
+// Once packed, products only read the panels: several goroutines may
+// multiply by the same Panels at once (decoding caches sharing one packed
+// model), as long as none packs it meanwhile.
 type Panels struct {
-	N, K int
-	BF16 bool      // packed by PackBF16: data16 holds the weights
-	data []float32 // (ceil(N/PanelWidth), K, PanelWidth)
-	// data16 is the same layout in bf16 bits; xr (m, K) is x rounded to
-	// bf16 for one product, grown as needed.
-	data16 []uint16
-	xr     []float32
+	N, K   int
+	BF16   bool      // packed by PackBF16: data16 holds the weights
+	data   []float32 // (ceil(N/PanelWidth), K, PanelWidth)
+	data16 []uint16  // the same layout in bf16 bits
 }
 
 // Pack copies w (n × k) into the panels, reusing their storage when the
@@ -108,10 +109,15 @@ func MulPanels(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, a
 	}
 	panels := (p.N + PanelWidth - 1) / PanelWidth
 	if p.BF16 {
-		// The rows rounded once, before the threads split the panels.
-		p.xr = grow(p.xr, m*p.K)
-		convertRows(p.xr, x, m, p.K, ldx)
-		x, ldx = p.xr, p.K
+		// The rows rounded once, before the threads split the panels,
+		// into a buffer of the pool's: one buffer serves every matrix a
+		// decoding step multiplies by, where one per matrix would hold a
+		// prefill's rows for each of them.
+		xr := roundedPool.Get().(*[]float32)
+		defer roundedPool.Put(xr)
+		*xr = grow(*xr, m*p.K)
+		convertRows(*xr, x, m, p.K, ldx)
+		x, ldx = *xr, p.K
 	}
 	if m >= 2*panelRows {
 		// Many rows (a prompt's prefill): threads take blocks of rows.
@@ -140,6 +146,10 @@ func panelsKernel(out []float32, ldo int, x []float32, ldx int, m int, p *Panels
 	}
 	panelsGo(out, ldo, x, ldx, m, p, p0, p1, accumulate)
 }
+
+// roundedPool holds the rows of x rounded to bf16 for a product by bf16
+// panels, (m, K), grown as needed.
+var roundedPool = sync.Pool{New: func() any { return new([]float32) }}
 
 // widePool holds the portable kernel's float32 copy of one bf16 panel.
 var widePool = sync.Pool{New: func() any { return new([]float32) }}

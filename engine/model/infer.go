@@ -15,8 +15,9 @@ import (
 // next-token logits of each. It also holds a copy of the blocks'
 // projection weights packed for products with few rows (gemm.Panels), so
 // a decoding step's GEMMs pack nothing: NewCache packs them, and Pack
-// must be called again after the model's weights change. It is owned by
-// one goroutine.
+// must be called again after the model's weights change. The cache of a
+// frozen model (Model.Freeze) uses the model's own packed copy instead,
+// shared by all its caches. A cache is owned by one goroutine.
 type Cache struct {
 	Slots, Capacity int
 	Len             []int // tokens cached per slot
@@ -32,12 +33,37 @@ type Cache struct {
 	pos                       []int32
 	base, lens                []int32 // decode attention: each sequence's slot and length
 
-	packed []packedLayer // per layer
+	packed *packedWeights // the cache's own, or its frozen model's
+}
+
+// packedWeights are the matrices Extend multiplies by, packed for
+// products with few rows: every block's projections and the output head.
+type packedWeights struct {
+	layers []packedLayer
 	head   gemm.Panels
+	prec   Precision // FP32, or BF16: the panels hold bf16
+	frozen bool      // a frozen model's, shared by its caches: never packed again
 }
 
 // packedLayer is one block's projections packed for decoding.
 type packedLayer struct{ qkv, o, gateUp, down gemm.Panels }
+
+// packer returns the packing of precision p: float32, or bf16 panels.
+func packer(p Precision) func(*gemm.Panels, []float32, int, int) {
+	if p == BF16 {
+		return (*gemm.Panels).PackBF16
+	}
+	return (*gemm.Panels).Pack
+}
+
+// packLayer packs block w's projections into p.
+func (c Config) packLayer(p *packedLayer, w layer, pack func(*gemm.Panels, []float32, int, int)) {
+	D, F, Hd, Q := c.Dim, c.Hidden, c.Heads*c.HeadDim, c.qkvWidth()
+	pack(&p.qkv, w.qkv, Q, D)
+	pack(&p.o, w.o, D, Hd)
+	pack(&p.gateUp, w.gateUp, 2*F, D)
+	pack(&p.down, w.down, D, F)
+}
 
 // Pack copies the model's current projection and output-head weights
 // into the cache's packed copy, which Extend multiplies by. The packing is
@@ -49,50 +75,79 @@ type packedLayer struct{ qkv, o, gateUp, down gemm.Panels }
 // is packed in bf16, half the bytes, and Extend's projections take bf16
 // inputs with float32 accumulation, as the learner's do; the cache
 // itself, attention and the norms stay float32.
-func (c *Cache) Pack(m *Model) {
+//
+// A frozen model (Model.Freeze) has no weights to pack from: Pack then
+// returns an error wrapping ErrFrozen.
+func (c *Cache) Pack(m *Model) error {
+	if m.frozen != nil {
+		return fmt.Errorf("cache: packing: %w", ErrFrozen)
+	}
 	cf := m.Config
-	D, F, Hd, Q := cf.Dim, cf.Hidden, cf.Heads*cf.HeadDim, cf.qkvWidth()
-	if len(c.packed) != cf.Layers {
-		c.packed = make([]packedLayer, cf.Layers)
+	if c.packed == nil || c.packed.frozen || len(c.packed.layers) != cf.Layers {
+		c.packed = &packedWeights{layers: make([]packedLayer, cf.Layers)}
 	}
-	pack := (*gemm.Panels).Pack
-	if m.EffectivePrecision() == BF16 {
-		pack = (*gemm.Panels).PackBF16
-	}
+	p := c.packed
+	p.prec = m.EffectivePrecision()
+	pack := packer(p.prec)
 	for l, w := range m.w.layers {
-		p := &c.packed[l]
-		pack(&p.qkv, w.qkv, Q, D)
-		pack(&p.o, w.o, D, Hd)
-		pack(&p.gateUp, w.gateUp, 2*F, D)
-		pack(&p.down, w.down, D, F)
+		cf.packLayer(&p.layers[l], w, pack)
 	}
-	pack(&c.head, m.w.head, cf.Vocab, D)
+	pack(&p.head, m.w.head, cf.Vocab, cf.Dim)
+	return nil
 }
 
 // PackedBytes is the memory the packed weights hold: 4 bytes a weight in
-// FP32, 2 in BF16.
-func (c *Cache) PackedBytes() int64 {
-	n := c.head.Bytes()
-	for i := range c.packed {
-		p := &c.packed[i]
-		n += p.qkv.Bytes() + p.o.Bytes() + p.gateUp.Bytes() + p.down.Bytes()
+// FP32, 2 in BF16. A frozen model's caches share theirs.
+func (c *Cache) PackedBytes() int64 { return c.packed.bytes() }
+
+// bytes is the memory the panels hold.
+func (p *packedWeights) bytes() int64 {
+	n := p.head.Bytes()
+	for i := range p.layers {
+		l := &p.layers[i]
+		n += l.qkv.Bytes() + l.o.Bytes() + l.gateUp.Bytes() + l.down.Bytes()
 	}
 	return n
 }
 
 // NewCache returns a cache for slots sequences of up to capacity tokens
-// each (at most the model's MaxSeq).
+// each (at most the model's MaxSeq), with the model's weights packed (or,
+// when it is frozen, its packed copy).
 func (m *Model) NewCache(slots, capacity int) (*Cache, error) {
+	return m.newCache(slots, capacity, nil)
+}
+
+// Regrow returns a cache of m for slots sequences of up to capacity
+// tokens that takes over c's packed copy, packing m's current weights into
+// its storage, so that growing a cache never holds two packed copies at
+// once. c must not be used after.
+func (c *Cache) Regrow(m *Model, slots, capacity int) (*Cache, error) {
+	p := c.packed
+	*c = Cache{} // its KV and scratch may go before the new ones come
+	return m.newCache(slots, capacity, p)
+}
+
+// newCache is NewCache packing into p's storage when it is not nil.
+func (m *Model) newCache(slots, capacity int, p *packedWeights) (*Cache, error) {
 	if slots < 1 || capacity < 1 || capacity > m.Config.MaxSeq {
 		return nil, fmt.Errorf("cache: %d slots of %d tokens (max_seq %d)", slots, capacity, m.Config.MaxSeq)
 	}
-	c := &Cache{Slots: slots, Capacity: capacity, Len: make([]int, slots)}
+	if f := m.frozen; f != nil && f.prec != m.EffectivePrecision() {
+		return nil, fmt.Errorf("cache: the model was frozen in %s and now runs in %s: %w", f.prec, m.EffectivePrecision(), ErrFrozen)
+	}
+	c := &Cache{Slots: slots, Capacity: capacity, Len: make([]int, slots), packed: p}
 	kvw := m.Config.KVHeads * m.Config.HeadDim
 	for range m.Config.Layers {
 		c.k = append(c.k, make([]float32, slots*capacity*kvw))
 		c.v = append(c.v, make([]float32, slots*capacity*kvw))
 	}
-	c.Pack(m)
+	if m.frozen != nil {
+		c.packed = m.frozen
+		return c, nil
+	}
+	if err := c.Pack(m); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -161,7 +216,7 @@ func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
 	x, h, qkv := c.x[:N*D], c.h[:N*D], c.qkv[:N*Q]
 	m.embed(x, b.Tokens)
 	for l, w := range m.w.layers {
-		p := &c.packed[l]
+		p := &c.packed.layers[l]
 		m.attentionInput(l, w, p, x, h, c.rstd, qkv, nil, c.qkRstd, c.pos[:N], N)
 		t0 = m.tic()
 		m.appendKV(c, l, slots, b.Offsets)
@@ -182,7 +237,7 @@ func (m *Model) Extend(c *Cache, slots []int, b Batch, logits []float32) error {
 	nn.RMSNormForward(last, c.rstd, last, m.w.norm, S, 1, D, D, cf.NormEps, cf.normOffset())
 	m.toc(OpRMSNorm, false, t0)
 	t0 = m.tic()
-	gemm.MulPanels(logits, cf.Vocab, last, D, S, &c.head, false)
+	gemm.MulPanels(logits, cf.Vocab, last, D, S, &c.packed.head, false)
 	m.toc(OpHeadMatmul, false, t0)
 	for s, slot := range slots {
 		c.Len[slot] += b.Offsets[s+1] - b.Offsets[s]

@@ -245,7 +245,11 @@ func locate(b Batch, n int) (int, int) {
 // A NaN or Inf loss is reported with the sequence and position where it
 // appeared; the decoder's gradients are then left untouched, but the
 // output head's may hold part of the batch: call ZeroGrad before going on.
+// A frozen model (Freeze) returns an error wrapping ErrFrozen.
 func (m *Model) ForwardBackward(b Batch, t Targets, loss Loss, teacher *TeacherBatch, logprobs []float32) (Metrics, error) {
+	if err := m.learnable("forward-backward"); err != nil {
+		return Metrics{}, err
+	}
 	if err := loss.validate(); err != nil {
 		return Metrics{}, err
 	}
@@ -392,7 +396,11 @@ func gather[E any](v []E, offsets, order []int) []E {
 // Logprobs runs the forward pass only and writes the logprob of each target
 // into out (N). When top is not nil it also records, per position, whether
 // the target is the most likely token (so greedy decoding would emit it).
+// A frozen model (Freeze) returns an error wrapping ErrFrozen.
 func (m *Model) Logprobs(b Batch, targets []int32, out []float32, top []bool) error {
+	if err := m.learnable("logprobs"); err != nil {
+		return err
+	}
 	if err := m.Validate(b); err != nil {
 		return err
 	}

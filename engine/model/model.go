@@ -60,6 +60,11 @@ type Model struct {
 	bf   *gemm.BF16Weights
 
 	w, g weights // views of Params and Grads
+	// frozen, once Freeze ran, is the packed copy every cache uses, and
+	// kept the slab of the float32 weights the model still reads (w's
+	// views of it); Params and Grads are nil then.
+	frozen *packedWeights
+	kept   []float32
 	// rotary tables (MaxSeq, hd/2) of the global layers and, when there
 	// are local ones, of theirs
 	cos, sin           []float32
@@ -104,8 +109,11 @@ func (m *Model) rope(l int) (cos, sin []float32) {
 }
 
 // Tensor returns the parameter view and descriptor named name (a Hugging
-// Face tensor name).
+// Face tensor name). A frozen model has no parameter slab: it finds none.
 func (m *Model) Tensor(name string) ([]float32, Tensor, bool) {
+	if m.frozen != nil {
+		return nil, Tensor{}, false
+	}
 	for _, t := range m.Tensors {
 		if t.Name == name {
 			return m.Params[t.Offset : t.Offset+t.Len()], t, true
@@ -114,14 +122,22 @@ func (m *Model) Tensor(name string) ([]float32, Tensor, bool) {
 	return nil, Tensor{}, false
 }
 
-// NumParams is the number of parameters.
-func (m *Model) NumParams() int { return len(m.Params) }
+// NumParams is the number of parameters (of the architecture: a frozen
+// model's too).
+func (m *Model) NumParams() int {
+	t := m.Tensors[len(m.Tensors)-1]
+	return t.Offset + t.Len()
+}
 
 // ZeroGrad clears the accumulated gradients.
 func (m *Model) ZeroGrad() { clear(m.Grads) }
 
 // Gradients returns the gradient slab, allocating it (zero) on first use.
+// A frozen model has none: it panics with ErrFrozen.
 func (m *Model) Gradients() []float32 {
+	if err := m.learnable("gradients"); err != nil {
+		panic(err)
+	}
 	if m.Grads == nil {
 		m.Grads = make([]float32, len(m.Params))
 		m.g = views(m.Config, m.Tensors, m.Grads)

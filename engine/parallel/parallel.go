@@ -154,7 +154,14 @@ func run(chunks int, body func(c int)) {
 	for p.pending.Load() > 0 {
 		runtime.Gosched()
 	}
+	// Every chunk is claimed, so no worker calls body again: the pool lets
+	// it go, and what it holds (a model's weights that were just packed)
+	// with it.
+	p.body.Store(idle)
 }
+
+// idle is the pool's body between loops.
+var idle = func(int) {}
 
 // work claims and runs chunks of loop gen until none is left or another
 // loop has started.

@@ -60,7 +60,7 @@ type Sampler struct {
 	// embeddings are read in place, so a change without Repack would leave
 	// the sampler on a mix). By default every call repacks, so that a
 	// trainer's updates are always seen; packing costs a copy of the
-	// weights.
+	// weights. A frozen model (NewFrozen) is only sampled PackOnce.
 	PackOnce bool
 	// MaxStreams bounds the continuations in flight, and so the cache's
 	// memory; 0 runs every continuation of a call at once. A long
@@ -93,8 +93,16 @@ type scratch struct {
 }
 
 // Repack tells a PackOnce sampler that the weights have changed: the next
-// call packs them again.
-func (s *Sampler) Repack() { s.stale = true }
+// call packs them again. A frozen model's weights cannot change: Repack
+// then returns an error wrapping model.ErrFrozen, and so does every call
+// after it, rather than sample what was packed before.
+func (s *Sampler) Repack() error {
+	s.stale = true
+	if s.Model.Frozen() {
+		return fmt.Errorf("sampler: repack: %w", model.ErrFrozen)
+	}
+	return nil
+}
 
 // NewFixed returns a sampler over a checkpoint whose weights do not change
 // (a served or evaluated one): it packs them once (PackOnce).
@@ -102,6 +110,16 @@ func NewFixed(m *model.Model) *Sampler {
 	s := New(m)
 	s.PackOnce = true
 	return s
+}
+
+// NewFrozen returns a sampler over a checkpoint that this process only
+// samples from: it freezes m (model.Model.Freeze), packing its matrices
+// once in m's precision and releasing their float32 copies, so that m
+// can no longer be trained, saved or repacked. Its samples are those of
+// NewFixed(m), bit for bit.
+func NewFrozen(m *model.Model) *Sampler {
+	m.Freeze()
+	return NewFixed(m)
 }
 
 // New returns a sampler over m.
@@ -251,7 +269,9 @@ func (s *Sampler) decode(ctx context.Context, slots int, take func(free int, idl
 		}
 		if len(prompts) > 0 {
 			if s.stale && started == 0 {
-				s.cache.Pack(m) // a Loop loaded other weights
+				if err := s.cache.Pack(m); err != nil { // a Loop loaded other weights
+					return err
+				}
 				s.stale = false
 			}
 			if err := m.Extend(s.cache, first, model.Pack(prompts), logits[started*V:]); err != nil {
@@ -331,15 +351,31 @@ func (s *Sampler) release() {
 // ensure sizes the cache and buffers for n slots of capacity tokens.
 func (s *Sampler) ensure(n, capacity int) error {
 	V := s.Model.Config.Vocab
+	switch {
+	case s.Model.Frozen() && s.stale:
+		return fmt.Errorf("sampler: the weights were said to change (Repack): %w", model.ErrFrozen)
+	case s.Model.Frozen() && !s.PackOnce:
+		return fmt.Errorf("sampler: a sampler that repacks at every call (not PackOnce): %w", model.ErrFrozen)
+	}
 	if s.cache == nil || s.cache.Slots < n || s.cache.Capacity < capacity {
-		s.cache = nil // its KV and packed weights may go before the new ones come
-		c, err := s.Model.NewCache(n, capacity)
+		// A larger cache packs into the old one's storage, and the old
+		// KV may go before the new one comes.
+		var c *model.Cache
+		var err error
+		if old := s.cache; old != nil {
+			s.cache = nil
+			c, err = old.Regrow(s.Model, n, capacity)
+		} else {
+			c, err = s.Model.NewCache(n, capacity)
+		}
 		if err != nil {
 			return err
 		}
 		s.cache = c
 	} else if s.stale || !s.PackOnce {
-		s.cache.Pack(s.Model) // the weights may have changed since the last call
+		if err := s.cache.Pack(s.Model); err != nil { // the weights may have changed since the last call
+			return err
+		}
 	}
 	s.stale = false
 	s.cache.Reset()

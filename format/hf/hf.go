@@ -124,8 +124,12 @@ func Load(dir string) (*model.Model, *hfconfig.Config, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("hf: %s: %w", dir, err)
 	}
-	if err := Fill(m, f.Float32, dir); err != nil {
-		return nil, nil, err
+	// Each tensor is read straight into the model's slab (Check has
+	// checked the shapes and dtypes), so loading holds no second copy.
+	for _, t := range m.Tensors {
+		if err := f.Float32Into(m.Params[t.Offset:t.Offset+t.Len()], t.Name); err != nil {
+			return nil, nil, fmt.Errorf("hf: %s: %w", dir, err)
+		}
 	}
 	if _, ok := f.Tensor(headName); ok && mc.TiedEmbeddings {
 		same, err := f.SameData(headName, embedName)
@@ -312,8 +316,13 @@ func Fill(m *model.Model, get func(name string) ([]float32, []int, error), sourc
 
 // Save writes m to dir as config.json and model.safetensors (dtype F32 or
 // BF16), creating dir. cfg supplies the token ids and architecture; nil
-// derives them from the model. Files are written atomically.
+// derives them from the model. Files are written atomically. A frozen
+// model (model.Model.Freeze) has released its matrices: saving it is an
+// error wrapping model.ErrFrozen.
 func Save(dir string, m *model.Model, cfg *hfconfig.Config, dtype safetensors.DType) error {
+	if m.Frozen() {
+		return fmt.Errorf("hf: saving to %s: %w", dir, model.ErrFrozen)
+	}
 	if cfg == nil {
 		cfg = Config(m.Config, nil, nil)
 	}

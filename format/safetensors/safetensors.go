@@ -24,6 +24,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"sync"
 )
 
 // DType is the element type of a tensor, spelled as in the header ("F32").
@@ -265,30 +266,51 @@ var converters = map[DType]func(dst []float32, src []byte){
 // chunkBytes is how much tensor data Float32 reads at a time.
 const chunkBytes = 1 << 20
 
+// chunks holds Float32Into's read buffers (chunkBytes each), so loading a
+// model's tensors one after another leaves no garbage behind.
+var chunks = sync.Pool{New: func() any { return new([chunkBytes]byte) }}
+
 // Float32 returns the values and shape of the tensor called name, converted
 // to float32. It converts F32, BF16, F16 and F64 (rounding to nearest).
 func (f *File) Float32(name string) ([]float32, []int, error) {
-	t, s, err := f.lookup(name)
+	t, _, err := f.lookup(name)
 	if err != nil {
 		return nil, nil, err
 	}
-	conv, ok := converters[t.DType]
-	if !ok {
-		return nil, nil, fmt.Errorf("safetensors: %s: tensor %q: cannot convert dtype %s to float32", s.name, name, t.DType)
-	}
-	n, size := t.NumElements(), t.DType.Size()
-	out := make([]float32, n)
-	buf := make([]byte, min(chunkBytes, n*size))
-	for done := 0; done < n; {
-		k := min(len(buf)/size, n-done)
-		b := buf[:k*size]
-		if err := s.readAt(b, t.Offsets[0]+int64(done*size)); err != nil {
-			return nil, nil, fmt.Errorf("safetensors: %s: tensor %q: %w", s.name, name, err)
-		}
-		conv(out[done:done+k], b)
-		done += k
+	out := make([]float32, t.NumElements())
+	if err := f.Float32Into(out, name); err != nil {
+		return nil, nil, err
 	}
 	return out, slices.Clone(t.Shape), nil
+}
+
+// Float32Into is Float32 into dst, which must hold exactly the tensor's
+// elements: a loader fills its own storage with it, allocating nothing.
+func (f *File) Float32Into(dst []float32, name string) error {
+	t, s, err := f.lookup(name)
+	if err != nil {
+		return err
+	}
+	conv, ok := converters[t.DType]
+	if !ok {
+		return fmt.Errorf("safetensors: %s: tensor %q: cannot convert dtype %s to float32", s.name, name, t.DType)
+	}
+	n, size := t.NumElements(), t.DType.Size()
+	if len(dst) != n {
+		return fmt.Errorf("safetensors: %s: tensor %q has %d elements, read into %d", s.name, name, n, len(dst))
+	}
+	buf := chunks.Get().(*[chunkBytes]byte)
+	defer chunks.Put(buf)
+	for done := 0; done < n; {
+		k := min(chunkBytes/size, n-done)
+		b := buf[:k*size]
+		if err := s.readAt(b, t.Offsets[0]+int64(done*size)); err != nil {
+			return fmt.Errorf("safetensors: %s: tensor %q: %w", s.name, name, err)
+		}
+		conv(dst[done:done+k], b)
+		done += k
+	}
+	return nil
 }
 
 // readAt reads len(b) bytes at offset off of the data buffer.
