@@ -475,7 +475,9 @@ func (s *Server) sampleWith(ctx context.Context, jobs []*sampleJob) ([]tinker.Sa
 	b := w.base
 	if b.current != w {
 		copy(b.sampModel.Params, w.params)
-		b.sampler.Repack()
+		if err := b.sampler.Repack(); err != nil {
+			return nil, err
+		}
 		b.current = w
 	}
 	reqs := make([]sample.Request, len(jobs))
