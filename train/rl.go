@@ -51,11 +51,38 @@ type Options struct {
 
 // Run is RL with options.
 func Run(ctx context.Context, cfg RLConfig, runDir string, opts Options) error {
-	resume, progress := opts.Resume, opts.Progress
-	recipe, err := cfg.Resolve()
+	r, err := Resolve(cfg)
 	if err != nil {
 		return err
 	}
+	return RunResolved(ctx, r, runDir, opts)
+}
+
+// Resolved is a training config that Resolve checked and resolved, with
+// train's own defaults filled in, and its method's recipe: what
+// RunResolved runs, so that a command that checks a config before it
+// runs it resolves the config once.
+type Resolved struct {
+	cfg    RLConfig
+	recipe *part.Recipe
+}
+
+// Resolve checks cfg and resolves it (RLConfig.Resolve).
+func Resolve(cfg RLConfig) (*Resolved, error) {
+	recipe, err := cfg.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	return &Resolved{cfg: cfg, recipe: recipe}, nil
+}
+
+// Config is the resolved config, with train's own defaults filled in.
+func (r *Resolved) Config() RLConfig { return r.cfg }
+
+// RunResolved is Run of a config resolved beforehand.
+func RunResolved(ctx context.Context, r *Resolved, runDir string, opts Options) error {
+	resume, progress := opts.Resume, opts.Progress
+	cfg, recipe := r.cfg, r.recipe
 	recorded := cfg.recorded(recipe)
 	if err := checkPaths(&cfg); err != nil {
 		return err

@@ -378,11 +378,11 @@ func TestPretrainShortRunFitsWarmup(t *testing.T) {
 	if !strings.Contains(stdout, "the cache's directory for these settings, where a copy of it is found: "+filepath.Join(train.CacheDir(), "pretrain-")) {
 		t.Errorf("output %q does not name the cache's directory", stdout)
 	}
-	if got := defaultWarmup(3); got != 0 {
-		t.Errorf("defaultWarmup(3) = %d", got)
+	if got := train.DefaultWarmup(3); got != 0 {
+		t.Errorf("DefaultWarmup(3) = %d", got)
 	}
-	if got := defaultWarmup(4000); got != 100 {
-		t.Errorf("defaultWarmup(4000) = %d, want the default configuration's 100", got)
+	if got := train.DefaultWarmup(4000); got != 100 {
+		t.Errorf("DefaultWarmup(4000) = %d, want the default configuration's 100", got)
 	}
 }
 

@@ -104,3 +104,8 @@ func TestSIGINTCheckpointsPretraining(t *testing.T) {
 		t.Fatalf("no resumable state:\n%s", text)
 	}
 }
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"rlvr/internal/flagcheck"
 	"rlvr/method"
 	"rlvr/method/meml"
 	"rlvr/method/part"
@@ -61,105 +58,69 @@ func bindRLFlags(f *pflag.FlagSet, c *train.RLConfig) {
 
 // rlCommand builds train and sft: one loop, a different default preset.
 func rlCommand(use, preset, short, long, example string) *cobra.Command {
-	cfg := train.DefaultRL()
-	if err := cfg.ApplyPreset(preset); err != nil {
+	o := train.RLCommand{Config: train.DefaultRL(), Stop: stopTraining}
+	if err := o.Config.ApplyPreset(preset); err != nil {
 		panic(err) // a preset name in this file
 	}
-	var configPath, runDir, presetFlag, out string
-	var sets []string
-	var resume, overwrite bool
 	cmd := &cobra.Command{Use: use, Short: short, Long: long, Example: example, Args: cobra.NoArgs}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if resume && configPath == "" && runDir != "" && fileExists(filepath.Join(runDir, rundir.ConfigFile)) {
-			// A resumed run starts from what it recorded; flags may then
-			// change the knobs that are safe to change.
-			configPath = filepath.Join(runDir, rundir.ConfigFile)
-		}
-		if configPath != "" || presetFlag != "" || len(sets) > 0 {
-			var fileCfg train.RLConfig
-			var err error
-			if configPath != "" || len(sets) > 0 {
-				if fileCfg, err = train.LoadRLConfig(configPath, presetFlag, sets...); err != nil {
-					return err
-				}
-			} else {
-				fileCfg = train.DefaultRL()
-				if err := fileCfg.ApplyPreset(presetFlag); err != nil {
-					return err
-				}
-			}
-			// Flags the user set win over the file and the preset.
-			fs := pflag.NewFlagSet("override", pflag.ContinueOnError)
-			bindRLFlags(fs, &fileCfg)
-			var setErr error
-			cmd.Flags().Visit(func(f *pflag.Flag) {
-				if fs.Lookup(f.Name) != nil && setErr == nil {
-					if sv, ok := f.Value.(pflag.SliceValue); ok {
-						setErr = fs.Lookup(f.Name).Value.(pflag.SliceValue).Replace(sv.GetSlice())
-					} else {
-						setErr = fs.Set(f.Name, f.Value.String())
-					}
-				}
-			})
-			if setErr != nil {
-				return setErr
-			}
-			cfg = fileCfg
-		}
-		if _, err := cfg.Resolve(); err != nil {
-			return err
-		}
-		if runDir == "" {
-			runDir = filepath.Join("runs", fmt.Sprintf("%s-seed%d", cfg.Algorithm, cfg.Seed))
-		}
-		if out != "" {
-			var c flagcheck.Check
-			c.OutDir("out", out, false)
-			if err := c.Err(); err != nil {
-				return err
-			}
-		}
 		w := cmd.OutOrStdout()
-		fmt.Fprintf(w, "run: %s (the whole config: %s)\n%s\n", runDir, filepath.Join(runDir, "config.yaml"), runSummary(cfg))
-		bar := newBar(cmd, cfg.Steps)
-		graceful.Store(true)
-		last := 0
-		err := train.Run(cmd.Context(), cfg, runDir, train.Options{Resume: resume, Overwrite: overwrite, Stop: stopTraining,
-			Log: func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) },
-			Progress: func(m method.Metrics) {
+		o.Override = func(c *train.RLConfig) error { return overrideRLFlags(cmd.Flags(), c) }
+		o.Log = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
+		o.Start = func(runDir string, cfg train.RLConfig) (func(method.Metrics), func()) {
+			fmt.Fprintf(w, "run: %s (the whole config: %s)\n%s\n", runDir, filepath.Join(runDir, "config.yaml"), runSummary(cfg))
+			bar := newBar(cmd, cfg.Steps)
+			graceful.Store(true) // a signal from here on stops at a step's end
+			return func(m method.Metrics) {
 				bar.Describe(progressLine(string(cfg.Algorithm), m))
-				last = int(m[rundir.StepField])
-				bar.Set(last)
-			}})
-		bar.Finish()
-		if errors.Is(err, train.ErrStopped) {
-			fmt.Fprintf(w, "stopped after step %d of %d, checkpointed; continue with: rlvr %s --run %s --resume\n", last, cfg.Steps, use, runDir)
-			return nil
+				bar.Set(int(m[rundir.StepField]))
+			}, func() { bar.Finish() }
 		}
+		res, err := o.Run(cmd.Context())
 		if err != nil {
 			return err
 		}
-		if out != "" {
-			if err := train.ExportModel(runDir, out); err != nil {
-				return err
-			}
-			fmt.Fprintf(w, "model: %s\n", out)
+		if res.Stopped {
+			fmt.Fprintf(w, "stopped after step %d of %d, checkpointed; continue with: rlvr %s --run %s --resume\n", res.Last, res.Steps, use, res.RunDir)
+			return nil
 		}
-		return printEvalSummary(w, runDir)
+		if o.Out != "" {
+			fmt.Fprintf(w, "model: %s\n", o.Out)
+		}
+		return printEvalSummary(w, res.RunDir)
 	}
-	bindRLFlags(cmd.Flags(), &cfg)
-	cmd.Flags().StringVar(&configPath, "config", "", "YAML config (flags override it)")
-	cmd.Flags().StringArrayVar(&sets, "set", nil, "KEY=VALUE: set a config key, dotted for a section's (expert_prompts.experts=[1]), the value read as YAML; repeatable, applied to the config file before the flags")
-	cmd.Flags().StringVar(&presetFlag, "preset", "", fmt.Sprintf("a named recipe, one of %v (the config file and flags override it)", train.PresetNames()))
-	cmd.Flags().StringVar(&runDir, "run", "", "run directory (default: runs/<algorithm>-seed<seed>)")
-	cmd.Flags().BoolVar(&resume, "resume", false, "continue from the run directory's newest intact checkpoint, with its recorded config")
-	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace another run's files in the run directory")
-	cmd.Flags().StringVar(&out, "out", "", "also write the final model to this directory")
+	bindRLFlags(cmd.Flags(), &o.Config)
+	f := cmd.Flags()
+	f.StringVar(&o.ConfigFile, "config", "", "YAML config (flags override it)")
+	f.StringArrayVar(&o.Sets, "set", nil, "KEY=VALUE: set a config key, dotted for a section's (expert_prompts.experts=[1]), the value read as YAML; repeatable, applied to the config file before the flags")
+	f.StringVar(&o.Preset, "preset", "", fmt.Sprintf("a named recipe, one of %v (the config file and flags override it)", train.PresetNames()))
+	f.StringVar(&o.RunDir, "run", "", "run directory (default: runs/<algorithm>-seed<seed>)")
+	f.BoolVar(&o.Resume, "resume", false, "continue from the run directory's newest intact checkpoint, with its recorded config")
+	f.BoolVar(&o.Overwrite, "overwrite", false, "replace another run's files in the run directory")
+	f.StringVar(&o.Out, "out", "", "also write the final model to this directory")
 	// An empty path given on purpose would otherwise read as unset: the
 	// defaults, trained into runs/<algorithm>-seed<seed>, or a config's
 	// model or data replaced by the built-in world's.
 	pathFlags(cmd, "config", "run", "out", "model", "train-file", "test-file", "dme")
 	return cmd
+}
+
+// overrideRLFlags sets the training flags given on flags over c, a config
+// read from a file or a preset: flags the user set win over both.
+func overrideRLFlags(flags *pflag.FlagSet, c *train.RLConfig) error {
+	fs := pflag.NewFlagSet("override", pflag.ContinueOnError)
+	bindRLFlags(fs, c)
+	var setErr error
+	flags.Visit(func(f *pflag.Flag) {
+		if fs.Lookup(f.Name) != nil && setErr == nil {
+			if sv, ok := f.Value.(pflag.SliceValue); ok {
+				setErr = fs.Lookup(f.Name).Value.(pflag.SliceValue).Replace(sv.GetSlice())
+			} else {
+				setErr = fs.Set(f.Name, f.Value.String())
+			}
+		}
+	})
+	return setErr
 }
 
 func trainCmd() *cobra.Command {
@@ -185,11 +146,6 @@ directory, checkpoints and resume; --out writes the final model as a Hugging Fac
 directory.`,
 		`  rlvr sft --levels 0,1,2,3 --steps 200 --out runs/sft-model
   rlvr sft --model runs/qwen --data gsm8k --train-file ../shared/data/gsm8k/train.jsonl --out runs/qwen-sft`)
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }
 
 // runSummary is the line a run starts with: what is trained, from what, on
