@@ -17,3 +17,15 @@ func ReferenceResponse(e Example) string {
 	}
 	return s + "\n"
 }
+
+// AnySolution reports whether some example has a reference solution: what
+// everything that answers from the solutions (the reference expert, MEL's
+// reference_positive) needs of the training data before it runs.
+func AnySolution(examples []Example) bool {
+	for _, e := range examples {
+		if strings.TrimSpace(e.Solution) != "" {
+			return true
+		}
+	}
+	return false
+}

@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -396,7 +395,7 @@ func checkColdStart(cfg *RLConfig, starts []part.ColdStart, src *source) error {
 		if !s.NeedsSolutions {
 			continue
 		}
-		if !slices.ContainsFunc(examples, func(e task.Example) bool { return task.ReferenceResponse(e) != "" }) {
+		if !task.AnySolution(examples) {
 			return fmt.Errorf("cold_start: %s writes its demonstrations from reference solutions, and none of the %d training examples drawn from %s (dataset %s) has one: name the solution field (data.fields.solution) or drop cold_start",
 				s.Part, len(examples), cfg.Data.Train, cfg.Data.Name)
 		}

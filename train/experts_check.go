@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"rlvr/expert"
 	"rlvr/task"
@@ -40,7 +39,7 @@ func checkExperts(c *RLConfig, src *source) error {
 	case d.Train != "":
 		dataset += " (" + d.Train + ")"
 	}
-	hasSolutions := slices.ContainsFunc(src.pool, func(e task.Example) bool { return strings.TrimSpace(e.Solution) != "" })
+	hasSolutions := task.AnySolution(src.pool)
 	for _, name := range slices.Sorted(maps.Keys(c.Sections)) {
 		if r, ok := c.Sections[name].(solutionReader); ok && !hasSolutions {
 			if field := r.SolutionsField(); field != "" {
