@@ -217,9 +217,7 @@ func (l *Loop) take(ctx context.Context, free int, idle bool) []*stream {
 				if !idle || len(start) > 0 {
 					break // other weights wait for the batch to drain
 				}
-				st.t.job.Load()
-				l.s.Repack()
-				l.current = st.t.weights
+				l.use(st.t)
 			}
 			if n > free {
 				break
@@ -255,6 +253,16 @@ func (l *Loop) head() *stream {
 	return nil
 }
 
+// use loads t's weights into the model and has them packed again at the
+// next step, none being in flight. Only requests with weights of their
+// own get here (serve --tinker's), whose model is never frozen, so Repack
+// does not refuse.
+func (l *Loop) use(t *ticket) {
+	t.job.Load()
+	l.s.Repack()
+	l.current = t.weights
+}
+
 // long reports whether st's request needs more than a slot holds.
 func (l *Loop) long(st *stream) bool { return span(l.s.Model, st.req) > l.capacity }
 
@@ -286,9 +294,7 @@ func (l *Loop) runLong(ctx context.Context) error {
 	}
 	l.mu.Unlock()
 	if weights != l.current {
-		first.t.job.Load()
-		l.s.Repack()
-		l.current = weights
+		l.use(first.t)
 	}
 	slots := min(n, l.slots*l.capacity/capacity)
 	if err := l.resize(slots, capacity); err != nil {
