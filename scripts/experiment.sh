@@ -97,24 +97,40 @@ run() {
 }
 export -f run finished kept keep needs_out
 
-# score RUN TRAINED [FLAGS...]: the starting model of world version $world,
-# scored without training on the test problems of the training run
-# TRAINED (rlvr eval --test-of; kept in $results), recorded as the run RUN
+# evaluate RUN [FLAGS...]: rlvr eval FLAGS, recorded as the run RUN
 # (--run) that rlvr report pairs with trained runs by seed and problem;
-# skipped when RUN is kept, and its output goes to RUN.log.
-score() {
-  local dir=$1 trained=$results/$(basename "$2")
-  shift 2
+# skipped when RUN is kept, its output in RUN.log, and kept when done.
+evaluate() {
+  local dir=$1
+  shift
   if kept "$dir"; then
     return 0
   fi
   rm -rf "$dir"
-  bin/rlvr eval --world "$world" --test-of "$trained" --run "$dir" "$@" >"$dir.log" 2>&1 ||
+  bin/rlvr eval --run "$dir" "$@" >"$dir.log" 2>&1 ||
     { echo "failed: $dir (see $dir.log)" >&2; return 1; }
   keep "$dir"
   echo "done: $dir"
 }
-export -f score
+
+# score RUN TRAINED [FLAGS...]: the starting model of world version $world,
+# scored without training on the test problems of the training run
+# TRAINED (rlvr eval --test-of; kept in $results), recorded as RUN.
+score() {
+  local dir=$1 trained=$results/$(basename "$2")
+  shift 2
+  evaluate "$dir" --world "$world" --test-of "$trained" "$@"
+}
+
+# real_model NAME FILE: the real model ~/.cache/rlvr/models/FILE.gguf
+# (scripts/models.sh fetches it) imported once into runs/NAME.
+real_model() {
+  [ ! -e "runs/$1/config.json" ] || return 0
+  local gguf=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}/models/$2.gguf
+  [ -e "$gguf" ] || { echo "$(basename "$0"): $gguf is missing: run scripts/models.sh" >&2; exit 1; }
+  bin/rlvr import "$gguf" --out "runs/$1" >/dev/null
+}
+export -f evaluate score
 export world results
 
 # dirs ROW...: the kept runs of each row, one per seed.

@@ -31,11 +31,7 @@ source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLA
 export RLVR_BF16_KERNEL=${RLVR_BF16_KERNEL:-emulate}
 rl_steps=${RL_STEPS:-5}
 
-if [ ! -e runs/smollm2/config.json ]; then
-  gguf=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}/models/SmolLM2-135M-Instruct.Q4_1.gguf
-  [ -e "$gguf" ] || { echo "precision-smollm2: $gguf is missing: run scripts/models.sh" >&2; exit 1; }
-  bin/rlvr import "$gguf" --out runs/smollm2 >/dev/null
-fi
+real_model smollm2 SmolLM2-135M-Instruct.Q4_1
 
 # Small evaluations: these runs check mechanics, not accuracy.
 evals="--eval-problems 32 --test-problems 32"

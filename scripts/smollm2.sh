@@ -32,13 +32,8 @@ STEPS=${STEPS:-30}
 SEEDS=${SEEDS:-"1 2 3 4 5"}
 source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...], one core each
 
-models=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}/models
-for m in smollm2:SmolLM2-135M-Instruct.Q4_1 gemma3-270m:gemma-3-270m-q4_k_m; do
-  if [ ! -e "runs/${m%%:*}/config.json" ]; then
-    [ -e "$models/${m#*:}.gguf" ] || { echo "smollm2: $models/${m#*:}.gguf is missing: run scripts/models.sh" >&2; exit 1; }
-    bin/rlvr import "$models/${m#*:}.gguf" --out "runs/${m%%:*}" >/dev/null
-  fi
-done
+real_model smollm2 SmolLM2-135M-Instruct.Q4_1
+real_model gemma3-270m gemma-3-270m-q4_k_m
 
 # The settings every RL arm shares; the recipes' own are for a longer run.
 prompts=${PROMPTS:-8}
@@ -81,22 +76,15 @@ math_system="Solve the math problem step by step. End with a line '#### <answer>
 # final_model RUN: the run's last checkpoint, empty when it is gone (a run
 # kept in results/ from another machine).
 final_model() { compgen -G "$1/ckpt-*" | sort | tail -n 1; }
-# math500 RUN SEED MODEL: the evaluation, skipped when kept (or, with its
-# model gone, said so), its output in RUN.log.
+# math500 RUN SEED MODEL: the evaluation, skipped when kept or, with its
+# model gone, said so.
 math500() {
-  local dir=$out/$1
-  if kept "$dir"; then
-    return 0
-  elif [ -z "$3" ]; then
-    echo "math500: $dir: the model it scores is not on this machine" >&2
+  if [ -z "$3" ] && ! kept "$out/$1"; then
+    echo "math500: $out/$1: the model it scores is not on this machine" >&2
     return 0
   fi
-  rm -rf "$dir"
-  bin/rlvr eval --data math500=../shared/data/math500/test.jsonl --model "$3" --problems 500 \
-    --max-tokens "$max_tokens" --system "$math_system" --seed "$2" --run "$dir" >"$dir.log" 2>&1 ||
-    { echo "failed: $dir (see $dir.log)" >&2; return 1; }
-  keep "$dir"
-  echo "done: $dir"
+  evaluate "$out/$1" --data math500=../shared/data/math500/test.jsonl --model "$3" --problems 500 \
+    --max-tokens "$max_tokens" --system "$math_system" --seed "$2"
 }
 math500 smollm2-math500-seed1 1 runs/smollm2
 
