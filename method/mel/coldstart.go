@@ -73,7 +73,7 @@ func (me *MetaExperience) coldPairs(ctx context.Context, env *method.Env, exampl
 			env.Metrics[MetricColdStartSkipped+skipPolicyRight]++
 			continue
 		}
-		correct := strings.TrimSpace(task.ReferenceResponse(e))
+		correct := referenceAnswer(e)
 		wrong := strings.TrimSpace(shownText(env, t))
 		req := task.Example{ID: e.ID + "/reflection", Prompt: me.Format.Request(e.Prompt, correct, wrong)}
 		pr, err := env.Prompt(req, singleTurn)

@@ -284,24 +284,15 @@ func (me *MetaExperience) pairs(env *method.Env, groups []method.Scored) ([]meta
 				neg = append(neg, i)
 			}
 		}
-		// Each answer decoded once, however many pairs it is in.
-		shown := make([]string, len(g.Trajectories))
-		for i := range g.Trajectories {
-			shown[i] = shownText(env, &g.Trajectories[i])
-		}
-		positives := make([]string, len(pos))
-		for i, k := range pos {
-			positives[i] = shown[k]
-		}
 		// An all-wrong group's y+ is its reference solution, where the
 		// run asks for that (ReferencePositive) and the example has one.
-		fromReference := false
-		if len(positives) == 0 && me.ReferencePositive {
-			if ref := strings.TrimSpace(task.ReferenceResponse(g.Example)); ref != "" {
-				positives, fromReference = []string{ref}, true
+		reference, positives := "", len(pos)
+		if positives == 0 && me.ReferencePositive {
+			if reference = referenceAnswer(g.Example); reference != "" {
+				positives = 1
 			}
 		}
-		n := len(positives) * len(neg)
+		n := positives * len(neg)
 		if n == 0 {
 			continue
 		}
@@ -316,11 +307,19 @@ func (me *MetaExperience) pairs(env *method.Env, groups []method.Scored) ([]meta
 			}
 		}
 		env.Metrics[MetricMELPairs] += float64(len(picks))
-		if fromReference {
+		if reference != "" {
 			env.Metrics[MetricMELReferencePairs] += float64(len(picks))
 		}
+		// Each answer decoded once, however many pairs it is in.
+		shown := make([]string, len(g.Trajectories))
+		for i := range g.Trajectories {
+			shown[i] = shownText(env, &g.Trajectories[i])
+		}
 		for _, k := range picks {
-			c, w := positives[k/len(neg)], shown[neg[k%len(neg)]]
+			c, w := reference, shown[neg[k%len(neg)]]
+			if reference == "" {
+				c = shown[pos[k/len(neg)]]
+			}
 			req := task.Example{ID: g.Example.ID + "/reflection", Prompt: me.Format.Request(g.Example.Prompt, c, w)}
 			pr, err := env.Prompt(req, singleTurn)
 			if err != nil {
@@ -345,6 +344,12 @@ func shownText(env *method.Env, t *rollout.Trajectory) string {
 		toks = toks[:n-1]
 	}
 	return env.Render.Decode(toks)
+}
+
+// referenceAnswer is the example's reference solution as MEL shows it for
+// y+ (the cold start's pairs, and reference_positive's); "" without one.
+func referenceAnswer(e task.Example) string {
+	return strings.TrimSpace(task.ReferenceResponse(e))
 }
 
 // tokenNLL is the mean negative logprob of a sample's tokens.
