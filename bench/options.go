@@ -138,13 +138,10 @@ type SampleCommand struct {
 
 	// Given reports whether the command line gave the flag named; nil
 	// means none was given.
-	Given func(flag string) bool
+	Given flagcheck.Given
 	// Models checks and opens the models of Paths.
 	Models checkpoint.Models
 }
-
-// given reports whether the command line gave flag.
-func (o *SampleCommand) given(flag string) bool { return o.Given != nil && o.Given(flag) }
 
 // Validate reports every problem with the options at once, each naming
 // its flag.
@@ -166,7 +163,7 @@ func (o *SampleCommand) check() ([]string, error) {
 		c.Error("model", o.Models.Check(p))
 	}
 	names := o.Names
-	if len(o.Paths) > 0 && !o.given("models") {
+	if len(o.Paths) > 0 && !o.Given.Has("models") {
 		names = nil // only the models named by path
 	}
 	known := SampleModels()

@@ -129,11 +129,8 @@ type InitModelOptions struct {
 
 	// Given reports whether the command line gave the flag named; nil
 	// means none was given.
-	Given func(flag string) bool
+	Given flagcheck.Given
 }
-
-// given reports whether the command line gave flag.
-func (o *InitModelOptions) given(flag string) bool { return o.Given != nil && o.Given(flag) }
 
 // overrides are the flags that override a shape's dimensions: each
 // flag's field of a Shape, and the bounds of its value.
@@ -174,7 +171,7 @@ func (o *InitModelOptions) shape() (Shape, error) {
 	}
 	over := o.Over
 	for _, d := range overrides {
-		if o.given(d.flag) {
+		if o.Given.Has(d.flag) {
 			c.IntIn(d.flag, *d.field(&over), d.min, d.max)
 		}
 	}
@@ -186,12 +183,12 @@ func (o *InitModelOptions) shape() (Shape, error) {
 		return Shape{}, err
 	}
 	for _, d := range overrides {
-		if o.given(d.flag) {
+		if o.Given.Has(d.flag) {
 			*d.field(&shape) = *d.field(&over)
 		}
 	}
 	// Outside Qwen3 the head size follows from dim and heads.
-	if (o.given("dim") || o.given("heads")) && !o.given("head-dim") && shape.Architecture != hfconfig.Qwen3 {
+	if (o.Given.Has("dim") || o.Given.Has("heads")) && !o.Given.Has("head-dim") && shape.Architecture != hfconfig.Qwen3 {
 		shape.HeadDim = 0
 	}
 	return shape, nil

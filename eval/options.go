@@ -59,7 +59,7 @@ type Options struct {
 
 	// Given reports whether the command line gave the flag named; nil
 	// means none was given.
-	Given func(flag string) bool
+	Given flagcheck.Given
 	// Models opens the local model and names the world's models.
 	Models checkpoint.Models
 	// TestSplit draws the test problems of the world training run in a
@@ -103,9 +103,6 @@ type plan struct {
 	tested    []task.Example
 }
 
-// given reports whether the command line gave flag.
-func (o *Options) given(flag string) bool { return o.Given != nil && o.Given(flag) }
-
 // Validate reports every problem with the options at once, each naming
 // its flag, as far as they can be checked before the model is opened.
 func (o *Options) Validate() error {
@@ -118,7 +115,7 @@ func (o *Options) plan() (*plan, error) {
 	var c flagcheck.Check
 	p := &plan{model: o.Model, cfg: o.Config}
 	p.cfg.Stop = slices.Clone(o.Config.Stop)
-	if o.given("world") {
+	if o.Given.Has("world") {
 		if path := o.Models.Path(o.World); path == "" {
 			c.Add("world", "%d: no such world version (%v)", o.World, world.Versions)
 		} else {
@@ -136,7 +133,7 @@ func (o *Options) plan() (*plan, error) {
 	p.precision = prec
 	if o.Endpoint != "" {
 		c.URL("endpoint", o.Endpoint)
-		if o.given("precision") {
+		if o.Given.Has("precision") {
 			c.Add("precision", "sets rlvr's own engine; an --endpoint computes in its own")
 		}
 	} else {
@@ -179,7 +176,7 @@ func (o *Options) plan() (*plan, error) {
 // its settings for the flags not given, returning the precision.
 func (o *Options) takeTestRun(c *flagcheck.Check, p *plan, precision string) string {
 	for _, name := range []string{"data", "levels", "problems", "skip", "world-words"} {
-		if o.given(name) {
+		if o.Given.Has(name) {
 			c.Add(name, "--test-of draws the problems")
 		}
 	}
@@ -190,16 +187,16 @@ func (o *Options) takeTestRun(c *flagcheck.Check, p *plan, precision string) str
 	}
 	p.test, p.tested = &run, tested
 	// The run's own starting model, unless another is named.
-	if !o.given("model") && !o.given("world") && o.Endpoint == "" {
+	if !o.Given.Has("model") && !o.Given.Has("world") && o.Endpoint == "" {
 		if p.model = run.Model; p.model == "" {
 			p.model = o.Models.Path(max(run.World, 1))
 		}
 	}
-	flagcheck.Default(o.given("max-tokens"), &p.cfg.MaxTokens, run.MaxTokens)
-	flagcheck.Default(o.given("k"), &p.cfg.K, run.Samples)
-	flagcheck.Default(o.given("temperature"), &p.cfg.Temperature, run.Temperature)
-	flagcheck.Default(o.given("batch") || run.Batch <= 0, &p.cfg.Batch, run.Batch)
-	flagcheck.Default(o.given("precision") || run.Precision == "", &precision, run.Precision)
+	flagcheck.Default(o.Given.Has("max-tokens"), &p.cfg.MaxTokens, run.MaxTokens)
+	flagcheck.Default(o.Given.Has("k"), &p.cfg.K, run.Samples)
+	flagcheck.Default(o.Given.Has("temperature"), &p.cfg.Temperature, run.Temperature)
+	flagcheck.Default(o.Given.Has("batch") || run.Batch <= 0, &p.cfg.Batch, run.Batch)
+	flagcheck.Default(o.Given.Has("precision") || run.Precision == "", &precision, run.Precision)
 	return precision
 }
 
@@ -213,7 +210,7 @@ func (o *Options) checkProblems(c *flagcheck.Check) {
 		c.Add("data", "%q: want world or NAME=PATH, NAME one of %s", o.Data, strings.Join(task.Names(), ", "))
 	default:
 		c.File("data", path)
-		if o.given("levels") {
+		if o.Given.Has("levels") {
 			c.Add("levels", "is for --data world")
 		}
 	}
@@ -242,22 +239,22 @@ func (o *Options) checkPrompting(c *flagcheck.Check) int {
 		c.Add("chat", "%q: want auto, on or off", o.Chat)
 	}
 	expert := NoExpert
-	if o.given("expert") {
+	if o.Given.Has("expert") {
 		expert = o.Expert
 		c.IntIn("expert", expert, 0, math.MaxInt)
 	}
 	endpoint := o.Endpoint != ""
 	switch {
-	case o.Chat == "off" && o.given("system"):
+	case o.Chat == "off" && o.Given.Has("system"):
 		c.Add("system", "is the system prompt of a chat, and --chat off sends plain text")
-	case endpoint && o.Chat == "auto" && o.given("system"):
+	case endpoint && o.Chat == "auto" && o.Given.Has("system"):
 		c.Add("system", "needs --chat on with --endpoint, which is otherwise sent plain-text completions")
 	}
 	if o.Chat == "on" {
-		if o.given("prompt-suffix") {
+		if o.Given.Has("prompt-suffix") {
 			c.Add("prompt-suffix", "is for plain-text prompts, not --chat on: give a chat's expert prompt with --system")
 		}
-		if o.given("prompt-prefix") {
+		if o.Given.Has("prompt-prefix") {
 			c.Add("prompt-prefix", "is for plain-text prompts, not --chat on")
 		}
 		if o.Experts > 0 && endpoint {
@@ -281,7 +278,7 @@ func (o *Options) Run(ctx context.Context, w io.Writer) (*Report, error) {
 	if p.test != nil {
 		// Sampled as the run's own test evaluation is seeded unless
 		// --seed says otherwise.
-		if !o.given("seed") {
+		if !o.Given.Has("seed") {
 			p.cfg.Seed = p.test.Seed
 		}
 	} else if examples, p.cfg.Seed, err = p.draw.Examples(); err != nil {

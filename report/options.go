@@ -30,7 +30,7 @@ type Options struct {
 
 	// Given reports whether the command line gave the flag named; nil
 	// means none was given.
-	Given func(flag string) bool
+	Given flagcheck.Given
 }
 
 // Output is what rlvr report prints: the page's path, or the tables.
@@ -38,9 +38,6 @@ type Output struct {
 	Page   string // the page written ("" with tables)
 	Tables string // the --table and --blocks tables, without a page
 }
-
-// given reports whether the command line gave flag.
-func (o *Options) given(flag string) bool { return o.Given != nil && o.Given(flag) }
 
 // Validate reports every problem with the options at once, each naming
 // its flag or run directory.
@@ -59,18 +56,18 @@ func (o *Options) Validate() error {
 	if o.Out != "" && !o.Table {
 		c.OutDir("out", o.Out, true)
 	}
-	if o.given("blocks") && o.Blocks < 1 {
+	if o.Given.Has("blocks") && o.Blocks < 1 {
 		c.Add("blocks", "%d: a block is at least one step", o.Blocks)
 	}
 	if len(o.Columns) > 0 && !o.Table {
 		c.Add("column", "needs --table")
 	}
-	if o.given("expert") && !o.Table {
+	if o.Given.Has("expert") && !o.Table {
 		c.Add("expert", "needs --table")
 	} else {
-		c.NonEmpty("expert", o.Expert, o.given("expert"))
+		c.NonEmpty("expert", o.Expert, o.Given.Has("expert"))
 	}
-	if o.given("metrics") && o.Blocks == 0 {
+	if o.Given.Has("metrics") && o.Blocks == 0 {
 		c.Add("metrics", "needs --blocks")
 	}
 	for _, m := range o.Metrics {
@@ -79,10 +76,10 @@ func (o *Options) Validate() error {
 			break
 		}
 	}
-	if !o.Table && o.Blocks == 0 && o.given("baseline") {
+	if !o.Table && o.Blocks == 0 && o.Given.Has("baseline") {
 		c.Add("baseline", "needs --table or --blocks")
 	} else {
-		c.NonEmpty("baseline", o.Baseline, o.given("baseline"))
+		c.NonEmpty("baseline", o.Baseline, o.Given.Has("baseline"))
 	}
 	return c.Err()
 }

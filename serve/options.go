@@ -74,7 +74,7 @@ type Options struct {
 
 	// Given reports whether the command line gave the flag named; nil
 	// means none was given.
-	Given func(flag string) bool
+	Given flagcheck.Given
 	// Models opens the model, and installs it first when it is one of
 	// the world's.
 	Models checkpoint.Models
@@ -87,12 +87,9 @@ type Options struct {
 	Under func(chat bool, system, suffix string, expert int) (string, string)
 }
 
-// given reports whether the command line gave flag.
-func (o *Options) given(flag string) bool { return o.Given != nil && o.Given(flag) }
-
 // servesModel reports whether Model is served: always, but beside the
 // world's experts only when it is given.
-func (o *Options) servesModel() bool { return !o.WorldExperts || o.given("model") }
+func (o *Options) servesModel() bool { return !o.WorldExperts || o.Given.Has("model") }
 
 // settings are the options as check resolves them.
 type settings struct {
@@ -113,7 +110,7 @@ func (o *Options) check() (settings, error) {
 	var c flagcheck.Check
 	cfg := o.Config
 	if o.Tinker {
-		if o.given("state") {
+		if o.Given.Has("state") {
 			c.OutDir("state", o.State, true)
 		}
 		if o.PollTimeout < 0 || o.PollTimeout > maxPollTimeout {
@@ -124,7 +121,7 @@ func (o *Options) check() (settings, error) {
 		c.IntIn("max-saved-gib", o.MaxSavedGiB, 0, maxSavedGiB)
 	} else {
 		for _, f := range []string{"state", "poll-timeout", "max-models", "max-saved-states", "max-saved-gib"} {
-			if o.given(f) {
+			if o.Given.Has(f) {
 				c.Add(f, "is read only with --tinker")
 			}
 		}
@@ -135,7 +132,7 @@ func (o *Options) check() (settings, error) {
 			c.File("tokenizer", o.Tokenizer)
 		}
 	}
-	c.NonEmpty("name", o.Name, o.given("name"))
+	c.NonEmpty("name", o.Name, o.Given.Has("name"))
 	c.Addr("addr", cfg.Addr)
 	o.checkAPIKey(&c, &cfg)
 	c.IntIn("max-tokens", cfg.MaxTokens, 0, flagcheck.MaxNewTokens)
@@ -149,7 +146,7 @@ func (o *Options) check() (settings, error) {
 		c.Add("batch-window", "%v: must be in [0, %v]", w, maxBatchWindow)
 	}
 	expert := -1
-	if o.given("expert") {
+	if o.Given.Has("expert") {
 		expert = o.Expert
 		c.IntIn("expert", expert, 0, math.MaxInt)
 	}
@@ -171,7 +168,7 @@ func (o *Options) check() (settings, error) {
 func (o *Options) checkAPIKey(c *flagcheck.Check, cfg *Config) {
 	var given []string
 	for _, f := range []string{"api-key", "token"} {
-		if o.given(f) {
+		if o.Given.Has(f) {
 			given = append(given, f)
 			c.NonEmpty(f, cfg.Token, true)
 		}
@@ -281,7 +278,7 @@ func (m Model) Under(system, suffix string) Model {
 // none is needed.
 func (o *Options) printTokenSource(w io.Writer, cfg Config, what string) {
 	switch {
-	case o.given("api-key"), o.given("token"):
+	case o.Given.Has("api-key"), o.Given.Has("token"):
 		fmt.Fprintf(w, "requests need %s given by --api-key\n", what)
 	case cfg.Token != "":
 		fmt.Fprintf(w, "requests need %s in $%s\n", what, TokenEnv)

@@ -188,7 +188,7 @@ type PretrainCommand struct {
 
 	// Given reports whether the command line gave the flag named; nil
 	// means none was given.
-	Given func(flag string) bool
+	Given flagcheck.Given
 	// Start, when set, is called once the options are checked, before
 	// the training: it is given the steps, and returns what hears every
 	// step's progress and what is called when the training ends.
@@ -206,9 +206,6 @@ type PretrainOutcome struct {
 	Result *PretrainResult
 }
 
-// given reports whether the command line gave flag.
-func (o *PretrainCommand) given(flag string) bool { return o.Given != nil && o.Given(flag) }
-
 // Validate reports every problem with the options at once, each naming
 // its flag.
 func (o *PretrainCommand) Validate() error {
@@ -223,7 +220,7 @@ func (o *PretrainCommand) config() (PretrainConfig, error) {
 	// The version's own pretraining, under the flags given.
 	if base, err := WorldPretrain(o.World); err == nil {
 		cfg.Corpus = base.Corpus
-		if !o.given("steps") {
+		if !o.Given.Has("steps") {
 			cfg.Steps = base.Steps
 		}
 	} else {
@@ -233,7 +230,7 @@ func (o *PretrainCommand) config() (PretrainConfig, error) {
 	c.IntIn("batch-tokens", cfg.BatchTokens, 1, maxBatchTokens)
 	c.FloatIn("lr", cfg.Schedule.PeakLR, 0, 1, true)
 	c.IntIn("eval", cfg.EvalProblems, 1, flagcheck.MaxProblems)
-	if o.given("warmup") {
+	if o.Given.Has("warmup") {
 		if cfg.Schedule.WarmupSteps < 0 || cfg.Steps >= 1 && cfg.Schedule.WarmupSteps > cfg.Steps {
 			c.Add("warmup", "%d: must be in [0, --steps %d]", cfg.Schedule.WarmupSteps, cfg.Steps)
 		}

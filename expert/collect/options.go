@@ -67,7 +67,7 @@ type Options struct {
 
 	// Given reports whether the command line gave the flag named; nil
 	// means none was given.
-	Given func(flag string) bool
+	Given flagcheck.Given
 	// Models checks and installs the experts that are local models.
 	Models checkpoint.Models
 	// Progress, when set, starts a display of the pending answers and
@@ -82,9 +82,6 @@ type plan struct {
 	prompt   string          // P_i's template, after System
 	cache    string
 }
-
-// given reports whether the command line gave flag.
-func (o *Options) given(flag string) bool { return o.Given != nil && o.Given(flag) }
 
 // Validate reports every problem with the options at once, each naming
 // its flag, and the experts' own problems.
@@ -104,7 +101,7 @@ func (o *Options) plan() (*plan, error) {
 		c.Add("api", "%q: want %s or %s", o.API, expert.APICompletion, expert.APIChat)
 	}
 	p := &plan{prompt: o.Prompt, cache: o.Cache}
-	if p.prompt == "" && !o.given("prompt") {
+	if p.prompt == "" && !o.Given.Has("prompt") {
 		p.prompt = prompt.Default.System
 		if isWorld {
 			p.prompt = prompt.Default.Suffix
@@ -114,7 +111,7 @@ func (o *Options) plan() (*plan, error) {
 	if !strings.Contains(p.prompt, "{i}") && !strings.Contains(p.prompt, "{name}") {
 		c.Add("prompt", "%q has neither {i} nor {name}: every expert would get the same prompt", p.prompt)
 	}
-	c.NonEmpty("system", o.System, o.given("system"))
+	c.NonEmpty("system", o.System, o.Given.Has("system"))
 	// The instruction first, then the persona that tells the experts
 	// apart, in one message: eval.SystemPrompt, as training renders them.
 	p.prompt = eval.SystemPrompt(flagcheck.Newlines(o.System), p.prompt)
@@ -135,7 +132,7 @@ func (o *Options) plan() (*plan, error) {
 	}
 	o.checkAsking(&c)
 	c.OutFile("out", o.Out)
-	if p.cache == "" && !o.given("cache") {
+	if p.cache == "" && !o.Given.Has("cache") {
 		p.cache = o.Out + ".cache"
 	}
 	c.OutFile("cache", p.cache)
@@ -163,7 +160,7 @@ func (o *Options) checkQuestions(c *flagcheck.Check) {
 	isWorld := o.Data == "world"
 	switch {
 	case isWorld:
-		if o.given("data-file") {
+		if o.Given.Has("data-file") {
 			c.Add("data-file", "is for a dataset, not --data world")
 		}
 		c.Levels(o.Levels, len(world.Levels))
@@ -175,14 +172,14 @@ func (o *Options) checkQuestions(c *flagcheck.Check) {
 		} else {
 			c.File("data-file", o.DataFile)
 		}
-		if o.given("levels") {
+		if o.Given.Has("levels") {
 			c.Add("levels", "is for --data world")
 		}
 	}
 	if math.IsNaN(o.Warmup) || o.Warmup < 0 || o.Warmup >= 1 {
 		c.Add("warmup-fraction", "%v: must be in [0, 1)", o.Warmup)
 	}
-	if isWorld || o.given("problems") {
+	if isWorld || o.Given.Has("problems") {
 		c.IntIn("problems", o.Problems, 1, flagcheck.MaxProblems)
 	}
 	if isWorld {
@@ -220,7 +217,7 @@ func (o *Options) settle(fromFile, flagExperts []expert.Config) error {
 		e.Concurrency, e.Timeout, e.Retries, e.Deadline = o.Concurrency, o.Timeout, retries, o.Deadline
 		e.MaxTokens, e.Temperature, e.Stop = o.MaxTokens, o.Temperature, o.Stop
 		if e.URL != "" {
-			if e.APIKey = o.APIKey; !o.given("api-key") {
+			if e.APIKey = o.APIKey; !o.Given.Has("api-key") {
 				e.APIKey, e.APIKeyEnv = "", APIKeyEnv
 			}
 		}
@@ -278,7 +275,7 @@ func (o *Options) fillFromFlags(e *expert.Config, retries int) {
 		e.Stop = o.Stop
 	}
 	if e.URL != "" && e.APIKeyEnv == "" {
-		if e.APIKey = o.APIKey; !o.given("api-key") {
+		if e.APIKey = o.APIKey; !o.Given.Has("api-key") {
 			e.APIKey, e.APIKeyEnv = "", APIKeyEnv
 		}
 	}
@@ -423,7 +420,7 @@ func (o *Options) examples() ([]task.Example, error) {
 	if o.Warmup > 0 {
 		all = slices.DeleteFunc(all, func(e task.Example) bool { return !task.InWarmup(e, o.Warmup) })
 	}
-	if o.given("problems") {
+	if o.Given.Has("problems") {
 		all = all[:min(o.Problems, len(all))]
 	}
 	return all, nil

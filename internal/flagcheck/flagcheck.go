@@ -309,3 +309,10 @@ func Default[T any](kept bool, dst *T, v T) {
 // Newlines reads the two characters \n in a prompt flag as a newline, so
 // that prompts such as the world's "@E2\n" can be typed in a shell.
 func Newlines(s string) string { return strings.ReplaceAll(s, `\n`, "\n") }
+
+// Given says whether the command line gave a flag, by name (cobra's
+// Flags().Changed); nil means none was given. An options type holds one.
+type Given func(flag string) bool
+
+// Has reports whether the command line gave flag.
+func (g Given) Has(flag string) bool { return g != nil && g(flag) }

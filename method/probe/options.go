@@ -50,7 +50,7 @@ type Options struct {
 
 	// Given reports whether the command line gave the flag named; nil
 	// means none was given.
-	Given func(flag string) bool
+	Given flagcheck.Given
 	// Models opens the model, and names the world's models.
 	Models checkpoint.Models
 	// Workflow opens the consultation part of the training config at
@@ -81,9 +81,6 @@ type Setup struct {
 	// Usable the probe gives it.
 	Split Split
 }
-
-// given reports whether the command line gave flag.
-func (o *Options) given(flag string) bool { return o.Given != nil && o.Given(flag) }
 
 // Validate reports the problems with the flags that can be checked
 // before a config is read, each naming its flag.
@@ -128,7 +125,7 @@ func (o *Options) Run(ctx context.Context, stdout, stderr io.Writer) error {
 
 // worldModel is the path of the world model probed.
 func (o *Options) worldModel() string {
-	if o.given("model") {
+	if o.Given.Has("model") {
 		return o.Model
 	}
 	return o.Models.Path(o.World)
@@ -137,14 +134,14 @@ func (o *Options) worldModel() string {
 // checkWorld checks the flags of a world probe and returns its config.
 func (o *Options) checkWorld() (Config, error) {
 	var c flagcheck.Check
-	if o.given("model") {
+	if o.Given.Has("model") {
 		c.Error("model", o.Models.Check(o.Model))
 	} else if o.worldModel() == "" {
 		c.Add("world", "%d: no such world version (%v)", o.World, world.Versions)
 	}
 	c.File("consult", o.Consult)
 	for _, name := range []string{"data-split", "batch"} {
-		if o.given(name) {
+		if o.Given.Has(name) {
 			c.Add(name, "is for --config, a dataset's training config")
 		}
 	}
@@ -217,12 +214,12 @@ func (o *Options) dataset() (*datasetProbe, error) {
 	}
 	p := &datasetProbe{setup: s, problems: o.Problems, batch: o.Batch,
 		cfg: DatasetConfig{K: o.K, Temperature: o.Temperature, MaxTokens: o.MaxTokens, Seed: o.Seed}}
-	flagcheck.Default(o.given("problems"), &p.problems, 200)
-	flagcheck.Default(o.given("k"), &p.cfg.K, s.GroupSize)
-	flagcheck.Default(o.given("temperature"), &p.cfg.Temperature, s.Temperature)
-	flagcheck.Default(o.given("max-tokens"), &p.cfg.MaxTokens, s.MaxTokens)
-	flagcheck.Default(o.given("seed"), &p.cfg.Seed, s.Seed)
-	flagcheck.Default(o.given("batch") || s.SampleBatch <= 0, &p.batch, s.SampleBatch)
+	flagcheck.Default(o.Given.Has("problems"), &p.problems, 200)
+	flagcheck.Default(o.Given.Has("k"), &p.cfg.K, s.GroupSize)
+	flagcheck.Default(o.Given.Has("temperature"), &p.cfg.Temperature, s.Temperature)
+	flagcheck.Default(o.Given.Has("max-tokens"), &p.cfg.MaxTokens, s.MaxTokens)
+	flagcheck.Default(o.Given.Has("seed"), &p.cfg.Seed, s.Seed)
+	flagcheck.Default(o.Given.Has("batch") || s.SampleBatch <= 0, &p.batch, s.SampleBatch)
 	var c flagcheck.Check
 	c.IntIn("problems", p.problems, 1, flagcheck.MaxProblems)
 	c.IntIn("batch", p.batch, 1, 4096)
