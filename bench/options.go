@@ -135,6 +135,7 @@ type SampleCommand struct {
 	MaxTokens, Reps int
 	RunC            string  // --run-c: llama2.c's run binary, timed on stories260K
 	Peak            float64 // --peak: the machine's GFLOP/s (0: measured)
+	Precision       string  // --precision: fp32 or bf16, the products every model samples with
 
 	// Given reports whether the command line gave the flag named; nil
 	// means none was given.
@@ -146,13 +147,18 @@ type SampleCommand struct {
 // Validate reports every problem with the options at once, each naming
 // its flag.
 func (o *SampleCommand) Validate() error {
-	_, err := o.check()
+	_, _, err := o.check()
 	return err
 }
 
-// check checks the options and returns the names of the models measured.
-func (o *SampleCommand) check() ([]string, error) {
+// check checks the options and returns the names of the models measured
+// and the precision they sample in.
+func (o *SampleCommand) check() ([]string, model.Precision, error) {
 	var c flagcheck.Check
+	prec, err := model.ParsePrecision(o.Precision)
+	if err != nil {
+		c.Add("precision", "%q: want fp32 or bf16", o.Precision)
+	}
 	c.IntIn("max-tokens", o.MaxTokens, 1, 1<<14)
 	c.IntIn("reps", o.Reps, 1, 1<<10)
 	c.FloatIn("peak", o.Peak, 0, math.Inf(1), false)
@@ -182,13 +188,13 @@ func (o *SampleCommand) check() ([]string, error) {
 			c.File("stories", o.Stories)
 		}
 	}
-	return names, c.Err()
+	return names, prec, c.Err()
 }
 
 // Run validates the options and measures each model in turn: stories260K,
 // the DecodeShapes named, the models of Paths, then llama2.c's run.c.
 func (o *SampleCommand) Run(ctx context.Context) (*SampleReport, error) {
-	names, err := o.check()
+	names, prec, err := o.check()
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +205,7 @@ func (o *SampleCommand) Run(ctx context.Context) (*SampleReport, error) {
 		if err != nil {
 			return nil, err
 		}
+		sm.Precision = prec
 		if err := Sample(ctx, Stories, sm, llama2c.BOS, o.Streams, min(o.MaxTokens, sm.Config.MaxSeq-1), o.Reps, rep); err != nil {
 			return nil, err
 		}
@@ -212,6 +219,7 @@ func (o *SampleCommand) Run(ctx context.Context) (*SampleReport, error) {
 		if err != nil {
 			return nil, err
 		}
+		m.Precision = prec
 		if err := Sample(ctx, s.Name, m, 0, o.Streams, o.MaxTokens, o.Reps, rep); err != nil {
 			return nil, err
 		}
@@ -226,6 +234,7 @@ func (o *SampleCommand) Run(ctx context.Context) (*SampleReport, error) {
 		// gives: the BOS token, or token 0 for a model without one.
 		bos, _ := l.Tokenizer.BOS()
 		n := min(o.MaxTokens, l.Model.Config.MaxSeq-1)
+		l.Model.Precision = prec
 		if err := Sample(ctx, l.Name, l.Model, bos, o.Streams, n, o.Reps, rep); err != nil {
 			return nil, err
 		}

@@ -3,8 +3,8 @@
 # parity is checked against, from its public source, into
 # $RLVR_CACHE/llamacpp (default ~/.cache/rlvr/llamacpp), and writes F32 GGUF
 # copies of the real models beside them (llama-quantize --allow-requantize),
-# so that llama.cpp and rlvr run the same float32 weights, and a Q8_0 of
-# SmolLM2 for the rollout comparison.
+# so that llama.cpp and rlvr run the same float32 weights, and a BF16 and a
+# Q8_0 of SmolLM2 for the rollout comparison.
 #
 # The source is the llama.cpp tree vendored in the llama-cpp-python sdist on
 # PyPI (pinned by version and sha256): the machines reach PyPI but not
@@ -79,9 +79,13 @@ for m in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
     "$bin/llama-quantize" --allow-requantize "$in" "$out.tmp" F32 >&2 && mv "$out.tmp" "$out"
   fi
 done
-# The Q8_0 users would run, for the rollout comparison (scripts/peers.sh).
-q8=$root/SmolLM2-135M-Instruct.Q8_0.gguf
-if [ ! -f "$q8" ]; then
-  "$bin/llama-quantize" "$root/SmolLM2-135M-Instruct.Q4_1.F32.gguf" "$q8.tmp" Q8_0 >&2 && mv "$q8.tmp" "$q8"
-fi
+# The BF16 and Q8_0 files users would run, for the rollout comparison
+# (scripts/peers.sh): llama.cpp's bf16 and int8 dot products, against rlvr's
+# bf16 sampler.
+for t in Q8_0 BF16; do
+  q=$root/SmolLM2-135M-Instruct.$t.gguf
+  if [ ! -f "$q" ]; then
+    "$bin/llama-quantize" --allow-requantize "$root/SmolLM2-135M-Instruct.Q4_1.F32.gguf" "$q.tmp" "$t" >&2 && mv "$q.tmp" "$q"
+  fi
+done
 echo "$bin"

@@ -10,7 +10,7 @@ import (
 )
 
 func benchSampleCmd() *cobra.Command {
-	o := bench.SampleCommand{Models: localModels}
+	o := bench.SampleCommand{Models: localModels, Precision: "fp32"}
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:     "sample",
@@ -42,8 +42,10 @@ learner's on the same sequences. Models: llama2.c's stories260K (real
 weights), and with random weights the built-in world's d128 model, the engine
 benchmark's 4-layer d256 Llama and a 2-layer slice of Qwen2.5-0.5B at full
 width (d 896, 14 heads, 2 KV heads, SwiGLU 4864, vocabulary 151,936).
---model measures a real model (a Hugging Face directory or a .gguf, computed
-in float32) from its BOS token, every stream to --max-tokens.
+--model measures a real model (a Hugging Face directory or a .gguf) from its
+BOS token, every stream to --max-tokens. --precision bf16 samples every model
+with its weights packed in bf16 (the learner pass for the logprob gap runs
+in bf16 too).
 
 --run-c times llama2.c's run.c (built from its repository: gcc -O3 -o run
 run.c -lm) on stories260K in the same run, and reports rlvr's ratio to it.
@@ -67,5 +69,6 @@ func bindBenchSampleFlags(f *pflag.FlagSet, o *bench.SampleCommand, asJSON *bool
 	f.IntVar(&o.Reps, "reps", 3, "runs per measurement (the best is reported)")
 	f.StringVar(&o.RunC, "run-c", "", "llama2.c's run binary, timed on stories260K in the same run")
 	f.Float64Var(&o.Peak, "peak", 0, "machine peak in GFLOP/s (0: measured)")
+	f.StringVar(&o.Precision, "precision", "fp32", "fp32, or bf16: weights packed in bf16, bf16 inputs to the matrix products, float32 accumulation (RLVR_BF16_KERNEL chooses the kernel)")
 	f.BoolVar(asJSON, "json", false, "print JSON")
 }

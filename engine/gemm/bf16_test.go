@@ -61,6 +61,73 @@ func TestFloat32ToBF16RoundsToNearestEven(t *testing.T) {
 	}
 }
 
+// TestRoundingKernelIsFloat32ToBF16: the vector rounding of rows (bits and
+// float32 values, every length around the vector width, strided rows) is
+// Float32ToBF16 to the bit, on ties, NaNs with low payloads, infinities,
+// subnormals and values that round up into the infinities.
+func TestRoundingKernelIsFloat32ToBF16(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	special := []uint32{0, 0x80000000, 0x3f808000, 0x3f818000, 0x3f808001, 0x7f7fffff, 0xff7fffff, 0x7f800000,
+		0xff800000, 0x7f800001, 0xff800001, 0x7fc00000, 0x7fffffff, 0x00000001, 0x807fffff, 0x007f8000, 0x7f7f8000}
+	for n := 0; n <= 41; n++ {
+		src := make([]float32, n*3)
+		for i := range src {
+			if i%4 == 0 {
+				src[i] = math.Float32frombits(special[r.IntN(len(special))])
+			} else {
+				src[i] = math.Float32frombits(r.Uint32())
+			}
+		}
+		for _, ld := range []int{n, n + 3} {
+			rows := len(src) / max(ld, 1)
+			if ld == 0 {
+				rows = 0
+			}
+			bits, vals := make([]uint16, rows*n), make([]float32, rows*n)
+			convertRowRange(bits, src, n, ld, 0, rows)
+			convertRowRange(vals, src, n, ld, 0, rows)
+			for i := 0; i < rows; i++ {
+				for j := 0; j < n; j++ {
+					in := src[i*ld+j]
+					if want := Float32ToBF16(in); bits[i*n+j] != want {
+						t.Fatalf("n=%d ld=%d: %#08x rounds to %#04x, want %#04x", n, ld, math.Float32bits(in), bits[i*n+j], want)
+					}
+					if got, want := math.Float32bits(vals[i*n+j]), math.Float32bits(RoundBF16(in)); got != want {
+						t.Fatalf("n=%d ld=%d: %#08x rounds to the value %#08x, want %#08x", n, ld, math.Float32bits(in), got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestTransposedRoundingIsFloat32ToBF16: rounding into the transpose (the
+// copy a transposed A is multiplied from) puts Float32ToBF16 of src[i][j]
+// at dst[j][i], for blocks of eight and the rows and columns left over, on
+// column ranges that start inside a matrix.
+func TestTransposedRoundingIsFloat32ToBF16(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, sh := range [][2]int{{1, 1}, {8, 8}, {16, 24}, {9, 17}, {7, 40}, {33, 5}, {64, 3}} {
+		rows, cols := sh[0], sh[1]
+		ld := cols + 2
+		src := make([]float32, rows*ld)
+		for i := range src {
+			src[i] = math.Float32frombits(r.Uint32())
+		}
+		for _, span := range [][2]int{{0, cols}, {cols / 3, cols}} {
+			dst := make([]uint16, cols*rows)
+			convertColRange(dst, src, rows, ld, span[0], span[1])
+			for j := span[0]; j < span[1]; j++ {
+				for i := 0; i < rows; i++ {
+					if got, want := dst[j*rows+i], Float32ToBF16(src[i*ld+j]); got != want {
+						t.Fatalf("%d×%d, columns %v: element (%d, %d) rounds to %#04x, want %#04x", rows, cols, span, i, j, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
 // roundedCopy is src (rows × cols, row stride ld) with every element
 // rounded to bf16, in place of the original layout.
 func roundedCopy(src []float32) []float32 {

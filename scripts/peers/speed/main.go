@@ -381,9 +381,28 @@ type step struct {
 	RSSBytes     int64
 }
 
+// learnerEngine is one engine at one precision.
+type learnerEngine struct {
+	name      string
+	precision string // rlvr's --precision, or learner_bench_torch.py's
+	rlvr      bool
+}
+
+// learnerEngines are the engines the learner table compares: rlvr in
+// float32 and bf16, PyTorch in float32, under autocast and with bf16
+// weights, each the same step.
+var learnerEngines = []learnerEngine{
+	{"rlvr fp32", "fp32", true},
+	{"rlvr bf16", "bf16", true},
+	{"PyTorch fp32", "fp32", false},
+	{"PyTorch autocast", "autocast", false},
+	{"PyTorch bf16 weights", "bf16", false},
+}
+
 // learner times rlvr's training step on the model's shape (random
 // weights: the speed does not depend on their values) against PyTorch's
-// on transformers' implementation of the model itself.
+// on transformers' implementation of the model itself, each in float32
+// and in bf16.
 func learner(rlvrBin, hfDir, python string, batch, seq, steps, rounds, threads int, out, doc string) error {
 	cfgBytes, err := os.ReadFile(filepath.Join(hfDir, "config.json"))
 	if err != nil {
@@ -406,16 +425,15 @@ func learner(rlvrBin, hfDir, python string, batch, seq, steps, rounds, threads i
 	}
 	env := append(os.Environ(), fmt.Sprintf("OMP_NUM_THREADS=%d", threads))
 	itoa := strconv.Itoa
-	var peak, gflopsPerStep float64
-	var ops string
-	engines := []struct {
-		name string
-		run  func() (step, error)
-	}{
-		{"rlvr", func() (step, error) {
+	var peak float64
+	var processor string
+	gflopsPerStep := map[string]float64{}
+	kernels, ops := map[string]string{}, map[string]string{}
+	run := func(e learnerEngine) (step, error) {
+		if e.rlvr {
 			args := []string{"--threads", itoa(threads), "bench", "engine", "--layers", itoa(hc.Layers), "--dim", itoa(hc.Dim),
 				"--heads", itoa(hc.Heads), "--kv-heads", itoa(hc.KVHeads), "--ffn", itoa(hc.FFN), "--vocab", itoa(hc.Vocab),
-				"--seq", itoa(seq), "--batch", itoa(batch), "--reps", itoa(steps), "--gemm=false", "--json"}
+				"--seq", itoa(seq), "--batch", itoa(batch), "--reps", itoa(steps), "--gemm=false", "--json", "--precision", e.precision}
 			if hc.Tied {
 				args = append(args, "--tied")
 			}
@@ -429,34 +447,36 @@ func learner(rlvrBin, hfDir, python string, batch, seq, steps, rounds, threads i
 			if err := json.Unmarshal(outb, &rep); err != nil {
 				return step{}, fmt.Errorf("rlvr bench engine's JSON: %v", err)
 			}
-			peak, gflopsPerStep = rep.Peak.GFLOPS, rep.GFLOPS*rep.StepMs/1e3
-			ops = opsLine(rep.Ops)
+			peak, processor = rep.Peak.GFLOPS, rep.CPU
+			gflopsPerStep[e.name] = rep.GFLOPS * rep.StepMs / 1e3
+			kernels[e.name], ops[e.name] = rep.Kernel, opsLine(rep.Ops)
 			return step{Seconds: rep.StepMs / 1e3, TokensPerSec: rep.TokensPerSec, RSSBytes: rep.PeakRSSBytes}, nil
-		}},
-		{"PyTorch", func() (step, error) {
-			cmd := exec.Command(python, "python/learner_bench_torch.py", "--model", hfDir, "--batch", itoa(batch),
-				"--seq", itoa(seq), "--reps", itoa(steps), "--threads", itoa(threads))
-			cmd.Env = env
-			outb, rss, err := output(cmd)
-			if err != nil {
-				return step{}, err
-			}
-			var x struct {
-				Median     float64 `json:"step_s_median"`
-				TokensPerS float64 `json:"tokens_per_s"`
-			}
-			if err := json.Unmarshal(bytes.TrimSpace(outb), &x); err != nil {
-				return step{}, fmt.Errorf("learner_bench_torch.py's JSON: %v", err)
-			}
-			return step{Seconds: x.Median, TokensPerSec: x.TokensPerS, RSSBytes: rss}, nil
-		}},
+		}
+		cmd := exec.Command(python, "python/learner_bench_torch.py", "--model", hfDir, "--batch", itoa(batch),
+			"--seq", itoa(seq), "--reps", itoa(steps), "--threads", itoa(threads), "--precision", e.precision)
+		cmd.Env = env
+		outb, rss, err := output(cmd)
+		if err != nil {
+			return step{}, err
+		}
+		var x struct {
+			Median     float64 `json:"step_s_median"`
+			TokensPerS float64 `json:"tokens_per_s"`
+			Torch      string  `json:"torch"`
+			CPU        string  `json:"cpu_capability"`
+		}
+		if err := json.Unmarshal(bytes.TrimSpace(outb), &x); err != nil {
+			return step{}, fmt.Errorf("learner_bench_torch.py's JSON: %v", err)
+		}
+		kernels[e.name] = fmt.Sprintf("torch %s, %s", x.Torch, x.CPU)
+		return step{Seconds: x.Median, TokensPerSec: x.TokensPerS, RSSBytes: rss}, nil
 	}
 	var all []step
 	for r := range rounds {
-		for i := range engines {
-			e := engines[(r+i)%len(engines)]
+		for i := range learnerEngines {
+			e := learnerEngines[(r+i)%len(learnerEngines)]
 			t0 := time.Now()
-			got, err := e.run()
+			got, err := run(e)
 			if err != nil {
 				return fmt.Errorf("%s: %w", e.name, err)
 			}
@@ -465,29 +485,63 @@ func learner(rlvrBin, hfDir, python string, batch, seq, steps, rounds, threads i
 			all = append(all, got)
 		}
 	}
+	return write(all, learnerTable(all, gflopsPerStep, kernels, ops, processor, peak, batch, seq, steps, rounds, threads), out, doc, "learner-table")
+}
+
+// learnerTable renders the rounds: each engine's median step, and rlvr's
+// ratio to each PyTorch row with its range over the rounds (the rounds
+// pair the engines in the same minutes).
+func learnerTable(all []step, gflopsPerStep map[string]float64, kernels, ops map[string]string, processor string, peak float64,
+	batch, seq, steps, rounds, threads int) string {
 	secs := map[string][]float64{}
 	rss := map[string]int64{}
 	for _, s := range all {
 		secs[s.Engine] = append(secs[s.Engine], s.Seconds)
 		rss[s.Engine] = max(rss[s.Engine], s.RSSBytes)
 	}
-	var ratios []float64
-	for r := range rounds {
-		ratios = append(ratios, secs["rlvr"][r]/secs["PyTorch"][r])
+	ratio := func(a, b string) string {
+		if len(secs[a]) != len(secs[b]) || len(secs[a]) == 0 {
+			return ""
+		}
+		var rs []float64
+		for r := range secs[a] {
+			rs = append(rs, secs[a][r]/secs[b][r])
+		}
+		return fmt.Sprintf("×%.2f [%.2f, %.2f]", median(secs[a])/median(secs[b]), slices.Min(rs), slices.Max(rs))
 	}
-	rl, pt := median(secs["rlvr"]), median(secs["PyTorch"])
 	tokens := float64(batch * seq)
 	var b strings.Builder
 	fmt.Fprintf(&b, "A training step of %d sequences × %d tokens (forward, backward, AdamW over every parameter), %d threads, "+
-		"median of %d rounds of %d steps; the machine's measured peak is %.0f GFLOP/s.\n\n", batch, seq, threads, rounds, steps, peak)
-	b.WriteString("| | rlvr | PyTorch | rlvr / PyTorch |\n| --- | ---: | ---: | ---: |\n")
-	fmt.Fprintf(&b, "| step | %.2f s | %.2f s | ×%.2f [%.2f, %.2f] |\n", rl, pt, rl/pt, slices.Min(ratios), slices.Max(ratios))
-	fmt.Fprintf(&b, "| tokens/s | %s | %s | |\n", thousands(tokens/rl), thousands(tokens/pt))
-	fmt.Fprintf(&b, "| share of peak | %.0f%% | %.0f%% | |\n", 100*gflopsPerStep/rl/peak, 100*gflopsPerStep/pt/peak)
-	fmt.Fprintf(&b, "| peak resident memory | %d MiB | %d MiB | ×%.2f |\n", rss["rlvr"]>>20, rss["PyTorch"]>>20,
-		float64(rss["rlvr"])/float64(rss["PyTorch"]))
-	fmt.Fprintf(&b, "\nrlvr's step by op: %s.\n", ops)
-	return write(all, b.String(), out, doc, "learner-table")
+		"median of %d rounds of %d steps, on %s; the machine's measured float32 FMA peak is %.0f GFLOP/s.\n\n",
+		batch, seq, threads, rounds, steps, processor, peak)
+	b.WriteString("| engine | step | tokens/s | share of fp32 peak | peak resident memory | rlvr fp32 / it | rlvr bf16 / it |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	flops := gflopsPerStep["rlvr fp32"]
+	for _, e := range learnerEngines {
+		if len(secs[e.name]) == 0 {
+			continue
+		}
+		t := median(secs[e.name])
+		fmt.Fprintf(&b, "| %s | %.2f s | %s | %.0f%% | %d MiB |", e.name, t, thousands(tokens/t), 100*flops/t/peak, rss[e.name]>>20)
+		if e.rlvr {
+			b.WriteString(" | |\n")
+			continue
+		}
+		fmt.Fprintf(&b, " %s | %s |\n", ratio("rlvr fp32", e.name), ratio("rlvr bf16", e.name))
+	}
+	b.WriteString("\nKernels:")
+	for _, e := range learnerEngines {
+		if k := kernels[e.name]; k != "" {
+			fmt.Fprintf(&b, " %s: %s;", e.name, k)
+		}
+	}
+	b.WriteString("\n\n")
+	for _, e := range learnerEngines {
+		if o := ops[e.name]; o != "" {
+			fmt.Fprintf(&b, "%s's step by op: %s.\n", e.name, o)
+		}
+	}
+	return b.String()
 }
 
 // opsLine names the ops taking the most of a step's time, with their
