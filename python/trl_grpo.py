@@ -51,6 +51,7 @@ def parse_args():
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--lr", type=float, required=True)
     p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--bf16", action="store_true", help="GRPOConfig(bf16=True), TRL's default: autocast over float32 weights")
     return p.parse_args()
 
 
@@ -179,7 +180,7 @@ def main():
     cfg = GRPOConfig(
         output_dir=os.path.join(a.out, "trainer"),
         use_cpu=True,
-        bf16=False,
+        bf16=a.bf16,
         fp16=False,
         gradient_checkpointing=False,
         seed=a.seed,

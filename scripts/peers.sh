@@ -5,12 +5,13 @@
 # Usage: scripts/peers.sh [SECTION...]      (default: every section)
 #
 # Sections:
-#   rollouts    rlvr's sampler against transformers' generate and llama.cpp
-#               (F32 and Q8_0) on SmolLM2 at 1, 8 and 64 streams; ROUNDS
-#               rounds (default 3). Needs scripts/models.sh; sets up
+#   rollouts    rlvr's sampler (fp32 and bf16) against transformers' generate
+#               (fp32 and bf16) and llama.cpp (F32, BF16 and Q8_0) on SmolLM2
+#               at 1, 8 and 64 streams; ROUNDS rounds (default 3). Needs scripts/models.sh; sets up
 #               scripts/pyref.sh and scripts/llamacpp.sh.
-#   learner     rlvr's training step against PyTorch's (transformers'
-#               LlamaForCausalLM) on SmolLM2, 8 × 256 tokens; ROUNDS rounds.
+#   learner     rlvr's training step (fp32 and bf16) against PyTorch's
+#               (transformers' LlamaForCausalLM in fp32, under autocast and
+#               with bf16 weights) on SmolLM2, 8 × 256 tokens; ROUNDS rounds.
 #   mathverify  rlvr's verify (eval.Reward) against Hugging Face's
 #               Math-Verify on every dataset's gold answer and reference
 #               solution, and on the calibration run's SmolLM2 samples.
@@ -34,8 +35,11 @@
 #               EVAL_MAX_TOKENS tokens (256). OUT (runs/peers/trl) and DOC
 #               (docs/peers.md) move its output. TRL_PHASE=train trains
 #               (and times) only, on a quiet machine; TRL_PHASE=score then
-#               scores the trained models, at any time (default: both). Needs scripts/models.sh;
-#               sets up its own Python environment.
+#               scores the trained models, at any time (default: both).
+#               PRECISION=bf16 trains both in bf16 (TRL's bf16=True, rlvr's
+#               precision: bf16); LOSSES (grpo,dr_grpo,dapo) the loss types;
+#               BLOCKS (trl) the prefix of the doc blocks its tables go to.
+#               Needs scripts/models.sh; sets up its own Python environment.
 #   skyrl       GRPO steps on SkyRL tx (the open-source Tinker server,
 #               serving SmolLM2 on loopback) against the same steps on
 #               rlvr's engine; the logprobs of what SkyRL sampled, scored
@@ -93,7 +97,7 @@ rollouts() {
   go build -o "$out/rlvr" ./cmd/rlvr
   go run ./scripts/peers/speed rollouts -rlvr "$out/rlvr" -model "$cache/models/$m.Q4_1.gguf" \
     -hf "$cache/models/$m.Q4_1" -python "$py" -llama "$bin" \
-    -f32 "$cache/llamacpp/$m.Q4_1.F32.gguf" -q8 "$cache/llamacpp/$m.Q8_0.gguf" \
+    -f32 "$cache/llamacpp/$m.Q4_1.F32.gguf" -bf16 "$cache/llamacpp/$m.BF16.gguf" -q8 "$cache/llamacpp/$m.Q8_0.gguf" \
     -rounds "${ROUNDS:-3}" -out "$out" -doc docs/peers.md
 }
 
@@ -216,7 +220,7 @@ trl() {
   nice -n "${NICE:-5}" "$out/trl" run -rlvr "$out/rlvr" -python "$py" -model "$m" -data "$data" -out "$out" -doc "${DOC:-docs/peers.md}" \
     -steps "${STEPS:-10}" -prompts "${PROMPTS:-4}" -group "${G:-8}" -max-tokens "${MAX_TOKENS:-128}" \
     -seeds "${SEEDS:-1,2,3}" -eval-problems "${EVAL_PROBLEMS:-200}" -eval-max-tokens "${EVAL_MAX_TOKENS:-256}" -lr "${LR:-1e-5}" \
-    -phase "${TRL_PHASE:-all}"
+    -losses "${LOSSES:-grpo,dr_grpo,dapo}" -phase "${TRL_PHASE:-all}" -precision "${PRECISION:-fp32}" -blocks "${BLOCKS:-trl}"
 }
 
 skyrl() {

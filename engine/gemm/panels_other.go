@@ -4,6 +4,8 @@ package gemm
 
 const panelsAccelerated = false
 
+var panels512 = false
+
 func panelsC(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, p0, p1 int, accumulate bool) {
 	panic("gemm: no C panel kernel")
 }

@@ -63,6 +63,43 @@ func TestPanelsAgainstNaive(t *testing.T) {
 	}
 }
 
+// TestPanelsAVX512IsAVX2: where the CPU has AVX-512, its tiles give the
+// AVX2 tiles' bits (each element the same chain of FMAs over k), in float32
+// and bf16, storing and accumulating, for row counts around both tile
+// heights and a partial last panel.
+func TestPanelsAVX512IsAVX2(t *testing.T) {
+	if !panelsAccelerated || !panels512 {
+		t.Skip("no AVX-512 panel kernel on this machine")
+	}
+	defer func() { panels512 = true }()
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, m := range []int{1, 5, 6, 11, 12, 13, 25, 97, 130} {
+		n, k := 53, 70
+		x, w := randSlice(r, m*k), randSlice(r, n*k)
+		for _, bf16 := range []bool{false, true} {
+			var p Panels
+			if bf16 {
+				p.PackBF16(w, n, k)
+			} else {
+				p.Pack(w, n, k)
+			}
+			for _, acc := range []bool{false, true} {
+				base := randSlice(r, m*n)
+				got, want := append([]float32(nil), base...), append([]float32(nil), base...)
+				panels512 = false
+				MulPanels(want, n, x, k, m, &p, acc)
+				panels512 = true
+				MulPanels(got, n, x, k, m, &p, acc)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("m %d bf16 %v accumulate %v: element %d is %v with AVX-512, %v with AVX2", m, bf16, acc, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestPanelsBatchInvariant checks a row's result is bitwise the same alone,
 // at any position of batches of every size, and for 1 or 2 threads.
 func TestPanelsBatchInvariant(t *testing.T) {

@@ -1,18 +1,20 @@
 // Command speed times rlvr's engine against its peers on one real model
 // (scripts/peers.sh rollouts and learner, docs/peers.md):
 //
-//   - rollouts: rlvr's sampler against transformers' generate and llama.cpp
-//     (llama-batched-bench, on an F32 and a Q8_0 GGUF), each continuing a
-//     one-token prompt to the same number of tokens in 1, 8 and 64 streams;
-//   - learner: rlvr's training step (forward, backward, AdamW) against
-//     PyTorch's on transformers' implementation of the model.
+//   - rollouts: rlvr's sampler in fp32 and bf16 against transformers'
+//     generate (fp32 and bf16) and llama.cpp (llama-batched-bench, on an
+//     F32, a BF16 and a Q8_0 GGUF), each continuing a one-token prompt to
+//     the same number of tokens in 1, 8 and 64 streams;
+//   - learner: rlvr's training step (forward, backward, AdamW) in fp32 and
+//     bf16 against PyTorch's on transformers' implementation of the model,
+//     in fp32, under autocast and with bf16 weights.
 //
 // The engines run in turn, the order rotated each round, so that each pair
 // is measured in the same minutes; each engine's figure is its median over
 // the rounds, and each ratio's range over the rounds is given beside it.
 //
 //	go run ./scripts/peers/speed rollouts -rlvr BIN -model M.gguf -hf DIR -python PY \
-//	    -llama BINDIR -f32 F32.gguf -q8 Q8_0.gguf -out runs/peers/rollouts -doc docs/peers.md
+//	    -llama BINDIR -f32 F32.gguf -bf16 BF16.gguf -q8 Q8_0.gguf -out runs/peers/rollouts -doc docs/peers.md
 //	go run ./scripts/peers/speed learner -rlvr BIN -hf DIR -python PY -out runs/peers/learner -doc docs/peers.md
 package main
 
@@ -54,6 +56,7 @@ type run struct {
 	results []measurement
 	rss     int64   // peak resident bytes while sampling
 	peak    float64 // rlvr's measured machine peak, GFLOP/s
+	cpu     string  // the processor and its bf16 features, as rlvr names them
 	flops   map[int]float64
 }
 
@@ -75,6 +78,7 @@ func main() {
 		python   = fs.String("python", "", "a python with torch and transformers")
 		llama    = fs.String("llama", "", "rollouts: llama.cpp's bin directory (llama-batched-bench)")
 		f32      = fs.String("f32", "", "rollouts: the model as an F32 GGUF, for llama.cpp")
+		bf16     = fs.String("bf16", "", "rollouts: the model as a BF16 GGUF, for llama.cpp")
 		q8       = fs.String("q8", "", "rollouts: the model as a Q8_0 GGUF, for llama.cpp")
 		streamsF = fs.String("streams", "1,8,64", "rollouts: stream counts")
 		tokens   = fs.Int("tokens", 128, "rollouts: new tokens per stream")
@@ -89,7 +93,7 @@ func main() {
 	fs.Parse(os.Args[2:])
 	var err error
 	if os.Args[1] == "rollouts" {
-		err = rollouts(*rlvrBin, *model, *hfDir, *python, *llama, *f32, *q8, *streamsF, *tokens, *rounds, *threads, *out, *doc)
+		err = rollouts(*rlvrBin, *model, *hfDir, *python, *llama, *f32, *bf16, *q8, *streamsF, *tokens, *rounds, *threads, *out, *doc)
 	} else {
 		err = learner(*rlvrBin, *hfDir, *python, *batch, *seq, *steps, *rounds, *threads, *out, *doc)
 	}
@@ -99,7 +103,26 @@ func main() {
 	}
 }
 
-func rollouts(rlvrBin, model, hfDir, python, llama, f32, q8, streamsF string, tokens, rounds, threads int, out, doc string) error {
+// rolloutEngines are the rollout engines and the files or settings each
+// runs on.
+func rolloutEngines(rlvrBin, model, hfDir, python, llama, f32, bf16, q8 string, bos int32, tokens, threads int, env []string) []engine {
+	batched := filepath.Join(llama, "llama-batched-bench")
+	return []engine{
+		{"rlvr fp32", func(streams []int) (run, error) { return runRlvr(rlvrBin, model, "fp32", streams, tokens, threads, env) }},
+		{"rlvr bf16", func(streams []int) (run, error) { return runRlvr(rlvrBin, model, "bf16", streams, tokens, threads, env) }},
+		{"transformers fp32", func(streams []int) (run, error) {
+			return runTransformers(python, hfDir, "fp32", bos, streams, tokens, threads, env)
+		}},
+		{"transformers bf16", func(streams []int) (run, error) {
+			return runTransformers(python, hfDir, "bf16", bos, streams, tokens, threads, env)
+		}},
+		{"llama.cpp F32", func(streams []int) (run, error) { return runLlama(batched, f32, streams, tokens, threads, env) }},
+		{"llama.cpp BF16", func(streams []int) (run, error) { return runLlama(batched, bf16, streams, tokens, threads, env) }},
+		{"llama.cpp Q8_0", func(streams []int) (run, error) { return runLlama(batched, q8, streams, tokens, threads, env) }},
+	}
+}
+
+func rollouts(rlvrBin, model, hfDir, python, llama, f32, bf16, q8, streamsF string, tokens, rounds, threads int, out, doc string) error {
 	var streams []int
 	for _, s := range strings.Split(streamsF, ",") {
 		n, err := strconv.Atoi(s)
@@ -119,26 +142,14 @@ func rollouts(rlvrBin, model, hfDir, python, llama, f32, q8, streamsF string, to
 		bos = 0
 	}
 	env := append(os.Environ(), fmt.Sprintf("OMP_NUM_THREADS=%d", threads))
-	engines := []engine{
-		{"rlvr", func(streams []int) (run, error) {
-			return runRlvr(rlvrBin, model, streams, tokens, threads, env)
-		}},
-		{"transformers", func(streams []int) (run, error) {
-			return runTransformers(python, hfDir, bos, streams, tokens, threads, env)
-		}},
-		{"llama.cpp F32", func(streams []int) (run, error) {
-			return runLlama(filepath.Join(llama, "llama-batched-bench"), f32, streams, tokens, threads, env)
-		}},
-		{"llama.cpp Q8_0", func(streams []int) (run, error) {
-			return runLlama(filepath.Join(llama, "llama-batched-bench"), q8, streams, tokens, threads, env)
-		}},
-	}
+	engines := rolloutEngines(rlvrBin, model, hfDir, python, llama, f32, bf16, q8, bos, tokens, threads, env)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
 	var all []measurement
 	rss := map[string]int64{}
 	var peak float64
+	var processor string
 	flops := map[int]float64{} // per token, by stream count
 	for r := range rounds {
 		for i := range engines {
@@ -155,7 +166,7 @@ func rollouts(rlvrBin, model, hfDir, python, llama, f32, q8, streamsF string, to
 			}
 			rss[e.name] = max(rss[e.name], got.rss)
 			if got.peak > 0 {
-				peak = got.peak
+				peak, processor = got.peak, got.cpu
 				for n, f := range got.flops {
 					flops[n] = f
 				}
@@ -166,7 +177,7 @@ func rollouts(rlvrBin, model, hfDir, python, llama, f32, q8, streamsF string, to
 	for i, e := range engines {
 		names[i] = e.name
 	}
-	return write(all, render(all, names, streams, rss, peak, flops, tokens, rounds, threads), out, doc, "rollouts-table")
+	return write(all, render(all, names, streams, rss, peak, processor, flops, tokens, rounds, threads), out, doc, "rollouts-table")
 }
 
 // write keeps the measurements and the table under out, and puts the
@@ -188,9 +199,9 @@ func write[M any](all []M, table, out, doc, block string) error {
 // runRlvr runs rlvr bench sample, which reports tokens/s, FLOP/s and its
 // resident memory while sampling (before its learner pass for the logprob
 // gap, which the other engines do not make).
-func runRlvr(bin, model string, streams []int, tokens, threads int, env []string) (run, error) {
+func runRlvr(bin, model, precision string, streams []int, tokens, threads int, env []string) (run, error) {
 	cmd := exec.Command(bin, "--threads", strconv.Itoa(threads), "bench", "sample", "--model", model, "--streams", joinInts(streams),
-		"--max-tokens", strconv.Itoa(tokens), "--reps", "1", "--json")
+		"--max-tokens", strconv.Itoa(tokens), "--reps", "1", "--json", "--precision", precision)
 	cmd.Env = env
 	outb, _, err := output(cmd)
 	if err != nil {
@@ -200,7 +211,7 @@ func runRlvr(bin, model string, streams []int, tokens, threads int, env []string
 	if err := json.Unmarshal(outb, &rep); err != nil {
 		return run{}, fmt.Errorf("rlvr bench sample's JSON: %v", err)
 	}
-	r := run{peak: rep.Peak.GFLOPS, flops: map[int]float64{}}
+	r := run{peak: rep.Peak.GFLOPS, cpu: rep.CPU, flops: map[int]float64{}}
 	for _, x := range rep.Results {
 		r.results = append(r.results, measurement{Streams: x.Streams, Tokens: x.Tokens, Seconds: x.Seconds, TokensPerSec: x.TokensPerSec})
 		r.flops[x.Streams] = x.GFLOPS * 1e9 / x.TokensPerSec
@@ -212,9 +223,9 @@ func runRlvr(bin, model string, streams []int, tokens, threads int, env []string
 }
 
 // runTransformers runs python/rollout_bench_transformers.py.
-func runTransformers(python, dir string, token int32, streams []int, tokens, threads int, env []string) (run, error) {
+func runTransformers(python, dir, dtype string, token int32, streams []int, tokens, threads int, env []string) (run, error) {
 	cmd := exec.Command(python, "python/rollout_bench_transformers.py", "--model", dir, "--token", fmt.Sprint(token),
-		"--streams", joinInts(streams), "--max-new", strconv.Itoa(tokens), "--threads", strconv.Itoa(threads))
+		"--streams", joinInts(streams), "--max-new", strconv.Itoa(tokens), "--threads", strconv.Itoa(threads), "--dtype", dtype)
 	cmd.Env = env
 	return measureLines(cmd, func(line []byte) (measurement, error) {
 		var x struct {
@@ -254,11 +265,14 @@ func measureLines(cmd *exec.Cmd, parse func([]byte) (measurement, error)) (run, 
 // runLlama runs llama-batched-bench: one token of prompt per sequence,
 // then tokens generated in every sequence at once. It decodes without
 // sampling (each step feeds a fixed token), so it does a little less than
-// the others do.
+// the others do. Weight repacking is off (-nr): on an AMX machine the
+// pinned llama.cpp repacks Q8_0 for its AMX kernel, which dies of SIGILL
+// at its first tile instruction (tilezero), so Q8_0 runs on its AVX-512
+// VNNI dot products, as on any other x86 CPU.
 func runLlama(bin, gguf string, streams []int, tokens, threads int, env []string) (run, error) {
 	ctx := slices.Max(streams) * (tokens + 1)
 	cmd := exec.Command(bin, "-m", gguf, "-c", strconv.Itoa(ctx), "-b", "2048", "-ub", "512", "-npp", "1",
-		"-ntg", strconv.Itoa(tokens), "-npl", joinInts(streams), "-t", strconv.Itoa(threads), "--output-format", "jsonl")
+		"-ntg", strconv.Itoa(tokens), "-npl", joinInts(streams), "-t", strconv.Itoa(threads), "-nr", "--output-format", "jsonl")
 	cmd.Env = env
 	r, err := measureLines(cmd, func(line []byte) (measurement, error) {
 		var x struct {
@@ -296,7 +310,8 @@ func output(cmd *exec.Cmd) ([]byte, int64, error) {
 	return stdout.Bytes(), rss, nil
 }
 
-func render(all []measurement, engines []string, streams []int, rss map[string]int64, peak float64, flops map[int]float64, tokens, rounds, threads int) string {
+func render(all []measurement, engines []string, streams []int, rss map[string]int64, peak float64, processor string,
+	flops map[int]float64, tokens, rounds, threads int) string {
 	// tps[engine][streams] lists tokens/s by round.
 	tps := map[string]map[int][]float64{}
 	for _, m := range all {
@@ -306,36 +321,42 @@ func render(all []measurement, engines []string, streams []int, rss map[string]i
 		tps[m.Engine][m.Streams] = append(tps[m.Engine][m.Streams], m.TokensPerSec)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d new tokens per stream from a one-token prompt, %d threads, median of %d rounds "+
-		"(tokens/s, and the share of the machine's measured peak of %.0f GFLOP/s):\n\n", tokens, threads, rounds, peak)
-	b.WriteString("| streams |")
-	for _, e := range engines {
-		fmt.Fprintf(&b, " %s |", e)
-	}
-	for _, e := range engines[1:] {
-		fmt.Fprintf(&b, " rlvr / %s |", e)
-	}
-	b.WriteString("\n| ---: |" + strings.Repeat(" ---: |", 2*len(engines)-1) + "\n")
+	fmt.Fprintf(&b, "%d new tokens per stream from a one-token prompt, %d threads, median of %d rounds, on %s "+
+		"(tokens/s, and the share of the machine's measured float32 FMA peak of %.0f GFLOP/s):\n\n", tokens, threads, rounds, processor, peak)
+	b.WriteString("| engine |")
 	for _, n := range streams {
-		fmt.Fprintf(&b, "| %d |", n)
-		for _, e := range engines {
+		fmt.Fprintf(&b, " %d streams |", n)
+	}
+	b.WriteString(" peak resident memory |\n| --- |" + strings.Repeat(" ---: |", len(streams)+1) + "\n")
+	for _, e := range engines {
+		fmt.Fprintf(&b, "| %s |", e)
+		for _, n := range streams {
 			v := median(tps[e][n])
 			fmt.Fprintf(&b, " %s (%.0f%%) |", thousands(v), 100*v*flops[n]/1e9/peak)
 		}
-		for _, e := range engines[1:] {
-			var ratios []float64
-			for r := range tps[e][n] {
-				ratios = append(ratios, tps["rlvr"][n][r]/tps[e][n][r])
+		fmt.Fprintf(&b, " %d MiB |\n", rss[e]>>20)
+	}
+	b.WriteString("\nrlvr's tokens/s over each peer's, median [range over the rounds]:\n\n| rlvr / peer |")
+	for _, n := range streams {
+		fmt.Fprintf(&b, " %d streams |", n)
+	}
+	b.WriteString("\n| --- |" + strings.Repeat(" ---: |", len(streams)) + "\n")
+	for _, mine := range []string{"rlvr fp32", "rlvr bf16"} {
+		for _, e := range engines {
+			if strings.HasPrefix(e, "rlvr") {
+				continue
 			}
-			fmt.Fprintf(&b, " ×%.2f [%.2f, %.2f] |", median(tps["rlvr"][n])/median(tps[e][n]), slices.Min(ratios), slices.Max(ratios))
+			fmt.Fprintf(&b, "| %s / %s |", mine, e)
+			for _, n := range streams {
+				var ratios []float64
+				for r := range tps[e][n] {
+					ratios = append(ratios, tps[mine][n][r]/tps[e][n][r])
+				}
+				fmt.Fprintf(&b, " ×%.2f [%.2f, %.2f] |", median(tps[mine][n])/median(tps[e][n]), slices.Min(ratios), slices.Max(ratios))
+			}
+			b.WriteString("\n")
 		}
-		b.WriteString("\n")
 	}
-	b.WriteString("| peak resident memory |")
-	for _, e := range engines {
-		fmt.Fprintf(&b, " %d MiB |", rss[e]>>20)
-	}
-	b.WriteString(strings.Repeat(" |", len(engines)-1) + "\n")
 	return b.String()
 }
 

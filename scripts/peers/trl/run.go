@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -38,6 +39,9 @@ type settings struct {
 	System         string `json:"system"`
 	Threads        int    `json:"threads"`
 	Model          string `json:"model"`
+	// Precision is both trainers': fp32, or bf16 (TRL's bf16=True, its
+	// default, mixed precision under autocast; rlvr's precision: bf16).
+	Precision string `json:"precision,omitempty"`
 }
 
 // rlvrAlgorithm maps TRL's loss_type to the rlvr algorithm that computes
@@ -85,12 +89,17 @@ func runCmd(args []string) error {
 	fs.IntVar(&s.EvalMaxTokens, "eval-max-tokens", 256, "completion budget of the held-out evaluation")
 	fs.StringVar(&s.System, "system", "Solve the math problem step by step. End with a line '#### <answer>'.", "system prompt of every chat")
 	fs.IntVar(&s.Threads, "threads", 2, "threads of each trainer")
+	fs.StringVar(&s.Precision, "precision", "fp32", "both trainers' precision: fp32, or bf16 (TRL's bf16=True, rlvr's precision: bf16)")
+	blocks := fs.String("blocks", "trl", "the prefix of the doc's blocks the tables go to (PREFIX-timing, …)")
 	phase := fs.String("phase", "all", "train (the runs, timed: on a quiet machine), score (the trained models, on held-out problems: any time), or all")
 	fs.Parse(args)
 	switch *phase {
 	case "train", "score", "all":
 	default:
 		return fmt.Errorf("-phase %q: want train, score or all", *phase)
+	}
+	if s.Precision != "fp32" && s.Precision != "bf16" {
+		return fmt.Errorf("-precision %q: want fp32 or bf16", s.Precision)
 	}
 	var err error
 	if s.Seeds, err = ints(seeds); err != nil {
@@ -129,7 +138,7 @@ func runCmd(args []string) error {
 			return err
 		}
 	}
-	return table(*out, *doc)
+	return table(*out, *doc, *blocks)
 }
 
 // trainAll trains every run not trained yet, rlvr and TRL in turn, and
@@ -323,8 +332,9 @@ eval_every: 0
 eval_problems: 1
 checkpoint_every: 0
 keep_last: 1
+precision: %s
 `, alg, q(s.Model), seed, q(trainFile), q(testFile), q(s.System), s.Steps, s.PromptsPerStep, s.Group, s.MaxTokens,
-		s.Temperature, s.LR, microBatchTokens(s), clipHigh)
+		s.Temperature, s.LR, microBatchTokens(s), clipHigh, cmp.Or(s.Precision, "fp32"))
 }
 
 // trainRlvr runs `rlvr train` and returns the final checkpoint and the
@@ -361,6 +371,9 @@ func trainTRL(python, script, self string, s *settings, dir, run, loss string, s
 		"--prompts-per-step", strconv.Itoa(s.PromptsPerStep), "--group", strconv.Itoa(s.Group), "--max-tokens", strconv.Itoa(s.MaxTokens),
 		"--temperature", strconv.FormatFloat(s.Temperature, 'g', -1, 64), "--lr", strconv.FormatFloat(s.LR, 'g', -1, 64),
 		"--threads", strconv.Itoa(s.Threads))
+	if s.Precision == "bf16" {
+		cmd.Args = append(cmd.Args, "--bf16")
+	}
 	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS="+strconv.Itoa(s.Threads), "TOKENIZERS_PARALLELISM=false", "HF_HUB_OFFLINE=1")
 	rss, err := runLogged(cmd, filepath.Join(run, "train.log"))
 	return filepath.Join(run, "model"), rss, err

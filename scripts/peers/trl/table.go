@@ -31,8 +31,9 @@ func tableCmd(args []string) error {
 	fs := flag.NewFlagSet("table", flag.ExitOnError)
 	out := fs.String("out", "runs/peers/trl", "the folder run wrote")
 	doc := fs.String("doc", "docs/peers.md", "the page whose trl blocks are rewritten")
+	blocks := fs.String("blocks", "trl", "the prefix of the doc's blocks the tables go to (PREFIX-timing, …)")
 	fs.Parse(args)
-	return table(*out, *doc)
+	return table(*out, *doc, *blocks)
 }
 
 // finished is a run with its record and its per-step metrics.
@@ -43,7 +44,7 @@ type finished struct {
 
 // table writes the trl blocks of doc, reward.svg and report/ from the runs
 // under out.
-func table(out, doc string) error {
+func table(out, doc, blocks string) error {
 	var s settings
 	if err := readJSON(filepath.Join(out, "settings.json"), &s); err != nil {
 		return err
@@ -90,7 +91,7 @@ func table(out, doc string) error {
 	if err := report.Render(filepath.Join(out, "report"), all...); err != nil {
 		return err
 	}
-	return docblock.Replace(doc, map[string]string{"trl-timing": timing, "trl-accuracy": acc, "trl-reward": reward, "trl-agreement": agree})
+	return docblock.Replace(doc, map[string]string{blocks + "-timing": timing, blocks + "-accuracy": acc, blocks + "-reward": reward, blocks + "-agreement": agree})
 }
 
 // medianOf is the median of a metric over the steps of runs, the first
