@@ -108,8 +108,12 @@ func main() {
 func rolloutEngines(rlvrBin, model, hfDir, python, llama, f32, bf16, q8 string, bos int32, tokens, threads int, env []string) []engine {
 	batched := filepath.Join(llama, "llama-batched-bench")
 	return []engine{
-		{"rlvr fp32", func(streams []int) (run, error) { return runRlvr(rlvrBin, model, "fp32", streams, tokens, threads, env) }},
-		{"rlvr bf16", func(streams []int) (run, error) { return runRlvr(rlvrBin, model, "bf16", streams, tokens, threads, env) }},
+		{"rlvr fp32", func(streams []int) (run, error) {
+			return runRlvr(rlvrBin, model, "fp32", streams, tokens, threads, env)
+		}},
+		{"rlvr bf16", func(streams []int) (run, error) {
+			return runRlvr(rlvrBin, model, "bf16", streams, tokens, threads, env)
+		}},
 		{"transformers fp32", func(streams []int) (run, error) {
 			return runTransformers(python, hfDir, "fp32", bos, streams, tokens, threads, env)
 		}},
