@@ -62,11 +62,7 @@ func (g gapStats) String() string { return fmt.Sprintf("mean %.3g, max %.3g", g.
 //     transformers' bf16, in mean and in max |Δ|: two independent bf16
 //     computations of equal error differ by about √2 of it.
 func TestRealModelParityBF16(t *testing.T) {
-	// Gemma 3 has no bf16 reference yet: transformers' bf16-weights run of
-	// it (a 262k-row head) takes hours on a CPU without bf16 instructions.
-	// `python python/ref_logits_bf16.py --only gemma3` writes it; then it
-	// joins this table.
-	for _, tc := range []struct{ name, model string }{{"smollm2", realmodel.SmolLM2}} {
+	for _, tc := range []struct{ name, model string }{{"smollm2", realmodel.SmolLM2}, {"gemma3", realmodel.Gemma3}} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := realmodel.Path(t, tc.model)
 			refFile := filepath.Join("testdata", "parity", tc.name+".bf16.json.gz")

@@ -6,8 +6,6 @@ package gemm
 #cgo CFLAGS: -O3
 #cgo noescape rlvr_panels
 #cgo nocallback rlvr_panels
-#cgo noescape rlvr_panels512
-#cgo nocallback rlvr_panels512
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -74,24 +72,6 @@ static const rl_tile_fn rl_tiles[2][7] = {
 	{0, rl_tile1h, rl_tile2h, rl_tile3h, rl_tile4h, rl_tile5h, rl_tile6h},
 };
 
-// rlvr_panels multiplies m rows of x by panels [p0, p1) of b (float32,
-// or bf16 bits when bf) into out, rows in blocks of mc so a block of x
-// stays in L2 while the panels pass.
-AVX2 static void rlvr_panels(float* out, long ldo, const float* x, long ldx, long m, const void* b,
-		long K, long N, long p0, long p1, int acc, long mc, int bf) {
-	const rl_tile_fn* tiles = rl_tiles[bf ? 1 : 0];
-	long esize = bf ? 2 : 4;
-	for (long r0 = 0; r0 < m; r0 += mc) {
-		long r1 = r0 + mc < m ? r0 + mc : m;
-		for (long q = p0; q < p1; q++) {
-			const char* bq = (const char*)b + q * K * 16 * esize;
-			long cols = N - 16 * q < 16 ? N - 16 * q : 16;
-			long r = r0;
-			for (; r + 6 <= r1; r += 6) tiles[6](out + r * ldo + 16 * q, ldo, cols, x + r * ldx, ldx, bq, K, acc);
-			if (r1 > r) tiles[r1 - r](out + r * ldo + 16 * q, ldo, cols, x + r * ldx, ldx, bq, K, acc);
-		}
-	}
-}
 
 // The AVX-512 kernel: a panel's 16 columns are one zmm, so a tile holds up
 // to 12 rows, each one accumulator; the weights a k step loads are shared
@@ -139,18 +119,21 @@ static const rl_tile_fn rl_tiles512[2][13] = {
 	{0, rl_t512_1h, rl_t512_2h, rl_t512_3h, rl_t512_4h, rl_t512_5h, rl_t512_6h, rl_t512_7h, rl_t512_8h, rl_t512_9h, rl_t512_10h, rl_t512_11h, rl_t512_12h},
 };
 
-// rlvr_panels512 is rlvr_panels with the AVX-512 tiles.
-AVX512 static void rlvr_panels512(float* out, long ldo, const float* x, long ldx, long m, const void* b,
-		long K, long N, long p0, long p1, int acc, long mc, int bf) {
-	const rl_tile_fn* tiles = rl_tiles512[bf ? 1 : 0];
-	long esize = bf ? 2 : 4;
+// rlvr_panels multiplies m rows of x by panels [p0, p1) of b (float32,
+// or bf16 bits when bf) into out, rows in blocks of mc so a block of x
+// stays in L2 while the panels pass, with the AVX-512 tiles (12 rows)
+// when wide, else the AVX2 tiles (6 rows).
+static void rlvr_panels(float* out, long ldo, const float* x, long ldx, long m, const void* b,
+		long K, long N, long p0, long p1, int acc, long mc, int bf, int wide) {
+	const rl_tile_fn* tiles = wide ? rl_tiles512[bf ? 1 : 0] : rl_tiles[bf ? 1 : 0];
+	long th = wide ? 12 : 6, esize = bf ? 2 : 4;
 	for (long r0 = 0; r0 < m; r0 += mc) {
 		long r1 = r0 + mc < m ? r0 + mc : m;
 		for (long q = p0; q < p1; q++) {
 			const char* bq = (const char*)b + q * K * 16 * esize;
 			long cols = N - 16 * q < 16 ? N - 16 * q : 16;
 			long r = r0;
-			for (; r + 12 <= r1; r += 12) tiles[12](out + r * ldo + 16 * q, ldo, cols, x + r * ldx, ldx, bq, K, acc);
+			for (; r + th <= r1; r += th) tiles[th](out + r * ldo + 16 * q, ldo, cols, x + r * ldx, ldx, bq, K, acc);
 			if (r1 > r) tiles[r1 - r](out + r * ldo + 16 * q, ldo, cols, x + r * ldx, ldx, bq, K, acc);
 		}
 	}
@@ -178,11 +161,6 @@ func panelsC(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, p0,
 	} else {
 		b = unsafe.Pointer(unsafe.SliceData(p.data))
 	}
-	if panels512 {
-		C.rlvr_panels512(fp(out), C.long(ldo), fp(x), C.long(ldx), C.long(m), b, C.long(p.K), C.long(p.N),
-			C.long(p0), C.long(p1), cbool(accumulate), panelRows, cbool(p.BF16))
-		return
-	}
 	C.rlvr_panels(fp(out), C.long(ldo), fp(x), C.long(ldx), C.long(m), b, C.long(p.K), C.long(p.N),
-		C.long(p0), C.long(p1), cbool(accumulate), panelRows, cbool(p.BF16))
+		C.long(p0), C.long(p1), cbool(accumulate), panelRows, cbool(p.BF16), cbool(panels512))
 }
