@@ -80,20 +80,43 @@ func TestBF16NearFP32(t *testing.T) {
 	}
 }
 
-// TestBF16KernelsAgree: the emulation through the float32 backend and the
-// pure-Go one round the same inputs, so they differ only in summation
-// order.
+// TestBF16KernelsAgree: every bf16 kernel that loads here (the pure-Go
+// emulation, and oneDNN or OpenBLAS's sbgemm where the CPU and library
+// have them) rounds the same inputs as the emulation through the float32
+// backend, so they differ only in summation order: in the logprobs and in
+// every gradient of a forward and backward (whose weight gradients
+// multiply by a transposed A), by far less than bf16 differs from float32.
 func TestBF16KernelsAgree(t *testing.T) {
 	cfg := variants["qwen2-gqa"]
-	m, b, tg := bf16Case(cfg, 35, 11, 7)
+	m, b, tg := bf16Case(cfg, 35, 11, 7, 16, 13)
+	want32 := runRecompute(t, m, false, b, tg)
 	m.Precision = BF16
 	useBF16Kernel(t, "emulate")
-	a := runRecompute(t, m, false, b, tg)
-	useBF16Kernel(t, "go")
-	g := runRecompute(t, m, false, b, tg)
-	for i := range a.logprobs {
-		if d := math.Abs(float64(a.logprobs[i] - g.logprobs[i])); d > 1e-4 {
-			t.Fatalf("logprob %d: emulated %v, pure Go %v", i, a.logprobs[i], g.logprobs[i])
+	want := runRecompute(t, m, false, b, tg)
+	gap := func(x, y []float32) float64 {
+		var d, n float64
+		for i := range x {
+			d += float64(x[i]-y[i]) * float64(x[i]-y[i])
+			n += float64(y[i]) * float64(y[i])
+		}
+		return math.Sqrt(d / n)
+	}
+	precisionGap := gap(want.grads, want32.grads)
+	for _, kernel := range []string{"go", "onednn", "sbgemm"} {
+		if err := gemm.SetBF16Kernel(kernel); err != nil {
+			t.Logf("%s: %v", kernel, err)
+			continue
+		}
+		got := runRecompute(t, m, false, b, tg)
+		for i := range got.logprobs {
+			if d := math.Abs(float64(got.logprobs[i] - want.logprobs[i])); d > 1e-4 {
+				t.Fatalf("%s: logprob %d is %v, emulated %v", kernel, i, got.logprobs[i], want.logprobs[i])
+			}
+		}
+		g := gap(got.grads, want.grads)
+		t.Logf("%s (%s): ‖Δ grad‖/‖grad‖ against the emulation %.3g; bf16 against fp32 %.3g", kernel, gemm.BF16Kernel(), g, precisionGap)
+		if g > precisionGap/10 {
+			t.Errorf("%s: the gradients differ from the emulation's by %.3g of their norm, more than a tenth of bf16's own gap from fp32 (%.3g)", kernel, g, precisionGap)
 		}
 	}
 }
