@@ -46,6 +46,16 @@ func (o *EngineCommand) Validate() error {
 	return err
 }
 
+// checkPrecision reads --precision, adding a problem to c when it names
+// no precision.
+func checkPrecision(c *flagcheck.Check, s string) model.Precision {
+	prec, err := model.ParsePrecision(s)
+	if err != nil {
+		c.Add("precision", "%q: want fp32 or bf16", s)
+	}
+	return prec
+}
+
 // check checks the options and returns the precision.
 func (o *EngineCommand) check() (model.Precision, error) {
 	var c flagcheck.Check
@@ -62,10 +72,7 @@ func (o *EngineCommand) check() (model.Precision, error) {
 		c.IntIn(f.flag, f.v, 1, f.max)
 	}
 	c.FloatIn("peak", o.Peak, 0, math.Inf(1), false)
-	prec, err := model.ParsePrecision(o.Precision)
-	if err != nil {
-		c.Add("precision", "%q: want fp32 or bf16", o.Precision)
-	}
+	prec := checkPrecision(&c, o.Precision)
 	if c.Len() == 0 {
 		switch {
 		case cfg.Dim%cfg.Heads != 0:
@@ -155,10 +162,7 @@ func (o *SampleCommand) Validate() error {
 // and the precision they sample in.
 func (o *SampleCommand) check() ([]string, model.Precision, error) {
 	var c flagcheck.Check
-	prec, err := model.ParsePrecision(o.Precision)
-	if err != nil {
-		c.Add("precision", "%q: want fp32 or bf16", o.Precision)
-	}
+	prec := checkPrecision(&c, o.Precision)
 	c.IntIn("max-tokens", o.MaxTokens, 1, 1<<14)
 	c.IntIn("reps", o.Reps, 1, 1<<10)
 	c.FloatIn("peak", o.Peak, 0, math.Inf(1), false)

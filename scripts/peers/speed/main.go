@@ -352,16 +352,26 @@ func render(all []measurement, engines []string, streams []int, rss map[string]i
 			}
 			fmt.Fprintf(&b, "| %s / %s |", mine, e)
 			for _, n := range streams {
-				var ratios []float64
-				for r := range tps[e][n] {
-					ratios = append(ratios, tps[mine][n][r]/tps[e][n][r])
-				}
-				fmt.Fprintf(&b, " ×%.2f [%.2f, %.2f] |", median(tps[mine][n])/median(tps[e][n]), slices.Min(ratios), slices.Max(ratios))
+				fmt.Fprintf(&b, " %s |", pairedRatio(tps[mine][n], tps[e][n]))
 			}
 			b.WriteString("\n")
 		}
 	}
 	return b.String()
+}
+
+// pairedRatio is a's median over b's, with the range of the round-by-round
+// ratios a[r]/b[r] (the rounds measure both in the same minutes); empty
+// when the two were not measured in the same rounds.
+func pairedRatio(a, b []float64) string {
+	if len(a) != len(b) || len(a) == 0 {
+		return ""
+	}
+	rs := make([]float64, len(a))
+	for r := range a {
+		rs[r] = a[r] / b[r]
+	}
+	return fmt.Sprintf("×%.2f [%.2f, %.2f]", median(a)/median(b), slices.Min(rs), slices.Max(rs))
 }
 
 func median(v []float64) float64 {
@@ -524,16 +534,7 @@ func learnerTable(all []step, gflopsPerStep map[string]float64, kernels, ops map
 		secs[s.Engine] = append(secs[s.Engine], s.Seconds)
 		rss[s.Engine] = max(rss[s.Engine], s.RSSBytes)
 	}
-	ratio := func(a, b string) string {
-		if len(secs[a]) != len(secs[b]) || len(secs[a]) == 0 {
-			return ""
-		}
-		var rs []float64
-		for r := range secs[a] {
-			rs = append(rs, secs[a][r]/secs[b][r])
-		}
-		return fmt.Sprintf("×%.2f [%.2f, %.2f]", median(secs[a])/median(secs[b]), slices.Min(rs), slices.Max(rs))
-	}
+	ratio := func(a, b string) string { return pairedRatio(secs[a], secs[b]) }
 	tokens := float64(batch * seq)
 	var b strings.Builder
 	fmt.Fprintf(&b, "A training step of %d sequences × %d tokens (forward, backward, AdamW over every parameter), %d threads, "+
