@@ -15,7 +15,13 @@
 # problems held out of the training file; nothing is chosen on test.
 #
 #   scripts/models.sh && scripts/smollm2.sh
-#   JOBS=2 SEEDS="1 2 3 4 5" STEPS=30 scripts/smollm2.sh
+#   JOBS=2 SEEDS="1 2 3 4 5" STEPS=30 PRECISION=bf16 scripts/smollm2.sh
+#
+# Every training run and evaluation computes in PRECISION (bf16, the
+# peers' default and the fastest engine on a CPU with bf16 units,
+# docs/precision.md; a CPU without them runs the emulated kernel, which
+# rounds the inputs the same way), the stages before RL included. D_ME is collected
+# in float32, as results/smollm2/table1.txt was.
 #
 # Each row's final model is then scored on MATH-500 (all 500 problems), a
 # test of what GSM8K training carries to harder problems.
@@ -39,10 +45,11 @@ real_model gemma3-270m gemma-3-270m-q4_k_m
 prompts=${PROMPTS:-8}
 group=${GROUP:-4}
 max_tokens=${MAX_TOKENS:-256}
+precision=${PRECISION:-bf16}
 # A checkpoint every 5 steps, the last alone kept with its optimizer: a
 # run killed at the end of a sitting loses at most 5 steps (its cold start
 # and final evaluation resume where they were, docs/methods.md).
-shared="--steps $steps --prompts $prompts --group-size $group --max-tokens $max_tokens --eval-every $steps --checkpoint-every 5 --keep-last 1 --keep-optimizer last"
+shared="--precision $precision --steps $steps --prompts $prompts --group-size $group --max-tokens $max_tokens --eval-every $steps --checkpoint-every 5 --keep-last 1 --keep-optimizer last"
 
 # prune: a finished run keeps its model (later evaluations read it), not
 # its optimizer state, twice the model's size.
@@ -84,7 +91,7 @@ math500() {
     return 0
   fi
   evaluate "$out/$1" --data math500=../shared/data/math500/test.jsonl --model "$3" --problems 500 \
-    --max-tokens "$max_tokens" --system "$math_system" --seed "$2"
+    --max-tokens "$max_tokens" --system "$math_system" --seed "$2" --precision "$precision"
 }
 math500 smollm2-math500-seed1 1 runs/smollm2
 
@@ -98,7 +105,7 @@ rows=(grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo expert0-sft-grpo
 # every row. A fine-tuning's own test line is a diagnostic of the stage,
 # scored on 100 test problems; the rows are scored on all 1,319.
 for seed in $seeds; do
-  stage="--seed $seed --dme $dme --test-problems 100 --checkpoint-every 12 --keep-last 1 --keep-optimizer last"
+  stage="--precision $precision --seed $seed --dme $dme --test-problems 100 --checkpoint-every 12 --keep-last 1 --keep-optimizer last"
   {
     # shellcheck disable=SC2086
     line configs/gsm8k-moe-sft-smollm2.yaml "$out/moe-sft-seed$seed" $stage --out "$out/moe-sft-seed$seed-model"
