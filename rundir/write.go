@@ -49,13 +49,11 @@ func appendLine(path string, v any) error {
 
 // TruncateLogs prepares the logs for a run that continues after step:
 // it keeps their lines up to step, dropping what a killed run wrote after
-// its last checkpoint; at step 0, a fresh start, it removes them.
+// its last checkpoint. At step 0 it keeps the starting model's
+// evaluation, whole or in part, which a run killed in it resumes.
 func TruncateLogs(runDir string, step int) error {
 	for _, name := range logs {
-		path := filepath.Join(runDir, name)
-		if step == 0 {
-			os.Remove(path)
-		} else if err := truncateLines(path, step); err != nil {
+		if err := truncateLines(filepath.Join(runDir, name), step); err != nil {
 			return err
 		}
 	}

@@ -71,10 +71,13 @@ func TestTruncateLogs(t *testing.T) {
 	if err := TruncateLogs(dir, 0); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range logs {
-		if _, err := os.Stat(filepath.Join(dir, f)); !os.IsNotExist(err) {
-			t.Errorf("%s survives a fresh start: %v", f, err)
-		}
+	if got := readFile(t, path); got != "" {
+		t.Errorf("metrics after truncating at 0: %q, want none", got)
+	}
+	// The starting model's evaluation stays: a run killed in it resumes.
+	r, err = Load(dir)
+	if err != nil || len(r.Evals) != 1 || r.Evals[0].Step != 0 {
+		t.Errorf("evals after truncating at 0: %+v, %v", r.Evals, err)
 	}
 }
 

@@ -67,8 +67,10 @@ needs_out() {
 # is kept in $results (and the model it writes with --out, if any, is on
 # disk or no longer needed: the caller leaves such a run out), kept when it
 # finished in RUN without being kept, resumed from its last checkpoint when
-# it has one, and started again when it was stopped before its first; its
-# output goes to RUN.log, and the finished run is kept.
+# it has one or from its start when it has only its config (a run killed
+# before its first checkpoint keeps what it scored of its starting
+# model), and started again otherwise; its output goes to RUN.log, and
+# the finished run is kept.
 run() {
   local config=$1 dir=$2
   shift 2
@@ -83,7 +85,7 @@ run() {
       return 0
     fi
     again=(--overwrite) # finished, but its model is gone: trained again
-  elif compgen -G "$dir/ckpt-*" >/dev/null; then
+  elif compgen -G "$dir/ckpt-*" >/dev/null || [ -e "$dir/config.yaml" ]; then
     again=(--resume)
   elif [ -e "$dir" ]; then
     again=(--overwrite)

@@ -181,11 +181,9 @@ func RunResolved(ctx context.Context, r *Resolved, runDir string, opts Options) 
 			return ErrStopped
 		}
 	}
-	if start.Step == 0 { // the starting model's score, for before/after
-		if err := l.evaluate(ctx, 0); err != nil {
-			return err
-		}
-	} else if err := l.finishEvaluation(ctx, start.Step); err != nil {
+	// The starting model's score (for before/after), or the rest of the
+	// evaluation a resumed run was killed in.
+	if err := l.finishEvaluation(ctx, start.Step); err != nil {
 		return err
 	}
 	// after ends a trained step: its metrics written, and the evaluation
@@ -391,9 +389,10 @@ func (l *loop) endOfStep(ctx context.Context, b *built, stopping bool) error {
 	return nil
 }
 
-// evaluationDue reports whether an evaluation follows step.
+// evaluationDue reports whether an evaluation follows step (step 0: the
+// starting model's, which every run makes).
 func (l *loop) evaluationDue(step int) bool {
-	return step == l.cfg.Steps || l.cfg.EvalEvery > 0 && step%l.cfg.EvalEvery == 0
+	return step == 0 || step == l.cfg.Steps || l.cfg.EvalEvery > 0 && step%l.cfg.EvalEvery == 0
 }
 
 // finishEvaluation makes the evaluation after step, the step a run

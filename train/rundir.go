@@ -45,12 +45,15 @@ func claimRunDir(runDir string, cfg *RLConfig, resume, overwrite bool) error {
 		held = append(held, fmt.Sprintf("%d checkpoints", len(ckpts)))
 	}
 	if resume {
-		if len(ckpts) == 0 {
-			if len(held) > 0 {
-				return fmt.Errorf("train: --resume: %s has no checkpoint to resume from (it holds %s); start again with --overwrite", runDir, strings.Join(held, ", "))
-			}
+		if len(held) == 0 {
 			return nil // nothing ran yet: a fresh start
 		}
+		if len(ckpts) == 0 && !exists(filepath.Join(runDir, rundir.ConfigFile)) {
+			return fmt.Errorf("train: --resume: %s has no checkpoint to resume from (it holds %s); start again with --overwrite", runDir, strings.Join(held, ", "))
+		}
+		// Without a checkpoint the run resumes from its start, which its
+		// config determines: what it scored of the starting model's
+		// evaluation is kept, its steps are made again.
 		return checkResumeConfig(runDir, cfg)
 	}
 	if len(held) == 0 {
