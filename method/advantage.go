@@ -1,5 +1,5 @@
 // Package method is the one place where training methods differ. A
-// [Method] gets a step's questions and an [Env] — the current policy's
+// [Method] gets a step's questions and a [StepContext] — the current policy's
 // sampler, the prompt renderer, the verifier, the step's seed — and returns
 // a [Batch] of loss [Term]s; how questions become trajectories (prompt
 // variants, single- or multi-turn episodes, extra generation passes), how

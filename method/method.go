@@ -18,15 +18,15 @@ import (
 // the current policy), how they are scored and shaped and which terms train
 // is the method's business; the loop only runs what Step returns. The data
 // still flows one way: Step calls down to the sampler and the verifier in
-// env, never back into the loop.
+// sc, never back into the loop.
 type Method interface {
-	Step(ctx context.Context, env *Env, examples []task.Example) (*Batch, error)
+	Step(ctx context.Context, sc *StepContext, examples []task.Example) (*Batch, error)
 }
 
 // Stateful is a method, or a part of one, that keeps something across steps
 // (a buffer, a schedule, a counter). The loop writes State with every
 // checkpoint and hands it back to Restore on resume, so a resumed run
-// continues exactly. Random draws should derive from Env.Seed rather than
+// continues exactly. Random draws should derive from StepContext.Seed rather than
 // live in the state.
 type Stateful interface {
 	State() (json.RawMessage, error)
@@ -88,9 +88,9 @@ type Renderer interface {
 // ErrPromptTooLong marks a prompt that leaves no room in the context.
 var ErrPromptTooLong = fmt.Errorf("prompt too long for the context")
 
-// Env is what a method may use during one step. The loop builds a fresh
-// Env per step.
-type Env struct {
+// StepContext is what a method may use during one step. The loop builds a fresh
+// StepContext per step.
+type StepContext struct {
 	Policy rollout.Sampler // samples from the current weights
 	Render Renderer
 	// Reward verifies a response: 1 when its answer is the gold one. ok is
@@ -112,10 +112,10 @@ type Env struct {
 
 // Prompt renders an example under a variant; a prompt too long for the
 // context is skipped (nil, nil) and counted in data/skipped_long_prompts.
-func (env *Env) Prompt(e task.Example, v Variant) ([]int32, error) {
-	p, err := env.Render.Prompt(e, v)
+func (sc *StepContext) Prompt(e task.Example, v Variant) ([]int32, error) {
+	p, err := sc.Render.Prompt(e, v)
 	if errors.Is(err, ErrPromptTooLong) {
-		env.Metrics["data/skipped_long_prompts"]++
+		sc.Metrics["data/skipped_long_prompts"]++
 		return nil, nil
 	} else if err != nil {
 		return nil, fmt.Errorf("method: example %s: %w", e.ID, err)

@@ -55,12 +55,12 @@ type RL struct {
 // length): what an environment that reads the example, such as a
 // reference-solution expert, answers from.
 type Rollout interface {
-	Rollout(ctx context.Context, env *Env, prompts [][]int32, examples []task.Example, g int, seed uint64) ([]rollout.Group, error)
+	Rollout(ctx context.Context, sc *StepContext, prompts [][]int32, examples []task.Example, g int, seed uint64) ([]rollout.Group, error)
 }
 
 // Shaper adjusts the rewards of scored groups in place.
 type Shaper interface {
-	Shape(ctx context.Context, env *Env, groups []Scored) error
+	Shape(ctx context.Context, sc *StepContext, groups []Scored) error
 }
 
 // Extra adds loss terms built from the step's scored groups: every group
@@ -70,12 +70,12 @@ type Shaper interface {
 // variance; a part that wants only mixed groups (MEL's contrastive pairs)
 // picks them itself.
 type Extra interface {
-	Terms(ctx context.Context, env *Env, groups []Scored) ([]Term, error)
+	Terms(ctx context.Context, sc *StepContext, groups []Scored) ([]Term, error)
 }
 
 // Filter chooses the groups the objective trains on. A step samples its
 // questions, keeps the groups Keep accepts, and while fewer than it asked
-// for are kept draws more questions (Env.More), up to Rounds extra rounds.
+// for are kept draws more questions (StepContext.More), up to Rounds extra rounds.
 // Every group sampled still reaches the Extras.
 type Filter interface {
 	Keep(g *Scored) bool
@@ -86,14 +86,14 @@ type Filter interface {
 type SingleTurn struct{}
 
 // Rollout implements Rollout.
-func (SingleTurn) Rollout(ctx context.Context, env *Env, prompts [][]int32, _ []task.Example, g int, seed uint64) ([]rollout.Group, error) {
-	p := env.Sampling
+func (SingleTurn) Rollout(ctx context.Context, sc *StepContext, prompts [][]int32, _ []task.Example, g int, seed uint64) ([]rollout.Group, error) {
+	p := sc.Sampling
 	p.Seed = seed
-	return rollout.SampleGroups(ctx, env.Policy, env.Render, prompts, g, p)
+	return rollout.SampleGroups(ctx, sc.Policy, sc.Render, prompts, g, p)
 }
 
 // Step implements Method.
-func (r *RL) Step(ctx context.Context, env *Env, examples []task.Example) (*Batch, error) {
+func (r *RL) Step(ctx context.Context, sc *StepContext, examples []task.Example) (*Batch, error) {
 	variants := r.Variants
 	if len(variants) == 0 {
 		variants = []Variant{{}}
@@ -102,12 +102,12 @@ func (r *RL) Step(ctx context.Context, env *Env, examples []task.Example) (*Batc
 	var all, kept []Scored
 	batch := examples
 	for round := 0; ; round++ {
-		groups, err := r.sample(ctx, env, batch, variants, env.Seed+uint64(round))
+		groups, err := r.sample(ctx, sc, batch, variants, sc.Seed+uint64(round))
 		if err != nil {
 			return nil, err
 		}
 		for _, s := range r.Shapers {
-			if err := s.Shape(ctx, env, groups); err != nil {
+			if err := s.Shape(ctx, sc, groups); err != nil {
 				return nil, err
 			}
 		}
@@ -125,22 +125,22 @@ func (r *RL) Step(ctx context.Context, env *Env, examples []task.Example) (*Batc
 			break
 		}
 		need := (target - len(kept) + len(variants) - 1) / len(variants)
-		if batch, err = env.More(need); err != nil {
+		if batch, err = sc.More(need); err != nil {
 			return nil, err
 		}
-		env.Metrics[MetricResampled] += float64(need)
+		sc.Metrics[MetricResampled] += float64(need)
 	}
-	scoreMetrics(env.Metrics, all, len(variants) > 1 || variants[0].Name != "")
+	scoreMetrics(sc.Metrics, all, len(variants) > 1 || variants[0].Name != "")
 	if r.ShowAnswers > 0 && len(all) > 0 {
-		r.shown, r.shownStep = &all[0], env.Step
+		r.shown, r.shownStep = &all[0], sc.Step
 	}
 	terms, st, err := r.Objective.Terms(kept)
 	if err != nil {
 		return nil, err
 	}
-	env.Metrics.Set("trained_frac", float64(st.Trained)/math.Max(1, float64(countTrajectories(kept))))
+	sc.Metrics.Set("trained_frac", float64(st.Trained)/math.Max(1, float64(countTrajectories(kept))))
 	for _, x := range r.Extras {
-		more, err := x.Terms(ctx, env, all)
+		more, err := x.Terms(ctx, sc, all)
 		if err != nil {
 			return nil, err
 		}
@@ -152,12 +152,12 @@ func (r *RL) Step(ctx context.Context, env *Env, examples []task.Example) (*Batc
 // sample renders every example under every variant, rolls the prompts out
 // and verifies what the policy wrote. A prompt too long for the context is
 // skipped and counted.
-func (r *RL) sample(ctx context.Context, env *Env, examples []task.Example, variants []Variant, seed uint64) ([]Scored, error) {
+func (r *RL) sample(ctx context.Context, sc *StepContext, examples []task.Example, variants []Variant, seed uint64) ([]Scored, error) {
 	var prompts [][]int32
 	var scored []Scored
 	for _, e := range examples {
 		for _, v := range variants {
-			p, err := env.Prompt(e, v)
+			p, err := sc.Prompt(e, v)
 			if err != nil {
 				return nil, err
 			} else if p == nil {
@@ -178,7 +178,7 @@ func (r *RL) sample(ctx context.Context, env *Env, examples []task.Example, vari
 	for i := range scored {
 		from[i] = scored[i].Example
 	}
-	groups, err := ro.Rollout(ctx, env, prompts, from, r.GroupSize, seed)
+	groups, err := ro.Rollout(ctx, sc, prompts, from, r.GroupSize, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func (r *RL) sample(ctx context.Context, env *Env, examples []task.Example, vari
 		for _, t := range s.Trajectories {
 			// The verifier reads only what the policy wrote: an expert's
 			// reply in the history never earns the policy a reward.
-			rw, _ := env.Reward(s.Example, t.PolicyText)
+			rw, _ := sc.Reward(s.Example, t.PolicyText)
 			s.Correct = append(s.Correct, rw > 0)
 			s.Rewards = append(s.Rewards, rw)
 		}
@@ -390,8 +390,8 @@ type RewardKL struct {
 }
 
 // Shape implements Shaper.
-func (k RewardKL) Shape(ctx context.Context, env *Env, groups []Scored) error {
-	if env.Reference == nil {
+func (k RewardKL) Shape(ctx context.Context, sc *StepContext, groups []Scored) error {
+	if sc.Reference == nil {
 		return fmt.Errorf("method: a KL in the reward needs a reference model")
 	}
 	var data []backend.Datum
@@ -403,7 +403,7 @@ func (k RewardKL) Shape(ctx context.Context, env *Env, groups []Scored) error {
 	if len(data) == 0 {
 		return nil
 	}
-	lps, err := env.Reference.Logprobs(ctx, data)
+	lps, err := sc.Reference.Logprobs(ctx, data)
 	if err != nil {
 		return err
 	}
@@ -427,6 +427,6 @@ func (k RewardKL) Shape(ctx context.Context, env *Env, groups []Scored) error {
 			n++
 		}
 	}
-	env.Metrics.Set(rundir.MetricKL, total/math.Max(float64(tokens), 1))
+	sc.Metrics.Set(rundir.MetricKL, total/math.Max(float64(tokens), 1))
 	return nil
 }

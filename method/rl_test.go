@@ -22,13 +22,13 @@ func TestVerifierReadsOnlyThePolicy(t *testing.T) {
 		Env:    func(string, int) string { return "!E1:####7" },
 	}
 	r := &method.RL{Objective: methodtest.Family(t, method.GRPO), GroupSize: 4, Rollout: ro}
-	env := methodtest.NewEnv(nil)
-	b, err := r.Step(context.Background(), env, []task.Example{methodtest.Example("a", "7")})
+	sc := methodtest.NewStepContext(nil)
+	b, err := r.Step(context.Background(), sc, []task.Example{methodtest.Example("a", "7")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if env.Metrics["accuracy"] != 0.5 {
-		t.Fatalf("accuracy %v, want 0.5: the expert's ####7 must not count", env.Metrics["accuracy"])
+	if sc.Metrics["accuracy"] != 0.5 {
+		t.Fatalf("accuracy %v, want 0.5: the expert's ####7 must not count", sc.Metrics["accuracy"])
 	}
 	if len(b.Terms) != 1 || len(b.Terms[0].Data) != 4 {
 		t.Fatalf("terms %+v", b.Terms)
@@ -45,7 +45,7 @@ func TestShowAnswers(t *testing.T) {
 	}
 	for _, show := range []int{0, 3} {
 		r := &method.RL{Objective: methodtest.Family(t, method.DrGRPO), GroupSize: 4, Rollout: ro, ShowAnswers: show}
-		if _, err := r.Step(context.Background(), methodtest.NewEnv(nil), []task.Example{methodtest.Example("what is 3 + 4?", "7")}); err != nil {
+		if _, err := r.Step(context.Background(), methodtest.NewStepContext(nil), []task.Example{methodtest.Example("what is 3 + 4?", "7")}); err != nil {
 			t.Fatal(err)
 		}
 		ex := r.Exhibits()
@@ -78,13 +78,13 @@ func TestVariantsGroupAndSkip(t *testing.T) {
 	}
 	r := &method.RL{Objective: methodtest.Family(t, method.DrGRPO), GroupSize: 4, Rollout: ro,
 		Variants: []method.Variant{{Name: "E1", Suffix: "@E1\n"}, {Name: "E2", Suffix: "@E2\n"}}}
-	env := methodtest.NewEnv(nil)
+	sc := methodtest.NewStepContext(nil)
 	long := methodtest.Example(strings.Repeat("x", 70), "5")
-	b, err := r.Step(context.Background(), env, []task.Example{methodtest.Example("a", "5"), long})
+	b, err := r.Step(context.Background(), sc, []task.Example{methodtest.Example("a", "5"), long})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := env.Metrics
+	m := sc.Metrics
 	if m["data/skipped_long_prompts"] != 2 || m["variant/E1/accuracy"] != 0.5 || m["variant/E2/accuracy"] != 0 ||
 		m["variant/E2/zero_variance_frac"] != 1 || m["zero_variance_frac"] != 0.5 {
 		t.Fatalf("metrics %v", m)
@@ -102,7 +102,7 @@ func TestVariantsGroupAndSkip(t *testing.T) {
 func TestNoSignalNoTerm(t *testing.T) {
 	ro := &methodtest.ScriptedRollout{Policy: func(string, int) string { return "####0" }, Env: func(string, int) string { return "" }}
 	r := &method.RL{Objective: methodtest.Family(t, method.GRPO), GroupSize: 3, Rollout: ro}
-	b, err := r.Step(context.Background(), methodtest.NewEnv(nil), []task.Example{methodtest.Example("a", "1")})
+	b, err := r.Step(context.Background(), methodtest.NewStepContext(nil), []task.Example{methodtest.Example("a", "1")})
 	if err != nil || len(b.Terms) != 0 {
 		t.Fatalf("terms %+v, %v", b, err)
 	}
@@ -111,7 +111,7 @@ func TestNoSignalNoTerm(t *testing.T) {
 // counter is a stateful part.
 type counter struct{ n int }
 
-func (c *counter) Terms(context.Context, *method.Env, []method.Scored) ([]method.Term, error) {
+func (c *counter) Terms(context.Context, *method.StepContext, []method.Scored) ([]method.Term, error) {
 	c.n++
 	return nil, nil
 }
@@ -122,7 +122,7 @@ func TestRLStateCollectsParts(t *testing.T) {
 	ro := &methodtest.ScriptedRollout{Policy: func(string, int) string { return "####0" }, Env: func(string, int) string { return "" }}
 	a := &method.RL{Objective: methodtest.Family(t, method.GRPO), GroupSize: 2, Rollout: ro, Extras: []method.Extra{&counter{}}}
 	for range 3 {
-		if _, err := a.Step(context.Background(), methodtest.NewEnv(nil), []task.Example{methodtest.Example("a", "1")}); err != nil {
+		if _, err := a.Step(context.Background(), methodtest.NewStepContext(nil), []task.Example{methodtest.Example("a", "1")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -141,18 +141,18 @@ func TestRLStateCollectsParts(t *testing.T) {
 
 func TestSupervisedSkipsAndCounts(t *testing.T) {
 	s := &method.Supervised{Variants: []method.Variant{{Name: "E1", Suffix: "@E1\n"}}, MaxLen: 40}
-	env := methodtest.NewEnv(nil)
+	sc := methodtest.NewStepContext(nil)
 	exs := []task.Example{
 		{ID: "ok", Prompt: "Q:1+1\n", Solution: "1+1=2", Answer: "2"},
 		{ID: "none", Prompt: "Q:2+2\n", Answer: "4"},
 		{ID: "long", Prompt: "Q:1\n", Solution: strings.Repeat("9", 50), Answer: "9"},
 	}
-	b, err := s.Step(context.Background(), env, exs)
+	b, err := s.Step(context.Background(), sc, exs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b.Terms) != 1 || len(b.Terms[0].Data) != 1 || env.Metrics["data/skipped_no_solution"] != 1 || env.Metrics["data/skipped_long_prompts"] != 1 {
-		t.Fatalf("terms %+v metrics %v", b.Terms, env.Metrics)
+	if len(b.Terms) != 1 || len(b.Terms[0].Data) != 1 || sc.Metrics["data/skipped_no_solution"] != 1 || sc.Metrics["data/skipped_long_prompts"] != 1 {
+		t.Fatalf("terms %+v metrics %v", b.Terms, sc.Metrics)
 	}
 	d := b.Terms[0].Data[0]
 	// Prompt "Q:1+1\n@E1\n" (10 tokens) is context; the 11 response tokens
@@ -173,13 +173,13 @@ func TestSupervisedSkipsAndCounts(t *testing.T) {
 // only; an untagged one under every variant.
 func TestSupervisedTrainsAnswersBehindTheirExpert(t *testing.T) {
 	s := &method.Supervised{Variants: []method.Variant{{Name: "E1", Suffix: "@E1\n"}, {Name: "E2", Suffix: "@E2\n"}}}
-	env := methodtest.NewEnv(nil)
+	sc := methodtest.NewStepContext(nil)
 	exs := []task.Example{
 		{ID: "e2", Prompt: "Q:1+1\n", Solution: "1+1=2\n####2", Answer: "2", Meta: map[string]string{method.VariantKey: "E2"}},
 		{ID: "both", Prompt: "Q:2+2\n", Solution: "2+2=4\n####4", Answer: "4"},
 		{ID: "nobody", Prompt: "Q:3+3\n", Solution: "####6", Answer: "6", Meta: map[string]string{method.VariantKey: "E5"}},
 	}
-	b, err := s.Step(context.Background(), env, exs)
+	b, err := s.Step(context.Background(), sc, exs)
 	if err != nil {
 		t.Fatal(err)
 	}

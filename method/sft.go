@@ -20,7 +20,7 @@ type Supervised struct {
 }
 
 // Step implements Method.
-func (s *Supervised) Step(ctx context.Context, env *Env, examples []task.Example) (*Batch, error) {
+func (s *Supervised) Step(ctx context.Context, sc *StepContext, examples []task.Example) (*Batch, error) {
 	variants := s.Variants
 	if len(variants) == 0 {
 		variants = []Variant{{}}
@@ -29,22 +29,22 @@ func (s *Supervised) Step(ctx context.Context, env *Env, examples []task.Example
 	for _, e := range examples {
 		resp := task.ReferenceResponse(e)
 		if resp == "" {
-			env.Metrics["data/skipped_no_solution"]++
+			sc.Metrics["data/skipped_no_solution"]++
 			continue
 		}
 		for _, v := range variants {
 			if name, ok := e.Meta[VariantKey]; ok && name != v.Name {
 				continue
 			}
-			p, err := env.Prompt(e, v)
+			p, err := sc.Prompt(e, v)
 			if err != nil {
 				return nil, err
 			} else if p == nil {
 				continue
 			}
-			d := ResponseDatum(p, env.Render.Response(resp))
+			d := ResponseDatum(p, sc.Render.Response(resp))
 			if s.MaxLen > 0 && d.Len() > s.MaxLen {
-				env.Metrics["data/skipped_long_prompts"]++
+				sc.Metrics["data/skipped_long_prompts"]++
 				continue
 			}
 			data = append(data, d)

@@ -41,9 +41,9 @@ func trainedAdvantages(t *testing.T, c RLConfig, groups []method.Scored) []float
 	}
 	m, _ := newMethod(t, &c, part.Setup{MaxLen: 512})
 	rl := m.(*method.RL)
-	env := &method.Env{Metrics: method.Metrics{}}
+	sc := &method.StepContext{Metrics: method.Metrics{}}
 	for _, s := range rl.Shapers {
-		if err := s.Shape(context.Background(), env, groups); err != nil {
+		if err := s.Shape(context.Background(), sc, groups); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -71,10 +71,10 @@ type recordedMethod struct {
 	rec   *promptRecorder
 }
 
-func (m recordedMethod) Step(ctx context.Context, env *method.Env, ex []task.Example) (*method.Batch, error) {
-	m.rec.Sampler = env.Policy
-	env.Policy = m.rec
-	return m.inner.Step(ctx, env, ex)
+func (m recordedMethod) Step(ctx context.Context, sc *method.StepContext, ex []task.Example) (*method.Batch, error) {
+	m.rec.Sampler = sc.Policy
+	sc.Policy = m.rec
+	return m.inner.Step(ctx, sc, ex)
 }
 
 // TestChatExpertsEvaluated: a chat model trained under expert prompts is

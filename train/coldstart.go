@@ -229,11 +229,11 @@ func (l *loop) coldStart(ctx context.Context, starts []part.ColdStart, resumed *
 		}
 	}
 
-	env := l.coldStartEnv(1)
+	sc := l.coldStartContext(1)
 	for i, s := range starts {
 		if len(probe) > 0 {
 			var err error
-			if rec.Protocol[i].After, err = protocolRate(ctx, s, env, probe); err != nil {
+			if rec.Protocol[i].After, err = protocolRate(ctx, s, sc, probe); err != nil {
 				return err
 			}
 			logf("cold start: %s %s rate after: %s", s.Part, s.Protocol, rateText(rec.Protocol[i].After))
@@ -289,12 +289,12 @@ func (l *loop) coldStartData(ctx context.Context, starts []part.ColdStart, probe
 	if err != nil {
 		return st, nil, err
 	}
-	env := l.coldStartEnv(0)
+	sc := l.coldStartContext(0)
 	rec.Protocol = make([]ProtocolRate, len(starts))
 	for i, s := range starts {
 		rec.Protocol[i] = ProtocolRate{Part: s.Part, Protocol: s.Protocol}
 		if len(probe) > 0 {
-			if rec.Protocol[i].Before, err = protocolRate(ctx, s, env, probe); err != nil {
+			if rec.Protocol[i].Before, err = protocolRate(ctx, s, sc, probe); err != nil {
 				return st, nil, err
 			}
 			logf("cold start: %s %s rate before: %s", s.Part, s.Protocol, rateText(rec.Protocol[i].Before))
@@ -305,17 +305,17 @@ func (l *loop) coldStartData(ctx context.Context, starts []part.ColdStart, probe
 	}
 	// The record's skipped and partial counts are the demonstrations'
 	// alone, not the probe's questions too.
-	env.Metrics = method.Metrics{}
+	sc.Metrics = method.Metrics{}
 	var demos []backend.Datum
 	for _, s := range starts {
-		d, err := s.Demonstrations(ctx, env, examples)
+		d, err := s.Demonstrations(ctx, sc, examples)
 		if err != nil {
 			return st, nil, err
 		}
 		logf("cold start: %d %s demonstrations from %d training questions", len(d), s.Part, len(examples))
 		demos = append(demos, d...)
 	}
-	for k, v := range env.Metrics {
+	for k, v := range sc.Metrics {
 		if name, ok := strings.CutPrefix(k, "cold_start/skipped/"); ok {
 			rec.Skipped[name] += v
 		} else if name, ok := strings.CutPrefix(k, "cold_start/partial/"); ok {
@@ -403,12 +403,12 @@ func checkColdStart(cfg *RLConfig, starts []part.ColdStart, src *source) error {
 	return nil
 }
 
-// coldStartEnv is the method environment the parts write demonstrations
+// coldStartContext is the method environment the parts write demonstrations
 // and sample protocols in: the rollouts' sampling, seeded apart from the
 // steps' (phase 0 before the stage, 1 after).
-func (l *loop) coldStartEnv(phase uint64) *method.Env {
+func (l *loop) coldStartContext(phase uint64) *method.StepContext {
 	cfg := l.cfg
-	return &method.Env{
+	return &method.StepContext{
 		Policy:   l.pol.sampler,
 		Render:   l.render,
 		Reward:   eval.Reward,
@@ -433,8 +433,8 @@ func coldStartExamples(src *source, n int, seed uint64) ([]task.Example, error) 
 }
 
 // protocolRate measures one part's protocol rate on examples.
-func protocolRate(ctx context.Context, s part.ColdStart, env *method.Env, examples []task.Example) (stats.Interval, error) {
-	ok, n, err := s.Rate(ctx, env, examples)
+func protocolRate(ctx context.Context, s part.ColdStart, sc *method.StepContext, examples []task.Example) (stats.Interval, error) {
+	ok, n, err := s.Rate(ctx, sc, examples)
 	if err != nil {
 		return stats.Interval{}, fmt.Errorf("cold_start: measuring %s's %s rate: %w", s.Part, s.Protocol, err)
 	}

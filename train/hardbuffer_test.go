@@ -37,8 +37,8 @@ func hardBufferTerm(t *testing.T, c RLConfig) method.Term {
 	g := scoredGroup([]bool{false, false}, nil)
 	g.Example.Solution = "1+1=2"
 	for seed := range uint64(64) {
-		env := &method.Env{Render: methodtest.ByteRender{}, Seed: seed, Metrics: method.Metrics{}}
-		terms, err := buf.Terms(context.Background(), env, []method.Scored{g})
+		sc := &method.StepContext{Render: methodtest.ByteRender{}, Seed: seed, Metrics: method.Metrics{}}
+		terms, err := buf.Terms(context.Background(), sc, []method.Scored{g})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -85,14 +85,14 @@ func TestMetaExperienceThroughChatTemplate(t *testing.T) {
 	reply := "1. Failure Resolution Path\n- Failure Point: 12+7 was added as 18.\n2. Analysis of Success Factors\n- Counted on.\n" +
 		"3. First-Person Reflective Summary\nI rushed.\n4. Subject Heuristics\n- [Sums]: When adding, I must recount.\n"
 	pol := &chatPolicy{r: r, turns: []string{reply, "The sum is 19.\n#### 19"}}
-	env := &method.Env{Policy: pol, Render: r, Metrics: method.Metrics{}, Sampling: sample.Params{MaxTokens: 100, Temperature: 1, StopTokens: l.StopTokens},
+	sc := &method.StepContext{Policy: pol, Render: r, Metrics: method.Metrics{}, Sampling: sample.Params{MaxTokens: 100, Temperature: 1, StopTokens: l.StopTokens},
 		Reward: func(e task.Example, response string) (float64, bool) { return eval.Reward(e, response) }}
-	terms, err := (&mel.MetaExperience{Format: mel.Chat{}, Weight: 1}).Terms(context.Background(), env, []method.Scored{g})
+	terms, err := (&mel.MetaExperience{Format: mel.Chat{}, Weight: 1}).Terms(context.Background(), sc, []method.Scored{g})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if env.Metrics["mel/pairs"] != 1 || env.Metrics["mel/parsed"] != 1 || env.Metrics["mel/validated"] != 1 || len(terms) != 1 {
-		t.Fatalf("metrics %v, terms %+v", env.Metrics, terms)
+	if sc.Metrics["mel/pairs"] != 1 || sc.Metrics["mel/parsed"] != 1 || sc.Metrics["mel/validated"] != 1 || len(terms) != 1 {
+		t.Fatalf("metrics %v, terms %+v", sc.Metrics, terms)
 	}
 	request, err := r.Prompt(task.Example{Prompt: mel.Chat{}.Request(q.Prompt, "12+7=19\n#### 19", "12+7=18\n#### 18")}, method.Variant{})
 	if err != nil {
@@ -204,13 +204,13 @@ func TestMetaExperienceWithoutConsultGrant(t *testing.T) {
 	reply := "1. Failure Resolution Path\n- Failure Point: 12+7 was added as 18.\n2. Analysis of Success Factors\n- Counted on.\n" +
 		"3. First-Person Reflective Summary\nI rushed.\n4. Subject Heuristics\n- [Sums]: When adding, I must recount.\n"
 	pol := &chatPolicy{r: r, turns: []string{reply, "The sum is 19.\n#### 19"}}
-	env := &method.Env{Policy: pol, Render: r, Metrics: method.Metrics{}, Sampling: sample.Params{MaxTokens: 100, Temperature: 1, StopTokens: l.StopTokens},
+	sc := &method.StepContext{Policy: pol, Render: r, Metrics: method.Metrics{}, Sampling: sample.Params{MaxTokens: 100, Temperature: 1, StopTokens: l.StopTokens},
 		Reward: func(e task.Example, response string) (float64, bool) { return eval.Reward(e, response) }}
-	if _, err := me.Terms(context.Background(), env, []method.Scored{g}); err != nil {
+	if _, err := me.Terms(context.Background(), sc, []method.Scored{g}); err != nil {
 		t.Fatal(err)
 	}
-	if len(pol.prompts) != 2 || env.Metrics["mel/validated"] != 1 {
-		t.Fatalf("%d passes, metrics %v", len(pol.prompts), env.Metrics)
+	if len(pol.prompts) != 2 || sc.Metrics["mel/validated"] != 1 {
+		t.Fatalf("%d passes, metrics %v", len(pol.prompts), sc.Metrics)
 	}
 	for i, pass := range []string{"reflection request", "replay"} {
 		text := raw(pol.prompts[i])

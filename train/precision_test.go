@@ -51,9 +51,9 @@ type skewedMethod struct {
 	delta float32
 }
 
-func (m skewedMethod) Step(ctx context.Context, env *method.Env, ex []task.Example) (*method.Batch, error) {
-	env.Policy = skewedSampler{env.Policy, m.delta}
-	return m.inner.Step(ctx, env, ex)
+func (m skewedMethod) Step(ctx context.Context, sc *method.StepContext, ex []task.Example) (*method.Batch, error) {
+	sc.Policy = skewedSampler{sc.Policy, m.delta}
+	return m.inner.Step(ctx, sc, ex)
 }
 
 // runMetrics runs c, with the method's rollouts skewed by delta unless it

@@ -289,7 +289,7 @@ func (l *loop) build(ctx context.Context, step int, policy rollout.Sampler) (*bu
 	m := method.Metrics{rundir.StepField: float64(step + 1)}
 	sampler := &timedSampler{s: policy}
 	var verifyS time.Duration
-	env := &method.Env{
+	sc := &method.StepContext{
 		Policy: sampler,
 		Render: l.render,
 		Reward: func(e task.Example, response string) (float64, bool) {
@@ -308,7 +308,7 @@ func (l *loop) build(ctx context.Context, step int, policy rollout.Sampler) (*bu
 	if err != nil {
 		return nil, err
 	}
-	batch, err := l.meth.Step(ctx, env, examples)
+	batch, err := l.meth.Step(ctx, sc, examples)
 	if err != nil {
 		return nil, err
 	}

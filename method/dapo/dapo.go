@@ -29,14 +29,14 @@ type OverlongPenalty struct{ MaxTokens, Buffer int }
 const MetricOverlongPenalized = "overlong/penalized"
 
 // Shape implements method.Shaper.
-func (o OverlongPenalty) Shape(_ context.Context, env *method.Env, groups []method.Scored) error {
+func (o OverlongPenalty) Shape(_ context.Context, sc *method.StepContext, groups []method.Scored) error {
 	for gi := range groups {
 		g := &groups[gi]
 		for i := range g.Trajectories {
 			p := Overlong(g.Trajectories[i].PolicyTokens(), o.MaxTokens, o.Buffer)
 			g.Rewards[i] += p
 			if p < 0 {
-				env.Metrics[MetricOverlongPenalized]++
+				sc.Metrics[MetricOverlongPenalized]++
 			}
 		}
 	}

@@ -36,13 +36,13 @@ func TestDynamicSamplingDrawsMore(t *testing.T) {
 		Env: func(string, int) string { return "" },
 	}
 	r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 2, Rollout: ro, Filter: DynamicSampling{MaxRounds: 3}}
-	env := methodtest.NewEnv([]task.Example{methodtest.Example("bad3", "1"), methodtest.Example("good2", "1"), methodtest.Example("bad4", "1")})
-	b, err := r.Step(context.Background(), env, []task.Example{methodtest.Example("good1", "1"), methodtest.Example("bad1", "1")})
+	sc := methodtest.NewStepContext([]task.Example{methodtest.Example("bad3", "1"), methodtest.Example("good2", "1"), methodtest.Example("bad4", "1")})
+	b, err := r.Step(context.Background(), sc, []task.Example{methodtest.Example("good1", "1"), methodtest.Example("bad1", "1")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ro.Calls != 3 || env.Metrics["resampled"] != 2 || len(b.Terms[0].Data) != 4 {
-		t.Fatalf("%d rollouts, %v resampled, %d datums", ro.Calls, env.Metrics["resampled"], len(b.Terms[0].Data))
+	if ro.Calls != 3 || sc.Metrics["resampled"] != 2 || len(b.Terms[0].Data) != 4 {
+		t.Fatalf("%d rollouts, %v resampled, %d datums", ro.Calls, sc.Metrics["resampled"], len(b.Terms[0].Data))
 	}
 }
 

@@ -44,7 +44,7 @@ const (
 )
 
 // demonstrations implements part.ColdStart.Demonstrations.
-func (c *Consultation) demonstrations(ctx context.Context, env *method.Env, examples []task.Example) ([]backend.Datum, error) {
+func (c *Consultation) demonstrations(ctx context.Context, sc *method.StepContext, examples []task.Example) ([]backend.Datum, error) {
 	if c.Pool == nil || len(c.Pool.Members) == 0 {
 		return nil, fmt.Errorf("consultation: the cold start needs an expert pool")
 	}
@@ -54,13 +54,13 @@ func (c *Consultation) demonstrations(ctx context.Context, env *method.Env, exam
 	}
 	var demos []demo
 	var asks []expert.Ask
-	rng := rand.New(rand.NewPCG(env.Seed, 0x636f6c64)) // "cold"
+	rng := rand.New(rand.NewPCG(sc.Seed, 0x636f6c64)) // "cold"
 	for i, e := range examples {
-		p, err := env.Prompt(e, method.Variant{})
+		p, err := sc.Prompt(e, method.Variant{})
 		if err != nil {
 			return nil, err
 		} else if p == nil {
-			env.Metrics[MetricColdStartSkipped+skipLongPrompt]++
+			sc.Metrics[MetricColdStartSkipped+skipLongPrompt]++
 			continue
 		}
 		m := i % len(c.Pool.Members)
@@ -75,7 +75,7 @@ func (c *Consultation) demonstrations(ctx context.Context, env *method.Env, exam
 	var out []backend.Datum
 	for k, a := range answers {
 		d := demos[k]
-		action := env.Render.Encode(c.Format.Action([]Query{d.query}))
+		action := sc.Render.Encode(c.Format.Action([]Query{d.query}))
 		reply, ok := c.Format.Answer(a.Text)
 		final, rule := verify.ExtractWith(reply, verify.ExtractOptions{})
 		if a.Failure != "" || !ok || rule == verify.RuleNone {
@@ -87,16 +87,16 @@ func (c *Consultation) demonstrations(ctx context.Context, env *method.Env, exam
 			if a.Failure != "" {
 				why = partialExpertFailed
 			}
-			env.Metrics[MetricColdStartPartial+why]++
+			sc.Metrics[MetricColdStartPartial+why]++
 			t := rollout.Trajectory{Prompt: d.prompt, Tokens: action, Policy: ones(len(action))}
 			out = append(out, method.EpisodeDatum(&t))
 			continue
 		}
-		envTurn, err := env.Render.EnvTurn(c.Format.Replies([]Reply{{Expert: d.query.Expert, Answer: reply, OK: true}}))
+		envTurn, err := sc.Render.EnvTurn(c.Format.Replies([]Reply{{Expert: d.query.Expert, Answer: reply, OK: true}}))
 		if err != nil {
 			return nil, fmt.Errorf("consultation: rendering a demonstration's reply: %w", err)
 		}
-		closing := env.Render.Response("#### " + final)
+		closing := sc.Render.Response("#### " + final)
 		t := rollout.Trajectory{Prompt: d.prompt}
 		t.Tokens = slices.Concat(action, envTurn, closing)
 		t.Policy = slices.Concat(ones(len(action)), make([]bool, len(envTurn)), ones(len(closing)))
@@ -109,21 +109,21 @@ func (c *Consultation) demonstrations(ctx context.Context, env *method.Env, exam
 // the training prompt, at the rollouts' temperature, stopped at the end of
 // a consult action; well-formed are those that end in an action that
 // parses.
-func (c *Consultation) protocolRate(ctx context.Context, env *method.Env, examples []task.Example) (int, int, error) {
+func (c *Consultation) protocolRate(ctx context.Context, sc *method.StepContext, examples []task.Example) (int, int, error) {
 	var prompts [][]int32
 	for _, e := range examples {
-		p, err := env.Prompt(e, method.Variant{})
+		p, err := sc.Prompt(e, method.Variant{})
 		if err != nil {
 			return 0, 0, err
 		} else if p != nil {
 			prompts = append(prompts, p)
 		}
 	}
-	p := env.Sampling
+	p := sc.Sampling
 	p.Stop = append(slices.Clone(p.Stop), c.Format.Stops()...)
 	p.IncludeStop = true
-	p.Seed = env.Seed ^ 0x636f6e732d726174 // "cons-rat"
-	groups, err := rollout.SampleGroups(ctx, env.Policy, env.Render, prompts, 1, p)
+	p.Seed = sc.Seed ^ 0x636f6e732d726174 // "cons-rat"
+	groups, err := rollout.SampleGroups(ctx, sc.Policy, sc.Render, prompts, 1, p)
 	if err != nil {
 		return 0, 0, err
 	}

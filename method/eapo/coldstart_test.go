@@ -23,16 +23,16 @@ func TestColdStartDemonstrations(t *testing.T) {
 	down := &answerFunc{f: func(string) (string, error) { return "", fmt.Errorf("down: %w", expert.ErrRefused) }}
 	c := consultation(1, right, vague, down)
 	c.Format = Chat{}
-	env := methodtest.NewEnv(nil)
+	sc := methodtest.NewStepContext(nil)
 	examples := []task.Example{{ID: "a", Prompt: "2+3?", Answer: "5"}, {ID: "b", Prompt: "1+1?", Answer: "2"},
 		{ID: "c", Prompt: "4+4?", Answer: "8"}, {ID: "d", Prompt: "5+1?", Answer: "6"}}
-	data, err := c.ColdStart().Demonstrations(context.Background(), env, examples)
+	data, err := c.ColdStart().Demonstrations(context.Background(), sc, examples)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// E1 answers a and d, E2 b, E3 c.
-	if len(data) != 4 || env.Metrics[MetricColdStartPartial+partialNoAnswer] != 1 || env.Metrics[MetricColdStartPartial+partialExpertFailed] != 1 {
-		t.Fatalf("%d demonstrations, metrics %v", len(data), env.Metrics)
+	if len(data) != 4 || sc.Metrics[MetricColdStartPartial+partialNoAnswer] != 1 || sc.Metrics[MetricColdStartPartial+partialExpertFailed] != 1 {
+		t.Fatalf("%d demonstrations, metrics %v", len(data), sc.Metrics)
 	}
 	r := methodtest.ByteRender{}
 	for i, alone := range map[int]string{1: `1+1?<consult>[{"expert":"E2","question":"1+1?"}]</consult>`,

@@ -103,14 +103,14 @@ func (c *Consultation) Acceptance(step int) float64 {
 }
 
 // Rollout implements Rollout.
-func (c *Consultation) Rollout(ctx context.Context, env *method.Env, prompts [][]int32, examples []task.Example, g int, seed uint64) ([]rollout.Group, error) {
-	p := env.Sampling
+func (c *Consultation) Rollout(ctx context.Context, sc *method.StepContext, prompts [][]int32, examples []task.Example, g int, seed uint64) ([]rollout.Group, error) {
+	p := sc.Sampling
 	p.Seed = seed
-	groups, wait, err := c.Episodes(ctx, env.Policy, env.Render, prompts, examples, g, p, env.Step)
+	groups, wait, err := c.Episodes(ctx, sc.Policy, sc.Render, prompts, examples, g, p, sc.Step)
 	if err != nil {
 		return nil, err
 	}
-	env.Metrics[MetricWait] += wait.Seconds()
+	sc.Metrics[MetricWait] += wait.Seconds()
 	return groups, nil
 }
 
@@ -292,8 +292,8 @@ const (
 
 // Shape implements Shaper: the per-consultation penalty, and the step's
 // consultation metrics.
-func (c *Consultation) Shape(_ context.Context, env *method.Env, groups []method.Scored) error {
-	m := env.Metrics
+func (c *Consultation) Shape(_ context.Context, sc *method.StepContext, groups []method.Scored) error {
+	m := sc.Metrics
 	var episodes, consulted, calls, queries, asked, accepted, turns, latency float64
 	var right, n [2]float64 // by whether the episode consulted
 	sums := map[string]float64{}
@@ -328,8 +328,8 @@ func (c *Consultation) Shape(_ context.Context, env *method.Env, groups []method
 	}
 	c.totals.Calls += int64(calls)
 	c.totals.Accepted += int64(accepted)
-	m.Set(MetricAcceptance, c.Acceptance(env.Step))
-	m.Set(MetricTurnBudget, float64(c.TurnBudget(env.Step)))
+	m.Set(MetricAcceptance, c.Acceptance(sc.Step))
+	m.Set(MetricTurnBudget, float64(c.TurnBudget(sc.Step)))
 	if episodes == 0 {
 		return nil
 	}

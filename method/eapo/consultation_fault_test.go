@@ -56,19 +56,19 @@ func TestConsultationSurvivesFaultyExperts(t *testing.T) {
 		failed, accepted, asked := map[string]float64{}, 0.0, 0.0
 		start := time.Now()
 		for step := range 2 {
-			env := policyEnv(&consulter{Action: "?E1:(12+7)*3;E2:5+8;E3:40-3?\n", Own: "0"})
-			env.Step, env.Seed = step, uint64(step)
+			sc := policyStepContext(&consulter{Action: "?E1:(12+7)*3;E2:5+8;E3:40-3?\n", Own: "0"})
+			sc.Step, sc.Seed = step, uint64(step)
 			var examples []task.Example
 			for i := range 10 {
 				examples = append(examples, methodtest.Example(fmt.Sprint(step, "q", i), "7"))
 			}
-			if _, err := r.Step(context.Background(), env, examples); err != nil {
+			if _, err := r.Step(context.Background(), sc, examples); err != nil {
 				t.Fatal(err)
 			}
 			for _, k := range FailureKinds {
-				failed[k] += env.Metrics[MetricFail+k]
+				failed[k] += sc.Metrics[MetricFail+k]
 			}
-			accepted += env.Metrics[MetricAcceptanceRate] * env.Metrics[MetricQueriesPerEpisode] * 40
+			accepted += sc.Metrics[MetricAcceptanceRate] * sc.Metrics[MetricQueriesPerEpisode] * 40
 		}
 		// Two steps of one consulting turn, each about one 3 s deadline
 		// long; a call waiting for the server's 30 s hold would show.

@@ -103,12 +103,12 @@ func seven() *answerFunc {
 	return &answerFunc{f: func(string) (string, error) { return "19*3=57\n####7\n", nil }}
 }
 
-func policyEnv(pol *consulter) *method.Env {
-	env := methodtest.NewEnv(nil)
-	env.Policy = pol
-	env.Sampling = sample.Params{MaxTokens: 40}
-	env.Seed = 11
-	return env
+func policyStepContext(pol *consulter) *method.StepContext {
+	sc := methodtest.NewStepContext(nil)
+	sc.Policy = pol
+	sc.Sampling = sample.Params{MaxTokens: 40}
+	sc.Seed = 11
+	return sc
 }
 
 // TestConsultationAcceptsWithProbabilityP: each query's reply is written
@@ -119,15 +119,15 @@ func TestConsultationAcceptsWithProbabilityP(t *testing.T) {
 		e1, e2 := seven(), seven()
 		c := consultation(p, e1, e2)
 		r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 8, Rollout: c, Shapers: []method.Shaper{c}}
-		env := policyEnv(&consulter{Action: "?E1:1+2;E2:3+4?\n", Own: "0"})
+		sc := policyStepContext(&consulter{Action: "?E1:1+2;E2:3+4?\n", Own: "0"})
 		var examples []task.Example
 		for i := range 75 {
 			examples = append(examples, methodtest.Example(fmt.Sprint("q", i), "7"))
 		}
-		if _, err := r.Step(context.Background(), env, examples); err != nil {
+		if _, err := r.Step(context.Background(), sc, examples); err != nil {
 			t.Fatal(err)
 		}
-		m := env.Metrics
+		m := sc.Metrics
 		const queries = 75 * 8 * 2
 		accepted := m[MetricAcceptanceRate] * queries
 		if asked := e1.asked + e2.asked; math.Abs(float64(asked)-accepted) > 1e-6 || m[MetricDeclined] != float64(queries-asked) {
@@ -164,7 +164,7 @@ func TestConsultationSeedsEachAsk(t *testing.T) {
 		for i := range 75 {
 			examples = append(examples, methodtest.Example(fmt.Sprint("q", i), "7"))
 		}
-		if _, err := r.Step(context.Background(), policyEnv(&consulter{Action: "?E1:1+2?\n", Own: "0"}), examples); err != nil {
+		if _, err := r.Step(context.Background(), policyStepContext(&consulter{Action: "?E1:1+2?\n", Own: "0"}), examples); err != nil {
 			t.Fatal(err)
 		}
 		runs[k] = slices.Clone(e1.seeds)
@@ -183,10 +183,10 @@ func TestConsultationSeedsEachAsk(t *testing.T) {
 func TestConsultationMasksExpertTokens(t *testing.T) {
 	c := consultation(1, seven(), seven())
 	r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 2, Rollout: c, Shapers: []method.Shaper{c}}
-	env := policyEnv(&consulter{Action: "?E1:1+2?\n", Own: "0"})
+	sc := policyStepContext(&consulter{Action: "?E1:1+2?\n", Own: "0"})
 	var groups []method.Scored
 	r.Shapers = append(r.Shapers, shaperFunc(func(g []method.Scored) { groups = g }))
-	if _, err := r.Step(context.Background(), env, []task.Example{methodtest.Example("a", "7")}); err != nil {
+	if _, err := r.Step(context.Background(), sc, []task.Example{methodtest.Example("a", "7")}); err != nil {
 		t.Fatal(err)
 	}
 	tr := groups[0].Trajectories[0]
@@ -212,7 +212,7 @@ func TestConsultationMasksExpertTokens(t *testing.T) {
 
 type shaperFunc func([]method.Scored)
 
-func (f shaperFunc) Shape(_ context.Context, _ *method.Env, g []method.Scored) error {
+func (f shaperFunc) Shape(_ context.Context, _ *method.StepContext, g []method.Scored) error {
 	f(g)
 	return nil
 }
@@ -269,12 +269,12 @@ func TestConsultationBudgets(t *testing.T) {
 			c := consultation(1, e1, e2)
 			c.Turns = Schedule{Kind: optim.Linear, Start: 3, End: 1}
 			r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 2, Rollout: c, Shapers: []method.Shaper{c}}
-			env := policyEnv(&consulter{Action: tc.action, Own: "0"})
-			env.Step = tc.step
-			if _, err := r.Step(context.Background(), env, []task.Example{methodtest.Example("a", "7"), methodtest.Example("b", "7")}); err != nil {
+			sc := policyStepContext(&consulter{Action: tc.action, Own: "0"})
+			sc.Step = tc.step
+			if _, err := r.Step(context.Background(), sc, []task.Example{methodtest.Example("a", "7"), methodtest.Example("b", "7")}); err != nil {
 				t.Fatal(err)
 			}
-			if err := tc.check(env.Metrics, e1.asked+e2.asked); err != nil {
+			if err := tc.check(sc.Metrics, e1.asked+e2.asked); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -290,11 +290,11 @@ func TestConsultationFailuresAreReplies(t *testing.T) {
 	garbage := &answerFunc{f: func(string) (string, error) { return "I cannot read the question \"Q:(12+7\".", nil }}
 	c := consultation(1, failing, garbage)
 	r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 4, Rollout: c, Shapers: []method.Shaper{c}}
-	env := policyEnv(&consulter{Action: "?E1:1+2;E2:1+2?\n", Own: "0"})
-	if _, err := r.Step(context.Background(), env, []task.Example{methodtest.Example("a", "7")}); err != nil {
+	sc := policyStepContext(&consulter{Action: "?E1:1+2;E2:1+2?\n", Own: "0"})
+	if _, err := r.Step(context.Background(), sc, []task.Example{methodtest.Example("a", "7")}); err != nil {
 		t.Fatal(err)
 	}
-	m := env.Metrics
+	m := sc.Metrics
 	if m[MetricFail+expert.FailRefused] != 4 || m[MetricFail+FailUnreadable] != 4 || m[MetricAcceptanceRate] != 0 || m["accuracy"] != 0 {
 		t.Fatalf("metrics %v", m)
 	}
@@ -306,12 +306,12 @@ func TestConsultationFailuresAreReplies(t *testing.T) {
 func TestConsultationStateAndSchedule(t *testing.T) {
 	run := func(c *Consultation, step int) method.Metrics {
 		r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 2, Rollout: c, Shapers: []method.Shaper{c}}
-		env := policyEnv(&consulter{Action: "?E1:1+2?\n", Own: "0"})
-		env.Step, env.Seed = step, uint64(100+step)
-		if _, err := r.Step(context.Background(), env, []task.Example{methodtest.Example("a", "7"), methodtest.Example("b", "7")}); err != nil {
+		sc := policyStepContext(&consulter{Action: "?E1:1+2?\n", Own: "0"})
+		sc.Step, sc.Seed = step, uint64(100+step)
+		if _, err := r.Step(context.Background(), sc, []task.Example{methodtest.Example("a", "7"), methodtest.Example("b", "7")}); err != nil {
 			t.Fatal(err)
 		}
-		return env.Metrics
+		return sc.Metrics
 	}
 	annealed := func() *Consultation {
 		c := consultation(1, seven())

@@ -39,11 +39,11 @@ func solved(n int) []task.Example {
 func TestConsultationReferenceExpert(t *testing.T) {
 	c := referencePool()
 	r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 3, Rollout: c, Shapers: []method.Shaper{c}}
-	env := policyEnv(&consulter{Action: "?E1:what is the answer?\n", Own: "0"})
+	sc := policyStepContext(&consulter{Action: "?E1:what is the answer?\n", Own: "0"})
 	examples := append(solved(5), methodtest.Example("bare", "9"))
 	var groups []method.Scored
 	r.Shapers = append(r.Shapers, shaperFunc(func(g []method.Scored) { groups = g }))
-	if _, err := r.Step(context.Background(), env, examples); err != nil {
+	if _, err := r.Step(context.Background(), sc, examples); err != nil {
 		t.Fatal(err)
 	}
 	for _, g := range groups {
@@ -57,7 +57,7 @@ func TestConsultationReferenceExpert(t *testing.T) {
 			}
 		}
 	}
-	if got := env.Metrics[MetricFail+expert.FailNoSolution]; got != 3 {
+	if got := sc.Metrics[MetricFail+expert.FailNoSolution]; got != 3 {
 		t.Errorf("%v no-solution failures, want 3", got)
 	}
 }
@@ -69,7 +69,7 @@ func TestConsultationExamplesAligned(t *testing.T) {
 	c := referencePool()
 	pol := &consulter{Action: "?E1:x?\n", Own: "0"}
 	prompts := [][]int32{methodtest.ByteRender{}.Encode("Q:a\n"), methodtest.ByteRender{}.Encode("Q:b\n")}
-	p := policyEnv(pol).Sampling
+	p := policyStepContext(pol).Sampling
 	if _, _, err := c.Episodes(context.Background(), pol, methodtest.ByteRender{}, prompts, solved(1), 2, p, 0); err == nil ||
 		!strings.Contains(err.Error(), "1 examples for 2 prompts") {
 		t.Errorf("misaligned examples: %v", err)

@@ -43,44 +43,44 @@ type coldPair struct {
 
 // coldPairs samples one answer per example and pairs each wrong one with
 // the example's reference solution.
-func (me *MetaExperience) coldPairs(ctx context.Context, env *method.Env, examples []task.Example, seed uint64) ([]coldPair, error) {
+func (me *MetaExperience) coldPairs(ctx context.Context, sc *method.StepContext, examples []task.Example, seed uint64) ([]coldPair, error) {
 	var asked []task.Example
 	var prompts [][]int32
 	for _, e := range examples {
 		if task.ReferenceResponse(e) == "" {
-			env.Metrics[MetricColdStartSkipped+skipNoSolution]++
+			sc.Metrics[MetricColdStartSkipped+skipNoSolution]++
 			continue
 		}
-		p, err := env.Prompt(e, singleTurn)
+		p, err := sc.Prompt(e, singleTurn)
 		if err != nil {
 			return nil, err
 		} else if p == nil {
-			env.Metrics[MetricColdStartSkipped+skipLongRequest]++
+			sc.Metrics[MetricColdStartSkipped+skipLongRequest]++
 			continue
 		}
 		asked, prompts = append(asked, e), append(prompts, p)
 	}
-	p := env.Sampling
+	p := sc.Sampling
 	p.Seed = seed
-	groups, err := rollout.SampleGroups(ctx, env.Policy, env.Render, prompts, 1, p)
+	groups, err := rollout.SampleGroups(ctx, sc.Policy, sc.Render, prompts, 1, p)
 	if err != nil {
 		return nil, err
 	}
 	var out []coldPair
 	for i, g := range groups {
 		e, t := asked[i], &g.Trajectories[0]
-		if r, _ := env.Reward(e, t.PolicyText); r > 0 {
-			env.Metrics[MetricColdStartSkipped+skipPolicyRight]++
+		if r, _ := sc.Reward(e, t.PolicyText); r > 0 {
+			sc.Metrics[MetricColdStartSkipped+skipPolicyRight]++
 			continue
 		}
 		correct := referenceAnswer(e)
-		wrong := strings.TrimSpace(shownText(env, t))
+		wrong := strings.TrimSpace(shownText(sc, t))
 		req := task.Example{ID: e.ID + "/reflection", Prompt: me.Format.Request(e.Prompt, correct, wrong)}
-		pr, err := env.Prompt(req, singleTurn)
+		pr, err := sc.Prompt(req, singleTurn)
 		if err != nil {
 			return nil, err
 		} else if pr == nil {
-			env.Metrics[MetricColdStartSkipped+skipLongRequest]++
+			sc.Metrics[MetricColdStartSkipped+skipLongRequest]++
 			continue
 		}
 		out = append(out, coldPair{correct: correct, wrong: wrong, request: pr})
@@ -89,47 +89,47 @@ func (me *MetaExperience) coldPairs(ctx context.Context, env *method.Env, exampl
 }
 
 // demonstrations implements part.ColdStart.Demonstrations.
-func (me *MetaExperience) demonstrations(ctx context.Context, env *method.Env, examples []task.Example) ([]backend.Datum, error) {
+func (me *MetaExperience) demonstrations(ctx context.Context, sc *method.StepContext, examples []task.Example) ([]backend.Datum, error) {
 	if _, ok := me.Format.(Chat); !ok {
 		return nil, fmt.Errorf("meta_experience: a cold start writes reflections in the chat format; the world's model learns its own in pretraining")
 	}
-	pairs, err := me.coldPairs(ctx, env, examples, env.Seed^0x636f6c642d796e65) // "cold-yne"
+	pairs, err := me.coldPairs(ctx, sc, examples, sc.Seed^0x636f6c642d796e65) // "cold-yne"
 	if err != nil {
 		return nil, err
 	}
 	out := make([]backend.Datum, len(pairs))
 	for i, cp := range pairs {
-		out[i] = method.ResponseDatum(cp.request, env.Render.Response(TemplateReflection(cp.correct, cp.wrong)))
+		out[i] = method.ResponseDatum(cp.request, sc.Render.Response(TemplateReflection(cp.correct, cp.wrong)))
 	}
 	return out, nil
 }
 
 // protocolRate implements part.ColdStart.Rate: one reflection per pair,
 // sampled as training samples them, and the share that parses.
-func (me *MetaExperience) protocolRate(ctx context.Context, env *method.Env, examples []task.Example) (int, int, error) {
-	pairs, err := me.coldPairs(ctx, env, examples, env.Seed^0x636f6c642d726174) // "cold-rat"
+func (me *MetaExperience) protocolRate(ctx context.Context, sc *method.StepContext, examples []task.Example) (int, int, error) {
+	pairs, err := me.coldPairs(ctx, sc, examples, sc.Seed^0x636f6c642d726174) // "cold-rat"
 	if err != nil {
 		return 0, 0, err
 	}
-	p := env.Sampling
+	p := sc.Sampling
 	if me.Temperature > 0 {
 		p.Temperature = me.Temperature
 	}
 	if me.MaxTokens > 0 {
 		p.MaxTokens = me.MaxTokens
 	}
-	p.Seed = env.Seed ^ 0x636f6c642d726566 // "cold-ref"
+	p.Seed = sc.Seed ^ 0x636f6c642d726566 // "cold-ref"
 	prompts := make([][]int32, len(pairs))
 	for i := range pairs {
 		prompts[i] = pairs[i].request
 	}
-	groups, err := rollout.SampleGroups(ctx, env.Policy, env.Render, prompts, 1, p)
+	groups, err := rollout.SampleGroups(ctx, sc.Policy, sc.Render, prompts, 1, p)
 	if err != nil {
 		return 0, 0, err
 	}
 	ok := 0
 	for _, g := range groups {
-		if _, err := me.Format.Parse(shownText(env, &g.Trajectories[0])); err == nil {
+		if _, err := me.Format.Parse(shownText(sc, &g.Trajectories[0])); err == nil {
 			ok++
 		}
 	}

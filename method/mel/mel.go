@@ -109,46 +109,46 @@ type metaPair struct {
 
 // Terms implements method.Extra: the pairs, then MEL's three stages, each
 // a pass of its own (reflect, replay, internalize).
-func (me *MetaExperience) Terms(ctx context.Context, env *method.Env, groups []method.Scored) ([]method.Term, error) {
+func (me *MetaExperience) Terms(ctx context.Context, sc *method.StepContext, groups []method.Scored) ([]method.Term, error) {
 	t0 := time.Now()
-	defer func() { env.Metrics.Set("time_mel_s", time.Since(t0).Seconds()) }()
-	pairs, err := me.pairs(env, groups)
+	defer func() { sc.Metrics.Set("time_mel_s", time.Since(t0).Seconds()) }()
+	pairs, err := me.pairs(sc, groups)
 	if err != nil {
 		return nil, err
 	}
 	for _, k := range []string{MetricMELParsed, "mel/parse_failures", MetricMELValidated} {
-		env.Metrics.Set(k, 0)
+		sc.Metrics.Set(k, 0)
 	}
 	if len(pairs) == 0 {
 		return nil, nil
 	}
-	parsed, err := me.reflect(ctx, env, pairs)
+	parsed, err := me.reflect(ctx, sc, pairs)
 	if err != nil {
 		return nil, err
 	}
-	kept, err := me.replay(ctx, env, parsed)
+	kept, err := me.replay(ctx, sc, parsed)
 	if err != nil || len(kept) == 0 {
 		return nil, err
 	}
-	return []method.Term{me.internalize(env, kept, len(groups))}, nil
+	return []method.Term{me.internalize(sc, kept, len(groups))}, nil
 }
 
 // reflect is the reflection pass: one M per pair, all pairs in one batch.
 // It returns the pairs whose reply parsed as a meta-experience.
-func (me *MetaExperience) reflect(ctx context.Context, env *method.Env, pairs []metaPair) ([]*metaPair, error) {
-	p := env.Sampling
+func (me *MetaExperience) reflect(ctx context.Context, sc *method.StepContext, pairs []metaPair) ([]*metaPair, error) {
+	p := sc.Sampling
 	if me.Temperature > 0 {
 		p.Temperature = me.Temperature
 	}
 	if me.MaxTokens > 0 {
 		p.MaxTokens = me.MaxTokens
 	}
-	p.Seed = env.Seed ^ 0x6d656c2d72656631 // "mel-ref1": apart from the rollouts' seeds
+	p.Seed = sc.Seed ^ 0x6d656c2d72656631 // "mel-ref1": apart from the rollouts' seeds
 	prompts := make([][]int32, len(pairs))
 	for i := range pairs {
 		prompts[i] = pairs[i].request
 	}
-	refl, err := rollout.SampleGroups(ctx, env.Policy, env.Render, prompts, 1, p)
+	refl, err := rollout.SampleGroups(ctx, sc.Policy, sc.Render, prompts, 1, p)
 	if err != nil {
 		return nil, err
 	}
@@ -156,30 +156,30 @@ func (me *MetaExperience) reflect(ctx context.Context, env *method.Env, pairs []
 	for i := range pairs {
 		mp := &pairs[i]
 		mp.reflection = &refl[i].Trajectories[0]
-		mp.reflectionText = shownText(env, mp.reflection)
+		mp.reflectionText = shownText(sc, mp.reflection)
 		if mp.experience, err = me.Format.Parse(mp.reflectionText); err != nil {
-			env.Metrics["mel/parse_failures"]++
+			sc.Metrics["mel/parse_failures"]++
 			continue
 		}
 		parsed = append(parsed, mp)
 	}
-	env.Metrics.Set(MetricMELParsed, float64(len(parsed)))
+	sc.Metrics.Set(MetricMELParsed, float64(len(parsed)))
 	return parsed, nil
 }
 
 // replay is replay validation: the question again, M before it, one
 // answer each, all in one batch. It returns the pairs whose replay
 // verified, and keeps the first as the example evaluations show.
-func (me *MetaExperience) replay(ctx context.Context, env *method.Env, parsed []*metaPair) ([]*metaPair, error) {
+func (me *MetaExperience) replay(ctx context.Context, sc *method.StepContext, parsed []*metaPair) ([]*metaPair, error) {
 	var replayed []*metaPair
 	var prompts [][]int32
 	for _, mp := range parsed {
 		e := withQuestion(mp.group.Example, me.Format.Replay(mp.group.Example.Prompt, mp.experience))
-		pr, err := env.Prompt(e, singleTurn)
+		pr, err := sc.Prompt(e, singleTurn)
 		if err != nil {
 			return nil, err
 		} else if pr == nil {
-			env.Metrics["mel/skipped_long"]++
+			sc.Metrics["mel/skipped_long"]++
 			continue
 		}
 		prompts = append(prompts, pr)
@@ -187,9 +187,9 @@ func (me *MetaExperience) replay(ctx context.Context, env *method.Env, parsed []
 	}
 	var kept []*metaPair
 	if len(replayed) > 0 {
-		p := env.Sampling
-		p.Seed = env.Seed ^ 0x6d656c2d72706c31 // "mel-rpl1"
-		replays, err := rollout.SampleGroups(ctx, env.Policy, env.Render, prompts, 1, p)
+		p := sc.Sampling
+		p.Seed = sc.Seed ^ 0x6d656c2d72706c31 // "mel-rpl1"
+		replays, err := rollout.SampleGroups(ctx, sc.Policy, sc.Render, prompts, 1, p)
 		if err != nil {
 			return nil, err
 		}
@@ -206,21 +206,21 @@ func (me *MetaExperience) replay(ctx context.Context, env *method.Env, parsed []
 			}
 			without += float64(right) / float64(len(mp.group.Correct))
 			y := &replays[i].Trajectories[0]
-			if r, _ := env.Reward(mp.group.Example, y.PolicyText); r <= 0 {
+			if r, _ := sc.Reward(mp.group.Example, y.PolicyText); r <= 0 {
 				continue
 			}
 			kept = append(kept, mp)
 			if len(kept) == 1 {
-				me.last = &metaExample{Step: env.Step + 1, Question: mp.group.Example.Prompt, Correct: mp.correct,
-					Wrong: mp.wrong, Reflection: mp.reflectionText, Replay: shownText(env, y)}
+				me.last = &metaExample{Step: sc.Step + 1, Question: mp.group.Example.Prompt, Correct: mp.correct,
+					Wrong: mp.wrong, Reflection: mp.reflectionText, Replay: shownText(sc, y)}
 			}
 		}
-		env.Metrics.Set("mel/replay_accuracy", float64(len(kept))/float64(len(replayed)))
-		env.Metrics.Set("mel/group_accuracy", without/float64(len(replayed)))
+		sc.Metrics.Set("mel/replay_accuracy", float64(len(kept))/float64(len(replayed)))
+		sc.Metrics.Set("mel/group_accuracy", without/float64(len(replayed)))
 	}
-	env.Metrics.Set(MetricMELValidated, float64(len(kept)))
+	sc.Metrics.Set(MetricMELValidated, float64(len(kept)))
 	if len(parsed) > 0 {
-		env.Metrics.Set("mel/retention", float64(len(kept))/float64(len(parsed)))
+		sc.Metrics.Set("mel/retention", float64(len(kept))/float64(len(parsed)))
 	}
 	return kept, nil
 }
@@ -228,7 +228,7 @@ func (me *MetaExperience) replay(ctx context.Context, env *method.Env, parsed []
 // internalize is the NLL term of the kept Ms, each given the
 // retrospective context it was written in, over the step's questions
 // questions.
-func (me *MetaExperience) internalize(env *method.Env, kept []*metaPair, questions int) method.Term {
+func (me *MetaExperience) internalize(sc *method.StepContext, kept []*metaPair, questions int) method.Term {
 	data := make([]backend.Datum, len(kept))
 	groupOf := make([]*method.Scored, len(kept)) // the group of each datum's M
 	var nll float64
@@ -239,7 +239,7 @@ func (me *MetaExperience) internalize(env *method.Env, kept []*metaPair, questio
 	}
 	// The sampler's NLL of the kept Ms under the policy that wrote them
 	// (at the reflection temperature), before this step's update.
-	env.Metrics.Set("mel/nll", nll/float64(len(data)))
+	sc.Metrics.Set("mel/nll", nll/float64(len(data)))
 	if !me.Pooled {
 		perQuestion(data, groupOf, questions)
 	}
@@ -268,11 +268,11 @@ func perQuestion(data []backend.Datum, group []*method.Scored, questions int) {
 // pairs forms the step's contrastive pairs (mel/pairs) and renders their
 // reflection requests; a request too long for the context is skipped and
 // counted (mel/skipped_long).
-func (me *MetaExperience) pairs(env *method.Env, groups []method.Scored) ([]metaPair, error) {
+func (me *MetaExperience) pairs(sc *method.StepContext, groups []method.Scored) ([]metaPair, error) {
 	var out []metaPair
-	env.Metrics.Set(MetricMELPairs, 0)
+	sc.Metrics.Set(MetricMELPairs, 0)
 	if me.ReferencePositive {
-		env.Metrics.Set(MetricMELReferencePairs, 0)
+		sc.Metrics.Set(MetricMELReferencePairs, 0)
 	}
 	for gi := range groups {
 		g := &groups[gi]
@@ -298,7 +298,7 @@ func (me *MetaExperience) pairs(env *method.Env, groups []method.Scored) ([]meta
 		}
 		var picks []int
 		if me.Pairs > 0 && n > me.Pairs {
-			rng := rand.New(rand.NewPCG(env.Seed, 0x6d656c2d70616972+uint64(gi))) // "mel-pair"
+			rng := rand.New(rand.NewPCG(sc.Seed, 0x6d656c2d70616972+uint64(gi))) // "mel-pair"
 			picks = rng.Perm(n)[:me.Pairs]
 		} else {
 			picks = make([]int, n)
@@ -306,14 +306,14 @@ func (me *MetaExperience) pairs(env *method.Env, groups []method.Scored) ([]meta
 				picks[i] = i
 			}
 		}
-		env.Metrics[MetricMELPairs] += float64(len(picks))
+		sc.Metrics[MetricMELPairs] += float64(len(picks))
 		if reference != "" {
-			env.Metrics[MetricMELReferencePairs] += float64(len(picks))
+			sc.Metrics[MetricMELReferencePairs] += float64(len(picks))
 		}
 		// Each answer decoded once, however many pairs it is in.
 		shown := make([]string, len(g.Trajectories))
 		for i := range g.Trajectories {
-			shown[i] = shownText(env, &g.Trajectories[i])
+			shown[i] = shownText(sc, &g.Trajectories[i])
 		}
 		for _, k := range picks {
 			c, w := reference, shown[neg[k%len(neg)]]
@@ -321,11 +321,11 @@ func (me *MetaExperience) pairs(env *method.Env, groups []method.Scored) ([]meta
 				c = shown[pos[k/len(neg)]]
 			}
 			req := task.Example{ID: g.Example.ID + "/reflection", Prompt: me.Format.Request(g.Example.Prompt, c, w)}
-			pr, err := env.Prompt(req, singleTurn)
+			pr, err := sc.Prompt(req, singleTurn)
 			if err != nil {
 				return nil, err
 			} else if pr == nil {
-				env.Metrics["mel/skipped_long"]++
+				sc.Metrics["mel/skipped_long"]++
 				continue
 			}
 			out = append(out, metaPair{group: g, correct: c, wrong: w, request: pr})
@@ -338,12 +338,12 @@ func (me *MetaExperience) pairs(env *method.Env, groups []method.Scored) ([]meta
 // without the stop token that ended it (the sampler's Text keeps the stop
 // token's text, which a chat model's parsed reply must not carry into the
 // replay prompt).
-func shownText(env *method.Env, t *rollout.Trajectory) string {
+func shownText(sc *method.StepContext, t *rollout.Trajectory) string {
 	toks := t.Tokens
-	if n := len(toks); n > 0 && slices.Contains(env.Sampling.StopTokens, toks[n-1]) {
+	if n := len(toks); n > 0 && slices.Contains(sc.Sampling.StopTokens, toks[n-1]) {
 		toks = toks[:n-1]
 	}
-	return env.Render.Decode(toks)
+	return sc.Render.Decode(toks)
 }
 
 // referenceAnswer is the example's reference solution as MEL shows it for

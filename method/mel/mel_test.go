@@ -88,20 +88,20 @@ func TestMetaExperiencePairsReflectsValidatesAndTrains(t *testing.T) {
 			return "####0"
 		},
 	}
-	env := methodtest.NewEnv(nil)
-	env.Render, env.Policy, env.Seed = wideRender{limit: 1 << 10}, pol, 7
-	env.Sampling = sample.Params{MaxTokens: 32, Temperature: 1, StopTokens: []int32{0}}
+	sc := methodtest.NewStepContext(nil)
+	sc.Render, sc.Policy, sc.Seed = wideRender{limit: 1 << 10}, pol, 7
+	sc.Sampling = sample.Params{MaxTokens: 32, Temperature: 1, StopTokens: []int32{0}}
 	// Pooled leaves each M's token weights at 1 (eq. 10's nesting is
 	// TestMetaExperienceAveragesPerQuestion's).
 	me := &MetaExperience{Format: World{}, Weight: 0.5, Pooled: true, Temperature: 0.7, MaxTokens: 48}
-	terms, err := me.Terms(context.Background(), env, groups)
+	terms, err := me.Terms(context.Background(), sc, groups)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k, want := range map[string]float64{"mel/pairs": 2, "mel/parsed": 2, "mel/parse_failures": 0, "mel/validated": 2, "mel/retention": 1, "mel/nll": 0.25,
 		"mel/replay_accuracy": 1, "mel/group_accuracy": 1.0 / 3} {
-		if env.Metrics[k] != want {
-			t.Errorf("%s = %v, want %v", k, env.Metrics[k], want)
+		if sc.Metrics[k] != want {
+			t.Errorf("%s = %v, want %v", k, sc.Metrics[k], want)
 		}
 	}
 	// The reflection pass asks both pairs, with the shown answers; the
@@ -188,11 +188,11 @@ func TestMetaExperienceAveragesPerQuestion(t *testing.T) {
 				return "####0"
 			},
 		}
-		env := methodtest.NewEnv(nil)
-		env.Render, env.Policy, env.Seed = wideRender{limit: 1 << 10}, pol, 7
-		env.Sampling = sample.Params{MaxTokens: 32, Temperature: 1, StopTokens: []int32{0}}
+		sc := methodtest.NewStepContext(nil)
+		sc.Render, sc.Policy, sc.Seed = wideRender{limit: 1 << 10}, pol, 7
+		sc.Sampling = sample.Params{MaxTokens: 32, Temperature: 1, StopTokens: []int32{0}}
 		me := &MetaExperience{Format: World{}, Weight: 1, Pooled: tc.pooled}
-		terms, err := me.Terms(context.Background(), env, groups)
+		terms, err := me.Terms(context.Background(), sc, groups)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,33 +243,33 @@ func TestMetaExperienceGates(t *testing.T) {
 			return "####1"
 		},
 	}
-	env := methodtest.NewEnv(nil)
-	env.Render, env.Policy = wideRender{limit: 1 << 10}, pol
+	sc := methodtest.NewStepContext(nil)
+	sc.Render, sc.Policy = wideRender{limit: 1 << 10}, pol
 	me := &MetaExperience{Format: World{}, Weight: 1}
-	terms, err := me.Terms(context.Background(), env, groups)
+	terms, err := me.Terms(context.Background(), sc, groups)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k, want := range map[string]float64{"mel/pairs": 3, "mel/parsed": 2, "mel/parse_failures": 1, "mel/validated": 1, "mel/retention": 0.5,
 		"mel/replay_accuracy": 0.5, "mel/group_accuracy": 0.25} {
-		if env.Metrics[k] != want {
-			t.Errorf("%s = %v, want %v", k, env.Metrics[k], want)
+		if sc.Metrics[k] != want {
+			t.Errorf("%s = %v, want %v", k, sc.Metrics[k], want)
 		}
 	}
 	if len(terms) != 1 || len(terms[0].Data) != 1 {
 		t.Fatalf("terms %+v", terms)
 	}
 	pol.answer = func(string) string { return "####1" }
-	env = methodtest.NewEnv(nil)
-	env.Render, env.Policy = wideRender{limit: 1 << 10}, pol
-	if terms, err := me.Terms(context.Background(), env, groups); err != nil || terms != nil || env.Metrics["mel/validated"] != 0 {
-		t.Fatalf("no replay verified: terms %+v, %v, metrics %v", terms, err, env.Metrics)
+	sc = methodtest.NewStepContext(nil)
+	sc.Render, sc.Policy = wideRender{limit: 1 << 10}, pol
+	if terms, err := me.Terms(context.Background(), sc, groups); err != nil || terms != nil || sc.Metrics["mel/validated"] != 0 {
+		t.Fatalf("no replay verified: terms %+v, %v, metrics %v", terms, err, sc.Metrics)
 	}
 	// A request too long for the context is skipped and counted.
-	env = methodtest.NewEnv(nil)
-	env.Render, env.Policy = wideRender{limit: 10}, pol
-	if terms, err := me.Terms(context.Background(), env, groups); err != nil || terms != nil || env.Metrics["mel/skipped_long"] != 3 || env.Metrics["mel/pairs"] != 3 {
-		t.Fatalf("long requests: terms %+v, %v, metrics %v", terms, err, env.Metrics)
+	sc = methodtest.NewStepContext(nil)
+	sc.Render, sc.Policy = wideRender{limit: 10}, pol
+	if terms, err := me.Terms(context.Background(), sc, groups); err != nil || terms != nil || sc.Metrics["mel/skipped_long"] != 3 || sc.Metrics["mel/pairs"] != 3 {
+		t.Fatalf("long requests: terms %+v, %v, metrics %v", terms, err, sc.Metrics)
 	}
 }
 
@@ -287,9 +287,9 @@ func TestMetaExperiencePairSampling(t *testing.T) {
 		tr.Text += string(rune('a' + k))
 	}
 	pairsOf := func(pairs int, seed uint64) []string {
-		env := methodtest.NewEnv(nil)
-		env.Render, env.Seed = wideRender{limit: 1 << 10}, seed
-		ps, err := (&MetaExperience{Format: World{}, Pairs: pairs}).pairs(env, groups)
+		sc := methodtest.NewStepContext(nil)
+		sc.Render, sc.Seed = wideRender{limit: 1 << 10}, seed
+		ps, err := (&MetaExperience{Format: World{}, Pairs: pairs}).pairs(sc, groups)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,9 +340,9 @@ func TestMetaExperienceReferencePositive(t *testing.T) {
 		worldGroup(methodtest.ByteRender{}, mixed, true, false),
 	}
 	for _, on := range []bool{false, true} {
-		env := methodtest.NewEnv(nil)
-		env.Render = wideRender{limit: 1 << 10}
-		ps, err := (&MetaExperience{Format: World{}, Pairs: 4, ReferencePositive: on}).pairs(env, groups)
+		sc := methodtest.NewStepContext(nil)
+		sc.Render = wideRender{limit: 1 << 10}
+		ps, err := (&MetaExperience{Format: World{}, Pairs: 4, ReferencePositive: on}).pairs(sc, groups)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,10 +368,10 @@ func TestMetaExperienceReferencePositive(t *testing.T) {
 				t.Errorf("pair (%q, %q): want the reference solution against a wrong answer", p.correct, p.wrong)
 			}
 		}
-		if got := env.Metrics[MetricMELReferencePairs]; got != float64(want) {
+		if got := sc.Metrics[MetricMELReferencePairs]; got != float64(want) {
 			t.Errorf("reference_positive %v: mel/reference_pairs %v, want %d", on, got, want)
 		}
-		if got := env.Metrics[MetricMELPairs]; got != float64(want+1) {
+		if got := sc.Metrics[MetricMELPairs]; got != float64(want+1) {
 			t.Errorf("reference_positive %v: mel/pairs %v, want %d", on, got, want+1)
 		}
 	}
@@ -402,14 +402,14 @@ func TestMetaExperienceStateRoundTrip(t *testing.T) {
 func TestMetaExperienceReadsTheReplyWithoutItsStop(t *testing.T) {
 	const reply = "1. Failure\nFailure Point: 1+2=4\n2. Success\nok\n3. Reflective summary\nI rushed.\n4. Heuristics\n- add carefully"
 	pol := &reflector{answer: func(string) string { return "####3" }}
-	env := methodtest.NewEnv(nil)
-	env.Render, env.Seed = wideRender{limit: 1 << 13}, 1
-	env.Sampling = sample.Params{MaxTokens: 32, Temperature: 1, StopTokens: []int32{0}}
-	env.Policy = stopTextPolicy{pol, "<|im_end|>", reply}
-	terms, err := (&MetaExperience{Format: Chat{}, Weight: 1}).Terms(context.Background(), env,
+	sc := methodtest.NewStepContext(nil)
+	sc.Render, sc.Seed = wideRender{limit: 1 << 13}, 1
+	sc.Sampling = sample.Params{MaxTokens: 32, Temperature: 1, StopTokens: []int32{0}}
+	sc.Policy = stopTextPolicy{pol, "<|im_end|>", reply}
+	terms, err := (&MetaExperience{Format: Chat{}, Weight: 1}).Terms(context.Background(), sc,
 		[]method.Scored{worldGroup(methodtest.ByteRender{}, methodtest.Example("1+2", "3"), true, false)})
-	if err != nil || len(terms) != 1 || env.Metrics["mel/parsed"] != 1 {
-		t.Fatalf("terms %+v, %v, metrics %v", terms, err, env.Metrics)
+	if err != nil || len(terms) != 1 || sc.Metrics["mel/parsed"] != 1 {
+		t.Fatalf("terms %+v, %v, metrics %v", terms, err, sc.Metrics)
 	}
 	for _, p := range pol.prompts {
 		if strings.Contains(p, "<|im_end|>") {

@@ -42,10 +42,10 @@ type HardExample struct {
 }
 
 // Terms implements method.Extra.
-func (h *HardBuffer) Terms(_ context.Context, env *method.Env, groups []method.Scored) ([]method.Term, error) {
+func (h *HardBuffer) Terms(_ context.Context, sc *method.StepContext, groups []method.Scored) ([]method.Term, error) {
 	// The draws derive from the step's seed, so a resumed run draws the
 	// same.
-	rng := rand.New(rand.NewPCG(env.Seed, 0x68617264))
+	rng := rand.New(rand.NewPCG(sc.Seed, 0x68617264))
 	added := 0
 	for _, g := range groups {
 		wrong := 0
@@ -63,25 +63,25 @@ func (h *HardBuffer) Terms(_ context.Context, env *method.Env, groups []method.S
 			added++
 		}
 	}
-	env.Metrics.Set(MetricBufferAdded, float64(added))
+	sc.Metrics.Set(MetricBufferAdded, float64(added))
 	if len(h.Entries) < h.Capacity {
-		env.Metrics.Set(MetricBufferFill, float64(len(h.Entries)))
-		env.Metrics.Set(MetricBufferPasses, float64(h.Passes))
+		sc.Metrics.Set(MetricBufferFill, float64(len(h.Entries)))
+		sc.Metrics.Set(MetricBufferPasses, float64(h.Passes))
 		return nil, nil
 	}
 	var data []backend.Datum
 	for _, e := range h.Entries {
-		p, err := env.Prompt(e.Example, e.Variant)
+		p, err := sc.Prompt(e.Example, e.Variant)
 		if err != nil {
 			return nil, err
 		} else if p == nil {
 			continue
 		}
-		data = append(data, method.ResponseDatum(p, env.Render.Response(task.ReferenceResponse(e.Example))))
+		data = append(data, method.ResponseDatum(p, sc.Render.Response(task.ReferenceResponse(e.Example))))
 	}
 	h.Entries, h.Passes = nil, h.Passes+1
-	env.Metrics.Set(MetricBufferFill, 0)
-	env.Metrics.Set(MetricBufferPasses, float64(h.Passes))
+	sc.Metrics.Set(MetricBufferFill, 0)
+	sc.Metrics.Set(MetricBufferPasses, float64(h.Passes))
 	return []method.Term{{Name: "hard_sft", Data: data, Loss: backend.Loss{NLL: h.Weight}, Aggregation: backend.TokenMean, LR: h.LR}}, nil
 }
 

@@ -33,16 +33,16 @@ func TestMutualLearningPicksBestAndWorst(t *testing.T) {
 		methodtest.Group(r, tie, e2, false, true),
 	}
 	for _, exact := range []bool{false, true} {
-		env := methodtest.NewEnv(nil)
-		terms, err := (&MutualLearning{Weight: 0.5, Exact: exact}).Terms(context.Background(), env, groups)
+		sc := methodtest.NewStepContext(nil)
+		terms, err := (&MutualLearning{Weight: 0.5, Exact: exact}).Terms(context.Background(), sc, groups)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(terms) != 1 || len(terms[0].Data) != 2 {
 			t.Fatalf("exact %v: terms %+v", exact, terms)
 		}
-		if env.Metrics["mutual/fired_frac"] != 0.5 || env.Metrics["mutual/pair/E1>E2"] != 1 || env.Metrics["mutual/teacher_logp"] != -0.5 {
-			t.Fatalf("metrics %v", env.Metrics)
+		if sc.Metrics["mutual/fired_frac"] != 0.5 || sc.Metrics["mutual/pair/E1>E2"] != 1 || sc.Metrics["mutual/teacher_logp"] != -0.5 {
+			t.Fatalf("metrics %v", sc.Metrics)
 		}
 		d := terms[0].Data[0]
 		student := r.Decode(append(d.Tokens, d.Targets[len(d.Targets)-1]))
@@ -73,7 +73,7 @@ func TestMutualLearningPicksBestAndWorst(t *testing.T) {
 	// E+ without a right answer (its mean is best only by shaping): skipped.
 	shaped := []method.Scored{methodtest.Group(r, q, e1, false, false), methodtest.Group(r, q, e2, false, false)}
 	shaped[1].Rewards = []float64{-1, -1}
-	terms, _ := (&MutualLearning{Weight: 1}).Terms(context.Background(), methodtest.NewEnv(nil), shaped)
+	terms, _ := (&MutualLearning{Weight: 1}).Terms(context.Background(), methodtest.NewStepContext(nil), shaped)
 	if len(terms) != 0 {
 		t.Fatalf("fired without a right answer: %+v", terms)
 	}
@@ -87,9 +87,9 @@ func TestHardBufferProbabilityAndCapacity(t *testing.T) {
 	h := &HardBuffer{K: 6, Capacity: 1 << 30, LR: 1e-5, Weight: 1}
 	const steps = 4000
 	for s := range steps {
-		env := methodtest.NewEnv(nil)
-		env.Seed = uint64(s)
-		if _, err := h.Terms(context.Background(), env, []method.Scored{seven, six}); err != nil {
+		sc := methodtest.NewStepContext(nil)
+		sc.Seed = uint64(s)
+		if _, err := h.Terms(context.Background(), sc, []method.Scored{seven, six}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -107,14 +107,14 @@ func TestHardBufferProbabilityAndCapacity(t *testing.T) {
 	h = &HardBuffer{K: 6, Capacity: 3, LR: 1e-5, Weight: 0.5}
 	fired := 0
 	for s := 0; fired == 0 && s < 100; s++ {
-		env := methodtest.NewEnv(nil)
-		env.Seed = uint64(s)
+		sc := methodtest.NewStepContext(nil)
+		sc.Seed = uint64(s)
 		before := len(h.Entries)
-		terms, _ := h.Terms(context.Background(), env, []method.Scored{seven, seven})
+		terms, _ := h.Terms(context.Background(), sc, []method.Scored{seven, seven})
 		if len(terms) > 0 {
 			fired++
-			if before+int(env.Metrics["buffer/added"]) < 3 || len(terms[0].Data) < 3 || terms[0].LR != 1e-5 || terms[0].Loss.NLL != 0.5 ||
-				len(h.Entries) != 0 || h.Passes != 1 || env.Metrics["buffer/fill"] != 0 {
+			if before+int(sc.Metrics["buffer/added"]) < 3 || len(terms[0].Data) < 3 || terms[0].LR != 1e-5 || terms[0].Loss.NLL != 0.5 ||
+				len(h.Entries) != 0 || h.Passes != 1 || sc.Metrics["buffer/fill"] != 0 {
 				t.Fatalf("update: terms %+v, entries %d, passes %d", terms, len(h.Entries), h.Passes)
 			}
 			if got := r.Decode(terms[0].Data[0].Tokens); !strings.HasPrefix(got, "Q:q\n@E1\n3+4=7\n#### 7") {
@@ -132,9 +132,9 @@ func TestHardBufferStateSurvives(t *testing.T) {
 	q := task.Example{ID: "q", Prompt: "Q:q\n", Answer: "7", Solution: "3+4=7"}
 	h := &HardBuffer{K: 1, Capacity: 10, LR: 1e-5, Weight: 1}
 	for s := uint64(0); len(h.Entries) == 0 && s < 100; s++ {
-		env := methodtest.NewEnv(nil)
-		env.Seed = s
-		h.Terms(context.Background(), env, []method.Scored{methodtest.Group(r, q, e3, false, false)})
+		sc := methodtest.NewStepContext(nil)
+		sc.Seed = s
+		h.Terms(context.Background(), sc, []method.Scored{methodtest.Group(r, q, e3, false, false)})
 	}
 	h.Passes = 2
 	st, err := h.State()
@@ -170,13 +170,13 @@ func TestExtrasSeeTheGroupsDynamicSamplingDrops(t *testing.T) {
 	buffer := &HardBuffer{K: 3, Capacity: 100, LR: 1e-5, Weight: 1}
 	r := &method.RL{Objective: methodtest.Family(t, method.DAPO), GroupSize: 4, Rollout: ro, Filter: dapo.DynamicSampling{MaxRounds: 0},
 		Variants: []method.Variant{e1, e2}, Extras: []method.Extra{&MutualLearning{Weight: 1}, buffer}}
-	env := methodtest.NewEnv(nil)
-	env.Seed = 1
+	sc := methodtest.NewStepContext(nil)
+	sc.Seed = 1
 	exs := []task.Example{methodtest.Example("a", "1")}
 	for i := range 6 {
 		exs = append(exs, task.Example{ID: fmt.Sprint(i), Prompt: fmt.Sprintf("Q:%d\n", i), Answer: "1", Solution: "1"})
 	}
-	b, err := r.Step(context.Background(), env, exs)
+	b, err := r.Step(context.Background(), sc, exs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,13 +187,13 @@ func TestExtrasSeeTheGroupsDynamicSamplingDrops(t *testing.T) {
 			t.Errorf("the policy-gradient batch has %d answers, want E1's 4 on question a", len(term.Data))
 		}
 	}
-	if !slices.Contains(names, "mutual") || env.Metrics["mutual/pair/E1>E2"] != 1 {
-		t.Errorf("terms %v, metrics %v: E1 should teach E2 on question a", names, env.Metrics)
+	if !slices.Contains(names, "mutual") || sc.Metrics["mutual/pair/E1>E2"] != 1 {
+		t.Errorf("terms %v, metrics %v: E1 should teach E2 on question a", names, sc.Metrics)
 	}
 	// Twelve all-wrong groups with a reference solution (six questions,
 	// two experts), each buffered with probability 3/4.
-	if len(buffer.Entries) < 4 || env.Metrics["buffer/added"] != float64(len(buffer.Entries)) {
-		t.Errorf("the buffer holds %d entries (metrics %v), want most of the 12 all-wrong groups", len(buffer.Entries), env.Metrics)
+	if len(buffer.Entries) < 4 || sc.Metrics["buffer/added"] != float64(len(buffer.Entries)) {
+		t.Errorf("the buffer holds %d entries (metrics %v), want most of the 12 all-wrong groups", len(buffer.Entries), sc.Metrics)
 	}
 }
 

@@ -43,7 +43,7 @@ func MetricMutualPair(teacher, student string) string {
 }
 
 // Terms implements method.Extra.
-func (ml *MutualLearning) Terms(_ context.Context, env *method.Env, groups []method.Scored) ([]method.Term, error) {
+func (ml *MutualLearning) Terms(_ context.Context, sc *method.StepContext, groups []method.Scored) ([]method.Term, error) {
 	var data []backend.Datum
 	var questions, fired, teacherLogp, teacherTokens float64
 	for _, qs := range byQuestion(groups) {
@@ -63,14 +63,14 @@ func (ml *MutualLearning) Terms(_ context.Context, env *method.Env, groups []met
 		if method.Mean(best.Rewards) == method.Mean(worst.Rewards) || !anyTrue(best.Correct) {
 			continue
 		}
-		student, err := env.Prompt(worst.Example, worst.Variant)
+		student, err := sc.Prompt(worst.Example, worst.Variant)
 		if err != nil {
 			return nil, err
 		} else if student == nil {
 			continue
 		}
 		fired++
-		env.Metrics[MetricMutualPair(best.Variant.Name, worst.Variant.Name)]++
+		sc.Metrics[MetricMutualPair(best.Variant.Name, worst.Variant.Name)]++
 		for i := range best.Trajectories {
 			if !best.Correct[i] {
 				continue
@@ -92,13 +92,13 @@ func (ml *MutualLearning) Terms(_ context.Context, env *method.Env, groups []met
 		}
 	}
 	if questions > 0 {
-		env.Metrics.Set(MetricMutualFiredFrac, fired/questions)
+		sc.Metrics.Set(MetricMutualFiredFrac, fired/questions)
 	}
-	env.Metrics.Set(MetricMutualAnswers, float64(len(data)))
+	sc.Metrics.Set(MetricMutualAnswers, float64(len(data)))
 	if teacherTokens > 0 {
 		// With loss/mutual (the student's NLL per token), this gives the
 		// sequence-level KL estimate per token.
-		env.Metrics.Set(MetricMutualTeacherLogp, teacherLogp/teacherTokens)
+		sc.Metrics.Set(MetricMutualTeacherLogp, teacherLogp/teacherTokens)
 	}
 	if len(data) == 0 {
 		return nil, nil

@@ -54,11 +54,11 @@ func (ByteRender) Decode(ids []int32) string {
 	return string(b)
 }
 
-// NewEnv is a step's environment over ByteRender, whose verifier rewards a
+// NewStepContext is a step's environment over ByteRender, whose verifier rewards a
 // response holding "####" and the gold answer, and whose More draws from
 // more in order (an error once they run out).
-func NewEnv(more []task.Example) *method.Env {
-	return &method.Env{Render: ByteRender{}, Metrics: method.Metrics{},
+func NewStepContext(more []task.Example) *method.StepContext {
+	return &method.StepContext{Render: ByteRender{}, Metrics: method.Metrics{},
 		Reward: func(e task.Example, response string) (float64, bool) {
 			if strings.Contains(response, "####"+e.Answer) {
 				return 1, true
@@ -99,13 +99,13 @@ type ScriptedRollout struct {
 }
 
 // Rollout implements method.Rollout.
-func (s *ScriptedRollout) Rollout(_ context.Context, env *method.Env, prompts [][]int32, _ []task.Example, g int, seed uint64) ([]rollout.Group, error) {
+func (s *ScriptedRollout) Rollout(_ context.Context, sc *method.StepContext, prompts [][]int32, _ []task.Example, g int, seed uint64) ([]rollout.Group, error) {
 	s.Calls++
 	groups := make([]rollout.Group, len(prompts))
 	for i, p := range prompts {
 		groups[i].Prompt = p
 		for k := range g {
-			pt, et := env.Render.Encode(s.Policy(env.Render.Decode(p), k)), env.Render.Encode(s.Env(env.Render.Decode(p), k))
+			pt, et := sc.Render.Encode(s.Policy(sc.Render.Decode(p), k)), sc.Render.Encode(s.Env(sc.Render.Decode(p), k))
 			t := rollout.Trajectory{Prompt: p, Tokens: append(append([]int32(nil), pt...), et...)}
 			for range pt {
 				t.Policy, t.Logprobs = append(t.Policy, true), append(t.Logprobs, -1)
@@ -113,7 +113,7 @@ func (s *ScriptedRollout) Rollout(_ context.Context, env *method.Env, prompts []
 			for range et {
 				t.Policy, t.Logprobs = append(t.Policy, false), append(t.Logprobs, 0)
 			}
-			t.Text, t.PolicyText = env.Render.Decode(t.Tokens), env.Render.Decode(pt)
+			t.Text, t.PolicyText = sc.Render.Decode(t.Tokens), sc.Render.Decode(pt)
 			groups[i].Trajectories = append(groups[i].Trajectories, t)
 		}
 	}

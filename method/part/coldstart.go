@@ -26,11 +26,11 @@ type ColdStart struct {
 	// whose policy tokens carry weight 1 and whose prompt and environment
 	// tokens carry 0. An example it cannot write one for (no reference
 	// solution, an expert that failed, a prompt too long) is skipped and
-	// counted in env.Metrics under cold_start/skipped/<reason>.
-	Demonstrations func(ctx context.Context, env *method.Env, examples []task.Example) ([]backend.Datum, error)
+	// counted in sc.Metrics under cold_start/skipped/<reason>.
+	Demonstrations func(ctx context.Context, sc *method.StepContext, examples []task.Example) ([]backend.Datum, error)
 	// Rate samples the protocol on examples as training will ask for it
 	// and counts the samples that follow it: well-formed of n.
-	Rate func(ctx context.Context, env *method.Env, examples []task.Example) (wellFormed, n int, err error)
+	Rate func(ctx context.Context, sc *method.StepContext, examples []task.Example) (wellFormed, n int, err error)
 	// NeedsSolutions says the demonstrations are written from the
 	// examples' reference solutions, which a dataset must then give.
 	NeedsSolutions bool

@@ -48,7 +48,7 @@ type brevity struct {
 }
 
 // Shape implements method.Shaper.
-func (s brevity) Shape(_ context.Context, env *method.Env, groups []method.Scored) error {
+func (s brevity) Shape(_ context.Context, sc *method.StepContext, groups []method.Scored) error {
 	var sum, n float64
 	for gi := range groups {
 		g := &groups[gi]
@@ -59,7 +59,7 @@ func (s brevity) Shape(_ context.Context, env *method.Env, groups []method.Score
 		}
 	}
 	if n > 0 {
-		env.Metrics.Set(MetricBrevityPenalty, sum/n)
+		sc.Metrics.Set(MetricBrevityPenalty, sum/n)
 	}
 	return nil
 }
@@ -93,12 +93,12 @@ func Example() {
 	// Two right answers of 32 and 64 tokens, as a step scored them.
 	groups := []method.Scored{{Group: rollout.Group{Trajectories: []rollout.Trajectory{answer(32), answer(64)}},
 		Rewards: []float64{1, 1}, Correct: []bool{true, true}}}
-	env := &method.Env{Metrics: method.Metrics{}}
+	sc := &method.StepContext{Metrics: method.Metrics{}}
 	for _, s := range m.(*method.RL).Shapers {
-		if err := s.Shape(context.Background(), env, groups); err != nil {
+		if err := s.Shape(context.Background(), sc, groups); err != nil {
 			panic(err)
 		}
 	}
-	fmt.Printf("rewards %.3f, %s %.4f\n", groups[0].Rewards, MetricBrevityPenalty, env.Metrics[MetricBrevityPenalty])
+	fmt.Printf("rewards %.3f, %s %.4f\n", groups[0].Rewards, MetricBrevityPenalty, sc.Metrics[MetricBrevityPenalty])
 	// Output: rewards [0.975 0.950], brevity/penalty 0.0375
 }
