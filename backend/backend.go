@@ -466,3 +466,52 @@ type Learner interface {
 	// Save writes the full training state to dir.
 	Save(ctx context.Context, dir string) error
 }
+
+// Pipelined is a Learner that takes a call before it has answered the
+// ones before it, as the Tinker SDK submits optim_step before it awaits
+// forward_backward: a remote learner then runs a step's calls back to
+// back, with no round trip to the client between them. The calls run in
+// the order they are submitted, and are awaited in that order.
+type Pipelined interface {
+	Learner
+	SubmitForwardBackward(ctx context.Context, batch []Datum, loss Loss) (Future[Result], error)
+	SubmitOptimStep(ctx context.Context, p OptimParams) (Future[StepResult], error)
+}
+
+// Future is a learner call's result, which Await waits for.
+type Future[T any] func(ctx context.Context) (T, error)
+
+// Await waits for the result.
+func (f Future[T]) Await(ctx context.Context) (T, error) { return f(ctx) }
+
+// Done is a Future of a result already made.
+func Done[T any](v T) Future[T] {
+	return func(context.Context) (T, error) { return v, nil }
+}
+
+// SubmitForwardBackward submits l's forward_backward when l is
+// Pipelined, and otherwise makes it at once (its error is then returned
+// at once, before any later call is made).
+func SubmitForwardBackward(ctx context.Context, l Learner, batch []Datum, loss Loss) (Future[Result], error) {
+	if p, ok := l.(Pipelined); ok {
+		return p.SubmitForwardBackward(ctx, batch, loss)
+	}
+	r, err := l.ForwardBackward(ctx, batch, loss)
+	if err != nil {
+		return nil, err
+	}
+	return Done(r), nil
+}
+
+// SubmitOptimStep submits l's optimizer step when l is Pipelined, and
+// otherwise makes it at once.
+func SubmitOptimStep(ctx context.Context, l Learner, p OptimParams) (Future[StepResult], error) {
+	if pl, ok := l.(Pipelined); ok {
+		return pl.SubmitOptimStep(ctx, p)
+	}
+	r, err := l.OptimStep(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return Done(r), nil
+}

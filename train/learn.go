@@ -92,39 +92,69 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 	}
 	var met backend.Metrics
 	tokens := 0
-	// pass trains data; record logs its loss, and first says no update
-	// of this step came before it (the gap is then measured on it).
+	// A step's passes and its optimizer step are submitted before any is
+	// awaited (backend.Pipelined): a remote learner runs them back to
+	// back. A local one makes each as it is submitted, so the results and
+	// their order are the same either way.
+	var submitted []func() error // the passes' results, awaited in order
+	// pass submits data's passes; record logs its loss, and first says no
+	// update of this step came before it (the gap is then measured on it).
 	pass := func(term method.Term, data []backend.Datum, record, first bool) error {
 		data = cloneWeights(data)
 		if err := backend.Aggregate(data, term.Aggregation, term.Norm); err != nil {
 			return fmt.Errorf("term %s: %w", term.Name, err)
 		}
 		for _, micro := range backend.MicroBatches(data, cfg.MicroBatchTokens) {
-			res, err := l.pol.learner.ForwardBackward(ctx, micro, term.Loss)
+			f, err := backend.SubmitForwardBackward(ctx, l.pol.learner, micro, term.Loss)
 			if err != nil {
 				return fmt.Errorf("term %s: %w", term.Name, err)
 			}
-			met.Add(res.Metrics)
-			if first && cfg.SamplerCorrection == nil {
-				gap.add(micro, res.Logprobs)
-			}
-			if record {
-				m[LossMetric(term.Name)] += res.Metrics.Loss
-			}
-			for _, d := range micro {
-				tokens += d.Len()
+			submitted = append(submitted, func() error {
+				res, err := f.Await(ctx)
+				if err != nil {
+					return fmt.Errorf("term %s: %w", term.Name, err)
+				}
+				met.Add(res.Metrics)
+				if first && cfg.SamplerCorrection == nil {
+					gap.add(micro, res.Logprobs)
+				}
+				if record {
+					m[LossMetric(term.Name)] += res.Metrics.Loss
+				}
+				for _, d := range micro {
+					tokens += d.Len()
+				}
+				return nil
+			})
+		}
+		return nil
+	}
+	// optimize submits the optimizer step of the passes submitted, then
+	// awaits them and it, and logs its gradient norm under normKey.
+	optimize := func(p backend.OptimParams, normKey string) error {
+		f, err := backend.SubmitOptimStep(ctx, l.pol.learner, p)
+		if err != nil {
+			return err
+		}
+		for _, await := range submitted {
+			if err := await(); err != nil {
+				return err
 			}
 		}
+		submitted = submitted[:0]
+		sr, err := f.Await(ctx)
+		if err != nil {
+			return err
+		}
+		setGradNorm(m, normKey, sr)
 		return nil
 	}
 	// step takes the shared update's optimizer step.
 	step := func() error {
 		lr := l.sched.LR(l.optSteps)
-		sr, err := l.pol.learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(lr), GradClipNorm: cfg.GradClip})
-		if err != nil {
+		if err := optimize(backend.OptimParams{LearningRate: float32(lr), GradClipNorm: cfg.GradClip}, rundir.MetricGradNorm); err != nil {
 			return err
 		}
-		setGradNorm(m, rundir.MetricGradNorm, sr)
 		m.Set(rundir.MetricLR, lr)
 		l.optSteps++
 		return nil
@@ -166,11 +196,10 @@ func (l *loop) learn(ctx context.Context, batch *method.Batch, m method.Metrics)
 		if err := pass(term, term.Data, true, false); err != nil {
 			return err
 		}
-		sr, err := l.pol.learner.OptimStep(ctx, backend.OptimParams{LearningRate: float32(term.LR), GradClipNorm: cfg.GradClip, State: term.Name})
-		if err != nil {
+		p := backend.OptimParams{LearningRate: float32(term.LR), GradClipNorm: cfg.GradClip, State: term.Name}
+		if err := optimize(p, rundir.MetricGradNorm+"/"+term.Name); err != nil {
 			return err
 		}
-		setGradNorm(m, rundir.MetricGradNorm+"/"+term.Name, sr)
 	}
 	if met.Tokens > 0 {
 		n := float64(met.Tokens)

@@ -308,13 +308,13 @@ type counting struct {
 	count int
 }
 
-func (c *counting) Step(ctx context.Context, env *method.Env, ex []task.Example) (*method.Batch, error) {
+func (c *counting) Step(ctx context.Context, sc *method.StepContext, ex []task.Example) (*method.Batch, error) {
 	c.count++
-	env.Metrics.Set("count", float64(c.count))
+	sc.Metrics.Set("count", float64(c.count))
 	if c.count%2 == 1 {
 		return &method.Batch{}, nil
 	}
-	return c.inner.Step(ctx, env, ex)
+	return c.inner.Step(ctx, sc, ex)
 }
 
 func (c *counting) State() (json.RawMessage, error) { return json.Marshal(c.count) }
@@ -384,10 +384,60 @@ func (r *recordingLearner) OptimStep(_ context.Context, p backend.OptimParams) (
 }
 func (r *recordingLearner) Save(context.Context, string) error { return nil }
 
+// pipelinedLearner is a recordingLearner that is backend.Pipelined: it
+// records each call when it is submitted and when it is awaited.
+type pipelinedLearner struct{ recordingLearner }
+
+func (p *pipelinedLearner) SubmitForwardBackward(ctx context.Context, batch []backend.Datum, loss backend.Loss) (backend.Future[backend.Result], error) {
+	r, err := p.ForwardBackward(ctx, batch, loss)
+	name := p.calls[len(p.calls)-1]
+	return func(context.Context) (backend.Result, error) {
+		p.calls = append(p.calls, "await "+name)
+		return r, err
+	}, nil
+}
+
+func (p *pipelinedLearner) SubmitOptimStep(ctx context.Context, o backend.OptimParams) (backend.Future[backend.StepResult], error) {
+	r, err := p.OptimStep(ctx, o)
+	return func(context.Context) (backend.StepResult, error) {
+		p.calls = append(p.calls, "await step")
+		return r, err
+	}, nil
+}
+
+// TestUpdateIsPipelined: with a pipelined learner, each optimizer step is
+// submitted after its passes and before any of them is awaited, and the
+// step's metrics are the unpipelined learner's.
+func TestUpdateIsPipelined(t *testing.T) {
+	cfg := DefaultRL()
+	cfg.MiniBatches, cfg.Epochs, cfg.LR, cfg.Warmup = 2, 1, 1e-6, 0
+	learn := func(learner backend.Learner) method.Metrics {
+		l := &loop{cfg: &cfg, pol: &policy{learner: learner}, sched: scheduleOf(&cfg)}
+		m := method.Metrics{}
+		if err := l.learn(context.Background(), threeTerms(), m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m, rundir.MetricTokensPerSec)
+		return m
+	}
+	rec, pip := &recordingLearner{gradNorm: 0.5}, &pipelinedLearner{recordingLearner{gradNorm: 0.5}}
+	want, got := learn(rec), learn(pip)
+	update := []string{"pg", "nll", "step", "await pg", "await nll", "await step"}
+	calls := append(append(slices.Clone(update), update...), "nll", "step", "await nll", "await step")
+	if !reflect.DeepEqual(pip.calls, calls) {
+		t.Errorf("calls %v, want %v", pip.calls, calls)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("metrics pipelined %v, unpipelined %v", got, want)
+	}
+}
+
 // TestTermsShareOneGradient checks that a step's terms sum into one
 // optimizer step per mini-batch (so λ-weighted terms are one objective),
 // and that a term with its own learning rate takes a step of its own.
-func TestTermsShareOneGradient(t *testing.T) {
+// threeTerms is a batch of two terms that share the update and one with
+// a learning rate of its own.
+func threeTerms() *method.Batch {
 	datum := func() backend.Datum {
 		return backend.Datum{Tokens: []int32{1, 2}, Targets: []int32{2, 3}, Weights: []float32{1, 1},
 			Advantages: []float32{1, 1}, SamplerLogprobs: []float32{-1, -1}}
@@ -399,11 +449,15 @@ func TestTermsShareOneGradient(t *testing.T) {
 		}
 		return out
 	}
-	batch := &method.Batch{Terms: []method.Term{
+	return &method.Batch{Terms: []method.Term{
 		{Name: "pg", Data: data(4), Loss: backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.2}, Aggregation: backend.TokenMean},
 		{Name: "kl", Data: data(2), Loss: backend.Loss{NLL: 0.5}, Aggregation: backend.TokenMean},
 		{Name: "buffer", Data: data(3), Loss: backend.Loss{NLL: 1}, Aggregation: backend.TokenMean, LR: 1e-5},
 	}}
+}
+
+func TestTermsShareOneGradient(t *testing.T) {
+	batch := threeTerms()
 	cfg := DefaultRL()
 	cfg.MiniBatches, cfg.Epochs, cfg.LR, cfg.Warmup = 2, 1, 1e-6, 0
 	rec := &recordingLearner{}

@@ -42,6 +42,8 @@ type Config struct {
 	Heartbeat time.Duration
 }
 
+var _ backend.Pipelined = (*Model)(nil)
+
 // Model is a model opened for training on a Tinker-compatible server: a
 // session with its heartbeat, the model's id, and the weights published
 // for sampling. It implements backend.Learner; Sampler samples from it.
@@ -200,34 +202,50 @@ func (m *Model) withHeartbeat(err error) error {
 // refuses when a forward_backward of this step failed, since the
 // server's gradients would be partial.
 func (m *Model) OptimStep(ctx context.Context, p backend.OptimParams) (backend.StepResult, error) {
+	f, err := m.SubmitOptimStep(ctx, p)
+	if err != nil {
+		return backend.StepResult{}, err
+	}
+	return f.Await(ctx)
+}
+
+// SubmitOptimStep implements backend.Pipelined: OptimStep's call,
+// submitted, and awaited by the Future.
+func (m *Model) SubmitOptimStep(ctx context.Context, p backend.OptimParams) (backend.Future[backend.StepResult], error) {
 	if m.broken != nil {
-		return backend.StepResult{}, fmt.Errorf("remote: optimizer step refused: the server holds partial gradients after a failed forward_backward (%v); resume from the last checkpoint", m.broken)
+		return nil, fmt.Errorf("remote: optimizer step refused: the server holds partial gradients after a failed forward_backward (%v); resume from the last checkpoint", m.broken)
 	}
 	if p.State != "" {
-		return backend.StepResult{}, fmt.Errorf("remote: optimizer state %q: a Tinker-compatible service keeps one optimizer state per model", p.State)
+		return nil, fmt.Errorf("remote: optimizer state %q: a Tinker-compatible service keeps one optimizer state per model", p.State)
 	}
 	a := m.cfg.Adam
-	var out tinker.OptimStepResponse
-	err := m.call(ctx, "optim_step", tinker.PathOptimStep, func(seq *int64) any {
+	call, err := m.submit(ctx, "optim_step", tinker.PathOptimStep, func(seq *int64) any {
 		return tinker.OptimStepRequest{ModelID: m.id, SeqID: seq, Type: "optim_step", AdamParams: tinker.AdamParams{
 			LearningRate: float64(p.LearningRate), Beta1: a.Beta1, Beta2: a.Beta2, Eps: a.Eps,
 			WeightDecay: a.WeightDecay, GradClipNorm: float64(p.GradClipNorm)}}
-	}, &out)
+	})
 	if err != nil {
 		// Whether the step applied is unknown: the model must be
 		// reloaded from a checkpoint before it trains on.
 		m.broken = err
-		return backend.StepResult{}, err
+		return nil, err
 	}
-	m.pending = false
-	m.mu.Lock()
-	m.stale, m.steps = true, m.steps+1
-	m.mu.Unlock()
-	norm, ok := out.Metrics["grad_norm"]
-	if !ok {
-		norm = math.NaN()
-	}
-	return backend.StepResult{GradNorm: norm}, nil
+	return func(ctx context.Context) (backend.StepResult, error) {
+		var out tinker.OptimStepResponse
+		if err := m.await(ctx, call, &out); err != nil {
+			m.broken = err
+			return backend.StepResult{}, err
+		}
+		m.pending = false
+		m.mu.Lock()
+		m.stale, m.steps = true, m.steps+1
+		m.mu.Unlock()
+		norm, ok := out.Metrics["grad_norm"]
+		if !ok {
+			norm = math.NaN()
+		}
+		return backend.StepResult{GradNorm: norm}, nil
+	}, nil
 }
 
 // remoteState is what a checkpoint directory of a remote run holds

@@ -81,20 +81,33 @@ func CheckLoss(l backend.Loss) error {
 
 // ForwardBackward implements backend.Learner by the mapping above.
 func (m *Model) ForwardBackward(ctx context.Context, batch []backend.Datum, loss backend.Loss) (backend.Result, error) {
+	f, err := m.SubmitForwardBackward(ctx, batch, loss)
+	if err != nil {
+		return backend.Result{}, err
+	}
+	return f.Await(ctx)
+}
+
+// SubmitForwardBackward implements backend.Pipelined: ForwardBackward's
+// calls are submitted, and its last one is awaited by the Future, so
+// that an optim_step submitted next runs right after it on the server.
+// A call that fails after it leaves the model broken, as it would
+// have; the optimizer step may then have run on partial gradients, which
+// the resume from a checkpoint discards.
+func (m *Model) SubmitForwardBackward(ctx context.Context, batch []backend.Datum, loss backend.Loss) (backend.Future[backend.Result], error) {
 	if m.broken != nil {
-		return backend.Result{}, fmt.Errorf("remote: forward_backward refused after an earlier failure (%v); resume from the last checkpoint", m.broken)
+		return nil, fmt.Errorf("remote: forward_backward refused after an earlier failure (%v); resume from the last checkpoint", m.broken)
 	}
 	if err := loss.Validate(); err != nil {
-		return backend.Result{}, err
+		return nil, err
 	}
 	if err := CheckLoss(loss); err != nil {
-		return backend.Result{}, err
+		return nil, err
 	}
 	if err := checkBatch(batch, &loss); err != nil {
-		return backend.Result{}, err
+		return nil, err
 	}
 	live, inert := m.splitInert(batch, &loss)
-	lp := make([][]float32, len(batch))
 	// The inert datums' forward is submitted first and awaited last: the
 	// server runs it and then the passes back to back, without waiting
 	// for this client between them.
@@ -102,31 +115,42 @@ func (m *Model) ForwardBackward(ctx context.Context, batch []backend.Datum, loss
 	if len(inert) > 0 {
 		var err error
 		if forward, err = m.submitLogprobs(ctx, pick(batch, inert)); err != nil {
-			return backend.Result{}, err
+			return nil, err
 		}
 	}
+	var passes backend.Future[[][]float32]
 	if len(live) > 0 {
-		got, err := m.passes(ctx, pick(batch, live), &loss)
-		if err != nil {
+		var err error
+		if passes, err = m.passes(ctx, pick(batch, live), &loss); err != nil {
 			// Some of the passes may have added their gradients: the step
 			// cannot be completed.
 			m.broken = err
-			return backend.Result{}, err
+			return nil, err
 		}
-		scatter(lp, live, got)
 		m.pending = true
 	}
-	if forward != nil {
-		got, err := m.outputs(ctx, forward, pick(batch, inert))
-		if err != nil {
-			if len(live) > 0 {
-				m.broken = err // the passes' gradients are in, the step's are not all
+	return func(ctx context.Context) (backend.Result, error) {
+		lp := make([][]float32, len(batch))
+		if passes != nil {
+			got, err := passes.Await(ctx)
+			if err != nil {
+				m.broken = err
+				return backend.Result{}, err
 			}
-			return backend.Result{}, err
+			scatter(lp, live, got)
 		}
-		scatter(lp, inert, got)
-	}
-	return backend.Result{Logprobs: lp, Metrics: metrics(batch, &loss, lp)}, nil
+		if forward != nil {
+			got, err := m.outputs(ctx, forward, pick(batch, inert))
+			if err != nil {
+				if len(live) > 0 {
+					m.broken = err // the passes' gradients are in, the step's are not all
+				}
+				return backend.Result{}, err
+			}
+			scatter(lp, inert, got)
+		}
+		return backend.Result{Logprobs: lp, Metrics: metrics(batch, &loss, lp)}, nil
+	}, nil
 }
 
 // splitInert returns the indices of the datums that carry gradient and,
@@ -162,15 +186,21 @@ func scatter(lp [][]float32, idx []int, got [][]float32) {
 	}
 }
 
-// passes makes the remote calls of one loss and returns the learner's
-// logprobs of the targets, from the first call (before any update).
-func (m *Model) passes(ctx context.Context, batch []backend.Datum, loss *backend.Loss) ([][]float32, error) {
+// passes makes the remote calls of one loss: it submits each, awaits
+// those a later call reads, and returns the learner's logprobs of the
+// targets, from the first call (before any update), as a Future that
+// awaits the last.
+func (m *Model) passes(ctx context.Context, batch []backend.Datum, loss *backend.Loss) (backend.Future[[][]float32], error) {
 	mean := m.cfg.Reduction == DatumMean
 	var lp [][]float32
 	// The rest of the loss, after the ratio term's own call.
 	rest := *loss
-	if _, ratio, _ := loss.Needs(); ratio {
+	_, ratio, _ := loss.Needs()
+	if ratio {
 		rest.PolicyGradient = backend.NoPolicyGradient
+	}
+	ce := crossEntropyTerms(&rest)
+	if ratio {
 		data := make([]tinker.Datum, len(batch))
 		for i := range batch {
 			d := &batch[i]
@@ -196,12 +226,18 @@ func (m *Model) passes(ctx context.Context, batch []backend.Datum, loss *backend
 			// weights folded into the advantages here would not reach it.
 			return nil, fmt.Errorf("remote: the DRO term is not sent to a remote learner")
 		}
-		var err error
-		if lp, err = m.forwardBackward(ctx, tinker.PathForwardBackward, fn, cfg, data, batch); err != nil {
+		p, err := m.submitForward(ctx, tinker.PathForwardBackward, fn, cfg, data)
+		if err != nil {
+			return nil, err
+		}
+		ratioCall := func(ctx context.Context) ([][]float32, error) { return m.outputs(ctx, p, batch) }
+		if !ce {
+			return ratioCall, nil
+		}
+		if lp, err = ratioCall(ctx); err != nil {
 			return nil, err
 		}
 	}
-	ce := crossEntropyTerms(&rest)
 	if rest.RefKL != 0 && lp == nil || mean && lp == nil && ce {
 		var err error
 		if lp, err = m.Logprobs(ctx, batch); err != nil {
@@ -209,7 +245,7 @@ func (m *Model) passes(ctx context.Context, batch []backend.Datum, loss *backend
 		}
 	}
 	if !ce {
-		return lp, nil
+		return backend.Done(lp), nil
 	}
 	data := make([]tinker.Datum, len(batch))
 	for i := range batch {
@@ -241,11 +277,20 @@ func (m *Model) passes(ctx context.Context, batch []backend.Datum, loss *backend
 	if mean {
 		fn = tinker.ImportanceSampling
 	}
-	got, err := m.forwardBackward(ctx, tinker.PathForwardBackward, fn, nil, data, batch)
-	if lp == nil {
-		lp = got
+	p, err := m.submitForward(ctx, tinker.PathForwardBackward, fn, nil, data)
+	if err != nil {
+		return nil, err
 	}
-	return lp, err
+	return func(ctx context.Context) ([][]float32, error) {
+		got, err := m.outputs(ctx, p, batch)
+		switch {
+		case err != nil:
+			return nil, err
+		case lp != nil: // the first call's, before this one's update
+			return lp, nil
+		}
+		return got, nil
+	}, nil
 }
 
 // crossEntropyTerms says the loss has a term the cross_entropy pass
@@ -288,16 +333,6 @@ func (m *Model) submitLogprobs(ctx context.Context, batch []backend.Datum) (*Pen
 		data[i] = datum(d, map[string]tinker.TensorData{"weights": tinker.Floats(make([]float32, d.Len()))})
 	}
 	return m.submitForward(ctx, tinker.PathForward, tinker.CrossEntropy, nil, data)
-}
-
-// forwardBackward makes one forward or forward_backward call and checks
-// that its outputs fit the batch.
-func (m *Model) forwardBackward(ctx context.Context, path, fn string, cfg map[string]float64, data []tinker.Datum, batch []backend.Datum) ([][]float32, error) {
-	p, err := m.submitForward(ctx, path, fn, cfg, data)
-	if err != nil {
-		return nil, err
-	}
-	return m.outputs(ctx, p, batch)
 }
 
 // submitForward submits a forward or forward_backward call.

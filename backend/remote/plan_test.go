@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -256,5 +257,70 @@ func TestTermsWithoutARemoteFormAreRefused(t *testing.T) {
 		if _, err := m.OptimStep(context.Background(), backend.OptimParams{LearningRate: 1}); err != nil {
 			t.Errorf("a refused loss broke the model: %v", err)
 		}
+	}
+}
+
+// TestStepIsPipelined: a step's forward_backward and its optim_step are
+// both at the server before the client polls for the first result, as
+// the Tinker SDK pipelines them, for a loss of one call (the clipped
+// policy gradient) and of two (the ratio term, then the reference KL's
+// cross_entropy pass, which reads the first call's logprobs); and the
+// results awaited are ForwardBackward's.
+func TestStepIsPipelined(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		loss backend.Loss
+	}{
+		{"one call", backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.28}},
+		{"two calls", backend.Loss{PolicyGradient: backend.ClippedPG, ClipLow: 0.2, ClipHigh: 0.28, RefKL: 0.1, RefKLEstimator: backend.K3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, srv := newFake(t)
+			var polledFirst []string // the calls submitted when the step's last forward_backward was first polled
+			f.result = func(path string, req map[string]any, poll int) (int, string) {
+				if path == tinker.PathForwardBackward && poll == 0 {
+					polledFirst = nil
+					for _, c := range f.calls {
+						polledFirst = append(polledFirst, c.Path)
+					}
+				}
+				return normal(path, req, poll)
+			}
+			m := openFake(t, srv, Sum)
+			ctx := context.Background()
+			want, err := m.ForwardBackward(ctx, policyBatch(), tc.loss)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.OptimStep(ctx, backend.OptimParams{LearningRate: 1e-3}); err != nil {
+				t.Fatal(err)
+			}
+			// Unpipelined, the last forward_backward is polled before
+			// optim_step is sent.
+			if slices.Contains(polledFirst, tinker.PathOptimStep) {
+				t.Fatalf("ForwardBackward awaited after optim_step was sent: %v", polledFirst)
+			}
+			fb, err := m.SubmitForwardBackward(ctx, policyBatch(), tc.loss)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opt, err := m.SubmitOptimStep(ctx, backend.OptimParams{LearningRate: 1e-3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := fb.Await(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := opt.Await(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(polledFirst); n == 0 || polledFirst[n-1] != tinker.PathOptimStep {
+				t.Errorf("calls at the server when the step's last forward_backward was first polled: %v, want optim_step last", polledFirst)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("pipelined result %+v, ForwardBackward's %+v", got, want)
+			}
+		})
 	}
 }
