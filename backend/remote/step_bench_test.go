@@ -59,7 +59,7 @@ func (h *callTimes) total(calls ...string) time.Duration {
 }
 
 // BenchmarkClientStep times an SFT step (forward_backward, then
-// optim_step) at the client against rlvr's Tinker server on loopback,
+// optim_step, awaited in turn or pipelined) at the client against rlvr's Tinker server on loopback,
 // beside the time the server says the two calls took, and reports the
 // ratio: the client's own overhead (round trips, polling, encoding).
 // Two models: the built-in world's shape (4 layers, d 128) and a tiny
@@ -74,11 +74,20 @@ func BenchmarkClientStep(b *testing.B) {
 		{"world-d128", model.Config{Vocab: vocab, Dim: 128, Layers: 4, Heads: 4, Hidden: 344, MaxSeq: 128}},
 		{"tiny-d16", model.Config{Vocab: vocab, Dim: 16, Layers: 1, Heads: 2, Hidden: 32, MaxSeq: 128}},
 	} {
-		b.Run(c.name, func(b *testing.B) { benchClientStep(b, c.cf) })
+		for _, pipelined := range []bool{false, true} {
+			name := c.name + "/awaited"
+			if pipelined {
+				name = c.name + "/pipelined"
+			}
+			b.Run(name, func(b *testing.B) { benchClientStep(b, c.cf, pipelined) })
+		}
 	}
 }
 
-func benchClientStep(b *testing.B, cf model.Config) {
+// benchClientStep times the step with forward_backward awaited before
+// optim_step is sent, or with both submitted first (pipelined), as the
+// training loop sends them.
+func benchClientStep(b *testing.B, cf model.Config, pipelined bool) {
 	m, err := model.New(cf, 1)
 	if err != nil {
 		b.Fatal(err)
@@ -109,10 +118,27 @@ func benchClientStep(b *testing.B, cf model.Config) {
 		batch[i] = d
 	}
 	step := func() {
-		if _, err := rm.ForwardBackward(ctx, batch, backend.Loss{NLL: 1}); err != nil {
+		if !pipelined {
+			if _, err := rm.ForwardBackward(ctx, batch, backend.Loss{NLL: 1}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := rm.OptimStep(ctx, backend.OptimParams{LearningRate: 1e-4}); err != nil {
+				b.Fatal(err)
+			}
+			return
+		}
+		fb, err := rm.SubmitForwardBackward(ctx, batch, backend.Loss{NLL: 1})
+		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := rm.OptimStep(ctx, backend.OptimParams{LearningRate: 1e-4}); err != nil {
+		opt, err := rm.SubmitOptimStep(ctx, backend.OptimParams{LearningRate: 1e-4})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := fb.Await(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := opt.Await(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
