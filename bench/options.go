@@ -47,11 +47,15 @@ func (o *EngineCommand) Validate() error {
 }
 
 // checkPrecision reads --precision, adding a problem to c when it names
-// no precision.
-func checkPrecision(c *flagcheck.Check, s string) model.Precision {
+// no precision, or int8 where the benchmark trains (int8 is a sampling
+// precision).
+func checkPrecision(c *flagcheck.Check, s string, sampling bool) model.Precision {
 	prec, err := model.ParsePrecision(s)
-	if err != nil {
-		c.Add("precision", "%q: want fp32 or bf16", s)
+	switch {
+	case err != nil && sampling:
+		c.Add("precision", "%q: want fp32, bf16 or int8", s)
+	case err != nil || prec == model.INT8 && !sampling:
+		c.Add("precision", "%q: want fp32 or bf16 (int8 is for sampling: rlvr bench sample)", s)
 	}
 	return prec
 }
@@ -72,7 +76,7 @@ func (o *EngineCommand) check() (model.Precision, error) {
 		c.IntIn(f.flag, f.v, 1, f.max)
 	}
 	c.FloatIn("peak", o.Peak, 0, math.Inf(1), false)
-	prec := checkPrecision(&c, o.Precision)
+	prec := checkPrecision(&c, o.Precision, false)
 	if c.Len() == 0 {
 		switch {
 		case cfg.Dim%cfg.Heads != 0:
@@ -142,7 +146,7 @@ type SampleCommand struct {
 	MaxTokens, Reps int
 	RunC            string  // --run-c: llama2.c's run binary, timed on stories260K
 	Peak            float64 // --peak: the machine's GFLOP/s (0: measured)
-	Precision       string  // --precision: fp32 or bf16, the products every model samples with
+	Precision       string  // --precision: fp32, bf16 or int8, the products every model samples with
 
 	// Given reports whether the command line gave the flag named; nil
 	// means none was given.
@@ -162,7 +166,7 @@ func (o *SampleCommand) Validate() error {
 // and the precision they sample in.
 func (o *SampleCommand) check() ([]string, model.Precision, error) {
 	var c flagcheck.Check
-	prec := checkPrecision(&c, o.Precision)
+	prec := checkPrecision(&c, o.Precision, true)
 	c.IntIn("max-tokens", o.MaxTokens, 1, 1<<14)
 	c.IntIn("reps", o.Reps, 1, 1<<10)
 	c.FloatIn("peak", o.Peak, 0, math.Inf(1), false)

@@ -33,6 +33,9 @@ func (c *RLConfig) resolvePrecision(add func(string, ...any)) {
 		}
 	}
 	check("precision", &c.Precision)
+	if c.Precision == model.INT8.String() {
+		add("precision int8 is for sampling (sampler_precision: int8): the learner trains in fp32 or bf16")
+	}
 	if c.SamplerPrecision == "" {
 		c.SamplerPrecision = c.Precision
 	} else {

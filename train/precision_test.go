@@ -140,18 +140,18 @@ func TestLogprobGapOfAnotherSampler(t *testing.T) {
 }
 
 // TestLogprobGapAcrossPrecisions: a learner in bf16 beside a float32
-// sampler, or a sampler in bf16 beside a float32 learner, scores the
+// sampler, or a sampler in bf16 or int8 beside a float32 learner, scores the
 // sampled tokens otherwise than its counterpart by far more than float32
 // rounding, and the correction's weights move off 1 with it.
 func TestLogprobGapAcrossPrecisions(t *testing.T) {
-	for _, tc := range []struct{ learner, sampler string }{{"bf16", "fp32"}, {"fp32", "bf16"}} {
+	for _, tc := range []struct{ learner, sampler string }{{"bf16", "fp32"}, {"fp32", "bf16"}, {"fp32", "int8"}} {
 		c := smallRL(t)
 		c.Steps, c.CheckpointEvery = 2, 0
 		c.Precision, c.SamplerPrecision = tc.learner, tc.sampler
 		c.SamplerCorrection = &SamplerCorrectionConfig{Cap: 2}
 		for i, m := range runMetrics(t, c, 0) {
 			if m[MetricLogprobGapMax] < 1e-4 || m[MetricLogprobGapMean] < 1e-6 || math.Abs(m[MetricISWeightMean]-1) < 1e-7 {
-				t.Errorf("learner %s, sampler %s, step %d: gap mean %v, max %v, weight mean %v: want a gap beyond float32 rounding (does bf16 reach the engine?)",
+				t.Errorf("learner %s, sampler %s, step %d: gap mean %v, max %v, weight mean %v: want a gap beyond float32 rounding (does the precision reach the engine?)",
 					tc.learner, tc.sampler, i+1, m[MetricLogprobGapMean], m[MetricLogprobGapMax], m[MetricISWeightMean])
 			}
 			t.Logf("learner %s, sampler %s, step %d: gap mean %.3g, max %.3g; weight mean %.6f, capped %.3g", tc.learner, tc.sampler,
@@ -197,9 +197,9 @@ func TestPrecisionReachesTheEngine(t *testing.T) {
 	}
 }
 
-// TestPrecisionConfigErrors: an unknown precision, a bad cap, a
-// correction without a policy gradient and a precision the Tinker
-// backend cannot set are refused, naming the field.
+// TestPrecisionConfigErrors: an unknown precision, an int8 learner, a
+// bad cap, a correction without a policy gradient and a precision the
+// Tinker backend cannot set are refused, naming the field.
 func TestPrecisionConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -207,7 +207,8 @@ func TestPrecisionConfigErrors(t *testing.T) {
 		want string
 	}{
 		{"precision", func(c *RLConfig) { c.Precision = "fp16" }, "precision \"fp16\": want fp32"},
-		{"sampler precision", func(c *RLConfig) { c.SamplerPrecision = "int8" }, "sampler_precision \"int8\": want fp32"},
+		{"sampler precision", func(c *RLConfig) { c.SamplerPrecision = "int4" }, "sampler_precision \"int4\": want fp32"},
+		{"int8 learner", func(c *RLConfig) { c.Precision = "int8" }, "precision int8 is for sampling (sampler_precision: int8)"},
 		{"cap", func(c *RLConfig) { c.SamplerCorrection = &SamplerCorrectionConfig{Cap: 0.5} }, "sampler_correction.cap = 0.5"},
 		{"no cap", func(c *RLConfig) { c.SamplerCorrection = &SamplerCorrectionConfig{} }, "sampler_correction.cap = 0"},
 		{"sft", func(c *RLConfig) {

@@ -69,6 +69,6 @@ func bindBenchSampleFlags(f *pflag.FlagSet, o *bench.SampleCommand, asJSON *bool
 	f.IntVar(&o.Reps, "reps", 3, "runs per measurement (the best is reported)")
 	f.StringVar(&o.RunC, "run-c", "", "llama2.c's run binary, timed on stories260K in the same run")
 	f.Float64Var(&o.Peak, "peak", 0, "machine peak in GFLOP/s (0: measured)")
-	f.StringVar(&o.Precision, "precision", "fp32", "fp32, or bf16: weights packed in bf16, bf16 inputs to the matrix products, float32 accumulation (RLVR_BF16_KERNEL chooses the kernel)")
+	f.StringVar(&o.Precision, "precision", "fp32", "fp32; bf16: weights packed in bf16, bf16 inputs to the matrix products, float32 accumulation (RLVR_BF16_KERNEL chooses the kernel); int8: weights packed in int8 with a scale per output feature, float32 inputs and accumulation")
 	f.BoolVar(asJSON, "json", false, "print JSON")
 }

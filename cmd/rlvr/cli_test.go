@@ -264,7 +264,9 @@ func TestHostileFlags(t *testing.T) {
 		// the config keys the flags set.
 		{[]string{"train", "--steps", "0"}, []string{"steps = 0"}},
 		{[]string{"train", "--precision", "fp16"}, []string{`precision "fp16": want fp32`}},
-		{[]string{"train", "--sampler-precision", "int8"}, []string{`sampler_precision "int8": want fp32`}},
+		{[]string{"train", "--sampler-precision", "int4"}, []string{`sampler_precision "int4": want fp32`}},
+		{[]string{"train", "--precision", "int8"}, []string{"precision int8 is for sampling (sampler_precision: int8)"}},
+		{[]string{"bench", "engine", "--precision", "int8"}, []string{"int8 is for sampling: rlvr bench sample"}},
 		{[]string{"train", "--set", "sampler_correction.cap=0.5"}, []string{"sampler_correction.cap = 0.5"}},
 		{[]string{"train", "--config", "", "--run", ""}, []string{"--config is empty", "--run is empty"}},
 		{[]string{"train", "--run", ""}, []string{"--run is empty"}},

@@ -33,4 +33,4 @@ func emptyPaths(flags *pflag.FlagSet) error {
 }
 
 // precisionUsage is the help text of a sampling command's --precision.
-const precisionUsage = "arithmetic of the model's matrix products: fp32 or bf16 (bf16 inputs, float32 accumulation)"
+const precisionUsage = "arithmetic of the model's matrix products: fp32, bf16 (bf16 inputs, float32 accumulation), or int8 (decoding weights in int8 with a scale per output feature, float32 inputs)"

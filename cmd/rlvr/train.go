@@ -44,7 +44,7 @@ func bindRLFlags(f *pflag.FlagSet, c *train.RLConfig) {
 	f.IntVar(&c.MicroBatchTokens, "micro-batch-tokens", c.MicroBatchTokens, "tokens per forward/backward pass; larger mini-batches accumulate gradients (0: one pass)")
 	f.BoolVar(&c.GradientCheckpointing, "gradient-checkpointing", c.GradientCheckpointing, "keep one block's activations and recompute the rest in the backward (long sequences; same gradients)")
 	f.StringVar(&c.Precision, "precision", c.Precision, "arithmetic of the learner's matrix products, and the sampler's unless --sampler-precision: fp32 or bf16 (default fp32)")
-	f.StringVar(&c.SamplerPrecision, "sampler-precision", c.SamplerPrecision, "arithmetic of the sampler's matrix products: fp32 or bf16 (default --precision)")
+	f.StringVar(&c.SamplerPrecision, "sampler-precision", c.SamplerPrecision, "arithmetic of the sampler's matrix products: fp32, bf16, or int8 (weights in int8, a scale per output feature) (default --precision)")
 	f.Float32Var(&c.Entropy, "entropy", c.Entropy, "entropy bonus")
 	f.IntVar(&c.Epochs, "epochs", c.Epochs, "update epochs per batch")
 	f.IntVar(&c.MiniBatches, "mini-batches", c.MiniBatches, "optimizer steps per epoch")

@@ -13,37 +13,47 @@ import (
 )
 
 // Precision is the number format a matrix product's inputs are rounded to.
-// Accumulation and output are float32 in either: BF16 is PyTorch's autocast
+// Accumulation and output are float32 in each: BF16 is PyTorch's autocast
 // product (bf16 inputs, float32 accumulation), FP32 the plain float32 one.
+// INT8 is for sampling only: the weights a decoding cache multiplies by
+// are int8 with a float32 scale per output feature (Panels.PackInt8),
+// the inputs stay float32, and every other product is FP32's.
 // The zero value is FP32.
 type Precision uint8
 
 const (
 	FP32 Precision = iota
 	BF16
+	INT8
 )
 
 func (p Precision) String() string {
-	if p == BF16 {
+	switch p {
+	case BF16:
 		return "bf16"
+	case INT8:
+		return "int8"
 	}
 	return "fp32"
 }
 
-// ParsePrecision reads "fp32" or "float32", "bf16" or "bfloat16" (any
-// case). The empty string is FP32.
+// ParsePrecision reads "fp32" or "float32", "bf16" or "bfloat16", "int8"
+// (any case). The empty string is FP32.
 func ParsePrecision(s string) (Precision, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "fp32", "float32":
 		return FP32, nil
 	case "bf16", "bfloat16":
 		return BF16, nil
+	case "int8":
+		return INT8, nil
 	}
-	return FP32, fmt.Errorf("precision %q: want fp32 (float32) or bf16 (bfloat16)", s)
+	return FP32, fmt.Errorf("precision %q: want fp32 (float32), bf16 (bfloat16) or int8 (sampling only)", s)
 }
 
 // Gemm is Sgemm in precision p: with BF16 (and a bf16 kernel, see
-// Effective) the inputs are rounded to bf16 first, as Bgemm does.
+// Effective) the inputs are rounded to bf16 first, as Bgemm does. INT8
+// has no general product of its own: it is Sgemm.
 func (p Precision) Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if p == BF16 {
 		Bgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
@@ -212,6 +222,9 @@ func BF16KernelOK() bool { return bf16State().backend != bf16None }
 
 // KernelFor names the kernel products in precision p run on.
 func KernelFor(p Precision) string {
+	if p == INT8 {
+		return "int8 decoding weights (a scale per feature), fp32 elsewhere: " + Backend()
+	}
 	if p.Effective() == BF16 {
 		return "bf16: " + BF16Kernel()
 	}

@@ -2,6 +2,7 @@ package gemm
 
 import (
 	"fmt"
+	"math"
 	"sync"
 
 	"rlvr/engine/parallel"
@@ -27,51 +28,110 @@ const panelRows = 96
 // a one-stream decoding step streams, and a product rounds x to bf16 too:
 // bf16 inputs, float32 accumulation, as Bgemm.
 //
+// Packed in int8 (PackInt8) they hold each feature's weights as int8 with
+// one float32 scale per feature (symmetric, per output channel: the
+// weight-only int8 of torchao's int8_weight_only), a quarter of float32's
+// bytes. x stays float32; each feature's sum over k of x times its int8
+// weights, made exactly as float32 FMAs, is multiplied by its scale once.
+//
 // Once packed, products only read the panels: several goroutines may
 // multiply by the same Panels at once (decoding caches sharing one packed
 // model), as long as none packs it meanwhile.
 type Panels struct {
 	N, K   int
-	BF16   bool      // packed by PackBF16: data16 holds the weights
+	Kind   PanelKind
 	data   []float32 // (ceil(N/PanelWidth), K, PanelWidth)
 	data16 []uint16  // the same layout in bf16 bits
+	data8  []int8    // the same layout in int8
+	scale  []float32 // int8: each feature's scale, ceil(N/PanelWidth)·PanelWidth of them
+}
+
+// PanelKind is how a Panels stores its weights.
+type PanelKind uint8
+
+// The kinds of panel, numbered as the C kernel numbers them.
+const (
+	PanelsF32 PanelKind = iota
+	PanelsBF16
+	PanelsInt8
+)
+
+func (k PanelKind) String() string {
+	switch k {
+	case PanelsBF16:
+		return "bf16"
+	case PanelsInt8:
+		return "int8"
+	}
+	return "fp32"
 }
 
 // Pack copies w (n × k) into the panels, reusing their storage when the
 // shape is unchanged.
 func (p *Panels) Pack(w []float32, n, k int) {
-	p.reshape(n, k, false, len(w))
-	packPanels(p.data, w, n, k, func(v float32) float32 { return v })
+	p.reshape(n, k, PanelsF32, len(w))
+	packPanels(p.data, w, n, k, func(_ int, v float32) float32 { return v })
 }
 
 // PackBF16 copies w (n × k) into the panels rounded to bf16, reusing their
 // storage when the shape is unchanged.
 func (p *Panels) PackBF16(w []float32, n, k int) {
-	p.reshape(n, k, true, len(w))
-	packPanels(p.data16, w, n, k, Float32ToBF16)
+	p.reshape(n, k, PanelsBF16, len(w))
+	packPanels(p.data16, w, n, k, func(_ int, v float32) uint16 { return Float32ToBF16(v) })
 }
 
-// reshape sizes the panels for an n × k matrix of len elements, in bf16
-// or float32, keeping the storage of the same shape and kind.
-func (p *Panels) reshape(n, k int, bf16 bool, len int) {
+// PackInt8 copies w (n × k) into the panels quantized to int8, each
+// feature (row of w) by its own scale max|w|/127, rounded to nearest;
+// it reuses their storage when the shape is unchanged. A feature of
+// zeros has scale 0 (its products are 0); one holding a NaN or an
+// infinity gives NaN products.
+func (p *Panels) PackInt8(w []float32, n, k int) {
+	p.reshape(n, k, PanelsInt8, len(w))
+	parallel.For(n, 64, func(lo, hi int) {
+		for f := lo; f < hi; f++ {
+			var m float32
+			for _, v := range w[f*k : (f+1)*k] {
+				if a := float32(math.Abs(float64(v))); a > m || a != a {
+					m = a
+				}
+			}
+			p.scale[f] = m / 127
+		}
+	})
+	packPanels(p.data8, w, n, k, func(f int, v float32) int8 {
+		s := p.scale[f]
+		if s == 0 || s != s || math.IsInf(float64(s), 0) {
+			return 0
+		}
+		return int8(max(-127, min(127, math.Round(float64(v/s)))))
+	})
+}
+
+// reshape sizes the panels for an n × k matrix of len elements of kind,
+// keeping the storage of the same shape and kind.
+func (p *Panels) reshape(n, k int, kind PanelKind, len int) {
 	if n <= 0 || k <= 0 || len < n*k {
 		panic(fmt.Sprintf("gemm: packing a %d×%d matrix from %d elements", n, k, len))
 	}
-	size := (n + PanelWidth - 1) / PanelWidth * k * PanelWidth
-	if p.N == n && p.K == k && p.BF16 == bf16 {
+	padded := (n + PanelWidth - 1) / PanelWidth * PanelWidth
+	size := padded * k
+	if p.N == n && p.K == k && p.Kind == kind {
 		return
 	}
-	p.N, p.K, p.BF16, p.data, p.data16 = n, k, bf16, nil, nil
-	if bf16 {
+	p.N, p.K, p.Kind, p.data, p.data16, p.data8, p.scale = n, k, kind, nil, nil, nil, nil
+	switch kind {
+	case PanelsBF16:
 		p.data16 = make([]uint16, size)
-	} else {
+	case PanelsInt8:
+		p.data8, p.scale = make([]int8, size), make([]float32, padded)
+	default:
 		p.data = make([]float32, size)
 	}
 }
 
 // packPanels writes w (n × k) into dst in the panels' layout, each element
-// converted by conv, the last panel's missing features zero.
-func packPanels[T float32 | uint16](dst []T, w []float32, n, k int, conv func(float32) T) {
+// of feature f converted by conv, the last panel's missing features zero.
+func packPanels[T float32 | uint16 | int8](dst []T, w []float32, n, k int, conv func(f int, v float32) T) {
 	panels := (n + PanelWidth - 1) / PanelWidth
 	parallel.For(panels, 1, func(lo, hi int) {
 		for q := lo; q < hi; q++ {
@@ -85,7 +145,7 @@ func packPanels[T float32 | uint16](dst []T, w []float32, n, k int, conv func(fl
 					continue
 				}
 				for i, v := range w[f*k : (f+1)*k] {
-					dst[i*PanelWidth+j] = conv(v)
+					dst[i*PanelWidth+j] = conv(f, v)
 				}
 			}
 		}
@@ -93,7 +153,9 @@ func packPanels[T float32 | uint16](dst []T, w []float32, n, k int, conv func(fl
 }
 
 // Bytes is the memory the packed weights hold.
-func (p *Panels) Bytes() int64 { return int64(len(p.data))*4 + int64(len(p.data16))*2 }
+func (p *Panels) Bytes() int64 {
+	return int64(len(p.data))*4 + int64(len(p.data16))*2 + int64(len(p.data8)) + int64(len(p.scale))*4
+}
 
 // MulPanels computes out = x·Wᵀ (or out += x·Wᵀ with accumulate) for m
 // rows: x is (m × K) with row stride ldx, out (m × N) with row stride ldo.
@@ -108,7 +170,7 @@ func MulPanels(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, a
 		panic(fmt.Sprintf("gemm: %d rows of x (ld %d, %d elements) times a %d×%d panel matrix into out (ld %d, %d elements)", m, ldx, len(x), p.N, p.K, ldo, len(out)))
 	}
 	panels := (p.N + PanelWidth - 1) / PanelWidth
-	if p.BF16 {
+	if p.Kind == PanelsBF16 {
 		// The rows rounded once, before the threads split the panels,
 		// into a buffer of the pool's: one buffer serves every matrix a
 		// decoding step multiplies by, where one per matrix would hold a
@@ -160,7 +222,7 @@ func panelsGo(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, p0
 	K := p.K
 	var acc [4 * PanelWidth]float32
 	var wide *[]float32
-	if p.BF16 {
+	if p.Kind != PanelsF32 {
 		wide = widePool.Get().(*[]float32)
 		defer widePool.Put(wide)
 		*wide = grow(*wide, K*PanelWidth)
@@ -169,13 +231,18 @@ func panelsGo(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, p0
 		r1 := min(r0+panelRows, m)
 		for q := p0; q < p1; q++ {
 			var b []float32
-			if p.BF16 {
-				// One panel widened to float32, exactly.
+			switch p.Kind {
+			case PanelsBF16: // one panel widened to float32, exactly
 				b = *wide
 				for i, h := range p.data16[q*K*PanelWidth : (q+1)*K*PanelWidth] {
 					b[i] = BF16ToFloat32(h)
 				}
-			} else {
+			case PanelsInt8: // converted exactly; scaled at the end
+				b = *wide
+				for i, v := range p.data8[q*K*PanelWidth : (q+1)*K*PanelWidth] {
+					b[i] = float32(v)
+				}
+			default:
 				b = p.data[q*K*PanelWidth : (q+1)*K*PanelWidth]
 			}
 			cols := min(PanelWidth, p.N-q*PanelWidth)
@@ -195,6 +262,11 @@ func panelsGo(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, p0
 				for i := range rows {
 					o := out[(r+i)*ldo+q*PanelWidth:][:cols]
 					a := acc[i*PanelWidth:][:cols]
+					if p.Kind == PanelsInt8 {
+						for j, s := range p.scale[q*PanelWidth:][:cols] {
+							a[j] *= s
+						}
+					}
 					if accumulate {
 						for j := range o {
 							o[j] += a[j]

@@ -12,38 +12,56 @@ package gemm
 #define AVX2 __attribute__((target("avx2,fma")))
 #define INLINE inline __attribute__((always_inline))
 
-// rl_store writes (or adds) one row of a tile: cols ≤ 16 outputs.
-AVX2 static INLINE void rl_store(float* y, __m256 c0, __m256 c1, long cols, int acc) {
-	if (cols == 16) {
+// rl_store writes (or adds) one row of a tile: cols ≤ 16 outputs, each
+// first multiplied by its feature's scale when s is not NULL (int8
+// panels), fused with the add when adding. A partial row goes through a
+// full one on the stack, so that it rounds as a full row does.
+AVX2 static INLINE void rl_store(float* y, __m256 c0, __m256 c1, long cols, int acc, const float* s) {
+	float t[16] = {0};
+	float* d = cols == 16 ? y : t;
+	if (cols < 16 && acc) for (long j = 0; j < cols; j++) t[j] = y[j];
+	if (s) {
+		__m256 s0 = _mm256_loadu_ps(s), s1 = _mm256_loadu_ps(s + 8);
 		if (acc) {
-			c0 = _mm256_add_ps(_mm256_loadu_ps(y), c0);
-			c1 = _mm256_add_ps(_mm256_loadu_ps(y + 8), c1);
+			c0 = _mm256_fmadd_ps(c0, s0, _mm256_loadu_ps(d));
+			c1 = _mm256_fmadd_ps(c1, s1, _mm256_loadu_ps(d + 8));
+		} else {
+			c0 = _mm256_mul_ps(c0, s0);
+			c1 = _mm256_mul_ps(c1, s1);
 		}
-		_mm256_storeu_ps(y, c0);
-		_mm256_storeu_ps(y + 8, c1);
-		return;
+	} else if (acc) {
+		c0 = _mm256_add_ps(_mm256_loadu_ps(d), c0);
+		c1 = _mm256_add_ps(_mm256_loadu_ps(d + 8), c1);
 	}
-	float t[16];
-	_mm256_storeu_ps(t, c0);
-	_mm256_storeu_ps(t + 8, c1);
-	for (long j = 0; j < cols; j++) y[j] = acc ? y[j] + t[j] : t[j];
+	_mm256_storeu_ps(d, c0);
+	_mm256_storeu_ps(d + 8, c1);
+	if (cols < 16) for (long j = 0; j < cols; j++) y[j] = t[j];
 }
 
+// The kinds of panel (Go's PanelKind): float32, bf16 bits, int8.
+enum { RL_F32, RL_BF16, RL_INT8 };
+
 // rl_tile computes R ≤ 6 rows × 16 columns of x·Wᵀ over one panel b (K
-// rows of 16, float32, or bf16 bits when BF): two accumulators per row
-// (named, so they stay in registers), one broadcast of x per row and k.
-// Each element is a chain of FMAs over k from zero, whatever R is. A bf16
-// row of the panel is widened exactly (the bits shifted into the high half
-// of a float32) as it is loaded, so the panels stream half the bytes.
+// rows of 16, of kind KIND): two accumulators per row (named, so they stay
+// in registers), one broadcast of x per row and k. Each element is a chain
+// of FMAs over k from zero, whatever R is. A bf16 row of the panel is
+// widened exactly (the bits shifted into the high half of a float32) as it
+// is loaded, so the panels stream half the bytes; an int8 row is converted
+// exactly, a quarter of the bytes, and each feature's sum multiplied by its
+// scale s once at the end.
 #define RL_ROW(r) if (R > r) { __m256 a = _mm256_broadcast_ss(x + r * ldx + k); \
 	c0##r = _mm256_fmadd_ps(a, b0, c0##r); c1##r = _mm256_fmadd_ps(a, b1, c1##r); }
-AVX2 static INLINE void rl_tile(const int R, const int BF, float* o, long ldo, long cols, const float* x, long ldx,
-		const void* b, long K, int acc) {
+AVX2 static INLINE void rl_tile(const int R, const int KIND, float* o, long ldo, long cols, const float* x, long ldx,
+		const void* b, const float* s, long K, int acc) {
 	__m256 z = _mm256_setzero_ps();
 	__m256 c00 = z, c10 = z, c01 = z, c11 = z, c02 = z, c12 = z, c03 = z, c13 = z, c04 = z, c14 = z, c05 = z, c15 = z;
 	for (long k = 0; k < K; k++) {
 		__m256 b0, b1;
-		if (BF) {
+		if (KIND == RL_INT8) {
+			__m128i q = _mm_loadu_si128((const __m128i*)((const int8_t*)b + 16 * k));
+			b0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+			b1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8)));
+		} else if (KIND == RL_BF16) {
 			__m256i w = _mm256_loadu_si256((const __m256i*)((const uint16_t*)b + 16 * k));
 			b0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(w)), 16));
 			b1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(w, 1)), 16));
@@ -53,23 +71,25 @@ AVX2 static INLINE void rl_tile(const int R, const int BF, float* o, long ldo, l
 		}
 		RL_ROW(0) RL_ROW(1) RL_ROW(2) RL_ROW(3) RL_ROW(4) RL_ROW(5)
 	}
-	if (R > 0) rl_store(o, c00, c10, cols, acc);
-	if (R > 1) rl_store(o + ldo, c01, c11, cols, acc);
-	if (R > 2) rl_store(o + 2 * ldo, c02, c12, cols, acc);
-	if (R > 3) rl_store(o + 3 * ldo, c03, c13, cols, acc);
-	if (R > 4) rl_store(o + 4 * ldo, c04, c14, cols, acc);
-	if (R > 5) rl_store(o + 5 * ldo, c05, c15, cols, acc);
+	if (R > 0) rl_store(o, c00, c10, cols, acc, s);
+	if (R > 1) rl_store(o + ldo, c01, c11, cols, acc, s);
+	if (R > 2) rl_store(o + 2 * ldo, c02, c12, cols, acc, s);
+	if (R > 3) rl_store(o + 3 * ldo, c03, c13, cols, acc, s);
+	if (R > 4) rl_store(o + 4 * ldo, c04, c14, cols, acc, s);
+	if (R > 5) rl_store(o + 5 * ldo, c05, c15, cols, acc, s);
 }
 
-#define RL_TILE(R, BF, name) AVX2 static void name(float* o, long ldo, long cols, const float* x, long ldx, const void* b, long K, int acc) \
-	{ rl_tile(R, BF, o, ldo, cols, x, ldx, b, K, acc); }
-RL_TILE(6, 0, rl_tile6) RL_TILE(5, 0, rl_tile5) RL_TILE(4, 0, rl_tile4) RL_TILE(3, 0, rl_tile3) RL_TILE(2, 0, rl_tile2) RL_TILE(1, 0, rl_tile1)
-RL_TILE(6, 1, rl_tile6h) RL_TILE(5, 1, rl_tile5h) RL_TILE(4, 1, rl_tile4h) RL_TILE(3, 1, rl_tile3h) RL_TILE(2, 1, rl_tile2h) RL_TILE(1, 1, rl_tile1h)
+#define RL_TILE(R, KIND, name) AVX2 static void name(float* o, long ldo, long cols, const float* x, long ldx, const void* b, const float* s, long K, int acc) \
+	{ rl_tile(R, KIND, o, ldo, cols, x, ldx, b, s, K, acc); }
+#define RL_TILES(KIND, t) RL_TILE(1, KIND, rl_tile1##t) RL_TILE(2, KIND, rl_tile2##t) RL_TILE(3, KIND, rl_tile3##t) \
+	RL_TILE(4, KIND, rl_tile4##t) RL_TILE(5, KIND, rl_tile5##t) RL_TILE(6, KIND, rl_tile6##t)
+RL_TILES(RL_F32, f) RL_TILES(RL_BF16, h) RL_TILES(RL_INT8, q)
 
-typedef void (*rl_tile_fn)(float*, long, long, const float*, long, const void*, long, int);
-static const rl_tile_fn rl_tiles[2][7] = {
-	{0, rl_tile1, rl_tile2, rl_tile3, rl_tile4, rl_tile5, rl_tile6},
+typedef void (*rl_tile_fn)(float*, long, long, const float*, long, const void*, const float*, long, int);
+static const rl_tile_fn rl_tiles[3][7] = {
+	{0, rl_tile1f, rl_tile2f, rl_tile3f, rl_tile4f, rl_tile5f, rl_tile6f},
 	{0, rl_tile1h, rl_tile2h, rl_tile3h, rl_tile4h, rl_tile5h, rl_tile6h},
+	{0, rl_tile1q, rl_tile2q, rl_tile3q, rl_tile4q, rl_tile5q, rl_tile6q},
 };
 
 
@@ -80,20 +100,28 @@ static const rl_tile_fn rl_tiles[2][7] = {
 // zero as in the AVX2 kernel, so the two give the same bits.
 #define AVX512 __attribute__((target("avx512f")))
 
-AVX512 static INLINE void rl_store512(float* y, __m512 c, long cols, int acc) {
+AVX512 static INLINE void rl_store512(float* y, __m512 c, long cols, int acc, const float* s) {
 	__mmask16 mask = cols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cols) - 1);
-	if (acc) c = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), c);
+	if (s) {
+		__m512 sv = _mm512_loadu_ps(s);
+		c = acc ? _mm512_fmadd_ps(c, sv, _mm512_maskz_loadu_ps(mask, y)) : _mm512_mul_ps(c, sv);
+	} else if (acc) {
+		c = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), c);
+	}
 	_mm512_mask_storeu_ps(y, mask, c);
 }
 
 #define RL_ROW512(r) if (R > r) c##r = _mm512_fmadd_ps(_mm512_set1_ps(x[r * ldx + k]), b, c##r);
-AVX512 static INLINE void rl_tile512(const int R, const int BF, float* o, long ldo, long cols, const float* x, long ldx,
-		const void* w, long K, int acc) {
+AVX512 static INLINE void rl_tile512(const int R, const int KIND, float* o, long ldo, long cols, const float* x, long ldx,
+		const void* w, const float* s, long K, int acc) {
 	__m512 z = _mm512_setzero_ps();
 	__m512 c0 = z, c1 = z, c2 = z, c3 = z, c4 = z, c5 = z, c6 = z, c7 = z, c8 = z, c9 = z, c10 = z, c11 = z;
 	for (long k = 0; k < K; k++) {
 		__m512 b;
-		if (BF) {
+		if (KIND == RL_INT8) {
+			__m128i q = _mm_loadu_si128((const __m128i*)((const int8_t*)w + 16 * k));
+			b = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+		} else if (KIND == RL_BF16) {
 			__m256i h = _mm256_loadu_si256((const __m256i*)((const uint16_t*)w + 16 * k));
 			b = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 		} else {
@@ -103,38 +131,127 @@ AVX512 static INLINE void rl_tile512(const int R, const int BF, float* o, long l
 		RL_ROW512(6) RL_ROW512(7) RL_ROW512(8) RL_ROW512(9) RL_ROW512(10) RL_ROW512(11)
 	}
 	__m512 cs[12] = {c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11};
-	for (int r = 0; r < R; r++) rl_store512(o + r * ldo, cs[r], cols, acc);
+	for (int r = 0; r < R; r++) rl_store512(o + r * ldo, cs[r], cols, acc, s);
 }
 
-#define RL_TILE512(R, BF, name) AVX512 static void name(float* o, long ldo, long cols, const float* x, long ldx, const void* b, long K, int acc) \
-	{ rl_tile512(R, BF, o, ldo, cols, x, ldx, b, K, acc); }
+#define RL_TILE512(R, KIND, name) AVX512 static void name(float* o, long ldo, long cols, const float* x, long ldx, const void* b, const float* s, long K, int acc) \
+	{ rl_tile512(R, KIND, o, ldo, cols, x, ldx, b, s, K, acc); }
 #define RL_TILES512(BF, s) RL_TILE512(1, BF, rl_t512_1##s) RL_TILE512(2, BF, rl_t512_2##s) RL_TILE512(3, BF, rl_t512_3##s) \
 	RL_TILE512(4, BF, rl_t512_4##s) RL_TILE512(5, BF, rl_t512_5##s) RL_TILE512(6, BF, rl_t512_6##s) RL_TILE512(7, BF, rl_t512_7##s) \
 	RL_TILE512(8, BF, rl_t512_8##s) RL_TILE512(9, BF, rl_t512_9##s) RL_TILE512(10, BF, rl_t512_10##s) \
 	RL_TILE512(11, BF, rl_t512_11##s) RL_TILE512(12, BF, rl_t512_12##s)
-RL_TILES512(0, f) RL_TILES512(1, h)
+RL_TILES512(RL_F32, f) RL_TILES512(RL_BF16, h) RL_TILES512(RL_INT8, q)
 
-static const rl_tile_fn rl_tiles512[2][13] = {
+static const rl_tile_fn rl_tiles512[3][13] = {
 	{0, rl_t512_1f, rl_t512_2f, rl_t512_3f, rl_t512_4f, rl_t512_5f, rl_t512_6f, rl_t512_7f, rl_t512_8f, rl_t512_9f, rl_t512_10f, rl_t512_11f, rl_t512_12f},
 	{0, rl_t512_1h, rl_t512_2h, rl_t512_3h, rl_t512_4h, rl_t512_5h, rl_t512_6h, rl_t512_7h, rl_t512_8h, rl_t512_9h, rl_t512_10h, rl_t512_11h, rl_t512_12h},
+	{0, rl_t512_1q, rl_t512_2q, rl_t512_3q, rl_t512_4q, rl_t512_5q, rl_t512_6q, rl_t512_7q, rl_t512_8q, rl_t512_9q, rl_t512_10q, rl_t512_11q, rl_t512_12q},
 };
 
-// rlvr_panels multiplies m rows of x by panels [p0, p1) of b (float32,
-// or bf16 bits when bf) into out, rows in blocks of mc so a block of x
-// stays in L2 while the panels pass, with the AVX-512 tiles (12 rows)
-// when wide, else the AVX2 tiles (6 rows).
-static void rlvr_panels(float* out, long ldo, const float* x, long ldx, long m, const void* b,
-		long K, long N, long p0, long p1, int acc, long mc, int bf, int wide) {
-	const rl_tile_fn* tiles = wide ? rl_tiles512[bf ? 1 : 0] : rl_tiles[bf ? 1 : 0];
-	long th = wide ? 12 : 6, esize = bf ? 2 : 4;
+// A tile of few rows has few accumulators, one chain of dependent FMAs
+// each, and waits on their latency rather than on the weights. The quad
+// tiles take 4 panels at once, so that one row (AVX2) or up to 3 (AVX-512)
+// still keep 8 to 12 chains in flight. Each element is the same chain over
+// k from zero as in the one-panel tiles, so the bits do not change.
+#define RL_QLOAD(KIND, w, k, b0, b1) \
+	if (KIND == RL_INT8) { __m128i q_ = _mm_loadu_si128((const __m128i*)((const int8_t*)(w) + 16 * (k))); \
+		b0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q_)); b1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q_, 8))); } \
+	else if (KIND == RL_BF16) { __m256i h_ = _mm256_loadu_si256((const __m256i*)((const uint16_t*)(w) + 16 * (k))); \
+		b0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h_)), 16)); \
+		b1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h_, 1)), 16)); } \
+	else { b0 = _mm256_loadu_ps((const float*)(w) + 16 * (k)); b1 = _mm256_loadu_ps((const float*)(w) + 16 * (k) + 8); }
+
+// rl_quad is one row × 4 panels with the AVX2 tiles' arithmetic: w is the
+// first panel, the others follow every ps bytes; s the first panel's
+// scales (int8) or NULL; ncols the columns from the first panel on.
+AVX2 static INLINE void rl_quad(const int KIND, float* o, long ncols, const float* x, const char* w, long ps,
+		const float* s, long K, int acc) {
+	__m256 z = _mm256_setzero_ps();
+	__m256 c00 = z, c10 = z, c01 = z, c11 = z, c02 = z, c12 = z, c03 = z, c13 = z;
+	for (long k = 0; k < K; k++) {
+		__m256 a = _mm256_broadcast_ss(x + k), b0, b1;
+		RL_QLOAD(KIND, w, k, b0, b1) c00 = _mm256_fmadd_ps(a, b0, c00); c10 = _mm256_fmadd_ps(a, b1, c10);
+		RL_QLOAD(KIND, w + ps, k, b0, b1) c01 = _mm256_fmadd_ps(a, b0, c01); c11 = _mm256_fmadd_ps(a, b1, c11);
+		RL_QLOAD(KIND, w + 2 * ps, k, b0, b1) c02 = _mm256_fmadd_ps(a, b0, c02); c12 = _mm256_fmadd_ps(a, b1, c12);
+		RL_QLOAD(KIND, w + 3 * ps, k, b0, b1) c03 = _mm256_fmadd_ps(a, b0, c03); c13 = _mm256_fmadd_ps(a, b1, c13);
+	}
+	long c3 = ncols - 48 < 16 ? ncols - 48 : 16;
+	rl_store(o, c00, c10, 16, acc, s);
+	rl_store(o + 16, c01, c11, 16, acc, s ? s + 16 : 0);
+	rl_store(o + 32, c02, c12, 16, acc, s ? s + 32 : 0);
+	rl_store(o + 48, c03, c13, c3, acc, s ? s + 48 : 0);
+}
+
+#define RL_QUAD(KIND, name) AVX2 static void name(float* o, long ldo, long ncols, const float* x, long ldx, const char* w, long ps, \
+		const float* s, long K, int acc) { rl_quad(KIND, o, ncols, x, w, ps, s, K, acc); }
+RL_QUAD(RL_F32, rl_quad_f) RL_QUAD(RL_BF16, rl_quad_h) RL_QUAD(RL_INT8, rl_quad_q)
+
+AVX512 static INLINE __m512 rl_load512(const int KIND, const char* w, long k) {
+	if (KIND == RL_INT8) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)((const int8_t*)w + 16 * k))));
+	if (KIND == RL_BF16)
+		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)((const uint16_t*)w + 16 * k))), 16));
+	return _mm512_loadu_ps((const float*)w + 16 * k);
+}
+
+// rl_quad512 is R ≤ 3 rows × 4 panels with the AVX-512 tiles' arithmetic.
+#define RL_QROW512(r) if (R > r) { __m512 a = _mm512_set1_ps(x[r * ldx + k]); c##r##0 = _mm512_fmadd_ps(a, b0, c##r##0); \
+	c##r##1 = _mm512_fmadd_ps(a, b1, c##r##1); c##r##2 = _mm512_fmadd_ps(a, b2, c##r##2); c##r##3 = _mm512_fmadd_ps(a, b3, c##r##3); }
+AVX512 static INLINE void rl_quad512(const int R, const int KIND, float* o, long ldo, long ncols, const float* x, long ldx,
+		const char* w, long ps, const float* s, long K, int acc) {
+	__m512 z = _mm512_setzero_ps();
+	__m512 c00 = z, c01 = z, c02 = z, c03 = z, c10 = z, c11 = z, c12 = z, c13 = z, c20 = z, c21 = z, c22 = z, c23 = z;
+	for (long k = 0; k < K; k++) {
+		__m512 b0 = rl_load512(KIND, w, k), b1 = rl_load512(KIND, w + ps, k), b2 = rl_load512(KIND, w + 2 * ps, k),
+			b3 = rl_load512(KIND, w + 3 * ps, k);
+		RL_QROW512(0) RL_QROW512(1) RL_QROW512(2)
+	}
+	long c3 = ncols - 48 < 16 ? ncols - 48 : 16;
+	__m512 cs[3][4] = {{c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23}};
+	for (int r = 0; r < R; r++)
+		for (int p = 0; p < 4; p++) rl_store512(o + r * ldo + 16 * p, cs[r][p], p == 3 ? c3 : 16, acc, s ? s + 16 * p : 0);
+}
+
+#define RL_QUAD512(R, KIND, name) AVX512 static void name(float* o, long ldo, long ncols, const float* x, long ldx, const char* w, \
+		long ps, const float* s, long K, int acc) { rl_quad512(R, KIND, o, ldo, ncols, x, ldx, w, ps, s, K, acc); }
+#define RL_QUADS512(KIND, t) RL_QUAD512(1, KIND, rl_q512_1##t) RL_QUAD512(2, KIND, rl_q512_2##t) RL_QUAD512(3, KIND, rl_q512_3##t)
+RL_QUADS512(RL_F32, f) RL_QUADS512(RL_BF16, h) RL_QUADS512(RL_INT8, q)
+
+typedef void (*rl_quad_fn)(float*, long, long, const float*, long, const char*, long, const float*, long, int);
+static const rl_quad_fn rl_quads[3][2] = {{0, rl_quad_f}, {0, rl_quad_h}, {0, rl_quad_q}};
+static const rl_quad_fn rl_quads512[3][4] = {
+	{0, rl_q512_1f, rl_q512_2f, rl_q512_3f},
+	{0, rl_q512_1h, rl_q512_2h, rl_q512_3h},
+	{0, rl_q512_1q, rl_q512_2q, rl_q512_3q},
+};
+
+// rlvr_panels multiplies m rows of x by panels [p0, p1) of b (of kind
+// kind; an int8 panel's features scaled by s) into out, rows in blocks of
+// mc so a block of x stays in L2 while the panels pass, with the AVX-512
+// tiles (12 rows) when wide, else the AVX2 tiles (6 rows). Rows left over
+// by the full tiles go through the quad tiles where there are few enough
+// of them and 4 panels to take.
+static void rlvr_panels(float* out, long ldo, const float* x, long ldx, long m, const void* b, const float* s,
+		long K, long N, long p0, long p1, int acc, long mc, int kind, int wide) {
+	const rl_tile_fn* tiles = wide ? rl_tiles512[kind] : rl_tiles[kind];
+	const rl_quad_fn* quads = wide ? rl_quads512[kind] : rl_quads[kind];
+	long th = wide ? 12 : 6, qh = wide ? 3 : 1, esize = kind == RL_INT8 ? 1 : kind == RL_BF16 ? 2 : 4;
+	long ps = K * 16 * esize; // a panel's bytes
 	for (long r0 = 0; r0 < m; r0 += mc) {
 		long r1 = r0 + mc < m ? r0 + mc : m;
-		for (long q = p0; q < p1; q++) {
-			const char* bq = (const char*)b + q * K * 16 * esize;
-			long cols = N - 16 * q < 16 ? N - 16 * q : 16;
-			long r = r0;
-			for (; r + th <= r1; r += th) tiles[th](out + r * ldo + 16 * q, ldo, cols, x + r * ldx, ldx, bq, K, acc);
-			if (r1 > r) tiles[r1 - r](out + r * ldo + 16 * q, ldo, cols, x + r * ldx, ldx, bq, K, acc);
+		long rest = (r1 - r0) % th, rr = r1 - rest; // the rows the full tiles leave, from rr
+		for (long q = p0; q < p1;) {
+			long np = rest > 0 && rest <= qh && q + 4 <= p1 ? 4 : 1;
+			for (long p = q; p < q + np; p++) {
+				const char* bp = (const char*)b + p * ps;
+				const float* sp = kind == RL_INT8 ? s + 16 * p : 0;
+				long cols = N - 16 * p < 16 ? N - 16 * p : 16;
+				for (long r = r0; r < rr; r += th) tiles[th](out + r * ldo + 16 * p, ldo, cols, x + r * ldx, ldx, bp, sp, K, acc);
+				if (rest > 0 && np == 1) tiles[rest](out + rr * ldo + 16 * p, ldo, cols, x + rr * ldx, ldx, bp, sp, K, acc);
+			}
+			if (np == 4)
+				quads[rest](out + rr * ldo + 16 * q, ldo, N - 16 * q, x + rr * ldx, ldx, (const char*)b + q * ps, ps,
+					kind == RL_INT8 ? s + 16 * q : 0, K, acc);
+			q += np;
 		}
 	}
 }
@@ -156,11 +273,15 @@ var panels512 = cpu.X86.HasAVX512F
 func panelsC(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, p0, p1 int, accumulate bool) {
 	fp := func(s []float32) *C.float { return (*C.float)(unsafe.Pointer(unsafe.SliceData(s))) }
 	var b unsafe.Pointer
-	if p.BF16 {
+	var s *C.float
+	switch p.Kind {
+	case PanelsBF16:
 		b = unsafe.Pointer(unsafe.SliceData(p.data16))
-	} else {
+	case PanelsInt8:
+		b, s = unsafe.Pointer(unsafe.SliceData(p.data8)), fp(p.scale)
+	default:
 		b = unsafe.Pointer(unsafe.SliceData(p.data))
 	}
-	C.rlvr_panels(fp(out), C.long(ldo), fp(x), C.long(ldx), C.long(m), b, C.long(p.K), C.long(p.N),
-		C.long(p0), C.long(p1), cbool(accumulate), panelRows, cbool(p.BF16), cbool(panels512))
+	C.rlvr_panels(fp(out), C.long(ldo), fp(x), C.long(ldx), C.long(m), b, s, C.long(p.K), C.long(p.N),
+		C.long(p0), C.long(p1), cbool(accumulate), panelRows, C.int(p.Kind), cbool(panels512))
 }

@@ -19,16 +19,16 @@ func TestPanelsAgainstNaive(t *testing.T) {
 			n, k := nk[0], nk[1]
 			ldx, ldo := k+3, n+5
 			x, w := randSlice(r, m*ldx), randSlice(r, n*k)
-			for _, bf16 := range []bool{false, true} {
-				var p Panels
+			for _, kind := range []PanelKind{PanelsF32, PanelsBF16, PanelsInt8} {
 				// In bf16 the reference is the product of the rounded inputs,
-				// which the portable kernel is given as MulPanels rounds them.
-				rx, rw := x, w
-				if bf16 {
-					p.PackBF16(w, n, k)
+				// which the portable kernel is given as MulPanels rounds them;
+				// in int8, of x and the weights as the panels hold them.
+				p, rx, rw := packed(kind, w, n, k), x, w
+				switch kind {
+				case PanelsBF16:
 					rx, rw = roundedCopy(x), roundedCopy(w)
-				} else {
-					p.Pack(w, n, k)
+				case PanelsInt8:
+					rw = dequantized(p)
 				}
 				for _, acc := range []bool{false, true} {
 					base := randSlice(r, m*ldo)
@@ -39,8 +39,8 @@ func TestPanelsAgainstNaive(t *testing.T) {
 					}
 					Naive(false, true, m, n, k, 1, rx, ldx, rw, k, beta, want, ldo)
 					kernels := map[string]func(out []float32){
-						"MulPanels": func(out []float32) { MulPanels(out, ldo, x, ldx, m, &p, acc) },
-						"Go":        func(out []float32) { panelsGo(out, ldo, rx, ldx, m, &p, 0, (n+15)/16, acc) },
+						"MulPanels": func(out []float32) { MulPanels(out, ldo, x, ldx, m, p, acc) },
+						"Go":        func(out []float32) { panelsGo(out, ldo, rx, ldx, m, p, 0, (n+15)/16, acc) },
 					}
 					for name, f := range kernels {
 						got := append([]float32(nil), base...)
@@ -52,7 +52,7 @@ func TestPanelsAgainstNaive(t *testing.T) {
 									w = base[i*ldo+j] // past the matrix: untouched
 								}
 								if math.Abs(float64(g-w)) > 1e-4*(1+math.Abs(float64(w))) {
-									t.Fatalf("%s bf16 %v m %d n %d k %d accumulate %v: out[%d][%d] = %v, want %v", name, bf16, m, n, k, acc, i, j, g, w)
+									t.Fatalf("%s %s m %d n %d k %d accumulate %v: out[%d][%d] = %v, want %v", name, kind, m, n, k, acc, i, j, g, w)
 								}
 							}
 						}
@@ -65,7 +65,7 @@ func TestPanelsAgainstNaive(t *testing.T) {
 
 // TestPanelsAVX512IsAVX2: where the CPU has AVX-512, its tiles give the
 // AVX2 tiles' bits (each element the same chain of FMAs over k), in float32
-// and bf16, storing and accumulating, for row counts around both tile
+// bf16 and int8, storing and accumulating, for row counts around both tile
 // heights and a partial last panel.
 func TestPanelsAVX512IsAVX2(t *testing.T) {
 	if !panelsAccelerated || !panels512 {
@@ -76,23 +76,18 @@ func TestPanelsAVX512IsAVX2(t *testing.T) {
 	for _, m := range []int{1, 5, 6, 11, 12, 13, 25, 97, 130} {
 		n, k := 53, 70
 		x, w := randSlice(r, m*k), randSlice(r, n*k)
-		for _, bf16 := range []bool{false, true} {
-			var p Panels
-			if bf16 {
-				p.PackBF16(w, n, k)
-			} else {
-				p.Pack(w, n, k)
-			}
+		for _, kind := range []PanelKind{PanelsF32, PanelsBF16, PanelsInt8} {
+			p := packed(kind, w, n, k)
 			for _, acc := range []bool{false, true} {
 				base := randSlice(r, m*n)
 				got, want := append([]float32(nil), base...), append([]float32(nil), base...)
 				panels512 = false
-				MulPanels(want, n, x, k, m, &p, acc)
+				MulPanels(want, n, x, k, m, p, acc)
 				panels512 = true
-				MulPanels(got, n, x, k, m, &p, acc)
+				MulPanels(got, n, x, k, m, p, acc)
 				for i := range got {
 					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("m %d bf16 %v accumulate %v: element %d is %v with AVX-512, %v with AVX2", m, bf16, acc, i, got[i], want[i])
+						t.Fatalf("m %d %s accumulate %v: element %d is %v with AVX-512, %v with AVX2", m, kind, acc, i, got[i], want[i])
 					}
 				}
 			}
@@ -100,25 +95,110 @@ func TestPanelsAVX512IsAVX2(t *testing.T) {
 	}
 }
 
-// TestPanelsBatchInvariant checks a row's result is bitwise the same alone,
-// at any position of batches of every size, and for 1 or 2 threads.
+// packed is w (n × k) packed as kind.
+func packed(kind PanelKind, w []float32, n, k int) *Panels {
+	p := new(Panels)
+	switch kind {
+	case PanelsBF16:
+		p.PackBF16(w, n, k)
+	case PanelsInt8:
+		p.PackInt8(w, n, k)
+	default:
+		p.Pack(w, n, k)
+	}
+	return p
+}
+
+// dequantized is the n × k matrix int8 panels hold: each weight times
+// its feature's scale.
+func dequantized(p *Panels) []float32 {
+	w := make([]float32, p.N*p.K)
+	for f := range p.N {
+		q, j := f/PanelWidth, f%PanelWidth
+		for i := range p.K {
+			w[f*p.K+i] = float32(p.data8[(q*p.K+i)*PanelWidth+j]) * p.scale[f]
+		}
+	}
+	return w
+}
+
+// TestPackInt8 checks the quantization against its definition: each
+// feature's scale is its largest magnitude over 127, each weight within
+// half a step of its int8 value, a feature's largest weight ±127, a
+// feature of zeros all 0, and a NaN or an infinity in a feature makes its
+// products NaN and leaves the others alone.
+func TestPackInt8(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	n, k := 37, 50
+	w := randSlice(r, n*k)
+	clear(w[3*k : 4*k])
+	w[5*k+7] = float32(math.NaN())
+	w[6*k+1] = float32(math.Inf(-1))
+	var p Panels
+	p.PackInt8(w, n, k)
+	deq := dequantized(&p)
+	for f := range n {
+		if f == 5 || f == 6 {
+			continue
+		}
+		var big float32
+		for _, v := range w[f*k : (f+1)*k] {
+			big = max(big, float32(math.Abs(float64(v))))
+		}
+		if s := p.scale[f]; s != big/127 {
+			t.Fatalf("feature %d: scale %v, want %v", f, s, big/127)
+		}
+		extreme := false
+		for i, v := range w[f*k : (f+1)*k] {
+			q := p.data8[(f/PanelWidth*k+i)*PanelWidth+f%PanelWidth]
+			extreme = extreme || q == 127 || q == -127
+			if d := math.Abs(float64(deq[f*k+i] - v)); d > float64(p.scale[f])/2*(1+1e-6) {
+				t.Fatalf("feature %d weight %d: %v holds as %d × %v, %v off", f, i, v, q, p.scale[f], d)
+			}
+		}
+		if f != 3 && !extreme {
+			t.Errorf("feature %d: no weight at ±127", f)
+		}
+	}
+	x := randSlice(r, k)
+	out := make([]float32, n)
+	MulPanels(out, n, x, k, 1, &p, false)
+	for f, v := range out {
+		switch nan := math.IsNaN(float64(v)); {
+		case f == 5 || f == 6:
+			if !nan {
+				t.Errorf("feature %d (a NaN or an infinity among its weights): product %v, want NaN", f, v)
+			}
+		case nan:
+			t.Errorf("feature %d: product NaN", f)
+		case f == 3 && v != 0:
+			t.Errorf("feature of zeros: product %v", v)
+		}
+	}
+}
+
+// TestPanelsBatchInvariant checks a row's result is bitwise the same alone
+// (the quad tiles) as at any position of batches of every size (the full
+// tiles), for 1 or 2 threads, in every kind of panel.
 func TestPanelsBatchInvariant(t *testing.T) {
 	r := rand.New(rand.NewPCG(6, 6))
 	n, k := 200, 96
-	var p Panels
-	p.Pack(randSlice(r, n*k), n, k)
-	x := randSlice(r, 300*k)
-	alone := make([]float32, n)
-	MulPanels(alone, n, x[7*k:], k, 1, &p, false)
+	w, x := randSlice(r, n*k), randSlice(r, 300*k)
 	defer parallel.SetThreads(parallel.Threads())
-	for _, threads := range []int{1, 2} {
-		parallel.SetThreads(threads)
-		for _, m := range []int{8, 9, 64, 65, 300} {
-			out := make([]float32, m*n)
-			MulPanels(out, n, x, k, m, &p, false)
-			for j, v := range out[7*n : 8*n] {
-				if math.Float32bits(v) != math.Float32bits(alone[j]) {
-					t.Fatalf("%d threads, %d rows: row 7 column %d is %v batched, %v alone", threads, m, j, v, alone[j])
+	for _, kind := range []PanelKind{PanelsF32, PanelsBF16, PanelsInt8} {
+		p := packed(kind, w, n, k)
+		for _, threads := range []int{1, 2} {
+			parallel.SetThreads(threads)
+			for _, m := range []int{2, 3, 8, 9, 64, 65, 300} {
+				out := make([]float32, m*n)
+				MulPanels(out, n, x, k, m, p, false)
+				row := min(7, m-1)
+				alone := make([]float32, n)
+				MulPanels(alone, n, x[row*k:], k, 1, p, false)
+				for j, v := range out[row*n : (row+1)*n] {
+					if math.Float32bits(v) != math.Float32bits(alone[j]) {
+						t.Fatalf("%s, %d threads, %d rows: row %d column %d is %v batched, %v alone", kind, threads, m, row, j, v, alone[j])
+					}
 				}
 			}
 		}
@@ -152,24 +232,19 @@ func BenchmarkPanels(b *testing.B) {
 }
 
 // BenchmarkPanelsBF16 multiplies one row (a one-stream decoding step) and
-// 8 rows by weights packed in float32 and in bf16, on matrices of a real
-// model's shape (Qwen2.5-0.5B's MLP, 17 MB in float32: beyond the L2
+// 8 rows by weights packed in float32, bf16 and int8, on matrices of a
+// real model's shape (Qwen2.5-0.5B's MLP, 17 MB in float32: beyond the L2
 // cache, so the step streams the weights from L3 or memory): bf16 reads
-// half the bytes, which is what a memory-bound step pays for.
+// half the bytes and int8 a quarter, which is what a memory-bound step
+// pays for.
 func BenchmarkPanelsBF16(b *testing.B) {
 	r := rand.New(rand.NewPCG(8, 8))
 	for _, s := range [][3]int{{1, 4864, 896}, {8, 4864, 896}, {1, 896, 4864}} {
 		m, n, k := s[0], s[1], s[2]
 		x, w, out := randSlice(r, m*k), randSlice(r, n*k), make([]float32, m*n)
-		var p32, p16 Panels
-		p32.Pack(w, n, k)
-		p16.PackBF16(w, n, k)
-		for _, p := range []*Panels{&p32, &p16} {
-			name := "fp32"
-			if p.BF16 {
-				name = "bf16"
-			}
-			b.Run(fmt.Sprintf("%s/%dx%dx%d", name, m, n, k), func(b *testing.B) {
+		for _, kind := range []PanelKind{PanelsF32, PanelsBF16, PanelsInt8} {
+			p := packed(kind, w, n, k)
+			b.Run(fmt.Sprintf("%s/%dx%dx%d", kind, m, n, k), func(b *testing.B) {
 				for b.Loop() {
 					MulPanels(out, n, x, k, m, p, false)
 				}

@@ -51,13 +51,13 @@ func packedName(name string) bool {
 }
 
 // TestFreezeDecodesTheSame: a frozen model decodes, prefill and steps,
-// bit for bit as a cache packed from its float32 weights does, in FP32
-// and in BF16, having released every matrix the packed copy replaces and
+// bit for bit as a cache packed from its float32 weights does, in FP32,
+// BF16 and INT8, having released every matrix the packed copy replaces and
 // kept only the embedding, norms and biases in float32.
 func TestFreezeDecodesTheSame(t *testing.T) {
 	useBF16Kernel(t, "emulate")
 	for name, cfg := range variants {
-		for _, prec := range []Precision{FP32, BF16} {
+		for _, prec := range []Precision{FP32, BF16, INT8} {
 			t.Run(name+"/"+prec.String(), func(t *testing.T) {
 				twin := func() *Model {
 					m, _ := New(cfg, 61)

@@ -41,17 +41,21 @@ type Cache struct {
 type packedWeights struct {
 	layers []packedLayer
 	head   gemm.Panels
-	prec   Precision // FP32, or BF16: the panels hold bf16
+	prec   Precision // the panels' kind: float32, bf16 or int8
 	frozen bool      // a frozen model's, shared by its caches: never packed again
 }
 
 // packedLayer is one block's projections packed for decoding.
 type packedLayer struct{ qkv, o, gateUp, down gemm.Panels }
 
-// packer returns the packing of precision p: float32, or bf16 panels.
+// packer returns the packing of precision p: float32, bf16 or int8
+// panels.
 func packer(p Precision) func(*gemm.Panels, []float32, int, int) {
-	if p == BF16 {
+	switch p {
+	case BF16:
 		return (*gemm.Panels).PackBF16
+	case INT8:
+		return (*gemm.Panels).PackInt8
 	}
 	return (*gemm.Panels).Pack
 }
@@ -74,7 +78,9 @@ func (c Config) packLayer(p *packedLayer, w layer, pack func(*gemm.Panels, []flo
 // With the model in BF16 (and a bf16 kernel: EffectivePrecision) the copy
 // is packed in bf16, half the bytes, and Extend's projections take bf16
 // inputs with float32 accumulation, as the learner's do; the cache
-// itself, attention and the norms stay float32.
+// itself, attention and the norms stay float32. In INT8 it is packed in
+// int8 with a scale per output feature, a quarter of float32's bytes, and
+// the projections' inputs stay float32.
 //
 // A frozen model (Model.Freeze) has no weights to pack from: Pack then
 // returns an error wrapping ErrFrozen.
@@ -97,7 +103,8 @@ func (c *Cache) Pack(m *Model) error {
 }
 
 // PackedBytes is the memory the packed weights hold: 4 bytes a weight in
-// FP32, 2 in BF16. A frozen model's caches share theirs.
+// FP32, 2 in BF16, 1 (and a scale per feature) in INT8. A frozen model's
+// caches share theirs.
 func (c *Cache) PackedBytes() int64 { return c.packed.bytes() }
 
 // bytes is the memory the panels hold.

@@ -13,10 +13,16 @@ const (
 	// accumulation; the weights' master copy, norms, softmax, RoPE, the
 	// loss and the logprobs stay float32 (PyTorch's autocast split).
 	BF16 = gemm.BF16
+	// INT8 is for sampling: a decoding cache's projections and output
+	// head multiply by int8 weights with a float32 scale per output
+	// feature (weight-only int8, torchao's int8_weight_only), inputs and
+	// accumulation float32; every other product is FP32's. A learner
+	// cannot train in it.
+	INT8 = gemm.INT8
 )
 
 // ParsePrecision reads a precision's name: "fp32" or "float32", "bf16" or
-// "bfloat16" (any case; "" is FP32). The error names the value.
+// "bfloat16", "int8" (any case; "" is FP32). The error names the value.
 func ParsePrecision(s string) (Precision, error) { return gemm.ParsePrecision(s) }
 
 // EffectivePrecision is the precision the products run in: Precision, or

@@ -31,7 +31,7 @@ func bf16Case(cfg Config, seed uint64, lengths ...int) (*Model, Batch, Targets) 
 }
 
 func TestParsePrecisionNamesTheValue(t *testing.T) {
-	for _, s := range []string{"fp32", "float32", "bf16", "bfloat16"} {
+	for _, s := range []string{"fp32", "float32", "bf16", "bfloat16", "int8", "INT8"} {
 		if _, err := ParsePrecision(s); err != nil {
 			t.Errorf("%s: %v", s, err)
 		}
@@ -237,6 +237,79 @@ func TestBF16ExtendMatchesForward(t *testing.T) {
 			t.Logf("max |Δ logit| decoder vs training forward, both bf16: %.3g", worst)
 			if worst > 1e-3 {
 				t.Fatalf("max |Δ logit| %.3g > 1e-3", worst)
+			}
+		})
+	}
+}
+
+// quantizeRows replaces each row of the n × k matrix w by its int8 value
+// times its scale, as weight-only int8 defines them: the scale is the
+// row's largest magnitude over 127, each weight rounded to the nearest
+// multiple of it. (An implementation of its own, not gemm's.)
+func quantizeRows(w []float32, n, k int) {
+	for f := range n {
+		row := w[f*k : (f+1)*k]
+		var big float64
+		for _, v := range row {
+			big = math.Max(big, math.Abs(float64(v)))
+		}
+		s := float32(big) / 127
+		for i, v := range row {
+			row[i] = float32(math.Round(float64(v/s))) * s
+		}
+	}
+}
+
+// TestInt8DecodesTheDequantizedModel: a model decoding in INT8 gives the
+// logits that float32 decoding gives with its projections and output head
+// replaced by their int8 values times their scales (untied variants, where
+// the embedding the head shares is not quantized with it), to float32
+// summation error; its packed weights are about a quarter of float32's;
+// and on every variant its logits differ from float32's by an int8-sized
+// gap, not by nothing.
+func TestInt8DecodesTheDequantizedModel(t *testing.T) {
+	for name, cfg := range variants {
+		t.Run(name, func(t *testing.T) {
+			twin := func() *Model {
+				m, _ := New(cfg, 81)
+				perturb(m, 82)
+				return m
+			}
+			want := decodeRun(t, twin())
+			m := twin()
+			m.Precision = INT8
+			got := decodeRun(t, m)
+			var gap float64
+			for i := range got {
+				gap = math.Max(gap, math.Abs(float64(got[i]-want[i])))
+			}
+			t.Logf("max |Δ logit| int8 against fp32: %.3g", gap)
+			if gap == 0 || gap > 0.1 {
+				t.Errorf("max |Δ logit| int8 against fp32 %.3g: want an int8-sized gap in (0, 0.1]", gap)
+			}
+			c32, _ := twin().NewCache(1, 4)
+			c8, _ := m.NewCache(1, 4)
+			if r := float64(c8.PackedBytes()) / float64(c32.PackedBytes()); r < 0.25 || r > 0.5 {
+				t.Errorf("int8 packing holds %.2f of float32's bytes, want about a quarter", r)
+			}
+			if cfg.TiedEmbeddings {
+				return
+			}
+			deq := twin()
+			c := deq.Config
+			D, F, Hd, Q := c.Dim, c.Hidden, c.Heads*c.HeadDim, c.qkvWidth()
+			for _, w := range deq.w.layers {
+				quantizeRows(w.qkv, Q, D)
+				quantizeRows(w.o, D, Hd)
+				quantizeRows(w.gateUp, 2*F, D)
+				quantizeRows(w.down, D, F)
+			}
+			quantizeRows(deq.w.head, cfg.Vocab, D)
+			ref := decodeRun(t, deq)
+			for i := range got {
+				if d := math.Abs(float64(got[i] - ref[i])); d > 1e-4*(1+math.Abs(float64(ref[i]))) {
+					t.Fatalf("logit %d: %v in int8, %v from the dequantized weights in float32", i, got[i], ref[i])
+				}
 			}
 		})
 	}

@@ -1,8 +1,8 @@
 // Command speed times rlvr's engine against its peers on one real model
 // (scripts/peers.sh rollouts and learner, docs/peers.md):
 //
-//   - rollouts: rlvr's sampler in fp32 and bf16 against transformers'
-//     generate (fp32 and bf16) and llama.cpp (llama-batched-bench, on an
+//   - rollouts: rlvr's sampler in fp32, bf16 and int8 (weight-only)
+//     against transformers' generate (fp32 and bf16) and llama.cpp (llama-batched-bench, on an
 //     F32, a BF16 and a Q8_0 GGUF), each continuing a one-token prompt to
 //     the same number of tokens in 1, 8 and 64 streams;
 //   - learner: rlvr's training step (forward, backward, AdamW) in fp32 and
@@ -89,11 +89,12 @@ func main() {
 		threads  = fs.Int("threads", 2, "threads of every engine")
 		out      = fs.String("out", "runs/peers/"+os.Args[1], "output folder")
 		doc      = fs.String("doc", "", "a Markdown file whose "+os.Args[1]+"-table block to replace (none when empty)")
+		only     = fs.String("engines", "", "rollouts: the engines to run, by name, comma-separated (all when empty; a subset writes no -doc block)")
 	)
 	fs.Parse(os.Args[2:])
 	var err error
 	if os.Args[1] == "rollouts" {
-		err = rollouts(*rlvrBin, *model, *hfDir, *python, *llama, *f32, *bf16, *q8, *streamsF, *tokens, *rounds, *threads, *out, *doc)
+		err = rollouts(*rlvrBin, *model, *hfDir, *python, *llama, *f32, *bf16, *q8, *streamsF, *only, *tokens, *rounds, *threads, *out, *doc)
 	} else {
 		err = learner(*rlvrBin, *hfDir, *python, *batch, *seq, *steps, *rounds, *threads, *out, *doc)
 	}
@@ -114,6 +115,9 @@ func rolloutEngines(rlvrBin, model, hfDir, python, llama, f32, bf16, q8 string, 
 		{"rlvr bf16", func(streams []int) (run, error) {
 			return runRlvr(rlvrBin, model, "bf16", streams, tokens, threads, env)
 		}},
+		{"rlvr int8", func(streams []int) (run, error) {
+			return runRlvr(rlvrBin, model, "int8", streams, tokens, threads, env)
+		}},
 		{"transformers fp32", func(streams []int) (run, error) {
 			return runTransformers(python, hfDir, "fp32", bos, streams, tokens, threads, env)
 		}},
@@ -126,7 +130,7 @@ func rolloutEngines(rlvrBin, model, hfDir, python, llama, f32, bf16, q8 string, 
 	}
 }
 
-func rollouts(rlvrBin, model, hfDir, python, llama, f32, bf16, q8, streamsF string, tokens, rounds, threads int, out, doc string) error {
+func rollouts(rlvrBin, model, hfDir, python, llama, f32, bf16, q8, streamsF, only string, tokens, rounds, threads int, out, doc string) error {
 	var streams []int
 	for _, s := range strings.Split(streamsF, ",") {
 		n, err := strconv.Atoi(s)
@@ -147,6 +151,14 @@ func rollouts(rlvrBin, model, hfDir, python, llama, f32, bf16, q8, streamsF stri
 	}
 	env := append(os.Environ(), fmt.Sprintf("OMP_NUM_THREADS=%d", threads))
 	engines := rolloutEngines(rlvrBin, model, hfDir, python, llama, f32, bf16, q8, bos, tokens, threads, env)
+	if only != "" {
+		want := strings.Split(only, ",")
+		engines = slices.DeleteFunc(engines, func(e engine) bool { return !slices.Contains(want, e.name) })
+		if len(engines) != len(want) {
+			return fmt.Errorf("-engines %q: want names among the engines (%s)", only, engineNames(rolloutEngines("", "", "", "", "", "", "", "", 0, 0, 0, nil)))
+		}
+		doc = "" // a partial table replaces no block
+	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
@@ -182,6 +194,15 @@ func rollouts(rlvrBin, model, hfDir, python, llama, f32, bf16, q8, streamsF stri
 		names[i] = e.name
 	}
 	return write(all, render(all, names, streams, rss, peak, processor, flops, tokens, rounds, threads), out, doc, "rollouts-table")
+}
+
+// engineNames lists the engines' names, comma-separated.
+func engineNames(engines []engine) string {
+	names := make([]string, len(engines))
+	for i, e := range engines {
+		names[i] = e.name
+	}
+	return strings.Join(names, ", ")
 }
 
 // write keeps the measurements and the table under out, and puts the
@@ -345,7 +366,10 @@ func render(all []measurement, engines []string, streams []int, rss map[string]i
 		fmt.Fprintf(&b, " %d streams |", n)
 	}
 	b.WriteString("\n| --- |" + strings.Repeat(" ---: |", len(streams)) + "\n")
-	for _, mine := range []string{"rlvr fp32", "rlvr bf16"} {
+	for _, mine := range []string{"rlvr fp32", "rlvr bf16", "rlvr int8"} {
+		if !slices.Contains(engines, mine) {
+			continue
+		}
 		for _, e := range engines {
 			if strings.HasPrefix(e, "rlvr") {
 				continue
