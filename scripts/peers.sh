@@ -5,7 +5,7 @@
 # Usage: scripts/peers.sh [SECTION...]      (default: every section)
 #
 # Sections:
-#   rollouts    rlvr's sampler (fp32 and bf16) against transformers' generate
+#   rollouts    rlvr's sampler (fp32, bf16, int8) against transformers' generate
 #               (fp32 and bf16) and llama.cpp (F32, BF16 and Q8_0) on SmolLM2
 #               at 1, 8 and 64 streams; ROUNDS rounds (default 3). Needs scripts/models.sh; sets up
 #               scripts/pyref.sh and scripts/llamacpp.sh.
