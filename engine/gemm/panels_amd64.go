@@ -41,6 +41,23 @@ AVX2 static INLINE void rl_store(float* y, __m256 c0, __m256 c1, long cols, int 
 // The kinds of panel (Go's PanelKind): float32, bf16 bits, int8.
 enum { RL_F32, RL_BF16, RL_INT8 };
 
+// rl_load reads row k of a panel w of kind KIND as 16 float32 values,
+// exactly: bf16 bits shifted into the high half, int8 converted.
+AVX2 static INLINE void rl_load(const int KIND, const void* w, long k, __m256* b0, __m256* b1) {
+	if (KIND == RL_INT8) {
+		__m128i q = _mm_loadu_si128((const __m128i*)((const int8_t*)w + 16 * k));
+		*b0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+		*b1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8)));
+	} else if (KIND == RL_BF16) {
+		__m256i h = _mm256_loadu_si256((const __m256i*)((const uint16_t*)w + 16 * k));
+		*b0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)), 16));
+		*b1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)), 16));
+	} else {
+		*b0 = _mm256_loadu_ps((const float*)w + 16 * k);
+		*b1 = _mm256_loadu_ps((const float*)w + 16 * k + 8);
+	}
+}
+
 // rl_tile computes R ≤ 6 rows × 16 columns of x·Wᵀ over one panel b (K
 // rows of 16, of kind KIND): two accumulators per row (named, so they stay
 // in registers), one broadcast of x per row and k. Each element is a chain
@@ -57,18 +74,7 @@ AVX2 static INLINE void rl_tile(const int R, const int KIND, float* o, long ldo,
 	__m256 c00 = z, c10 = z, c01 = z, c11 = z, c02 = z, c12 = z, c03 = z, c13 = z, c04 = z, c14 = z, c05 = z, c15 = z;
 	for (long k = 0; k < K; k++) {
 		__m256 b0, b1;
-		if (KIND == RL_INT8) {
-			__m128i q = _mm_loadu_si128((const __m128i*)((const int8_t*)b + 16 * k));
-			b0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
-			b1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8)));
-		} else if (KIND == RL_BF16) {
-			__m256i w = _mm256_loadu_si256((const __m256i*)((const uint16_t*)b + 16 * k));
-			b0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(w)), 16));
-			b1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(w, 1)), 16));
-		} else {
-			b0 = _mm256_loadu_ps((const float*)b + 16 * k);
-			b1 = _mm256_loadu_ps((const float*)b + 16 * k + 8);
-		}
+		rl_load(KIND, b, k, &b0, &b1);
 		RL_ROW(0) RL_ROW(1) RL_ROW(2) RL_ROW(3) RL_ROW(4) RL_ROW(5)
 	}
 	if (R > 0) rl_store(o, c00, c10, cols, acc, s);
@@ -92,7 +98,6 @@ static const rl_tile_fn rl_tiles[3][7] = {
 	{0, rl_tile1q, rl_tile2q, rl_tile3q, rl_tile4q, rl_tile5q, rl_tile6q},
 };
 
-
 // The AVX-512 kernel: a panel's 16 columns are one zmm, so a tile holds up
 // to 12 rows, each one accumulator; the weights a k step loads are shared
 // by twice as many rows as in the AVX2 tile, and each FMA does twice the
@@ -111,22 +116,21 @@ AVX512 static INLINE void rl_store512(float* y, __m512 c, long cols, int acc, co
 	_mm512_mask_storeu_ps(y, mask, c);
 }
 
+// rl_load512 is rl_load for the AVX-512 tiles: a panel row in one zmm.
+AVX512 static INLINE __m512 rl_load512(const int KIND, const char* w, long k) {
+	if (KIND == RL_INT8) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)((const int8_t*)w + 16 * k))));
+	if (KIND == RL_BF16)
+		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)((const uint16_t*)w + 16 * k))), 16));
+	return _mm512_loadu_ps((const float*)w + 16 * k);
+}
+
 #define RL_ROW512(r) if (R > r) c##r = _mm512_fmadd_ps(_mm512_set1_ps(x[r * ldx + k]), b, c##r);
 AVX512 static INLINE void rl_tile512(const int R, const int KIND, float* o, long ldo, long cols, const float* x, long ldx,
 		const void* w, const float* s, long K, int acc) {
 	__m512 z = _mm512_setzero_ps();
 	__m512 c0 = z, c1 = z, c2 = z, c3 = z, c4 = z, c5 = z, c6 = z, c7 = z, c8 = z, c9 = z, c10 = z, c11 = z;
 	for (long k = 0; k < K; k++) {
-		__m512 b;
-		if (KIND == RL_INT8) {
-			__m128i q = _mm_loadu_si128((const __m128i*)((const int8_t*)w + 16 * k));
-			b = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
-		} else if (KIND == RL_BF16) {
-			__m256i h = _mm256_loadu_si256((const __m256i*)((const uint16_t*)w + 16 * k));
-			b = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-		} else {
-			b = _mm512_loadu_ps((const float*)w + 16 * k);
-		}
+		__m512 b = rl_load512(KIND, (const char*)w, k);
 		RL_ROW512(0) RL_ROW512(1) RL_ROW512(2) RL_ROW512(3) RL_ROW512(4) RL_ROW512(5)
 		RL_ROW512(6) RL_ROW512(7) RL_ROW512(8) RL_ROW512(9) RL_ROW512(10) RL_ROW512(11)
 	}
@@ -153,13 +157,6 @@ static const rl_tile_fn rl_tiles512[3][13] = {
 // tiles take 4 panels at once, so that one row (AVX2) or up to 3 (AVX-512)
 // still keep 8 to 12 chains in flight. Each element is the same chain over
 // k from zero as in the one-panel tiles, so the bits do not change.
-#define RL_QLOAD(KIND, w, k, b0, b1) \
-	if (KIND == RL_INT8) { __m128i q_ = _mm_loadu_si128((const __m128i*)((const int8_t*)(w) + 16 * (k))); \
-		b0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q_)); b1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q_, 8))); } \
-	else if (KIND == RL_BF16) { __m256i h_ = _mm256_loadu_si256((const __m256i*)((const uint16_t*)(w) + 16 * (k))); \
-		b0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h_)), 16)); \
-		b1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h_, 1)), 16)); } \
-	else { b0 = _mm256_loadu_ps((const float*)(w) + 16 * (k)); b1 = _mm256_loadu_ps((const float*)(w) + 16 * (k) + 8); }
 
 // rl_quad is one row × 4 panels with the AVX2 tiles' arithmetic: w is the
 // first panel, the others follow every ps bytes; s the first panel's
@@ -170,10 +167,10 @@ AVX2 static INLINE void rl_quad(const int KIND, float* o, long ncols, const floa
 	__m256 c00 = z, c10 = z, c01 = z, c11 = z, c02 = z, c12 = z, c03 = z, c13 = z;
 	for (long k = 0; k < K; k++) {
 		__m256 a = _mm256_broadcast_ss(x + k), b0, b1;
-		RL_QLOAD(KIND, w, k, b0, b1) c00 = _mm256_fmadd_ps(a, b0, c00); c10 = _mm256_fmadd_ps(a, b1, c10);
-		RL_QLOAD(KIND, w + ps, k, b0, b1) c01 = _mm256_fmadd_ps(a, b0, c01); c11 = _mm256_fmadd_ps(a, b1, c11);
-		RL_QLOAD(KIND, w + 2 * ps, k, b0, b1) c02 = _mm256_fmadd_ps(a, b0, c02); c12 = _mm256_fmadd_ps(a, b1, c12);
-		RL_QLOAD(KIND, w + 3 * ps, k, b0, b1) c03 = _mm256_fmadd_ps(a, b0, c03); c13 = _mm256_fmadd_ps(a, b1, c13);
+		rl_load(KIND, w, k, &b0, &b1); c00 = _mm256_fmadd_ps(a, b0, c00); c10 = _mm256_fmadd_ps(a, b1, c10);
+		rl_load(KIND, w + ps, k, &b0, &b1); c01 = _mm256_fmadd_ps(a, b0, c01); c11 = _mm256_fmadd_ps(a, b1, c11);
+		rl_load(KIND, w + 2 * ps, k, &b0, &b1); c02 = _mm256_fmadd_ps(a, b0, c02); c12 = _mm256_fmadd_ps(a, b1, c12);
+		rl_load(KIND, w + 3 * ps, k, &b0, &b1); c03 = _mm256_fmadd_ps(a, b0, c03); c13 = _mm256_fmadd_ps(a, b1, c13);
 	}
 	long c3 = ncols - 48 < 16 ? ncols - 48 : 16;
 	rl_store(o, c00, c10, 16, acc, s);
@@ -185,13 +182,6 @@ AVX2 static INLINE void rl_quad(const int KIND, float* o, long ncols, const floa
 #define RL_QUAD(KIND, name) AVX2 static void name(float* o, long ldo, long ncols, const float* x, long ldx, const char* w, long ps, \
 		const float* s, long K, int acc) { rl_quad(KIND, o, ncols, x, w, ps, s, K, acc); }
 RL_QUAD(RL_F32, rl_quad_f) RL_QUAD(RL_BF16, rl_quad_h) RL_QUAD(RL_INT8, rl_quad_q)
-
-AVX512 static INLINE __m512 rl_load512(const int KIND, const char* w, long k) {
-	if (KIND == RL_INT8) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)((const int8_t*)w + 16 * k))));
-	if (KIND == RL_BF16)
-		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)((const uint16_t*)w + 16 * k))), 16));
-	return _mm512_loadu_ps((const float*)w + 16 * k);
-}
 
 // rl_quad512 is R ≤ 3 rows × 4 panels with the AVX-512 tiles' arithmetic.
 #define RL_QROW512(r) if (R > r) { __m512 a = _mm512_set1_ps(x[r * ldx + k]); c##r##0 = _mm512_fmadd_ps(a, b0, c##r##0); \
