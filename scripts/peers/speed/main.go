@@ -155,7 +155,7 @@ func rollouts(rlvrBin, model, hfDir, python, llama, f32, bf16, q8, streamsF, onl
 		want := strings.Split(only, ",")
 		engines = slices.DeleteFunc(engines, func(e engine) bool { return !slices.Contains(want, e.name) })
 		if len(engines) != len(want) {
-			return fmt.Errorf("-engines %q: want names among the engines (%s)", only, engineNames(rolloutEngines("", "", "", "", "", "", "", "", 0, 0, 0, nil)))
+			return fmt.Errorf("-engines %q: want names among the engines (%s)", only, strings.Join(engineNames(rolloutEngines("", "", "", "", "", "", "", "", 0, 0, 0, nil)), ", "))
 		}
 		doc = "" // a partial table replaces no block
 	}
@@ -189,20 +189,16 @@ func rollouts(rlvrBin, model, hfDir, python, llama, f32, bf16, q8, streamsF, onl
 			}
 		}
 	}
-	names := make([]string, len(engines))
-	for i, e := range engines {
-		names[i] = e.name
-	}
-	return write(all, render(all, names, streams, rss, peak, processor, flops, tokens, rounds, threads), out, doc, "rollouts-table")
+	return write(all, render(all, engineNames(engines), streams, rss, peak, processor, flops, tokens, rounds, threads), out, doc, "rollouts-table")
 }
 
-// engineNames lists the engines' names, comma-separated.
-func engineNames(engines []engine) string {
+// engineNames are the engines' names.
+func engineNames(engines []engine) []string {
 	names := make([]string, len(engines))
 	for i, e := range engines {
 		names[i] = e.name
 	}
-	return strings.Join(names, ", ")
+	return names
 }
 
 // write keeps the measurements and the table under out, and puts the
