@@ -32,7 +32,12 @@ mkdir -p "$out" "$results"
 go build -o bin/rlvr ./cmd/rlvr
 # The world model of the version, installed from the repository.
 bin/rlvr pretrain --world "$world" >/dev/null
-export GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1
+# THREADS (default 1) cores per run: JOBS × THREADS should not exceed the
+# machine's. The engine's reductions split by thread, so a run's numbers
+# depend on THREADS bit for bit (not in distribution): a rerun that should
+# match a kept run uses the THREADS it ran with.
+threads=${THREADS:-1}
+export GOMAXPROCS=$threads OPENBLAS_NUM_THREADS=1
 
 # finished DIR: whether the run in DIR reached its test evaluation.
 finished() { grep -qs '"split":"test"' "$1/eval.jsonl"; }

@@ -15,7 +15,13 @@
 # problems held out of the training file; nothing is chosen on test.
 #
 #   scripts/models.sh && scripts/smollm2.sh
-#   JOBS=2 SEEDS="1 2 3 4 5" STEPS=30 PRECISION=bf16 scripts/smollm2.sh
+#   JOBS=1 THREADS=2 SEEDS="1 2 3 4 5" STEPS=30 PRECISION=bf16 scripts/smollm2.sh
+#   ROWS="grpo mel-grpo" scripts/smollm2.sh    # some rows only (and their stages)
+#
+# One run on both cores (the default here) finishes a GRPO row, with its
+# test and MATH-500 scorings, in about two hours; two runs of one core
+# each take twice as long apiece for the same throughput, and a run cut
+# off by the end of a sitting on another machine starts over.
 #
 # Every training run and evaluation computes in PRECISION (bf16, the
 # peers' default and the fastest engine on a CPU with bf16 units,
@@ -36,6 +42,7 @@ out=${OUT:-runs/gsm8k-smollm2}
 export RESULTS=${RESULTS:-results/smollm2}
 STEPS=${STEPS:-30}
 SEEDS=${SEEDS:-"1 2 3 4 5"}
+JOBS=${JOBS:-1} THREADS=${THREADS:-2}
 source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...], one core each
 
 real_model smollm2 SmolLM2-135M-Instruct.Q4_1
@@ -63,16 +70,23 @@ prune
 reference='consultation.experts=[{name: E1, kind: reference}]'
 gemma="consultation.experts=[{name: E2, model: runs/gemma3-270m, api: completion, max_tokens: $max_tokens, timeout: 5m, deadline: 10m, concurrency: 2, system: \"You are a careful math teacher. Solve the problem step by step and end with a line '#### <answer>'.\"}]"
 
+rows=(grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo expert0-sft-grpo)
+# ROWS: the rows to run this time (default all); the tables below read
+# whatever rows are kept.
+read -r -a rows <<<"${ROWS:-${rows[*]}}"
+# wants ROW: whether ROW is among the rows run.
+wants() { [[ " ${rows[*]} " == *" $1 "* ]]; }
+
 # D_ME: Expert0 (the reference solution), Gemma 3 and SmolLM2 under a
 # persona, on 128 warm-up questions; made again in a clone (greedy).
 dme=$out/gsm8k-dme.jsonl
-if [ ! -s "$dme" ]; then
+if { wants meml-grpo || wants expert0-sft-grpo; } && [ ! -s "$dme" ]; then
   bin/rlvr experts collect --data gsm8k --data-file ../shared/data/gsm8k/train.jsonl --warmup-fraction 0.2 \
     --problems 128 --max-tokens "$max_tokens" \
     --system "Solve the math problem step by step. End with a line '#### <answer>'." \
     --experts configs/experts/gsm8k-smollm2-pool.yaml --out "$dme" >"$results/collect.txt"
 fi
-bin/rlvr experts analyze "$dme" >"$results/table1.txt"
+[ ! -s "$dme" ] || bin/rlvr experts analyze "$dme" >"$results/table1.txt"
 
 # MATH-500, out of domain: every row's final model is scored greedily on
 # all 500 problems under the prompt it was trained with (the verifier reads
@@ -98,7 +112,6 @@ math500 smollm2-math500-seed1 1 runs/smollm2
 # line ARGS...: one run's arguments as a line xargs splits back into them
 # (shell-quoted; no trailing blank, which would join the next line).
 line() { local s; s=$(printf '%q ' "$@"); echo "${s% }"; }
-rows=(grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo expert0-sft-grpo)
 # Seed by seed, so that a partial experiment (it takes many sittings)
 # holds whole seeds, each row's run of a seed beside the others': first
 # the fine-tunings MEML-GRPO and its Expert0-SFT baseline start from, then
@@ -108,9 +121,9 @@ for seed in $seeds; do
   stage="--precision $precision --seed $seed --dme $dme --test-problems 100 --checkpoint-every 12 --keep-last 1 --keep-optimizer last"
   {
     # shellcheck disable=SC2086
-    line configs/gsm8k-moe-sft-smollm2.yaml "$out/moe-sft-seed$seed" $stage --out "$out/moe-sft-seed$seed-model"
+    ! wants meml-grpo || line configs/gsm8k-moe-sft-smollm2.yaml "$out/moe-sft-seed$seed" $stage --out "$out/moe-sft-seed$seed-model"
     # shellcheck disable=SC2086
-    line configs/gsm8k-moe-sft-smollm2.yaml "$out/expert0-sft-seed$seed" $stage --out "$out/expert0-sft-seed$seed-model" --set "expert_prompts.experts=[0]"
+    ! wants expert0-sft-grpo || line configs/gsm8k-moe-sft-smollm2.yaml "$out/expert0-sft-seed$seed" $stage --out "$out/expert0-sft-seed$seed-model" --set "expert_prompts.experts=[0]"
   } | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
   for row in "${rows[@]}"; do
     run=$out/$row-seed$seed
@@ -133,8 +146,15 @@ done
 
 : >"$results/table.md"
 # shellcheck disable=SC2046
+# complete ROW...: whether every row has a kept run of every seed, which
+# a comparison needs to pair them; a partial experiment tables what it has.
+complete() { local d; for d in $(dirs "$@"); do finished "$d" || return 1; done; }
 for cmp in "grpo mel-grpo" "self-rl eapo-reference eapo-gemma" "grpo expert0-sft-grpo meml-grpo"; do
   set -- $cmp
+  if ! complete "$@" $(for r in "$@"; do echo "$r-math500"; done); then
+    echo "smollm2: $cmp: not every seed's run is kept yet; no table" >&2
+    continue
+  fi
   bin/rlvr report --table --baseline "$1" $(dirs "$@") | tee -a "$results/table.md"
   echo | tee -a "$results/table.md"
   # The same comparison on MATH-500.
@@ -144,6 +164,7 @@ done
 bin/rlvr report --table "$results/smollm2-math500-seed1" | tee -a "$results/table.md"
 # The mechanisms at work, per block of steps: the call rate, the
 # reflections parsed and gated, and how often mutual learning fired.
-# shellcheck disable=SC2046
-bin/rlvr report --blocks 10 --metrics accuracy,consult/call_rate,mel/parsed,mel/validated,mutual/fired_frac \
-  $(dirs grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo) | tee -a "$results/table.md"
+kept_rows=$(for d in $(dirs grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo); do ! finished "$d" || echo "$d"; done)
+# shellcheck disable=SC2086
+[ -z "$kept_rows" ] || bin/rlvr report --blocks 10 --metrics accuracy,consult/call_rate,mel/parsed,mel/validated,mutual/fired_frac \
+  $kept_rows | tee -a "$results/table.md"

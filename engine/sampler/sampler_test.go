@@ -146,6 +146,39 @@ func TestLogprobsMatchLearner(t *testing.T) {
 	t.Logf("max |sampler − learner| logprob gap: %.3g", gap)
 }
 
+// TestLogprobGapAcrossPasses: sequences beyond one learner pass
+// (gapPassTokens) are scored in several, each against its own
+// continuation: a logprob moved by 0.5 in the last sequence is the gap.
+func TestLogprobGapAcrossPasses(t *testing.T) {
+	m, tok := stories(t)
+	var reqs []Request
+	for i, p := range []string{"Once upon a time", "The cat", "A big red"} {
+		reqs = append(reqs, Request{Prompt: tok.Encode(p, true, false), MaxNew: 40, Temperature: 1, N: 40, Seed: uint64(i)})
+	}
+	out := sampleAll(t, New(m), reqs...)
+	var prompts, conts [][]int32
+	var lps [][]float32
+	tokens := 0
+	for i, d := range out {
+		for k := range d.tokens {
+			prompts, conts, lps = append(prompts, reqs[i].Prompt), append(conts, d.tokens[k]), append(lps, d.logprobs[k])
+			tokens += len(reqs[i].Prompt) + len(d.tokens[k])
+		}
+	}
+	if tokens <= gapPassTokens {
+		t.Fatalf("%d tokens: too few to need more than one pass of %d", tokens, gapPassTokens)
+	}
+	last := lps[len(lps)-1]
+	last[len(last)-1] += 0.5
+	gap, err := LogprobGap(m, prompts, conts, lps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(gap-0.5) > 1e-4 {
+		t.Fatalf("gap %.6f over %d sequences (%d tokens), want 0.5 (the moved logprob)", gap, len(lps), tokens)
+	}
+}
+
 // TestReproducibleAndBatchInvariant checks a seed fixes the samples and a
 // request gives the same tokens alone as in a batch with others of other
 // lengths.
