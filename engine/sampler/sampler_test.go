@@ -123,19 +123,7 @@ func TestGreedyMatchesRunC(t *testing.T) {
 // TestLogprobsMatchLearner samples at temperature 1 and compares the
 // sampler's logprobs with the learner's on the same sequences.
 func TestLogprobsMatchLearner(t *testing.T) {
-	m, tok := stories(t)
-	var reqs []Request
-	for i, p := range []string{"Once upon a time", "The cat", "A big red"} {
-		reqs = append(reqs, Request{Prompt: tok.Encode(p, true, false), MaxNew: 40, Temperature: 1, N: 2, Seed: uint64(i)})
-	}
-	out := sampleAll(t, New(m), reqs...)
-	var prompts, conts [][]int32
-	var lps [][]float32
-	for i, d := range out {
-		for k := range d.tokens {
-			prompts, conts, lps = append(prompts, reqs[i].Prompt), append(conts, d.tokens[k]), append(lps, d.logprobs[k])
-		}
-	}
+	m, prompts, conts, lps := storySamples(t, 2)
 	gap, err := LogprobGap(m, prompts, conts, lps)
 	if err != nil {
 		t.Fatal(err)
@@ -150,20 +138,10 @@ func TestLogprobsMatchLearner(t *testing.T) {
 // (gapPassTokens) are scored in several, each against its own
 // continuation: a logprob moved by 0.5 in the last sequence is the gap.
 func TestLogprobGapAcrossPasses(t *testing.T) {
-	m, tok := stories(t)
-	var reqs []Request
-	for i, p := range []string{"Once upon a time", "The cat", "A big red"} {
-		reqs = append(reqs, Request{Prompt: tok.Encode(p, true, false), MaxNew: 40, Temperature: 1, N: 40, Seed: uint64(i)})
-	}
-	out := sampleAll(t, New(m), reqs...)
-	var prompts, conts [][]int32
-	var lps [][]float32
+	m, prompts, conts, lps := storySamples(t, 40)
 	tokens := 0
-	for i, d := range out {
-		for k := range d.tokens {
-			prompts, conts, lps = append(prompts, reqs[i].Prompt), append(conts, d.tokens[k]), append(lps, d.logprobs[k])
-			tokens += len(reqs[i].Prompt) + len(d.tokens[k])
-		}
+	for i := range prompts {
+		tokens += len(prompts[i]) + len(conts[i])
 	}
 	if tokens <= gapPassTokens {
 		t.Fatalf("%d tokens: too few to need more than one pass of %d", tokens, gapPassTokens)
@@ -177,6 +155,25 @@ func TestLogprobGapAcrossPasses(t *testing.T) {
 	if math.Abs(gap-0.5) > 1e-4 {
 		t.Fatalf("gap %.6f over %d sequences (%d tokens), want 0.5 (the moved logprob)", gap, len(lps), tokens)
 	}
+}
+
+// storySamples samples n continuations of 40 tokens at temperature 1 of
+// each of three prompts from stories260K, and returns the model and every
+// sample as a sequence: its prompt, its continuation and the sampler's
+// logprobs of it.
+func storySamples(t *testing.T, n int) (m *model.Model, prompts, conts [][]int32, lps [][]float32) {
+	t.Helper()
+	m, tok := stories(t)
+	var reqs []Request
+	for i, p := range []string{"Once upon a time", "The cat", "A big red"} {
+		reqs = append(reqs, Request{Prompt: tok.Encode(p, true, false), MaxNew: 40, Temperature: 1, N: n, Seed: uint64(i)})
+	}
+	for i, d := range sampleAll(t, New(m), reqs...) {
+		for k := range d.tokens {
+			prompts, conts, lps = append(prompts, reqs[i].Prompt), append(conts, d.tokens[k]), append(lps, d.logprobs[k])
+		}
+	}
+	return m, prompts, conts, lps
 }
 
 // TestReproducibleAndBatchInvariant checks a seed fixes the samples and a
