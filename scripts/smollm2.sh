@@ -164,7 +164,8 @@ done
 bin/rlvr report --table "$results/smollm2-math500-seed1" | tee -a "$results/table.md"
 # The mechanisms at work, per block of steps: the call rate, the
 # reflections parsed and gated, and how often mutual learning fired.
-kept_rows=$(for d in $(dirs grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo); do ! finished "$d" || echo "$d"; done)
-# shellcheck disable=SC2086
-[ -z "$kept_rows" ] || bin/rlvr report --blocks 10 --metrics accuracy,consult/call_rate,mel/parsed,mel/validated,mutual/fired_frac \
-  $kept_rows | tee -a "$results/table.md"
+# shellcheck disable=SC2046
+if complete grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo; then
+  bin/rlvr report --blocks 10 --metrics accuracy,consult/call_rate,mel/parsed,mel/validated,mutual/fired_frac \
+    $(dirs grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo) | tee -a "$results/table.md"
+fi
