@@ -19,9 +19,10 @@
 #   ROWS="grpo mel-grpo" scripts/smollm2.sh    # some rows only (and their stages)
 #
 # One run on both cores (the default here) finishes a GRPO row, with its
-# test and MATH-500 scorings, in about two hours; two runs of one core
-# each take twice as long apiece for the same throughput, and a run cut
-# off by the end of a sitting on another machine starts over.
+# test and MATH-500 scorings, in about 70 minutes (docs/smollm2.md); two
+# runs of one core each take twice as long apiece for the same
+# throughput, and a run cut off by the end of a sitting on another machine
+# starts over.
 #
 # Every training run and evaluation computes in PRECISION (bf16, the
 # peers' default and the fastest engine on a CPU with bf16 units,
@@ -43,7 +44,7 @@ export RESULTS=${RESULTS:-results/smollm2}
 STEPS=${STEPS:-30}
 SEEDS=${SEEDS:-"1 2 3 4 5"}
 JOBS=${JOBS:-1} THREADS=${THREADS:-2}
-source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...], one core each
+source scripts/experiment.sh # jobs, seeds, steps; bin/rlvr; run CONFIG RUN [FLAGS...], THREADS cores each
 
 real_model smollm2 SmolLM2-135M-Instruct.Q4_1
 real_model gemma3-270m gemma-3-270m-q4_k_m
@@ -71,8 +72,8 @@ reference='consultation.experts=[{name: E1, kind: reference}]'
 gemma="consultation.experts=[{name: E2, model: runs/gemma3-270m, api: completion, max_tokens: $max_tokens, timeout: 5m, deadline: 10m, concurrency: 2, system: \"You are a careful math teacher. Solve the problem step by step and end with a line '#### <answer>'.\"}]"
 
 rows=(grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo expert0-sft-grpo)
-# ROWS: the rows to run this time (default all); the tables below read
-# whatever rows are kept.
+# ROWS: the rows to run this time (default all); a comparison is tabled
+# once each of its rows is kept for every seed, whichever sitting ran it.
 read -r -a rows <<<"${ROWS:-${rows[*]}}"
 # wants ROW: whether ROW is among the rows run.
 wants() { [[ " ${rows[*]} " == *" $1 "* ]]; }
