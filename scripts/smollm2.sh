@@ -72,8 +72,8 @@ reference='consultation.experts=[{name: E1, kind: reference}]'
 gemma="consultation.experts=[{name: E2, model: runs/gemma3-270m, api: completion, max_tokens: $max_tokens, timeout: 5m, deadline: 10m, concurrency: 2, system: \"You are a careful math teacher. Solve the problem step by step and end with a line '#### <answer>'.\"}]"
 
 rows=(grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo expert0-sft-grpo)
-# ROWS: the rows to run this time (default all); a comparison is tabled
-# once each of its rows is kept for every seed, whichever sitting ran it.
+# ROWS: the rows to run this time (default all); the tables hold every
+# row kept so far, whichever sitting ran it.
 read -r -a rows <<<"${ROWS:-${rows[*]}}"
 # wants ROW: whether ROW is among the rows run.
 wants() { [[ " ${rows[*]} " == *" $1 "* ]]; }
@@ -146,27 +146,29 @@ for seed in $seeds; do
 done
 
 : >"$results/table.md"
+# kept_dirs ROW...: dirs, of the runs kept so far: rlvr report pairs what
+# it is given by seed, so a partial experiment tables what it has.
+kept_dirs() { local d; for d in $(dirs "$@"); do ! finished "$d" || echo "$d"; done; }
 # shellcheck disable=SC2046
-# complete ROW...: whether every row has a kept run of every seed, which
-# a comparison needs to pair them; a partial experiment tables what it has.
-complete() { local d; for d in $(dirs "$@"); do finished "$d" || return 1; done; }
 for cmp in "grpo mel-grpo" "self-rl eapo-reference eapo-gemma" "grpo expert0-sft-grpo meml-grpo"; do
   set -- $cmp
-  if ! complete "$@" $(for r in "$@"; do echo "$r-math500"; done); then
-    echo "smollm2: $cmp: not every seed's run is kept yet; no table" >&2
+  if [ -z "$(kept_dirs "$1")" ]; then
+    echo "smollm2: $cmp: no $1 run is kept yet; no table" >&2
     continue
   fi
-  bin/rlvr report --table --baseline "$1" $(dirs "$@") | tee -a "$results/table.md"
+  bin/rlvr report --table --baseline "$1" $(kept_dirs "$@") | tee -a "$results/table.md"
   echo | tee -a "$results/table.md"
   # The same comparison on MATH-500.
-  bin/rlvr report --table --baseline "$1-math500" $(for r in "$@"; do dirs "$r-math500"; done) | tee -a "$results/table.md"
+  [ -z "$(kept_dirs "$1-math500")" ] ||
+    bin/rlvr report --table --baseline "$1-math500" $(for r in "$@"; do kept_dirs "$r-math500"; done) | tee -a "$results/table.md"
   echo | tee -a "$results/table.md"
 done
 bin/rlvr report --table "$results/smollm2-math500-seed1" | tee -a "$results/table.md"
 # The mechanisms at work, per block of steps: the call rate, the
-# reflections parsed and gated, and how often mutual learning fired.
+# reflections parsed and gated, and how often mutual learning fired; once
+# a run of each method that logs them is kept.
 # shellcheck disable=SC2046
-if complete grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo; then
+if [ -n "$(kept_dirs mel-grpo)" ] && [ -n "$(kept_dirs eapo-reference eapo-gemma)" ] && [ -n "$(kept_dirs meml-grpo)" ]; then
   bin/rlvr report --blocks 10 --metrics accuracy,consult/call_rate,mel/parsed,mel/validated,mutual/fired_frac \
-    $(dirs grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo) | tee -a "$results/table.md"
+    $(kept_dirs grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo) | tee -a "$results/table.md"
 fi
