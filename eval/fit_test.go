@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,6 +128,14 @@ func TestRunSkipsLongPrompts(t *testing.T) {
 			}
 			if n := len(ex) - len(want); rep.Problems != n || rep.Greedy.N != n {
 				t.Errorf("%d problems, greedy over %d, want %d", rep.Problems, rep.Greedy.N, n)
+			}
+			// Each example's outcome stays at its place, the skipped ones
+			// marked.
+			for i := range ex {
+				skipped := slices.Contains(tt.long, i+1)
+				if o := rep.Outcomes[i]; skipped != (o == '-') || !skipped && o != '0' && o != '1' {
+					t.Errorf("outcomes %q: example %d (skipped %v)", rep.Outcomes, i+1, skipped)
+				}
 			}
 			if table := rep.Table(); !strings.Contains(table, fmt.Sprintf("skipped %d too long for the model's context: %s", len(want), want[0])) {
 				t.Errorf("table:\n%s", table)

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -93,6 +94,11 @@ type Report struct {
 	// remote endpoint's 400), scored as wrong wherever refused.
 	Failed []Failure `json:",omitempty"`
 	Greedy stats.Interval
+	// Outcomes is each example's greedy outcome, one byte per example
+	// given to Run and in its order: '1' right, '0' wrong, '-' not scored
+	// (an unreadable gold answer or a prompt too long). Two evaluations
+	// of the same examples are compared with it problem by problem.
+	Outcomes string
 	// Sampled results, when K > 0.
 	K           int
 	Temperature float32
@@ -333,6 +339,14 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 		return nil, err
 	}
 	rep.Greedy = stats.WilsonInterval(sum(c), len(c))
+	outcomes := bytes.Repeat([]byte{'-'}, len(examples))
+	for i, ci := range c {
+		outcomes[index[i]] = '0'
+		if ci > 0 {
+			outcomes[index[i]] = '1'
+		}
+	}
+	rep.Outcomes = string(outcomes)
 	if cfg.K > 0 {
 		p := greedy
 		p.N, p.Temperature, p.TopP = cfg.K, cfg.Temperature, cfg.TopP

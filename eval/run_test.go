@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -184,6 +185,12 @@ func TestRunExpertPrompts(t *testing.T) {
 		*got.ExpertMajority != *want.ExpertMajority || got.Experts[1].Accuracy.Mean == 1 {
 		t.Fatalf("whole prompts: %+v %+v %v\nsuffixes: %+v %+v %v", got.Experts, got.Overlap, *got.ExpertMajority,
 			want.Experts, want.Overlap, *want.ExpertMajority)
+	}
+	// The skipped example's outcome is marked at its place, and the right
+	// ones count to the greedy accuracy.
+	if len(got.Outcomes) != len(exs) || got.Outcomes[5] != '-' || strings.Count(got.Outcomes, "-") != 1 ||
+		strings.Count(got.Outcomes, "1") != int(math.Round(got.Greedy.Mean*float64(got.Greedy.N))) {
+		t.Errorf("outcomes %q, greedy %+v", got.Outcomes, got.Greedy)
 	}
 	whole[2].Prompts = whole[2].Prompts[1:]
 	if _, err := Run(context.Background(), styleGenerator{}, exs, Config{Experts: whole}); err == nil ||

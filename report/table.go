@@ -535,6 +535,16 @@ type Difference struct {
 	// at the 5% level with 80% power, at the spread of these pairs
 	// (stats.MinDetectable); NaN below three pairs.
 	MDE float64
+	// ByProblem is the difference taken problem by problem: on each test
+	// problem both rows scored in every pair, the mean over the paired
+	// seeds of (run − baseline run) greedy correctness; its mean over the
+	// problems, with a 95% t-interval over them (N counts the problems),
+	// and ByProblemMDE that test's MDE. It measures how the test problems
+	// were drawn, for the seeds as they fell, not the spread from seed to
+	// seed, and so has an interval from one seed on. NaN unless every pair
+	// kept its outcomes (rundir.Eval.Outcomes).
+	ByProblem    stats.Interval
+	ByProblemMDE float64
 	// Seeds lists the paired seeds, in the row's order.
 	Seeds []string
 	// LeftOut says, for each run of either row that has no partner, why:
@@ -549,6 +559,7 @@ func Paired(row, base Row) Difference {
 	type entry struct {
 		acc, avg, pass float64
 		problems       string // the test problems' fingerprint
+		outcomes       string // per problem, rundir.Eval.Outcomes
 		ok             bool
 		count          int
 	}
@@ -569,7 +580,7 @@ func Paired(row, base Row) Difference {
 			}
 			e.count++
 			f, ok := FinalOf(run)
-			e.acc, e.ok, e.problems = f.Acc, ok, f.Eval.ProblemSet
+			e.acc, e.ok, e.problems, e.outcomes = f.Acc, ok, f.Eval.ProblemSet, f.Eval.Outcomes
 			e.avg = orNaN(f.Eval.AvgAtK)
 			_, e.pass = largestPassAtK(f.Eval.PassAtK)
 		}
@@ -579,6 +590,7 @@ func Paired(row, base Row) Difference {
 	bm, bOrder, bNoSeed := index(base)
 	var d Difference
 	var diffs, avgs, passes []float64
+	var outcomes [][2]string // per pair: the row's and the baseline's
 	for _, seed := range rOrder {
 		a, b := rm[seed], bm[seed]
 		switch {
@@ -599,6 +611,7 @@ func Paired(row, base Row) Difference {
 		default:
 			d.Seeds = append(d.Seeds, seed)
 			diffs = append(diffs, a.acc-b.acc)
+			outcomes = append(outcomes, [2]string{a.outcomes, b.outcomes})
 			avgs = appendFinite(avgs, a.avg-b.avg)
 			passes = appendFinite(passes, a.pass-b.pass)
 		}
@@ -614,7 +627,41 @@ func Paired(row, base Row) Difference {
 	d.Interval = stats.MeanInterval(diffs)
 	d.AvgAtK, d.PassAtK = stats.MeanInterval(avgs), stats.MeanInterval(passes)
 	d.MDE = stats.MinDetectable(d.Interval)
+	d.ByProblem = byProblem(outcomes)
+	d.ByProblemMDE = stats.MinDetectable(d.ByProblem)
 	return d
+}
+
+// byProblem is Difference.ByProblem of the pairs' outcomes: NaN unless
+// every pair has them, all of one length.
+func byProblem(pairs [][2]string) stats.Interval {
+	none := stats.MeanInterval(nil)
+	if len(pairs) == 0 {
+		return none
+	}
+	n := len(pairs[0][0])
+	for _, p := range pairs {
+		if n == 0 || len(p[0]) != n || len(p[1]) != n {
+			return none
+		}
+	}
+	var perProblem []float64
+	for i := range n {
+		var sum float64
+		scored := true
+		for _, p := range pairs {
+			a, b := p[0][i], p[1][i]
+			if a == '-' || b == '-' {
+				scored = false
+				break
+			}
+			sum += float64(a-'0') - float64(b-'0')
+		}
+		if scored {
+			perProblem = append(perProblem, sum/float64(len(pairs)))
+		}
+	}
+	return stats.MeanInterval(perProblem)
 }
 
 // largestPassAtK is the largest k of a pass@k map (0 without one) and
@@ -863,7 +910,14 @@ func newGrid(rows []Row, base int) grid {
 			}
 			return fmt.Sprintf("%.1f pp", 100*diffs[i].MDE)
 		})
+		mdeByProblem := col("MDE by problem", true, true, func(i int, _ Summary) string {
+			if i == base || math.IsNaN(diffs[i].ByProblemMDE) {
+				return dash
+			}
+			return fmt.Sprintf("%.1f pp", 100*diffs[i].ByProblemMDE)
+		})
 		cols = append(cols, delta("Δ", false, func(d Difference) stats.Interval { return d.Interval }), mde,
+			delta("Δ by problem", true, func(d Difference) stats.Interval { return d.ByProblem }), mdeByProblem,
 			delta("Δ sampled mean", true, func(d Difference) stats.Interval { return d.AvgAtK }),
 			delta("Δ pass@k", true, func(d Difference) stats.Interval { return d.PassAtK }))
 	}
@@ -892,6 +946,9 @@ func newGrid(rows []Row, base int) grid {
 		legend += fmt.Sprintf("; Δ: mean over seeds of (row − %s) on the same seed and the same test problems [95%% paired t-interval]", rows[base].Name)
 		if slices.Contains(g.Header, "MDE") {
 			legend += "; MDE: the smallest Δ that test detects at 80% power, at the spread of the paired seeds"
+		}
+		if slices.Contains(g.Header, "MDE by problem") {
+			legend += "; Δ by problem: mean over the test problems of (row − " + rows[base].Name + ") correctness on each, averaged over the paired seeds [95% t-interval over problems], the test problems' sampling error for these seeds, not the seeds' spread; MDE by problem: its smallest detectable Δ at 80% power"
 		}
 	}
 	g.Notes = append(g.Notes, legend+".")

@@ -385,6 +385,29 @@ func TestPairedByProblem(t *testing.T) {
 	}
 }
 
+// TestPairedOutcomes takes the difference problem by problem: per
+// problem the mean over the paired seeds, then the t-interval over the
+// problems both rows scored in every pair; and none when a pair lacks its
+// outcomes.
+func TestPairedOutcomes(t *testing.T) {
+	withEval := func(name, seed, outcomes string) *rundir.Run {
+		return &rundir.Run{Name: name, Seed: seed, Evals: []rundir.Eval{{Step: 1, Split: "test", Greedy: 0.5, ProblemSet: "abc", Outcomes: outcomes}}}
+	}
+	row := Row{Name: "a", Runs: []*rundir.Run{withEval("a1", "1", "1101-"), withEval("a2", "2", "11000")}}
+	base := Row{Name: "b", Runs: []*rundir.Run{withEval("b1", "1", "01010"), withEval("b2", "2", "0100-")}}
+	d := Paired(row, base)
+	// Problems 1–4 are scored in both pairs (5 is not): per problem
+	// (1+1)/2, (0+0)/2, (0+0)/2, (0+0)/2 = 1, 0, 0, 0.
+	want := stats.MeanInterval([]float64{1, 0, 0, 0})
+	if d.ByProblem != want || d.ByProblem.N != 4 || d.ByProblemMDE != stats.MinDetectable(want) || math.IsNaN(d.ByProblemMDE) {
+		t.Errorf("by problem %+v (MDE %v), want %+v", d.ByProblem, d.ByProblemMDE, want)
+	}
+	base.Runs[1] = withEval("b2", "2", "")
+	if d := Paired(row, base); !math.IsNaN(d.ByProblem.Mean) || d.N != 2 {
+		t.Errorf("a pair without outcomes: by problem %+v, %d pairs", d.ByProblem, d.N)
+	}
+}
+
 func TestRenderSeedRows(t *testing.T) {
 	_, runs := fixtureRuns(t)
 	out := t.TempDir()

@@ -15,6 +15,7 @@ import (
 	"rlvr/internal/located"
 	"slices"
 	"sort"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -344,6 +345,12 @@ func parseEval(line []byte) (Eval, error) {
 	}
 	if err := e.readRecords(line); err != nil {
 		return Eval{}, err
+	}
+	if i := strings.IndexFunc(e.Outcomes, func(r rune) bool { return r != '0' && r != '1' && r != '-' }); i >= 0 {
+		return Eval{}, fmt.Errorf(`"outcomes": byte %d is %q; want '1', '0' or '-' per problem`, i+1, e.Outcomes[i])
+	}
+	if e.Outcomes != "" && e.Problems > 0 && len(e.Outcomes) != e.Problems {
+		return Eval{}, fmt.Errorf(`"outcomes" has %d problems, "problems" %d`, len(e.Outcomes), e.Problems)
 	}
 	return *e, nil
 }

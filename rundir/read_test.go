@@ -54,6 +54,8 @@ func TestLoadErrors(t *testing.T) {
 		{EvalFile, `{"step":1,"evaluators":{"votes":{"pick":1}}}` + "\n", nil, 1, "evaluators.votes"},
 		{EvalFile, `{"step":1,"evaluators":[1]}` + "\n", nil, 1, "evaluators"},
 		{EvalFile, `null` + "\n", nil, 1, "found null"},
+		{EvalFile, `{"step":1,"outcomes":"01-"}` + "\n" + `{"step":1,"outcomes":"01x"}` + "\n", nil, 2, `"outcomes": byte 3 is 'x'`},
+		{EvalFile, `{"step":1,"problems":4,"outcomes":"01-"}` + "\n", nil, 1, `"outcomes" has 3 problems, "problems" 4`},
 	} {
 		dir, err := os.MkdirTemp(root, "run")
 		if err != nil {
@@ -145,7 +147,7 @@ func TestLoadEvals(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, EvalFile), strings.Join([]string{
 		`{"step":0,"split":"val","greedy":0.07,"greedy_low":0.04,"greedy_high":0.11,"evaluators":{"votes":{"votes":{"E0":0.07,"E1":0.09}}}}`,
-		`{"step":200,"split":"test","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14,"problems":200,"problem_set":"0a1b2c3d4e5f","evaluators":{"votes":{"votes":{"E0":0.1,"E1":0.12}, "pick":"E1"},"other":{"x":[1, 2]}}}`,
+		`{"step":200,"split":"test","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14,"problems":200,"problem_set":"0a1b2c3d4e5f","outcomes":"`+strings.Repeat("01", 100)+`","evaluators":{"votes":{"votes":{"E0":0.1,"E1":0.12}, "pick":"E1"},"other":{"x":[1, 2]}}}`,
 		`{"step":200,"split":"test","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14,"votes":{"E0":0.1,"E1":0.12},"problems":200,"problem_set":"0a1b2c3d4e5f","pick":"E1","other":{"x":[1,2]}}`,
 		`{"step":200,"split":"val","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14}`,
 		`{"step":200,"split":"val","greedy":0.1,"pick":"E0","evaluators":{"votes":{"pick":"E1"}}}`,
@@ -163,12 +165,13 @@ func TestLoadEvals(t *testing.T) {
 	if got := string(test.Evaluators["votes"]); got != `{"votes":{"E0":0.1,"E1":0.12},"pick":"E1"}` || string(test.Evaluators["other"]) != `{"x":[1,2]}` {
 		t.Errorf("test line's records %s", test.Evaluators)
 	}
-	if test.Problems != 200 || test.ProblemSet != "0a1b2c3d4e5f" || test.Split != "test" {
+	if test.Problems != 200 || test.ProblemSet != "0a1b2c3d4e5f" || test.Split != "test" || test.Outcomes != strings.Repeat("01", 100) {
 		t.Errorf("test line %+v", test)
 	}
 	// The old form's fields make the record; other fields at the top stay
 	// unread.
 	old.Evaluators["other"] = test.Evaluators["other"]
+	old.Outcomes = test.Outcomes
 	if !reflect.DeepEqual(old, test) {
 		t.Errorf("old line %+v\nreads otherwise than its new form %+v", old, test)
 	}

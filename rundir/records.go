@@ -27,6 +27,11 @@ type Eval struct {
 	// ProblemSet fingerprints the test problems (their IDs, in order), so
 	// that runs compared problem by problem are known to share them.
 	ProblemSet string `json:"problem_set,omitempty"`
+	// Outcomes is each problem's greedy outcome, in the problems' order:
+	// '1' right, '0' wrong, '-' not scored (eval.Report.Outcomes), so that
+	// two runs scored on the same problems are compared problem by
+	// problem. Lines written before it was kept have none.
+	Outcomes string `json:"outcomes,omitempty"`
 	// ChosenOn, on the test split, says where the choice an evaluator
 	// reports on it was made (the best expert): the final validation
 	// evaluation, its size and source, "validation (200 problems held out

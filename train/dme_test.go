@@ -258,8 +258,8 @@ func TestMEFRunReportsBestExpertOnTest(t *testing.T) {
 		t.Fatalf("eval.jsonl %+v", lines)
 	}
 	val, test := lines[1], lines[2]
-	if len(test.ProblemSet) != 12 {
-		t.Errorf("test line's problem set %q, want a 12-digit fingerprint", test.ProblemSet)
+	if len(test.ProblemSet) != 12 || len(test.Outcomes) != test.Problems || len(val.Outcomes) == 0 {
+		t.Errorf("test line's problem set %q, want a 12-digit fingerprint; outcomes %q (test) %q (val)", test.ProblemSet, test.Outcomes, val.Outcomes)
 	}
 	x, v := expertsOf(t, test), expertsOf(t, val)
 	if len(x.Experts) != 3 || test.Problems != 6 || x.BestExpert == "" || x.Best == nil || x.Majority == nil || x.Delta == nil {

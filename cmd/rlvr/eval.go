@@ -188,7 +188,7 @@ func recordEvaluation(dir string, args []string, model string, seed uint64, exam
 		return err
 	}
 	rec := rundir.Eval{Step: 0, Split: "test", Greedy: rep.Greedy.Mean, GreedyLow: rep.Greedy.Low, GreedyHigh: rep.Greedy.High,
-		Problems: len(examples), ProblemSet: train.ProblemSet(examples)}
+		Problems: len(examples), ProblemSet: train.ProblemSet(examples), Outcomes: rep.Outcomes}
 	if rep.K > 0 {
 		train.RecordSampled(rep, &rec)
 	}

@@ -58,6 +58,7 @@ seed: 7
 	}
 	w, g := want.Eval, got.Eval
 	if g.ProblemSet == "" || g.ProblemSet != w.ProblemSet || g.Problems != w.Problems || g.Greedy != w.Greedy ||
+		len(w.Outcomes) != w.Problems || g.Outcomes != w.Outcomes ||
 		*g.AvgAtK != *w.AvgAtK || g.PassAtK["4"] != w.PassAtK["4"] || *g.Variance != *w.Variance {
 		t.Errorf("--test-of scored %+v, the run %+v", g, w)
 	}
@@ -65,7 +66,7 @@ seed: 7
 		t.Errorf("avg@4 = %v: the sampled answers should be neither all right nor all wrong, or the seed would go unchecked", *w.AvgAtK)
 	}
 	d := report.Paired(report.Row{Name: "scored", Runs: runs[1:]}, report.Row{Name: "trained", Runs: runs[:1]})
-	if len(d.Seeds) != 1 || d.Seeds[0] != "7" || d.Mean != 0 || len(d.LeftOut) != 0 {
+	if len(d.Seeds) != 1 || d.Seeds[0] != "7" || d.Mean != 0 || d.ByProblem.Mean != 0 || d.ByProblem.N != w.Problems || len(d.LeftOut) != 0 {
 		t.Errorf("paired: seeds %v, mean %v, left out %v", d.Seeds, d.Mean, d.LeftOut)
 	}
 	// Without --model, the run's starting model: a run that starts from
