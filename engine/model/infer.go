@@ -288,7 +288,7 @@ func (m *Model) cachedAttention(c *Cache, l int, slots []int, offsets []int) {
 	c.base, c.lens = c.base[:0], c.lens[:0]
 	for s := 0; s < S; s++ {
 		T := offsets[s+1] - offsets[s]
-		need = max(need, max(T, 2)*(c.Len[slots[s]]+T)) // decode attention scores two heads at once
+		need = max(need, max(T, 4)*(c.Len[slots[s]]+T)) // decode attention scores up to four heads at once
 		c.base = append(c.base, int32(slots[s]))
 		c.lens = append(c.lens, int32(c.Len[slots[s]]+T))
 	}

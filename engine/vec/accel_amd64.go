@@ -20,6 +20,8 @@ package vec
 #cgo noescape rlvr_max
 #cgo nocallback rlvr_max
 #cgo nocallback rlvr_decode_attention
+#cgo noescape rlvr_decode_attention512
+#cgo nocallback rlvr_decode_attention512
 #include <string.h>
 #include <stdint.h>
 #include <immintrin.h>
@@ -534,6 +536,128 @@ AVX2 static void rlvr_decode_attention(float* out, long out_stride, const float*
 	}
 	FTZ_END
 }
+#define AVX512 __attribute__((target("avx512f,avx2,fma")))
+#define INLINE inline __attribute__((always_inline))
+
+// rl_group_scores512 writes p[r·L + j] = scale·(q_r·k_j) for the G query
+// heads r < G (q_r = q + r·hd) that share the keys kt (transposed, stride
+// capacity), and m[r], each head's largest score: every key block is
+// loaded once for all G heads, in blocks of 64 keys, the last ones masked.
+AVX512 static INLINE void rl_group_scores512(const int G, float* restrict p, const float* restrict q, const float* restrict kt,
+		long capacity, long L, long hd, float scale, float* m) {
+	__m512 vs = _mm512_set1_ps(scale), top[4];
+	for (int r = 0; r < G; r++) top[r] = _mm512_set1_ps(-3.0e38f);
+	for (long j = 0; j < L; j += 64) {
+		__mmask16 mk[4];
+		for (int b = 0; b < 4; b++) {
+			long left = L - j - 16 * b;
+			mk[b] = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+		}
+		__m512 a[4][4];
+		for (int r = 0; r < G; r++)
+			for (int b = 0; b < 4; b++) a[r][b] = _mm512_setzero_ps();
+		for (long i = 0; i < hd; i++) {
+			const float* row = kt + i * capacity + j;
+			__m512 kv[4];
+			for (int b = 0; b < 4; b++) kv[b] = _mm512_maskz_loadu_ps(mk[b], row + 16 * b);
+			for (int r = 0; r < G; r++) {
+				__m512 w = _mm512_set1_ps(q[r * hd + i]);
+				for (int b = 0; b < 4; b++) a[r][b] = _mm512_fmadd_ps(w, kv[b], a[r][b]);
+			}
+		}
+		for (int r = 0; r < G; r++) {
+			for (int b = 0; b < 4; b++) {
+				a[r][b] = _mm512_mul_ps(a[r][b], vs);
+				top[r] = _mm512_mask_max_ps(top[r], mk[b], top[r], a[r][b]);
+				_mm512_mask_storeu_ps(p + r * L + j + 16 * b, mk[b], a[r][b]);
+			}
+		}
+	}
+	for (int r = 0; r < G; r++) m[r] = _mm512_reduce_max_ps(top[r]);
+}
+
+// rl_group_mix512 writes o_r[0..16C) = w[r]·Σ_j p_r[j]·v_j for the G heads
+// r < G (p_r = p + r·L, o_r = o + r·hd) that share the values v (rows of
+// stride hd): every value row is loaded once for all G heads.
+AVX512 static INLINE void rl_group_mix512(const int G, const int C, float* restrict o, const float* restrict p,
+		const float* restrict v, long L, long hd, const float* w) {
+	__m512 acc[4][4];
+	for (int r = 0; r < G; r++)
+		for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+	for (long j = 0; j < L; j++) {
+		__m512 x[4];
+		for (int c = 0; c < C; c++) x[c] = _mm512_loadu_ps(v + j * hd + 16 * c);
+		for (int r = 0; r < G; r++) {
+			__m512 pj = _mm512_set1_ps(p[r * L + j]);
+			for (int c = 0; c < C; c++) acc[r][c] = _mm512_fmadd_ps(pj, x[c], acc[r][c]);
+		}
+	}
+	for (int r = 0; r < G; r++) {
+		__m512 vw = _mm512_set1_ps(w[r]);
+		for (int c = 0; c < C; c++) _mm512_storeu_ps(o + r * hd + 16 * c, _mm512_mul_ps(acc[r][c], vw));
+	}
+}
+
+// rl_group512 is one sequence's attention for G heads sharing a key/value
+// head (hd a multiple of 16): scores, an unnormalized softmax per head,
+// then the values mixed 64 columns at a time, each block of columns a pass
+// over the values with its accumulators in registers.
+AVX512 static INLINE void rl_group512(const int G, float* o, const float* q, const float* kt, const float* vb,
+		long capacity, long L, long hd, float scale, float* p) {
+	float m[4], w[4];
+	rl_group_scores512(G, p, q, kt, capacity, L, hd, scale, m);
+	for (int r = 0; r < G; r++) w[r] = 1.0f / rl_exp_row(p + r * L, L, m[r]);
+	long c = 0;
+	for (; c + 64 <= hd; c += 64) rl_group_mix512(G, 4, o + c, p, vb + c, L, hd, w);
+	switch ((hd - c) / 16) {
+	case 1: rl_group_mix512(G, 1, o + c, p, vb + c, L, hd, w); break;
+	case 2: rl_group_mix512(G, 2, o + c, p, vb + c, L, hd, w); break;
+	case 3: rl_group_mix512(G, 3, o + c, p, vb + c, L, hd, w); break;
+	}
+}
+
+AVX512 static void rl_group512_1(float* o, const float* q, const float* kt, const float* vb, long capacity, long L, long hd, float scale, float* p) {
+	rl_group512(1, o, q, kt, vb, capacity, L, hd, scale, p);
+}
+AVX512 static void rl_group512_2(float* o, const float* q, const float* kt, const float* vb, long capacity, long L, long hd, float scale, float* p) {
+	rl_group512(2, o, q, kt, vb, capacity, L, hd, scale, p);
+}
+AVX512 static void rl_group512_3(float* o, const float* q, const float* kt, const float* vb, long capacity, long L, long hd, float scale, float* p) {
+	rl_group512(3, o, q, kt, vb, capacity, L, hd, scale, p);
+}
+AVX512 static void rl_group512_4(float* o, const float* q, const float* kt, const float* vb, long capacity, long L, long hd, float scale, float* p) {
+	rl_group512(4, o, q, kt, vb, capacity, L, hd, scale, p);
+}
+
+// rlvr_decode_attention512 is rlvr_decode_attention for heads of a
+// multiple of 16 values on AVX-512: the query heads of a key/value head go
+// through its keys and values together, up to four at a time, so a group
+// of rep heads reads its cache ⌈rep/4⌉ times instead of rep times. p holds
+// 4·max(n) floats.
+AVX512 static void rlvr_decode_attention512(float* out, long out_stride, const float* q, long q_stride,
+		const float* k, const float* v, long capacity, const int32_t* slot, const int32_t* n, long S,
+		long H, long KV, long hd, float scale, long window, float* p) {
+	FTZ_BEGIN
+	long rep = H / KV, kvw = KV * hd;
+	for (long s = 0; s < S; s++) {
+		long start = rl_window_start(n[s] - 1, window), L = n[s] - start;
+		for (long g = 0; g < KV; g++) {
+			const float* kt = k + (slot[s] * kvw + g * hd) * capacity + start;
+			const float* vb = v + (slot[s] * kvw + g * hd) * capacity + start * hd;
+			for (long h = g * rep; h < (g + 1) * rep; h += 4) {
+				const float* qh = q + s * q_stride + h * hd;
+				float* o = out + s * out_stride + h * hd;
+				switch ((g + 1) * rep - h < 4 ? (g + 1) * rep - h : 4) {
+				case 1: rl_group512_1(o, qh, kt, vb, capacity, L, hd, scale, p); break;
+				case 2: rl_group512_2(o, qh, kt, vb, capacity, L, hd, scale, p); break;
+				case 3: rl_group512_3(o, qh, kt, vb, capacity, L, hd, scale, p); break;
+				default: rl_group512_4(o, qh, kt, vb, capacity, L, hd, scale, p); break;
+				}
+			}
+		}
+	}
+	FTZ_END
+}
 */
 import "C"
 
@@ -544,6 +668,10 @@ import (
 )
 
 var accelerated = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// grouped512 selects rlvr_decode_attention512 where it applies; a
+// variable so that tests compare it with the AVX2 kernel.
+var grouped512 = accelerated && cpu.X86.HasAVX512F
 
 func fp(s []float32) *C.float { return (*C.float)(unsafe.Pointer(unsafe.SliceData(s))) }
 
@@ -606,7 +734,15 @@ func decodeAttentionC(out []float32, outStride int, q []float32, qStride int, k,
 		panic("vec: attention length exceeds the cache capacity")
 	}
 	_, _ = k[(maxSlot+1)*kvw*capacity-1], v[(maxSlot+1)*kvw*capacity-1]
-	_, _, _ = out[(S-1)*outStride+H*hd-1], q[(S-1)*qStride+H*hd-1], scratch[2*maxN-1]
+	_, _ = out[(S-1)*outStride+H*hd-1], q[(S-1)*qStride+H*hd-1]
+	if grouped512 && hd%16 == 0 {
+		_ = scratch[4*maxN-1]
+		C.rlvr_decode_attention512(fp(out), C.long(outStride), fp(q), C.long(qStride), fp(k), fp(v), C.long(capacity),
+			(*C.int32_t)(unsafe.Pointer(&slot[0])), (*C.int32_t)(unsafe.Pointer(&n[0])), C.long(S),
+			C.long(H), C.long(KV), C.long(hd), C.float(scale), C.long(window), fp(scratch))
+		return
+	}
+	_ = scratch[2*maxN-1]
 	C.rlvr_decode_attention(fp(out), C.long(outStride), fp(q), C.long(qStride), fp(k), fp(v), C.long(capacity),
 		(*C.int32_t)(unsafe.Pointer(&slot[0])), (*C.int32_t)(unsafe.Pointer(&n[0])), C.long(S),
 		C.long(H), C.long(KV), C.long(hd), C.float(scale), C.long(window), fp(scratch))

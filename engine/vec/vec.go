@@ -139,7 +139,7 @@ func SearchCumulative(p []float32, u float64) int {
 // window of those; head h reads the key/value head h/(H/KV). Keys are
 // stored transposed per slot, (KV, hd, capacity); values per slot as (KV,
 // capacity, hd). out gets S rows (stride outStride) of H·hd values.
-// scratch holds at least 2·max(n) floats.
+// scratch holds at least 4·max(n) floats.
 func DecodeAttention(out []float32, outStride int, q []float32, qStride int, k, v []float32, capacity int, slot, n []int32, H, KV, hd int, scale float32, window int, scratch []float32) {
 	if accelerated {
 		decodeAttentionC(out, outStride, q, qStride, k, v, capacity, slot, n, H, KV, hd, scale, window, scratch)

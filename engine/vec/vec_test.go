@@ -1,6 +1,7 @@
 package vec
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -72,17 +73,33 @@ func TestKernelsMatchReference(t *testing.T) {
 	}
 	// Decode attention over a cache of 3 slots with GQA, for narrow heads,
 	// the vectorized widths, an odd width, Gemma 3's 256 and 200 (blocks
-	// of 64 and a rest).
-	H, KV, S, capacity := 4, 2, 3, 80
-	slot, n := []int32{2, 0, 1}, []int32{7, 1, 75} // 75: the 32-key blocks, an 8-key block and a tail
-	for _, hd := range []int{8, 16, 24, 32, 64, 6, 256, 200} {
-		for _, window := range []int{0, 5, 40} {
-			k, v := randn(r, 3*capacity*KV*hd, 1), randn(r, 3*capacity*KV*hd, 1)
-			q := randn(r, S*(H+2)*hd, 1)
-			a1, a2 := make([]float32, S*H*hd), make([]float32, S*H*hd)
-			decodeAttentionGo(a1, H*hd, q, (H+2)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, window, make([]float32, 150))
-			decodeAttentionC(a2, H*hd, q, (H+2)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, window, make([]float32, 150))
-			close(t, "decode attention", a2, a1, 1e-5)
+	// of 64 and a rest); with the heads of a group one, two, three (as
+	// SmolLM2's), four (as Gemma 3's), five and nine (more than a pass of
+	// the AVX-512 kernel takes), through both kernels where the CPU has
+	// AVX-512.
+	kernels := []bool{false}
+	if grouped512 {
+		kernels = append(kernels, true)
+	}
+	defer func(was bool) { grouped512 = was }(grouped512)
+	S, capacity := 3, 80
+	slot := []int32{2, 0, 1}
+	for _, heads := range [][2]int{{4, 2}, {2, 2}, {6, 2}, {4, 1}, {5, 1}, {9, 1}} {
+		H, KV := heads[0], heads[1]
+		for _, hd := range []int{8, 16, 24, 32, 48, 64, 6, 256, 200} {
+			for _, lens := range [][]int32{{7, 1, 75}, {16, 17, 32}, {33, 48, 80}} { // 75: the 32-key blocks, an 8-key block and a tail
+				for _, window := range []int{0, 5, 40} {
+					k, v := randn(r, 3*capacity*KV*hd, 1), randn(r, 3*capacity*KV*hd, 1)
+					q := randn(r, S*(H+2*KV)*hd, 1)
+					want := make([]float32, S*H*hd)
+					decodeAttentionGo(want, H*hd, q, (H+2*KV)*hd, k, v, capacity, slot, lens, H, KV, hd, 0.3, window, make([]float32, 4*capacity))
+					for _, grouped512 = range kernels {
+						got := make([]float32, S*H*hd)
+						decodeAttentionC(got, H*hd, q, (H+2*KV)*hd, k, v, capacity, slot, lens, H, KV, hd, 0.3, window, make([]float32, 4*capacity))
+						close(t, fmt.Sprintf("decode attention (H %d, KV %d, hd %d, lengths %v, window %d, AVX-512 %v)", H, KV, hd, lens, window, grouped512), got, want, 1e-5)
+					}
+				}
+			}
 		}
 	}
 }
@@ -102,7 +119,7 @@ func decodeAttentionReference(t *testing.T, window int) {
 	k, v := randn(r, 2*capacity*KV*hd, 1), randn(r, 2*capacity*KV*hd, 1)
 	q := randn(r, H*hd, 1)
 	out := make([]float32, H*hd)
-	DecodeAttention(out, H*hd, q, H*hd, k, v, capacity, []int32{1}, []int32{5}, H, KV, hd, 0.5, window, make([]float32, 10))
+	DecodeAttention(out, H*hd, q, H*hd, k, v, capacity, []int32{1}, []int32{5}, H, KV, hd, 0.5, window, make([]float32, 20))
 	kt, vb := k[capacity*hd:], v[capacity*hd:] // slot 1
 	first := 0
 	if window > 0 {
@@ -150,21 +167,44 @@ func BenchmarkSoftmaxCausal(b *testing.B) {
 }
 
 // BenchmarkDecodeAttention is one decoding step's attention for 64
-// sequences of 128 cached tokens with stories260K's heads (8 query heads,
-// 4 key/value heads of width 8).
+// sequences with the heads of stories260K (8 query heads, 4 key/value
+// heads of width 8; 128 cached tokens), SmolLM2-135M (9 and 3 of width 64)
+// and Gemma 3 270M (4 and 1 of width 256), each of those 300 tokens long,
+// through each kernel the CPU runs.
 func BenchmarkDecodeAttention(b *testing.B) {
-	r := rand.New(rand.NewPCG(1, 1))
-	S, H, KV, hd, capacity, L := 64, 8, 4, 8, 257, 128
-	k, v := randn(r, S*capacity*KV*hd, 1), randn(r, S*capacity*KV*hd, 1)
-	q := randn(r, S*(H+2*KV)*hd, 1)
-	out := make([]float32, S*H*hd)
-	slot, n := make([]int32, S), make([]int32, S)
-	for s := range slot {
-		slot[s], n[s] = int32(s), int32(L)
+	shapes := []struct {
+		name            string
+		H, KV, hd, L, c int
+	}{{"stories260K", 8, 4, 8, 128, 257}, {"SmolLM2", 9, 3, 64, 300, 457}, {"Gemma3", 4, 1, 256, 300, 457}}
+	kernels := []bool{false}
+	if grouped512 {
+		kernels = append(kernels, true)
 	}
-	scratch := make([]float32, 2*capacity)
-	for b.Loop() {
-		DecodeAttention(out, H*hd, q, (H+2*KV)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, 0, scratch)
+	defer func(was bool) { grouped512 = was }(grouped512)
+	for _, sh := range shapes {
+		for _, avx512 := range kernels {
+			name := sh.name + "/avx2"
+			if avx512 {
+				name = sh.name + "/avx512"
+			}
+			b.Run(name, func(b *testing.B) {
+				grouped512 = avx512
+				r := rand.New(rand.NewPCG(1, 1))
+				S, H, KV, hd, capacity := 64, sh.H, sh.KV, sh.hd, sh.c
+				k, v := randn(r, S*capacity*KV*hd, 1), randn(r, S*capacity*KV*hd, 1)
+				q := randn(r, S*(H+2*KV)*hd, 1)
+				out := make([]float32, S*H*hd)
+				slot, n := make([]int32, S), make([]int32, S)
+				for s := range slot {
+					slot[s], n[s] = int32(s), int32(sh.L)
+				}
+				scratch := make([]float32, 4*capacity)
+				for b.Loop() {
+					DecodeAttention(out, H*hd, q, (H+2*KV)*hd, k, v, capacity, slot, n, H, KV, hd, 0.3, 0, scratch)
+				}
+				b.ReportMetric(float64(4*S*H*sh.L*hd*b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
 	}
 }
 
