@@ -558,6 +558,15 @@ AVX512 static INLINE void rl_group_scores512(const int G, float* restrict p, con
 			for (int b = 0; b < 4; b++) a[r][b] = _mm512_setzero_ps();
 		for (long i = 0; i < hd; i++) {
 			const float* row = kt + i * capacity + j;
+			// The rows are capacity apart, too many streams for the
+			// hardware prefetcher: the next block's lines are asked for
+			// now.
+			if (j + 64 < L) {
+				_mm_prefetch((const char*)(row + 64), _MM_HINT_T0);
+				_mm_prefetch((const char*)(row + 80), _MM_HINT_T0);
+				_mm_prefetch((const char*)(row + 96), _MM_HINT_T0);
+				_mm_prefetch((const char*)(row + 112), _MM_HINT_T0);
+			}
 			__m512 kv[4];
 			for (int b = 0; b < 4; b++) kv[b] = _mm512_maskz_loadu_ps(mk[b], row + 16 * b);
 			for (int r = 0; r < G; r++) {
