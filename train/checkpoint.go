@@ -132,11 +132,13 @@ func openResumed(ctx context.Context, runDir, base string, cfg *RLConfig, resume
 		// A local checkpoint is intact when its model opens; a remote one
 		// when it names the server's saved state, loaded below.
 		var state string
-		dir, st, skipped, err := latestIntact(runDir, func(dir string) (err error) {
+		dir, st, skipped, err := latestIntact(runDir, func(dir string, st runState) (err error) {
 			if cfg.Backend.remote() {
 				state, err = remoteState(dir)
-			} else if _, err = os.Stat(filepath.Join(dir, local.OptimizerFile)); err != nil {
-				// Resuming without it would restart AdamW's moments.
+			} else if _, err = os.Stat(filepath.Join(dir, local.OptimizerFile)); err != nil && st.Step < cfg.Steps {
+				// Resuming without it would restart AdamW's moments. A
+				// checkpoint of the last step has no step left to train,
+				// only its evaluation, and needs none.
 				err = fmt.Errorf("no optimizer state to resume from (keep_optimizer: %s kept only a newer checkpoint's): %w", KeepOptimizerLast, err)
 			} else {
 				pol, err = openPolicy(ctx, base, dir, cfg)

@@ -184,7 +184,7 @@ func checkPaths(c *RLConfig) error {
 
 // latestIntact returns the newest checkpoint whose run state reads back
 // and that intact accepts, skipping (and reporting) damaged newer ones.
-func latestIntact(runDir string, intact func(dir string) error) (string, runState, []string, error) {
+func latestIntact(runDir string, intact func(dir string, st runState) error) (string, runState, []string, error) {
 	ckpts, err := rundir.Checkpoints(runDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", runState{}, nil, nil
@@ -196,7 +196,7 @@ func latestIntact(runDir string, intact func(dir string) error) (string, runStat
 		dir := ckpts[i]
 		st, err := readState(dir)
 		if err == nil {
-			err = intact(dir)
+			err = intact(dir, st)
 		}
 		if err == nil {
 			return dir, st, skipped, nil

@@ -173,6 +173,46 @@ func TestKeepOptimizerLast(t *testing.T) {
 	}
 }
 
+// TestResumeFinishesTheLastEvaluationWithoutOptimizer: a run whose last
+// checkpoint is its last step has only its final evaluation left, and
+// resumes it with the optimizer state pruned; the evaluation made again
+// is the one made the first time, problem by problem.
+func TestResumeFinishesTheLastEvaluationWithoutOptimizer(t *testing.T) {
+	cfg := smallRL(t)
+	cfg.Steps, cfg.TestProblems = 2, 12
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := RL(context.Background(), cfg, dir, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	evalPath := filepath.Join(dir, rundir.EvalFile)
+	first, err := os.ReadFile(evalPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(first), "\n"), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[2], `"split":"test"`) || !strings.Contains(lines[2], `"outcomes":"`) {
+		t.Fatalf("eval.jsonl:\n%s", first)
+	}
+	if err := os.Remove(filepath.Join(dir, "ckpt-000002", local.OptimizerFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(evalPath, []byte(lines[0]+lines[1]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := RL(context.Background(), cfg, dir, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(evalPath); string(again) != string(first) {
+		t.Errorf("the test evaluation made again:\n%s\nthe first:\n%s", again, first)
+	}
+	// With a step left to train, the optimizer state is needed.
+	longer := cfg
+	longer.Steps = 3
+	if err := RL(context.Background(), longer, dir, true, nil); err == nil || !strings.Contains(err.Error(), "no optimizer state") {
+		t.Fatalf("resume with a step left and no optimizer state: %v", err)
+	}
+}
+
 // TestHostileConfigsFailBeforeTheRunDirectory: sizes that would allocate
 // without bound, paths that do not exist and budgets larger than the
 // context are refused before the run directory is made.
