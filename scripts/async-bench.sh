@@ -13,6 +13,13 @@
 #            runs/smollm2), 8 questions x 4 samples of 128 tokens, locally
 #   tinker   the world's run against rlvr serve --tinker on loopback
 #            (port TINKER_PORT, default 8766)
+#   skyrl    the smollm2 target's run against SkyRL tx (skyrl-tx from
+#            PyPI in the peers environment, scripts/peers.sh) on loopback
+#            (port SKYRL_PORT, default 8123), LoRA rank 32, serving
+#            SmolLM2's Hugging Face directory from scripts/models.sh
+#            (the server keeps activations as it decides, and clips no
+#            gradient, so neither is set); it is not among the default
+#            targets
 # Rows (ROWS; default sync async1 async2): the synchronous loop, and async
 # with max_staleness 1 and 2. The runs go to OUT (runs/async-bench); the
 # table to stdout and OUT/table.md.
@@ -24,6 +31,8 @@ read -r -a targets <<<"${TARGETS:-world smollm2 tinker}"
 read -r -a rows <<<"${ROWS:-sync async1 async2}"
 port=${TINKER_PORT:-8766}
 smollm2=${SMOLLM2:-runs/smollm2}
+skyrl_port=${SKYRL_PORT:-8123}
+skyrl_model=${RLVR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlvr}/models/SmolLM2-135M-Instruct.Q4_1
 mkdir -p "$out"
 go build -o bin/rlvr ./cmd/rlvr
 world=$(bin/rlvr pretrain | sed -n 's/^checkpoint: //p')
@@ -32,7 +41,12 @@ world=$(bin/rlvr pretrain | sed -n 's/^checkpoint: //p')
 common=(--steps "$steps" --set eval_every=0 --set checkpoint_every=0 --overwrite)
 
 server=
-stop_server() { [ -z "$server" ] || kill "$server" 2>/dev/null || true; }
+# stop_server stops the server and its children (SkyRL tx's engine).
+stop_server() {
+  [ -n "$server" ] || return 0
+  pkill -P "$server" 2>/dev/null || true
+  kill "$server" 2>/dev/null || true
+}
 trap stop_server EXIT
 serve_tinker() {
   if curl -fsS "http://127.0.0.1:$port/api/v1/healthz" >/dev/null 2>&1; then
@@ -52,12 +66,33 @@ serve_tinker() {
   exit 1
 }
 
+serve_skyrl() {
+  [ -f "$skyrl_model/model.safetensors" ] || { echo "async-bench: no $skyrl_model: run scripts/models.sh first" >&2; exit 1; }
+  if curl -fsS "http://127.0.0.1:$skyrl_port/api/v1/healthz" >/dev/null 2>&1; then
+    echo "async-bench: port $skyrl_port is taken by another server; set SKYRL_PORT" >&2
+    exit 1
+  fi
+  local py
+  py=$(scripts/peers.sh --python)
+  rm -rf "$out/skyrl-server"
+  scripts/skyrl-serve.sh "$py" "$out/skyrl-server" "$skyrl_port" "$skyrl_model" >"$out/skyrl-server.log" 2>&1 &
+  server=$!
+  for _ in $(seq 300); do
+    if curl -fsS "http://127.0.0.1:$skyrl_port/api/v1/healthz" >/dev/null 2>&1; then return; fi
+    kill -0 "$server" 2>/dev/null || break
+    sleep 1
+  done
+  echo "async-bench: SkyRL tx did not start (see $out/skyrl-server.log)" >&2
+  exit 1
+}
+
 # target_flags TARGET: the flags of a target's runs.
 target_flags() {
   case $1 in
     world) echo "--config configs/world-grpo.yaml --set eval_problems=8" ;;
     smollm2) echo "--config configs/gsm8k-grpo-chat.yaml --model $smollm2 --set prompts_per_step=8 --set group_size=4 --set max_tokens=128 --set eval_problems=2 --set test_problems=2" ;;
     tinker) echo "--config configs/world-grpo-tinker.yaml --set backend.url=http://127.0.0.1:$port --set eval_problems=8" ;;
+    skyrl) echo "$(target_flags smollm2) --model $skyrl_model --set backend.kind=tinker --set backend.url=http://127.0.0.1:$skyrl_port --set backend.base_model=$skyrl_model --set backend.lora_rank=32 --set backend.reduction=datum-mean --set grad_clip=0 --set gradient_checkpointing=false" ;;
     *) echo "async-bench: unknown target $1" >&2; exit 2 ;;
   esac
 }
@@ -70,6 +105,7 @@ mean() { jq -s --arg k "$1" '.[1:] | map(.[$k] // 0) | add / length' "$2"; }
   echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
   for target in "${targets[@]}"; do
     [ "$target" != tinker ] || serve_tinker
+    [ "$target" != skyrl ] || serve_skyrl
     base=
     for row in "${rows[@]}"; do
       case $row in
@@ -87,6 +123,6 @@ mean() { jq -s --arg k "$1" '.[1:] | map(.[$k] // 0) | add / length' "$2"; }
       printf '| %s | %s | %d | %.2f | %.0f | %.2fx | %.2f | %.2f | %.2f |\n' "$target" "$row" "$steps" "$s" \
         "$(jq -n "3600 / $s")" "$(jq -n "$base / $s")" "$(mean time_rollout_s "$m")" "$(mean time_learn_s "$m")" "$(mean async/wait_s "$m")"
     done
-    [ "$target" != tinker ] || { stop_server; server=; }
+    [ "$target" != tinker ] && [ "$target" != skyrl ] || { stop_server; server=; }
   done
 } | tee "$out/table.md"

@@ -229,14 +229,9 @@ skyrl() {
   [ -f "$model/model.safetensors" ] || { echo "peers: no $model: run scripts/models.sh first" >&2; exit 1; }
   py=$(peers_python)
   rm -rf "$out/state" "$out/run-local" "$out/run-skyrl" "$out/server.log"
-  mkdir -p "$out/bin" "$out/state"
+  mkdir -p "$out"
   go build -o "$out/rlvr" ./cmd/rlvr
   go build -o "$out/skyrl" ./scripts/peers/skyrl
-  # SkyRL tx's API server starts its engine with "uv run [options] -m
-  # MODULE ARGS", as in its own source tree; this runs the module in the
-  # peers environment instead.
-  printf '#!/bin/sh\nwhile [ $# -gt 0 ] && [ "$1" != -m ]; do shift; done\nexec %s "$@"\n' "$py" >"$out/bin/uv"
-  chmod +x "$out/bin/uv"
   # The same GRPO steps on both: MathQA, where SmolLM2 is right about 18%
   # of the time, so groups of mixed rewards carry a gradient. SkyRL tx's
   # JAX backend trains LoRA only (rank 1 to 32, alpha 32) and clips no
@@ -288,21 +283,10 @@ YAML
   "$out/skyrl" compare -dir "$out" -doc docs/peers.md
 }
 
-# skyrl_serve starts SkyRL tx's API server (and through it its engine)
-# on loopback over $out/state, kept across restarts as a cluster keeps
-# its database and checkpoint store, and waits until it answers. XLA's
-# constant folding is off: it folds the weights into the sampler and
-# compiles for tens of minutes on a CPU. Without micro-batches and
-# gradient checkpointing, a backward over 16 sequences of 256 tokens
-# takes SkyRL's engine past 20 GB. Adapter slot 0 is the base model's,
-# and a model stays loaded until its session expires (5 minutes after
-# its client leaves): 4 slots hold logprobs' model and the run's.
+# skyrl_serve starts SkyRL tx's API server (scripts/skyrl-serve.sh) on
+# loopback over $out/state and waits until it answers.
 skyrl_serve() {
-  PATH=$PWD/$out/bin:$PATH XLA_FLAGS=--xla_disable_hlo_passes=constant_folding \
-    "$py" -m tx.tinker.api --host 127.0.0.1 --port "$port" --base-model "$model" \
-    --database-url "sqlite:///$PWD/$out/state/tinker.db" --checkpoints-base "$PWD/$out/state/checkpoints" \
-    --backend-config '{"max_lora_rank": 32, "max_lora_adapters": 4, "train_micro_batch_size": 4, "sample_max_num_sequences": 16, "gradient_checkpointing": true}' \
-    >>"$out/server.log" 2>&1 &
+  scripts/skyrl-serve.sh "$py" "$out" "$port" "$model" >>"$out/server.log" 2>&1 &
   server=$!
   until curl -sf "http://127.0.0.1:$port/api/v1/healthz" >/dev/null; do
     kill -0 "$server" 2>/dev/null || { echo "peers: SkyRL tx did not start: see $out/server.log" >&2; exit 1; }
@@ -310,6 +294,12 @@ skyrl_serve() {
   done
 }
 
+# --python: the peers environment's Python (installed once), for the
+# scripts that drive a peer themselves.
+if [ "${1:-}" = --python ]; then
+  peers_python
+  exit
+fi
 run=("$@")
 [ ${#run[@]} -gt 0 ] || run=("${sections[@]}")
 for s in "${run[@]}"; do
