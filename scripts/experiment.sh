@@ -9,7 +9,8 @@
 #
 # A finished run is kept for the record in $results (RESULTS, else
 # results/<the experiment's directory name>, in the repository): its
-# config.yaml, eval.jsonl, samples.jsonl and metrics.jsonl.gz, without
+# config.yaml, eval.jsonl, samples.jsonl, metrics.jsonl.gz and a cold
+# start's record (cold_start.json), without
 # checkpoints, a few tens of kB, which rlvr report reads as the run. The
 # tables and the report page are made from the kept runs, and a run kept
 # there is not run again: an experiment of many hours goes on where it
@@ -49,7 +50,7 @@ kept() { finished "$results/$(basename "$1")"; }
 keep() {
   local dir=$1 dst=$results/$(basename "$1") f
   rm -rf "$dst.tmp" && mkdir -p "$dst.tmp"
-  for f in config.yaml eval.jsonl samples.jsonl; do
+  for f in config.yaml eval.jsonl samples.jsonl cold_start.json; do
     [ ! -e "$dir/$f" ] || cp "$dir/$f" "$dst.tmp/"
   done
   [ ! -e "$dir/metrics.jsonl" ] || gzip -9 -n -c "$dir/metrics.jsonl" >"$dst.tmp/metrics.jsonl.gz"
