@@ -114,7 +114,7 @@ type ColdStartRecord struct {
 	// Loss is each step's token-mean NLL of the demonstrations.
 	Loss     []float64      `json:"loss"`
 	Protocol []ProtocolRate `json:"protocol,omitempty"`
-	// Greedy validation accuracy without the grant, before and after, on
+	// Greedy validation accuracy on the plain prompt (single-turn: no consultation granted, no reflection), before and after, on
 	// the same Problems, and their difference paired by problem with its
 	// 95% interval.
 	Problems       int     `json:"problems"`
@@ -258,7 +258,7 @@ func (l *loop) coldStart(ctx context.Context, starts []part.ColdStart, resumed *
 		d := stats.MeanInterval(diffs)
 		rec.Delta, rec.DeltaLow, rec.DeltaHigh = d.Mean, d.Low, d.High
 	}
-	logf("cold start: validation greedy accuracy without the grant %.1f%% -> %.1f%% on %d problems (paired Δ %+.1f pp [%+.1f, %+.1f])",
+	logf("cold start: greedy validation accuracy on the plain prompt (no consultation, no reflection) %.1f%% -> %.1f%% on %d problems (paired Δ %+.1f pp [%+.1f, %+.1f])",
 		100*rec.AccuracyBefore, 100*rec.AccuracyAfter, rec.Problems, 100*rec.Delta, 100*rec.DeltaLow, 100*rec.DeltaHigh)
 	rec.Seconds = time.Since(t0).Seconds()
 	b, err := json.MarshalIndent(rec, "", "  ")
