@@ -114,9 +114,10 @@ type ColdStartRecord struct {
 	// Loss is each step's token-mean NLL of the demonstrations.
 	Loss     []float64      `json:"loss"`
 	Protocol []ProtocolRate `json:"protocol,omitempty"`
-	// Greedy validation accuracy on the plain prompt (single-turn: no consultation granted, no reflection), before and after, on
-	// the same Problems, and their difference paired by problem with its
-	// 95% interval.
+	// Greedy validation accuracy on the plain prompt (single-turn: no
+	// consultation granted, no reflection), before and after, on the same
+	// Problems, and their difference paired by problem with its 95%
+	// interval.
 	Problems       int     `json:"problems"`
 	AccuracyBefore float64 `json:"accuracy_before"`
 	AccuracyAfter  float64 `json:"accuracy_after"`
