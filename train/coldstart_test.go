@@ -218,7 +218,7 @@ func TestColdStartResumes(t *testing.T) {
 	done := filepath.Join(t.TempDir(), "done")
 	stop = make(chan struct{})
 	err = Run(context.Background(), cfg, done, Options{Stop: stop, Log: func(f string, a ...any) {
-		if strings.HasPrefix(fmt.Sprintf(f, a...), "cold start: validation greedy accuracy") {
+		if strings.HasPrefix(fmt.Sprintf(f, a...), "cold start: greedy validation accuracy") {
 			close(stop)
 		}
 	}})
