@@ -147,7 +147,7 @@ func TestLoadEvals(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, EvalFile), strings.Join([]string{
 		`{"step":0,"split":"val","greedy":0.07,"greedy_low":0.04,"greedy_high":0.11,"evaluators":{"votes":{"votes":{"E0":0.07,"E1":0.09}}}}`,
-		`{"step":200,"split":"test","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14,"problems":200,"problem_set":"0a1b2c3d4e5f","outcomes":"`+strings.Repeat("01", 100)+`","evaluators":{"votes":{"votes":{"E0":0.1,"E1":0.12}, "pick":"E1"},"other":{"x":[1, 2]}}}`,
+		`{"step":200,"split":"test","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14,"problems":200,"problem_set":"0a1b2c3d4e5f","outcomes":"` + strings.Repeat("01", 100) + `","evaluators":{"votes":{"votes":{"E0":0.1,"E1":0.12}, "pick":"E1"},"other":{"x":[1, 2]}}}`,
 		`{"step":200,"split":"test","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14,"votes":{"E0":0.1,"E1":0.12},"problems":200,"problem_set":"0a1b2c3d4e5f","pick":"E1","other":{"x":[1,2]}}`,
 		`{"step":200,"split":"val","greedy":0.1,"greedy_low":0.07,"greedy_high":0.14}`,
 		`{"step":200,"split":"val","greedy":0.1,"pick":"E0","evaluators":{"votes":{"pick":"E1"}}}`,

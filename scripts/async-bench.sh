@@ -48,42 +48,44 @@ stop_server() {
   kill "$server" 2>/dev/null || true
 }
 trap stop_server EXIT
-serve_tinker() {
-  if curl -fsS "http://127.0.0.1:$port/api/v1/healthz" >/dev/null 2>&1; then
-    echo "async-bench: port $port is taken by another server; set TINKER_PORT" >&2
+# port_free PORT VARIABLE: exits when a server already answers on PORT.
+port_free() {
+  if curl -fsS "http://127.0.0.1:$1/api/v1/healthz" >/dev/null 2>&1; then
+    echo "async-bench: port $1 is taken by another server; set $2" >&2
     exit 1
   fi
+}
+
+# await_server PORT SECONDS NAME LOG: waits until the server just started
+# ($server) answers on PORT, or exits when it dies or SECONDS pass.
+await_server() {
+  for _ in $(seq "$2"); do
+    if curl -fsS "http://127.0.0.1:$1/api/v1/healthz" >/dev/null 2>&1; then return; fi
+    kill -0 "$server" 2>/dev/null || break
+    sleep 1
+  done
+  echo "async-bench: $3 did not start (see $4)" >&2
+  exit 1
+}
+
+serve_tinker() {
+  port_free "$port" TINKER_PORT
   rm -rf "$out/tinker-state"
   bin/rlvr serve --tinker --model "$world" --name world --addr "127.0.0.1:$port" \
     --state "$out/tinker-state" >"$out/tinker-server.log" 2>&1 &
   server=$!
-  for _ in $(seq 120); do
-    if curl -fsS "http://127.0.0.1:$port/api/v1/healthz" >/dev/null 2>&1; then return; fi
-    kill -0 "$server" 2>/dev/null || break
-    sleep 1
-  done
-  echo "async-bench: rlvr serve --tinker did not start (see $out/tinker-server.log)" >&2
-  exit 1
+  await_server "$port" 120 "rlvr serve --tinker" "$out/tinker-server.log"
 }
 
 serve_skyrl() {
   [ -f "$skyrl_model/model.safetensors" ] || { echo "async-bench: no $skyrl_model: run scripts/models.sh first" >&2; exit 1; }
-  if curl -fsS "http://127.0.0.1:$skyrl_port/api/v1/healthz" >/dev/null 2>&1; then
-    echo "async-bench: port $skyrl_port is taken by another server; set SKYRL_PORT" >&2
-    exit 1
-  fi
+  port_free "$skyrl_port" SKYRL_PORT
   local py
   py=$(scripts/peers.sh --python)
   rm -rf "$out/skyrl-server"
   scripts/skyrl-serve.sh "$py" "$out/skyrl-server" "$skyrl_port" "$skyrl_model" >"$out/skyrl-server.log" 2>&1 &
   server=$!
-  for _ in $(seq 300); do
-    if curl -fsS "http://127.0.0.1:$skyrl_port/api/v1/healthz" >/dev/null 2>&1; then return; fi
-    kill -0 "$server" 2>/dev/null || break
-    sleep 1
-  done
-  echo "async-bench: SkyRL tx did not start (see $out/skyrl-server.log)" >&2
-  exit 1
+  await_server "$skyrl_port" 300 "SkyRL tx" "$out/skyrl-server.log"
 }
 
 # target_flags TARGET: the flags of a target's runs.
