@@ -904,20 +904,19 @@ func newGrid(rows []Row, base int) grid {
 				return ppInterval(of(diffs[i]))
 			})
 		}
-		mde := col("MDE", true, true, func(i int, _ Summary) string {
-			if i == base || math.IsNaN(diffs[i].MDE) {
-				return dash
-			}
-			return fmt.Sprintf("%.1f pp", 100*diffs[i].MDE)
-		})
-		mdeByProblem := col("MDE by problem", true, true, func(i int, _ Summary) string {
-			if i == base || math.IsNaN(diffs[i].ByProblemMDE) {
-				return dash
-			}
-			return fmt.Sprintf("%.1f pp", 100*diffs[i].ByProblemMDE)
-		})
-		cols = append(cols, delta("Δ", false, func(d Difference) stats.Interval { return d.Interval }), mde,
-			delta("Δ by problem", true, func(d Difference) stats.Interval { return d.ByProblem }), mdeByProblem,
+		// mde is a column of minimum detectable effects, of(d) each.
+		mde := func(name string, of func(Difference) float64) column {
+			return col(name, true, true, func(i int, _ Summary) string {
+				if i == base || math.IsNaN(of(diffs[i])) {
+					return dash
+				}
+				return fmt.Sprintf("%.1f pp", 100*of(diffs[i]))
+			})
+		}
+		cols = append(cols, delta("Δ", false, func(d Difference) stats.Interval { return d.Interval }),
+			mde("MDE", func(d Difference) float64 { return d.MDE }),
+			delta("Δ by problem", true, func(d Difference) stats.Interval { return d.ByProblem }),
+			mde("MDE by problem", func(d Difference) float64 { return d.ByProblemMDE }),
 			delta("Δ sampled mean", true, func(d Difference) stats.Interval { return d.AvgAtK }),
 			delta("Δ pass@k", true, func(d Difference) stats.Interval { return d.PassAtK }))
 	}
