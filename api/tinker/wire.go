@@ -30,7 +30,8 @@ const (
 	PathCreateSession   = "/api/v1/create_session"
 	PathHeartbeat       = "/api/v1/session_heartbeat"
 	PathCreateModel     = "/api/v1/create_model"
-	PathForward         = "/api/v1/forward" // SkyRL's; the SDK now sends forward_backward with forward_only
+	PathUnloadModel     = "/api/v1/unload_model" // SkyRL's; frees the model's adapter slot
+	PathForward         = "/api/v1/forward"      // SkyRL's; the SDK now sends forward_backward with forward_only
 	PathForwardBackward = "/api/v1/forward_backward"
 	PathOptimStep       = "/api/v1/optim_step"
 	PathSaveWeights     = "/api/v1/save_weights"
@@ -305,6 +306,23 @@ type TrainingRun struct {
 // model the server cannot make fails at once.
 type CreateModelResponse struct {
 	ModelID   string `json:"model_id"`
+	Type      string `json:"type,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// UnloadModelRequest frees a model: its weights and, on SkyRL tx, its
+// LoRA adapter's slot, which otherwise stays taken until the session
+// expires. The answer is a future (UnloadModelResponse with a request_id)
+// resolving to an UnloadModelResponse.
+type UnloadModelRequest struct {
+	ModelID string `json:"model_id"`
+	Type    string `json:"type,omitempty"`
+}
+
+// UnloadModelResponse is unload_model's answer and its future's result.
+type UnloadModelResponse struct {
+	ModelID   string `json:"model_id"`
+	Status    string `json:"status,omitempty"` // "unloaded", in the result
 	Type      string `json:"type,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
 }

@@ -74,6 +74,7 @@ func TestClientSpeaksTheFixtures(t *testing.T) {
 		tinker.PathSaveForSampler:  "save_weights_for_sampler.result.json",
 		tinker.PathLoadWeights:     "load_weights.result.json",
 		tinker.PathSample:          "asample.result.json",
+		tinker.PathUnloadModel:     "unload_model.result.json",
 	}
 	requests := map[string]string{
 		tinker.PathCreateSession:   "create_session.request.json",
@@ -86,6 +87,7 @@ func TestClientSpeaksTheFixtures(t *testing.T) {
 		tinker.PathSample:          "asample.request.json",
 		tinker.PathRetrieveFuture:  "retrieve_future.request.json",
 		tinker.PathHeartbeat:       "session_heartbeat.request.json",
+		tinker.PathUnloadModel:     "unload_model.request.json",
 	}
 	var mu sync.Mutex
 	sent := map[string][][]byte{}
@@ -101,6 +103,9 @@ func TestClientSpeaksTheFixtures(t *testing.T) {
 		case tinker.PathCreateModel:
 			last = r.URL.Path
 			w.Write(fixture(t, "create_model.response.json"))
+		case tinker.PathUnloadModel:
+			last = r.URL.Path
+			w.Write(fixture(t, "unload_model.response.json"))
 		case tinker.PathRetrieveFuture:
 			w.Write(fixture(t, results[last]))
 		default:
@@ -150,6 +155,11 @@ func TestClientSpeaksTheFixtures(t *testing.T) {
 	if c := out[0]; len(c) != 2 || c[0].Finish != sample.FinishStop || len(c[0].Tokens) != 2 || c[1].Finish != sample.FinishLength {
 		t.Errorf("samples %+v", out)
 	}
+	if err := m.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
 	for path, bodies := range sent {
 		want := keys(t, fixture(t, requests[path]))
 		for _, b := range bodies {
@@ -160,7 +170,7 @@ func TestClientSpeaksTheFixtures(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range []string{tinker.PathForwardBackward, tinker.PathOptimStep, tinker.PathSaveWeights, tinker.PathSaveForSampler, tinker.PathLoadWeights, tinker.PathSample} {
+	for _, p := range []string{tinker.PathForwardBackward, tinker.PathOptimStep, tinker.PathSaveWeights, tinker.PathSaveForSampler, tinker.PathLoadWeights, tinker.PathSample, tinker.PathUnloadModel} {
 		if len(sent[p]) == 0 {
 			t.Errorf("the client never called %s", strings.TrimPrefix(p, "/api/v1/"))
 		}

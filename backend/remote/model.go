@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,14 +155,40 @@ func (m *Model) startHeartbeat() {
 	}()
 }
 
-// Close stops the heartbeat; the server lets the session expire.
+// Close unloads the model, which frees its weights and (on SkyRL tx) its
+// LoRA adapter's slot at once rather than when the session expires, and
+// stops the heartbeat. A server that does not offer unload_model (404)
+// lets the session expire, as before. The unload is bounded by
+// unloadTimeout: a server gone already costs no more.
 func (m *Model) Close() error {
+	var err error
+	if m.id != "" && m.stopHeartbeat != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), unloadTimeout)
+		err = m.unload(ctx)
+		cancel()
+	}
 	if m.stopHeartbeat != nil {
 		m.stopHeartbeat()
 		<-m.heartbeatDone
 		m.stopHeartbeat = nil
 	}
-	return nil
+	return err
+}
+
+// unloadTimeout bounds Close's unload_model call.
+const unloadTimeout = 10 * time.Second
+
+func (m *Model) unload(ctx context.Context) error {
+	var res tinker.UnloadModelResponse
+	err := m.cfg.Client.Post(ctx, "unload_model", tinker.PathUnloadModel, tinker.UnloadModelRequest{ModelID: m.id, Type: "unload_model"}, &res)
+	var ce *CallError
+	if errors.As(err, &ce) && ce.Status == http.StatusNotFound {
+		return nil
+	}
+	if err != nil || res.RequestID == "" {
+		return err
+	}
+	return m.cfg.Client.Await(ctx, "unload_model", res.RequestID, &res)
 }
 
 // call submits a call on the model with its next seq_id and waits for

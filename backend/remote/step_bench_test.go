@@ -4,7 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -109,6 +111,25 @@ func benchClientStep(b *testing.B, cf model.Config, pipelined bool) {
 		b.Fatal(err)
 	}
 	defer rm.Close()
+	step := sftStep(b, rm, pipelined)
+	step() // the first step packs and allocates on the server
+	before := times.total("forward_backward", "optim_step")
+	b.ResetTimer()
+	for range b.N {
+		step()
+	}
+	b.StopTimer()
+	client := b.Elapsed() / time.Duration(b.N)
+	server := (times.total("forward_backward", "optim_step") - before) / time.Duration(b.N)
+	b.ReportMetric(float64(client.Microseconds())/1000, "client-ms/step")
+	b.ReportMetric(float64(server.Microseconds())/1000, "server-ms/step")
+	b.ReportMetric(float64(client)/float64(server), "client/server")
+}
+
+// sftStep is one SFT step of 8 sequences of 96 tokens on rm: forward_backward
+// and then optim_step, awaited in turn or both submitted first (pipelined).
+func sftStep(b *testing.B, rm *Model, pipelined bool) func() {
+	ctx := context.Background()
 	batch := make([]backend.Datum, 8)
 	for i := range batch {
 		d := backend.Datum{Tokens: make([]int32, 96), Targets: make([]int32, 96), Weights: make([]float32, 96)}
@@ -117,7 +138,7 @@ func benchClientStep(b *testing.B, cf model.Config, pipelined bool) {
 		}
 		batch[i] = d
 	}
-	step := func() {
+	return func() {
 		if !pipelined {
 			if _, err := rm.ForwardBackward(ctx, batch, backend.Loss{NLL: 1}); err != nil {
 				b.Fatal(err)
@@ -142,16 +163,46 @@ func benchClientStep(b *testing.B, cf model.Config, pipelined bool) {
 			b.Fatal(err)
 		}
 	}
-	step() // the first step packs and allocates on the server
-	before := times.total("forward_backward", "optim_step")
-	b.ResetTimer()
-	for range b.N {
-		step()
+}
+
+// BenchmarkClientStepServer times the same SFT step at the client against
+// a Tinker-compatible server already running (SkyRL tx on loopback,
+// scripts/client-overhead.sh): RLVR_TINKER_URL is its address,
+// RLVR_TINKER_MODEL the base model's name there, RLVR_TINKER_LORA_RANK the
+// adapter's rank (default 32). The server's own time for the calls is in
+// its log, which the script sums beside this benchmark's client-ms/step.
+func BenchmarkClientStepServer(b *testing.B) {
+	url, base := os.Getenv("RLVR_TINKER_URL"), os.Getenv("RLVR_TINKER_MODEL")
+	if url == "" || base == "" {
+		b.Skip("RLVR_TINKER_URL and RLVR_TINKER_MODEL name no server (scripts/client-overhead.sh starts one)")
 	}
-	b.StopTimer()
-	client := b.Elapsed() / time.Duration(b.N)
-	server := (times.total("forward_backward", "optim_step") - before) / time.Duration(b.N)
-	b.ReportMetric(float64(client.Microseconds())/1000, "client-ms/step")
-	b.ReportMetric(float64(server.Microseconds())/1000, "server-ms/step")
-	b.ReportMetric(float64(client)/float64(server), "client/server")
+	rank := 32
+	if r := os.Getenv("RLVR_TINKER_LORA_RANK"); r != "" {
+		var err error
+		if rank, err = strconv.Atoi(r); err != nil || rank < 1 {
+			b.Fatalf("RLVR_TINKER_LORA_RANK = %q is not a positive rank", r)
+		}
+	}
+	for _, pipelined := range []bool{false, true} {
+		name := "awaited"
+		if pipelined {
+			name = "pipelined"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			rm, err := Open(ctx, Config{Client: Client{BaseURL: url}, BaseModel: base, LoraRank: rank, LoraSeed: 1, Reduction: DatumMean, Adam: adam()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rm.Close()
+			step := sftStep(b, rm, pipelined)
+			step() // the first step compiles on the server
+			b.ResetTimer()
+			for range b.N {
+				step()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((b.Elapsed()/time.Duration(b.N)).Microseconds())/1000, "client-ms/step")
+		})
+	}
 }

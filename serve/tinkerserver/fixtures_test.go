@@ -261,6 +261,19 @@ func TestFixtures(t *testing.T) {
 	bl.unblock(h.srv)
 	h.wait(f.RequestID)
 
+	// Last, as it ends the model: SkyRL's unload_model.
+	b = send("unload_model.request.json", ids)
+	var um tinker.UnloadModelResponse
+	strict(t, b, &um)
+	keysWithin(t, "unload_model", b, readFixture(t, "unload_model.response.json"))
+	ids[`"12"`] = `"` + um.RequestID + `"`
+	b = h.wait(um.RequestID)
+	strict(t, b, &um)
+	keysWithin(t, "unload_model result", b, readFixture(t, "unload_model.result.json"))
+	if um.ModelID != cm.ModelID || um.Status != "unloaded" {
+		t.Errorf("unload_model: %s", b)
+	}
+
 	names, err := filepath.Glob(filepath.Join(fixtureDir, "*.request.json"))
 	if err != nil {
 		t.Fatal(err)

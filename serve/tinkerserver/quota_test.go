@@ -66,3 +66,34 @@ func TestSavedBytesLimit(t *testing.T) {
 		t.Errorf("%s left in the state directory", e.Name())
 	}
 }
+
+// TestUnloadModelFreesItsPlace unloads a model at Config.MaxModels: its
+// future resolves to the model's id, a new model fits in its place, and
+// later calls on the unloaded one, unload_model again included, get 404
+// naming it.
+func TestUnloadModelFreesItsPlace(t *testing.T) {
+	h := newHarness(t, Config{MaxModels: 1})
+	_, id := h.newModel()
+	sess := h.session()
+	create := tinker.CreateModelRequest{SessionID: sess, BaseModel: testBase, Type: "create_model"}
+	status, b := h.do(http.MethodPost, tinker.PathCreateModel, create)
+	expectDetail(t, status, b, http.StatusBadRequest, "the server's limit of 1")
+
+	f := h.submit(tinker.PathUnloadModel, tinker.UnloadModelRequest{ModelID: id, Type: "unload_model"})
+	if f.ModelID != id {
+		t.Errorf("unload_model answered for model %q, want %q", f.ModelID, id)
+	}
+	var res tinker.UnloadModelResponse
+	strict(t, h.wait(f.RequestID), &res)
+	if res.ModelID != id || res.Type != "unload_model" {
+		t.Errorf("unload_model's result %+v", res)
+	}
+	h.post(tinker.PathCreateModel, create)
+
+	status, b = h.do(http.MethodPost, tinker.PathForwardBackward, tinker.ForwardBackwardRequest{ModelID: id})
+	expectDetail(t, status, b, http.StatusNotFound, "model "+id+" was unloaded")
+	status, b = h.do(http.MethodPost, tinker.PathUnloadModel, tinker.UnloadModelRequest{ModelID: id})
+	expectDetail(t, status, b, http.StatusNotFound, "model "+id+" was unloaded")
+	status, b = h.do(http.MethodPost, tinker.PathUnloadModel, tinker.UnloadModelRequest{ModelID: "nope"})
+	expectDetail(t, status, b, http.StatusNotFound, "model nope not found")
+}

@@ -537,6 +537,7 @@ func (s *Server) routes() http.Handler {
 		tinker.PathCreateSession:   {http.MethodPost, true, s.createSession},
 		tinker.PathHeartbeat:       {http.MethodPost, true, s.heartbeat},
 		tinker.PathCreateModel:     {http.MethodPost, true, s.createModel},
+		tinker.PathUnloadModel:     {http.MethodPost, true, s.unloadModel},
 		tinker.PathForward:         {http.MethodPost, true, s.forward},
 		tinker.PathForwardBackward: {http.MethodPost, true, s.forwardBackward},
 		tinker.PathOptimStep:       {http.MethodPost, true, s.optimStep},

@@ -336,7 +336,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"POST", tinker.PathForwardBackward, `{}`, []string{"Content-Encoding", "br"}, 415, `Content-Encoding "br" is not read`},
 		{"GET", tinker.PathForwardBackward, ``, nil, 405, "takes POST"},
 		{"POST", tinker.PathHealthz, ``, nil, 405, "takes GET"},
-		{"POST", "/api/v1/unload_model", `{}`, nil, 404, "Not Found"},
+		{"POST", "/api/v1/unload_model", `{}`, nil, 400, "model_id is missing"},
 		{"POST", "/api/v1/weights_info", `{}`, nil, 400, `weights_info: tinker_path "" is not a checkpoint's path`},
 		{"POST", "/api/v1/weights_info", `{"tinker_path": "tinker://model_1/weights/none"}`, nil, 404, "weights_info: no checkpoint tinker://model_1/weights/none"},
 		{"POST", "/api/v1/create_custom_loss", `{}`, nil, 400, "create_custom_loss: custom_loss_seq_id is missing"},

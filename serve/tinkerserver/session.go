@@ -231,6 +231,9 @@ func (s *Server) modelLocked(id string, now time.Time) (*trainModel, error) {
 	if err := s.checkSessionLocked(m.sess, now); err != nil {
 		return nil, errorf(http.StatusGone, "model %s: %v", id, err)
 	}
+	if m.unloaded {
+		return nil, errorf(http.StatusNotFound, "model %s was unloaded", id)
+	}
 	return m, nil
 }
 
@@ -391,6 +394,34 @@ func (s *Server) createModel(w http.ResponseWriter, r *http.Request) {
 	s.finish(f, res)
 	res.RequestID = f.id
 	writeJSON(w, http.StatusOK, res)
+}
+
+// unloadModel is SkyRL's unload_model: the model stops (calls queued on
+// it fail, naming why), its weights are freed, and it no longer counts
+// against Config.MaxModels; its saves stay. Later calls on it are refused
+// (404). The SDK does not send it; rlvr's client does when it closes.
+func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
+	var req tinker.UnloadModelRequest
+	if _, err := s.decode(w, r, "unload_model", &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.mu.Lock()
+	m, err := s.modelLocked(req.ModelID, time.Now())
+	var f *future
+	if err == nil {
+		m.unloaded = true
+		m.stop(userErr("model %s was unloaded by its client", m.id))
+		f = s.newFutureLocked()
+	}
+	s.mu.Unlock()
+	if err != nil {
+		writeError(w, fmt.Errorf("unload_model: %w", err))
+		return
+	}
+	s.log.Debug("tinkerserver: model unloaded", "model", m.id)
+	s.finish(f, tinker.UnloadModelResponse{ModelID: m.id, Status: "unloaded", Type: "unload_model"})
+	writeJSON(w, http.StatusOK, tinker.UnloadModelResponse{ModelID: m.id, RequestID: f.id})
 }
 
 // modelInfo is get_info's answer: what the SDK's training client reads of

@@ -42,6 +42,7 @@ type trainModel struct {
 	samplerSaves int        // save_weights_for_sampler calls, naming unnamed copies
 	inflight     *weights   // the weights the inflight saves published last; nil before the first
 	stopErr      *callErr   // why the model stopped; nil while it runs
+	unloaded     bool       // by unload_model: later calls find no model
 	lastRequest  time.Time  // of the last call submitted
 
 	// Owned by the worker.
