@@ -10,7 +10,8 @@
 # Targets (TARGETS; default world smollm2 tinker):
 #   world    configs/world-grpo.yaml on the world model, locally
 #   smollm2  configs/gsm8k-grpo-chat.yaml on SmolLM2 (SMOLLM2, default
-#            runs/smollm2), 8 questions x 4 samples of 128 tokens, locally
+#            runs/smollm2), 8 questions x 4 samples of 128 tokens, locally,
+#            in PRECISION (default bf16)
 #   tinker   the world's run against rlvr serve --tinker on loopback
 #            (port TINKER_PORT, default 8766)
 #   skyrl    the smollm2 target's run against SkyRL tx (skyrl-tx from
@@ -39,6 +40,8 @@ read -r -a targets <<<"${TARGETS:-world smollm2 tinker}"
 read -r -a rows <<<"${ROWS:-sync async1 async2}"
 port=${TINKER_PORT:-8766}
 smollm2=${SMOLLM2:-runs/smollm2}
+# The local SmolLM2 targets' precision: bf16, as the SmolLM2 experiment runs.
+precision=${PRECISION:-bf16}
 skyrl_port=${SKYRL_PORT:-8123}
 gemma=${GEMMA:-runs/gemma3-270m}
 expert_port=${EXPERT_PORT:-8124}
@@ -52,10 +55,15 @@ common=(--steps "$steps" --set eval_every=0 --set checkpoint_every=0 --overwrite
 
 server=
 # stop_server stops the server and its children (SkyRL tx's engine).
+# SkyRL's API server (uvicorn) may outlive a TERM while its engine runs a
+# call: it gets 10 s, then KILL.
 stop_server() {
   [ -n "$server" ] || return 0
   pkill -P "$server" 2>/dev/null || true
   kill "$server" 2>/dev/null || true
+  for _ in $(seq 10); do kill -0 "$server" 2>/dev/null || return 0; sleep 1; done
+  pkill -9 -P "$server" 2>/dev/null || true
+  kill -9 "$server" 2>/dev/null || true
 }
 trap stop_server EXIT
 # answers PORT: whether a server answers on PORT, the Tinker API's health
@@ -122,11 +130,14 @@ serve_expert() {
 target_flags() {
   case $1 in
     world) flags=(--config configs/world-grpo.yaml --set eval_problems=8) ;;
-    smollm2) flags=(--config configs/gsm8k-grpo-chat.yaml --model "$smollm2" --set prompts_per_step=8 --set group_size=4
+    smollm2-sizes) flags=(--config configs/gsm8k-grpo-chat.yaml --model "$smollm2" --set prompts_per_step=8 --set group_size=4
       --set max_tokens=128 --set eval_problems=2 --set test_problems=2) ;;
+    smollm2)
+      target_flags smollm2-sizes
+      flags+=(--precision "$precision") ;;
     tinker) flags=(--config configs/world-grpo-tinker.yaml --set "backend.url=http://127.0.0.1:$port" --set eval_problems=8) ;;
     skyrl)
-      target_flags smollm2
+      target_flags smollm2-sizes
       flags+=(--model "$skyrl_model" --set backend.kind=tinker --set "backend.url=http://127.0.0.1:$skyrl_port"
         --set "backend.base_model=$skyrl_model" --set backend.lora_rank=32 --set backend.reduction=datum-mean
         --set grad_clip=0 --set gradient_checkpointing=false) ;;
@@ -135,7 +146,7 @@ target_flags() {
     eapo-cold)
       local persona="You are a careful math teacher. Solve the problem step by step and end with a line '#### <answer>'."
       flags=(--config configs/gsm8k-eapo-smollm2.yaml --set prompts_per_step=8 --set group_size=4 --set max_tokens=128
-        --set eval_problems=2 --set test_problems=2 --set cold_start.probe=-1
+        --set eval_problems=2 --set test_problems=2 --set cold_start.probe=-1 --precision "$precision"
         --set "consultation.experts=[{name: E1, kind: reference}, {name: E2, url: \"http://127.0.0.1:$expert_port/v1\", remote_model: gemma3-270m, api: completion, system: \"$persona\", max_tokens: 128, timeout: 5m, deadline: 10m, concurrency: 8}]") ;;
     eapo)
       target_flags eapo-cold
