@@ -22,14 +22,7 @@ import (
 // outlives it; without, the next call fails, naming the call and the
 // expiry.
 func TestHeartbeatsKeepTheSessionAlive(t *testing.T) {
-	m, err := model.New(model.Config{Vocab: tokenizer.NewByteTokenizer().VocabSize(), Dim: 16, Layers: 1, Heads: 2, Hidden: 32, MaxSeq: 32}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "tiny")
-	if err := hf.Save(dir, m, nil, safetensors.F32); err != nil {
-		t.Fatal(err)
-	}
+	dir := tinyModelDir(t)
 	srv, err := tinkerserver.New(tinkerserver.Config{Models: map[string]string{"tiny": dir}, StateDir: t.TempDir(), SessionTTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -64,14 +57,7 @@ func TestHeartbeatsKeepTheSessionAlive(t *testing.T) {
 // to its session's expiry. A server without unload_model (404) closes
 // without an error.
 func TestCloseUnloadsTheModel(t *testing.T) {
-	m, err := model.New(model.Config{Vocab: tokenizer.NewByteTokenizer().VocabSize(), Dim: 16, Layers: 1, Heads: 2, Hidden: 32, MaxSeq: 32}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "tiny")
-	if err := hf.Save(dir, m, nil, safetensors.F32); err != nil {
-		t.Fatal(err)
-	}
+	dir := tinyModelDir(t)
 	srv, err := tinkerserver.New(tinkerserver.Config{Models: map[string]string{"tiny": dir}, StateDir: t.TempDir(), MaxModels: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -116,4 +102,19 @@ func TestCloseUnloadsTheModel(t *testing.T) {
 	if err := old.Close(); err != nil {
 		t.Errorf("close against a server without unload_model: %v", err)
 	}
+}
+
+// tinyModelDir saves a 1-layer model of the byte tokenizer's vocabulary
+// as a Hugging Face directory, the base model the tests serve as "tiny".
+func tinyModelDir(t *testing.T) string {
+	t.Helper()
+	m, err := model.New(model.Config{Vocab: tokenizer.NewByteTokenizer().VocabSize(), Dim: 16, Layers: 1, Heads: 2, Hidden: 32, MaxSeq: 32}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if err := hf.Save(dir, m, nil, safetensors.F32); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
