@@ -53,18 +53,7 @@ world=$(bin/rlvr pretrain | sed -n 's/^checkpoint: //p')
 # Evaluation is left to a minimum: the table is about the steps.
 common=(--steps "$steps" --set eval_every=0 --set checkpoint_every=0 --overwrite)
 
-server=
-# stop_server stops the server and its children (SkyRL tx's engine).
-# SkyRL's API server (uvicorn) may outlive a TERM while its engine runs a
-# call: it gets 10 s, then KILL.
-stop_server() {
-  [ -n "$server" ] || return 0
-  pkill -P "$server" 2>/dev/null || true
-  kill "$server" 2>/dev/null || true
-  for _ in $(seq 10); do kill -0 "$server" 2>/dev/null || return 0; sleep 1; done
-  pkill -9 -P "$server" 2>/dev/null || true
-  kill -9 "$server" 2>/dev/null || true
-}
+source scripts/server.sh # stop_server, of $server
 trap stop_server EXIT
 # answers PORT: whether a server answers on PORT, the Tinker API's health
 # check or the OpenAI API's model list.

@@ -23,19 +23,11 @@ if curl -fsS "http://127.0.0.1:$port/api/v1/healthz" >/dev/null 2>&1; then
   exit 1
 fi
 mkdir -p "$out"
+source scripts/server.sh # stop_server, of $server
 py=$(scripts/peers.sh --python)
 rm -rf "$out/skyrl-server"
 scripts/skyrl-serve.sh "$py" "$out/skyrl-server" "$port" "$model" >"$out/skyrl-server.log" 2>&1 &
 server=$!
-# SkyRL's API server (uvicorn) may outlive a TERM while its engine runs a
-# call: it gets 10 s, then KILL.
-stop_server() {
-  pkill -P "$server" 2>/dev/null || true
-  kill "$server" 2>/dev/null || true
-  for _ in $(seq 10); do kill -0 "$server" 2>/dev/null || return 0; sleep 1; done
-  pkill -9 -P "$server" 2>/dev/null || true
-  kill -9 "$server" 2>/dev/null || true
-}
 trap stop_server EXIT
 trap 'exit 143' TERM INT
 for _ in $(seq 300); do
