@@ -20,14 +20,22 @@ onednn() {
     return 0
   fi
   # oneDNN 3.2 built against GNU OpenMP: it needs only libgomp and libstdc++.
+  # The wheel is pinned by its hash; the library is placed by a rename, so a
+  # second setup running at once, or a run starting meanwhile, never finds
+  # a partly written file.
   local tmp
   tmp=$(mktemp -d)
+  echo "onednn-cpu-gomp==2023.2.0 --hash=sha256:2f22a54d6a890ed14bfa185d42a4be65d8b5b1df85dc1f0f3a9abe31620416fb" >"$tmp/req.txt"
   echo "setup: fetching oneDNN for bf16 products (once, ~40 MB)..." >&2
-  if python3 -m pip download -q --no-deps --disable-pip-version-check -d "$tmp" onednn-cpu-gomp==2023.2.0 >/dev/null 2>&1 &&
+  if python3 -m pip download -q --no-deps --require-hashes --only-binary=:all: --disable-pip-version-check \
+    -d "$tmp" -r "$tmp/req.txt" >/dev/null 2>&1 &&
     python3 -m zipfile -e "$tmp"/onednn_cpu_gomp-*.whl "$tmp/x" >/dev/null 2>&1 &&
-    mkdir -p "$cache/onednn" && cp "$tmp"/x/onednn_cpu_gomp-*.data/data/lib/libdnnl.so.3 "$cache/onednn/"; then
+    mkdir -p "$cache/onednn" &&
+    cp "$tmp"/x/onednn_cpu_gomp-*.data/data/lib/libdnnl.so.3 "$cache/onednn/.libdnnl.so.3.$$" &&
+    mv -f "$cache/onednn/.libdnnl.so.3.$$" "$cache/onednn/libdnnl.so.3"; then
     echo "setup: oneDNN in $cache/onednn" >&2
   else
+    rm -f "$cache/onednn/.libdnnl.so.3.$$"
     echo "setup: could not fetch oneDNN (needs python3 with pip); bf16 falls back to float32" >&2
   fi
   rm -rf "$tmp"
