@@ -119,6 +119,13 @@ line() { local s; s=$(printf '%q ' "$@"); echo "${s% }"; }
 # every row. A fine-tuning's own test line is a diagnostic of the stage,
 # scored on 100 test problems; the rows are scored on all 1,319.
 for seed in $seeds; do
+  # The kernel bf16 decoding runs on (docs/precision.md, "Decoding on the
+  # AMX tiles"): seed 1's rows sample on the FMA tiles, as its first rows
+  # did before the AMX tiles were built; later seeds on PANELS (default
+  # auto: the AMX tiles where the CPU has them, 2.5 times faster at 64
+  # streams). The two differ in the last bits, so each seed's rows share
+  # one kernel and their pairing by problem compares methods, not kernels.
+  if [ "$seed" = 1 ]; then export RLVR_PANELS=fma; else export RLVR_PANELS=${PANELS:-auto}; fi
   stage="--precision $precision --seed $seed --dme $dme --test-problems 100 --checkpoint-every 12 --keep-last 1 --keep-optimizer last"
   {
     # shellcheck disable=SC2086

@@ -220,13 +220,14 @@ func BF16Kernel() string {
 // forced emulation); without one, BF16 runs in float32.
 func BF16KernelOK() bool { return bf16State().backend != bf16None }
 
-// KernelFor names the kernel products in precision p run on.
+// KernelFor names the kernels products in precision p run on: in bf16,
+// the general products' and the decoder's (bf16 panels).
 func KernelFor(p Precision) string {
 	if p == INT8 {
 		return "int8 decoding weights (a scale per feature), fp32 elsewhere: " + Backend()
 	}
 	if p.Effective() == BF16 {
-		return "bf16: " + BF16Kernel()
+		return "bf16: " + BF16Kernel() + "; decoding on the " + PanelsKernel()
 	}
 	if p == BF16 {
 		return "fp32 (bf16 unavailable: " + bf16State().why + "): " + Backend()

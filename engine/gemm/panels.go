@@ -1,9 +1,13 @@
 package gemm
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"rlvr/engine/parallel"
 )
@@ -41,7 +45,9 @@ type Panels struct {
 	N, K   int
 	Kind   PanelKind
 	data   []float32 // (ceil(N/PanelWidth), K, PanelWidth)
-	data16 []uint16  // the same layout in bf16 bits
+	data16 []uint16  // the same layout in bf16 bits; with amx, (ceil(N/PanelWidth), kp/2, PanelWidth, 2)
+	amx    bool      // bf16 packed for the AMX tiles: pairs of k per feature, k padded to kp
+	kp     int       // with amx, K rounded up to a multiple of amxK
 	data8  []int8    // the same layout in int8
 	scale  []float32 // int8: each feature's scale, ceil(N/PanelWidth)·PanelWidth of them
 }
@@ -69,14 +75,21 @@ func (k PanelKind) String() string {
 // Pack copies w (n × k) into the panels, reusing their storage when the
 // shape is unchanged.
 func (p *Panels) Pack(w []float32, n, k int) {
-	p.reshape(n, k, PanelsF32, len(w))
+	p.reshape(n, k, PanelsF32, len(w), false)
 	packPanels(p.data, w, n, k, func(_ int, v float32) float32 { return v })
 }
 
 // PackBF16 copies w (n × k) into the panels rounded to bf16, reusing their
-// storage when the shape is unchanged.
+// storage when the shape is unchanged. Where the AMX tiles run
+// (PanelsKernel), the panels take their layout, and every product by them
+// runs on the tiles.
 func (p *Panels) PackBF16(w []float32, n, k int) {
-	p.reshape(n, k, PanelsBF16, len(w))
+	amx := panelsState().amx
+	p.reshape(n, k, PanelsBF16, len(w), amx)
+	if amx {
+		packPairs(p.data16, w, n, k, p.kp)
+		return
+	}
 	packPanels(p.data16, w, n, k, func(_ int, v float32) uint16 { return Float32ToBF16(v) })
 }
 
@@ -86,7 +99,7 @@ func (p *Panels) PackBF16(w []float32, n, k int) {
 // zeros has scale 0 (its products are 0); one holding a NaN or an
 // infinity gives NaN products.
 func (p *Panels) PackInt8(w []float32, n, k int) {
-	p.reshape(n, k, PanelsInt8, len(w))
+	p.reshape(n, k, PanelsInt8, len(w), false)
 	parallel.For(n, 64, func(lo, hi int) {
 		for f := lo; f < hi; f++ {
 			var m float32
@@ -107,18 +120,23 @@ func (p *Panels) PackInt8(w []float32, n, k int) {
 	})
 }
 
-// reshape sizes the panels for an n × k matrix of len elements of kind,
-// keeping the storage of the same shape and kind.
-func (p *Panels) reshape(n, k int, kind PanelKind, len int) {
+// reshape sizes the panels for an n × k matrix of len elements of kind
+// (bf16 in the AMX layout with amx), keeping the storage of the same
+// shape, kind and layout.
+func (p *Panels) reshape(n, k int, kind PanelKind, len int, amx bool) {
 	if n <= 0 || k <= 0 || len < n*k {
 		panic(fmt.Sprintf("gemm: packing a %d×%d matrix from %d elements", n, k, len))
 	}
 	padded := (n + PanelWidth - 1) / PanelWidth * PanelWidth
-	size := padded * k
-	if p.N == n && p.K == k && p.Kind == kind {
+	kp := k
+	if amx {
+		kp = (k + amxK - 1) / amxK * amxK
+	}
+	size := padded * kp
+	if p.N == n && p.K == k && p.Kind == kind && p.amx == amx {
 		return
 	}
-	p.N, p.K, p.Kind, p.data, p.data16, p.data8, p.scale = n, k, kind, nil, nil, nil, nil
+	p.N, p.K, p.Kind, p.amx, p.kp, p.data, p.data16, p.data8, p.scale = n, k, kind, amx, kp, nil, nil, nil, nil
 	switch kind {
 	case PanelsBF16:
 		p.data16 = make([]uint16, size)
@@ -127,6 +145,28 @@ func (p *Panels) reshape(n, k int, kind PanelKind, len int) {
 	default:
 		p.data = make([]float32, size)
 	}
+}
+
+// amxK is the k an AMX tile product takes at once: 16 rows of pairs.
+const amxK = 32
+
+// packPairs writes w (n × k) rounded to bf16 into dst in the AMX layout:
+// each panel kp/2 rows of PanelWidth features × 2 consecutive k (the B
+// operand of TDPBF16PS), the k past k and the features past n zero.
+func packPairs(dst []uint16, w []float32, n, k, kp int) {
+	panels := (n + PanelWidth - 1) / PanelWidth
+	parallel.For(panels, 1, func(lo, hi int) {
+		for q := lo; q < hi; q++ {
+			dst := dst[q*kp*PanelWidth : (q+1)*kp*PanelWidth]
+			clear(dst)
+			for j := range min(PanelWidth, n-q*PanelWidth) {
+				f := q*PanelWidth + j
+				for i, v := range w[f*k : (f+1)*k] {
+					dst[(i/2)*2*PanelWidth+2*j+i%2] = Float32ToBF16(v)
+				}
+			}
+		}
+	})
 }
 
 // packPanels writes w (n × k) into dst in the panels' layout, each element
@@ -170,6 +210,10 @@ func MulPanels(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, a
 		panic(fmt.Sprintf("gemm: %d rows of x (ld %d, %d elements) times a %d×%d panel matrix into out (ld %d, %d elements)", m, ldx, len(x), p.N, p.K, ldo, len(out)))
 	}
 	panels := (p.N + PanelWidth - 1) / PanelWidth
+	if p.amx {
+		mulPairs(out, ldo, x, ldx, m, p, panels, accumulate)
+		return
+	}
 	if p.Kind == PanelsBF16 {
 		// The rows rounded once, before the threads split the panels,
 		// into a buffer of the pool's: one buffer serves every matrix a
@@ -197,6 +241,133 @@ func MulPanels(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, a
 	parallel.For(panels, 1, func(lo, hi int) {
 		panelsKernel(out, ldo, x, ldx, m, p, lo, hi, accumulate)
 	})
+}
+
+// mulPairs is MulPanels on panels in the AMX layout: the rows rounded to
+// bf16 once into the A tiles' layout, then split as MulPanels splits them.
+func mulPairs(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, panels int, accumulate bool) {
+	kp, rows := p.kp, (m+15)/16*16
+	xb := pairsPool.Get().(*[]uint16)
+	defer pairsPool.Put(xb)
+	*xb = grow(*xb, rows*kp)
+	a := *xb
+	for r := range m {
+		convertRows(a[r*kp:r*kp+p.K], x[r*ldx:], 1, p.K, ldx)
+		clear(a[r*kp+p.K : (r+1)*kp])
+	}
+	clear(a[m*kp : rows*kp])
+	switch {
+	case m >= 2*panelRows: // a prefill: threads take blocks of rows
+		blocks := (m + panelRows - 1) / panelRows
+		parallel.For(blocks, 1, func(lo, hi int) {
+			r0, r1 := lo*panelRows, min(hi*panelRows, m)
+			panelsAMXC(out[r0*ldo:], ldo, a[r0*kp:], r1-r0, p, 0, panels, accumulate)
+		})
+	case 2*m*p.N*p.K < minSplitFLOPs:
+		panelsAMXC(out, ldo, a, m, p, 0, panels, accumulate)
+	default:
+		parallel.For(panels, 4, func(lo, hi int) {
+			panelsAMXC(out, ldo, a, m, p, lo, hi, accumulate)
+		})
+	}
+}
+
+// pairsPool holds the rows of x in the AMX kernel's layout (bf16, rows of
+// kp, a multiple of 16 rows), grown as needed.
+var pairsPool = sync.Pool{New: func() any { return new([]uint16) }}
+
+// PanelKernels are the values RLVR_PANELS takes, the kernel that products
+// by bf16 panels (decoding in bf16) run on:
+//
+//	auto  the AMX tiles where the CPU has AMX-BF16 and the system grants
+//	      them, else fma (the default)
+//	amx   the same, with a notice where the tiles cannot run
+//	fma   the AVX-512 or AVX2 tiles: each element one chain of float32
+//	      FMAs over k, the same bits on every x86 CPU with AVX2
+//
+// Both are batch-invariant: a row's result depends on its own row of x
+// only. They differ from each other in the last bits (the AMX unit sums
+// each 32 k its own way), so a run that must reproduce one made with
+// the other sets RLVR_PANELS.
+var PanelKernels = []string{"auto", "amx", "fma"}
+
+var errNoAMX = errors.New("gemm: the CPU has no AMX-BF16")
+
+// panelsChoice is the bf16 panels' kernel.
+type panelsChoice struct {
+	amx  bool
+	name string
+}
+
+var (
+	panelsMu     sync.Mutex
+	panelsChosen atomic.Pointer[panelsChoice]
+)
+
+// panelsState is the bf16 panels' kernel, chosen on first use from
+// RLVR_PANELS.
+func panelsState() *panelsChoice {
+	if c := panelsChosen.Load(); c != nil {
+		return c
+	}
+	panelsMu.Lock()
+	defer panelsMu.Unlock()
+	if c := panelsChosen.Load(); c != nil {
+		return c
+	}
+	c, notice := choosePanels(os.Getenv("RLVR_PANELS"))
+	if notice != "" {
+		Notice(notice)
+	}
+	panelsChosen.Store(&c)
+	return &c
+}
+
+// choosePanels chooses the bf16 panels' kernel for the value of
+// RLVR_PANELS, with the one-line notice to give when it is not what was
+// asked for.
+func choosePanels(env string) (panelsChoice, string) {
+	fma := panelsChoice{name: "FMA tiles (AVX2)"}
+	switch {
+	case panelsAccelerated && panels512:
+		fma.name = "FMA tiles (AVX-512)"
+	case !panelsAccelerated:
+		fma.name = "portable Go"
+	}
+	switch strings.ToLower(env) {
+	case "", "auto":
+		if amxUsable() == nil {
+			return panelsChoice{amx: true, name: "AMX tiles (AMX-BF16)"}, ""
+		}
+		return fma, ""
+	case "amx":
+		if err := amxUsable(); err != nil {
+			return fma, fmt.Sprintf("rlvr: RLVR_PANELS=amx: %v; bf16 decoding runs on the %s", err, fma.name)
+		}
+		return panelsChoice{amx: true, name: "AMX tiles (AMX-BF16)"}, ""
+	case "fma":
+		return fma, ""
+	}
+	return fma, fmt.Sprintf("rlvr: RLVR_PANELS=%q is none of %v; bf16 decoding runs on the %s", env, PanelKernels, fma.name)
+}
+
+// PanelsKernel names the kernel products by bf16 panels run on, e.g.
+// "AMX tiles (AMX-BF16)".
+func PanelsKernel() string { return panelsState().name }
+
+// SetPanelsKernel chooses the bf16 panels' kernel as RLVR_PANELS would,
+// for tests and benchmarks that compare the kernels. Panels packed before
+// keep the layout, and so the kernel, they were packed for. The error says
+// why the choice was not possible (the FMA tiles then run).
+func SetPanelsKernel(name string) error {
+	c, notice := choosePanels(name)
+	panelsMu.Lock()
+	panelsChosen.Store(&c)
+	panelsMu.Unlock()
+	if notice != "" {
+		return errors.New(notice)
+	}
+	return nil
 }
 
 // panelsKernel multiplies m rows by panels [p0, p1), on the calling

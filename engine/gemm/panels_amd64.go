@@ -6,8 +6,15 @@ package gemm
 #cgo CFLAGS: -O3
 #cgo noescape rlvr_panels
 #cgo nocallback rlvr_panels
+#cgo noescape rlvr_panels_amx
+#cgo nocallback rlvr_panels_amx
+#include <errno.h>
 #include <immintrin.h>
 #include <stdint.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #define AVX2 __attribute__((target("avx2,fma")))
 #define INLINE inline __attribute__((always_inline))
@@ -245,16 +252,131 @@ static void rlvr_panels(float* out, long ldo, const float* x, long ldx, long m, 
 		}
 	}
 }
+
+// The AMX tiles: bf16 panels in pair layout (panelsAMX) multiplied with
+// TDPBF16PS. A panel of Kp/2 rows of 16 features × 2 consecutive k is one
+// B tile per 32 k; 16 rows of x, rounded to bf16 and zero-padded to Kp
+// columns and to a multiple of 16 rows, are one A tile. Each output row
+// is computed from its own row of x only, k in chunks of 32 in order, so
+// a row's result does not depend on the rows beside it, the panels'
+// grouping or the thread count.
+#define AMX __attribute__((target("amx-tile,amx-bf16")))
+
+// rlvr_amx_request asks Linux for the AMX tile state, which it grants a
+// process only on request; 0 when granted.
+static int rlvr_amx_request(void) {
+#ifdef __linux__
+	return syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 0 : errno; // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
+#else
+	return ENOSYS;
+#endif
+}
+typedef struct {
+	uint8_t palette, start;
+	uint8_t reserved[14];
+	uint16_t colsb[16];
+	uint8_t rows[16];
+} __attribute__((packed)) rl_tilecfg;
+
+// rl_amx_store writes (or adds) rows [0, rows) and columns [0, cols) of a
+// 16 × 16 tile stored in t.
+static inline void rl_amx_store(float* y, long ldo, const float* t, long rows, long cols, int acc) {
+	for (long i = 0; i < rows; i++)
+		for (long j = 0; j < cols; j++) y[i * ldo + j] = acc ? y[i * ldo + j] + t[16 * i + j] : t[16 * i + j];
+}
+
+// rlvr_panels_amx multiplies m rows of xb (bf16, rows of Kp, padded as
+// above) by panels [p0, p1) of b into out: four panels at a time, each
+// row block of 16 under them while their 4 × Kp × 32 bytes stay in L2.
+AMX static void rlvr_panels_amx(float* out, long ldo, const uint16_t* xb, long m, const uint16_t* b, long Kp, long N,
+		long p0, long p1, int acc) {
+	// Fewer than 16 rows (a decoding step of few streams) configure A and
+	// C tiles of that many rows: the unit then computes only those.
+	long ar = m < 16 ? m : 16;
+	rl_tilecfg cfg = {0};
+	cfg.palette = 1;
+	for (int i = 0; i < 8; i++) {
+		cfg.rows[i] = i == 0 || i >= 4 ? ar : 16;
+		cfg.colsb[i] = 64;
+	}
+	_tile_loadconfig(&cfg);
+	float t[4][256];
+	long ps = Kp * 16; // a panel's bf16 values
+	for (long q = p0; q < p1; q += 4) {
+		long g = p1 - q < 4 ? p1 - q : 4;
+		const uint16_t* w = b + q * ps;
+		for (long r = 0; r < m; r += 16) {
+			const uint16_t* a = xb + r * Kp;
+			long rows = m - r < 16 ? m - r : 16;
+			if (g == 4) {
+				_tile_zero(4);
+				_tile_zero(5);
+				_tile_zero(6);
+				_tile_zero(7);
+				for (long kc = 0; kc < Kp; kc += 32) {
+					_tile_loadd(0, a + kc, Kp * 2);
+					_tile_loadd(1, w + kc * 16, 64);
+					_tile_loadd(2, w + ps + kc * 16, 64);
+					_tile_loadd(3, w + 2 * ps + kc * 16, 64);
+					_tile_dpbf16ps(4, 0, 1);
+					_tile_dpbf16ps(5, 0, 2);
+					_tile_dpbf16ps(6, 0, 3);
+					_tile_loadd(1, w + 3 * ps + kc * 16, 64);
+					_tile_dpbf16ps(7, 0, 1);
+				}
+				_tile_stored(4, t[0], 64);
+				_tile_stored(5, t[1], 64);
+				_tile_stored(6, t[2], 64);
+				_tile_stored(7, t[3], 64);
+			} else {
+				for (long j = 0; j < g; j++) {
+					_tile_zero(4);
+					for (long kc = 0; kc < Kp; kc += 32) {
+						_tile_loadd(0, a + kc, Kp * 2);
+						_tile_loadd(1, w + j * ps + kc * 16, 64);
+						_tile_dpbf16ps(4, 0, 1);
+					}
+					_tile_stored(4, t[j], 64);
+				}
+			}
+			for (long j = 0; j < g; j++) {
+				long f = 16 * (q + j), cols = N - f < 16 ? N - f : 16;
+				rl_amx_store(out + r * ldo + f, ldo, t[j], rows, cols, acc);
+			}
+		}
+	}
+	_tile_release();
+}
 */
 import "C"
 
 import (
+	"fmt"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
 )
 
 var panelsAccelerated = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// amxUsable says whether the AMX tiles can run here: the CPU has AMX-BF16
+// and Linux granted the process the tile state, which it gives only on
+// request (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA).
+func amxUsable() error {
+	if !cpu.X86.HasAMXTile || !cpu.X86.HasAMXBF16 {
+		return errNoAMX
+	}
+	if errno := C.rlvr_amx_request(); errno != 0 {
+		return fmt.Errorf("gemm: the system refused the AMX tile state (arch_prctl: %v)", syscall.Errno(errno))
+	}
+	return nil
+}
+
+func panelsAMXC(out []float32, ldo int, xb []uint16, m int, p *Panels, p0, p1 int, accumulate bool) {
+	C.rlvr_panels_amx((*C.float)(unsafe.Pointer(unsafe.SliceData(out))), C.long(ldo), (*C.uint16_t)(unsafe.SliceData(xb)),
+		C.long(m), (*C.uint16_t)(unsafe.SliceData(p.data16)), C.long(p.kp), C.long(p.N), C.long(p0), C.long(p1), cbool(accumulate))
+}
 
 // panels512 chooses the AVX-512 tiles where the CPU has AVX-512; a
 // variable so that a test can compare them with the AVX2 tiles.

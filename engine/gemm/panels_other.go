@@ -9,3 +9,9 @@ var panels512 = false
 func panelsC(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, p0, p1 int, accumulate bool) {
 	panic("gemm: no C panel kernel")
 }
+
+func amxUsable() error { return errNoAMX }
+
+func panelsAMXC(out []float32, ldo int, xb []uint16, m int, p *Panels, p0, p1 int, accumulate bool) {
+	panic("gemm: no AMX panel kernel")
+}

@@ -13,9 +13,37 @@ import (
 // product for row counts around the tile and block sizes, widths that
 // leave a partial last panel, and both store and accumulate.
 func TestPanelsAgainstNaive(t *testing.T) {
+	for _, kernel := range panelKernels(t) {
+		t.Run(kernel, func(t *testing.T) {
+			usePanels(t, kernel)
+			panelsAgainstNaive(t, kernel == "amx")
+		})
+	}
+}
+
+// panelKernels are the bf16 panels' kernels that run here: fma, and amx
+// where the CPU has the tiles (said in the log where it has not).
+func panelKernels(t *testing.T) []string {
+	if err := amxUsable(); err != nil {
+		t.Logf("AMX tiles not tested: %v", err)
+		return []string{"fma"}
+	}
+	return []string{"fma", "amx"}
+}
+
+// usePanels chooses the bf16 panels' kernel for the rest of the test.
+func usePanels(t *testing.T, name string) {
+	t.Helper()
+	if err := SetPanelsKernel(name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { SetPanelsKernel("") })
+}
+
+func panelsAgainstNaive(t *testing.T, amx bool) {
 	r := rand.New(rand.NewPCG(5, 5))
-	for _, m := range []int{1, 2, 5, 6, 7, 13, 96, 97, 200, 401} {
-		for _, nk := range [][2]int{{16, 1}, {37, 7}, {50, 64}, {128, 33}} {
+	for _, m := range []int{1, 2, 5, 6, 7, 13, 16, 17, 33, 96, 97, 200, 401} {
+		for _, nk := range [][2]int{{16, 1}, {37, 7}, {50, 64}, {128, 33}, {70, 96}} {
 			n, k := nk[0], nk[1]
 			ldx, ldo := k+3, n+5
 			x, w := randSlice(r, m*ldx), randSlice(r, n*k)
@@ -24,6 +52,9 @@ func TestPanelsAgainstNaive(t *testing.T) {
 				// which the portable kernel is given as MulPanels rounds them;
 				// in int8, of x and the weights as the panels hold them.
 				p, rx, rw := packed(kind, w, n, k), x, w
+				if p.amx != (amx && kind == PanelsBF16) {
+					t.Fatalf("%s panels packed for AMX: %v", kind, p.amx)
+				}
 				switch kind {
 				case PanelsBF16:
 					rx, rw = roundedCopy(x), roundedCopy(w)
@@ -40,7 +71,9 @@ func TestPanelsAgainstNaive(t *testing.T) {
 					Naive(false, true, m, n, k, 1, rx, ldx, rw, k, beta, want, ldo)
 					kernels := map[string]func(out []float32){
 						"MulPanels": func(out []float32) { MulPanels(out, ldo, x, ldx, m, p, acc) },
-						"Go":        func(out []float32) { panelsGo(out, ldo, rx, ldx, m, p, 0, (n+15)/16, acc) },
+					}
+					if !p.amx { // the portable kernel reads the FMA tiles' layout
+						kernels["Go"] = func(out []float32) { panelsGo(out, ldo, rx, ldx, m, p, 0, (n+15)/16, acc) }
 					}
 					for name, f := range kernels {
 						got := append([]float32(nil), base...)
@@ -72,6 +105,7 @@ func TestPanelsAVX512IsAVX2(t *testing.T) {
 		t.Skip("no AVX-512 panel kernel on this machine")
 	}
 	defer func() { panels512 = true }()
+	usePanels(t, "fma")
 	r := rand.New(rand.NewPCG(7, 7))
 	for _, m := range []int{1, 5, 6, 11, 12, 13, 25, 97, 130} {
 		n, k := 53, 70
@@ -181,6 +215,15 @@ func TestPackInt8(t *testing.T) {
 // (the quad tiles) as at any position of batches of every size (the full
 // tiles), for 1 or 2 threads, in every kind of panel.
 func TestPanelsBatchInvariant(t *testing.T) {
+	for _, kernel := range panelKernels(t) {
+		t.Run(kernel, func(t *testing.T) {
+			usePanels(t, kernel)
+			panelsBatchInvariant(t)
+		})
+	}
+}
+
+func panelsBatchInvariant(t *testing.T) {
 	r := rand.New(rand.NewPCG(6, 6))
 	n, k := 200, 96
 	w, x := randSlice(r, n*k), randSlice(r, 300*k)
@@ -189,7 +232,7 @@ func TestPanelsBatchInvariant(t *testing.T) {
 		p := packed(kind, w, n, k)
 		for _, threads := range []int{1, 2} {
 			parallel.SetThreads(threads)
-			for _, m := range []int{2, 3, 8, 9, 64, 65, 300} {
+			for _, m := range []int{2, 3, 8, 9, 16, 17, 64, 65, 300} {
 				out := make([]float32, m*n)
 				MulPanels(out, n, x, k, m, p, false)
 				row := min(7, m-1)
@@ -250,6 +293,70 @@ func BenchmarkPanelsBF16(b *testing.B) {
 				}
 				b.ReportMetric(float64(p.Bytes())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 			})
+		}
+	}
+}
+
+// TestPanelsAMXLayout: bf16 panels packed for the AMX tiles hold each
+// feature's weights in pairs of k, k padded with zeros to a multiple of
+// 32 and the last panel's missing features zero, and no more than that.
+func TestPanelsAMXLayout(t *testing.T) {
+	if err := amxUsable(); err != nil {
+		t.Skipf("no AMX tiles here: %v", err)
+	}
+	usePanels(t, "amx")
+	r := rand.New(rand.NewPCG(8, 8))
+	n, k := 37, 70
+	w := randSlice(r, n*k)
+	p := packed(PanelsBF16, w, n, k)
+	const kp, panels = 96, 3
+	if !p.amx || p.kp != kp || p.Bytes() != panels*PanelWidth*kp*2 {
+		t.Fatalf("amx %v, kp %d, %d bytes: want true, %d, %d", p.amx, p.kp, p.Bytes(), kp, panels*PanelWidth*kp*2)
+	}
+	for q := range panels {
+		for i := range kp {
+			for j := range PanelWidth {
+				got := p.data16[q*kp*PanelWidth+(i/2)*2*PanelWidth+2*j+i%2]
+				var want uint16
+				if f := q*PanelWidth + j; f < n && i < k {
+					want = Float32ToBF16(w[f*k+i])
+				}
+				if got != want {
+					t.Fatalf("panel %d k %d feature %d: %#x, want %#x", q, i, j, got, want)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkPanelsKernels times the bf16 panels' kernels on SmolLM2-135M's
+// decoding products (q/k/v, gate and up, down, the tied head) at 1, 8, 32
+// and 64 rows, the streams of a decoding step: the FMA tiles, and the AMX
+// tiles where the CPU has them.
+func BenchmarkPanelsKernels(b *testing.B) {
+	kernels := []string{"fma"}
+	if amxUsable() == nil {
+		kernels = append(kernels, "amx")
+	}
+	defer SetPanelsKernel("")
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, m := range []int{1, 8, 32, 64} {
+		for _, nk := range [][2]int{{960, 576}, {3072, 576}, {576, 1536}, {49152, 576}} {
+			n, k := nk[0], nk[1]
+			x, w, out := randSlice(r, m*k), randSlice(r, n*k), make([]float32, m*n)
+			for _, kernel := range kernels {
+				if err := SetPanelsKernel(kernel); err != nil {
+					b.Fatal(err)
+				}
+				var p Panels
+				p.PackBF16(w, n, k)
+				b.Run(fmt.Sprintf("%s/%dx%dx%d", kernel, m, n, k), func(b *testing.B) {
+					for b.Loop() {
+						MulPanels(out, n, x, k, m, &p, false)
+					}
+					b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
 		}
 	}
 }
