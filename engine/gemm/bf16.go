@@ -132,25 +132,42 @@ type bf16Choice struct {
 // calling goroutine.
 type bitsKernel func(transA, transB bool, m, n, k int, alpha float32, a []uint16, lda int, b []uint16, ldb int, beta float32, c []float32, ldc int)
 
-var (
-	bf16Mu     sync.Mutex // serializes the choice
-	bf16Chosen atomic.Pointer[bf16Choice]
-)
+// bf16Chosen is the kernel choice.
+var bf16Chosen lazyChoice[bf16Choice]
 
 // bf16State is the kernel choice, made on first use from RLVR_BF16_KERNEL,
 // so a process that never multiplies in bf16 loads no bf16 library.
 func bf16State() *bf16Choice {
-	if c := bf16Chosen.Load(); c != nil {
-		return c
+	return bf16Chosen.get(func() bf16Choice { return chooseBF16(os.Getenv("RLVR_BF16_KERNEL")) })
+}
+
+// lazyChoice is a setting chosen once, on first use (from the
+// environment), which a test or a command may set again.
+type lazyChoice[T any] struct {
+	mu     sync.Mutex // serializes the choice
+	chosen atomic.Pointer[T]
+}
+
+// get is the choice, made by choose if it is not yet.
+func (c *lazyChoice[T]) get(choose func() T) *T {
+	if v := c.chosen.Load(); v != nil {
+		return v
 	}
-	bf16Mu.Lock()
-	defer bf16Mu.Unlock()
-	if c := bf16Chosen.Load(); c != nil {
-		return c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v := c.chosen.Load(); v != nil {
+		return v
 	}
-	c := chooseBF16(os.Getenv("RLVR_BF16_KERNEL"))
-	bf16Chosen.Store(&c)
-	return &c
+	v := choose()
+	c.chosen.Store(&v)
+	return &v
+}
+
+// set replaces the choice.
+func (c *lazyChoice[T]) set(v T) {
+	c.mu.Lock()
+	c.chosen.Store(&v)
+	c.mu.Unlock()
 }
 
 // BF16Kernels are the values RLVR_BF16_KERNEL takes:
@@ -490,9 +507,7 @@ func convertRowRange[T float32 | uint16](dst []T, src []float32, cols, ld, lo, h
 // gives no kernel (bf16 then falls back to float32).
 func SetBF16Kernel(name string) error {
 	c := chooseBF16(name)
-	bf16Mu.Lock()
-	bf16Chosen.Store(&c)
-	bf16Mu.Unlock()
+	bf16Chosen.set(c)
 	if c.backend == bf16None {
 		return fmt.Errorf("gemm: no bf16 kernel: %s", c.why)
 	}

@@ -20,8 +20,8 @@ func useBF16(t *testing.T, name string) bf16Choice {
 	if name == bitsForTest {
 		c = bf16Choice{backend: bf16Sbgemm, name: "three loops over bf16 bits", bits: naiveBits}
 	}
-	bf16Chosen.Store(&c)
-	t.Cleanup(func() { bf16Chosen.Store(old) })
+	bf16Chosen.set(c)
+	t.Cleanup(func() { bf16Chosen.set(*old) })
 	return c
 }
 

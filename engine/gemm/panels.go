@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"rlvr/engine/parallel"
 )
@@ -299,28 +298,19 @@ type panelsChoice struct {
 	name string
 }
 
-var (
-	panelsMu     sync.Mutex
-	panelsChosen atomic.Pointer[panelsChoice]
-)
+// panelsChosen is the bf16 panels' kernel.
+var panelsChosen lazyChoice[panelsChoice]
 
 // panelsState is the bf16 panels' kernel, chosen on first use from
 // RLVR_PANELS.
 func panelsState() *panelsChoice {
-	if c := panelsChosen.Load(); c != nil {
+	return panelsChosen.get(func() panelsChoice {
+		c, notice := choosePanels(os.Getenv("RLVR_PANELS"))
+		if notice != "" {
+			Notice(notice)
+		}
 		return c
-	}
-	panelsMu.Lock()
-	defer panelsMu.Unlock()
-	if c := panelsChosen.Load(); c != nil {
-		return c
-	}
-	c, notice := choosePanels(os.Getenv("RLVR_PANELS"))
-	if notice != "" {
-		Notice(notice)
-	}
-	panelsChosen.Store(&c)
-	return &c
+	})
 }
 
 // choosePanels chooses the bf16 panels' kernel for the value of
@@ -361,9 +351,7 @@ func PanelsKernel() string { return panelsState().name }
 // why the choice was not possible (the FMA tiles then run).
 func SetPanelsKernel(name string) error {
 	c, notice := choosePanels(name)
-	panelsMu.Lock()
-	panelsChosen.Store(&c)
-	panelsMu.Unlock()
+	panelsChosen.set(c)
 	if notice != "" {
 		return errors.New(notice)
 	}
