@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"rlvr/engine/parallel"
@@ -356,6 +357,70 @@ func BenchmarkPanelsKernels(b *testing.B) {
 					}
 					b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 				})
+			}
+		}
+	}
+}
+
+// TestChoosePanels: RLVR_PANELS's values choose the kernel they name; a
+// value that is none of them, or amx where the tiles cannot run, falls
+// back to the FMA tiles with a notice naming the variable, the value and
+// the kernel that runs instead.
+func TestChoosePanels(t *testing.T) {
+	amxErr := amxUsable()
+	for _, tc := range []struct {
+		env    string
+		amx    bool
+		notice []string
+	}{
+		{"", amxErr == nil, nil},
+		{"auto", amxErr == nil, nil},
+		{"FMA", false, nil},
+		{"fastest", false, []string{`RLVR_PANELS="fastest"`, "auto", "amx", "fma", "runs on the"}},
+	} {
+		c, notice := choosePanels(tc.env)
+		if c.amx != tc.amx {
+			t.Errorf("RLVR_PANELS=%q: amx %v, want %v", tc.env, c.amx, tc.amx)
+		}
+		if (notice == "") != (tc.notice == nil) {
+			t.Errorf("RLVR_PANELS=%q: notice %q", tc.env, notice)
+		}
+		for _, want := range tc.notice {
+			if !strings.Contains(notice, want) {
+				t.Errorf("RLVR_PANELS=%q: notice %q does not say %q", tc.env, notice, want)
+			}
+		}
+	}
+	c, notice := choosePanels("amx")
+	switch {
+	case amxErr == nil && (!c.amx || notice != ""):
+		t.Errorf("RLVR_PANELS=amx on a CPU with the tiles: amx %v, notice %q", c.amx, notice)
+	case amxErr != nil && (c.amx || !strings.Contains(notice, "RLVR_PANELS=amx") || !strings.Contains(notice, c.name)):
+		t.Errorf("RLVR_PANELS=amx without the tiles: amx %v, notice %q", c.amx, notice)
+	}
+}
+
+// TestPanelsBF16NaN: in bf16, on every kernel here, a NaN or an infinity
+// among a feature's weights makes that feature's products NaN or infinite
+// (so the decoder's NaN checks see it) and leaves the other features alone.
+func TestPanelsBF16NaN(t *testing.T) {
+	for _, kernel := range panelKernels(t) {
+		usePanels(t, kernel)
+		r := rand.New(rand.NewPCG(10, 10))
+		n, k, m := 40, 70, 3
+		w, x := randSlice(r, n*k), randSlice(r, m*k)
+		w[5*k+7] = float32(math.NaN())
+		w[33*k+69] = float32(math.Inf(1))
+		p := packed(PanelsBF16, w, n, k)
+		out := make([]float32, m*n)
+		MulPanels(out, n, x, k, m, p, false)
+		for i := range m {
+			for f := range n {
+				v := float64(out[i*n+f])
+				bad := math.IsNaN(v) || math.IsInf(v, 0)
+				if bad != (f == 5 || f == 33) {
+					t.Errorf("%s: row %d feature %d: %v", kernel, i, f, v)
+				}
 			}
 		}
 	}
