@@ -324,17 +324,18 @@ func choosePanels(env string) (panelsChoice, string) {
 	case !panelsAccelerated:
 		fma.name = "portable Go"
 	}
+	amx := panelsChoice{amx: true, name: "AMX tiles (AMX-BF16)"}
 	switch strings.ToLower(env) {
 	case "", "auto":
 		if amxUsable() == nil {
-			return panelsChoice{amx: true, name: "AMX tiles (AMX-BF16)"}, ""
+			return amx, ""
 		}
 		return fma, ""
 	case "amx":
 		if err := amxUsable(); err != nil {
 			return fma, fmt.Sprintf("rlvr: RLVR_PANELS=amx: %v; bf16 decoding runs on the %s", err, fma.name)
 		}
-		return panelsChoice{amx: true, name: "AMX tiles (AMX-BF16)"}, ""
+		return amx, ""
 	case "fma":
 		return fma, ""
 	}
