@@ -253,7 +253,7 @@ static void rlvr_panels(float* out, long ldo, const float* x, long ldx, long m, 
 	}
 }
 
-// The AMX tiles: bf16 panels in pair layout (panelsAMX) multiplied with
+// The AMX tiles: bf16 panels in pair layout (Panels.amx) multiplied with
 // TDPBF16PS. A panel of Kp/2 rows of 16 features × 2 consecutive k is one
 // B tile per 32 k; 16 rows of x, rounded to bf16 and zero-padded to Kp
 // columns and to a multiple of 16 rows, are one A tile. Each output row
@@ -352,6 +352,7 @@ import "C"
 
 import (
 	"fmt"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -362,8 +363,8 @@ var panelsAccelerated = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 // amxUsable says whether the AMX tiles can run here: the CPU has AMX-BF16
 // and Linux granted the process the tile state, which it gives only on
-// request (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA).
-func amxUsable() error {
+// request (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA), once.
+var amxUsable = sync.OnceValue(func() error {
 	if !cpu.X86.HasAMXTile || !cpu.X86.HasAMXBF16 {
 		return errNoAMX
 	}
@@ -371,7 +372,7 @@ func amxUsable() error {
 		return fmt.Errorf("gemm: the system refused the AMX tile state (arch_prctl: %v)", syscall.Errno(errno))
 	}
 	return nil
-}
+})
 
 func panelsAMXC(out []float32, ldo int, xb []uint16, m int, p *Panels, p0, p1 int, accumulate bool) {
 	C.rlvr_panels_amx((*C.float)(unsafe.Pointer(unsafe.SliceData(out))), C.long(ldo), (*C.uint16_t)(unsafe.SliceData(xb)),
