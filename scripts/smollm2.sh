@@ -113,19 +113,28 @@ math500 smollm2-math500-seed1 1 runs/smollm2
 # line ARGS...: one run's arguments as a line xargs splits back into them
 # (shell-quoted; no trailing blank, which would join the next line).
 line() { local s; s=$(printf '%q ' "$@"); echo "${s% }"; }
+# panels_of ROW: the kernel ROW's bf16 decoding runs on in seed $seed
+# (docs/precision.md, "Decoding on the AMX tiles"): PANELS (default auto:
+# the AMX tiles where the CPU has them, 2.5 times faster at 64 streams),
+# except for seed 1's GRPO, MEL-GRPO and MEML rows and their stages, which
+# sample on the FMA tiles as seed 1's first rows did before the AMX tiles
+# were built. The two differ in the last bits; every comparison's rows of
+# a seed share one kernel, so their pairing by problem compares methods,
+# not kernels.
+panels_of() {
+  if [ "$seed" = 1 ] && [[ " grpo mel-grpo meml-grpo expert0-sft-grpo " == *" $1 "* ]]; then
+    echo fma
+  else
+    echo "${PANELS:-auto}"
+  fi
+}
 # Seed by seed, so that a partial experiment (it takes many sittings)
 # holds whole seeds, each row's run of a seed beside the others': first
 # the fine-tunings MEML-GRPO and its Expert0-SFT baseline start from, then
 # every row. A fine-tuning's own test line is a diagnostic of the stage,
 # scored on 100 test problems; the rows are scored on all 1,319.
 for seed in $seeds; do
-  # The kernel bf16 decoding runs on (docs/precision.md, "Decoding on the
-  # AMX tiles"): seed 1's rows sample on the FMA tiles, as its first rows
-  # did before the AMX tiles were built; later seeds on PANELS (default
-  # auto: the AMX tiles where the CPU has them, 2.5 times faster at 64
-  # streams). The two differ in the last bits, so each seed's rows share
-  # one kernel and their pairing by problem compares methods, not kernels.
-  if [ "$seed" = 1 ]; then export RLVR_PANELS=fma; else export RLVR_PANELS=${PANELS:-auto}; fi
+  RLVR_PANELS=$(panels_of meml-grpo); export RLVR_PANELS # the stages
   stage="--precision $precision --seed $seed --dme $dme --test-problems 100 --checkpoint-every 12 --keep-last 1 --keep-optimizer last"
   {
     # shellcheck disable=SC2086
@@ -137,17 +146,17 @@ for seed in $seeds; do
     run=$out/$row-seed$seed
     # shellcheck disable=SC2086
     case $row in
-      grpo) line configs/gsm8k-grpo-chat.yaml "$run" --model runs/smollm2 --seed "$seed" $shared ;;
-      mel-grpo) line configs/gsm8k-mel-grpo-smollm2.yaml "$run" --seed "$seed" $shared ;;
-      self-rl) line configs/gsm8k-self-rl-smollm2.yaml "$run" --seed "$seed" $shared ;;
-      eapo-reference) line configs/gsm8k-eapo-smollm2.yaml "$run" --set "$reference" --seed "$seed" $shared ;;
-      eapo-gemma) line configs/gsm8k-eapo-smollm2.yaml "$run" --set "$gemma" --seed "$seed" $shared ;;
-      meml-grpo) line configs/gsm8k-meml-grpo-smollm2.yaml "$run" --model "$out/moe-sft-seed$seed-model" --seed "$seed" $shared ;;
-      expert0-sft-grpo) line configs/gsm8k-expert0-sft-grpo-smollm2.yaml "$run" --model "$out/expert0-sft-seed$seed-model" --seed "$seed" $shared ;;
+      grpo) line "$(panels_of "$row")" configs/gsm8k-grpo-chat.yaml "$run" --model runs/smollm2 --seed "$seed" $shared ;;
+      mel-grpo) line "$(panels_of "$row")" configs/gsm8k-mel-grpo-smollm2.yaml "$run" --seed "$seed" $shared ;;
+      self-rl) line "$(panels_of "$row")" configs/gsm8k-self-rl-smollm2.yaml "$run" --seed "$seed" $shared ;;
+      eapo-reference) line "$(panels_of "$row")" configs/gsm8k-eapo-smollm2.yaml "$run" --set "$reference" --seed "$seed" $shared ;;
+      eapo-gemma) line "$(panels_of "$row")" configs/gsm8k-eapo-smollm2.yaml "$run" --set "$gemma" --seed "$seed" $shared ;;
+      meml-grpo) line "$(panels_of "$row")" configs/gsm8k-meml-grpo-smollm2.yaml "$run" --model "$out/moe-sft-seed$seed-model" --seed "$seed" $shared ;;
+      expert0-sft-grpo) line "$(panels_of "$row")" configs/gsm8k-expert0-sft-grpo-smollm2.yaml "$run" --model "$out/expert0-sft-seed$seed-model" --seed "$seed" $shared ;;
     esac
-  done | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
+  done | xargs -r -P "$jobs" -L 1 bash -c 'RLVR_PANELS=$1 run "${@:2}"' _
   for row in "${rows[@]}"; do
-    math500 "$row-math500-seed$seed" "$seed" "$(final_model "$out/$row-seed$seed")"
+    RLVR_PANELS=$(panels_of "$row") math500 "$row-math500-seed$seed" "$seed" "$(final_model "$out/$row-seed$seed")"
   done
   prune
 done
