@@ -425,3 +425,45 @@ func TestPanelsBF16NaN(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPanelsAtLearnerRows runs the decoder's AMX tiles at a training
+// step's row counts beside the bf16 library product (Bgemm) on the same
+// SmolLM2 shapes: whether a kernel of rlvr's own would feed the learner's
+// products faster than oneDNN does (docs/precision.md, the learner goal).
+func BenchmarkPanelsAtLearnerRows(b *testing.B) {
+	if err := amxUsable(); err != nil {
+		b.Skip(err)
+	}
+	if !BF16KernelOK() {
+		b.Skip(BF16Kernel())
+	}
+	b.Log(DetectCPU(), "; ", BF16Kernel())
+	defer SetPanelsKernel("")
+	if err := SetPanelsKernel("amx"); err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, m := range []int{256, 2048} {
+		for _, nk := range [][2]int{{960, 576}, {3072, 576}, {576, 1536}, {49152, 576}} {
+			n, k := nk[0], nk[1]
+			x, w, out := randSlice(r, m*k), randSlice(r, n*k), make([]float32, m*n)
+			var p Panels
+			p.PackBF16(w, n, k)
+			gflops := func(b *testing.B) {
+				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			}
+			b.Run(fmt.Sprintf("amx/%dx%dx%d", m, n, k), func(b *testing.B) {
+				for b.Loop() {
+					MulPanels(out, n, x, k, m, &p, false)
+				}
+				gflops(b)
+			})
+			b.Run(fmt.Sprintf("library/%dx%dx%d", m, n, k), func(b *testing.B) {
+				for b.Loop() {
+					Bgemm(false, true, m, n, k, 1, x, k, w, k, 0, out, n)
+				}
+				gflops(b)
+			})
+		}
+	}
+}
