@@ -143,16 +143,16 @@ for seed in $seeds; do
     ! wants expert0-sft-grpo || line configs/gsm8k-moe-sft-smollm2.yaml "$out/expert0-sft-seed$seed" $stage --out "$out/expert0-sft-seed$seed-model" --set "expert_prompts.experts=[0]"
   } | xargs -r -P "$jobs" -L 1 bash -c 'run "$@"' _
   for row in "${rows[@]}"; do
-    run=$out/$row-seed$seed
+    run=$out/$row-seed$seed kernel=$(panels_of "$row")
     # shellcheck disable=SC2086
     case $row in
-      grpo) line "$(panels_of "$row")" configs/gsm8k-grpo-chat.yaml "$run" --model runs/smollm2 --seed "$seed" $shared ;;
-      mel-grpo) line "$(panels_of "$row")" configs/gsm8k-mel-grpo-smollm2.yaml "$run" --seed "$seed" $shared ;;
-      self-rl) line "$(panels_of "$row")" configs/gsm8k-self-rl-smollm2.yaml "$run" --seed "$seed" $shared ;;
-      eapo-reference) line "$(panels_of "$row")" configs/gsm8k-eapo-smollm2.yaml "$run" --set "$reference" --seed "$seed" $shared ;;
-      eapo-gemma) line "$(panels_of "$row")" configs/gsm8k-eapo-smollm2.yaml "$run" --set "$gemma" --seed "$seed" $shared ;;
-      meml-grpo) line "$(panels_of "$row")" configs/gsm8k-meml-grpo-smollm2.yaml "$run" --model "$out/moe-sft-seed$seed-model" --seed "$seed" $shared ;;
-      expert0-sft-grpo) line "$(panels_of "$row")" configs/gsm8k-expert0-sft-grpo-smollm2.yaml "$run" --model "$out/expert0-sft-seed$seed-model" --seed "$seed" $shared ;;
+      grpo) line "$kernel" configs/gsm8k-grpo-chat.yaml "$run" --model runs/smollm2 --seed "$seed" $shared ;;
+      mel-grpo) line "$kernel" configs/gsm8k-mel-grpo-smollm2.yaml "$run" --seed "$seed" $shared ;;
+      self-rl) line "$kernel" configs/gsm8k-self-rl-smollm2.yaml "$run" --seed "$seed" $shared ;;
+      eapo-reference) line "$kernel" configs/gsm8k-eapo-smollm2.yaml "$run" --set "$reference" --seed "$seed" $shared ;;
+      eapo-gemma) line "$kernel" configs/gsm8k-eapo-smollm2.yaml "$run" --set "$gemma" --seed "$seed" $shared ;;
+      meml-grpo) line "$kernel" configs/gsm8k-meml-grpo-smollm2.yaml "$run" --model "$out/moe-sft-seed$seed-model" --seed "$seed" $shared ;;
+      expert0-sft-grpo) line "$kernel" configs/gsm8k-expert0-sft-grpo-smollm2.yaml "$run" --model "$out/expert0-sft-seed$seed-model" --seed "$seed" $shared ;;
     esac
   done | xargs -r -P "$jobs" -L 1 bash -c 'RLVR_PANELS=$1 run "${@:2}"' _
   for row in "${rows[@]}"; do
