@@ -264,13 +264,13 @@ func BenchmarkPanels(b *testing.B) {
 			for b.Loop() {
 				MulPanels(out, n, x, k, m, &p, false)
 			}
-			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			reportGFLOPs(b, flops)
 		})
 		b.Run(fmt.Sprintf("sgemm/%dx%dx%d", m, n, k), func(b *testing.B) {
 			for b.Loop() {
 				Sgemm(false, true, m, n, k, 1, x, k, w, k, 0, out, n)
 			}
-			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			reportGFLOPs(b, flops)
 		})
 	}
 }
@@ -355,7 +355,7 @@ func BenchmarkPanelsKernels(b *testing.B) {
 					for b.Loop() {
 						MulPanels(out, n, x, k, m, &p, false)
 					}
-					b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					reportGFLOPs(b, 2*float64(m*n*k))
 				})
 			}
 		}
@@ -449,21 +449,13 @@ func BenchmarkPanelsAtLearnerRows(b *testing.B) {
 			x, w, out := randSlice(r, m*k), randSlice(r, n*k), make([]float32, m*n)
 			var p Panels
 			p.PackBF16(w, n, k)
-			gflops := func(b *testing.B) {
-				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			}
 			b.Run(fmt.Sprintf("amx/%dx%dx%d", m, n, k), func(b *testing.B) {
 				for b.Loop() {
 					MulPanels(out, n, x, k, m, &p, false)
 				}
-				gflops(b)
+				reportGFLOPs(b, 2*float64(m*n*k))
 			})
-			b.Run(fmt.Sprintf("library/%dx%dx%d", m, n, k), func(b *testing.B) {
-				for b.Loop() {
-					Bgemm(false, true, m, n, k, 1, x, k, w, k, 0, out, n)
-				}
-				gflops(b)
-			})
+			b.Run(fmt.Sprintf("library/%dx%dx%d", m, n, k), func(b *testing.B) { benchGemm(b, Bgemm, m, n, k, false, true) })
 		}
 	}
 }
