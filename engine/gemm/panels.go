@@ -43,13 +43,23 @@ const panelRows = 96
 type Panels struct {
 	N, K   int
 	Kind   PanelKind
-	data   []float32 // (ceil(N/PanelWidth), K, PanelWidth)
-	data16 []uint16  // the same layout in bf16 bits; with amx, (ceil(N/PanelWidth), kp/2, PanelWidth, 2)
-	amx    bool      // bf16 packed for the AMX tiles: pairs of k per feature, k padded to kp
-	kp     int       // with amx, K rounded up to a multiple of amxK
-	data8  []int8    // the same layout in int8
-	scale  []float32 // int8: each feature's scale, ceil(N/PanelWidth)·PanelWidth of them
+	data   []float32   // (ceil(N/PanelWidth), K, PanelWidth)
+	data16 []uint16    // the same layout in bf16 bits; with pairs, (ceil(N/PanelWidth), kp/2, PanelWidth, 2)
+	pairs  pairsKernel // bf16 packed for the AMX or AVX512-BF16 tiles: pairs of k per feature, k padded to kp
+	kp     int         // with pairs, K rounded up to a multiple of amxK
+	data8  []int8      // the same layout in int8
+	scale  []float32   // int8: each feature's scale, ceil(N/PanelWidth)·PanelWidth of them
 }
+
+// pairsKernel is the kernel bf16 panels in pair layout are packed for;
+// none for the k-major layout of the FMA tiles and the portable kernel.
+type pairsKernel uint8
+
+const (
+	pairsNone pairsKernel = iota
+	pairsAMX              // TDPBF16PS, 16 rows × 32 k a tile
+	pairsDot              // VDPBF16PS, one pair of k per 32-bit lane
+)
 
 // PanelKind is how a Panels stores its weights.
 type PanelKind uint8
@@ -74,18 +84,18 @@ func (k PanelKind) String() string {
 // Pack copies w (n × k) into the panels, reusing their storage when the
 // shape is unchanged.
 func (p *Panels) Pack(w []float32, n, k int) {
-	p.reshape(n, k, PanelsF32, len(w), false)
+	p.reshape(n, k, PanelsF32, len(w), pairsNone)
 	packPanels(p.data, w, n, k, func(_ int, v float32) float32 { return v })
 }
 
 // PackBF16 copies w (n × k) into the panels rounded to bf16, reusing their
-// storage when the shape is unchanged. Where the AMX tiles run
-// (PanelsKernel), the panels take their layout, and every product by them
-// runs on the tiles.
+// storage when the shape is unchanged. Where the AMX or AVX512-BF16
+// tiles run (PanelsKernel), the panels take their pair layout, and every
+// product by them runs on those tiles.
 func (p *Panels) PackBF16(w []float32, n, k int) {
-	amx := panelsState().amx
-	p.reshape(n, k, PanelsBF16, len(w), amx)
-	if amx {
+	pairs := panelsState().pairs
+	p.reshape(n, k, PanelsBF16, len(w), pairs)
+	if pairs != pairsNone {
 		packPairs(p.data16, w, n, k, p.kp)
 		return
 	}
@@ -98,7 +108,7 @@ func (p *Panels) PackBF16(w []float32, n, k int) {
 // zeros has scale 0 (its products are 0); one holding a NaN or an
 // infinity gives NaN products.
 func (p *Panels) PackInt8(w []float32, n, k int) {
-	p.reshape(n, k, PanelsInt8, len(w), false)
+	p.reshape(n, k, PanelsInt8, len(w), pairsNone)
 	parallel.For(n, 64, func(lo, hi int) {
 		for f := lo; f < hi; f++ {
 			var m float32
@@ -120,22 +130,22 @@ func (p *Panels) PackInt8(w []float32, n, k int) {
 }
 
 // reshape sizes the panels for an n × k matrix of len elements of kind
-// (bf16 in the AMX layout with amx), keeping the storage of the same
-// shape, kind and layout.
-func (p *Panels) reshape(n, k int, kind PanelKind, len int, amx bool) {
+// (bf16 in pair layout for the tiles pairs names), keeping the storage of
+// the same shape, kind and layout.
+func (p *Panels) reshape(n, k int, kind PanelKind, len int, pairs pairsKernel) {
 	if n <= 0 || k <= 0 || len < n*k {
 		panic(fmt.Sprintf("gemm: packing a %d×%d matrix from %d elements", n, k, len))
 	}
 	padded := (n + PanelWidth - 1) / PanelWidth * PanelWidth
 	kp := k
-	if amx {
+	if pairs != pairsNone {
 		kp = (k + amxK - 1) / amxK * amxK
 	}
 	size := padded * kp
-	if p.N == n && p.K == k && p.Kind == kind && p.amx == amx {
+	if p.N == n && p.K == k && p.Kind == kind && p.pairs == pairs {
 		return
 	}
-	p.N, p.K, p.Kind, p.amx, p.kp, p.data, p.data16, p.data8, p.scale = n, k, kind, amx, kp, nil, nil, nil, nil
+	p.N, p.K, p.Kind, p.pairs, p.kp, p.data, p.data16, p.data8, p.scale = n, k, kind, pairs, kp, nil, nil, nil, nil
 	switch kind {
 	case PanelsBF16:
 		p.data16 = make([]uint16, size)
@@ -146,10 +156,12 @@ func (p *Panels) reshape(n, k int, kind PanelKind, len int, amx bool) {
 	}
 }
 
-// amxK is the k an AMX tile product takes at once: 16 rows of pairs.
+// amxK is the k an AMX tile product takes at once: 16 rows of pairs. The
+// AVX512-BF16 tiles need only an even k, but share the layout (and its
+// padding, which adds zeros).
 const amxK = 32
 
-// packPairs writes w (n × k) rounded to bf16 into dst in the AMX layout:
+// packPairs writes w (n × k) rounded to bf16 into dst in pair layout:
 // each panel kp/2 rows of PanelWidth features × 2 consecutive k (the B
 // operand of TDPBF16PS), the k past k and the features past n zero.
 func packPairs(dst []uint16, w []float32, n, k, kp int) {
@@ -209,7 +221,7 @@ func MulPanels(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, a
 		panic(fmt.Sprintf("gemm: %d rows of x (ld %d, %d elements) times a %d×%d panel matrix into out (ld %d, %d elements)", m, ldx, len(x), p.N, p.K, ldo, len(out)))
 	}
 	panels := (p.N + PanelWidth - 1) / PanelWidth
-	if p.amx {
+	if p.pairs != pairsNone {
 		mulPairs(out, ldo, x, ldx, m, p, panels, accumulate)
 		return
 	}
@@ -242,9 +254,14 @@ func MulPanels(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, a
 	})
 }
 
-// mulPairs is MulPanels on panels in the AMX layout: the rows rounded to
-// bf16 once into the A tiles' layout, then split as MulPanels splits them.
+// mulPairs is MulPanels on panels in pair layout: the rows rounded to
+// bf16 once into the AMX A tiles' layout (which the AVX512-BF16 tiles read
+// as words of pairs), then split as MulPanels splits them.
 func mulPairs(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, panels int, accumulate bool) {
+	kernel := panelsAMXC
+	if p.pairs == pairsDot {
+		kernel = panelsDotC
+	}
 	kp, rows := p.kp, (m+15)/16*16
 	xb := pairsPool.Get().(*[]uint16)
 	defer pairsPool.Put(xb)
@@ -260,42 +277,48 @@ func mulPairs(out []float32, ldo int, x []float32, ldx int, m int, p *Panels, pa
 		blocks := (m + panelRows - 1) / panelRows
 		parallel.For(blocks, 1, func(lo, hi int) {
 			r0, r1 := lo*panelRows, min(hi*panelRows, m)
-			panelsAMXC(out[r0*ldo:], ldo, a[r0*kp:], r1-r0, p, 0, panels, accumulate)
+			kernel(out[r0*ldo:], ldo, a[r0*kp:], r1-r0, p, 0, panels, accumulate)
 		})
 	case 2*m*p.N*p.K < minSplitFLOPs:
-		panelsAMXC(out, ldo, a, m, p, 0, panels, accumulate)
+		kernel(out, ldo, a, m, p, 0, panels, accumulate)
 	default:
 		parallel.For(panels, 4, func(lo, hi int) {
-			panelsAMXC(out, ldo, a, m, p, lo, hi, accumulate)
+			kernel(out, ldo, a, m, p, lo, hi, accumulate)
 		})
 	}
 }
 
-// pairsPool holds the rows of x in the AMX kernel's layout (bf16, rows of
+// pairsPool holds the rows of x in the pair kernels' layout (bf16, rows of
 // kp, a multiple of 16 rows), grown as needed.
 var pairsPool = sync.Pool{New: func() any { return new([]uint16) }}
 
 // PanelKernels are the values RLVR_PANELS takes, the kernel that products
 // by bf16 panels (decoding in bf16) run on:
 //
-//	auto  the AMX tiles where the CPU has AMX-BF16 and the system grants
-//	      them, else fma (the default)
-//	amx   the same, with a notice where the tiles cannot run
-//	fma   the AVX-512 or AVX2 tiles: each element one chain of float32
-//	      FMAs over k, the same bits on every x86 CPU with AVX2
+//	auto        the AMX tiles where the CPU has AMX-BF16 and the system
+//	            grants them, else the AVX512-BF16 tiles where the CPU has
+//	            them, else fma (the default)
+//	amx         the AMX tiles, with a notice where they cannot run
+//	avx512bf16  the AVX512-BF16 tiles (VDPBF16PS: Zen 4, Cooper Lake and
+//	            later), with a notice where they cannot run
+//	fma         the AVX-512 or AVX2 tiles: each element one chain of
+//	            float32 FMAs over k, the same bits on every x86 CPU with AVX2
 //
-// Both are batch-invariant: a row's result depends on its own row of x
+// All are batch-invariant: a row's result depends on its own row of x
 // only. They differ from each other in the last bits (the AMX unit sums
-// each 32 k its own way), so a run that must reproduce one made with
-// the other sets RLVR_PANELS.
-var PanelKernels = []string{"auto", "amx", "fma"}
+// each 32 k its own way, VDPBF16PS each pair), so a run that must
+// reproduce one made with another sets RLVR_PANELS.
+var PanelKernels = []string{"auto", "amx", "avx512bf16", "fma"}
 
-var errNoAMX = errors.New("gemm: the CPU has no AMX-BF16")
+var (
+	errNoAMX = errors.New("gemm: the CPU has no AMX-BF16")
+	errNoDot = errors.New("gemm: the CPU has no AVX512-BF16")
+)
 
 // panelsChoice is the bf16 panels' kernel.
 type panelsChoice struct {
-	amx  bool
-	name string
+	pairs pairsKernel // none: the FMA tiles or the portable kernel
+	name  string
 }
 
 // panelsChosen is the bf16 panels' kernel.
@@ -324,11 +347,15 @@ func choosePanels(env string) (panelsChoice, string) {
 	case !panelsAccelerated:
 		fma.name = "portable Go"
 	}
-	amx := panelsChoice{amx: true, name: "AMX tiles (AMX-BF16)"}
+	amx := panelsChoice{pairs: pairsAMX, name: "AMX tiles (AMX-BF16)"}
+	dot := panelsChoice{pairs: pairsDot, name: "AVX512-BF16 tiles (VDPBF16PS)"}
 	switch strings.ToLower(env) {
 	case "", "auto":
 		if amxUsable() == nil {
 			return amx, ""
+		}
+		if dotUsable() == nil {
+			return dot, ""
 		}
 		return fma, ""
 	case "amx":
@@ -336,6 +363,11 @@ func choosePanels(env string) (panelsChoice, string) {
 			return fma, fmt.Sprintf("rlvr: RLVR_PANELS=amx: %v; bf16 decoding runs on the %s", err, fma.name)
 		}
 		return amx, ""
+	case "avx512bf16":
+		if err := dotUsable(); err != nil {
+			return fma, fmt.Sprintf("rlvr: RLVR_PANELS=avx512bf16: %v; bf16 decoding runs on the %s", err, fma.name)
+		}
+		return dot, ""
 	case "fma":
 		return fma, ""
 	}

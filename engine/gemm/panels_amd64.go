@@ -221,18 +221,80 @@ static const rl_quad_fn rl_quads512[3][4] = {
 	{0, rl_q512_1q, rl_q512_2q, rl_q512_3q},
 };
 
+// The AVX512-BF16 tiles: bf16 panels in pair layout (Panels.pairs, as
+// the AMX tiles read them), each 32-bit lane of a panel row one feature's
+// weights at k = 2i and 2i + 1, and rows of x rounded to bf16 and read as
+// 32-bit words, the pair at 2i and 2i + 1 of the row (x and ldx count
+// words, K the k pairs). VDPBF16PS adds both products of a pair into each
+// accumulator: each element is one chain over the pairs in order from
+// zero, whatever the rows beside it, so the tiles are batch-invariant as
+// the FMA tiles are, with the shape of the AVX-512 FMA tiles (12 rows × 1
+// panel, 3 rows × 4 panels) and twice their products per instruction.
+#define DOT __attribute__((target("avx512f,avx512bf16")))
+
+// rl_pair broadcasts word k of a row of x: its bf16 pair at 2k, 2k + 1.
+DOT static INLINE __m512bh rl_pair(const float* x, long k) { return (__m512bh)_mm512_set1_epi32(((const int*)x)[k]); }
+
+// rl_pairs512 is panel row k (16 features × 2 k) of a pair-layout panel.
+DOT static INLINE __m512bh rl_pairs512(const char* w, long k) { return (__m512bh)_mm512_loadu_si512(w + 64 * k); }
+
+#define RL_DROW(r) if (R > r) c##r = _mm512_dpbf16_ps(c##r, rl_pair(x + r * ldx, k), b);
+DOT static INLINE void rl_dtile(const int R, float* o, long ldo, long cols, const float* x, long ldx, const void* w, long K, int acc) {
+	__m512 z = _mm512_setzero_ps();
+	__m512 c0 = z, c1 = z, c2 = z, c3 = z, c4 = z, c5 = z, c6 = z, c7 = z, c8 = z, c9 = z, c10 = z, c11 = z;
+	for (long k = 0; k < K; k++) {
+		__m512bh b = rl_pairs512((const char*)w, k);
+		RL_DROW(0) RL_DROW(1) RL_DROW(2) RL_DROW(3) RL_DROW(4) RL_DROW(5)
+		RL_DROW(6) RL_DROW(7) RL_DROW(8) RL_DROW(9) RL_DROW(10) RL_DROW(11)
+	}
+	__m512 cs[12] = {c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11};
+	for (int r = 0; r < R; r++) rl_store512(o + r * ldo, cs[r], cols, acc, 0);
+}
+
+#define RL_DTILE(R, name) DOT static void name(float* o, long ldo, long cols, const float* x, long ldx, const void* b, const float* s, long K, int acc) \
+	{ rl_dtile(R, o, ldo, cols, x, ldx, b, K, acc); }
+RL_DTILE(1, rl_d1) RL_DTILE(2, rl_d2) RL_DTILE(3, rl_d3) RL_DTILE(4, rl_d4) RL_DTILE(5, rl_d5) RL_DTILE(6, rl_d6)
+RL_DTILE(7, rl_d7) RL_DTILE(8, rl_d8) RL_DTILE(9, rl_d9) RL_DTILE(10, rl_d10) RL_DTILE(11, rl_d11) RL_DTILE(12, rl_d12)
+static const rl_tile_fn rl_dtiles[13] = {0, rl_d1, rl_d2, rl_d3, rl_d4, rl_d5, rl_d6, rl_d7, rl_d8, rl_d9, rl_d10, rl_d11, rl_d12};
+
+// rl_dquad is R ≤ 3 rows × 4 panels with the AVX512-BF16 tiles' arithmetic.
+#define RL_DQROW(r) if (R > r) { __m512bh a = rl_pair(x + r * ldx, k); c##r##0 = _mm512_dpbf16_ps(c##r##0, a, b0); \
+	c##r##1 = _mm512_dpbf16_ps(c##r##1, a, b1); c##r##2 = _mm512_dpbf16_ps(c##r##2, a, b2); c##r##3 = _mm512_dpbf16_ps(c##r##3, a, b3); }
+DOT static INLINE void rl_dquad(const int R, float* o, long ldo, long ncols, const float* x, long ldx, const char* w, long ps, long K, int acc) {
+	__m512 z = _mm512_setzero_ps();
+	__m512 c00 = z, c01 = z, c02 = z, c03 = z, c10 = z, c11 = z, c12 = z, c13 = z, c20 = z, c21 = z, c22 = z, c23 = z;
+	for (long k = 0; k < K; k++) {
+		__m512bh b0 = rl_pairs512(w, k), b1 = rl_pairs512(w + ps, k), b2 = rl_pairs512(w + 2 * ps, k), b3 = rl_pairs512(w + 3 * ps, k);
+		RL_DQROW(0) RL_DQROW(1) RL_DQROW(2)
+	}
+	long c3 = ncols - 48 < 16 ? ncols - 48 : 16;
+	__m512 cs[3][4] = {{c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23}};
+	for (int r = 0; r < R; r++)
+		for (int p = 0; p < 4; p++) rl_store512(o + r * ldo + 16 * p, cs[r][p], p == 3 ? c3 : 16, acc, 0);
+}
+
+#define RL_DQUAD(R, name) DOT static void name(float* o, long ldo, long ncols, const float* x, long ldx, const char* w, \
+		long ps, const float* s, long K, int acc) { rl_dquad(R, o, ldo, ncols, x, ldx, w, ps, K, acc); }
+RL_DQUAD(1, rl_dq1) RL_DQUAD(2, rl_dq2) RL_DQUAD(3, rl_dq3)
+static const rl_quad_fn rl_dquads[4] = {0, rl_dq1, rl_dq2, rl_dq3};
+
+// RL_PAIRS is the kind rlvr_panels is given for pair-layout bf16 panels
+// multiplied on the AVX512-BF16 tiles: x then holds bf16 pairs as words.
+enum { RL_PAIRS = 3 };
+
 // rlvr_panels multiplies m rows of x by panels [p0, p1) of b (of kind
 // kind; an int8 panel's features scaled by s) into out, rows in blocks of
 // mc so a block of x stays in L2 while the panels pass, with the AVX-512
-// tiles (12 rows) when wide, else the AVX2 tiles (6 rows). Rows left over
-// by the full tiles go through the quad tiles where there are few enough
-// of them and 4 panels to take.
+// tiles (12 rows) when wide, else the AVX2 tiles (6 rows), and with the
+// AVX512-BF16 tiles for kind RL_PAIRS (wide, K and ldx counting pairs).
+// Rows left over by the full tiles go through the quad tiles where there
+// are few enough of them and 4 panels to take.
 static void rlvr_panels(float* out, long ldo, const float* x, long ldx, long m, const void* b, const float* s,
 		long K, long N, long p0, long p1, int acc, long mc, int kind, int wide) {
-	const rl_tile_fn* tiles = wide ? rl_tiles512[kind] : rl_tiles[kind];
-	const rl_quad_fn* quads = wide ? rl_quads512[kind] : rl_quads[kind];
+	const rl_tile_fn* tiles = kind == RL_PAIRS ? rl_dtiles : wide ? rl_tiles512[kind] : rl_tiles[kind];
+	const rl_quad_fn* quads = kind == RL_PAIRS ? rl_dquads : wide ? rl_quads512[kind] : rl_quads[kind];
 	long th = wide ? 12 : 6, qh = wide ? 3 : 1, esize = kind == RL_INT8 ? 1 : kind == RL_BF16 ? 2 : 4;
-	long ps = K * 16 * esize; // a panel's bytes
+	long ps = K * 16 * esize; // a panel's bytes (a pair of bf16 is 4)
 	for (long r0 = 0; r0 < m; r0 += mc) {
 		long r1 = r0 + mc < m ? r0 + mc : m;
 		long rest = (r1 - r0) % th, rr = r1 - rest; // the rows the full tiles leave, from rr
@@ -377,6 +439,23 @@ var amxUsable = sync.OnceValue(func() error {
 func panelsAMXC(out []float32, ldo int, xb []uint16, m int, p *Panels, p0, p1 int, accumulate bool) {
 	C.rlvr_panels_amx((*C.float)(unsafe.Pointer(unsafe.SliceData(out))), C.long(ldo), (*C.uint16_t)(unsafe.SliceData(xb)),
 		C.long(m), (*C.uint16_t)(unsafe.SliceData(p.data16)), C.long(p.kp), C.long(p.N), C.long(p0), C.long(p1), cbool(accumulate))
+}
+
+// dotUsable says whether the AVX512-BF16 tiles can run here.
+var dotUsable = sync.OnceValue(func() error {
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512BF16 {
+		return errNoDot
+	}
+	return nil
+})
+
+// panelsDotC multiplies m rows of xb (bf16, rows of p.kp) by panels
+// [p0, p1) of p, in pair layout, on the AVX512-BF16 tiles.
+func panelsDotC(out []float32, ldo int, xb []uint16, m int, p *Panels, p0, p1 int, accumulate bool) {
+	words := (*C.float)(unsafe.Pointer(unsafe.SliceData(xb))) // pairs of bf16, read as 32-bit words
+	C.rlvr_panels((*C.float)(unsafe.Pointer(unsafe.SliceData(out))), C.long(ldo), words, C.long(p.kp/2), C.long(m),
+		unsafe.Pointer(unsafe.SliceData(p.data16)), nil, C.long(p.kp/2), C.long(p.N), C.long(p0), C.long(p1),
+		cbool(accumulate), panelRows, C.RL_PAIRS, 1)
 }
 
 // panels512 chooses the AVX-512 tiles where the CPU has AVX-512; a

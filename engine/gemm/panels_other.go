@@ -15,3 +15,9 @@ func amxUsable() error { return errNoAMX }
 func panelsAMXC(out []float32, ldo int, xb []uint16, m int, p *Panels, p0, p1 int, accumulate bool) {
 	panic("gemm: no AMX panel kernel")
 }
+
+func dotUsable() error { return errNoDot }
+
+func panelsDotC(out []float32, ldo int, xb []uint16, m int, p *Panels, p0, p1 int, accumulate bool) {
+	panic("gemm: no AVX512-BF16 panel kernel")
+}

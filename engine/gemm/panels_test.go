@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,19 +18,28 @@ func TestPanelsAgainstNaive(t *testing.T) {
 	for _, kernel := range panelKernels(t) {
 		t.Run(kernel, func(t *testing.T) {
 			usePanels(t, kernel)
-			panelsAgainstNaive(t, kernel == "amx")
+			panelsAgainstNaive(t, kernelPairs[kernel])
 		})
 	}
 }
 
+// kernelPairs is the layout each RLVR_PANELS kernel packs bf16 panels in.
+var kernelPairs = map[string]pairsKernel{"fma": pairsNone, "amx": pairsAMX, "avx512bf16": pairsDot}
+
 // panelKernels are the bf16 panels' kernels that run here: fma, and amx
-// where the CPU has the tiles (said in the log where it has not).
-func panelKernels(t *testing.T) []string {
-	if err := amxUsable(); err != nil {
-		t.Logf("AMX tiles not tested: %v", err)
-		return []string{"fma"}
+// and avx512bf16 where the CPU has their tiles (said in the log where it
+// has not).
+func panelKernels(t testing.TB) []string {
+	kernels := []string{"fma"}
+	for name, usable := range map[string]func() error{"amx": amxUsable, "avx512bf16": dotUsable} {
+		if err := usable(); err != nil {
+			t.Logf("%s tiles not tested: %v", name, err)
+			continue
+		}
+		kernels = append(kernels, name)
 	}
-	return []string{"fma", "amx"}
+	slices.Sort(kernels[1:])
+	return kernels
 }
 
 // usePanels chooses the bf16 panels' kernel for the rest of the test.
@@ -41,7 +51,7 @@ func usePanels(t *testing.T, name string) {
 	t.Cleanup(func() { SetPanelsKernel("") })
 }
 
-func panelsAgainstNaive(t *testing.T, amx bool) {
+func panelsAgainstNaive(t *testing.T, pairs pairsKernel) {
 	r := rand.New(rand.NewPCG(5, 5))
 	for _, m := range []int{1, 2, 5, 6, 7, 13, 16, 17, 33, 96, 97, 200, 401} {
 		for _, nk := range [][2]int{{16, 1}, {37, 7}, {50, 64}, {128, 33}, {70, 96}} {
@@ -53,8 +63,12 @@ func panelsAgainstNaive(t *testing.T, amx bool) {
 				// which the portable kernel is given as MulPanels rounds them;
 				// in int8, of x and the weights as the panels hold them.
 				p, rx, rw := packed(kind, w, n, k), x, w
-				if p.amx != (amx && kind == PanelsBF16) {
-					t.Fatalf("%s panels packed for AMX: %v", kind, p.amx)
+				want := pairsNone
+				if kind == PanelsBF16 {
+					want = pairs
+				}
+				if p.pairs != want {
+					t.Fatalf("%s panels packed in pairs for kernel %d, want %d", kind, p.pairs, want)
 				}
 				switch kind {
 				case PanelsBF16:
@@ -73,7 +87,7 @@ func panelsAgainstNaive(t *testing.T, amx bool) {
 					kernels := map[string]func(out []float32){
 						"MulPanels": func(out []float32) { MulPanels(out, ldo, x, ldx, m, p, acc) },
 					}
-					if !p.amx { // the portable kernel reads the FMA tiles' layout
+					if p.pairs == pairsNone { // the portable kernel reads the FMA tiles' layout
 						kernels["Go"] = func(out []float32) { panelsGo(out, ldo, rx, ldx, m, p, 0, (n+15)/16, acc) }
 					}
 					for name, f := range kernels {
@@ -298,21 +312,76 @@ func BenchmarkPanelsBF16(b *testing.B) {
 	}
 }
 
-// TestPanelsAMXLayout: bf16 panels packed for the AMX tiles hold each
-// feature's weights in pairs of k, k padded with zeros to a multiple of
-// 32 and the last panel's missing features zero, and no more than that.
-func TestPanelsAMXLayout(t *testing.T) {
-	if err := amxUsable(); err != nil {
-		t.Skipf("no AMX tiles here: %v", err)
+// TestPanelsDotIsOddFirst: the AVX512-BF16 tiles give, bit for bit, the
+// sum VDPBF16PS's specification writes: over the pairs of k in order, the
+// odd product added first, then the even, each add rounded to float32
+// (the products of bf16 inputs are exact in float32). The FMA tiles add
+// the even product first, which is why the two kernels differ in the last
+// bits. For rows around the tile heights, odd k (a padded last pair), a
+// partial last panel, storing and adding.
+func TestPanelsDotIsOddFirst(t *testing.T) {
+	if err := dotUsable(); err != nil {
+		t.Skipf("no AVX512-BF16 tiles here: %v", err)
 	}
-	usePanels(t, "amx")
+	usePanels(t, "avx512bf16")
+	r := rand.New(rand.NewPCG(11, 11))
+	for _, m := range []int{1, 3, 5, 12, 13, 40} {
+		for _, nk := range [][2]int{{16, 2}, {37, 7}, {70, 96}, {130, 33}} {
+			n, k := nk[0], nk[1]
+			x, w := randSlice(r, m*k), randSlice(r, n*k)
+			rx, rw := roundedCopy(x), roundedCopy(w)
+			p := packed(PanelsBF16, w, n, k)
+			for _, acc := range []bool{false, true} {
+				base := randSlice(r, m*n)
+				got := append([]float32(nil), base...)
+				MulPanels(got, n, x, k, m, p, acc)
+				for i := range m {
+					for f := range n {
+						var c float32
+						for j := 0; j < k; j += 2 {
+							if j+1 < k {
+								c += rx[i*k+j+1] * rw[f*k+j+1]
+							}
+							c += rx[i*k+j] * rw[f*k+j]
+						}
+						if acc {
+							c += base[i*n+f]
+						}
+						if math.Float32bits(got[i*n+f]) != math.Float32bits(c) {
+							t.Fatalf("m %d n %d k %d accumulate %v: out[%d][%d] = %v, want %v", m, n, k, acc, i, f, got[i*n+f], c)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestPanelsPairsLayout: bf16 panels packed for the AMX or AVX512-BF16
+// tiles hold each feature's weights in pairs of k, k padded with zeros to
+// a multiple of 32 and the last panel's missing features zero, and no
+// more than that.
+func TestPanelsPairsLayout(t *testing.T) {
+	kernels := panelKernels(t)[1:]
+	if len(kernels) == 0 {
+		t.Skip("no AMX or AVX512-BF16 tiles here")
+	}
+	for _, kernel := range kernels {
+		t.Run(kernel, func(t *testing.T) {
+			usePanels(t, kernel)
+			panelsPairsLayout(t, kernelPairs[kernel])
+		})
+	}
+}
+
+func panelsPairsLayout(t *testing.T, pairs pairsKernel) {
 	r := rand.New(rand.NewPCG(8, 8))
 	n, k := 37, 70
 	w := randSlice(r, n*k)
 	p := packed(PanelsBF16, w, n, k)
 	const kp, panels = 96, 3
-	if !p.amx || p.kp != kp || p.Bytes() != panels*PanelWidth*kp*2 {
-		t.Fatalf("amx %v, kp %d, %d bytes: want true, %d, %d", p.amx, p.kp, p.Bytes(), kp, panels*PanelWidth*kp*2)
+	if p.pairs != pairs || p.kp != kp || p.Bytes() != panels*PanelWidth*kp*2 {
+		t.Fatalf("pairs %d, kp %d, %d bytes: want %d, %d, %d", p.pairs, p.kp, p.Bytes(), pairs, kp, panels*PanelWidth*kp*2)
 	}
 	for q := range panels {
 		for i := range kp {
@@ -333,12 +402,10 @@ func TestPanelsAMXLayout(t *testing.T) {
 // BenchmarkPanelsKernels times the bf16 panels' kernels on SmolLM2-135M's
 // decoding products (q/k/v, gate and up, down, the tied head) at 1, 8, 32
 // and 64 rows, the streams of a decoding step: the FMA tiles, and the AMX
-// tiles where the CPU has them.
+// and AVX512-BF16 tiles where the CPU has them.
 func BenchmarkPanelsKernels(b *testing.B) {
-	kernels := []string{"fma"}
-	if amxUsable() == nil {
-		kernels = append(kernels, "amx")
-	}
+	kernels := panelKernels(b)
+	b.Log(DetectCPU())
 	defer SetPanelsKernel("")
 	r := rand.New(rand.NewPCG(7, 7))
 	for _, m := range []int{1, 8, 32, 64} {
@@ -367,20 +434,27 @@ func BenchmarkPanelsKernels(b *testing.B) {
 // back to the FMA tiles with a notice naming the variable, the value and
 // the kernel that runs instead.
 func TestChoosePanels(t *testing.T) {
-	amxErr := amxUsable()
+	amxErr, dotErr := amxUsable(), dotUsable()
+	auto := pairsNone
+	switch {
+	case amxErr == nil:
+		auto = pairsAMX
+	case dotErr == nil:
+		auto = pairsDot
+	}
 	for _, tc := range []struct {
 		env    string
-		amx    bool
+		pairs  pairsKernel
 		notice []string
 	}{
-		{"", amxErr == nil, nil},
-		{"auto", amxErr == nil, nil},
-		{"FMA", false, nil},
-		{"fastest", false, []string{`RLVR_PANELS="fastest"`, "auto", "amx", "fma", "runs on the"}},
+		{"", auto, nil},
+		{"auto", auto, nil},
+		{"FMA", pairsNone, nil},
+		{"fastest", pairsNone, []string{`RLVR_PANELS="fastest"`, "auto", "amx", "avx512bf16", "fma", "runs on the"}},
 	} {
 		c, notice := choosePanels(tc.env)
-		if c.amx != tc.amx {
-			t.Errorf("RLVR_PANELS=%q: amx %v, want %v", tc.env, c.amx, tc.amx)
+		if c.pairs != tc.pairs {
+			t.Errorf("RLVR_PANELS=%q: kernel %d, want %d", tc.env, c.pairs, tc.pairs)
 		}
 		if (notice == "") != (tc.notice == nil) {
 			t.Errorf("RLVR_PANELS=%q: notice %q", tc.env, notice)
@@ -391,12 +465,20 @@ func TestChoosePanels(t *testing.T) {
 			}
 		}
 	}
-	c, notice := choosePanels("amx")
-	switch {
-	case amxErr == nil && (!c.amx || notice != ""):
-		t.Errorf("RLVR_PANELS=amx on a CPU with the tiles: amx %v, notice %q", c.amx, notice)
-	case amxErr != nil && (c.amx || !strings.Contains(notice, "RLVR_PANELS=amx") || !strings.Contains(notice, c.name)):
-		t.Errorf("RLVR_PANELS=amx without the tiles: amx %v, notice %q", c.amx, notice)
+	// A kernel asked for by name runs where its tiles do, and elsewhere
+	// falls back to the FMA tiles with a notice naming both.
+	for _, tc := range []struct {
+		env   string
+		pairs pairsKernel
+		err   error
+	}{{"amx", pairsAMX, amxErr}, {"avx512bf16", pairsDot, dotErr}} {
+		c, notice := choosePanels(tc.env)
+		switch {
+		case tc.err == nil && (c.pairs != tc.pairs || notice != ""):
+			t.Errorf("RLVR_PANELS=%s on a CPU with the tiles: kernel %d, notice %q", tc.env, c.pairs, notice)
+		case tc.err != nil && (c.pairs != pairsNone || !strings.Contains(notice, "RLVR_PANELS="+tc.env) || !strings.Contains(notice, c.name)):
+			t.Errorf("RLVR_PANELS=%s without the tiles: kernel %d, notice %q", tc.env, c.pairs, notice)
+		}
 	}
 }
 

@@ -203,10 +203,12 @@ func TestWithPrecisionSharesWeights(t *testing.T) {
 func TestBF16ExtendMatchesForward(t *testing.T) {
 	useBF16Kernel(t, "emulate")
 	kernels := []string{"fma"}
-	if err := gemm.SetPanelsKernel("amx"); err == nil {
-		kernels = append(kernels, "amx")
-	} else {
-		t.Logf("AMX tiles not tested: %v", err)
+	for _, tiles := range []string{"amx", "avx512bf16"} {
+		if err := gemm.SetPanelsKernel(tiles); err != nil {
+			t.Logf("%s tiles not tested: %v", tiles, err)
+			continue
+		}
+		kernels = append(kernels, tiles)
 	}
 	defer gemm.SetPanelsKernel("")
 	for _, kernel := range kernels {
@@ -214,12 +216,14 @@ func TestBF16ExtendMatchesForward(t *testing.T) {
 			if err := gemm.SetPanelsKernel(kernel); err != nil {
 				t.Fatal(err)
 			}
-			bf16ExtendMatchesForward(t, kernel == "amx")
+			bf16ExtendMatchesForward(t, kernel != "fma")
 		})
 	}
 }
 
-func bf16ExtendMatchesForward(t *testing.T, amx bool) {
+// bf16ExtendMatchesForward checks one panels kernel; pairs: it packs in
+// pair layout (the AMX and AVX512-BF16 tiles).
+func bf16ExtendMatchesForward(t *testing.T, pairs bool) {
 	for name, cfg := range variants {
 		t.Run(name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(50, 51))
@@ -232,10 +236,10 @@ func bf16ExtendMatchesForward(t *testing.T, amx bool) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The AMX tiles' layout pads each matrix's k to a multiple of 32,
+			// The pair layout pads each matrix's k to a multiple of 32,
 			// which these small models' widths are not all.
-			if b16, b32 := c.PackedBytes(), c32.PackedBytes(); !amx && 2*b16 != b32 || amx && (2*b16 < b32 || b16 > b32) {
-				t.Fatalf("bf16 packing holds %d bytes, float32 %d: want half (AMX: from half to float32's)", b16, b32)
+			if b16, b32 := c.PackedBytes(), c32.PackedBytes(); !pairs && 2*b16 != b32 || pairs && (2*b16 < b32 || b16 > b32) {
+				t.Fatalf("bf16 packing holds %d bytes, float32 %d: want half (pair layout: from half to float32's)", b16, b32)
 			}
 			full := Pack(seq)
 			m.forward(full)
