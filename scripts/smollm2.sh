@@ -115,12 +115,13 @@ math500 smollm2-math500-seed1 1 runs/smollm2
 line() { local s; s=$(printf '%q ' "$@"); echo "${s% }"; }
 # panels_of ROW: the kernel ROW's bf16 decoding runs on in seed $seed
 # (docs/precision.md, "Decoding on the AMX tiles"): PANELS (default auto:
-# the AMX tiles where the CPU has them, 2.5 times faster at 64 streams),
-# except for seed 1's GRPO, MEL-GRPO and MEML rows and their stages, which
-# sample on the FMA tiles as seed 1's first rows did before the AMX tiles
-# were built. The two differ in the last bits; every comparison's rows of
-# a seed share one kernel, so their pairing by problem compares methods,
-# not kernels.
+# the AMX tiles where the CPU has them, 2.5 times faster at 64 streams,
+# else the AVX512-BF16 tiles where it has those, 1.4 times), except for
+# seed 1's GRPO, MEL-GRPO and MEML rows and their stages, which sample on
+# the FMA tiles as seed 1's first rows did before the AMX tiles were
+# built. The kernels differ in the last bits; a comparison's rows of a
+# seed should run on one kind of CPU (PANELS=fma where they cannot), so
+# that their pairing by problem compares methods, not kernels.
 panels_of() {
   if [ "$seed" = 1 ] && [[ " grpo mel-grpo meml-grpo expert0-sft-grpo " == *" $1 "* ]]; then
     echo fma
