@@ -321,6 +321,17 @@ type panelsChoice struct {
 	name  string
 }
 
+// pairTiles are the kernels of the pair layout, by RLVR_PANELS value, in
+// the order auto prefers them.
+var pairTiles = []struct {
+	env    string
+	choice panelsChoice
+	usable func() error // nil when the tiles can run here
+}{
+	{"amx", panelsChoice{pairsAMX, "AMX tiles (AMX-BF16)"}, amxUsable},
+	{"avx512bf16", panelsChoice{pairsDot, "AVX512-BF16 tiles (VDPBF16PS)"}, dotUsable},
+}
+
 // panelsChosen is the bf16 panels' kernel.
 var panelsChosen lazyChoice[panelsChoice]
 
@@ -347,29 +358,26 @@ func choosePanels(env string) (panelsChoice, string) {
 	case !panelsAccelerated:
 		fma.name = "portable Go"
 	}
-	amx := panelsChoice{pairs: pairsAMX, name: "AMX tiles (AMX-BF16)"}
-	dot := panelsChoice{pairs: pairsDot, name: "AVX512-BF16 tiles (VDPBF16PS)"}
-	switch strings.ToLower(env) {
+	switch name := strings.ToLower(env); name {
 	case "", "auto":
-		if amxUsable() == nil {
-			return amx, ""
-		}
-		if dotUsable() == nil {
-			return dot, ""
+		for _, t := range pairTiles {
+			if t.usable() == nil {
+				return t.choice, ""
+			}
 		}
 		return fma, ""
-	case "amx":
-		if err := amxUsable(); err != nil {
-			return fma, fmt.Sprintf("rlvr: RLVR_PANELS=amx: %v; bf16 decoding runs on the %s", err, fma.name)
-		}
-		return amx, ""
-	case "avx512bf16":
-		if err := dotUsable(); err != nil {
-			return fma, fmt.Sprintf("rlvr: RLVR_PANELS=avx512bf16: %v; bf16 decoding runs on the %s", err, fma.name)
-		}
-		return dot, ""
 	case "fma":
 		return fma, ""
+	default:
+		for _, t := range pairTiles {
+			if t.env != name {
+				continue
+			}
+			if err := t.usable(); err != nil {
+				return fma, fmt.Sprintf("rlvr: RLVR_PANELS=%s: %v; bf16 decoding runs on the %s", t.env, err, fma.name)
+			}
+			return t.choice, ""
+		}
 	}
 	return fma, fmt.Sprintf("rlvr: RLVR_PANELS=%q is none of %v; bf16 decoding runs on the %s", env, PanelKernels, fma.name)
 }

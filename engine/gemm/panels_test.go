@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 
@@ -18,27 +17,33 @@ func TestPanelsAgainstNaive(t *testing.T) {
 	for _, kernel := range panelKernels(t) {
 		t.Run(kernel, func(t *testing.T) {
 			usePanels(t, kernel)
-			panelsAgainstNaive(t, kernelPairs[kernel])
+			panelsAgainstNaive(t, kernelPairs(kernel))
 		})
 	}
 }
 
 // kernelPairs is the layout each RLVR_PANELS kernel packs bf16 panels in.
-var kernelPairs = map[string]pairsKernel{"fma": pairsNone, "amx": pairsAMX, "avx512bf16": pairsDot}
+func kernelPairs(name string) pairsKernel {
+	for _, t := range pairTiles {
+		if t.env == name {
+			return t.choice.pairs
+		}
+	}
+	return pairsNone
+}
 
 // panelKernels are the bf16 panels' kernels that run here: fma, and amx
 // and avx512bf16 where the CPU has their tiles (said in the log where it
 // has not).
 func panelKernels(t testing.TB) []string {
 	kernels := []string{"fma"}
-	for name, usable := range map[string]func() error{"amx": amxUsable, "avx512bf16": dotUsable} {
-		if err := usable(); err != nil {
-			t.Logf("%s tiles not tested: %v", name, err)
+	for _, tiles := range pairTiles {
+		if err := tiles.usable(); err != nil {
+			t.Logf("%s tiles not tested: %v", tiles.env, err)
 			continue
 		}
-		kernels = append(kernels, name)
+		kernels = append(kernels, tiles.env)
 	}
-	slices.Sort(kernels[1:])
 	return kernels
 }
 
@@ -369,7 +374,7 @@ func TestPanelsPairsLayout(t *testing.T) {
 	for _, kernel := range kernels {
 		t.Run(kernel, func(t *testing.T) {
 			usePanels(t, kernel)
-			panelsPairsLayout(t, kernelPairs[kernel])
+			panelsPairsLayout(t, kernelPairs(kernel))
 		})
 	}
 }
