@@ -18,6 +18,7 @@ import (
 	"rlvr/internal/stats"
 	"rlvr/method"
 	"rlvr/method/part"
+	"rlvr/rollout"
 	"rlvr/sample"
 	"rlvr/task"
 )
@@ -47,6 +48,18 @@ type ColdStartConfig struct {
 	// Probe is how many validation questions each protocol rate is
 	// measured on, before the stage and after it; 0 means 64, −1 none.
 	Probe int `yaml:"probe,omitempty"`
+	// Unaided is the share of the drawn questions that also demonstrate
+	// answering alone, in [0, 1]; 0 (the default) none. Each such
+	// question's answer is the starting policy's own greedy one behind the
+	// evaluation prompt, sampled before the stage, and is trained behind
+	// that prompt and, by a part whose protocol can be declined (EAPO),
+	// after a consult action the environment declined. A stage of
+	// protocol demonstrations alone teaches the protocol everywhere: on
+	// SmolLM2, EAPO's made consulting the first action even without the
+	// grant, and a declined consultation was answered by consulting
+	// again (docs/eapo.md). The answers are the policy's, right or wrong:
+	// they teach where the protocol is not used, not the task.
+	Unaided float64 `yaml:"unaided,omitempty"`
 }
 
 // resolve fills the defaults and reports what is inconsistent with the
@@ -84,6 +97,9 @@ func (cs *ColdStartConfig) resolve(c *RLConfig, add func(string, ...any)) {
 	if !(cs.LR > 0 && cs.LR < 1) {
 		add("cold_start.lr = %g must be in (0, 1)", cs.LR)
 	}
+	if !(cs.Unaided >= 0 && cs.Unaided <= 1) {
+		add("cold_start.unaided = %g must be in [0, 1] (the share of questions that also demonstrate answering alone)", cs.Unaided)
+	}
 	switch {
 	case c.Data.IsWorld():
 		add("cold_start is for a chat model on a dataset: the world's model learns its protocols in pretraining")
@@ -102,6 +118,9 @@ type ColdStartRecord struct {
 	Parts          []string `json:"parts"`
 	Examples       int      `json:"examples"`       // training questions drawn
 	Demonstrations int      `json:"demonstrations"` // written from them
+	// Unaided counts the demonstrations, among them, of answering alone
+	// (ColdStartConfig.Unaided).
+	Unaided int `json:"unaided,omitempty"`
 	// Skipped counts the questions left without a demonstration, by
 	// reason (no reference solution, an expert that failed, …).
 	Skipped map[string]float64 `json:"skipped,omitempty"`
@@ -133,6 +152,12 @@ type ProtocolRate struct {
 	Protocol string         `json:"protocol"` // what was counted: "consult" actions, "reflection"s
 	Before   stats.Interval `json:"before"`
 	After    stats.Interval `json:"after"`
+	// UnaskedBefore and UnaskedAfter are the share of greedy validation
+	// answers to the evaluation prompt, where the protocol is not offered,
+	// that follow it all the same (part.ColdStart.Unasked; EAPO: consult
+	// actions without the grant), when the part measures it.
+	UnaskedBefore *stats.Interval `json:"unasked_before,omitempty"`
+	UnaskedAfter  *stats.Interval `json:"unasked_after,omitempty"`
 }
 
 // ColdStartDemonstrationsFile holds a cold start's demonstrations in its
@@ -240,9 +265,14 @@ func (l *loop) coldStart(ctx context.Context, starts []part.ColdStart, resumed *
 			logf("cold start: %s %s rate after: %s", s.Part, s.Protocol, rateText(rec.Protocol[i].After))
 		}
 	}
-	after, err := l.greedyByProblem(ctx)
+	after, texts, err := l.greedyByProblem(ctx)
 	if err != nil {
 		return err
+	}
+	for i, s := range starts {
+		if rec.Protocol[i].UnaskedAfter = unasked(s, texts); rec.Protocol[i].UnaskedAfter != nil {
+			logf("cold start: %s %s without it offered, after: %s", s.Part, s.Protocol, rateText(*rec.Protocol[i].UnaskedAfter))
+		}
 	}
 	var diffs []float64
 	for id, a := range after {
@@ -301,8 +331,14 @@ func (l *loop) coldStartData(ctx context.Context, starts []part.ColdStart, probe
 			logf("cold start: %s %s rate before: %s", s.Part, s.Protocol, rateText(rec.Protocol[i].Before))
 		}
 	}
-	if st.Before, err = l.greedyByProblem(ctx); err != nil {
+	var texts []string
+	if st.Before, texts, err = l.greedyByProblem(ctx); err != nil {
 		return st, nil, err
+	}
+	for i, s := range starts {
+		if rec.Protocol[i].UnaskedBefore = unasked(s, texts); rec.Protocol[i].UnaskedBefore != nil {
+			logf("cold start: %s %s without it offered, before: %s", s.Part, s.Protocol, rateText(*rec.Protocol[i].UnaskedBefore))
+		}
 	}
 	// The record's skipped and partial counts are the demonstrations'
 	// alone, not the probe's questions too.
@@ -314,6 +350,15 @@ func (l *loop) coldStartData(ctx context.Context, starts []part.ColdStart, probe
 			return st, nil, err
 		}
 		logf("cold start: %d %s demonstrations from %d training questions", len(d), s.Part, len(examples))
+		demos = append(demos, d...)
+	}
+	if n := int(math.Round(cs.Unaided * float64(len(examples)))); n > 0 {
+		d, err := unaidedDemonstrations(ctx, starts, sc, examples[:n])
+		if err != nil {
+			return st, nil, err
+		}
+		logf("cold start: %d demonstrations of answering alone from %d training questions", len(d), n)
+		rec.Unaided = len(d)
 		demos = append(demos, d...)
 	}
 	for k, v := range sc.Metrics {
@@ -336,6 +381,57 @@ func (l *loop) coldStartData(ctx context.Context, starts []part.ColdStart, probe
 		}
 	}
 	return st, demos, nil
+}
+
+// unaidedDemonstrations samples the policy's greedy answers to examples
+// behind the evaluation prompt and writes them as demonstrations: each
+// behind that prompt, and after each part's declined protocol
+// (part.ColdStart.Unaided). A question whose prompt leaves no room to
+// answer, or answered by nothing, is skipped and counted.
+func unaidedDemonstrations(ctx context.Context, starts []part.ColdStart, sc *method.StepContext, examples []task.Example) ([]backend.Datum, error) {
+	var prompts [][]int32
+	var asked []task.Example
+	for _, e := range examples {
+		p, err := sc.Prompt(e, method.Variant{SingleTurn: true})
+		if err != nil {
+			return nil, err
+		} else if p == nil {
+			sc.Metrics["cold_start/skipped/unaided_long_prompt"]++
+			continue
+		}
+		prompts = append(prompts, p)
+		asked = append(asked, e)
+	}
+	p := sc.Sampling
+	p.Temperature = 0
+	groups, err := rollout.SampleGroups(ctx, sc.Policy, sc.Render, prompts, 1, p)
+	if err != nil {
+		return nil, fmt.Errorf("cold_start: sampling the policy's own answers: %w", err)
+	}
+	var out []backend.Datum
+	var answered []task.Example
+	var answers [][]int32
+	for i, g := range groups {
+		t := g.Trajectories[0]
+		if len(t.Tokens) == 0 {
+			sc.Metrics["cold_start/skipped/unaided_empty_answer"]++
+			continue
+		}
+		out = append(out, method.EpisodeDatum(&t))
+		answered = append(answered, asked[i])
+		answers = append(answers, t.Tokens)
+	}
+	for _, s := range starts {
+		if s.Unaided == nil {
+			continue
+		}
+		d, err := s.Unaided(ctx, sc, answered, answers)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d...)
+	}
+	return out, nil
 }
 
 // saveColdStart writes the step-0 checkpoint that holds the stage's
@@ -442,6 +538,22 @@ func protocolRate(ctx context.Context, s part.ColdStart, sc *method.StepContext,
 	return stats.WilsonInterval(ok, n), nil
 }
 
+// unasked is the share of texts, answers to the evaluation prompt, that
+// follow s's protocol all the same; nil when s does not measure it.
+func unasked(s part.ColdStart, texts []string) *stats.Interval {
+	if s.Unasked == nil || len(texts) == 0 {
+		return nil
+	}
+	n := 0
+	for _, t := range texts {
+		if s.Unasked(t) {
+			n++
+		}
+	}
+	iv := stats.WilsonInterval(n, len(texts))
+	return &iv
+}
+
 // rateText is a rate with its interval, in percent.
 func rateText(iv stats.Interval) string {
 	if iv.N == 0 || math.IsNaN(iv.Mean) {
@@ -451,26 +563,27 @@ func rateText(iv stats.Interval) string {
 }
 
 // greedyByProblem is each validation problem's greedy reward under the
-// evaluation prompt (no grant), by example id.
-func (l *loop) greedyByProblem(ctx context.Context) (map[string]float64, error) {
+// evaluation prompt (no grant), by example id, and the greedy answers.
+func (l *loop) greedyByProblem(ctx context.Context) (rewards map[string]float64, texts []string, err error) {
 	prompted := make([]task.Example, len(l.held.Val))
 	for i, e := range l.held.Val {
 		text, err := l.render.Text(e, method.Variant{})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		e.Prompt = text
 		prompted[i] = e
 	}
-	out := map[string]float64{}
+	rewards = map[string]float64{}
 	cfg := eval.Config{MaxTokens: l.cfg.MaxTokens, Batch: l.cfg.SampleBatch, OnSample: func(s eval.Sample) error {
 		if s.Pass == "greedy" {
-			out[s.ID] = s.Reward
+			rewards[s.ID] = s.Reward
+			texts = append(texts, s.Text)
 		}
 		return nil
 	}}
 	if _, err := eval.Run(ctx, eval.NewSampled(l.pol.sampler, l.pol.text), prompted, cfg); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return rewards, texts, nil
 }

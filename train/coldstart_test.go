@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"rlvr/checkpoint"
 	"rlvr/expert"
 	"rlvr/internal/datatest"
 	"rlvr/method/eapo"
@@ -234,5 +235,71 @@ func TestColdStartResumes(t *testing.T) {
 	}
 	if strings.Contains(log.String(), "cold start:") {
 		t.Errorf("a run resumed after its cold start ran it again:\n%s", log.String())
+	}
+}
+
+// TestColdStartUnaided: with cold_start.unaided, a share of the drawn
+// questions also demonstrates answering alone: the starting policy's own
+// greedy answer behind the evaluation prompt (no grant), and the same
+// answer after a declined consult action. The record counts them and
+// measures consult actions written without the grant, before and after.
+func TestColdStartUnaided(t *testing.T) {
+	cfg := consultColdStartRun(t)
+	cfg.ColdStart = &ColdStartConfig{Examples: 8, Epochs: 1, Batch: 4, LR: 1e-3, Probe: 4, Unaided: 0.5}
+	run := filepath.Join(t.TempDir(), "run")
+	stop := make(chan struct{})
+	err := Run(context.Background(), cfg, run, Options{Stop: stop, Log: func(f string, a ...any) {
+		if strings.HasPrefix(fmt.Sprintf(f, a...), "cold start: step 1 of") {
+			close(stop)
+		}
+	}})
+	if !errors.Is(err, ErrStopped) {
+		t.Fatalf("%v, want ErrStopped", err)
+	}
+	f, err := os.Open(filepath.Join(run, ColdStartDemonstrationsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	demos, err := readDemonstrations(f.Name(), 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := checkpoint.OpenText(cfg.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decode := func(d []int32) string { return l.Decode(d) }
+	grant := "Consult E1 as"
+	// 8 protocol demonstrations, then 4 answers behind the evaluation
+	// prompt, then the same 4 answers after a declined action.
+	for i := range 4 {
+		anchor, declined := demos[8+i], demos[12+i]
+		var answer []int32
+		for k, w := range anchor.Weights {
+			if w == 1 {
+				answer = append(answer, anchor.Targets[k])
+			}
+		}
+		prompt := decode(anchor.Tokens[:len(anchor.Tokens)-len(answer)+1])
+		seq := decode(append(declined.Tokens, declined.Targets[len(declined.Targets)-1]))
+		if len(answer) == 0 || strings.Contains(prompt, grant) || !strings.Contains(seq, grant) ||
+			!strings.Contains(seq, "<consult>") || !strings.Contains(seq, eapo.Unavailable) || !strings.HasSuffix(seq, decode(answer)) {
+			t.Errorf("answer alone %d: prompt %q, answer %q; after a decline %q", i, prompt, decode(answer), seq)
+		}
+	}
+	if err := Run(context.Background(), cfg, run, Options{Resume: true}); err != nil {
+		t.Fatal(err)
+	}
+	rec, b := readColdStart(t, run)
+	p := rec.Protocol[0]
+	if rec.Demonstrations != 16 || rec.Unaided != 8 || p.UnaskedBefore == nil || p.UnaskedAfter == nil || p.UnaskedBefore.N != 12 {
+		t.Fatalf("record %s", b)
+	}
+
+	bad := consultColdStartRun(t)
+	bad.ColdStart.Unaided = 1.5
+	if _, err := bad.Resolve(); err == nil || !strings.Contains(err.Error(), "cold_start.unaided = 1.5") {
+		t.Errorf("unaided 1.5: %v", err)
 	}
 }

@@ -30,7 +30,7 @@ import (
 // cores), leaves the action alone as the demonstration, so that a slow or
 // weak expert is asked as often as the reference is.
 func (c *Consultation) ColdStart() part.ColdStart {
-	return part.ColdStart{Part: PartConsultation, Protocol: "consult", Demonstrations: c.demonstrations, Rate: c.protocolRate}
+	return part.ColdStart{Part: PartConsultation, Protocol: "consult", Demonstrations: c.demonstrations, Rate: c.protocolRate, Unaided: c.declined, Unasked: c.consults}
 }
 
 // Cold-start metrics: examples left without a demonstration, and examples
@@ -105,6 +105,44 @@ func (c *Consultation) demonstrations(ctx context.Context, sc *method.StepContex
 	return out, nil
 }
 
+// declined implements part.ColdStart.Unaided: the training prompt, a
+// consult action asking the pool's experts in turn the whole question, the
+// environment's reply declining it (as a step whose p(t) draw declines
+// writes it), and the policy's own answer. As the grant is annealed away,
+// a declined consultation must be answered by solving alone; a stage that
+// demonstrates only accepted ones teaches the policy to consult again.
+// The answer is the policy's, right or wrong: the demonstration teaches
+// what follows a decline, not the task.
+func (c *Consultation) declined(ctx context.Context, sc *method.StepContext, examples []task.Example, answers [][]int32) ([]backend.Datum, error) {
+	if c.Pool == nil || len(c.Pool.Members) == 0 {
+		return nil, fmt.Errorf("consultation: the cold start needs an expert pool")
+	}
+	if len(answers) != len(examples) {
+		return nil, fmt.Errorf("consultation: %d answers to %d examples", len(answers), len(examples))
+	}
+	var out []backend.Datum
+	for i, e := range examples {
+		p, err := sc.Prompt(e, method.Variant{})
+		if err != nil {
+			return nil, err
+		} else if p == nil {
+			sc.Metrics[MetricColdStartSkipped+skipLongPrompt]++
+			continue
+		}
+		q := Query{Expert: c.Pool.Members[i%len(c.Pool.Members)].Name, Question: strings.TrimSpace(e.Prompt)}
+		action := sc.Render.Encode(c.Format.Action([]Query{q}))
+		envTurn, err := sc.Render.EnvTurn(c.Format.Replies([]Reply{{Expert: q.Expert}}))
+		if err != nil {
+			return nil, fmt.Errorf("consultation: rendering a declined reply: %w", err)
+		}
+		t := rollout.Trajectory{Prompt: p}
+		t.Tokens = slices.Concat(action, envTurn, answers[i])
+		t.Policy = slices.Concat(ones(len(action)), make([]bool, len(envTurn)), ones(len(answers[i])))
+		out = append(out, method.EpisodeDatum(&t))
+	}
+	return out, nil
+}
+
 // protocolRate implements part.ColdStart.Rate: one answer per example to
 // the training prompt, at the rollouts' temperature, stopped at the end of
 // a consult action; well-formed are those that end in an action that
@@ -134,6 +172,23 @@ func (c *Consultation) protocolRate(ctx context.Context, sc *method.StepContext,
 		}
 	}
 	return ok, len(groups), nil
+}
+
+// consults implements part.ColdStart.Unasked: whether text, read up to
+// the first end of an action as a policy turn stops there, ends in a
+// consult action that parses.
+func (c *Consultation) consults(text string) bool {
+	end := -1
+	for _, s := range c.Format.Stops() {
+		if i := strings.Index(text, s); i >= 0 && (end < 0 || i+len(s) < end) {
+			end = i + len(s)
+		}
+	}
+	if end < 0 {
+		return false
+	}
+	_, err := c.Format.Parse(text[:end])
+	return err == nil
 }
 
 // ones is n true values.

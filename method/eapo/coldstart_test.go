@@ -8,6 +8,7 @@ import (
 
 	"rlvr/expert"
 	"rlvr/method/methodtest"
+	"rlvr/rollout"
 	"rlvr/task"
 )
 
@@ -64,5 +65,54 @@ func TestColdStartDemonstrations(t *testing.T) {
 		if got, want := seq, append(r.Encode(q+action+"<expert name=\"E1\">2+3=5\n#### 5</expert>#### 5"), 0); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("sequence %q, want %q", r.Decode(got), r.Decode(want))
 		}
+	}
+}
+
+// TestColdStartDeclined: a demonstration of answering alone is the
+// training prompt, a consult action asking the pool's experts in turn,
+// the reply the environment writes when p(t) declines it, and the
+// policy's own answer; the action and the answer carry weight, the reply
+// none. No expert is asked.
+func TestColdStartDeclined(t *testing.T) {
+	asked := 0
+	never := &answerFunc{f: func(string) (string, error) { asked++; return "#### 1", nil }}
+	c := consultation(0, never, never)
+	c.Format = Chat{}
+	sc := methodtest.NewStepContext(nil)
+	r := methodtest.ByteRender{}
+	examples := []task.Example{{ID: "a", Prompt: "2+3?", Answer: "5"}, {ID: "b", Prompt: "1+1?", Answer: "2"}}
+	answers := [][]int32{r.Response("#### 4"), r.Response("I think 3.")}
+	data, err := c.ColdStart().Unaided(context.Background(), sc, examples, answers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) != 2 || asked != 0 {
+		t.Fatalf("%d demonstrations, %d asks", len(data), asked)
+	}
+	env := consultEnv{c: c, render: r, p: 0, seed: 1}
+	for i, e := range examples {
+		d := data[i]
+		action := `<consult>[{"expert":"E` + fmt.Sprint(i+1) + `","question":"` + e.Prompt + `"}]</consult>`
+		written, err := env.Respond(context.Background(), []rollout.Call{{Text: action}})
+		if err != nil || written[0].Counts[envDeclined] != 1 {
+			t.Fatalf("the environment's declined reply: %v, %v", written, err)
+		}
+		seq := append(d.Tokens, d.Targets[len(d.Targets)-1])
+		want := slices.Concat(r.Encode(e.Prompt+action), written[0].Tokens, answers[i])
+		if fmt.Sprint(seq) != fmt.Sprint(want) {
+			t.Errorf("demonstration %d: %q, want %q", i, r.Decode(seq), r.Decode(want))
+		}
+		var trained []int32
+		for k, w := range d.Weights {
+			if w == 1 {
+				trained = append(trained, d.Targets[k])
+			}
+		}
+		if want := slices.Concat(r.Encode(action), answers[i]); fmt.Sprint(trained) != fmt.Sprint(want) {
+			t.Errorf("demonstration %d trains %q, want the action and the answer %q", i, r.Decode(trained), r.Decode(want))
+		}
+	}
+	if _, err := c.ColdStart().Unaided(context.Background(), sc, examples, answers[:1]); err == nil {
+		t.Error("answers not one per example: no error")
 	}
 }

@@ -31,6 +31,17 @@ type ColdStart struct {
 	// Rate samples the protocol on examples as training will ask for it
 	// and counts the samples that follow it: well-formed of n.
 	Rate func(ctx context.Context, sc *method.StepContext, examples []task.Example) (wellFormed, n int, err error)
+	// Unaided, when the protocol can be declined (EAPO's consult action,
+	// which the environment may leave unanswered), writes demonstrations
+	// of answering alone after it is: answers[i] is the policy's own
+	// greedy answer to examples[i] behind the evaluation prompt, sampled
+	// before the stage (train.ColdStartConfig.Unaided). nil: the part has
+	// none beyond the stage's own, the evaluation prompt and that answer.
+	Unaided func(ctx context.Context, sc *method.StepContext, examples []task.Example, answers [][]int32) ([]backend.Datum, error)
+	// Unasked says whether an answer to the evaluation prompt, where the
+	// protocol is not offered, follows it all the same (EAPO: a consult
+	// action with no grant to write it under); nil: not measured.
+	Unasked func(text string) bool
 	// NeedsSolutions says the demonstrations are written from the
 	// examples' reference solutions, which a dataset must then give.
 	NeedsSolutions bool
