@@ -56,15 +56,13 @@ func (c *Consultation) demonstrations(ctx context.Context, sc *method.StepContex
 	var asks []expert.Ask
 	rng := rand.New(rand.NewPCG(sc.Seed, 0x636f6c64)) // "cold"
 	for i, e := range examples {
-		p, err := sc.Prompt(e, method.Variant{})
+		p, q, err := c.demoAction(sc, i, e)
 		if err != nil {
 			return nil, err
 		} else if p == nil {
-			sc.Metrics[MetricColdStartSkipped+skipLongPrompt]++
 			continue
 		}
 		m := i % len(c.Pool.Members)
-		q := Query{Expert: c.Pool.Members[m].Name, Question: strings.TrimSpace(e.Prompt)}
 		demos = append(demos, demo{prompt: p, query: q})
 		asks = append(asks, expert.Ask{Member: m, Question: c.Format.Question(q), Seed: rng.Uint64(), Example: &examples[i]})
 	}
@@ -105,6 +103,20 @@ func (c *Consultation) demonstrations(ctx context.Context, sc *method.StepContex
 	return out, nil
 }
 
+// demoAction is the training prompt of the i-th demonstration's example
+// e and the query its action asks: the pool's experts in turn, the whole
+// question. A prompt too long for the context is nil, and counted.
+func (c *Consultation) demoAction(sc *method.StepContext, i int, e task.Example) ([]int32, Query, error) {
+	p, err := sc.Prompt(e, method.Variant{})
+	if err != nil || p == nil {
+		if err == nil {
+			sc.Metrics[MetricColdStartSkipped+skipLongPrompt]++
+		}
+		return nil, Query{}, err
+	}
+	return p, Query{Expert: c.Pool.Members[i%len(c.Pool.Members)].Name, Question: strings.TrimSpace(e.Prompt)}, nil
+}
+
 // declined implements part.ColdStart.Unaided: the training prompt, a
 // consult action asking the pool's experts in turn the whole question, the
 // environment's reply declining it (as a step whose p(t) draw declines
@@ -122,14 +134,12 @@ func (c *Consultation) declined(ctx context.Context, sc *method.StepContext, exa
 	}
 	var out []backend.Datum
 	for i, e := range examples {
-		p, err := sc.Prompt(e, method.Variant{})
+		p, q, err := c.demoAction(sc, i, e)
 		if err != nil {
 			return nil, err
 		} else if p == nil {
-			sc.Metrics[MetricColdStartSkipped+skipLongPrompt]++
 			continue
 		}
-		q := Query{Expert: c.Pool.Members[i%len(c.Pool.Members)].Name, Question: strings.TrimSpace(e.Prompt)}
 		action := sc.Render.Encode(c.Format.Action([]Query{q}))
 		envTurn, err := sc.Render.EnvTurn(c.Format.Replies([]Reply{{Expert: q.Expert}}))
 		if err != nil {
