@@ -73,9 +73,9 @@ type Options struct {
 	// workflow's summary to w and closes its pool.
 	Workflow func(path, modelPath string, l *checkpoint.Loaded, open bool, examples, prompted []task.Example) (gen Generator, done func(w io.Writer), err error)
 	// Record writes the evaluation as a run without training into dir
-	// (for RunDir): the model, the seed the run pairs by, and the problems
-	// scored.
-	Record func(dir, modelPath string, seed uint64, examples []task.Example, rep *Report) error
+	// (for RunDir): the model, the seed the run pairs by, the precision a
+	// local model sampled in, and the problems scored.
+	Record func(dir, modelPath string, seed uint64, precision model.Precision, examples []task.Example, rep *Report) error
 }
 
 // TestRun is what an evaluation takes from the world training run whose
@@ -301,7 +301,7 @@ func (o *Options) Run(ctx context.Context, w io.Writer) (*Report, error) {
 		if p.test != nil {
 			pairSeed = p.test.Seed
 		}
-		if err := o.Record(o.RunDir, p.model, pairSeed, drawn, rep); err != nil {
+		if err := o.Record(o.RunDir, p.model, pairSeed, p.precision, drawn, rep); err != nil {
 			return nil, err
 		}
 	}

@@ -225,6 +225,8 @@ type runView struct {
 	Split                   []share
 	TokensPerSec            string
 	Config                  string
+	// Machines are the run's starts, each with what it computed with.
+	Machines []string
 }
 
 type share struct {
@@ -243,6 +245,13 @@ func newPage(ss []series, charts []chart) *page {
 		p.ShowSeed = p.ShowSeed || r.Seed != ""
 		models[r.Model] = true
 		v := runView{Label: s.label, Dir: r.Dir, Color: cssColor(s.color), Algorithm: r.Algorithm, Seed: r.Seed, Model: r.Model, Config: r.Config}
+		for _, m := range r.Machines {
+			line := fmt.Sprintf("from step %d: %s, %d threads", m.Step, m.Engine(), m.Threads)
+			if m.Revision != "" {
+				line += ", rlvr " + m.Revision
+			}
+			v.Machines = append(v.Machines, line)
+		}
 		v.Steps = dash
 		if n := len(r.Steps); n > 0 {
 			v.Steps = strconv.Itoa(r.Steps[n-1].Step)

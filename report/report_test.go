@@ -115,6 +115,10 @@ func TestRenderTwoRuns(t *testing.T) {
 	a, b := filepath.Join(root, "grpo-s1"), filepath.Join(root, "dapo-s2")
 	writeRun(t, a, synth{algorithm: "grpo", seed: 1, steps: 50, evalEvery: 10, config: true})
 	writeRun(t, b, synth{algorithm: "dapo", seed: 2, steps: 50, evalEvery: 10, config: true})
+	machine := rundir.Machine{CPU: "AMD EPYC family 25 model 17", Features: "AVX-512, AVX512-BF16, no AMX", Threads: 2, Learner: "fp32: Go", Sampler: "fp32: Go", Revision: "abc123"}
+	if err := rundir.AppendMachine(a, machine); err != nil {
+		t.Fatal(err)
+	}
 	var runs []*rundir.Run
 	for _, dir := range []string{a, b} {
 		r, err := Load(dir)
@@ -163,6 +167,7 @@ func TestRenderTwoRuns(t *testing.T) {
 		"&lt;script&gt;alert(1)&lt;/script&gt;", // config, escaped
 		"runs/base-&lt;tiny&gt;",
 		"grpo vs dapo",
+		"from step 0: AMD EPYC family 25 model 17 (AVX-512, AVX512-BF16, no AMX); fp32: Go, 2 threads, rlvr abc123", // what it computed on
 	}
 	for _, w := range want {
 		if !strings.Contains(page, w) {

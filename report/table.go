@@ -958,6 +958,7 @@ func newGrid(rows []Row, base int) grid {
 		}
 	}
 	g.Notes = append(g.Notes, choiceNotes(rows)...)
+	g.Notes = append(g.Notes, machineNotes(rows)...)
 	for _, s := range sums {
 		if missing := s.Runs - s.Accuracy.N; missing > 0 {
 			g.Notes = append(g.Notes, fmt.Sprintf("%s: %d of %d runs have no evaluation.", s.Name, missing, s.Runs))

@@ -39,6 +39,10 @@ type Run struct {
 	Evals []Eval
 	// Samples holds samples.jsonl's records in file order.
 	Samples []Sample
+	// Machines holds machine.jsonl's records in file order: one per start
+	// of a process that wrote the run; none for a run written before it
+	// was kept.
+	Machines []Machine
 
 	// Warnings lists what Load tolerated: skipped incomplete lines,
 	// repeated steps, malformed samples.
@@ -168,6 +172,18 @@ func Load(dir string, numeric ...string) (*Run, error) {
 		return err
 	}); err != nil {
 		r.Warnings = append(r.Warnings, err.Error()) // names the file
+	}
+
+	// Machines are for reading only too.
+	path = filepath.Join(dir, MachineFile)
+	if _, err := readLines(path, &r.Warnings, true, func(line []byte) error {
+		m, err := parseMachine(line)
+		if err == nil {
+			r.Machines = append(r.Machines, m)
+		}
+		return err
+	}); err != nil {
+		r.Warnings = append(r.Warnings, err.Error())
 	}
 
 	if found == 0 {

@@ -18,6 +18,8 @@
 //     ([EvalRecord]);
 //   - samples.jsonl ([SamplesFile]), one [Sample] per text shown for
 //     reading;
+//   - machine.jsonl ([MachineFile]), one [Machine] per start of a process
+//     that wrote the run: the processor and kernels it computed with;
 //   - ckpt-NNNNNN/ ([CheckpointDir]), a checkpoint after step NNNNNN: a
 //     model directory with the optimizer and the loop's state
 //     ([StateFile]);
@@ -63,10 +65,10 @@ const (
 )
 
 // Files are what a run writes into its directory besides checkpoints.
-var Files = []string{ConfigFile, MetricsFile, EvalFile, SamplesFile, EvalProgressFile}
+var Files = []string{ConfigFile, MetricsFile, EvalFile, SamplesFile, EvalProgressFile, MachineFile}
 
 // logs are the files that grow a line per record, each with its step.
-var logs = []string{MetricsFile, EvalFile, SamplesFile, EvalProgressFile}
+var logs = []string{MetricsFile, EvalFile, SamplesFile, EvalProgressFile, MachineFile}
 
 // checkpointPrefix starts a checkpoint directory's name, the step follows.
 const checkpointPrefix = "ckpt-"

@@ -9,8 +9,9 @@
 #
 # A finished run is kept for the record in $results (RESULTS, else
 # results/<the experiment's directory name>, in the repository): its
-# config.yaml, eval.jsonl, samples.jsonl, metrics.jsonl.gz and a cold
-# start's record (cold_start.json), without
+# config.yaml, eval.jsonl, samples.jsonl, metrics.jsonl.gz, a cold
+# start's record (cold_start.json) and the machine it ran on
+# (machine.jsonl), without
 # checkpoints, a few tens of kB, which rlvr report reads as the run. The
 # tables and the report page are made from the kept runs, and a run kept
 # there is not run again: an experiment of many hours goes on where it
@@ -30,7 +31,9 @@ results=${RESULTS:-results/$(basename "$out")}
 from_world="--world $world"
 test_flags="--test-problems $tests"
 mkdir -p "$out" "$results"
-go build -o bin/rlvr ./cmd/rlvr
+# -buildvcs=auto: the binary knows its revision, which each run records
+# (machine.jsonl), where git is at hand, whatever GOFLAGS says.
+go build -buildvcs=auto -o bin/rlvr ./cmd/rlvr
 # The world model of the version, installed from the repository.
 bin/rlvr pretrain --world "$world" >/dev/null
 # THREADS (default 1) cores per run: JOBS × THREADS should not exceed the
@@ -50,7 +53,7 @@ kept() { finished "$results/$(basename "$1")"; }
 keep() {
   local dir=$1 dst=$results/$(basename "$1") f
   rm -rf "$dst.tmp" && mkdir -p "$dst.tmp"
-  for f in config.yaml eval.jsonl samples.jsonl cold_start.json; do
+  for f in config.yaml eval.jsonl samples.jsonl cold_start.json machine.jsonl; do
     [ ! -e "$dir/$f" ] || cp "$dir/$f" "$dst.tmp/"
   done
   [ ! -e "$dir/metrics.jsonl" ] || gzip -9 -n -c "$dir/metrics.jsonl" >"$dst.tmp/metrics.jsonl.gz"

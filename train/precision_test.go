@@ -9,10 +9,13 @@ import (
 	"testing"
 
 	"rlvr/backend/local"
+	"rlvr/engine/gemm"
 	"rlvr/engine/model"
+	"rlvr/engine/parallel"
 	"rlvr/method"
 	"rlvr/method/part"
 	"rlvr/rollout"
+	"rlvr/rundir"
 	"rlvr/sample"
 	"rlvr/task"
 )
@@ -242,6 +245,26 @@ func TestResumeMayChangePrecision(t *testing.T) {
 	c.Steps, c.SamplerCorrection = 3, &SamplerCorrectionConfig{Cap: 2}
 	if err := Run(context.Background(), c, dir, Options{Resume: true}); err == nil || !strings.Contains(err.Error(), "sampler_correction") {
 		t.Errorf("resume with a sampler correction: error %v, want one naming sampler_correction", err)
+	}
+	// Each start recorded what it computed with, from the step it started
+	// at; the refused resume recorded nothing.
+	r, err := rundir.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := gemm.DetectCPU()
+	want := []rundir.Machine{
+		{Step: 0, CPU: cpu.Identity(), Features: cpu.Features(), Threads: parallel.Threads(), Learner: gemm.KernelFor(model.FP32), Sampler: gemm.KernelFor(model.FP32)},
+		{Step: 1, CPU: cpu.Identity(), Features: cpu.Features(), Threads: parallel.Threads(), Learner: gemm.KernelFor(model.BF16), Sampler: gemm.KernelFor(model.FP32)},
+	}
+	if len(r.Machines) != len(want) {
+		t.Fatalf("machine.jsonl holds %d lines, want %d: %+v", len(r.Machines), len(want), r.Machines)
+	}
+	for i, m := range r.Machines {
+		m.Revision = "" // go test records none; a built binary does
+		if m != want[i] {
+			t.Errorf("machine line %d = %+v, want %+v", i+1, m, want[i])
+		}
 	}
 }
 

@@ -171,6 +171,14 @@ func RunResolved(ctx context.Context, r *Resolved, runDir string, opts Options) 
 	if err := rundir.TruncateLogs(runDir, start.Step); err != nil {
 		return err
 	}
+	machine, err := cfg.machineRecord(start.Step)
+	if err != nil {
+		return err
+	}
+	logf("engine: %s", machine.Engine())
+	if err := rundir.AppendMachine(runDir, machine); err != nil {
+		return err
+	}
 	l := &loop{cfg: &cfg, pol: pol, ref: ref, render: render, src: src, held: held, meth: meth, runDir: runDir,
 		optSteps: start.optimizerSteps(&cfg), sched: scheduleOf(&cfg), evaluators: evaluators(&cfg, build)}
 	if cfg.ColdStart != nil && start.Step == 0 && (start.ColdStart == nil || !start.ColdStart.Done) {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"rlvr/checkpoint"
+	"rlvr/engine/model"
 	"rlvr/eval"
 	"rlvr/expert/prompt"
 	"rlvr/internal/atomicfile"
@@ -22,9 +23,14 @@ import (
 )
 
 func evalCmd() *cobra.Command {
-	o := eval.Options{Models: localModels, TestSplit: testSplit, Workflow: evalWorkflow,
-		Record: func(dir, model string, seed uint64, examples []task.Example, rep *eval.Report) error {
-			return recordEvaluation(dir, os.Args, model, seed, examples, rep)
+	var o eval.Options
+	o = eval.Options{Models: localModels, TestSplit: testSplit, Workflow: evalWorkflow,
+		Record: func(dir, modelPath string, seed uint64, precision model.Precision, examples []task.Example, rep *eval.Report) error {
+			machine := train.MachineRecord(0, precision, precision)
+			if o.Endpoint != "" {
+				machine = train.EndpointRecord(0, o.Endpoint)
+			}
+			return recordEvaluation(dir, os.Args, modelPath, seed, machine, examples, rep)
 		}}
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -170,7 +176,7 @@ func evalWorkflow(path, modelPath string, l *checkpoint.Loaded, open bool, examp
 // and eval.jsonl's test line, as a trained run's final evaluation is
 // written. It holds the directory's lock while it writes, and refuses a
 // directory that another process gave an evaluation meanwhile.
-func recordEvaluation(dir string, args []string, model string, seed uint64, examples []task.Example, rep *eval.Report) error {
+func recordEvaluation(dir string, args []string, model string, seed uint64, machine rundir.Machine, examples []task.Example, rep *eval.Report) error {
 	lock, err := rundir.Lock(dir)
 	if err != nil {
 		return fmt.Errorf("--run: %w", err)
@@ -185,6 +191,9 @@ func recordEvaluation(dir string, args []string, model string, seed uint64, exam
 	}
 	config := fmt.Sprintf("# an evaluation without training\nevaluation: [%s]\nmodel: %s\nseed: %d\n", strings.Join(quoted, ", "), strconv.Quote(model), seed)
 	if err := atomicfile.WriteBytes(filepath.Join(dir, rundir.ConfigFile), []byte(config)); err != nil {
+		return err
+	}
+	if err := rundir.AppendMachine(dir, machine); err != nil {
 		return err
 	}
 	rec := rundir.Eval{Step: 0, Split: "test", Greedy: rep.Greedy.Mean, GreedyLow: rep.Greedy.Low, GreedyHigh: rep.Greedy.High,

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"rlvr/engine/model"
 	"rlvr/eval"
 	"rlvr/rundir"
+	"rlvr/train"
 )
 
 // TestResumeWhileTrainingIsRefused starts `rlvr train`, and while it runs
@@ -67,15 +69,20 @@ func TestRecordEvaluationLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := &eval.Report{}
-	err = recordEvaluation(dir, []string{"rlvr", "eval"}, "m", 1, nil, rep)
+	machine := train.MachineRecord(0, model.FP32, model.FP32)
+	err = recordEvaluation(dir, []string{"rlvr", "eval"}, "m", 1, machine, nil, rep)
 	if err == nil || !strings.Contains(err.Error(), "is in use: locked by PID") {
 		t.Fatalf("recording into a held directory: %v", err)
 	}
 	lock.Release()
-	if err := recordEvaluation(dir, []string{"rlvr", "eval"}, "m", 1, nil, rep); err != nil {
+	if err := recordEvaluation(dir, []string{"rlvr", "eval"}, "m", 1, machine, nil, rep); err != nil {
 		t.Fatal(err)
 	}
-	err = recordEvaluation(dir, []string{"rlvr", "eval"}, "m", 1, nil, rep)
+	// The record says what the evaluation computed with.
+	if r, err := rundir.Load(dir); err != nil || len(r.Machines) != 1 || r.Machines[0] != machine {
+		t.Fatalf("the recorded run's machine lines: %+v (%v), want [%+v]", r.Machines, err, machine)
+	}
+	err = recordEvaluation(dir, []string{"rlvr", "eval"}, "m", 1, machine, nil, rep)
 	if err == nil || !strings.Contains(err.Error(), "was given an evaluation") {
 		t.Fatalf("recording twice: %v", err)
 	}

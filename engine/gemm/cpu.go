@@ -2,8 +2,11 @@ package gemm
 
 import (
 	"bufio"
+	"fmt"
+	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -14,12 +17,16 @@ import (
 // about, for choosing a bf16 kernel and for naming the machine in every
 // benchmark table.
 type CPUInfo struct {
-	Name       string // the model name /proc/cpuinfo gives, or the architecture
-	AVX2FMA    bool   // 8-wide float32 FMA: the float32 kernels' instructions
-	AVX512F    bool
-	AVX512BF16 bool // VDPBF16PS: bf16 dot products (Zen 4, Cooper Lake, Sapphire Rapids)
-	AMXBF16    bool // AMX tiles with bf16 (Sapphire Rapids and later)
-	AMXInt8    bool
+	Name string // the model name /proc/cpuinfo gives, or the architecture
+	// Family and Model are /proc/cpuinfo's "cpu family" and "model", 0
+	// where it has none: a name such as "AMD EPYC" covers several
+	// generations, which these tell apart (family 25 model 17: Zen 4).
+	Family, Model int
+	AVX2FMA       bool // 8-wide float32 FMA: the float32 kernels' instructions
+	AVX512F       bool
+	AVX512BF16    bool // VDPBF16PS: bf16 dot products (Zen 4, Cooper Lake, Sapphire Rapids)
+	AMXBF16       bool // AMX tiles with bf16 (Sapphire Rapids and later)
+	AMXInt8       bool
 }
 
 // BF16 reports whether the CPU multiplies bf16 matrices in hardware.
@@ -64,8 +71,11 @@ var (
 // through golang.org/x/sys/cpu; all false off x86).
 func DetectCPU() CPUInfo {
 	cpuOnce.Do(func() {
+		name, family, model := cpuIdentity()
 		cpuInfo = CPUInfo{
-			Name:       cpuName(),
+			Name:       name,
+			Family:     family,
+			Model:      model,
 			AVX2FMA:    cpu.X86.HasAVX2 && cpu.X86.HasFMA,
 			AVX512F:    cpu.X86.HasAVX512F,
 			AVX512BF16: cpu.X86.HasAVX512BF16,
@@ -76,20 +86,51 @@ func DetectCPU() CPUInfo {
 	return cpuInfo
 }
 
-// cpuName is the first "model name" of /proc/cpuinfo, or GOARCH where
-// there is none.
-func cpuName() string {
+// Identity is the name with the family and model where /proc/cpuinfo
+// gives them: "AMD EPYC family 25 model 17", for records that must
+// tell one generation of a processor from another.
+func (c CPUInfo) Identity() string {
+	if c.Family == 0 && c.Model == 0 {
+		return c.Name
+	}
+	return fmt.Sprintf("%s family %d model %d", c.Name, c.Family, c.Model)
+}
+
+// cpuIdentity is the first "model name", "cpu family" and "model" of
+// /proc/cpuinfo, or GOARCH and zeros where there are none.
+func cpuIdentity() (name string, family, model int) {
 	f, err := os.Open("/proc/cpuinfo")
 	if err != nil {
-		return runtime.GOARCH
+		return runtime.GOARCH, 0, 0
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
+	return parseCPUInfo(f)
+}
+
+// parseCPUInfo reads cpuIdentity's fields from the text of /proc/cpuinfo:
+// the first processor's, which on the machines here every processor
+// shares.
+func parseCPUInfo(r io.Reader) (name string, family, model int) {
+	name = runtime.GOARCH
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() && len(seen) < 3 {
 		key, val, ok := strings.Cut(sc.Text(), ":")
-		if ok && strings.TrimSpace(key) == "model name" {
-			return strings.TrimSpace(val)
+		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+		if !ok || seen[key] {
+			continue
 		}
+		switch key {
+		case "model name":
+			name = val
+		case "cpu family":
+			family, _ = strconv.Atoi(val)
+		case "model":
+			model, _ = strconv.Atoi(val)
+		default:
+			continue
+		}
+		seen[key] = true
 	}
-	return runtime.GOARCH
+	return name, family, model
 }
