@@ -162,29 +162,10 @@ func Load(dir string, numeric ...string) (*Run, error) {
 		found++
 	}
 
-	// Samples are for reading only: what cannot be read is skipped.
-	path = filepath.Join(dir, SamplesFile)
-	if _, err := readLines(path, &r.Warnings, true, func(line []byte) error {
-		s, err := parseSample(line)
-		if err == nil {
-			r.Samples = append(r.Samples, s)
-		}
-		return err
-	}); err != nil {
-		r.Warnings = append(r.Warnings, err.Error()) // names the file
-	}
-
-	// Machines are for reading only too.
-	path = filepath.Join(dir, MachineFile)
-	if _, err := readLines(path, &r.Warnings, true, func(line []byte) error {
-		m, err := parseMachine(line)
-		if err == nil {
-			r.Machines = append(r.Machines, m)
-		}
-		return err
-	}); err != nil {
-		r.Warnings = append(r.Warnings, err.Error())
-	}
+	// Samples and machines are for reading only: what cannot be read is
+	// skipped.
+	r.Samples = readLenient(filepath.Join(dir, SamplesFile), &r.Warnings, parseSample)
+	r.Machines = readLenient(filepath.Join(dir, MachineFile), &r.Warnings, parseMachine)
 
 	if found == 0 {
 		return nil, fmt.Errorf("%s: no %s, %s or %s: not a run directory", dir, ConfigFile, MetricsFile, EvalFile)
@@ -247,6 +228,22 @@ func readLines(path string, warnings *[]string, lenient bool, parse func([]byte)
 			return true, nil
 		}
 	}
+}
+
+// readLenient reads the records of a log for reading only: a line that
+// does not parse, or a file that cannot be read, is a warning.
+func readLenient[T any](path string, warnings *[]string, parse func([]byte) (T, error)) []T {
+	var recs []T
+	if _, err := readLines(path, warnings, true, func(line []byte) error {
+		rec, err := parse(line)
+		if err == nil {
+			recs = append(recs, rec)
+		}
+		return err
+	}); err != nil {
+		*warnings = append(*warnings, err.Error()) // names the file
+	}
+	return recs
 }
 
 // maxSkipWarnings bounds the warnings of one file read leniently.
