@@ -73,7 +73,12 @@ gemma="consultation.experts=[{name: E2, model: runs/gemma3-270m, api: completion
 
 rows=(grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo expert0-sft-grpo)
 # ROWS: the rows to run this time (default all); the tables hold every
-# row kept so far, whichever sitting ran it.
+# row kept so far, whichever sitting ran it. One row is run only when
+# ROWS names it: eapo-reference-unaided, EAPO with the reference expert
+# after a cold start that also demonstrates the policy's own answers
+# without the grant and after a declined consultation (cold_start.unaided
+# = 0.5, docs/eapo.md), the EAPO rows' ablation of what lost SmolLM2's
+# unaided accuracy.
 read -r -a rows <<<"${ROWS:-${rows[*]}}"
 # wants ROW: whether ROW is among the rows run.
 wants() { [[ " ${rows[*]} " == *" $1 "* ]]; }
@@ -152,6 +157,7 @@ for seed in $seeds; do
       self-rl) line "$kernel" configs/gsm8k-self-rl-smollm2.yaml "$run" --seed "$seed" $shared ;;
       eapo-reference) line "$kernel" configs/gsm8k-eapo-smollm2.yaml "$run" --set "$reference" --seed "$seed" $shared ;;
       eapo-gemma) line "$kernel" configs/gsm8k-eapo-smollm2.yaml "$run" --set "$gemma" --seed "$seed" $shared ;;
+      eapo-reference-unaided) line "$kernel" configs/gsm8k-eapo-smollm2.yaml "$run" --set "$reference" --set cold_start.unaided=0.5 --seed "$seed" $shared ;;
       meml-grpo) line "$kernel" configs/gsm8k-meml-grpo-smollm2.yaml "$run" --model "$out/moe-sft-seed$seed-model" --seed "$seed" $shared ;;
       expert0-sft-grpo) line "$kernel" configs/gsm8k-expert0-sft-grpo-smollm2.yaml "$run" --model "$out/expert0-sft-seed$seed-model" --seed "$seed" $shared ;;
     esac
@@ -167,7 +173,7 @@ done
 # it is given by seed, so a partial experiment tables what it has.
 kept_dirs() { local d; for d in $(dirs "$@"); do ! finished "$d" || echo "$d"; done; }
 # shellcheck disable=SC2046
-for cmp in "grpo mel-grpo" "self-rl eapo-reference eapo-gemma" "grpo expert0-sft-grpo meml-grpo"; do
+for cmp in "grpo mel-grpo" "self-rl eapo-reference eapo-gemma eapo-reference-unaided" "grpo expert0-sft-grpo meml-grpo"; do
   set -- $cmp
   if [ -z "$(kept_dirs "$1")" ]; then
     echo "smollm2: $cmp: no $1 run is kept yet; no table" >&2
@@ -187,5 +193,5 @@ bin/rlvr report --table "$results/smollm2-math500-seed1" | tee -a "$results/tabl
 # shellcheck disable=SC2046
 if [ -n "$(kept_dirs mel-grpo)" ] && [ -n "$(kept_dirs eapo-reference eapo-gemma)" ] && [ -n "$(kept_dirs meml-grpo)" ]; then
   bin/rlvr report --blocks 10 --metrics accuracy,consult/call_rate,mel/parsed,mel/validated,mutual/fired_frac \
-    $(kept_dirs grpo mel-grpo self-rl eapo-reference eapo-gemma meml-grpo) | tee -a "$results/table.md"
+    $(kept_dirs grpo mel-grpo self-rl eapo-reference eapo-gemma eapo-reference-unaided meml-grpo) | tee -a "$results/table.md"
 fi
