@@ -119,10 +119,12 @@ type Failure struct {
 	Error  string // the generator's reason, as it gave it
 }
 
-// ExpertResult is one expert prompt's greedy accuracy.
+// ExpertResult is one expert prompt's greedy accuracy, and its outcome on
+// each example as Report.Outcomes writes them.
 type ExpertResult struct {
 	Name     string
 	Accuracy stats.Interval
+	Outcomes string
 }
 
 // Overlap is MEML-GRPO's Table 1: for each expert, the problems it gets
@@ -339,14 +341,19 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 		return nil, err
 	}
 	rep.Greedy = stats.WilsonInterval(sum(c), len(c))
-	outcomes := bytes.Repeat([]byte{'-'}, len(examples))
-	for i, ci := range c {
-		outcomes[index[i]] = '0'
-		if ci > 0 {
-			outcomes[index[i]] = '1'
+	// outcomesOf writes correct, one count per usable example, as
+	// Report.Outcomes does: in the order of the examples given to Run.
+	outcomesOf := func(correct []int) string {
+		outcomes := bytes.Repeat([]byte{'-'}, len(examples))
+		for i, ci := range correct {
+			outcomes[index[i]] = '0'
+			if ci > 0 {
+				outcomes[index[i]] = '1'
+			}
 		}
+		return string(outcomes)
 	}
-	rep.Outcomes = string(outcomes)
+	rep.Outcomes = outcomesOf(c)
 	if cfg.K > 0 {
 		p := greedy
 		p.N, p.Temperature, p.TopP = cfg.K, cfg.Temperature, cfg.TopP
@@ -399,7 +406,7 @@ func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config
 				right[x][i] = c[i] > 0
 				votes[i] = append(votes[i], answers[i][0])
 			}
-			rep.Experts = append(rep.Experts, ExpertResult{Name: name, Accuracy: stats.WilsonInterval(sum(c), len(c))})
+			rep.Experts = append(rep.Experts, ExpertResult{Name: name, Accuracy: stats.WilsonInterval(sum(c), len(c)), Outcomes: outcomesOf(c)})
 		}
 		rep.Overlap = NewOverlap(rep.Experts, right)
 		majRight := 0

@@ -192,6 +192,13 @@ func TestRunExpertPrompts(t *testing.T) {
 		strings.Count(got.Outcomes, "1") != int(math.Round(got.Greedy.Mean*float64(got.Greedy.N))) {
 		t.Errorf("outcomes %q, greedy %+v", got.Outcomes, got.Greedy)
 	}
+	// Each expert's outcomes likewise, at the examples' places.
+	for _, x := range got.Experts {
+		if len(x.Outcomes) != len(exs) || x.Outcomes[5] != '-' || strings.Count(x.Outcomes, "-") != 1 ||
+			strings.Count(x.Outcomes, "1") != int(math.Round(x.Accuracy.Mean*float64(x.Accuracy.N))) {
+			t.Errorf("%s: outcomes %q, accuracy %+v", x.Name, x.Outcomes, x.Accuracy)
+		}
+	}
 	whole[2].Prompts = whole[2].Prompts[1:]
 	if _, err := Run(context.Background(), styleGenerator{}, exs, Config{Experts: whole}); err == nil ||
 		err.Error() != "eval: expert E2 has 39 prompts for 40 examples" {

@@ -104,6 +104,10 @@ type Final struct {
 	// Variants is each variant's accuracy on the line.
 	Variant  string
 	Variants map[string]float64
+	// Outcomes is the per-problem record of Acc (rundir.Eval.Outcomes):
+	// the line's own, or Variant's where the run is reported by a
+	// variant, "" where its record kept none.
+	Outcomes string
 }
 
 // FinalOf returns the evaluation that a table reports for the run, and
@@ -151,6 +155,10 @@ func FinalOf(r *rundir.Run) (Final, bool) {
 	}
 	if math.IsNaN(f.Acc) {
 		return Final{}, false
+	}
+	f.Outcomes = e.Outcomes
+	if f.Variant != "" {
+		f.Outcomes = v.VariantOutcomes[f.Variant]
 	}
 	return f, true
 }
@@ -542,7 +550,7 @@ type Difference struct {
 	// and ByProblemMDE that test's MDE. It measures how the test problems
 	// were drawn, for the seeds as they fell, not the spread from seed to
 	// seed, and so has an interval from one seed on. NaN unless every pair
-	// kept its outcomes (rundir.Eval.Outcomes).
+	// kept the outcomes of what it reports (Final.Outcomes).
 	ByProblem    stats.Interval
 	ByProblemMDE float64
 	// Seeds lists the paired seeds, in the row's order.
@@ -559,7 +567,7 @@ func Paired(row, base Row) Difference {
 	type entry struct {
 		acc, avg, pass float64
 		problems       string // the test problems' fingerprint
-		outcomes       string // per problem, rundir.Eval.Outcomes
+		outcomes       string // per problem, Final.Outcomes
 		ok             bool
 		count          int
 	}
@@ -580,7 +588,7 @@ func Paired(row, base Row) Difference {
 			}
 			e.count++
 			f, ok := FinalOf(run)
-			e.acc, e.ok, e.problems, e.outcomes = f.Acc, ok, f.Eval.ProblemSet, f.Eval.Outcomes
+			e.acc, e.ok, e.problems, e.outcomes = f.Acc, ok, f.Eval.ProblemSet, f.Outcomes
 			e.avg = orNaN(f.Eval.AvgAtK)
 			_, e.pass = largestPassAtK(f.Eval.PassAtK)
 		}

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -405,6 +406,40 @@ func TestPairedOutcomes(t *testing.T) {
 	base.Runs[1] = withEval("b2", "2", "")
 	if d := Paired(row, base); !math.IsNaN(d.ByProblem.Mean) || d.N != 2 {
 		t.Errorf("a pair without outcomes: by problem %+v, %d pairs", d.ByProblem, d.N)
+	}
+}
+
+// TestPairedByChosenExpert: a run reported by the expert prompt chosen on
+// validation is compared problem by problem on that expert's outcomes,
+// not on the plain prompt's; and by none where its record kept none.
+func TestPairedByChosenExpert(t *testing.T) {
+	meml := func(name, plain, record string) *rundir.Run {
+		return &rundir.Run{Name: name, Seed: "1", Evals: []rundir.Eval{{Step: 1, Split: "test", Greedy: 0.5, ProblemSet: "abc", Outcomes: plain,
+			Evaluators: map[string]json.RawMessage{"expert_prompts": json.RawMessage(record)}}}}
+	}
+	base := Row{Name: "grpo", Runs: []*rundir.Run{{Name: "grpo-s1", Seed: "1", Evals: []rundir.Eval{{Step: 1, Split: "test", Greedy: 0.5, ProblemSet: "abc", Outcomes: "1100"}}}}}
+	// The plain prompt ties the baseline problem by problem; E1, the best
+	// expert, is right on none of the four.
+	withOutcomes := meml("meml-s1", "1100", `{"experts":{"E0":0.5,"E1":0},"best_expert":"E1","best":0,"outcomes":{"E0":"1100","E1":"0000"}}`)
+	f, ok := FinalOf(withOutcomes)
+	if !ok || f.Variant != "E1" || f.Acc != 0 || f.Outcomes != "0000" {
+		t.Fatalf("FinalOf: %+v (%v), want E1's accuracy 0 and outcomes 0000", f, ok)
+	}
+	d := Paired(Row{Name: "meml", Runs: []*rundir.Run{withOutcomes}}, base)
+	if want := stats.MeanInterval([]float64{-1, -1, 0, 0}); d.ByProblem != want || d.Mean != -0.5 {
+		t.Errorf("by problem %+v (Δ %v), want %+v and Δ −0.5: E1's outcomes against the baseline's", d.ByProblem, d.Mean, want)
+	}
+	without := meml("meml-s1", "1100", `{"experts":{"E0":0.5,"E1":0},"best_expert":"E1","best":0}`)
+	if d := Paired(Row{Name: "meml", Runs: []*rundir.Run{without}}, base); !math.IsNaN(d.ByProblem.Mean) || d.Mean != -0.5 {
+		t.Errorf("a best expert without its outcomes: by problem %+v (Δ %v), want none beside Δ −0.5", d.ByProblem, d.Mean)
+	}
+	// Reported under E0 (rlvr report --expert E0), the same run pairs on E0's.
+	under, err := UnderExpert([]*rundir.Run{withOutcomes}, "E0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := Paired(Row{Name: "meml", Runs: under}, base); d.ByProblem.Mean != 0 || d.ByProblem.N != 4 {
+		t.Errorf("under E0: by problem %+v, want 0 over 4 problems", d.ByProblem)
 	}
 }
 

@@ -55,6 +55,10 @@ type Reading struct {
 	// evaluator asked every problem under, by the variant's name; nil
 	// when it asked none.
 	Variants map[string]float64
+	// VariantOutcomes is each variant's greedy outcome per problem, in
+	// Eval.Outcomes's form, by the variant's name; nil, or without a
+	// variant, where the record kept none.
+	VariantOutcomes map[string]string
 	// Chosen names the variant the line reports the run by (chosen on the
 	// validation before it), "" when it names none. Acc is its accuracy;
 	// Low and High bound Acc's 95% interval, NaN when unknown.

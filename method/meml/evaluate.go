@@ -34,6 +34,12 @@ type ExpertRecord struct {
 	BestLow    *float64 `json:"best_low,omitempty"`
 	BestHigh   *float64 `json:"best_high,omitempty"`
 	Delta      *float64 `json:"delta,omitempty"`
+	// Outcomes is each expert prompt's greedy outcome on each problem, as
+	// rundir.Eval.Outcomes writes the plain prompt's, on the test split:
+	// a run reported by its best expert is compared with another problem
+	// by problem on that expert's answers. Lines written before it was
+	// kept have none.
+	Outcomes map[string]string `json:"outcomes,omitempty"`
 }
 
 // legacyFields are the top-level fields of eval.jsonl that held an
@@ -60,7 +66,7 @@ func readExperts(raw json.RawMessage) (rundir.Reading, error) {
 	if err := json.Unmarshal(raw, &x); err != nil {
 		return rundir.Reading{}, err
 	}
-	r := rundir.Reading{Variants: x.Experts, Acc: math.NaN(), Low: math.NaN(), High: math.NaN()}
+	r := rundir.Reading{Variants: x.Experts, VariantOutcomes: x.Outcomes, Acc: math.NaN(), Low: math.NaN(), High: math.NaN()}
 	if x.Majority != nil {
 		r.Values = map[string]float64{ValueMajority: *x.Majority}
 	}
@@ -150,6 +156,12 @@ func (x *ExpertEvaluator) Record(ev *part.Evaluation, rep *eval.Report, rec *run
 	for _, r := range rep.Experts {
 		acc[r.Name] = r.Accuracy
 		out.Experts[r.Name] = r.Accuracy.Mean
+		if ev.Split == "test" && r.Outcomes != "" {
+			if out.Outcomes == nil {
+				out.Outcomes = map[string]string{}
+			}
+			out.Outcomes[r.Name] = r.Outcomes
+		}
 	}
 	if rep.ExpertMajority != nil {
 		out.Majority = &rep.ExpertMajority.Mean

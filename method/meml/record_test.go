@@ -150,3 +150,33 @@ func TestExpertRecordReading(t *testing.T) {
 		t.Errorf("a line without E2 chose it: %v %v", ok, err)
 	}
 }
+
+// TestRecordKeepsExpertOutcomes: the test line keeps each expert prompt's
+// outcome per problem, so that a run reported by its best expert is
+// compared problem by problem on that expert's answers; validation lines,
+// scored every few steps, do not.
+func TestRecordKeepsExpertOutcomes(t *testing.T) {
+	x := &ExpertEvaluator{Variants: []method.Variant{{Name: "E0"}, {Name: "E1"}}}
+	rep := &eval.Report{Experts: []eval.ExpertResult{
+		{Name: "E0", Accuracy: stats.Interval{Mean: 0.5}, Outcomes: "10"},
+		{Name: "E1", Accuracy: stats.Interval{Mean: 1}, Outcomes: "11"},
+	}}
+	var val, test rundir.Eval
+	if err := x.Record(&part.Evaluation{Split: "val"}, rep, &val); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Record(&part.Evaluation{Split: "test"}, rep, &test); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, err := ExpertRecordOf(val); err != nil || v.Outcomes != nil {
+		t.Errorf("the validation record keeps outcomes %v (%v), want none", v.Outcomes, err)
+	}
+	rec, _, err := ExpertRecordOf(test)
+	if err != nil || rec.BestExpert != "E1" || !reflect.DeepEqual(rec.Outcomes, map[string]string{"E0": "10", "E1": "11"}) {
+		t.Fatalf("the test record: best %q, outcomes %v (%v)", rec.BestExpert, rec.Outcomes, err)
+	}
+	r, err := readExperts(test.Evaluators[RecordExperts])
+	if err != nil || r.Chosen != "E1" || r.VariantOutcomes["E1"] != "11" {
+		t.Errorf("read for the report: chosen %q, outcomes %v (%v)", r.Chosen, r.VariantOutcomes, err)
+	}
+}
