@@ -187,6 +187,7 @@ for cmp in "grpo mel-grpo" "self-rl eapo-reference eapo-gemma eapo-reference-una
   echo | tee -a "$results/table.md"
 done
 bin/rlvr report --table "$results/smollm2-math500-seed1" | tee -a "$results/table.md"
+echo | tee -a "$results/table.md"
 # The mechanisms at work, per block of steps: the call rate, the
 # reflections parsed and gated, and how often mutual learning fired; once
 # a run of each method that logs them is kept.
