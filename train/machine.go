@@ -13,17 +13,24 @@ import (
 // run from step on: this machine's processor and threads, and the kernels
 // the learner's and the sampler's products run on in their precisions.
 func MachineRecord(step int, learner, sampler model.Precision) rundir.Machine {
+	m := hostRecord(step)
+	m.Learner, m.Sampler = gemm.KernelFor(learner), gemm.KernelFor(sampler)
+	return m
+}
+
+// hostRecord is the line's part every process fills alike: the step, this
+// machine's processor and threads, and rlvr's revision.
+func hostRecord(step int) rundir.Machine {
 	cpu := gemm.DetectCPU()
-	return rundir.Machine{Step: step, CPU: cpu.Identity(), Features: cpu.Features(), Threads: parallel.Threads(),
-		Learner: gemm.KernelFor(learner), Sampler: gemm.KernelFor(sampler), Revision: revision()}
+	return rundir.Machine{Step: step, CPU: cpu.Identity(), Features: cpu.Features(), Threads: parallel.Threads(), Revision: revision()}
 }
 
 // EndpointRecord is the line of a process whose model computes at an
 // endpoint, a server elsewhere: this machine, and the server's address.
 func EndpointRecord(step int, url string) rundir.Machine {
-	cpu := gemm.DetectCPU()
-	return rundir.Machine{Step: step, CPU: cpu.Identity(), Features: cpu.Features(), Threads: parallel.Threads(),
-		Backend: url, Revision: revision()}
+	m := hostRecord(step)
+	m.Backend = url
+	return m
 }
 
 // machineRecord is the run's line: MachineRecord for a local backend; for
