@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"rlvr/internal/stats"
 	"rlvr/sample"
@@ -111,6 +112,9 @@ type Report struct {
 	// greedy answers (MEML-GRPO's inference across experts).
 	ExpertMajority *stats.Interval
 	Overlap        *Overlap
+	// Seconds is the wall time Run took: what a budget is measured by
+	// (of an evaluation resumed from kept samples, the part left).
+	Seconds float64
 }
 
 // Failure is an example whose prompt a generator refused.
@@ -152,7 +156,9 @@ type OverlapRow struct {
 // scores as wrong the prompts gen refuses (see RefusedError). It fails
 // when no example is left to evaluate, or gen fails otherwise.
 func Run(ctx context.Context, gen Generator, examples []task.Example, cfg Config) (*Report, error) {
+	start := time.Now()
 	rep := &Report{K: cfg.K}
+	defer func() { rep.Seconds = time.Since(start).Seconds() }()
 	if len(examples) == 0 {
 		return rep, errors.New("eval: no examples")
 	}

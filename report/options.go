@@ -27,6 +27,7 @@ type Options struct {
 	Columns  []string // --column: the table's columns kept, in order
 	Blocks   int      // --blocks: Metrics per block of this many steps
 	Metrics  []string // --metrics, with Blocks
+	Compute  bool     // --compute: each run's recorded wall time and core-hours
 
 	// Given reports whether the command line gave the flag named; nil
 	// means none was given.
@@ -36,7 +37,7 @@ type Options struct {
 // Output is what rlvr report prints: the page's path, or the tables.
 type Output struct {
 	Page   string // the page written ("" with tables)
-	Tables string // the --table and --blocks tables, without a page
+	Tables string // the --table, --blocks and --compute tables, without a page
 }
 
 // Validate reports every problem with the options at once, each naming
@@ -105,7 +106,7 @@ func (o *Options) Run() (*Output, error) {
 			return nil, fmt.Errorf("--expert: %w", err)
 		}
 	}
-	if o.Table || o.Blocks > 0 {
+	if o.Table || o.Blocks > 0 || o.Compute {
 		t, err := o.tables(runs)
 		if err != nil {
 			return nil, err
@@ -140,6 +141,9 @@ func (o *Options) tables(runs []*rundir.Run) (string, error) {
 			return "", err
 		}
 		parts = append(parts, t)
+	}
+	if o.Compute {
+		parts = append(parts, Compute(runs))
 	}
 	return strings.Join(parts, "\n"), nil
 }

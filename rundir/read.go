@@ -43,6 +43,9 @@ type Run struct {
 	// of a process that wrote the run; none for a run written before it
 	// was kept.
 	Machines []Machine
+	// ColdStartSeconds is the wall time of the run's cold start
+	// (ColdStartFile), 0 when it had none or its record cannot be read.
+	ColdStartSeconds float64
 
 	// Warnings lists what Load tolerated: skipped incomplete lines,
 	// repeated steps, malformed samples.
@@ -166,6 +169,7 @@ func Load(dir string, numeric ...string) (*Run, error) {
 	// skipped.
 	r.Samples = readLenient(filepath.Join(dir, SamplesFile), &r.Warnings, parseSample)
 	r.Machines = readLenient(filepath.Join(dir, MachineFile), &r.Warnings, parseMachine)
+	r.ColdStartSeconds = readColdStartSeconds(filepath.Join(dir, ColdStartFile), &r.Warnings)
 
 	if found == 0 {
 		return nil, fmt.Errorf("%s: no %s, %s or %s: not a run directory", dir, ConfigFile, MetricsFile, EvalFile)
@@ -409,4 +413,31 @@ func topLevelScalars(doc string) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// ColdStartFile is the record of a run's cold start (train.ColdStartRecord),
+// in its directory.
+const ColdStartFile = "cold_start.json"
+
+// readColdStartSeconds is the "seconds" of the cold start record at path:
+// 0 when there is none, and with a warning when it cannot be read.
+func readColdStartSeconds(path string, warnings *[]string) float64 {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0
+	}
+	var rec struct {
+		Seconds float64 `json:"seconds"`
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &rec)
+	}
+	if err != nil || rec.Seconds < 0 {
+		if err == nil {
+			err = fmt.Errorf("seconds %v is not a duration", rec.Seconds)
+		}
+		*warnings = append(*warnings, fmt.Sprintf("%s: %v; its time is not counted", path, err))
+		return 0
+	}
+	return rec.Seconds
 }

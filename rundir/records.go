@@ -51,6 +51,10 @@ type Eval struct {
 	// whose type is its package's ("expert_prompts": MEML-GRPO's experts
 	// and their vote). See [EvalRecord].
 	Evaluators map[string]json.RawMessage `json:"evaluators,omitempty"`
+	// Seconds is the wall time the evaluation took in the process that
+	// wrote it (of one resumed after a kill, the part left); 0 in lines
+	// written before it was kept.
+	Seconds float64 `json:"seconds,omitempty"`
 }
 
 // Sample is one line of samples.jsonl: a text that a part of the method

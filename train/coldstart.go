@@ -19,6 +19,7 @@ import (
 	"rlvr/method"
 	"rlvr/method/part"
 	"rlvr/rollout"
+	"rlvr/rundir"
 	"rlvr/sample"
 	"rlvr/task"
 )
@@ -29,7 +30,7 @@ import (
 // the part (part.ColdStart). The papers' 4B–14B models follow those
 // protocols from the prompt; a 135M–270M model does not, so without a cold
 // start the parts never act on it. The stage teaches the protocols' form,
-// not the task: the record (ColdStartFile) gives the protocol rates and
+// not the task: the record (rundir.ColdStartFile) gives the protocol rates and
 // the validation accuracy before and after it, paired by problem.
 //
 // The demonstrations are trained as one loss term with a learning rate
@@ -110,9 +111,6 @@ func (cs *ColdStartConfig) resolve(c *RLConfig, add func(string, ...any)) {
 	}
 }
 
-// ColdStartFile is the record of a run's cold start, in its directory.
-const ColdStartFile = "cold_start.json"
-
 // ColdStartRecord is what a cold start did and measured.
 type ColdStartRecord struct {
 	Parts          []string `json:"parts"`
@@ -181,7 +179,7 @@ type coldStartState struct {
 
 // coldStart runs the stage, or resumes it from resumed: protocol rates and
 // validation accuracy before, the demonstrations' SFT, the same
-// measurements after. It writes ColdStartFile and logs a summary. Each
+// measurements after. It writes rundir.ColdStartFile and logs a summary. Each
 // step ends in a step-0 checkpoint; with stop closed the stage returns
 // ErrStopped after the step under way.
 func (l *loop) coldStart(ctx context.Context, starts []part.ColdStart, resumed *coldStartState, stop <-chan struct{}, logf func(string, ...any)) error {
@@ -296,7 +294,7 @@ func (l *loop) coldStart(ctx context.Context, starts []part.ColdStart, resumed *
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.WriteBytes(filepath.Join(l.runDir, ColdStartFile), append(b, '\n')); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(l.runDir, rundir.ColdStartFile), append(b, '\n')); err != nil {
 		return err
 	}
 	st.Done = true

@@ -17,6 +17,7 @@ import (
 	"rlvr/internal/datatest"
 	"rlvr/method/eapo"
 	"rlvr/method/mel"
+	"rlvr/rundir"
 )
 
 // additionData writes a GSM8K-format training and test file of short
@@ -30,7 +31,7 @@ func additionData(t *testing.T, train, test int) (string, string) {
 // readColdStart reads a run's cold_start.json, as a record and as text.
 func readColdStart(t *testing.T, run string) (ColdStartRecord, []byte) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(run, ColdStartFile))
+	b, err := os.ReadFile(filepath.Join(run, rundir.ColdStartFile))
 	if err != nil {
 		t.Fatal(err)
 	}

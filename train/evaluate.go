@@ -96,7 +96,7 @@ func (l *loop) score(ctx context.Context, split string, step int, examples []tas
 	if err != nil {
 		return rec, err
 	}
-	rec.Greedy, rec.GreedyLow, rec.GreedyHigh, rec.Outcomes = rep.Greedy.Mean, rep.Greedy.Low, rep.Greedy.High, rep.Outcomes
+	rec.Greedy, rec.GreedyLow, rec.GreedyHigh, rec.Outcomes, rec.Seconds = rep.Greedy.Mean, rep.Greedy.Low, rep.Greedy.High, rep.Outcomes, rep.Seconds
 	for _, x := range l.evaluators {
 		if err := x.Record(ev, rep, &rec); err != nil {
 			return rec, err

@@ -95,6 +95,9 @@ func TestEvaluationResumes(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := evalOf(t, run, c.split, c.step)
+			if !(want.Seconds > 0) || !(got.Seconds > 0) {
+				t.Errorf("%s evaluation times %v s straight and %v s resumed, want both recorded", c.split, want.Seconds, got.Seconds)
+			}
 			if !(got.Greedy < want.Greedy) || got.Greedy < want.Greedy-float64(scored)/float64(problems)-1e-9 {
 				t.Errorf("resumed %s accuracy %.4f against %.4f straight, with %d of %d completions made wrong: the kept ones were not taken",
 					c.split, got.Greedy, want.Greedy, scored, problems)

@@ -60,7 +60,7 @@ func TestDocsTablesAreTheirCommandsOutput(t *testing.T) {
 }
 
 // citedTable is a command of a ```sh block in a doc, all of whose lines
-// are `bin/rlvr report --table` commands, and the table that follows the
+// are `bin/rlvr report --table` (or --compute) commands, and the table that follows the
 // block in the same place as the command in it (the first command's the
 // first table after the block, and so on).
 type citedTable struct {
@@ -115,7 +115,7 @@ func citedTables(t *testing.T, path string) []citedTable {
 			l := strings.TrimSpace(lines[j])
 			switch {
 			case l == "":
-			case strings.HasPrefix(l, "bin/rlvr report --table ") && !strings.ContainsAny(l, "<…#"):
+			case (strings.HasPrefix(l, "bin/rlvr report --table ") || strings.HasPrefix(l, "bin/rlvr report --compute ")) && !strings.ContainsAny(l, "<…#"):
 				cmds = append(cmds, citedTable{file: name, line: j + 1, args: expandWords(t, name, j+1, l)})
 			default:
 				cited = false

@@ -197,7 +197,7 @@ func recordEvaluation(dir string, args []string, model string, seed uint64, mach
 		return err
 	}
 	rec := rundir.Eval{Step: 0, Split: "test", Greedy: rep.Greedy.Mean, GreedyLow: rep.Greedy.Low, GreedyHigh: rep.Greedy.High,
-		Problems: len(examples), ProblemSet: train.ProblemSet(examples), Outcomes: rep.Outcomes}
+		Problems: len(examples), ProblemSet: train.ProblemSet(examples), Outcomes: rep.Outcomes, Seconds: rep.Seconds}
 	if rep.K > 0 {
 		train.RecordSampled(rep, &rec)
 	}

@@ -34,6 +34,7 @@ func reportCmd() *cobra.Command {
 	bindReportFlags(cmd.Flags(), &o)
 	cmd.MarkFlagsMutuallyExclusive("table", "out") // --table prints to standard output
 	cmd.MarkFlagsMutuallyExclusive("blocks", "out")
+	cmd.MarkFlagsMutuallyExclusive("compute", "out")
 	pathFlags(cmd, "out")
 	return cmd
 }
@@ -74,13 +75,19 @@ row, each cell the mean over seeds of every seed's mean over the block,
 with a 95% t-interval over the seeds; with --baseline, each other row's
 difference from that row per block, paired by seed. It is how a write-up
 shows how fast a row learned, or how often it consulted, in each stage of
-its runs.`
+its runs.
+
+With --compute it prints, last, each run's recorded wall time, split into
+its training steps, its evaluations and its cold start, with core-hours
+from the threads machine.jsonl names, and their total over the runs: the
+budget an experiment spent, as a write-up states it.`
 
 // reportExample is rlvr report's examples.
 const reportExample = `  rlvr report runs/grpo-s1
   rlvr report runs/grpo-s1 runs/grpo-s2 runs/dapo-s1 runs/dapo-s2 --out reports/grpo-vs-dapo
   rlvr report --table --baseline grpo runs/grpo-s{1,2,3} runs/dapo-s{1,2,3} >> docs/dapo.md
-  rlvr report --blocks 50 --metrics accuracy,grad_norm --baseline grpo runs/grpo-s{1,2,3} runs/dapo-s{1,2,3}`
+  rlvr report --blocks 50 --metrics accuracy,grad_norm --baseline grpo runs/grpo-s{1,2,3} runs/dapo-s{1,2,3}
+  rlvr report --compute results/smollm2/*-seed*/`
 
 // bindReportFlags binds rlvr report's flags to o.
 func bindReportFlags(f *pflag.FlagSet, o *report.Options) {
@@ -90,5 +97,6 @@ func bindReportFlags(f *pflag.FlagSet, o *report.Options) {
 	f.StringVar(&o.Expert, "expert", "", "with --table, the expert prompt (E0, E1, …) every row is reported under, rather than the one best on validation")
 	f.StringArrayVar(&o.Columns, "column", nil, "with --table, a column to keep (a header or its start; repeatable, in order)")
 	f.IntVar(&o.Blocks, "blocks", 0, "print --metrics per block of this many training steps, across seeds, instead of a page")
+	f.BoolVar(&o.Compute, "compute", false, "print each run's recorded wall time (steps, evaluations, cold start) and core-hours, and their total, instead of a page")
 	f.StringSliceVar(&o.Metrics, "metrics", []string{"accuracy"}, "with --blocks, the metrics.jsonl fields to table, comma-separated; A-B is field A less field B at each step that logs both")
 }

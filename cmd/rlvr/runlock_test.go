@@ -68,7 +68,7 @@ func TestRecordEvaluationLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := &eval.Report{}
+	rep := &eval.Report{Seconds: 42}
 	machine := train.MachineRecord(0, model.FP32, model.FP32)
 	err = recordEvaluation(dir, []string{"rlvr", "eval"}, "m", 1, machine, nil, rep)
 	if err == nil || !strings.Contains(err.Error(), "is in use: locked by PID") {
@@ -78,9 +78,11 @@ func TestRecordEvaluationLocks(t *testing.T) {
 	if err := recordEvaluation(dir, []string{"rlvr", "eval"}, "m", 1, machine, nil, rep); err != nil {
 		t.Fatal(err)
 	}
-	// The record says what the evaluation computed with.
+	// The record says what the evaluation computed with, and how long it took.
 	if r, err := rundir.Load(dir); err != nil || len(r.Machines) != 1 || r.Machines[0] != machine {
 		t.Fatalf("the recorded run's machine lines: %+v (%v), want [%+v]", r.Machines, err, machine)
+	} else if len(r.Evals) != 1 || r.Evals[0].Seconds != 42 {
+		t.Fatalf("the recorded evaluation: %+v, want one of 42 s", r.Evals)
 	}
 	err = recordEvaluation(dir, []string{"rlvr", "eval"}, "m", 1, machine, nil, rep)
 	if err == nil || !strings.Contains(err.Error(), "was given an evaluation") {
