@@ -107,7 +107,10 @@ func Compute(runs []*rundir.Run) string {
 		evals = hours(total.EvalSeconds)
 	}
 	ch := fmt.Sprintf("%.2f", coreHours)
-	if unthreaded > 0 {
+	switch {
+	case unthreaded == len(runs):
+		ch = dash
+	case unthreaded > 0:
 		ch += fmt.Sprintf(" (%d of %d runs)", len(runs)-unthreaded, len(runs))
 	}
 	g.Cells = append(g.Cells, []string{fmt.Sprintf("all %d runs", len(runs)), "", "", fmt.Sprint(total.Steps), "",

@@ -66,4 +66,7 @@ func TestCompute(t *testing.T) {
 			t.Errorf("--compute lacks %q:\n%s", want, got)
 		}
 	}
+	if got := Compute(runs[1:]); !strings.Contains(got, "| all 1 runs |  |  | 1 |  | 1.00 | — | — | 1.00 | — |") {
+		t.Errorf("--compute of runs none of which recorded threads or an evaluation's time:\n%s", got)
+	}
 }
