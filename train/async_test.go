@@ -61,9 +61,8 @@ func TestAsyncStalenessZeroIsSync(t *testing.T) {
 	if !reflect.DeepEqual(a, withoutAsync(b)) {
 		t.Errorf("metrics differ:\nsync  %v\nasync %v", a, b)
 	}
-	ea, _ := os.ReadFile(filepath.Join(syncDir, rundir.EvalFile))
-	eb, _ := os.ReadFile(filepath.Join(asyncDir, rundir.EvalFile))
-	if len(ea) == 0 || !bytes.Equal(ea, eb) {
+	ea, eb := evalText(filepath.Join(syncDir, rundir.EvalFile)), evalText(filepath.Join(asyncDir, rundir.EvalFile))
+	if ea == "" || ea != eb {
 		t.Errorf("evaluations differ:\nsync  %s\nasync %s", ea, eb)
 	}
 	if !bytes.Equal(finalWeights(t, syncDir, c.Steps), finalWeights(t, asyncDir, c.Steps)) {

@@ -108,9 +108,8 @@ func remoteMatchesLocal(t *testing.T, kl float32) {
 		t.Fatal("no group had equal rewards: nothing went through the forward-only route")
 	}
 	t.Logf("step 2, local: loss %v, kl %v, grad norm %v, reward %v; remote: loss %v", a[1]["loss/pg"], a[1]["kl"], a[1]["grad_norm"], a[1]["reward_mean"], b[1]["loss/pg"])
-	ea, _ := os.ReadFile(filepath.Join(localDir, "eval.jsonl"))
-	eb, _ := os.ReadFile(filepath.Join(remoteDir, "eval.jsonl"))
-	if string(ea) != string(eb) {
+	ea, eb := evalText(filepath.Join(localDir, "eval.jsonl")), evalText(filepath.Join(remoteDir, "eval.jsonl"))
+	if ea != eb {
 		t.Errorf("evaluations differ:\n%s\n%s", ea, eb)
 	}
 	// The final weights: the local checkpoint's against what the server
