@@ -196,3 +196,11 @@ if [ -n "$(kept_dirs mel-grpo)" ] && [ -n "$(kept_dirs eapo-reference eapo-gemma
   bin/rlvr report --blocks 10 --metrics accuracy,consult/call_rate,mel/parsed,mel/validated,mutual/fired_frac \
     $(kept_dirs grpo mel-grpo self-rl eapo-reference eapo-gemma eapo-reference-unaided meml-grpo) | tee -a "$results/table.md"
 fi
+# What the kept runs and their stages spent, as they recorded it: the
+# experiment's budget in hours and core-hours (rlvr report --compute).
+spent=$(kept_dirs grpo mel-grpo self-rl eapo-reference eapo-gemma eapo-reference-unaided moe-sft meml-grpo expert0-sft expert0-sft-grpo)
+if [ -n "$spent" ]; then
+  echo | tee -a "$results/table.md"
+  # shellcheck disable=SC2086
+  bin/rlvr report --compute $spent | tee -a "$results/table.md"
+fi
