@@ -7,9 +7,6 @@ import (
 	"rlvr/rundir"
 )
 
-// stepSecondsKey is the metrics.jsonl field of a step's wall time.
-const stepSecondsKey = "step_s"
-
 // RunCompute is what a run recorded of the time it took: its training
 // steps' wall time (metrics.jsonl's step_s), its evaluations' (eval.jsonl's
 // seconds) and its cold start's, and the threads it ran on.
@@ -46,12 +43,9 @@ func ComputeOf(r *rundir.Run) RunCompute {
 	if n := len(r.Machines); n > 0 {
 		c.CPU, c.Threads = r.Machines[n-1].CPU, r.Machines[n-1].Threads
 	}
-	var steps []float64
-	for _, s := range r.Steps {
-		if v, ok := s.Value(stepSecondsKey); ok && v >= 0 && !math.IsInf(v, 0) {
-			steps = append(steps, v)
-			c.StepSeconds += v
-		}
+	_, steps := r.Series(rundir.MetricStepSeconds)
+	for _, v := range steps {
+		c.StepSeconds += v
 	}
 	c.Steps, c.StepMedian = len(steps), median(steps)
 	for _, e := range r.Evals {
