@@ -54,6 +54,15 @@ prompts=${PROMPTS:-8}
 group=${GROUP:-4}
 max_tokens=${MAX_TOKENS:-256}
 precision=${PRECISION:-bf16}
+# A CPU without bf16 units would run bf16 in float32 (rlvr says so and
+# falls back): the emulated kernel keeps a row comparable with the rows
+# other machines ran, rounding every product's inputs to bf16 as the
+# hardware does.
+if [ "$precision" = bf16 ] && [ -z "${RLVR_BF16_KERNEL:-}" ] &&
+  ! grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2>/dev/null; then
+  export RLVR_BF16_KERNEL=emulate
+  echo "smollm2: this CPU has no bf16 units; bf16 runs on the emulated kernel (RLVR_BF16_KERNEL=emulate)" >&2
+fi
 # A checkpoint every 5 steps, the last alone kept with its optimizer: a
 # run killed at the end of a sitting loses at most 5 steps (its cold start
 # and final evaluation resume where they were, docs/methods.md).
